@@ -1,0 +1,52 @@
+/* codegen.h - the backend interface and what the renderers share.
+ *
+ * A backend turns a planned Program into something that runs, behind a small table of
+ * functions (ggml's backend interface, QBE's Target): render the source, and build it into a
+ * loaded model exposing nnc_model_abi.  Nothing above this interface asks which target it is
+ * building for: the driver looks the backend up by the program's target. */
+#ifndef NNC_CODEGEN_H
+#define NNC_CODEGEN_H
+#include "../passes/passes.h"
+#include "../runtime/nnc_abi.h"
+
+typedef struct {
+    bool f64;                   /* real = double: for finite-difference gradient checks */
+    const char *cc;             /* C compiler ($CC or "cc") */
+    const char *cache_dir;      /* NULL: no cache */
+    int threads;                /* OpenMP threads (0: default) */
+    bool verbose;
+    bool tf32;
+} BuildOpts;
+
+typedef struct LoadedModel {
+    const nnc_model_abi *abi;
+    void *handle;               /* dlopen handle or backend state */
+    void *m;                    /* the model instance */
+    char so_path[1024];
+    bool cache_hit;
+    double compile_seconds;
+} LoadedModel;
+
+typedef struct {
+    const char *name;
+    /* Render the whole program (--emit c / --emit cuda). */
+    void (*render)(const Program *p, const BuildOpts *o, Str *out);
+    /* Render, compile (or find in the cache) and load; NULL with `err` filled on failure. */
+    LoadedModel *(*load)(const Program *p, const BuildOpts *o, char *err, size_t errlen);
+    void (*unload)(LoadedModel *lm);
+} Backend;
+
+extern const Backend backend_cpu;
+const Backend *backend_for(Device target);
+
+/* expr.c: the op table's expression for node `id`, with `operand(k)` naming operand k. */
+void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands);
+void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, const char *batch_expr);
+void render_dim(Str *s, int64_t d, const char *batch_expr);
+void render_source_lines(Str *s, const Program *p, const Launch *L, const char *prefix);
+const char *model_c_name(const Program *p);
+
+/* Text of files embedded at build time (CMake turns them into C strings). */
+extern const char nnc_embed_rng_h[];
+extern const char nnc_embed_abi_h[];
+#endif

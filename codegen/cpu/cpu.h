@@ -1,0 +1,13 @@
+/* cpu.h - what the CPU backend shares with the ahead-of-time writer (aot.c). */
+#ifndef NNC_CPU_H
+#define NNC_CPU_H
+#include <fcntl.h>
+
+#include "../codegen.h"
+
+void render_program(const Program *p, const BuildOpts *o, Str *s);
+const char *cpu_cc(const BuildOpts *o);
+int cpu_run_tool(char *const *argv, const char *log);
+bool cpu_write_file(const char *path, const char *text, char *err, size_t n);
+bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
+#endif

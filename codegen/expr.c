@@ -1,0 +1,79 @@
+/* expr.c - pieces of source text both renderers (C and CUDA) share: the scalar expression of
+ * every elementwise op, taken from ops.def so the two targets cannot disagree, inline scalars,
+ * dimensions, and the .nn lines that head each kernel. */
+#include <string.h>
+
+#include "codegen.h"
+
+void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands) {
+    const Node *n = &g->nodes[id];
+    if (n->op == OP_POWC && n->fparam[0] == 2) {
+        str_printf(s, "(%s * %s)", operands[0], operands[0]);
+        return;
+    }
+    if (n->op == OP_POWC && n->fparam[0] == 1) {
+        str_puts(s, operands[0]);
+        return;
+    }
+    for (const char *t = op_info[n->op].expr; *t; t++) {
+        if (t[0] == '$' && t[1] >= '0' && t[1] <= '2') {
+            str_puts(s, operands[t[1] - '0']);
+            t++;
+        } else if (t[0] == '$' && t[1] == 'p') {
+            str_printf(s, "(real)%.17g", n->fparam[0]);
+            t++;
+        } else
+            str_putc(s, *t);
+    }
+}
+
+void render_inline_value(Str *s, const Graph *g, int id, const char *step, const char *batch) {
+    const Node *n = &g->nodes[id];
+    if (n->op == OP_CONST) {
+        if (n->iparam[0] == -1) str_printf(s, "((real)%.17g / (real)(%s))", n->fparam[0], batch);
+        else if (n->iparam[0] == 1) str_printf(s, "((real)%.17g * (real)(%s))", n->fparam[0], batch);
+        else str_printf(s, "((real)%.17g)", n->fparam[0]);
+        return;
+    }
+    switch (n->iparam[0]) {
+    case 0: str_printf(s, "((real)(%s))", step); break;
+    case 1: str_printf(s, "((real)(1.0 - pow(%.17g, (double)(%s))))", n->fparam[0], step); break;
+    default: str_printf(s, "((%s) == 1 ? (real)1 : (real)%.17g)", step, n->fparam[0]); break;
+    }
+}
+
+void render_dim(Str *s, int64_t d, const char *batch) {
+    if (d == DIM_BATCH) str_puts(s, batch);
+    else str_printf(s, "%lld", (long long)d);
+}
+
+/* Quote the distinct .nn lines a launch's nodes came from, in order. */
+void render_source_lines(Str *s, const Program *p, const Launch *L, const char *prefix) {
+    int seen[16], nseen = 0;
+    const char *src = p->diag ? p->diag->src : NULL;
+    for (int i = 0; i < L->nnodes && nseen < 16; i++) {
+        int line = p->g->nodes[L->nodes[i]].loc.line;
+        bool dup = line <= 0;
+        for (int k = 0; k < nseen && !dup; k++) dup = seen[k] == line;
+        if (dup) continue;
+        seen[nseen++] = line;
+    }
+    for (int a = 0; a < nseen; a++)   /* sort */
+        for (int b = a + 1; b < nseen; b++)
+            if (seen[b] < seen[a]) { int t = seen[a]; seen[a] = seen[b]; seen[b] = t; }
+    for (int k = 0; k < nseen; k++) {
+        const char *q = src;
+        for (int l = 1; q && l < seen[k] && *q; q++)
+            if (*q == '\n') l++;
+        int len = 0;
+        while (q && q[len] && q[len] != '\n') len++;
+        while (q && len > 0 && (*q == ' ' || *q == '\t')) { q++; len--; }
+        char line[160];
+        snprintf(line, sizeof line, "%.*s", len > 120 ? 120 : len, q ? q : "");
+        for (char *c = line; *c; c++)
+            if (*c == '*' && c[1] == '/') *c = '+';   /* keep the comment closed */
+        str_printf(s, "%s%s:%d: %s\n", prefix, p->diag && p->diag->file ? p->diag->file : "model", seen[k], line);
+    }
+}
+
+const char *model_c_name(const Program *p) { return p->g->model_name ? p->g->model_name : "model"; }

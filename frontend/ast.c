@@ -1,0 +1,127 @@
+/* ast.c - constructors for the syntax tree, called one per grammar action (parser.y). */
+#include "ast.h"
+
+static Expr *ast_expr(ParseCtx *c, ExprKind k, SrcLoc l) {
+    Expr *e = arena_alloc(c->arena, sizeof *e);
+    e->k = k;
+    e->loc = l;
+    return e;
+}
+
+Expr *ast_num(ParseCtx *c, SrcLoc l, double v) {
+    Expr *e = ast_expr(c, E_NUM, l);
+    e->num = v;
+    return e;
+}
+
+Expr *ast_str(ParseCtx *c, SrcLoc l, const char *s) {
+    Expr *e = ast_expr(c, E_STR, l);
+    e->str = s;
+    return e;
+}
+
+Expr *ast_ident(ParseCtx *c, SrcLoc l, const char *s) {
+    Expr *e = ast_expr(c, E_IDENT, l);
+    e->str = s;
+    return e;
+}
+
+Expr *ast_bin(ParseCtx *c, SrcLoc l, int op, Expr *a, Expr *b) {
+    Expr *e = ast_expr(c, E_BIN, l);
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    return e;
+}
+
+Expr *ast_neg(ParseCtx *c, SrcLoc l, Expr *a) {
+    Expr *e = ast_expr(c, E_NEG, l);
+    e->a = a;
+    return e;
+}
+
+Expr *ast_call(ParseCtx *c, SrcLoc l, Expr *f, Arg *args) {
+    Expr *e = ast_expr(c, E_CALL, l);
+    e->a = f;
+    e->args = args;
+    return e;
+}
+
+Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name) {
+    Expr *e = ast_expr(c, E_MEMBER, l);
+    e->a = a;
+    e->str = name;
+    return e;
+}
+
+Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e) {
+    Arg *a = arena_alloc(c->arena, sizeof *a);
+    a->kw = kw;
+    a->e = e;
+    return a;
+}
+
+Arg *ast_args_append(Arg *list, Arg *a) {
+    if (!list) return a;
+    Arg *p = list;
+    while (p->next) p = p->next;
+    p->next = a;
+    return list;
+}
+
+Name *ast_name(ParseCtx *c, SrcLoc l, const char *s) {
+    Name *n = arena_alloc(c->arena, sizeof *n);
+    n->s = s;
+    n->loc = l;
+    return n;
+}
+
+Name *ast_names_append(Name *list, Name *n) {
+    if (!list) return n;
+    Name *p = list;
+    while (p->next) p = p->next;
+    p->next = n;
+    return list;
+}
+
+TypeAst *ast_type(ParseCtx *c, SrcLoc l, const char *dtype, Arg *dims, int scalar) {
+    TypeAst *t = arena_alloc(c->arena, sizeof *t);
+    t->dtype = dtype;
+    t->loc = l;
+    t->dims = dims;
+    t->scalar = scalar;
+    return t;
+}
+
+Stmt *ast_stmt(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, TypeAst *t, Expr *e) {
+    Stmt *s = arena_alloc(c->arena, sizeof *s);
+    s->k = k;
+    s->loc = l;
+    s->name = name;
+    s->type = t;
+    s->e = e;
+    return s;
+}
+
+Stmt *ast_def(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, Name *params, Stmt *body) {
+    Stmt *s = ast_stmt(c, k, l, name, NULL, NULL);
+    s->params = params;
+    s->body = body;
+    return s;
+}
+
+Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, Expr *e) {
+    Stmt *s = ast_stmt(c, S_SETTING, l, key, NULL, e);
+    s->name2 = name2;
+    s->loc2 = l2;
+    return s;
+}
+
+Stmt *ast_stmts_append(Stmt *list, Stmt *s) {
+    if (!s) return list;
+    if (!list) return s;
+    Stmt *p = list;
+    while (p->next) p = p->next;
+    p->next = s;
+    return list;
+}

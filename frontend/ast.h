@@ -1,0 +1,101 @@
+/* ast.h - the syntax tree the parser builds and the elaborator (elab.c) walks.
+ *
+ * The tree mirrors the text: expressions (Expr) and statements (Stmt), linked lists through
+ * `next`, every node with the location of its first token.  Nothing is resolved here: names,
+ * shapes and dtypes are the elaborator's business, so the parser's actions stay one-line calls. */
+#ifndef NNC_AST_H
+#define NNC_AST_H
+#include "../ir/util.h"
+
+typedef enum {
+    E_NUM,      /* num */
+    E_STR,      /* str */
+    E_IDENT,    /* str */
+    E_BIN,      /* a op b, op one of + - * / @ ^ (^ is **) */
+    E_NEG,      /* -a */
+    E_CALL,     /* a(args) */
+    E_MEMBER,   /* a.str */
+} ExprKind;
+
+typedef struct Expr Expr;
+typedef struct Arg {
+    const char *kw;             /* keyword argument name, or NULL */
+    Expr *e;
+    struct Arg *next;
+} Arg;
+
+struct Expr {
+    ExprKind k;
+    SrcLoc loc;
+    double num;
+    const char *str;
+    int op;
+    Expr *a, *b;
+    Arg *args;
+};
+
+typedef struct Name {
+    const char *s;
+    SrcLoc loc;
+    struct Name *next;
+} Name;
+
+typedef struct {
+    const char *dtype;          /* "f32", "i32" (checked by the elaborator) */
+    SrcLoc loc;
+    Arg *dims;                  /* each an expression: a number, a block argument or the batch symbol */
+    int scalar;                 /* written without brackets */
+} TypeAst;
+
+typedef enum {
+    S_INPUT,    /* input name: type */
+    S_PARAM,    /* param name: type = e */
+    S_LET,      /* name = e */
+    S_OUTPUT,   /* output name [= e] */
+    S_RETURN,   /* return e */
+    S_FORWARD,  /* forward(params) { body } ; "= e" becomes a body of one return */
+    S_BLOCK,    /* block name(params) { body } */
+    S_TRAIN,    /* train { body of S_SETTING } */
+    S_SETTING,  /* key [name] [= e]: "batch = 64", "data x = idx(...)", "minimize loss" */
+} StmtKind;
+
+typedef struct Stmt {
+    StmtKind k;
+    SrcLoc loc;
+    const char *name;           /* S_SETTING: the key */
+    const char *name2;          /* S_SETTING: the optional second word */
+    SrcLoc loc2;
+    TypeAst *type;
+    Expr *e;
+    Name *params;
+    struct Stmt *body;
+    struct Stmt *next;
+} Stmt;
+
+typedef struct {
+    Arena *arena;
+    const char *file;
+    Diag *diag;
+    Stmt *program;
+} ParseCtx;
+
+Expr *ast_num(ParseCtx *c, SrcLoc l, double v);
+Expr *ast_str(ParseCtx *c, SrcLoc l, const char *s);
+Expr *ast_ident(ParseCtx *c, SrcLoc l, const char *s);
+Expr *ast_bin(ParseCtx *c, SrcLoc l, int op, Expr *a, Expr *b);
+Expr *ast_neg(ParseCtx *c, SrcLoc l, Expr *a);
+Expr *ast_call(ParseCtx *c, SrcLoc l, Expr *f, Arg *args);
+Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name);
+Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e);
+Arg *ast_args_append(Arg *list, Arg *a);
+Name *ast_name(ParseCtx *c, SrcLoc l, const char *s);
+Name *ast_names_append(Name *list, Name *n);
+TypeAst *ast_type(ParseCtx *c, SrcLoc l, const char *dtype, Arg *dims, int scalar);
+Stmt *ast_stmt(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, TypeAst *t, Expr *e);
+Stmt *ast_def(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, Name *params, Stmt *body);
+Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, Expr *e);
+Stmt *ast_stmts_append(Stmt *list, Stmt *s);
+
+/* Parse a whole model; returns NULL (with diagnostics printed) on a syntax error. */
+Stmt *nn_parse(Arena *a, Diag *d, const char *file, const char *src);
+#endif

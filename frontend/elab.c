@@ -1,0 +1,1070 @@
+/* elab.c - the elaborator: walks the syntax tree and builds the IR graph.
+ *
+ * It is a small interpreter.  Values are numbers, strings, tensors (an IR node id), block
+ * definitions and block instances.  A block call `fc1 = Linear(784, 128)` runs the block's body
+ * once, in a fresh scope whose parameters are named "fc1.weight" and so on; calling the
+ * instance `fc1(x)` runs its `forward` with x bound.  So a block used twice owns two parameter
+ * sets, the way two nn.Linear objects do.
+ *
+ * Every check that can fail points at the user's text and elaboration continues where it
+ * safely can (a failed expression yields V_ERROR, which silences follow-on errors), so one
+ * run reports every independent mistake. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ast.h"
+#include "frontend.h"
+
+typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM } VKind;
+
+typedef struct Env Env;
+typedef struct Inst {
+    Stmt *def;
+    const char *scope;           /* "fc1", "enc.fc1" */
+    Env *env;
+    Stmt *forward;
+} Inst;
+
+typedef struct {
+    VKind k;
+    double num;
+    const char *str;
+    int node;
+    Stmt *block;
+    Inst *inst;
+    DataSource *src;
+    OptConfig *opt;
+} Value;
+
+typedef struct Binding {
+    const char *name;
+    Value v;
+    SrcLoc loc;
+    struct Binding *next;
+} Binding;
+
+struct Env {
+    Binding *head;
+    Env *parent;
+};
+
+typedef struct {
+    Arena *a;
+    Diag *d;
+    Graph *g;
+    Model *m;
+    Env *globals;
+    int in_train;                /* data sources and optimizers may be called */
+    int depth;                   /* recursion guard for blocks that call themselves */
+} Elab;
+
+static Value eval(Elab *E, Env *env, Expr *e);
+static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret);
+
+static const Value verror = {.k = V_ERROR};
+
+static Value vnum(double x) { return (Value){.k = V_NUM, .num = x}; }
+static Value vtensor(int node) { return (Value){.k = V_TENSOR, .node = node}; }
+
+static void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc) {
+    Binding *b = arena_alloc(E->a, sizeof *b);
+    b->name = name;
+    b->v = v;
+    b->loc = loc;
+    b->next = env->head;
+    env->head = b;
+}
+
+static Binding *env_find(Env *env, const char *name) {
+    for (; env; env = env->parent)
+        for (Binding *b = env->head; b; b = b->next)
+            if (strcmp(b->name, name) == 0) return b;
+    return NULL;
+}
+
+static const char *kind_name(VKind k) {
+    static const char *n[] = {"error", "number", "string", "tensor", "block", "block instance",
+                              "device", "data source", "optimizer"};
+    return n[k];
+}
+
+static const char *tstr(Elab *E, int node) {
+    char buf[96];
+    Node *n = &E->g->nodes[node];
+    return arena_strdup(E->a, shape_str(n->shape, n->dtype, E->g->batch_name, buf, sizeof buf));
+}
+
+/* ---- builtin tensor operations ------------------------------------------------------------ */
+
+/* A number used where a tensor is needed becomes a scalar constant. */
+static int as_tensor(Elab *E, Value v, SrcLoc loc) {
+    if (v.k == V_TENSOR) return v.node;
+    if (v.k == V_NUM) return graph_const(E->g, v.num, loc);
+    if (v.k != V_ERROR) diag_error(E->d, loc, "expected a tensor, got a %s", kind_name(v.k));
+    return -1;
+}
+
+static bool need_f32(Elab *E, int node, const char *what, SrcLoc loc) {
+    if (E->g->nodes[node].dtype == DT_F32) return true;
+    diag_error(E->d, loc, "%s expects f32, got %s (labels are i32: use them only in cross_entropy "
+               "or accuracy)", what, tstr(E, node));
+    return false;
+}
+
+static const char *binop_name(int op) {
+    switch (op) {
+    case '+': return "add";
+    case '-': return "subtract";
+    case '*': return "multiply";
+    case '/': return "divide";
+    default: return "combine";
+    }
+}
+
+static Value tensor_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
+    int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
+    if (x < 0 || y < 0) return verror;
+    if (!need_f32(E, x, binop_name(op), loc) || !need_f32(E, y, binop_name(op), loc)) return verror;
+    Op o = op == '+' ? OP_ADD : op == '-' ? OP_SUB : op == '*' ? OP_MUL : OP_DIV;
+    int r = graph_add2(E->g, o, x, y, loc);
+    if (r < 0) {
+        diag_error(E->d, loc, "cannot %s %s and %s: shapes do not broadcast", binop_name(op),
+                   tstr(E, x), tstr(E, y));
+        return verror;
+    }
+    return vtensor(r);
+}
+
+static Value matmul(Elab *E, Value a, Value b, SrcLoc loc) {
+    int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
+    if (x < 0 || y < 0) return verror;
+    if (!need_f32(E, x, "matmul", loc) || !need_f32(E, y, "matmul", loc)) return verror;
+    Shape sa = E->g->nodes[x].shape, sb = E->g->nodes[y].shape;
+    if (sa.rank != 2 || sb.rank != 2 || sa.d[1] != sb.d[0] || sb.d[1] == DIM_BATCH ||
+        (sa.d[0] == DIM_BATCH && sa.d[1] == DIM_BATCH)) {
+        diag_error(E->d, loc, "cannot multiply %s by %s: matmul needs [M,K] @ [K,N]", tstr(E, x), tstr(E, y));
+        return verror;
+    }
+    int64_t d[2] = {sa.d[0], sb.d[1]};
+    int in[2] = {x, y};
+    return vtensor(graph_add(E->g, OP_MATMUL, 2, in, shape_of(2, d), DT_F32, loc));
+}
+
+static Value powc(Elab *E, Value a, Value b, SrcLoc loc) {
+    if (a.k == V_NUM && b.k == V_NUM) return vnum(pow(a.num, b.num));
+    if (b.k != V_NUM) {
+        if (b.k != V_ERROR) diag_error(E->d, loc, "the exponent of ** must be a number, got a %s", kind_name(b.k));
+        return verror;
+    }
+    int x = as_tensor(E, a, loc);
+    if (x < 0 || !need_f32(E, x, "**", loc)) return verror;
+    int r = graph_add1(E->g, OP_POWC, x, loc);
+    E->g->nodes[r].fparam[0] = b.num;
+    return vtensor(r);
+}
+
+static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
+    if (a.k == V_ERROR || b.k == V_ERROR) return verror;
+    if (op == '^') return powc(E, a, b, loc);
+    if (op == '@') return matmul(E, a, b, loc);
+    if (a.k == V_NUM && b.k == V_NUM) {
+        switch (op) {
+        case '+': return vnum(a.num + b.num);
+        case '-': return vnum(a.num - b.num);
+        case '*': return vnum(a.num * b.num);
+        default: return vnum(a.num / b.num);
+        }
+    }
+    return tensor_binop(E, op, a, b, loc);
+}
+
+/* ---- argument handling for builtins ------------------------------------------------------- */
+
+typedef struct {
+    Value v[8];
+    SrcLoc loc[8];
+    const char *kw[8];
+    int n;
+} Args;
+
+static bool eval_args(Elab *E, Env *env, Arg *args, Args *out, SrcLoc loc) {
+    out->n = 0;
+    bool ok = true;
+    for (Arg *a = args; a; a = a->next) {
+        if (out->n == 8) {
+            diag_error(E->d, loc, "too many arguments");
+            return false;
+        }
+        out->v[out->n] = eval(E, env, a->e);
+        out->loc[out->n] = a->e->loc;
+        out->kw[out->n] = a->kw;
+        if (out->v[out->n].k == V_ERROR) ok = false;
+        out->n++;
+    }
+    return ok;
+}
+
+/* Binds positional and keyword arguments to a builtin's parameter list; each name in `names`
+ * gets the index of its argument or -1.  Unknown keywords and excess arguments are errors. */
+static bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx,
+                      int required, SrcLoc loc) {
+    for (int i = 0; i < nnames; i++) idx[i] = -1;
+    int pos = 0;
+    for (int i = 0; i < a->n; i++) {
+        int slot = -1;
+        if (a->kw[i]) {
+            for (int j = 0; j < nnames; j++)
+                if (strcmp(names[j], a->kw[i]) == 0) slot = j;
+            if (slot < 0) {
+                diag_error(E->d, a->loc[i], "%s() has no argument named '%s'", fn, a->kw[i]);
+                return false;
+            }
+        } else {
+            slot = pos++;
+            if (slot >= nnames) {
+                diag_error(E->d, a->loc[i], "%s() takes at most %d argument%s", fn, nnames, nnames == 1 ? "" : "s");
+                return false;
+            }
+        }
+        if (idx[slot] >= 0) {
+            diag_error(E->d, a->loc[i], "%s(): argument '%s' given twice", fn, names[slot]);
+            return false;
+        }
+        idx[slot] = i;
+    }
+    for (int j = 0; j < required; j++)
+        if (idx[j] < 0) {
+            diag_error(E->d, loc, "%s() needs the argument '%s'", fn, names[j]);
+            return false;
+        }
+    return true;
+}
+
+static double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok) {
+    if (i < 0) return dflt;
+    if (a->v[i].k != V_NUM) {
+        diag_error(E->d, a->loc[i], "expected a number, got a %s", kind_name(a->v[i].k));
+        *ok = false;
+        return dflt;
+    }
+    return a->v[i].num;
+}
+
+static int tensor_arg(Elab *E, Args *a, int i) {
+    if (i < 0) return -1;
+    return as_tensor(E, a->v[i], a->loc[i]);
+}
+
+/* axis=k (negative counts from the end) or none: all axes.  Returns a bitmask. */
+static int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok) {
+    if (i < 0) return rank ? (1 << rank) - 1 : 0;
+    double x = num_arg(E, a, i, 0, ok);
+    int ax = (int)x;
+    if (ax < 0) ax += rank;
+    if (!*ok || ax < 0 || ax >= rank || x != floor(x)) {
+        if (*ok) diag_error(E->d, a->loc[i], "axis %g is out of range for a tensor of rank %d", x, rank);
+        *ok = false;
+        return 0;
+    }
+    return (int64_t)1 << ax;
+}
+
+static Value reduce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "axis", "keepdim"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t mask = axes_arg(E, a, ix[1], s.rank, &ok);
+    bool keep = num_arg(E, a, ix[2], 0, &ok) != 0;
+    if (!ok) return verror;
+    Shape r = {0};
+    for (int i = 0; i < s.rank; i++) {
+        if (!(mask >> i & 1)) r.d[r.rank++] = s.d[i];
+        else if (keep) r.d[r.rank++] = 1;
+    }
+    int in[1] = {x};
+    int n = graph_add(E->g, op, 1, in, r, DT_F32, loc);
+    E->g->nodes[n].iparam[0] = mask;
+    E->g->nodes[n].iparam[1] = keep;
+    return vtensor(n);
+}
+
+static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    if (a->n != 1 || a->kw[0]) {
+        diag_error(E->d, loc, "%s() takes one tensor argument", fn);
+        return verror;
+    }
+    if (a->v[0].k == V_NUM) {  /* constant folding for shapes and initializer bounds */
+        double x = a->v[0].num;
+        switch (op) {
+        case OP_SQRT: return vnum(sqrt(x));
+        case OP_EXP: return vnum(exp(x));
+        case OP_LOG: return vnum(log(x));
+        case OP_TANH: return vnum(tanh(x));
+        default: break;
+        }
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    return vtensor(graph_add1(E->g, op, x, loc));
+}
+
+static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "axis"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t mask = axes_arg(E, a, ix[1], s.rank, &ok);
+    if (!ok) return verror;
+    if (s.rank == 0 || mask != (int64_t)1 << (s.rank - 1)) {
+        diag_error(E->d, loc, "%s() works over the last axis only (of %s)", fn, tstr(E, x));
+        return verror;
+    }
+    return vtensor(graph_add1(E->g, op, x, loc));
+}
+
+/* logits [N, C] f32 and labels [N] i32; shared by cross_entropy and accuracy. */
+static bool check_logits_labels(Elab *E, const char *fn, int lg, int lb, SrcLoc loc) {
+    Node *L = &E->g->nodes[lg], *Y = &E->g->nodes[lb];
+    if (L->dtype != DT_F32 || L->shape.rank != 2) {
+        diag_error(E->d, loc, "%s() expects logits f32[N,C], got %s", fn, tstr(E, lg));
+        return false;
+    }
+    if (Y->dtype != DT_I32 || Y->shape.rank != 1) {
+        diag_error(E->d, loc, "%s() expects class labels i32[N], got %s", fn, tstr(E, lb));
+        return false;
+    }
+    if (Y->shape.d[0] != L->shape.d[0]) {
+        diag_error(E->d, loc, "%s(): logits %s and labels %s disagree on N", fn, tstr(E, lg), tstr(E, lb));
+        return false;
+    }
+    return true;
+}
+
+static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"logits", "labels"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int lg = tensor_arg(E, a, ix[0]), lb = tensor_arg(E, a, ix[1]);
+    if (lg < 0 || lb < 0 || !check_logits_labels(E, fn, lg, lb, loc)) return verror;
+    int in[2] = {lg, lb};
+    return vtensor(graph_add(E->g, op, 2, in, shape_scalar(), DT_F32, loc));
+}
+
+/* mse_loss(a, b) = mean((a - b)^2) over every element, as torch.nn.functional.mse_loss. */
+static Value loss_mse(Elab *E, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target"};
+    int ix[2];
+    if (!bind_args(E, "mse_loss", a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), y = tensor_arg(E, a, ix[1]);
+    if (x < 0 || y < 0 || !need_f32(E, x, "mse_loss", loc) || !need_f32(E, y, "mse_loss", loc)) return verror;
+    if (!shape_eq(E->g->nodes[x].shape, E->g->nodes[y].shape)) {
+        diag_error(E->d, loc, "mse_loss(): input %s and target %s must have the same shape", tstr(E, x), tstr(E, y));
+        return verror;
+    }
+    int d = graph_add2(E->g, OP_SUB, x, y, loc);
+    int sq = graph_add1(E->g, OP_POWC, d, loc);
+    E->g->nodes[sq].fparam[0] = 2;
+    int in[1] = {sq};
+    int m = graph_add(E->g, OP_MEAN, 1, in, shape_scalar(), DT_F32, loc);
+    E->g->nodes[m].iparam[0] = (1 << E->g->nodes[sq].shape.rank) - 1;
+    return vtensor(m);
+}
+
+static Value transpose(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n != 1) {
+        diag_error(E->d, loc, "transpose() takes one tensor argument");
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (s.rank != 2) {
+        diag_error(E->d, loc, "transpose() needs a 2-d tensor, got %s", tstr(E, x));
+        return verror;
+    }
+    int64_t d[2] = {s.d[1], s.d[0]};
+    int in[1] = {x};
+    return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, shape_of(2, d), E->g->nodes[x].dtype, loc));
+}
+
+static bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out);
+
+static Value reshape(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n < 2) {
+        diag_error(E->d, loc, "reshape() takes a tensor and its new dimensions");
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return verror;
+    Shape s = {0};
+    if (a->n - 1 > IR_MAX_RANK) {
+        diag_error(E->d, loc, "reshape(): at most %d dimensions", IR_MAX_RANK);
+        return verror;
+    }
+    for (int i = 1; i < a->n; i++)
+        if (!eval_dim(E, a->v[i], a->loc[i], true, &s.d[s.rank++])) return verror;
+    Shape from = E->g->nodes[x].shape;
+    bool fb = shape_batch_axis(from) >= 0, tb = shape_batch_axis(s) >= 0;
+    if (fb != tb || shape_numel(from, 1) != shape_numel(s, 1)) {
+        diag_error(E->d, loc, "cannot reshape %s to %s", tstr(E, x),
+                   shape_str(s, E->g->nodes[x].dtype, E->g->batch_name, (char[96]){0}, 96));
+        return verror;
+    }
+    int in[1] = {x};
+    return vtensor(graph_add(E->g, OP_RESHAPE, 1, in, s, E->g->nodes[x].dtype, loc));
+}
+
+static Value to_device(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n != 2 || a->v[1].k != V_DEVICE) {
+        diag_error(E->d, loc, "to() takes a tensor and a device: to(x, cuda)");
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return verror;
+    int n = graph_add1(E->g, OP_COPY, x, loc);
+    E->g->nodes[n].dev = (Device)a->v[1].num;
+    E->g->nodes[n].dev_fixed = true;
+    E->g->nodes[n].user_copy = true;
+    return vtensor(n);
+}
+
+/* ---- data sources and optimizers (train section only) ------------------------------------ */
+
+static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) {
+    DataSource *s = arena_alloc(E->a, sizeof *s);
+    s->kind = k;
+    s->loc = loc;
+    s->scale = 1;
+    s->count = -1;
+    bool ok = true;
+    if (k == SRC_RANDN || k == SRC_RAND) {
+        if (a->n < 1 || a->n > IR_MAX_RANK) {
+            diag_error(E->d, loc, "%s() takes 1 to %d dimensions: %s(samples, ...)", fn, IR_MAX_RANK, fn);
+            return verror;
+        }
+        for (int i = 0; i < a->n; i++)
+            if (!eval_dim(E, a->v[i], a->loc[i], false, &s->dims[s->rank++])) return verror;
+        return (Value){.k = V_SOURCE, .src = s};
+    }
+    static const char *names[] = {"path", "scale", "first", "count"};
+    int ix[4];
+    int nn = k == SRC_CSV ? 4 : 2;
+    if (!bind_args(E, fn, a, names, nn, ix, 1, loc)) return verror;
+    if (a->v[ix[0]].k != V_STR) {
+        diag_error(E->d, a->loc[ix[0]], "%s() expects a file path string", fn);
+        return verror;
+    }
+    s->path = a->v[ix[0]].str;
+    s->scale = num_arg(E, a, ix[1], 1, &ok);
+    if (k == SRC_CSV) {
+        s->first = (int64_t)num_arg(E, a, ix[2], 0, &ok);
+        s->count = (int64_t)num_arg(E, a, ix[3], -1, &ok);
+    }
+    return ok ? (Value){.k = V_SOURCE, .src = s} : verror;
+}
+
+static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) {
+    static const char *sgd[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+    static const char *adam[] = {"lr", "beta1", "beta2", "eps", "weight_decay"};
+    int ix[5];
+    bool ok = true;
+    OptConfig *o = arena_alloc(E->a, sizeof *o);
+    o->kind = k;
+    o->loc = loc;
+    if (k == OPT_SGD) {
+        if (!bind_args(E, fn, a, sgd, 5, ix, 1, loc)) return verror;
+        o->lr = num_arg(E, a, ix[0], 0, &ok);
+        o->momentum = num_arg(E, a, ix[1], 0, &ok);
+        o->dampening = num_arg(E, a, ix[2], 0, &ok);
+        o->weight_decay = num_arg(E, a, ix[3], 0, &ok);
+        o->nesterov = num_arg(E, a, ix[4], 0, &ok) != 0;
+        if (ok && o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
+            diag_error(E->d, loc, "nesterov momentum requires a momentum and zero dampening");
+            ok = false;
+        }
+    } else {
+        if (!bind_args(E, fn, a, adam, 5, ix, 0, loc)) return verror;
+        o->lr = num_arg(E, a, ix[0], 1e-3, &ok);
+        o->beta1 = num_arg(E, a, ix[1], 0.9, &ok);
+        o->beta2 = num_arg(E, a, ix[2], 0.999, &ok);
+        o->eps = num_arg(E, a, ix[3], 1e-8, &ok);
+        o->weight_decay = num_arg(E, a, ix[4], k == OPT_ADAMW ? 1e-2 : 0, &ok);
+    }
+    if (ok && !(o->lr > 0)) {
+        diag_error(E->d, loc, "the learning rate must be positive, got %g", o->lr);
+        ok = false;
+    }
+    return ok ? (Value){.k = V_OPTIM, .opt = o} : verror;
+}
+
+/* ---- calls -------------------------------------------------------------------------------- */
+
+static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const struct { const char *name; Op op; } un[] = {
+        {"relu", OP_RELU}, {"sigmoid", OP_SIGMOID}, {"tanh", OP_TANH}, {"exp", OP_EXP},
+        {"log", OP_LOG}, {"sqrt", OP_SQRT}, {"neg", OP_NEG},
+    };
+    for (size_t i = 0; i < NNC_COUNTOF(un); i++)
+        if (strcmp(fn, un[i].name) == 0) return unary(E, un[i].op, fn, a, loc);
+    if (!strcmp(fn, "matmul") && a->n == 2) return matmul(E, a->v[0], a->v[1], loc);
+    if (!strcmp(fn, "pow") && a->n == 2) return powc(E, a->v[0], a->v[1], loc);
+    if (!strcmp(fn, "sum")) return reduce(E, OP_SUM, fn, a, loc);
+    if (!strcmp(fn, "mean")) return reduce(E, OP_MEAN, fn, a, loc);
+    if (!strcmp(fn, "max")) return reduce(E, OP_MAX, fn, a, loc);
+    if (!strcmp(fn, "softmax")) return rowwise(E, OP_SOFTMAX, fn, a, loc);
+    if (!strcmp(fn, "log_softmax")) return rowwise(E, OP_LOG_SOFTMAX, fn, a, loc);
+    if (!strcmp(fn, "cross_entropy")) return loss_ce(E, OP_CROSS_ENTROPY, fn, a, loc);
+    if (!strcmp(fn, "accuracy")) return loss_ce(E, OP_ACCURACY, fn, a, loc);
+    if (!strcmp(fn, "mse_loss")) return loss_mse(E, a, loc);
+    if (!strcmp(fn, "transpose")) return transpose(E, a, loc);
+    if (!strcmp(fn, "reshape")) return reshape(E, a, loc);
+    if (!strcmp(fn, "to")) return to_device(E, a, loc);
+    if (E->in_train) {
+        static const struct { const char *name; SourceKind k; } src[] = {
+            {"idx", SRC_IDX}, {"npy", SRC_NPY}, {"csv", SRC_CSV}, {"randn", SRC_RANDN}, {"rand", SRC_RAND}};
+        for (size_t i = 0; i < NNC_COUNTOF(src); i++)
+            if (!strcmp(fn, src[i].name)) return source(E, src[i].k, fn, a, loc);
+        if (!strcmp(fn, "sgd")) return optimizer(E, OPT_SGD, fn, a, loc);
+        if (!strcmp(fn, "adam")) return optimizer(E, OPT_ADAM, fn, a, loc);
+        if (!strcmp(fn, "adamw")) return optimizer(E, OPT_ADAMW, fn, a, loc);
+    }
+    if (!strcmp(fn, "matmul") || !strcmp(fn, "pow")) {
+        diag_error(E->d, loc, "%s() takes two arguments", fn);
+        return verror;
+    }
+    diag_error(E->d, loc, "unknown function '%s'", fn);
+    return verror;
+}
+
+static Value instantiate(Elab *E, Stmt *def, Args *a, const char *scope, SrcLoc loc) {
+    int np = 0;
+    for (Name *p = def->params; p; p = p->next) np++;
+    if (np != a->n) {
+        diag_error(E->d, loc, "block '%s' takes %d argument%s, got %d", def->name, np, np == 1 ? "" : "s", a->n);
+        return verror;
+    }
+    if (E->depth > 32) {
+        diag_error(E->d, loc, "blocks nested more than 32 deep (does '%s' contain itself?)", def->name);
+        return verror;
+    }
+    Inst *inst = arena_alloc(E->a, sizeof *inst);
+    inst->def = def;
+    inst->scope = scope;
+    inst->env = arena_alloc(E->a, sizeof *inst->env);
+    inst->env->parent = E->globals;
+    int i = 0;
+    for (Name *p = def->params; p; p = p->next, i++) {
+        if (a->v[i].k != V_NUM) {
+            diag_error(E->d, a->loc[i], "block arguments are numbers (sizes, rates), got a %s", kind_name(a->v[i].k));
+            return verror;
+        }
+        env_bind(E, inst->env, p->s, a->v[i], p->loc);
+    }
+    E->depth++;
+    exec_stmts(E, inst->env, inst, def->body, NULL);
+    E->depth--;
+    return (Value){.k = V_INST, .inst = inst};
+}
+
+static Value call_instance(Elab *E, Inst *inst, Args *a, SrcLoc loc) {
+    if (!inst->forward) {
+        diag_error(E->d, loc, "block '%s' has no forward()", inst->def->name);
+        return verror;
+    }
+    Env *env = arena_alloc(E->a, sizeof *env);
+    env->parent = inst->env;
+    int np = 0;
+    for (Name *p = inst->forward->params; p; p = p->next) np++;
+    if (np != a->n) {
+        diag_error(E->d, loc, "%s.forward takes %d argument%s, got %d", inst->scope, np, np == 1 ? "" : "s", a->n);
+        return verror;
+    }
+    int i = 0;
+    for (Name *p = inst->forward->params; p; p = p->next, i++) env_bind(E, env, p->s, a->v[i], p->loc);
+    Value ret = {.k = V_ERROR, .num = -1};
+    E->depth++;
+    exec_stmts(E, env, inst, inst->forward->body, &ret);
+    E->depth--;
+    if (ret.k == V_ERROR && ret.num == -1) {
+        diag_error(E->d, inst->forward->loc, "forward() of block '%s' does not return a value", inst->def->name);
+        return verror;
+    }
+    return ret;
+}
+
+static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
+    Args a;
+    if (!eval_args(E, env, e->args, &a, e->loc)) return verror;
+    if (e->a->k == E_IDENT) {
+        Binding *b = env_find(env, e->a->str);
+        if (!b) return call_builtin(E, e->a->str, &a, e->loc);
+        if (b->v.k == V_BLOCK) {
+            if (!bind_as) {
+                diag_error(E->d, e->loc, "bind the block instance to a name first: 'name = %s(...)', then call name(x)", e->a->str);
+                return verror;
+            }
+            return instantiate(E, b->v.block, &a, bind_as, e->loc);
+        }
+        if (b->v.k == V_INST) return call_instance(E, b->v.inst, &a, e->loc);
+        diag_error(E->d, e->loc, "'%s' is a %s, not something that can be called", e->a->str, kind_name(b->v.k));
+        return verror;
+    }
+    Value f = eval(E, env, e->a);
+    if (f.k == V_INST) return call_instance(E, f.inst, &a, e->loc);
+    if (f.k != V_ERROR) diag_error(E->d, e->loc, "a %s cannot be called", kind_name(f.k));
+    return verror;
+}
+
+static Value ident(Elab *E, Env *env, Expr *e) {
+    Binding *b = env_find(env, e->str);
+    if (b) return b->v;
+    if (!strcmp(e->str, "true")) return vnum(1);
+    if (!strcmp(e->str, "false")) return vnum(0);
+    if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};
+    if (!strcmp(e->str, "cuda")) return (Value){.k = V_DEVICE, .num = DEV_CUDA};
+    diag_error(E->d, e->loc, "unknown name '%s'", e->str);
+    return verror;
+}
+
+static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
+    switch (e->k) {
+    case E_NUM: return vnum(e->num);
+    case E_STR: return (Value){.k = V_STR, .str = e->str};
+    case E_IDENT: return ident(E, env, e);
+    case E_BIN: {
+        Value a = eval(E, env, e->a), b = eval(E, env, e->b);
+        return binop(E, e->op, a, b, e->loc);
+    }
+    case E_NEG: {
+        Value a = eval(E, env, e->a);
+        if (a.k == V_NUM) return vnum(-a.num);
+        int x = as_tensor(E, a, e->loc);
+        if (x < 0 || !need_f32(E, x, "negation", e->loc)) return verror;
+        return vtensor(graph_add1(E->g, OP_NEG, x, e->loc));
+    }
+    case E_CALL: return call(E, env, e, bind_as);
+    case E_MEMBER: {
+        Value a = eval(E, env, e->a);
+        if (a.k == V_ERROR) return verror;
+        if (a.k != V_INST) {
+            diag_error(E->d, e->loc, "'.%s': a %s has no members", e->str, kind_name(a.k));
+            return verror;
+        }
+        for (Binding *b = a.inst->env->head; b; b = b->next)
+            if (!strcmp(b->name, e->str)) return b->v;
+        diag_error(E->d, e->loc, "block instance '%s' has no member '%s'", a.inst->scope, e->str);
+        return verror;
+    }
+    }
+    return verror;
+}
+
+static Value eval(Elab *E, Env *env, Expr *e) { return eval_bound(E, env, e, NULL); }
+
+/* ---- declarations ------------------------------------------------------------------------- */
+
+/* A dimension: a positive integer, or (where allowed) the batch symbol.  The first unbound
+ * identifier used as a dimension of an input becomes the batch symbol. */
+static bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out) {
+    if (v.k == V_STR && allow_batch && E->g->batch_name && !strcmp(v.str, E->g->batch_name)) {
+        *out = DIM_BATCH;
+        return true;
+    }
+    if (v.k != V_NUM || v.num != floor(v.num) || v.num < 1 || v.num > 1e12) {
+        if (v.k == V_NUM)
+            diag_error(E->d, loc, "a dimension must be a positive integer, got %g", v.num);
+        else if (v.k == V_STR)
+            diag_error(E->d, loc, "'%s' cannot be a dimension here%s", v.str,
+                       allow_batch ? " (the batch dimension is named by the first input)" : ": only inputs have a batch dimension");
+        else if (v.k != V_ERROR)
+            diag_error(E->d, loc, "a dimension must be a number, got a %s", kind_name(v.k));
+        return false;
+    }
+    *out = (int64_t)v.num;
+    return true;
+}
+
+static bool eval_type(Elab *E, Env *env, TypeAst *t, bool is_input, Shape *s, DType *dt) {
+    if (!strcmp(t->dtype, "f32")) *dt = DT_F32;
+    else if (!strcmp(t->dtype, "i32")) *dt = DT_I32;
+    else {
+        diag_error(E->d, t->loc, "unknown type '%s' (expected f32 or i32)", t->dtype);
+        return false;
+    }
+    memset(s, 0, sizeof *s);
+    bool ok = true;
+    for (Arg *d = t->dims; d; d = d->next) {
+        if (s->rank == IR_MAX_RANK) {
+            diag_error(E->d, d->e->loc, "at most %d dimensions", IR_MAX_RANK);
+            return false;
+        }
+        Value v;
+        if (d->e->k == E_IDENT && !env_find(env, d->e->str) && is_input) {
+            if (!E->g->batch_name) E->g->batch_name = d->e->str;
+            v = (Value){.k = V_STR, .str = d->e->str};
+        } else if (d->e->k == E_IDENT && !env_find(env, d->e->str)) {
+            v = (Value){.k = V_STR, .str = d->e->str};
+        } else {
+            v = eval(E, env, d->e);
+        }
+        if (!eval_dim(E, v, d->e->loc, is_input, &s->d[s->rank])) ok = false;
+        else if (s->d[s->rank] == DIM_BATCH && shape_batch_axis(*s) >= 0) {
+            diag_error(E->d, d->e->loc, "a tensor can have only one batch dimension");
+            ok = false;
+        }
+        s->rank++;
+    }
+    return ok;
+}
+
+static double gain_of(const char *nl, double a) {
+    if (!strcmp(nl, "relu")) return sqrt(2.0);
+    if (!strcmp(nl, "leaky_relu")) return sqrt(2.0 / (1 + a * a));
+    if (!strcmp(nl, "tanh")) return 5.0 / 3;
+    if (!strcmp(nl, "linear") || !strcmp(nl, "sigmoid")) return 1;
+    return -1;
+}
+
+/* torch.nn.init: kaiming and xavier reduce to uniform/normal with bounds from the fans. */
+static bool init_kaiming_xavier(Elab *E, Node *p, const char *fn, Args *a, SrcLoc loc) {
+    static const char *kn[] = {"a", "mode", "nonlinearity"};
+    static const char *xn[] = {"gain"};
+    int ix[3];
+    bool ok = true, kaiming = !strncmp(fn, "kaiming", 7), unif = strstr(fn, "uniform") != NULL;
+    if (!bind_args(E, fn, a, kaiming ? kn : xn, kaiming ? 3 : 1, ix, 0, loc)) return false;
+    if (p->shape.rank < 2) {
+        diag_error(E->d, loc, "%s() needs a tensor with at least 2 dimensions to compute fan_in and fan_out", fn);
+        return false;
+    }
+    double rf = 1;
+    for (int i = 2; i < p->shape.rank; i++) rf *= (double)p->shape.d[i];
+    double fan_in = (double)p->shape.d[1] * rf, fan_out = (double)p->shape.d[0] * rf;
+    double std;
+    if (kaiming) {
+        double sl = num_arg(E, a, ix[0], 0, &ok);
+        const char *mode = ix[1] >= 0 && a->v[ix[1]].k == V_STR ? a->v[ix[1]].str : "fan_in";
+        const char *nl = ix[2] >= 0 && a->v[ix[2]].k == V_STR ? a->v[ix[2]].str : "leaky_relu";
+        double gain = gain_of(nl, sl);
+        if (gain < 0 || (strcmp(mode, "fan_in") && strcmp(mode, "fan_out"))) {
+            diag_error(E->d, loc, "%s(): mode is \"fan_in\" or \"fan_out\"; nonlinearity is relu, leaky_relu, tanh, sigmoid or linear", fn);
+            return false;
+        }
+        std = gain / sqrt(!strcmp(mode, "fan_in") ? fan_in : fan_out);
+    } else {
+        std = num_arg(E, a, ix[0], 1, &ok) * sqrt(2.0 / (fan_in + fan_out));
+    }
+    p->init = unif ? INIT_UNIFORM : INIT_NORMAL;
+    p->fparam[0] = unif ? -sqrt(3.0) * std : 0;
+    p->fparam[1] = unif ? sqrt(3.0) * std : std;
+    return ok;
+}
+
+static bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
+    if (!e) {
+        diag_error(E->d, p->loc, "parameter '%s' needs an initializer, e.g. '= normal(0, 0.01)' or '= zeros()'", p->name);
+        return false;
+    }
+    if (e->k != E_CALL || e->a->k != E_IDENT) {
+        diag_error(E->d, e->loc, "an initializer is a call such as zeros(), normal(mean, std) or kaiming_uniform()");
+        return false;
+    }
+    Args a;
+    if (!eval_args(E, env, e->args, &a, e->loc)) return false;
+    const char *fn = e->a->str;
+    static const char *un[] = {"low", "high"}, *nn[] = {"mean", "std"}, *cn[] = {"value"};
+    int ix[2];
+    bool ok = true;
+    if (!strcmp(fn, "zeros") || !strcmp(fn, "ones")) {
+        if (!bind_args(E, fn, &a, NULL, 0, ix, 0, e->loc)) return false;
+        p->init = fn[0] == 'z' ? INIT_ZEROS : INIT_ONES;
+    } else if (!strcmp(fn, "constant")) {
+        if (!bind_args(E, fn, &a, cn, 1, ix, 1, e->loc)) return false;
+        p->init = INIT_CONSTANT;
+        p->fparam[0] = num_arg(E, &a, ix[0], 0, &ok);
+    } else if (!strcmp(fn, "uniform") || !strcmp(fn, "normal")) {
+        bool u = fn[0] == 'u';
+        if (!bind_args(E, fn, &a, u ? un : nn, 2, ix, 0, e->loc)) return false;
+        p->init = u ? INIT_UNIFORM : INIT_NORMAL;
+        p->fparam[0] = num_arg(E, &a, ix[0], 0, &ok);
+        p->fparam[1] = num_arg(E, &a, ix[1], 1, &ok);
+    } else if (!strcmp(fn, "kaiming_uniform") || !strcmp(fn, "kaiming_normal") ||
+               !strcmp(fn, "xavier_uniform") || !strcmp(fn, "xavier_normal")) {
+        return init_kaiming_xavier(E, p, fn, &a, e->loc);
+    } else {
+        diag_error(E->d, e->loc, "unknown initializer '%s' (zeros, ones, constant, uniform, normal, "
+                   "kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal)", fn);
+        return false;
+    }
+    return ok;
+}
+
+static const char *scoped(Elab *E, Inst *inst, const char *name) {
+    return inst ? arena_printf(E->a, "%s.%s", inst->scope, name) : name;
+}
+
+static void decl_param(Elab *E, Env *env, Inst *inst, Stmt *s) {
+    Shape sh;
+    DType dt;
+    if (!eval_type(E, env, s->type, false, &sh, &dt)) return;
+    if (dt != DT_F32) {
+        diag_error(E->d, s->type->loc, "parameters are f32");
+        return;
+    }
+    int n = graph_add(E->g, OP_PARAM, 0, NULL, sh, dt, s->loc);
+    E->g->nodes[n].name = scoped(E, inst, s->name);
+    if (!eval_init(E, env, &E->g->nodes[n], s->e)) return;
+    env_bind(E, env, s->name, vtensor(n), s->loc);
+}
+
+static void decl_input(Elab *E, Env *env, Inst *inst, Stmt *s) {
+    if (inst) {
+        diag_error(E->d, s->loc, "inputs are declared at the top level, not inside a block");
+        return;
+    }
+    Shape sh;
+    DType dt;
+    if (!eval_type(E, env, s->type, true, &sh, &dt)) return;
+    int n = graph_add(E->g, OP_INPUT, 0, NULL, sh, dt, s->loc);
+    E->g->nodes[n].name = s->name;
+    env_bind(E, env, s->name, vtensor(n), s->loc);
+}
+
+static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
+    Binding *old = env_find(env, s->name);
+    if (old && old->v.k == V_BLOCK) {
+        diag_error(E->d, s->loc, "'%s' is the name of a block", s->name);
+        return;
+    }
+    Value v = eval_bound(E, env, s->e, scoped(E, inst, s->name));
+    if (v.k == V_TENSOR && !E->g->nodes[v.node].name && E->g->nodes[v.node].op != OP_PARAM)
+        E->g->nodes[v.node].name = s->name;
+    env_bind(E, env, s->name, v, s->loc);
+}
+
+static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
+    for (; s; s = s->next) {
+        switch (s->k) {
+        case S_INPUT: decl_input(E, env, inst, s); break;
+        case S_PARAM: decl_param(E, env, inst, s); break;
+        case S_LET: stmt_let(E, env, inst, s); break;
+        case S_RETURN:
+            if (!ret) {
+                diag_error(E->d, s->loc, "'return' belongs inside forward()");
+                break;
+            }
+            *ret = eval(E, env, s->e);
+            return;
+        case S_FORWARD:
+            if (!inst || ret) diag_error(E->d, s->loc, "forward() is defined inside a block");
+            else inst->forward = s;
+            break;
+        case S_BLOCK:   /* top-level blocks were registered before the walk */
+            if (inst || ret) diag_error(E->d, s->loc, "blocks are defined at the top level");
+            break;
+        case S_OUTPUT: {
+            if (inst) {
+                diag_error(E->d, s->loc, "outputs are declared at the top level");
+                break;
+            }
+            Value v = s->e ? eval(E, env, s->e) : ident(E, env, &(Expr){.k = E_IDENT, .loc = s->loc, .str = s->name});
+            int x = v.k == V_ERROR ? -1 : as_tensor(E, v, s->loc);
+            if (x >= 0) graph_add_out(E->g, s->name, x);
+            if (s->e && v.k != V_ERROR) env_bind(E, env, s->name, v, s->loc);
+            break;
+        }
+        case S_TRAIN:
+        case S_SETTING: break;   /* read after the model body */
+        }
+    }
+}
+
+/* ---- the train section -------------------------------------------------------------------- */
+
+static int named_tensor(Elab *E, const char *name, SrcLoc loc, const char *what) {
+    Binding *b = env_find(E->globals, name);
+    if (!b) {
+        diag_error(E->d, loc, "unknown name '%s'", name);
+        return -1;
+    }
+    if (b->v.k != V_TENSOR) {
+        diag_error(E->d, loc, "%s '%s' must be a tensor, but it is a %s", what, name, kind_name(b->v.k));
+        return -1;
+    }
+    return b->v.node;
+}
+
+static DataBind *bind_for(Elab *E, TrainConfig *t, const char *input, SrcLoc loc) {
+    int node = named_tensor(E, input, loc, "data for");
+    if (node < 0) return NULL;
+    if (E->g->nodes[node].op != OP_INPUT) {
+        diag_error(E->d, loc, "'%s' is not an input: data is bound to inputs", input);
+        return NULL;
+    }
+    for (int i = 0; i < t->ndata; i++)
+        if (t->data[i].node == node) return &t->data[i];
+    t->data = xrealloc(t->data, (size_t)(t->ndata + 1) * sizeof *t->data);
+    DataBind *d = &t->data[t->ndata++];
+    memset(d, 0, sizeof *d);
+    d->input = input;
+    d->node = node;
+    return d;
+}
+
+static bool setting_num(Elab *E, Stmt *s, Value v, double lo, double *out) {
+    if (v.k != V_NUM || v.num < lo || v.num != floor(v.num)) {
+        if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "'%s' must be an integer >= %g", s->name, lo);
+        return false;
+    }
+    *out = v.num;
+    return true;
+}
+
+static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
+    const char *k = s->name;
+    double x;
+    if (!strcmp(k, "minimize") || (!strcmp(k, "metric") && !s->e)) {
+        if (!s->name2 || s->e) {
+            diag_error(E->d, s->loc, "write 'minimize NAME' with the name of a scalar tensor");
+            return;
+        }
+        int n = named_tensor(E, s->name2, s->loc2, "the loss");
+        if (n < 0) return;
+        if (E->g->nodes[n].shape.rank != 0) {
+            diag_error(E->d, s->loc2, "the loss must be a scalar, but '%s' is %s (reduce it with mean() or sum())", s->name2, tstr(E, n));
+            return;
+        }
+        E->g->loss = n;
+        return;
+    }
+    if (!s->e) {
+        diag_error(E->d, s->loc, "'%s %s' needs a value: '%s %s = ...'", k, s->name2, k, s->name2);
+        return;
+    }
+    if (!strcmp(k, "metric")) {
+        Value v = eval(E, E->globals, s->e);
+        int n = v.k == V_ERROR ? -1 : as_tensor(E, v, s->e->loc);
+        if (n < 0) return;
+        if (E->g->nodes[n].shape.rank != 0) {
+            diag_error(E->d, s->e->loc, "a metric must be a scalar, got %s", tstr(E, n));
+            return;
+        }
+        graph_add_out(E->g, s->name2, n);
+        return;
+    }
+    if (s->name2 && strcmp(k, "data") && strcmp(k, "test")) {
+        diag_error(E->d, s->loc, "unexpected '%s' after '%s'", s->name2, k);
+        return;
+    }
+    E->in_train = 1;
+    Value v = eval(E, E->globals, s->e);
+    E->in_train = 0;
+    if (!strcmp(k, "data") || !strcmp(k, "test")) {
+        if (!s->name2) {
+            diag_error(E->d, s->loc, "write '%s INPUT = source', naming the input it feeds", k);
+            return;
+        }
+        if (v.k != V_SOURCE) {
+            if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected a data source such as idx(\"file\"), npy(\"file\"), csv(\"file\") or randn(n, d)");
+            return;
+        }
+        DataBind *d = bind_for(E, t, s->name2, s->loc2);
+        if (d) *(k[0] == 'd' ? &d->train : &d->test) = *v.src;
+    } else if (!strcmp(k, "batch")) {
+        if (setting_num(E, s, v, 1, &x)) t->batch = (int64_t)x;
+    } else if (!strcmp(k, "epochs")) {
+        if (setting_num(E, s, v, 0, &x)) t->epochs = (int)x;
+    } else if (!strcmp(k, "seed")) {
+        if (setting_num(E, s, v, 0, &x)) t->seed = (uint64_t)x;
+    } else if (!strcmp(k, "shuffle")) {
+        if (setting_num(E, s, v, 0, &x)) t->shuffle = x != 0;
+    } else if (!strcmp(k, "device")) {
+        if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu or cuda");
+        else t->device = (Device)v.num;
+    } else if (!strcmp(k, "optimizer")) {
+        if (v.k != V_OPTIM) {
+            if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected sgd(...), adam(...) or adamw(...)");
+        } else
+            t->opt = *v.opt;
+    } else {
+        diag_error(E->d, s->loc, "unknown setting '%s' (data, test, batch, epochs, optimizer, minimize, "
+                   "metric, seed, shuffle, device)", k);
+    }
+}
+
+static void read_train(Elab *E, Stmt *prog) {
+    TrainConfig *t = &E->m->train;
+    t->batch = 1;
+    t->epochs = 1;
+    t->shuffle = true;
+    t->opt.kind = OPT_SGD;
+    t->opt.lr = 0.01;
+    for (Stmt *s = prog; s; s = s->next) {
+        if (s->k != S_TRAIN) continue;
+        if (t->present) {
+            diag_error(E->d, s->loc, "a model has one train section");
+            continue;
+        }
+        t->present = true;
+        t->loc = s->loc;
+        for (Stmt *x = s->body; x; x = x->next) train_setting(E, t, x);
+    }
+}
+
+/* Every parameter must reach the loss: one that does not would silently never train. */
+static void check_params_used(Elab *E) {
+    Graph *g = E->g;
+    if (g->loss < 0) return;
+    bool *live = xcalloc((size_t)g->n, 1);
+    live[g->loss] = true;
+    for (int i = g->n - 1; i >= 0; i--)
+        if (live[i])
+            for (int j = 0; j < g->nodes[i].nin; j++) live[g->nodes[i].in[j]] = true;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_PARAM && !live[i])
+            diag_error(E->d, g->nodes[i].loc, "parameter '%s' is never used by the loss", g->nodes[i].name);
+    free(live);
+}
+
+static void check_train(Elab *E) {
+    TrainConfig *t = &E->m->train;
+    if (!t->present) return;
+    if (E->g->loss < 0) diag_error(E->d, t->loc, "the train section needs 'minimize LOSS'");
+    for (int i = 0; i < E->g->n; i++) {
+        Node *n = &E->g->nodes[i];
+        if (n->op != OP_INPUT) continue;
+        DataBind *d = NULL;
+        for (int j = 0; j < t->ndata; j++)
+            if (t->data[j].node == i) d = &t->data[j];
+        if (!d || d->train.kind == SRC_NONE)
+            diag_error(E->d, n->loc, "input '%s' has no training data: add 'data %s = ...' to the train section", n->name, n->name);
+    }
+}
+
+Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const char *model_name) {
+    Stmt *prog = nn_parse(a, d, path, src);
+    if (!prog && d->errors) return NULL;
+    Elab E = {.a = a, .d = d};
+    E.m = arena_alloc(a, sizeof *E.m);
+    E.g = E.m->g = graph_new(a);
+    E.g->model_name = model_name;
+    E.globals = arena_alloc(a, sizeof *E.globals);
+    for (Stmt *s = prog; s; s = s->next)
+        if (s->k == S_BLOCK) {
+            if (env_find(E.globals, s->name)) diag_error(d, s->loc, "block '%s' is defined twice", s->name);
+            env_bind(&E, E.globals, s->name, (Value){.k = V_BLOCK, .block = s}, s->loc);
+        }
+    exec_stmts(&E, E.globals, NULL, prog, NULL);
+    read_train(&E, prog);
+    check_train(&E);
+    if (!d->errors) check_params_used(&E);
+    if (E.m->train.present) E.g->batch_max = (int)E.m->train.batch;
+    return d->errors ? NULL : E.m;
+}

@@ -1,0 +1,242 @@
+/* ir.c - graph construction, shapes, printing and the verifier (see ir.h).
+ *
+ * Shape rules live here, in graph_add2 (NumPy broadcasting) and in the front end for the ops
+ * whose shapes depend on parameters; the verifier re-derives every elementwise shape so a pass
+ * that builds a malformed node is caught at the pass that built it. */
+#include "ir.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const OpInfo op_info[OP_COUNT] = {
+#define X(e, name, arity, kind, expr) [OP_##e] = {name, arity, kind, expr},
+#include "ops.def"
+#undef X
+};
+#define X(e, name, arity, kind, expr) +1
+static_assert(0
+#include "ops.def"
+              == OP_COUNT, "ops.def and Op disagree");
+#undef X
+
+Graph *graph_new(Arena *a) {
+    Graph *g = arena_alloc(a, sizeof *g);
+    g->arena = a;
+    g->loss = -1;
+    g->batch_max = 1;
+    return g;
+}
+
+int graph_add(Graph *g, Op op, int nin, const int *in, Shape shape, DType dt, SrcLoc loc) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 256;
+        g->nodes = xrealloc(g->nodes, (size_t)g->cap * sizeof *g->nodes);
+    }
+    assert(nin <= NNC_MAX_IN);
+    Node *n = &g->nodes[g->n];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->nin = nin;
+    for (int i = 0; i < nin; i++) {
+        assert(in[i] >= 0 && in[i] < g->n);
+        n->in[i] = in[i];
+    }
+    n->shape = shape;
+    n->dtype = dt;
+    n->loc = loc;
+    n->grad = -1;
+    if (nin > 0) n->dev = g->nodes[in[0]].dev;
+    return g->n++;
+}
+
+int graph_add1(Graph *g, Op op, int a, SrcLoc loc) {
+    DType dt = op == OP_CAST ? DT_F32 : g->nodes[a].dtype;
+    return graph_add(g, op, 1, &a, g->nodes[a].shape, dt, loc);
+}
+
+int graph_add2(Graph *g, Op op, int a, int b, SrcLoc loc) {
+    Shape s;
+    if (!shape_broadcast(g->nodes[a].shape, g->nodes[b].shape, &s)) return -1;
+    int in[2] = {a, b};
+    return graph_add(g, op, 2, in, s, g->nodes[a].dtype, loc);
+}
+
+int graph_const(Graph *g, double v, SrcLoc loc) {
+    int id = graph_add(g, OP_CONST, 0, NULL, shape_scalar(), DT_F32, loc);
+    g->nodes[id].fparam[0] = v;
+    return id;
+}
+
+void graph_add_out(Graph *g, const char *name, int node) {
+    g->outs = xrealloc(g->outs, (size_t)(g->nouts + 1) * sizeof *g->outs);
+    g->outs[g->nouts].name = name;
+    g->outs[g->nouts].node = node;
+    g->nouts++;
+}
+
+Shape shape_scalar(void) {
+    Shape s = {0};
+    return s;
+}
+
+Shape shape_of(int rank, const int64_t *d) {
+    Shape s = {0};
+    s.rank = rank;
+    for (int i = 0; i < rank; i++) s.d[i] = d[i];
+    return s;
+}
+
+int64_t shape_numel(Shape s, int64_t batch) {
+    int64_t n = 1;
+    for (int i = 0; i < s.rank; i++) n *= s.d[i] == DIM_BATCH ? batch : s.d[i];
+    return n;
+}
+
+bool shape_eq(Shape a, Shape b) {
+    if (a.rank != b.rank) return false;
+    for (int i = 0; i < a.rank; i++)
+        if (a.d[i] != b.d[i]) return false;
+    return true;
+}
+
+/* NumPy broadcasting: align on the right; a size-1 axis stretches.  The batch axis only matches
+ * itself or 1. */
+bool shape_broadcast(Shape a, Shape b, Shape *out) {
+    Shape r = {0};
+    r.rank = a.rank > b.rank ? a.rank : b.rank;
+    for (int i = 0; i < r.rank; i++) {
+        int ia = a.rank - r.rank + i, ib = b.rank - r.rank + i;
+        int64_t da = ia >= 0 ? a.d[ia] : 1, db = ib >= 0 ? b.d[ib] : 1;
+        if (da == db || db == 1)
+            r.d[i] = da;
+        else if (da == 1)
+            r.d[i] = db;
+        else
+            return false;
+    }
+    *out = r;
+    return true;
+}
+
+int shape_batch_axis(Shape s) {
+    for (int i = 0; i < s.rank; i++)
+        if (s.d[i] == DIM_BATCH) return i;
+    return -1;
+}
+
+const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : "f32"; }
+const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
+
+char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "%s[", dtype_name(dt));
+    for (int i = 0; i < s.rank && k < n; i++) {
+        if (s.d[i] == DIM_BATCH)
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", bname ? bname : "B");
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? "," : "", s.d[i]);
+    }
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+void ir_users(const Graph *g, int **users, int *nusers) {
+    memset(nusers, 0, (size_t)g->n * sizeof *nusers);
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++) nusers[g->nodes[i].in[j]]++;
+    for (int i = 0; i < g->n; i++) {
+        users[i] = nusers[i] ? arena_alloc(g->arena, (size_t)nusers[i] * sizeof(int)) : NULL;
+        nusers[i] = 0;
+    }
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++) {
+            int a = g->nodes[i].in[j];
+            users[a][nusers[a]++] = i;
+        }
+}
+
+static void ir_print_params(const Node *n, FILE *f) {
+    switch (n->op) {
+    case OP_CONST:
+        fprintf(f, " %g%s", n->fparam[0], n->iparam[0] == -1 ? "/B" : n->iparam[0] == 1 ? "*B" : "");
+        break;
+    case OP_POWC: fprintf(f, " ^%g", n->fparam[0]); break;
+    case OP_STEPVAL:
+        if (n->iparam[0]) fprintf(f, " 1-%g^t", n->fparam[0]);
+        else fprintf(f, " t");
+        break;
+    case OP_SUM: case OP_MEAN: case OP_MAX:
+        fprintf(f, " axes=0x%" PRIx64 "%s", n->iparam[0], n->iparam[1] ? " keepdim" : "");
+        break;
+    default: break;
+    }
+}
+
+void ir_print(const Graph *g, FILE *f, const bool *live) {
+    static const char *phase[] = {"fwd", "bwd", "upd"};
+    char sb[96];
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (live && !live[i]) continue;
+        fprintf(f, "  %%%-4d = %-14s", i, op_info[n->op].name);
+        for (int j = 0; j < n->nin; j++) fprintf(f, "%s%%%d", j ? ", " : " ", n->in[j]);
+        ir_print_params(n, f);
+        fprintf(f, "  : %s", shape_str(n->shape, n->dtype, g->batch_name, sb, sizeof sb));
+        fprintf(f, " %s %s", device_name(n->dev), phase[n->phase]);
+        if (n->op == OP_COPY) {
+            int64_t bytes = shape_numel(n->shape, g->batch_max) * 4;
+            fprintf(f, " %s->%s %" PRId64 " bytes", device_name(g->nodes[n->in[0]].dev),
+                    device_name(n->dev), bytes);
+        }
+        if (n->name) fprintf(f, "  \"%s\"", n->name);
+        if (n->loc.line) fprintf(f, "  ; %s:%d:%d", n->loc.file ? n->loc.file : "", n->loc.line, n->loc.col);
+        fputc('\n', f);
+    }
+    if (g->loss >= 0) fprintf(f, "  loss = %%%d\n", g->loss);
+    for (int i = 0; i < g->nouts; i++) fprintf(f, "  out %s = %%%d\n", g->outs[i].name, g->outs[i].node);
+}
+
+static bool verify_fail(const Graph *g, int i, const char *pass, const char *what) {
+    fprintf(stderr, "nnc: internal error: IR invalid after %s: node %%%d (%s): %s\n", pass, i,
+            op_info[g->nodes[i].op].name, what);
+    return false;
+}
+
+/* Checks the invariants every pass relies on: operands precede users, arity matches the table,
+ * elementwise shapes are the broadcast of their operands, devices of operands agree except
+ * across a COPY, and leaves have names. */
+bool ir_verify(const Graph *g, const char *pass) {
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        const OpInfo *oi = &op_info[n->op];
+        if (oi->arity >= 0 && n->nin != oi->arity) return verify_fail(g, i, pass, "wrong operand count");
+        for (int j = 0; j < n->nin; j++) {
+            if (n->in[j] < 0 || n->in[j] >= i) return verify_fail(g, i, pass, "operand does not precede its user");
+            if (n->op != OP_COPY && n->op != OP_ASSIGN && g->nodes[n->in[j]].dev != n->dev &&
+                g->nodes[n->in[j]].op != OP_CONST && g->nodes[n->in[j]].op != OP_STEPVAL)
+                return verify_fail(g, i, pass, "operand on another device without a copy");
+        }
+        if ((n->op == OP_PARAM || n->op == OP_INPUT || n->op == OP_STATE) && !n->name)
+            return verify_fail(g, i, pass, "unnamed leaf");
+        if (oi->kind == OK_EW && n->op != OP_TRANSPOSE) {
+            Shape s = g->nodes[n->in[0]].shape;
+            for (int j = 1; j < n->nin; j++)
+                if (!shape_broadcast(s, g->nodes[n->in[j]].shape, &s))
+                    return verify_fail(g, i, pass, "operand shapes do not broadcast");
+            Shape t;
+            if (!shape_broadcast(s, n->shape, &t) || !shape_eq(t, n->shape))
+                return verify_fail(g, i, pass, "shape is not the broadcast of its operands");
+        }
+        if (n->op == OP_MATMUL) {
+            Shape a = g->nodes[n->in[0]].shape, b = g->nodes[n->in[1]].shape;
+            if (a.rank != 2 || b.rank != 2 || a.d[1] != b.d[0] || n->shape.d[0] != a.d[0] ||
+                n->shape.d[1] != b.d[1])
+                return verify_fail(g, i, pass, "matmul shapes");
+        }
+        if (n->op == OP_ASSIGN && !shape_eq(g->nodes[n->in[0]].shape, g->nodes[n->in[1]].shape))
+            return verify_fail(g, i, pass, "assign shapes differ");
+    }
+    return true;
+}

@@ -1,0 +1,195 @@
+/* util.c - arenas, strings and diagnostics (see util.h). */
+#include "util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ArenaBlock {
+    ArenaBlock *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) nnc_fatal("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *xcalloc(size_t n, size_t m) {
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p) nnc_fatal("out of memory allocating %zu x %zu bytes", n, m);
+    return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) nnc_fatal("out of memory allocating %zu bytes", n);
+    return q;
+}
+
+void *arena_alloc(Arena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    if (!a->head || a->head->used + n > a->head->cap) {
+        size_t cap = n > 65536 ? n : 65536;
+        ArenaBlock *b = xmalloc(sizeof *b + cap);
+        b->next = a->head;
+        b->used = 0;
+        b->cap = cap;
+        a->head = b;
+    }
+    void *p = a->head->data + a->head->used;
+    a->head->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *arena_strdup(Arena *a, const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(arena_alloc(a, n), s, n);
+}
+
+char *arena_printf(Arena *a, const char *fmt, ...) {
+    Str s = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    str_vprintf(&s, fmt, ap);
+    va_end(ap);
+    char *r = arena_strdup(a, s.buf ? s.buf : "");
+    str_free(&s);
+    return r;
+}
+
+void arena_free(Arena *a) {
+    while (a->head) {
+        ArenaBlock *n = a->head->next;
+        free(a->head);
+        a->head = n;
+    }
+}
+
+static void str_reserve(Str *s, size_t extra) {
+    if (s->len + extra + 1 <= s->cap) return;
+    size_t cap = s->cap ? s->cap : 256;
+    while (cap < s->len + extra + 1) cap *= 2;
+    s->buf = xrealloc(s->buf, cap);
+    s->cap = cap;
+}
+
+void str_putc(Str *s, char c) {
+    str_reserve(s, 1);
+    s->buf[s->len++] = c;
+    s->buf[s->len] = 0;
+}
+
+void str_puts(Str *s, const char *t) {
+    size_t n = strlen(t);
+    str_reserve(s, n);
+    memcpy(s->buf + s->len, t, n + 1);
+    s->len += n;
+}
+
+void str_vprintf(Str *s, const char *fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) return;
+    str_reserve(s, (size_t)n);
+    vsnprintf(s->buf + s->len, (size_t)n + 1, fmt, ap);
+    s->len += (size_t)n;
+}
+
+void str_printf(Str *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    str_vprintf(s, fmt, ap);
+    va_end(ap);
+}
+
+void str_free(Str *s) {
+    free(s->buf);
+    s->buf = NULL;
+    s->len = s->cap = 0;
+}
+
+/* Quote the source line and put a caret under the column, the way gcc and clang do. */
+static void diag_quote(Diag *d, SrcLoc loc) {
+    if (!d->src || loc.line <= 0) return;
+    const char *p = d->src;
+    for (int l = 1; l < loc.line && *p; p++)
+        if (*p == '\n') l++;
+    const char *e = strchr(p, '\n');
+    int n = e ? (int)(e - p) : (int)strlen(p);
+    fprintf(d->out, "%5d | %.*s\n      | ", loc.line, n, p);
+    for (int i = 1; i < loc.col && i <= n; i++) fputc(p[i - 1] == '\t' ? '\t' : ' ', d->out);
+    fputs("^\n", d->out);
+}
+
+static void diag_vemit(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap) {
+    if (!d->out) d->out = stderr;
+    const char *file = loc.file ? loc.file : d->file;
+    if (loc.line > 0)
+        fprintf(d->out, "%s:%d:%d: %s: ", file, loc.line, loc.col, kind);
+    else
+        fprintf(d->out, "%s: %s: ", file ? file : "nnc", kind);
+    vfprintf(d->out, fmt, ap);
+    fputc('\n', d->out);
+    diag_quote(d, loc);
+}
+
+void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vemit(d, loc, "error", fmt, ap);
+    va_end(ap);
+    d->errors++;
+}
+
+void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vemit(d, loc, "note", fmt, ap);
+    va_end(ap);
+}
+
+void nnc_fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("nnc: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    Str s = {0};
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        str_reserve(&s, n);
+        memcpy(s.buf + s.len, buf, n);
+        s.len += n;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        str_free(&s);
+        errno = EIO;
+        return NULL;
+    }
+    str_reserve(&s, 0);
+    s.buf[s.len] = 0;
+    if (len) *len = s.len;
+    return s.buf;
+}
+
+uint64_t hash_fnv1a(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}

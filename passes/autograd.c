@@ -1,0 +1,234 @@
+/* autograd.c - reverse-mode differentiation as a graph pass.
+ *
+ * Walks the graph from the loss back to the parameters in reverse order and, per op, adds the
+ * nodes of its gradient rule (one switch below), summing where a value has several users.  The
+ * new nodes are tagged PH_BACKWARD and keep the forward node's source location, so a backward
+ * kernel names the .nn line it differentiates.  Only values that depend on a parameter get a
+ * gradient.  Transposes are pushed through matrix products (T(A@B) = T(B)@T(A)) so that weight
+ * gradients come out as one GEMM in the parameter's own layout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+    Graph *g;
+    int *grad;          /* forward node -> accumulated gradient node, or -1 */
+    bool *needs;        /* depends on a parameter */
+    const Node *at;     /* the forward node whose rule is being applied */
+} Ad;
+
+int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, const Node *like) {
+    SrcLoc loc = like->loc;
+    Phase ph = like->phase;
+    Device dev = like->dev;
+    int id = graph_add(g, op, nin, in, s, dt, loc);
+    g->nodes[id].phase = ph;
+    g->nodes[id].dev = dev;
+    return id;
+}
+
+bool node_is_inline(const Node *n) { return n->op == OP_CONST || n->op == OP_STEPVAL; }
+
+static Node ad_like(Ad *A) {
+    Node n = *A->at;
+    n.phase = PH_BACKWARD;
+    return n;
+}
+
+static int mk(Ad *A, Op op, int nin, const int *in, Shape s) {
+    Node like = ad_like(A);
+    return graph_node_at(A->g, op, nin, in, s, DT_F32, &like);
+}
+
+static int mk1(Ad *A, Op op, int a) { return mk(A, op, 1, &a, A->g->nodes[a].shape); }
+
+static int mk2(Ad *A, Op op, int a, int b) {
+    Shape s;
+    shape_broadcast(A->g->nodes[a].shape, A->g->nodes[b].shape, &s);
+    int in[2] = {a, b};
+    return mk(A, op, 2, in, s);
+}
+
+static int mkconst(Ad *A, double v, int batch_pow) {
+    Node like = ad_like(A);
+    int c = graph_node_at(A->g, OP_CONST, 0, NULL, shape_scalar(), DT_F32, &like);
+    A->g->nodes[c].fparam[0] = v;
+    A->g->nodes[c].iparam[0] = batch_pow;
+    return c;
+}
+
+/* Sum a gradient of a broadcast result back to the operand's shape. */
+static int sum_to(Ad *A, int g, Shape s) {
+    if (shape_eq(A->g->nodes[g].shape, s)) return g;
+    return mk(A, OP_SUM_TO, 1, &g, s);
+}
+
+static int expand(Ad *A, int g, Shape s) {
+    if (shape_eq(A->g->nodes[g].shape, s)) return g;
+    return mk(A, OP_EXPAND, 1, &g, s);
+}
+
+static int transpose(Ad *A, int x) {
+    Node *n = &A->g->nodes[x];
+    if (n->op == OP_TRANSPOSE) return n->in[0];
+    if (n->op == OP_MATMUL && n->phase == PH_BACKWARD) {   /* built by us, used only here */
+        int in[2] = {transpose(A, n->in[1]), transpose(A, n->in[0])};
+        int64_t d[2] = {A->g->nodes[in[0]].shape.d[0], A->g->nodes[in[1]].shape.d[1]};
+        return mk(A, OP_MATMUL, 2, in, shape_of(2, d));
+    }
+    int64_t d[2] = {n->shape.d[1], n->shape.d[0]};
+    return mk(A, OP_TRANSPOSE, 1, &x, shape_of(2, d));
+}
+
+static int matmul(Ad *A, int a, int b) {
+    int in[2] = {a, b};
+    int64_t d[2] = {A->g->nodes[a].shape.d[0], A->g->nodes[b].shape.d[1]};
+    return mk(A, OP_MATMUL, 2, in, shape_of(2, d));
+}
+
+static void accumulate(Ad *A, int x, int gx) {
+    if (!A->needs[x] || gx < 0) return;
+    A->grad[x] = A->grad[x] < 0 ? gx : mk2(A, OP_ADD, A->grad[x], gx);
+}
+
+/* The reduced axes' gradient: reshape to keepdim form, then broadcast to the input shape. */
+static int unreduce(Ad *A, const Node *n, int g) {
+    Shape in = A->g->nodes[n->in[0]].shape, keep = in;
+    for (int i = 0; i < in.rank; i++)
+        if (n->iparam[0] >> i & 1) keep.d[i] = 1;
+    /* Reduced leading axes need no reshape: NumPy broadcasting aligns on the right. */
+    bool prefix = true;
+    for (int i = 0, seen_kept = 0; i < in.rank; i++) {
+        if (!(n->iparam[0] >> i & 1)) seen_kept = 1;
+        else if (seen_kept) prefix = false;
+    }
+    int r = g;
+    if (!prefix && !shape_eq(A->g->nodes[g].shape, keep)) r = mk(A, OP_RESHAPE, 1, &g, keep);
+    return expand(A, r, in);
+}
+
+static int reduce_count_const(Ad *A, const Node *n) {
+    Shape in = A->g->nodes[n->in[0]].shape;
+    double k = 1;
+    int bp = 0;
+    for (int i = 0; i < in.rank; i++)
+        if (n->iparam[0] >> i & 1) {
+            if (in.d[i] == DIM_BATCH) bp = -1;
+            else k *= (double)in.d[i];
+        }
+    return mkconst(A, 1.0 / k, bp);
+}
+
+/* amax semantics: the gradient is shared evenly among the elements equal to the maximum. */
+static void grad_max(Ad *A, int id, int g) {
+    Node n = A->g->nodes[id];
+    int x = n.in[0];
+    int eq = mk2(A, OP_EQ, x, unreduce(A, &n, id));
+    Shape keep = A->g->nodes[x].shape;
+    for (int i = 0; i < keep.rank; i++)
+        if (n.iparam[0] >> i & 1) keep.d[i] = 1;
+    int cnt = mk(A, OP_SUM, 1, &eq, keep);
+    A->g->nodes[cnt].iparam[0] = n.iparam[0];
+    A->g->nodes[cnt].iparam[1] = 1;
+    accumulate(A, x, mk2(A, OP_DIV, mk2(A, OP_MUL, unreduce(A, &n, g), eq), cnt));
+}
+
+static void grad_rule(Ad *A, int id, int g) {
+    Node n = A->g->nodes[id];
+    int a = n.in[0], b = n.nin > 1 ? n.in[1] : -1;
+    Shape sa = n.nin ? A->g->nodes[a].shape : shape_scalar(), sb = b >= 0 ? A->g->nodes[b].shape : sa;
+    switch (n.op) {
+    case OP_ADD:
+        if (A->needs[a]) accumulate(A, a, sum_to(A, g, sa));
+        if (A->needs[b]) accumulate(A, b, sum_to(A, g, sb));
+        break;
+    case OP_SUB:
+        accumulate(A, a, sum_to(A, g, sa));
+        if (A->needs[b]) accumulate(A, b, sum_to(A, mk1(A, OP_NEG, g), sb));
+        break;
+    case OP_MUL:
+        if (A->needs[a]) accumulate(A, a, sum_to(A, mk2(A, OP_MUL, g, b), sa));
+        if (A->needs[b]) accumulate(A, b, sum_to(A, mk2(A, OP_MUL, g, a), sb));
+        break;
+    case OP_DIV:
+        if (A->needs[a]) accumulate(A, a, sum_to(A, mk2(A, OP_DIV, g, b), sa));
+        if (A->needs[b]) accumulate(A, b, sum_to(A, mk1(A, OP_NEG, mk2(A, OP_MUL, g, mk2(A, OP_DIV, id, b))), sb));
+        break;
+    case OP_NEG: accumulate(A, a, mk1(A, OP_NEG, g)); break;
+    case OP_RELU: accumulate(A, a, mk2(A, OP_RELU_GRAD, g, id)); break;
+    case OP_SIGMOID:
+        accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_MUL, id, mk2(A, OP_SUB, mkconst(A, 1, 0), id))));
+        break;
+    case OP_TANH:
+        accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_SUB, mkconst(A, 1, 0), mk2(A, OP_MUL, id, id))));
+        break;
+    case OP_EXP: accumulate(A, a, mk2(A, OP_MUL, g, id)); break;
+    case OP_LOG: accumulate(A, a, mk2(A, OP_DIV, g, a)); break;
+    case OP_SQRT: accumulate(A, a, mk2(A, OP_DIV, mk2(A, OP_MUL, g, mkconst(A, 0.5, 0)), id)); break;
+    case OP_POWC: {
+        double c = n.fparam[0];
+        int d = a;
+        if (c != 2) {
+            d = mk1(A, OP_POWC, a);
+            A->g->nodes[d].fparam[0] = c - 1;
+        }
+        accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_MUL, mkconst(A, c, 0), d)));
+        break;
+    }
+    case OP_EXPAND: accumulate(A, a, sum_to(A, g, sa)); break;
+    case OP_SUM_TO: accumulate(A, a, expand(A, g, sa)); break;
+    case OP_SUM: accumulate(A, a, unreduce(A, &n, g)); break;
+    case OP_MEAN: accumulate(A, a, mk2(A, OP_MUL, unreduce(A, &n, g), reduce_count_const(A, &n))); break;
+    case OP_MAX: grad_max(A, id, g); break;
+    case OP_TRANSPOSE: accumulate(A, a, transpose(A, g)); break;
+    case OP_RESHAPE: accumulate(A, a, mk(A, OP_RESHAPE, 1, &g, sa)); break;
+    case OP_MATMUL:
+        if (A->needs[a]) accumulate(A, a, matmul(A, g, transpose(A, b)));
+        if (A->needs[b]) accumulate(A, b, matmul(A, transpose(A, a), g));
+        break;
+    case OP_SOFTMAX: { int in[2] = {g, id}; accumulate(A, a, mk(A, OP_SOFTMAX_GRAD, 2, in, sa)); break; }
+    case OP_LOG_SOFTMAX: { int in[2] = {g, id}; accumulate(A, a, mk(A, OP_LSM_GRAD, 2, in, sa)); break; }
+    case OP_CROSS_ENTROPY: { int in[3] = {a, b, g}; accumulate(A, a, mk(A, OP_CE_GRAD, 3, in, sa)); break; }
+    case OP_COPY: {
+        int c = mk1(A, OP_COPY, g);
+        A->g->nodes[c].dev = A->g->nodes[a].dev;
+        accumulate(A, a, c);
+        break;
+    }
+    default: break;   /* not differentiable (accuracy, eq, casts of labels): no gradient flows */
+    }
+}
+
+/* A parameter's gradient must own memory: wrap a constant in an expand. */
+static int own_grad(Ad *A, int p, int g) {
+    if (!node_is_inline(&A->g->nodes[g])) return g;
+    A->at = &A->g->nodes[p];
+    return mk(A, OP_EXPAND, 1, &g, A->g->nodes[p].shape);
+}
+
+void pass_autograd(Graph *g) {
+    if (g->loss < 0) return;
+    int n0 = g->n;
+    Ad A = {.g = g};
+    A.grad = xmalloc((size_t)n0 * sizeof(int));
+    A.needs = xcalloc((size_t)n0, 1);
+    for (int i = 0; i < n0; i++) {
+        A.grad[i] = -1;
+        A.needs[i] = g->nodes[i].op == OP_PARAM;
+        for (int j = 0; j < g->nodes[i].nin; j++) A.needs[i] |= A.needs[g->nodes[i].in[j]];
+    }
+    A.at = &g->nodes[g->loss];
+    A.grad[g->loss] = mkconst(&A, 1, 0);
+    for (int i = g->loss; i >= 0; i--) {
+        if (A.grad[i] < 0 || !A.needs[i] || g->nodes[i].op == OP_PARAM) continue;
+        A.at = &g->nodes[i];   /* pointer may move as nodes are added: grad_rule copies it first */
+        Node copy = g->nodes[i];
+        A.at = &copy;
+        grad_rule(&A, i, A.grad[i]);
+    }
+    for (int i = 0; i < n0; i++)
+        if (g->nodes[i].op == OP_PARAM && A.grad[i] >= 0) g->nodes[i].grad = own_grad(&A, i, A.grad[i]);
+    free(A.grad);
+    free(A.needs);
+}

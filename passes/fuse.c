@@ -1,0 +1,97 @@
+/* fuse.c - groups elementwise ops into kernels.
+ *
+ * Walking from the last node back, each node that needs a kernel starts a group; an
+ * elementwise group (or a reduction's input side) then absorbs every elementwise producer
+ * whose users are all already in the group, repeating until nothing changes.  That rule keeps
+ * groups convex (no path leaves a group and comes back), so the launches can always be ordered,
+ * and it never duplicates work.  Inside a group, a smaller operand is evaluated at its own
+ * broadcast index, which depends only on its shape, so every member is computed once per point.
+ *
+ * Never fused: across a matrix product, a row-wise op, a device copy, a reshape (a view) or a
+ * transpose (a strided load; it is folded into the GEMM when a GEMM is its only user).  With
+ * --no-fuse every op is its own kernel. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+    Graph *g;
+    Entry *e;
+    int **users;
+    int *nusers;
+    bool enable;
+} Fuse;
+
+static bool live_users_in(Fuse *F, int x, int grp) {
+    for (int k = 0; k < F->nusers[x]; k++) {
+        int u = F->users[x][k];
+        if (F->e->live[u] && F->e->group[u] != grp) return false;
+    }
+    return true;
+}
+
+static bool is_entry_output(Fuse *F, int x) {
+    for (int i = 0; i < F->e->noutputs; i++)
+        if (F->e->outputs[i] == x) return true;
+    return false;
+}
+
+static bool absorbable(Fuse *F, int x, int grp) {
+    const Node *n = &F->g->nodes[x];
+    return F->enable && F->e->live[x] && F->e->group[x] == -1 && op_info[n->op].kind == OK_EW &&
+           n->op != OP_TRANSPOSE && !is_entry_output(F, x) && live_users_in(F, x, grp);
+}
+
+static void grow(Fuse *F, int root, int grp) {
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (int m = root; m >= 0; m--) {
+            if (F->e->group[m] != grp) continue;
+            const Node *n = &F->g->nodes[m];
+            for (int j = 0; j < n->nin; j++)
+                if (absorbable(F, n->in[j], grp)) {
+                    F->e->group[n->in[j]] = grp;
+                    changed = true;
+                }
+        }
+    }
+}
+
+/* A transpose read only by matrix products costs nothing: the GEMM reads it transposed. */
+static bool folds_into_gemm(Fuse *F, int x) {
+    if (F->g->nodes[x].op != OP_TRANSPOSE) return false;
+    for (int k = 0; k < F->nusers[x]; k++) {
+        int u = F->users[x][k];
+        if (F->e->live[u] && F->g->nodes[u].op != OP_MATMUL) return false;
+    }
+    return !is_entry_output(F, x);
+}
+
+void pass_fuse(Program *p, Entry *e) {
+    Graph *g = p->g;
+    Fuse F = {.g = g, .e = e, .enable = p->fuse};
+    F.users = xmalloc((size_t)g->n * sizeof *F.users);
+    F.nusers = xmalloc((size_t)g->n * sizeof *F.nusers);
+    ir_users(g, F.users, F.nusers);
+    e->group = arena_alloc(g->arena, (size_t)g->n * sizeof(int));
+    for (int i = 0; i < g->n; i++) e->group[i] = -1;
+    int ngroups = 0;
+    for (int i = g->n - 1; i >= 0; i--) {
+        const Node *n = &g->nodes[i];
+        OpKind k = op_info[n->op].kind;
+        if (!e->live[i] || e->group[i] != -1) continue;
+        if (k == OK_LEAF || k == OK_VIEW || k == OK_ASSIGN || node_is_inline(n)) continue;
+        if (folds_into_gemm(&F, i)) {
+            e->group[i] = -2;
+            continue;
+        }
+        int grp = ngroups++;
+        e->group[i] = grp;
+        if (k == OK_EW && n->op != OP_TRANSPOSE) grow(&F, i, grp);
+        if (k == OK_REDUCE) grow(&F, i, grp);
+    }
+    free(F.users);
+    free(F.nusers);
+}

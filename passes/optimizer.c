@@ -1,0 +1,101 @@
+/* optimizer.c - the parameter update as part of the graph.
+ *
+ * For each parameter, adds the nodes of torch.optim's update rule (SGD with momentum, dampening,
+ * Nesterov and weight decay; Adam; AdamW), the state tensors it keeps (named as PyTorch names
+ * them: "fc1.weight.momentum_buffer", ".exp_avg", ".exp_avg_sq"), and ASSIGN nodes that write
+ * the new values back.  Everything is tagged PH_UPDATE, so the schedule runs it after the
+ * backward pass and fusion can turn each parameter's whole update into one kernel.  Step-
+ * dependent scalars (Adam's bias corrections) are STEPVAL nodes computed from the step counter. */
+#include <math.h>
+
+#include "passes.h"
+
+typedef struct {
+    Graph *g;
+    Node like;
+} Up;
+
+static int up_node(Up *U, Op op, int nin, const int *in, Shape s) {
+    return graph_node_at(U->g, op, nin, in, s, DT_F32, &U->like);
+}
+
+static int up2(Up *U, Op op, int a, int b) {
+    Shape s;
+    shape_broadcast(U->g->nodes[a].shape, U->g->nodes[b].shape, &s);
+    int in[2] = {a, b};
+    return up_node(U, op, 2, in, s);
+}
+
+static int upc(Up *U, double v) {
+    int c = up_node(U, OP_CONST, 0, NULL, shape_scalar());
+    U->g->nodes[c].fparam[0] = v;
+    return c;
+}
+
+static int stepval(Up *U, int kind, double base) {
+    int c = up_node(U, OP_STEPVAL, 0, NULL, shape_scalar());
+    U->g->nodes[c].iparam[0] = kind;
+    U->g->nodes[c].fparam[0] = base;
+    return c;
+}
+
+static int state(Up *U, int p, const char *suffix) {
+    int s = up_node(U, OP_STATE, 0, NULL, U->g->nodes[p].shape);
+    U->g->nodes[s].name = arena_printf(U->g->arena, "%s.%s", U->g->nodes[p].name, suffix);
+    return s;
+}
+
+static void assign(Up *U, int dst, int v) {
+    int in[2] = {dst, v};
+    up_node(U, OP_ASSIGN, 2, in, U->g->nodes[dst].shape);
+}
+
+/* torch.optim.SGD: d = g + wd*p; buf = m*buf + (1-damp)*d (buf = d at the first step);
+ * d = nesterov ? d + m*buf : buf; p -= lr*d */
+static void sgd(Up *U, const OptConfig *o, int p, int g) {
+    int d = g;
+    if (o->weight_decay != 0) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
+    if (o->momentum != 0) {
+        int buf = state(U, p, "momentum_buffer");
+        int damp = o->dampening != 0 ? stepval(U, 2, 1 - o->dampening) : upc(U, 1);
+        int nb = up2(U, OP_ADD, up2(U, OP_MUL, upc(U, o->momentum), buf), up2(U, OP_MUL, damp, d));
+        assign(U, buf, nb);
+        d = o->nesterov ? up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->momentum), nb)) : nb;
+    }
+    assign(U, p, up2(U, OP_SUB, p, up2(U, OP_MUL, upc(U, o->lr), d)));
+}
+
+/* torch.optim.Adam / AdamW (amsgrad off):
+ * m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d*d;
+ * p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
+static void adam(Up *U, const OptConfig *o, int p, int g) {
+    int d = g, pp = p;
+    if (o->weight_decay != 0 && o->kind == OPT_ADAM)
+        d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
+    if (o->weight_decay != 0 && o->kind == OPT_ADAMW)
+        pp = up2(U, OP_MUL, p, upc(U, 1 - o->lr * o->weight_decay));
+    int m = state(U, p, "exp_avg"), v = state(U, p, "exp_avg_sq");
+    int nm = up2(U, OP_ADD, up2(U, OP_MUL, upc(U, o->beta1), m), up2(U, OP_MUL, upc(U, 1 - o->beta1), d));
+    int nv = up2(U, OP_ADD, up2(U, OP_MUL, upc(U, o->beta2), v),
+                 up2(U, OP_MUL, upc(U, 1 - o->beta2), up2(U, OP_MUL, d, d)));
+    assign(U, m, nm);
+    assign(U, v, nv);
+    int bc1 = stepval(U, 1, o->beta1), bc2 = stepval(U, 1, o->beta2);
+    int sq = up_node(U, OP_SQRT, 1, &nv, U->g->nodes[nv].shape);
+    int bc2s = up_node(U, OP_SQRT, 1, &bc2, shape_scalar());
+    int denom = up2(U, OP_ADD, up2(U, OP_DIV, sq, bc2s), upc(U, o->eps));
+    int step = up2(U, OP_DIV, upc(U, o->lr), bc1);
+    assign(U, p, up2(U, OP_SUB, pp, up2(U, OP_MUL, step, up2(U, OP_DIV, nm, denom))));
+}
+
+void pass_optimizer(Graph *g, const OptConfig *o) {
+    int n0 = g->n;
+    for (int p = 0; p < n0; p++) {
+        if (g->nodes[p].op != OP_PARAM || g->nodes[p].grad < 0) continue;
+        Up U = {.g = g, .like = g->nodes[p]};
+        U.like.phase = PH_UPDATE;
+        U.like.loc = o->loc.line ? o->loc : g->nodes[p].loc;
+        if (o->kind == OPT_SGD) sgd(&U, o, p, g->nodes[p].grad);
+        else adam(&U, o, p, g->nodes[p].grad);
+    }
+}

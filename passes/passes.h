@@ -1,0 +1,110 @@
+/* passes.h - the compiler's passes and the schedule they hand to the backends.
+ *
+ * Graph-wide passes (run once, in pipeline.c's order):
+ *   autograd -> optimizer -> placement -> copies
+ * Per-entry passes (run for each entry point: train step, grad, eval):
+ *   fuse -> schedule -> plan
+ * Each pass lives in its own file and has one entry point.  After the per-entry passes an
+ * Entry holds a flat list of Launches in execution order and a buffer for every value: the
+ * contract both backends consume (docs/architecture.md). */
+#ifndef NNC_PASSES_H
+#define NNC_PASSES_H
+#include "../frontend/frontend.h"
+
+typedef enum { ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_COUNT } EntryKind;
+
+typedef enum {
+    L_EW,       /* fused elementwise kernel over `space`; nodes[] in order, outs[] written */
+    L_REDUCE,   /* reduction (root) over `space` (its input's shape) with fused elementwise prologue */
+    L_ROW,      /* row-wise kernel (root), optionally also root2 (cross_entropy + its gradient) */
+    L_GEMM,     /* C[root] = op(A) @ op(B) with A = a (transposed if ta), B = b (if tb) */
+    L_COPY,     /* host <-> device copy of root's operand into root */
+    L_ASSIGN,   /* copy value into the persistent leaf it updates (when it could not be in place) */
+} LaunchKind;
+
+typedef struct {
+    LaunchKind kind;
+    int root, root2;
+    int *nodes, nnodes;
+    int *outs, nouts;
+    int *ins, nins;
+    Shape space;
+    int a, b;
+    bool ta, tb;
+    int phase;
+} Launch;
+
+typedef enum {
+    BUF_NONE,    /* not materialized: computed inside a kernel, or a transpose folded into a GEMM */
+    BUF_INLINE,  /* scalar constant or step value, rendered as an expression */
+    BUF_INPUT,   /* the runtime's batch pointer number `index` */
+    BUF_PARAM,   /* parameter block + offset */
+    BUF_STATE,   /* optimizer-state block + offset */
+    BUF_ACT,     /* activation block + offset (reused by liveness) */
+    BUF_ALIAS,   /* a view of node `alias` (reshape) */
+} BufKind;
+
+typedef struct {
+    BufKind kind;
+    int64_t offset;     /* in elements */
+    int64_t elems;      /* at batch_max */
+    int index;          /* BUF_INPUT: position in the inputs array */
+    int alias;          /* BUF_ALIAS: the node whose memory this is */
+    Device dev;
+} Buffer;
+
+typedef struct {
+    EntryKind kind;
+    const char *name;           /* "train_step", "grad", "eval" */
+    bool *live;                 /* nodes this entry computes */
+    int *group;                 /* node -> launch, or -1 */
+    Launch *launches;
+    int nlaunch;
+    Buffer *buf;                /* per node */
+    int *outputs;               /* nodes the caller reads after the call */
+    int noutputs;
+    int64_t act_elems[2];       /* planned size of the activation block, per device */
+    int64_t naive_elems;        /* sum of every intermediate, for --stats */
+    int *inplace;               /* value node -> the leaf it is written into (an in-place update), or -1 */
+} Entry;
+
+typedef struct {
+    Model *m;
+    Graph *g;
+    Diag *diag;
+    Device target;
+    bool fuse;
+    bool strict_devices;
+    int64_t param_elems, state_elems;
+    Entry entry[ENTRY_COUNT];
+} Program;
+
+typedef struct {
+    Device target;
+    bool fuse;
+    bool strict_devices;
+    bool verify;                /* ir_verify after every pass (on in tests and debug builds) */
+    const char *dump_after;     /* pass name or "all" */
+    FILE *dump;
+} PipelineOpts;
+
+/* pipeline.c: runs every pass in order; returns false (diagnostics printed) on error. */
+bool pipeline_run(Program *p, const PipelineOpts *o);
+void program_print(const Program *p, FILE *f);
+
+/* graph-wide passes */
+void pass_autograd(Graph *g);
+void pass_optimizer(Graph *g, const OptConfig *o);
+void pass_placement(Graph *g, Device target);
+bool pass_copies(Graph *g, Diag *d, bool strict);
+
+/* per-entry passes */
+void pass_select(Program *p, Entry *e, EntryKind k);   /* which nodes the entry computes */
+void pass_fuse(Program *p, Entry *e);
+void pass_schedule(Program *p, Entry *e);
+void pass_plan(Program *p, Entry *e);
+
+/* helpers shared by passes */
+int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, const Node *like);
+bool node_is_inline(const Node *n);        /* CONST or STEPVAL */
+#endif

@@ -1,0 +1,100 @@
+/* pipeline.c - the whole compiler as one readable list of passes (QBE's main.c is the model).
+ *
+ *   autograd -> optimizer -> placement -> copies        (graph-wide)
+ *   select -> fuse -> schedule -> plan                    (per entry: train_step, grad, eval)
+ *
+ * With --dump-after=PASS (or --emit ir, which dumps after every pass) the graph is printed
+ * after that pass; in test and debug builds the verifier runs after every graph-wide pass. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "passes.h"
+
+static bool want_dump(const PipelineOpts *o, const char *pass) {
+    return o->dump && o->dump_after && (!strcmp(o->dump_after, "all") || !strcmp(o->dump_after, pass));
+}
+
+static bool after(Program *p, const PipelineOpts *o, const char *pass) {
+    if (o->verify && !ir_verify(p->g, pass)) return false;
+    if (want_dump(o, pass)) {
+        fprintf(o->dump, "; ---- after %s ----\n", pass);
+        ir_print(p->g, o->dump, NULL);
+    }
+    return true;
+}
+
+bool pipeline_run(Program *p, const PipelineOpts *o) {
+    Graph *g = p->g;
+    p->target = o->target;
+    p->fuse = o->fuse;
+    p->strict_devices = o->strict_devices;
+    if (!after(p, o, "parse")) return false;
+    if (g->loss >= 0) {
+        pass_autograd(g);
+        if (!after(p, o, "autograd")) return false;
+        pass_optimizer(g, &p->m->train.opt);
+        if (!after(p, o, "optimizer")) return false;
+    }
+    pass_placement(g, o->target);
+    if (!after(p, o, "placement")) return false;
+    if (!pass_copies(g, p->diag, o->strict_devices)) return false;
+    if (!after(p, o, "copies")) return false;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *e = &p->entry[k];
+        pass_select(p, e, (EntryKind)k);
+        if (g->loss < 0 && k != ENTRY_EVAL) {
+            e->noutputs = 0;
+            memset(e->live, 0, (size_t)g->n);
+        }
+        pass_fuse(p, e);
+        pass_schedule(p, e);
+        pass_plan(p, e);
+    }
+    if (o->dump && o->dump_after &&
+        (!strcmp(o->dump_after, "all") || !strcmp(o->dump_after, "fuse") || !strcmp(o->dump_after, "schedule") ||
+         !strcmp(o->dump_after, "plan")))
+        program_print(p, o->dump);
+    return true;
+}
+
+static const char *kind_name(LaunchKind k) {
+    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign"};
+    return n[k];
+}
+
+static void launch_print(const Program *p, const Entry *e, const Launch *L, int k, FILE *f) {
+    const Graph *g = p->g;
+    char sb[96];
+    fprintf(f, "    #%-3d %-7s", k, kind_name(L->kind));
+    if (L->kind == L_GEMM)
+        fprintf(f, " %%%d = %s%%%d%s @ %s%%%d%s", L->root, L->ta ? "T(" : "", L->a, L->ta ? ")" : "",
+                L->tb ? "T(" : "", L->b, L->tb ? ")" : "");
+    else {
+        fprintf(f, " {");
+        for (int i = 0; i < L->nnodes; i++)
+            fprintf(f, "%s%s %%%d", i ? ", " : "", op_info[g->nodes[L->nodes[i]].op].name, L->nodes[i]);
+        fprintf(f, "}");
+    }
+    fprintf(f, "  writes");
+    for (int i = 0; i < L->nouts; i++) {
+        const Buffer *b = &e->buf[L->outs[i]];
+        static const char *bk[] = {"-", "inline", "input", "param", "state", "act", "alias"};
+        fprintf(f, " %%%d[%s+%" PRId64 "]", L->outs[i], bk[b->kind], b->offset * 4);
+    }
+    if (L->kind != L_GEMM && L->kind != L_COPY && L->kind != L_ASSIGN && L->kind != L_ROW)
+        fprintf(f, "  over %s", shape_str(L->space, DT_F32, g->batch_name, sb, sizeof sb));
+    const SrcLoc *loc = &g->nodes[L->root].loc;
+    if (loc->line) fprintf(f, "  ; line %d", loc->line);
+    fputc('\n', f);
+}
+
+void program_print(const Program *p, FILE *f) {
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        const Entry *e = &p->entry[k];
+        if (!e->nlaunch) continue;
+        fprintf(f, "; ---- entry %s: %d launches, activations %" PRId64 " bytes planned (%" PRId64
+                   " unplanned) ----\n", e->name, e->nlaunch, e->act_elems[0] * 4 + e->act_elems[1] * 4,
+                e->naive_elems * 4);
+        for (int i = 0; i < e->nlaunch; i++) launch_print(p, e, &e->launches[i], i, f);
+    }
+}

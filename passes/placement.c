@@ -1,0 +1,15 @@
+/* placement.c - gives every value a device.
+ *
+ * Parameters, gradients, optimizer state and activations go on the target device; batch
+ * inputs stay on the host, where the data loader fills them (PyTorch's `x.to(device)` is then
+ * the copy node that copies.c inserts).  A value the user placed with to(x, dev) keeps its
+ * device, and the ops that consume it run there unless they are on the target anyway. */
+#include "passes.h"
+
+void pass_placement(Graph *g, Device target) {
+    for (int i = 0; i < g->n; i++) {
+        Node *n = &g->nodes[i];
+        if (n->dev_fixed) continue;
+        n->dev = n->op == OP_INPUT ? DEV_CPU : target;
+    }
+}

@@ -1,0 +1,120 @@
+/* plan.c - memory planning: every value gets (block, offset) before any code is emitted.
+ *
+ * Parameters and optimizer state live in persistent blocks at offsets that are the same in
+ * every entry point.  Everything a launch writes goes into one activation block per device,
+ * placed first-fit by liveness: a buffer is free once the last launch that reads it has run
+ * (ggml-alloc's rule), except the entry's outputs, which live until the call returns.  A
+ * reshape is a view of its source; an in-place optimizer update writes into its parameter.
+ * Offsets and sizes are in elements at the compile-time batch bound, 64-byte aligned. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+#define ALIGN_ELEMS 16
+
+typedef struct {
+    int64_t off, size;
+    int last;
+    int node;
+} Alloc;
+
+typedef struct {
+    Alloc *a;
+    int n;
+    int64_t peak;
+} Arena1;
+
+static int64_t align_up(int64_t x) { return (x + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS; }
+
+static int storage_root(const Program *p, const Entry *e, int x) {
+    const Node *n = &p->g->nodes[x];
+    if (n->op == OP_RESHAPE || e->group[x] == -2) return storage_root(p, e, n->in[0]);
+    return x;
+}
+
+static int cmp_off(const void *a, const void *b) {
+    int64_t x = ((const Alloc *)a)->off, y = ((const Alloc *)b)->off;
+    return (x > y) - (x < y);
+}
+
+/* First fit among the blocks still live at launch k. */
+static int64_t arena1_alloc(Arena1 *A, int64_t size, int last, int node, int k) {
+    int w = 0;
+    for (int i = 0; i < A->n; i++)
+        if (A->a[i].last >= k) A->a[w++] = A->a[i];
+    A->n = w;
+    qsort(A->a, (size_t)A->n, sizeof *A->a, cmp_off);
+    int64_t off = 0;
+    for (int i = 0; i < A->n; i++) {
+        if (A->a[i].off - off >= size) break;
+        if (A->a[i].off + A->a[i].size > off) off = A->a[i].off + A->a[i].size;
+    }
+    A->a = xrealloc(A->a, (size_t)(A->n + 1) * sizeof *A->a);
+    A->a[A->n++] = (Alloc){off, size, last, node};
+    if (off + size > A->peak) A->peak = off + size;
+    return off;
+}
+
+static void plan_persistent(Program *p, Entry *e) {
+    Graph *g = p->g;
+    int64_t po = 0, so = 0;
+    int inputs = 0;
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        Buffer *b = &e->buf[i];
+        b->dev = n->dev;
+        b->elems = shape_numel(n->shape, g->batch_max);
+        if (n->op == OP_PARAM) { b->kind = BUF_PARAM; b->offset = po; po += align_up(b->elems); }
+        else if (n->op == OP_STATE) { b->kind = BUF_STATE; b->offset = so; so += align_up(b->elems); }
+        else if (n->op == OP_INPUT) { b->kind = BUF_INPUT; b->index = inputs++; }
+        else if (node_is_inline(n)) b->kind = BUF_INLINE;
+    }
+    p->param_elems = po;
+    p->state_elems = so;
+}
+
+void pass_plan(Program *p, Entry *e) {
+    Graph *g = p->g;
+    e->buf = arena_alloc(g->arena, (size_t)g->n * sizeof(Buffer));
+    plan_persistent(p, e);
+    int *last = xmalloc((size_t)g->n * sizeof(int));
+    for (int i = 0; i < g->n; i++) last[i] = -1;
+    for (int k = 0; k < e->nlaunch; k++) {
+        const Launch *L = &e->launches[k];
+        for (int j = 0; j < L->nins; j++) {
+            int r = storage_root(p, e, L->ins[j]);
+            if (last[r] < k) last[r] = k;
+        }
+    }
+    for (int i = 0; i < e->noutputs; i++) last[storage_root(p, e, e->outputs[i])] = e->nlaunch + 1;
+    Arena1 A[2] = {{0}, {0}};
+    e->naive_elems = 0;
+    for (int k = 0; k < e->nlaunch; k++) {
+        const Launch *L = &e->launches[k];
+        for (int j = 0; j < L->nouts; j++) {
+            int o = L->outs[j];
+            Buffer *b = &e->buf[o];
+            if (e->inplace && e->inplace[o] >= 0) {
+                *b = e->buf[e->inplace[o]];
+                continue;
+            }
+            b->kind = BUF_ACT;
+            b->elems = shape_numel(g->nodes[o].shape, g->batch_max);
+            b->dev = g->nodes[o].dev;
+            e->naive_elems += align_up(b->elems);
+            int lst = last[o] < k ? k : last[o];
+            b->offset = arena1_alloc(&A[b->dev], align_up(b->elems), lst, o, k);
+        }
+    }
+    for (int i = 0; i < g->n; i++)
+        if (e->live[i] && g->nodes[i].op == OP_RESHAPE) {
+            e->buf[i].kind = BUF_ALIAS;
+            e->buf[i].alias = storage_root(p, e, i);
+        }
+    for (int d = 0; d < 2; d++) {
+        e->act_elems[d] = A[d].peak;
+        free(A[d].a);
+    }
+    free(last);
+}

@@ -1,0 +1,220 @@
+/* schedule.c - turns fusion groups into an ordered list of launches.
+ *
+ * Launches are ordered topologically (Kahn's algorithm) with forward work first, then
+ * backward, then updates, ties broken by source order.  Each launch records the buffers it
+ * reads and the values it must write (those read outside it, or returned to the caller).
+ * Cross-entropy and its gradient share one row-wise launch when the incoming gradient is a
+ * constant.  An optimizer's ASSIGN becomes an in-place write of the kernel that computes the
+ * new value whenever every other reader of the old value has run by then; otherwise a copy
+ * launch at the end of the step does it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+    Program *p;
+    Graph *g;
+    Entry *e;
+    int **users;
+    int *nusers;
+    int ngroups;
+    int *order;          /* group -> launch index */
+} Sched;
+
+static int producer(Sched *S, int x) {
+    const Node *n = &S->g->nodes[x];
+    if (S->e->group[x] >= 0) return S->e->group[x];
+    if (n->op == OP_RESHAPE || S->e->group[x] == -2) return producer(S, n->in[0]);
+    return -1;
+}
+
+static void push(int **arr, int *n, int v) {
+    for (int i = 0; i < *n; i++)
+        if ((*arr)[i] == v) return;
+    *arr = xrealloc(*arr, (size_t)(*n + 1) * sizeof(int));
+    (*arr)[(*n)++] = v;
+}
+
+/* cross_entropy and its gradient over the same logits and labels: one row-wise pass. */
+static void merge_ce(Sched *S) {
+    Graph *g = S->g;
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (!S->e->live[i] || n->op != OP_CE_GRAD || !S->p->fuse || !node_is_inline(&g->nodes[n->in[2]])) continue;
+        for (int j = 0; j < g->n; j++) {
+            const Node *c = &g->nodes[j];
+            if (S->e->live[j] && c->op == OP_CROSS_ENTROPY && c->in[0] == n->in[0] && c->in[1] == n->in[1]) {
+                S->e->group[i] = S->e->group[j];
+                break;
+            }
+        }
+    }
+}
+
+static bool group_is_output(Sched *S, int m, int grp) {
+    for (int i = 0; i < S->e->noutputs; i++)
+        if (S->e->outputs[i] == m) return true;
+    for (int k = 0; k < S->nusers[m]; k++) {
+        int u = S->users[m][k];
+        if (S->e->live[u] && S->e->group[u] != grp) return true;
+    }
+    return false;
+}
+
+static void fill_launch(Sched *S, Launch *L, int grp) {
+    Graph *g = S->g;
+    L->root = L->root2 = -1;
+    for (int i = 0; i < g->n; i++) {
+        if (S->e->group[i] != grp) continue;
+        push(&L->nodes, &L->nnodes, i);
+        const Node *n = &g->nodes[i];
+        if (n->op == OP_CE_GRAD && L->root >= 0 && g->nodes[L->root].op == OP_CROSS_ENTROPY) L->root2 = i;
+        else if (n->op == OP_CROSS_ENTROPY && L->root >= 0 && g->nodes[L->root].op == OP_CE_GRAD) {
+            L->root2 = L->root;
+            L->root = i;
+        } else L->root = i;
+        if ((int)n->phase > L->phase) L->phase = (int)n->phase;
+        if (group_is_output(S, i, grp)) push(&L->outs, &L->nouts, i);
+        for (int j = 0; j < n->nin; j++) {
+            int x = n->in[j];
+            if (S->e->group[x] != grp && !node_is_inline(&g->nodes[x])) push(&L->ins, &L->nins, x);
+        }
+    }
+    const Node *r = &g->nodes[L->root];
+    switch (op_info[r->op].kind) {
+    case OK_EW: L->kind = L_EW; L->space = r->shape; break;
+    case OK_REDUCE: L->kind = L_REDUCE; L->space = g->nodes[r->in[0]].shape; break;
+    case OK_ROW: L->kind = L_ROW; break;
+    case OK_MATMUL:
+        L->kind = L_GEMM;
+        L->a = r->in[0];
+        L->b = r->in[1];
+        if (S->e->group[L->a] == -2) { L->a = g->nodes[L->a].in[0]; L->ta = true; }
+        if (S->e->group[L->b] == -2) { L->b = g->nodes[L->b].in[0]; L->tb = true; }
+        break;
+    case OK_COPY: L->kind = L_COPY; break;
+    default: break;
+    }
+}
+
+/* Kahn's algorithm, picking the ready launch with the lowest (phase, root) each time. */
+static void order_launches(Sched *S, Launch *tmp) {
+    int n = S->ngroups;
+    int *indeg = xcalloc((size_t)n, sizeof(int));
+    bool *done = xcalloc((size_t)n, 1);
+    int **succ = xcalloc((size_t)n, sizeof(int *));
+    int *nsucc = xcalloc((size_t)n, sizeof(int));
+    for (int l = 0; l < n; l++)
+        for (int k = 0; k < tmp[l].nins; k++) {
+            int pl = producer(S, tmp[l].ins[k]);
+            if (pl < 0 || pl == l) continue;
+            int before = nsucc[pl];
+            push(&succ[pl], &nsucc[pl], l);
+            if (nsucc[pl] > before) indeg[l]++;
+        }
+    S->e->launches = arena_alloc(S->g->arena, (size_t)(n + S->g->n) * sizeof(Launch));
+    for (int step = 0; step < n; step++) {
+        int best = -1;
+        for (int l = 0; l < n; l++) {
+            if (done[l] || indeg[l]) continue;
+            if (best < 0 || tmp[l].phase < tmp[best].phase ||
+                (tmp[l].phase == tmp[best].phase && tmp[l].root < tmp[best].root))
+                best = l;
+        }
+        if (best < 0) nnc_fatal("internal error: fusion produced a cycle in %s", S->e->name);
+        done[best] = true;
+        S->order[best] = step;
+        S->e->launches[step] = tmp[best];
+        for (int k = 0; k < nsucc[best]; k++) indeg[succ[best][k]]--;
+    }
+    S->e->nlaunch = n;
+    for (int l = 0; l < n; l++) free(succ[l]);
+    free(succ);
+    free(nsucc);
+    free(indeg);
+    free(done);
+}
+
+/* Every launch that reads `leaf` (directly, or through a view or folded transpose) runs no
+ * later than launch `at`, and any reader inside `at` reads it at the same index it writes. */
+static bool readers_done_by(Sched *S, int leaf, int at, int except) {
+    for (int k = 0; k < S->nusers[leaf]; k++) {
+        int u = S->users[leaf][k];
+        if (!S->e->live[u] || u == except) continue;
+        const Node *un = &S->g->nodes[u];
+        if (un->op == OP_ASSIGN) continue;
+        if (un->op == OP_RESHAPE || S->e->group[u] == -2) {
+            if (!readers_done_by(S, u, at, except)) return false;
+            continue;
+        }
+        int pl = producer(S, u);
+        if (pl < 0) return false;
+        int pos = S->order[pl];
+        if (pos > at) return false;
+        const Launch *L = &S->e->launches[at];
+        if (pos == at && (L->kind != L_EW || !shape_eq(un->shape, S->g->nodes[leaf].shape) ||
+                          !shape_eq(L->space, un->shape)))
+            return false;
+    }
+    return true;
+}
+
+static void place_assigns(Sched *S) {
+    Graph *g = S->g;
+    S->e->inplace = arena_alloc(g->arena, (size_t)g->n * sizeof(int));
+    for (int i = 0; i < g->n; i++) S->e->inplace[i] = -1;
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (!S->e->live[i] || n->op != OP_ASSIGN) continue;
+        int leaf = n->in[0], v = n->in[1];
+        int pl = producer(S, v);
+        bool ok = pl >= 0 && S->e->group[v] == pl && S->e->inplace[v] < 0 &&
+                  op_info[g->nodes[v].op].kind != OK_VIEW && S->e->launches[S->order[pl]].kind != L_GEMM &&
+                  readers_done_by(S, leaf, S->order[pl], i);
+        for (int k = 0; ok && k < S->e->noutputs; k++) ok = S->e->outputs[k] != v;
+        if (ok) {
+            S->e->inplace[v] = leaf;
+            continue;
+        }
+        Launch *L = &S->e->launches[S->e->nlaunch++];
+        memset(L, 0, sizeof *L);
+        L->kind = L_ASSIGN;
+        L->root = i;
+        L->root2 = -1;
+        L->phase = PH_UPDATE;
+        push(&L->ins, &L->nins, v);
+        push(&L->nodes, &L->nnodes, i);
+    }
+}
+
+void pass_schedule(Program *p, Entry *e) {
+    Graph *g = p->g;
+    Sched S = {.p = p, .g = g, .e = e};
+    S.users = xmalloc((size_t)g->n * sizeof *S.users);
+    S.nusers = xmalloc((size_t)g->n * sizeof *S.nusers);
+    ir_users(g, S.users, S.nusers);
+    merge_ce(&S);
+    /* renumber groups densely */
+    int *remap = xmalloc((size_t)g->n * sizeof(int));
+    for (int i = 0; i < g->n; i++) remap[i] = -1;
+    for (int i = 0; i < g->n; i++)
+        if (e->group[i] >= 0) {
+            if (remap[e->group[i]] < 0) remap[e->group[i]] = S.ngroups++;
+            e->group[i] = remap[e->group[i]];
+        }
+    free(remap);
+    Launch *tmp = xcalloc((size_t)S.ngroups + 1, sizeof(Launch));
+    for (int l = 0; l < S.ngroups; l++) fill_launch(&S, &tmp[l], l);
+    S.order = xmalloc(((size_t)S.ngroups + 1) * sizeof(int));
+    order_launches(&S, tmp);
+    /* group ids now name launches in execution order */
+    for (int i = 0; i < g->n; i++)
+        if (e->group[i] >= 0) e->group[i] = S.order[e->group[i]];
+    for (int l = 0; l < S.ngroups; l++) S.order[l] = l;
+    place_assigns(&S);
+    free(tmp);
+    free(S.order);
+    free(S.users);
+    free(S.nusers);
+}

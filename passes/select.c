@@ -1,0 +1,33 @@
+/* select.c - which nodes an entry point computes, and what it returns.
+ *
+ *   train_step: the loss and every optimizer assignment (forward, backward, update);
+ *   grad:       the loss and every parameter's gradient (no update; for gradient checks);
+ *   eval:       the loss, metrics and outputs, with no gradient nodes at all (torch.no_grad). */
+#include <stdlib.h>
+
+#include "passes.h"
+
+static void add_output(Entry *e, int node) {
+    e->outputs = xrealloc(e->outputs, (size_t)(e->noutputs + 1) * sizeof(int));
+    e->outputs[e->noutputs++] = node;
+}
+
+void pass_select(Program *p, Entry *e, EntryKind k) {
+    static const char *names[] = {"train_step", "grad", "eval"};
+    Graph *g = p->g;
+    e->kind = k;
+    e->name = names[k];
+    e->live = arena_alloc(g->arena, (size_t)g->n);
+    if (g->loss >= 0) add_output(e, g->loss);
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (k == ENTRY_TRAIN && n->op == OP_ASSIGN) e->live[i] = true;
+        if (k == ENTRY_GRAD && n->op == OP_PARAM && n->grad >= 0) add_output(e, n->grad);
+    }
+    if (k == ENTRY_EVAL)
+        for (int i = 0; i < g->nouts; i++) add_output(e, g->outs[i].node);
+    for (int i = 0; i < e->noutputs; i++) e->live[e->outputs[i]] = true;
+    for (int i = g->n - 1; i >= 0; i--)
+        if (e->live[i])
+            for (int j = 0; j < g->nodes[i].nin; j++) e->live[g->nodes[i].in[j]] = true;
+}

@@ -1,0 +1,91 @@
+/* checkpoint.c - parameters (and optimizer state) to and from safetensors files.
+ *
+ * Parameters are saved under their .nn names ("fc1.weight"), so
+ * model.load_state_dict(safetensors.torch.load_file(path)) works when the PyTorch module uses
+ * the same names; optimizer state goes under "optimizer.<name>" and the step count, seed and
+ * model name in the metadata, so a later run can resume. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "train.h"
+
+static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nnc_st_tensor *o, const char *name) {
+    memset(o, 0, sizeof *o);
+    o->name = name;
+    o->dtype = t->dtype == NNC_TYPE_I32 ? NNC_DT_I32 : real_bytes == 8 ? NNC_DT_F64 : NNC_DT_F32;
+    o->rank = t->rank;
+    for (int i = 0; i < t->rank; i++) o->dims[i] = t->dims[i];
+    o->data = data;
+}
+
+bool checkpoint_save(const LoadedModel *lm, const char *path, const Model *m, int epoch, char *err, size_t n) {
+    const nnc_model_abi *a = lm->abi;
+    int total = a->nparams + a->nstates;
+    nnc_st_tensor *ts = xcalloc((size_t)total + 1, sizeof *ts);
+    char **names = xcalloc((size_t)total + 1, sizeof *names);
+    for (int i = 0; i < a->nparams; i++) to_st(&a->params[i], a->param(lm->m, i), a->real_bytes, &ts[i], a->params[i].name);
+    for (int i = 0; i < a->nstates; i++) {
+        size_t len = strlen(a->states[i].name) + 16;
+        names[i] = xmalloc(len);
+        snprintf(names[i], len, "optimizer.%s", a->states[i].name);
+        to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + i], names[i]);
+    }
+    char step[32], ep[32];
+    snprintf(step, sizeof step, "%lld", (long long)a->get_step(lm->m));
+    snprintf(ep, sizeof ep, "%d", epoch);
+    nnc_st_meta meta[] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step}, {"nnc_epoch", ep}};
+    (void)m;
+    int rc = nnc_st_save(path, ts, total, meta, 4, err, n);
+    for (int i = 0; i < total; i++) free(names[i]);
+    free(names);
+    free(ts);
+    return rc == 0;
+}
+
+static bool load_one(const nnc_st_file *f, const char *path, const char *name, const nnc_tensor_info *t, void *dst,
+                     int real_bytes, bool required, char *err, size_t n) {
+    const nnc_st_tensor *s = nnc_st_find(f, name);
+    if (!s) {
+        if (required) snprintf(err, n, "%s: no tensor '%s' (the model's parameter)", path, name);
+        return !required;
+    }
+    int64_t cnt = 1;
+    bool same = s->rank == t->rank;
+    for (int i = 0; i < t->rank && same; i++) same = s->dims[i] == t->dims[i];
+    for (int i = 0; i < t->rank; i++) cnt *= t->dims[i];
+    if (!same) {
+        snprintf(err, n, "%s: tensor '%s' has a different shape than the model's", path, name);
+        return false;
+    }
+    if (s->dtype == NNC_DT_F32 && real_bytes == 4) memcpy(dst, s->data, (size_t)cnt * 4);
+    else if (s->dtype == NNC_DT_F64 && real_bytes == 8) memcpy(dst, s->data, (size_t)cnt * 8);
+    else if (s->dtype == NNC_DT_F32 && real_bytes == 8)
+        for (int64_t i = 0; i < cnt; i++) ((double *)dst)[i] = ((const float *)s->data)[i];
+    else if (s->dtype == NNC_DT_F64 && real_bytes == 4)
+        for (int64_t i = 0; i < cnt; i++) ((float *)dst)[i] = (float)((const double *)s->data)[i];
+    else {
+        snprintf(err, n, "%s: tensor '%s' is %s, expected F32", path, name, nnc_dtype_name(s->dtype));
+        return false;
+    }
+    return true;
+}
+
+bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, char *err, size_t n) {
+    const nnc_model_abi *a = lm->abi;
+    nnc_st_file *f = nnc_st_load(path, err, n);
+    if (!f) return false;
+    bool ok = true;
+    for (int i = 0; ok && i < a->nparams; i++)
+        ok = load_one(f, path, a->params[i].name, &a->params[i], a->param(lm->m, i), a->real_bytes, true, err, n);
+    for (int i = 0; ok && with_state && i < a->nstates; i++) {
+        char name[512];
+        snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
+        ok = load_one(f, path, name, &a->states[i], a->state(lm->m, i), a->real_bytes, false, err, n);
+    }
+    const char *step = nnc_st_meta_get(f, "nnc_step");
+    if (ok && with_state && step) a->set_step(lm->m, strtoll(step, NULL, 10));
+    nnc_st_close(f);
+    return ok;
+}

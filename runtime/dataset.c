@@ -1,0 +1,142 @@
+/* dataset.c - turns the train section's data sources into per-input sample arrays.
+ *
+ * Every source is loaded through data.c (IDX, .npy, CSV) or generated from the seed (randn,
+ * rand), converted to the input's dtype (f32 scaled, or exact i32 labels), and checked: a
+ * sample must have as many elements as the input has per batch row, and all inputs must have
+ * the same number of samples.  Errors name the file and what did not match. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "dataset.h"
+#include "rng.h"
+
+static bool load_source(const DataSource *s, const char *input, uint64_t seed, nnc_array *a, char *err, size_t n) {
+    switch (s->kind) {
+    case SRC_IDX: return nnc_load_idx(s->path, a, err, n) == 0;
+    case SRC_NPY: return nnc_load_npy(s->path, a, err, n) == 0;
+    case SRC_CSV: {
+        nnc_array all;
+        if (nnc_load_csv(s->path, -1, &all, err, n) != 0) return false;
+        int64_t cols = all.rank == 2 ? all.dims[1] : 1, rows = all.dims[0];
+        int64_t cnt = s->count < 0 ? cols - s->first : s->count;
+        if (s->first < 0 || cnt < 1 || s->first + cnt > cols) {
+            snprintf(err, n, "%s: asked for columns [%lld, %lld) but the file has %lld", s->path,
+                     (long long)s->first, (long long)(s->first + cnt), (long long)cols);
+            nnc_array_free(&all);
+            return false;
+        }
+        memset(a, 0, sizeof *a);
+        a->dtype = NNC_DT_F64;
+        a->rank = 2;
+        a->dims[0] = rows;
+        a->dims[1] = cnt;
+        double *dst = xmalloc((size_t)(rows * cnt) * sizeof(double)), *src = all.data;
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(dst + r * cnt, src + r * cols + s->first, (size_t)cnt * sizeof(double));
+        a->data = dst;
+        nnc_array_free(&all);
+        return true;
+    }
+    case SRC_RANDN:
+    case SRC_RAND: {
+        memset(a, 0, sizeof *a);
+        a->dtype = NNC_DT_F64;
+        a->rank = s->rank;
+        int64_t cnt = 1;
+        for (int i = 0; i < s->rank; i++) cnt *= (a->dims[i] = s->dims[i]);
+        double *d = xmalloc((size_t)cnt * sizeof(double));
+        char key[300];
+        snprintf(key, sizeof key, "data.%s", input);
+        uint64_t h = nnc_rng_hash(key);
+        for (int64_t i = 0; i < cnt; i++)
+            d[i] = s->kind == SRC_RANDN ? nnc_rng_normal(seed, h, (uint64_t)i) : nnc_rng_uniform(seed, h, (uint64_t)i);
+        a->data = d;
+        return true;
+    }
+    default:
+        snprintf(err, n, "input '%s' has no data source", input);
+        return false;
+    }
+}
+
+static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, Column *c, int64_t *samples,
+                        char *err, size_t n) {
+    const DataSource *s = test ? &b->test : &b->train;
+    const Node *in = &m->g->nodes[b->node];
+    nnc_array a, conv;
+    if (!load_source(s, b->input, seed, &a, err, n)) return false;
+    const char *what = s->path ? s->path : b->input;
+    bool ok = in->dtype == DT_I32 ? nnc_array_to_i32(&a, &conv, err, n) == 0
+                                  : nnc_array_to_f32(&a, (float)s->scale, &conv, err, n) == 0;
+    nnc_array_free(&a);
+    if (!ok) return false;
+    c->name = b->input;
+    c->dtype = in->dtype;
+    c->row_elems = shape_numel(in->shape, 1);
+    int64_t total = nnc_array_numel(&conv), rows = conv.rank ? conv.dims[0] : 1;
+    if (shape_batch_axis(in->shape) != 0) {
+        snprintf(err, n, "input '%s' is fed from %s, so its first dimension must be the batch dimension", b->input, what);
+        nnc_array_free(&conv);
+        return false;
+    }
+    if (rows * c->row_elems != total) {
+        char sb[96];
+        snprintf(err, n, "%s: each sample has %lld elements, but input '%s' is %s (%lld per sample)", what,
+                 (long long)(rows ? total / rows : 0), b->input,
+                 shape_str(in->shape, in->dtype, m->g->batch_name, sb, sizeof sb), (long long)c->row_elems);
+        nnc_array_free(&conv);
+        return false;
+    }
+    c->data = conv.data;
+    *samples = rows;
+    return true;
+}
+
+bool dataset_load(const Model *m, bool test, uint64_t seed, Dataset *d, char *err, size_t n) {
+    memset(d, 0, sizeof *d);
+    const TrainConfig *t = &m->train;
+    d->cols = xcalloc((size_t)t->ndata + 1, sizeof *d->cols);
+    const char *first = NULL;
+    for (int i = 0; i < m->g->n; i++) {
+        if (m->g->nodes[i].op != OP_INPUT) continue;
+        const DataBind *b = NULL;
+        for (int j = 0; j < t->ndata; j++)
+            if (t->data[j].node == i) b = &t->data[j];
+        if (!b || (test && b->test.kind == SRC_NONE)) {
+            if (!test) snprintf(err, n, "input '%s' has no training data", m->g->nodes[i].name);
+            else snprintf(err, n, "no test data for input '%s'", m->g->nodes[i].name);
+            dataset_free(d);
+            return false;
+        }
+        int64_t rows;
+        if (!load_column(m, b, test, seed, &d->cols[d->ncols], &rows, err, n)) {
+            dataset_free(d);
+            return false;
+        }
+        d->ncols++;
+        if (first && rows != d->n) {
+            snprintf(err, n, "input '%s' has %lld samples but '%s' has %lld", b->input, (long long)rows, first, (long long)d->n);
+            dataset_free(d);
+            return false;
+        }
+        first = b->input;
+        d->n = rows;
+    }
+    return true;
+}
+
+void dataset_free(Dataset *d) {
+    for (int i = 0; i < d->ncols; i++) free(d->cols[i].data);
+    free(d->cols);
+    memset(d, 0, sizeof *d);
+}
+
+void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs) {
+    for (int c = 0; c < d->ncols; c++) {
+        size_t rb = (size_t)d->cols[c].row_elems * 4;
+        const char *src = d->cols[c].data;
+        char *dst = bufs[c];
+        for (int64_t r = 0; r < rows; r++) memcpy(dst + (size_t)r * rb, src + (size_t)idx[r] * rb, rb);
+    }
+}

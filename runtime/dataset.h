@@ -1,0 +1,24 @@
+/* dataset.h - the arrays a model's inputs are fed from, loaded per the train section. */
+#ifndef NNC_DATASET_H
+#define NNC_DATASET_H
+#include "../frontend/frontend.h"
+
+typedef struct {
+    const char *name;       /* the input it feeds */
+    DType dtype;
+    int64_t row_elems;      /* elements per sample */
+    void *data;             /* n * row_elems, f32 or i32 */
+} Column;
+
+typedef struct {
+    Column *cols;           /* in the order of the model's inputs */
+    int ncols;
+    int64_t n;              /* samples */
+} Dataset;
+
+/* Loads the train (test = false) or test sources of every input; false with `err` set. */
+bool dataset_load(const Model *m, bool test, uint64_t seed, Dataset *d, char *err, size_t n);
+void dataset_free(Dataset *d);
+/* Copies samples idx[0..rows) of every column into bufs[c] (each row_elems * rows). */
+void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs);
+#endif

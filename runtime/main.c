@@ -1,0 +1,268 @@
+/* main.c - the nnc command: parse a model, run the pipeline, then emit, build or train.
+ *
+ *   nnc MODEL.nn [options]      see usage() below, or `nnc --help`
+ *
+ * The order is always: read flags -> load the model (diagnostics) -> apply overrides to the
+ * train section -> run the passes -> one of: --emit, --stats, -o (AOT), train/eval. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../codegen/cpu/cpu.h"
+#include "train.h"
+
+#ifndef NNC_VERSION
+#define NNC_VERSION "0.1.0"
+#endif
+
+typedef struct {
+    const char *model;
+    const char *target, *emit, *dump_after, *out_dir;
+    const char *save, *load, *metrics;
+    long epochs, batch, seed, threads, bench;
+    double lr, momentum;
+    bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify;
+} Cli;
+
+static void usage(FILE *f) {
+    fputs("usage: nnc MODEL.nn [options]\n"
+          "\n"
+          "Compiles a .nn model and trains it (the train section says on what data, how long\n"
+          "and with which optimizer).\n"
+          "\n"
+          "compile and inspect:\n"
+          "  --target cpu|cuda      device to run on (default: the model's train section, else cpu)\n"
+          "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
+          "  --dump-after=PASS      print the graph after one pass: parse autograd optimizer placement\n"
+          "                         copies fuse schedule plan (or all)\n"
+          "  --stats                print kernels, library calls, bytes moved and planned memory; exit\n"
+          "  --no-fuse              one kernel per op (to compare against fused code)\n"
+          "  --strict-devices       error on any CPU/GPU crossing not written as to(x, device)\n"
+          "  -o DIR                 ahead of time: write DIR/NAME.c, NAME.h and libNAME.a; exit\n"
+          "  --f64                  compute in double precision (for gradient checks)\n"
+          "\n"
+          "train and evaluate (override the train section):\n"
+          "  --epochs N  --batch N  --lr X  --momentum X  --seed N\n"
+          "  --save FILE            write parameters and optimizer state (safetensors) at the end\n"
+          "  --load FILE            start from a checkpoint\n"
+          "  --eval                 forward only, on the test data (or the training data), no gradients\n"
+          "  --metrics FILE         one JSON object per step and per epoch\n"
+          "  --bench N              time N training steps on one batch, print JSON, exit\n"
+          "  --threads N            threads for kernels and BLAS (default: all cores)\n"
+          "  --quiet                no progress output\n"
+          "  --no-cache             do not use the compiled-kernel cache\n"
+          "                         (default $XDG_CACHE_HOME/nnc or ~/.cache/nnc)\n"
+          "  --tf32                 allow TF32 tensor-core math on CUDA\n"
+          "  --version, --help\n", f);
+}
+
+static void version(void) {
+    printf("nnc %s\ntargets: cpu", NNC_VERSION);
+#ifdef NNC_HAVE_CUDA
+    printf(", cuda");
+#else
+    printf(" (built without the CUDA toolkit: no cuda target)");
+#endif
+    printf("\nblas: %s\n", NNC_BLAS_LIB);
+}
+
+static const char *flag_value(int argc, char **argv, int *i, const char *name) {
+    size_t n = strlen(name);
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (*i + 1 >= argc) nnc_fatal("%s needs a value", name);
+    return argv[++*i];
+}
+
+static long parse_long(const char *flag, const char *v, long lo) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == 0 || *end || x < lo) nnc_fatal("%s expects an integer >= %ld, got '%s'", flag, lo, v);
+    return x;
+}
+
+static double parse_double(const char *flag, const char *v) {
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == 0 || *end) nnc_fatal("%s expects a number, got '%s'", flag, v);
+    return x;
+}
+
+static bool is_flag(const char *arg, const char *name) {
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+static void parse_args(int argc, char **argv, Cli *c) {
+    c->epochs = c->batch = c->seed = c->threads = -1;
+    c->lr = c->momentum = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+        else if (!strcmp(a, "--version")) { version(); exit(0); }
+        else if (is_flag(a, "--target")) c->target = flag_value(argc, argv, &i, "--target");
+        else if (is_flag(a, "--emit")) c->emit = flag_value(argc, argv, &i, "--emit");
+        else if (is_flag(a, "--dump-after")) c->dump_after = flag_value(argc, argv, &i, "--dump-after");
+        else if (is_flag(a, "-o")) c->out_dir = flag_value(argc, argv, &i, "-o");
+        else if (is_flag(a, "--save")) c->save = flag_value(argc, argv, &i, "--save");
+        else if (is_flag(a, "--load")) c->load = flag_value(argc, argv, &i, "--load");
+        else if (is_flag(a, "--metrics")) c->metrics = flag_value(argc, argv, &i, "--metrics");
+        else if (is_flag(a, "--epochs")) c->epochs = parse_long(a, flag_value(argc, argv, &i, "--epochs"), 0);
+        else if (is_flag(a, "--batch")) c->batch = parse_long(a, flag_value(argc, argv, &i, "--batch"), 1);
+        else if (is_flag(a, "--seed")) c->seed = parse_long(a, flag_value(argc, argv, &i, "--seed"), 0);
+        else if (is_flag(a, "--threads")) c->threads = parse_long(a, flag_value(argc, argv, &i, "--threads"), 1);
+        else if (is_flag(a, "--bench")) c->bench = parse_long(a, flag_value(argc, argv, &i, "--bench"), 1);
+        else if (is_flag(a, "--lr")) c->lr = parse_double(a, flag_value(argc, argv, &i, "--lr"));
+        else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
+        else if (!strcmp(a, "--eval")) c->eval = true;
+        else if (!strcmp(a, "--stats")) c->stats = true;
+        else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
+        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) c->quiet = true;
+        else if (!strcmp(a, "--no-cache")) c->no_cache = true;
+        else if (!strcmp(a, "--strict-devices")) c->strict = true;
+        else if (!strcmp(a, "--tf32")) c->tf32 = true;
+        else if (!strcmp(a, "--f64")) c->f64 = true;
+        else if (!strcmp(a, "--verify-ir")) c->verify = true;
+        else if (a[0] == '-' && a[1]) nnc_fatal("unknown option '%s' (see nnc --help)", a);
+        else if (c->model) nnc_fatal("one model at a time: got '%s' and '%s'", c->model, a);
+        else c->model = a;
+    }
+    if (!c->model) {
+        usage(stderr);
+        exit(2);
+    }
+    if (c->emit && strcmp(c->emit, "ir") && strcmp(c->emit, "c") && strcmp(c->emit, "cuda") && strcmp(c->emit, "ptx"))
+        nnc_fatal("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
+    if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
+        nnc_fatal("--target takes cpu or cuda, not '%s'", c->target);
+}
+
+/* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
+static char *model_name_of(Arena *a, const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *s = arena_strdup(a, base);
+    char *dot = strrchr(s, '.');
+    if (dot && dot != s) *dot = 0;
+    for (char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p)) *p = '_';
+    if (!*s || isdigit((unsigned char)*s)) s = arena_printf(a, "m_%s", s);
+    return s;
+}
+
+static void apply_overrides(Model *m, const Cli *c) {
+    TrainConfig *t = &m->train;
+    if (c->epochs >= 0) t->epochs = (int)c->epochs;
+    if (c->batch > 0) t->batch = c->batch;
+    if (c->seed >= 0) t->seed = (uint64_t)c->seed;
+    if (c->lr > 0) t->opt.lr = c->lr;
+    if (c->momentum >= 0) {
+        if (t->opt.kind != OPT_SGD) nnc_fatal("--momentum applies to sgd; this model uses adam");
+        t->opt.momentum = c->momentum;
+    }
+    m->g->batch_max = (int)(t->present ? t->batch : (c->batch > 0 ? c->batch : 1));
+}
+
+static void print_stats(const Program *p) {
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        const Entry *e = &p->entry[k];
+        if (!e->nlaunch) continue;
+        int kernels = 0, calls = 0;
+        int64_t rd = 0, wr = 0;
+        for (int i = 0; i < e->nlaunch; i++) {
+            const Launch *L = &e->launches[i];
+            if (L->kind == L_GEMM) calls++;
+            else kernels++;
+            for (int j = 0; j < L->nins; j++) rd += 4 * shape_numel(p->g->nodes[L->ins[j]].shape, p->g->batch_max);
+            for (int j = 0; j < L->nouts; j++) wr += 4 * shape_numel(p->g->nodes[L->outs[j]].shape, p->g->batch_max);
+            if (L->kind == L_GEMM) wr += 4 * shape_numel(p->g->nodes[L->root].shape, p->g->batch_max);
+        }
+        printf("%-10s %3d kernels %3d library calls  reads %10" PRId64 " B  writes %10" PRId64
+               " B  activations %9" PRId64 " B planned, %9" PRId64 " B unplanned\n",
+               e->name, kernels, calls, rd, wr, 4 * (e->act_elems[0] + e->act_elems[1]), 4 * e->naive_elems);
+    }
+    printf("parameters %" PRId64 " B  optimizer state %" PRId64 " B\n", 4 * p->param_elems, 4 * p->state_elems);
+}
+
+static const char *cache_dir(Arena *a, bool none) {
+    if (none) return NULL;
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (x && *x) return arena_printf(a, "%s/nnc", x);
+    if (h && *h) return arena_printf(a, "%s/.cache/nnc", h);
+    return "/tmp/nnc-cache";
+}
+
+int main(int argc, char **argv) {
+    Cli c = {0};
+    parse_args(argc, argv, &c);
+    Arena arena = {0};
+    size_t len;
+    char *src = read_file(c.model, &len);
+    if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
+    if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
+    Diag diag = {.file = c.model, .src = src, .out = stderr};
+    Model *m = nn_load_model(&arena, &diag, c.model, src, model_name_of(&arena, c.model));
+    if (!m) {
+        fprintf(stderr, "%d error%s\n", diag.errors, diag.errors == 1 ? "" : "s");
+        return 1;
+    }
+    apply_overrides(m, &c);
+    Device target = c.target ? (!strcmp(c.target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
+    Program p = {.m = m, .g = m->g, .diag = &diag};
+    PipelineOpts po = {.target = target, .fuse = !c.no_fuse, .strict_devices = c.strict, .verify = true,
+                       .dump_after = c.dump_after, .dump = stdout};
+    if (c.emit && !strcmp(c.emit, "ir")) po.dump_after = "all";
+    if (!pipeline_run(&p, &po)) {
+        fprintf(stderr, "%d error%s\n", diag.errors ? diag.errors : 1, diag.errors == 1 ? "" : "s");
+        return 1;
+    }
+    if (c.emit && !strcmp(c.emit, "ir")) return 0;
+    const Backend *be = backend_for(target);
+    if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
+    if (c.threads > 0) {
+        char t[32];
+        snprintf(t, sizeof t, "%ld", c.threads);
+        setenv("OMP_NUM_THREADS", t, 1);
+        setenv("OPENBLAS_NUM_THREADS", t, 1);
+    }
+    BuildOpts bo = {.f64 = c.f64, .cache_dir = cache_dir(&arena, c.no_cache), .tf32 = c.tf32};
+    if (c.emit) {
+        if ((!strcmp(c.emit, "c") && target != DEV_CPU) || ((!strcmp(c.emit, "cuda") || !strcmp(c.emit, "ptx")) && target != DEV_CUDA))
+            nnc_fatal("--emit %s needs --target %s", c.emit, !strcmp(c.emit, "c") ? "cpu" : "cuda");
+        Str out = {0};
+        be->render(&p, &bo, &out);
+        fputs(out.buf, stdout);
+        str_free(&out);
+        return 0;
+    }
+    if (c.stats) {
+        print_stats(&p);
+        return 0;
+    }
+    char err[8192];
+    if (c.out_dir) {
+        if (target != DEV_CPU) nnc_fatal("-o builds CPU libraries; use --target cpu");
+        if (!aot_write(&p, &bo, c.out_dir, err, sizeof err)) nnc_fatal("%s", err);
+        printf("wrote %s/%s.c, %s/%s.h, %s/lib%s.a\n", c.out_dir, model_c_name(&p), c.out_dir, model_c_name(&p),
+               c.out_dir, model_c_name(&p));
+        return 0;
+    }
+    if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c.model);
+    LoadedModel *lm = be->load(&p, &bo, err, sizeof err);
+    if (!lm) nnc_fatal("%s", err);
+    TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
+                    .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
+                    .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
+                    .source_file = c.model};
+    int rc = train_run(m, lm, &to);
+    be->unload(lm);
+    free(src);
+    free(m->g->nodes);
+    free(m->g->outs);
+    free(m->train.data);
+    arena_free(&arena);
+    return rc;
+}

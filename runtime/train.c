@@ -1,0 +1,246 @@
+/* train.c - runs the compiled step over the data: epochs of shuffled batches, evaluation on
+ * the test set after each epoch, progress on a terminal (plain lines otherwise), JSON-lines
+ * metrics, and safetensors checkpoints that PyTorch and Hugging Face loaders read.
+ *
+ * Batches come from a Philox permutation keyed by the seed and the epoch, so a run is
+ * reproducible from its seed; the last batch of an epoch may be short (PyTorch's DataLoader
+ * with drop_last=False), which the compiled step supports because its batch size is a run-time
+ * argument bounded by the compile-time batch. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rng.h"
+#include "safetensors.h"
+#include "train.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct {
+    const Model *m;
+    LoadedModel *lm;
+    const TrainOpts *o;
+    void **bufs;
+    int64_t *idx;
+    FILE *metrics;
+    double t0;
+} Run;
+
+static double read_scalar(const LoadedModel *lm, int entry, int k) {
+    const void *p = lm->abi->output(lm->m, entry, k);
+    if (!p) return NAN;
+    return lm->abi->real_bytes == 8 ? *(const double *)p : (double)*(const float *)p;
+}
+
+static bool run_step(Run *R, int entry, int64_t rows) {
+    int rc = R->lm->abi->run(R->lm->m, entry, (const void *const *)R->bufs, rows);
+    if (rc != 0) {
+        fprintf(stderr, "nnc: error: %s\n", R->lm->abi->error(R->lm->m));
+        return false;
+    }
+    return true;
+}
+
+typedef struct {
+    double loss;
+    double metric[16];
+    bool has_loss;
+} EvalResult;
+
+static bool is_count_metric(const Model *m, int k) {
+    const Node *n = &m->g->nodes[m->g->outs[k].node];
+    while (n->op == OP_COPY) n = &m->g->nodes[n->in[0]];
+    return n->op == OP_ACCURACY;
+}
+
+/* Averages the loss and metrics over the whole set: counts (accuracy) are summed and divided
+ * by the number of samples, anything else is weighted by batch rows. */
+static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
+    const nnc_model_abi *abi = R->lm->abi;
+    int64_t B = abi->batch_max;
+    memset(res, 0, sizeof *res);
+    int nout = abi->noutputs[NNC_ENTRY_EVAL];
+    res->has_loss = R->m->g->loss >= 0;
+    for (int64_t s = 0; s < d->n; s += B) {
+        int64_t rows = d->n - s < B ? d->n - s : B;
+        for (int64_t r = 0; r < rows; r++) R->idx[r] = s + r;
+        dataset_gather(d, R->idx, rows, R->bufs);
+        if (!run_step(R, NNC_ENTRY_EVAL, rows)) return false;
+        int k = 0;
+        if (res->has_loss) res->loss += read_scalar(R->lm, NNC_ENTRY_EVAL, k++) * (double)rows;
+        for (int j = 0; k < nout && j < 16; j++, k++) {
+            double v = read_scalar(R->lm, NNC_ENTRY_EVAL, k);
+            res->metric[j] += is_count_metric(R->m, j) ? v : v * (double)rows;
+        }
+    }
+    res->loss /= (double)d->n;
+    for (int j = 0; j < R->m->g->nouts && j < 16; j++) res->metric[j] /= (double)d->n;
+    return true;
+}
+
+static void progress(Run *R, int epoch, int64_t step, int64_t steps, double loss, double rate) {
+    if (!R->o->progress || R->o->quiet) return;
+    int w = 24, fill = (int)((double)w * (double)step / (double)(steps ? steps : 1));
+    fprintf(stderr, "\repoch %d/%d [", epoch, R->o->epochs);
+    for (int i = 0; i < w; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
+    fprintf(stderr, "] %lld/%lld loss %.4f %.0f samples/s ", (long long)step, (long long)steps, loss, rate);
+    fflush(stderr);
+}
+
+static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval) {
+    const Graph *g = R->m->g;
+    double secs = now() - R->t0;
+    if (R->o->progress && !R->o->quiet) fputc('\n', stderr);
+    if (!R->o->quiet) {
+        printf("epoch %d/%d  step %lld  loss %.6f", epoch, R->o->epochs, (long long)step, train_loss);
+        if (has_eval) {
+            if (ev->has_loss) printf("  test_loss %.6f", ev->loss);
+            for (int j = 0; j < g->nouts && j < 16; j++)
+                printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
+                       is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
+        }
+        printf("  %.2fs\n", secs);
+        fflush(stdout);
+    }
+    if (R->metrics) {
+        fprintf(R->metrics, "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g", epoch, (long long)step, train_loss);
+        if (has_eval) {
+            if (ev->has_loss) fprintf(R->metrics, ",\"test_loss\":%.9g", ev->loss);
+            for (int j = 0; j < g->nouts && j < 16; j++) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
+        }
+        fprintf(R->metrics, ",\"seconds\":%.6f}\n", secs);
+        fflush(R->metrics);
+    }
+}
+
+static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) {
+    const nnc_model_abi *abi = R->lm->abi;
+    int64_t B = abi->batch_max, steps = (d->n + B - 1) / B;
+    int64_t *perm = xmalloc((size_t)d->n * sizeof *perm);
+    if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
+    else
+        for (int64_t i = 0; i < d->n; i++) perm[i] = i;
+    double sum = 0, t_start = now(), last_draw = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        int64_t rows = d->n - s * B < B ? d->n - s * B : B;
+        dataset_gather(d, perm + s * B, rows, R->bufs);
+        if (!run_step(R, NNC_ENTRY_TRAIN, rows)) { free(perm); return false; }
+        double loss = read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
+        int64_t gstep = abi->get_step(R->lm->m);
+        if (!isfinite(loss)) {
+            if (R->o->progress) fputc('\n', stderr);
+            fprintf(stderr, "nnc: error: the loss became %s at epoch %d, step %lld; training stopped "
+                            "(lower the learning rate, or find the op with --check-numerics)\n",
+                    isnan(loss) ? "NaN" : "infinite", epoch, (long long)gstep);
+            free(perm);
+            return false;
+        }
+        sum += loss * (double)rows;
+        if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
+        double t = now();
+        if (t - last_draw > 0.1 || s + 1 == steps) {
+            progress(R, epoch, s + 1, steps, loss, (double)((s + 1) * B) / (t - t_start + 1e-9));
+            last_draw = t;
+        }
+    }
+    *mean_loss = sum / (double)d->n;
+    free(perm);
+    return true;
+}
+
+static void alloc_bufs(Run *R, const Dataset *d) {
+    int64_t B = R->lm->abi->batch_max;
+    R->bufs = xcalloc((size_t)d->ncols + 1, sizeof(void *));
+    for (int c = 0; c < d->ncols; c++) R->bufs[c] = xmalloc((size_t)(B * d->cols[c].row_elems) * 4);
+    R->idx = xmalloc((size_t)(B > d->n ? B : d->n + 1) * sizeof(int64_t));
+}
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* --bench N: time N training steps on the first batch after a warm-up; one JSON line out. */
+static int bench(Run *R, const Dataset *d) {
+    int64_t B = R->lm->abi->batch_max, rows = d->n < B ? d->n : B;
+    for (int64_t r = 0; r < rows; r++) R->idx[r] = r;
+    dataset_gather(d, R->idx, rows, R->bufs);
+    int n = R->o->bench_steps;
+    double *t = xmalloc((size_t)n * sizeof *t);
+    for (int i = 0; i < 10; i++)
+        if (!run_step(R, NNC_ENTRY_TRAIN, rows)) return 1;
+    for (int i = 0; i < n; i++) {
+        double a = now();
+        if (!run_step(R, NNC_ENTRY_TRAIN, rows)) return 1;
+        t[i] = now() - a;
+    }
+    qsort(t, (size_t)n, sizeof *t, compare_double);
+    printf("{\"steps\":%d,\"batch\":%lld,\"median_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f}\n", n, (long long)rows,
+           1e6 * t[n / 2], 1e6 * t[0], 1e6 * t[n - 1]);
+    free(t);
+    return 0;
+}
+
+static void free_run(Run *R, const Dataset *d) {
+    for (int c = 0; R->bufs && c < d->ncols; c++) free(R->bufs[c]);
+    free(R->bufs);
+    free(R->idx);
+    if (R->metrics) fclose(R->metrics);
+}
+
+int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
+    char err[2048];
+    Run R = {.m = m, .lm = lm, .o = o, .t0 = now()};
+    Dataset train = {0}, test = {0};
+    bool has_test = false;
+    for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
+    if (!dataset_load(m, false, o->seed, &train, err, sizeof err) ||
+        (has_test && !dataset_load(m, true, o->seed, &test, err, sizeof err))) {
+        fprintf(stderr, "nnc: error: %s\n", err);
+        dataset_free(&train);
+        return 1;
+    }
+    lm->abi->init(lm->m, o->seed);
+    if (o->load_path && !checkpoint_load(lm, o->load_path, !o->eval_only, err, sizeof err)) {
+        fprintf(stderr, "nnc: error: %s\n", err);
+        dataset_free(&train);
+        dataset_free(&test);
+        return 1;
+    }
+    alloc_bufs(&R, &train);
+    int rc = 0;
+    if (o->metrics_path && !(R.metrics = fopen(o->metrics_path, "w"))) {
+        fprintf(stderr, "nnc: error: %s: cannot write metrics: ", o->metrics_path);
+        perror(NULL);
+        rc = 1;
+    } else if (o->bench_steps > 0) {
+        rc = bench(&R, &train);
+    } else if (o->eval_only) {
+        EvalResult ev;
+        const Dataset *d = has_test ? &test : &train;
+        if (!evaluate(&R, d, &ev)) rc = 1;
+        else report_epoch(&R, 0, lm->abi->get_step(lm->m), NAN, &ev, true);
+    } else {
+        for (int e = 1; e <= o->epochs && rc == 0; e++) {
+            double loss;
+            EvalResult ev;
+            if (!train_epoch(&R, &train, e, &loss) || (has_test && !evaluate(&R, &test, &ev))) rc = 1;
+            else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
+        }
+        if (rc == 0 && o->save_path && !checkpoint_save(lm, o->save_path, m, o->epochs, err, sizeof err)) {
+            fprintf(stderr, "nnc: error: %s\n", err);
+            rc = 1;
+        }
+    }
+    free_run(&R, &train);
+    dataset_free(&train);
+    dataset_free(&test);
+    return rc;
+}

@@ -1,0 +1,25 @@
+/* train.h - the training loop and evaluation, over any loaded model (nnc_model_abi). */
+#ifndef NNC_TRAIN_H
+#define NNC_TRAIN_H
+#include "../codegen/codegen.h"
+#include "dataset.h"
+
+typedef struct {
+    int epochs;
+    uint64_t seed;
+    bool shuffle;
+    bool quiet;
+    bool progress;              /* a live progress bar (stderr is a terminal) */
+    const char *metrics_path;   /* JSON lines */
+    const char *save_path;
+    const char *load_path;
+    bool eval_only;
+    int bench_steps;            /* > 0: time this many steps and print JSON */
+    const char *source_file;
+} TrainOpts;
+
+/* Returns the process exit status. */
+int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o);
+bool checkpoint_save(const LoadedModel *lm, const char *path, const Model *m, int epoch, char *err, size_t n);
+bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, char *err, size_t n);
+#endif

@@ -1,0 +1,112 @@
+/*
+ * test_csv.c - nnc_parse_csv / nnc_load_csv: header detection, the
+ * tolerated variations (CRLF, BOM, blank lines, spaces) and the errors,
+ * which must name the line (and the column for a bad cell).
+ */
+#define _XOPEN_SOURCE 700
+
+#include "check.h"
+#include "data.h"
+
+static int parse(const char *text, int skip, nnc_array *a, char *err)
+{
+    return nnc_parse_csv(text, strlen(text), "data.csv", skip, a, err, 256);
+}
+
+/* a is F64 [rows, cols] holding want[]. */
+static int same(const nnc_array *a, int64_t rows, int64_t cols, const double *want)
+{
+    return a->dtype == NNC_DT_F64 && a->rank == 2 && a->dims[0] == rows && a->dims[1] == cols &&
+           memcmp(a->data, want, (size_t)(rows * cols) * sizeof(double)) == 0;
+}
+
+static void test_headers(void)
+{
+    static const double want[6] = { 1, 2, 3, 4.5, -5e-3, 6 };
+    nnc_array a;
+    char err[256] = "";
+    int rc = parse("a,b,c\n1,2,3\n4.5,-5e-3,6\n", -1, &a, err);
+    CHECK(rc == 0 && same(&a, 2, 3, want), "auto-detect skips a text header %s", err);
+    nnc_array_free(&a);
+    rc = parse("1,2,3\n4.5,-5e-3,6", -1, &a, err);
+    CHECK(rc == 0 && same(&a, 2, 3, want), "auto-detect keeps a numeric first line %s", err);
+    nnc_array_free(&a);
+    rc = parse("9,9,9\n1,2,3\n4.5,-5e-3,6\n", 1, &a, err);
+    CHECK(rc == 0 && same(&a, 2, 3, want), "skip_header=1 drops even a numeric line %s", err);
+    nnc_array_free(&a);
+    rc = parse("x,y,z\n1,2,3\n", 0, &a, err);
+    CHECK_ERR(rc, err, "data.csv:1: column 1: expected a number, got 'x'", "skip_header=0");
+    rc = parse("id,1,2\n1,2,3\n4.5,-5e-3,6\n", -1, &a, err);
+    CHECK(rc == 0 && same(&a, 2, 3, want), "one text cell makes the first line a header %s", err);
+    nnc_array_free(&a);
+}
+
+static void test_variations(void)
+{
+    static const double want[6] = { 1, 2, 3, 4.5, -5e-3, 6 };
+    nnc_array a;
+    char err[256] = "";
+    int rc = parse("\xEF\xBB\xBF" "a,b,c\r\n\r\n 1 , 2,3\t\r\n\n4.5,-5e-3,6\r\n\r\n", -1, &a, err);
+    CHECK(rc == 0 && same(&a, 2, 3, want), "BOM, CRLF, blank lines and spaces %s", err);
+    nnc_array_free(&a);
+    rc = parse("7\n8\n", -1, &a, err);
+    CHECK(rc == 0 && a.dims[0] == 2 && a.dims[1] == 1, "single column %s", err);
+    nnc_array_free(&a);
+}
+
+static void test_errors(void)
+{
+    nnc_array a;
+    char err[256] = "";
+    int rc = parse("a,b,c\n1,2,3\n4,5\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:3: expected 3 columns, got 2", "ragged row");
+    CHECK(a.data == NULL, "output left empty");
+    rc = parse("1,2,3\n4,5,6,7\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:2: expected 3 columns, got 4", "row too long");
+    rc = parse("a,b\n1,2\n\n3,x1\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:4: column 2: expected a number, got 'x1'", "non-numeric cell");
+    rc = parse("1,2,3\n1,,3\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:2: column 2: expected a number, got ''", "empty cell");
+    rc = parse("1,,3\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:1: column 2: expected a number, got ''",
+              "an empty cell does not make the first line a header");
+    rc = parse("1,2\n3,4 5\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:2: column 2: expected a number, got '4 5'", "two numbers in a cell");
+    rc = parse("1\n0000000000000000000000000000000000000000000000000000000000000000001\n", 0, &a,
+               err);
+    CHECK_ERR(rc, err, "data.csv:2: column 1: expected a number, got '000000000000000000000000000"
+                       "000000000...'", "over-long cell is shown shortened");
+    rc = parse("", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv: no data rows (empty file)", "empty input");
+    rc = parse("a,b\n\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv: no data rows", "header only");
+    rc = nnc_parse_csv("1,\x00" "2\n", 5, "z.csv", 0, &a, err, sizeof err);
+    CHECK_ERR(rc, err, "z.csv:1: column 2: expected a number, got '?2'", "NUL byte in a cell");
+}
+
+static void test_files(void)
+{
+    static const char text[] = "x,y\n1,2\n3,4\n";
+    nnc_array a;
+    char err[512] = "";
+    int rc;
+    check_write(check_path("t.csv"), text, strlen(text));
+    rc = nnc_load_csv(check_path("t.csv"), -1, &a, err, sizeof err);
+    CHECK(rc == 0 && a.dims[0] == 2 && a.dims[1] == 2 && ((double *)a.data)[3] == 4,
+          "load from file %s", err);
+    nnc_array_free(&a);
+    rc = nnc_load_csv(check_path("none.csv"), -1, &a, err, sizeof err);
+    CHECK_ERR(rc, err, "none.csv: cannot open: No such file or directory", "missing file");
+    check_write(check_path("r.csv"), "1,2\n3\n", 6);
+    rc = nnc_load_csv(check_path("r.csv"), -1, &a, err, sizeof err);
+    CHECK_ERR(rc, err, "r.csv:2: expected 2 columns, got 1", "file errors name the path and line");
+}
+
+int main(void)
+{
+    test_headers();
+    test_variations();
+    test_errors();
+    test_files();
+    return check_done();
+}
