@@ -22,6 +22,7 @@ static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nn
 
 bool checkpoint_save(const LoadedModel *lm, const char *path, const Model *m, int epoch, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
+    a->sync(lm->m, NNC_SYNC_TO_HOST);
     int total = a->nparams + a->nstates;
     nnc_st_tensor *ts = xcalloc((size_t)total + 1, sizeof *ts);
     char **names = xcalloc((size_t)total + 1, sizeof *names);
@@ -86,6 +87,7 @@ bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, char *e
     }
     const char *step = nnc_st_meta_get(f, "nnc_step");
     if (ok && with_state && step) a->set_step(lm->m, strtoll(step, NULL, 10));
+    a->sync(lm->m, NNC_SYNC_TO_DEVICE);
     nnc_st_close(f);
     return ok;
 }

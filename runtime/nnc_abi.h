@@ -14,6 +14,7 @@
 
 enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2 };
 enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2 };
+enum { NNC_SYNC_TO_DEVICE = 0, NNC_SYNC_TO_HOST = 1 };
 
 typedef struct {
     const char *name;     /* "x", "fc1.weight", "fc1.weight.exp_avg", "loss", "grad.fc1.weight" */
@@ -42,5 +43,9 @@ typedef struct nnc_model_abi {
     int64_t (*get_step)(void *m);
     void (*set_step)(void *m, int64_t step);
     const char *(*error)(void *m);                 /* message for the last non-zero run */
+    /* Backends whose memory is not host memory keep host mirrors of parameters and state:
+     * NNC_SYNC_TO_HOST before reading param()/state(), NNC_SYNC_TO_DEVICE after writing them.
+     * A no-op on the CPU. */
+    void (*sync)(void *m, int direction);
 } nnc_model_abi;
 #endif

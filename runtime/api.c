@@ -1,0 +1,98 @@
+/* api.c - the library interface of include/nnc.h: the same pipeline the CLI runs, returning a
+ * loaded model instead of training it.  Diagnostics are captured into the caller's buffer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../codegen/codegen.h"
+#include "../include/nnc.h"
+
+struct nnc_compiled {
+    Arena arena;
+    Model *m;
+    Program p;
+    Diag diag;
+    LoadedModel *lm;
+    const Backend *be;
+    Str source;
+};
+
+nnc_options nnc_default_options(void) {
+    nnc_options o = {0};
+    o.fuse = 1;
+    return o;
+}
+
+static char *capture_begin(FILE **f, size_t *len) {
+    char *buf = NULL;
+    *f = open_memstream(&buf, len);
+    return buf;
+}
+
+nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_options *o, char *err, size_t errlen) {
+    nnc_compiled *c = xcalloc(1, sizeof *c);
+    size_t dlen = 0;
+    FILE *df;
+    char *dbuf = capture_begin(&df, &dlen);
+    c->diag = (Diag){.file = file, .src = source, .out = df};
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    char name[128];
+    snprintf(name, sizeof name, "%s", base);
+    for (char *p = name; *p; p++)
+        if (*p == '.') *p = 0;
+        else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))) *p = '_';
+    c->m = nn_load_model(&c->arena, &c->diag, file, source, arena_printf(&c->arena, "m_%s", name));
+    bool ok = c->m != NULL;
+    if (ok) {
+        if (o->batch > 0) c->m->train.batch = o->batch;
+        c->m->g->batch_max = (int)(c->m->train.present || o->batch > 0 ? c->m->train.batch : 1);
+        c->p = (Program){.m = c->m, .g = c->m->g, .diag = &c->diag};
+        PipelineOpts po = {.target = o->target ? DEV_CUDA : DEV_CPU, .fuse = o->fuse != 0,
+                           .strict_devices = o->strict_devices != 0, .verify = true};
+        ok = pipeline_run(&c->p, &po);
+    }
+    fclose(df);
+    dbuf = dbuf ? dbuf : NULL;
+    if (!ok) {
+        snprintf(err, errlen, "%s", dbuf && *dbuf ? dbuf : "compilation failed\n");
+        free(dbuf);
+        nnc_free(c);
+        return NULL;
+    }
+    free(dbuf);
+    c->be = backend_for(o->target ? DEV_CUDA : DEV_CPU);
+    if (!c->be) {
+        snprintf(err, errlen, "this nnc was built without the CUDA target");
+        nnc_free(c);
+        return NULL;
+    }
+    const char *home = getenv("HOME");
+    char cache[1024];
+    snprintf(cache, sizeof cache, "%s/.cache/nnc", home && *home ? home : "/tmp");
+    BuildOpts bo = {.f64 = o->f64 != 0, .cc = o->cc, .cache_dir = o->use_cache ? cache : NULL};
+    c->be->render(&c->p, &bo, &c->source);
+    c->lm = c->be->load(&c->p, &bo, err, errlen);
+    if (!c->lm) {
+        nnc_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+const nnc_model_abi *nnc_abi(const nnc_compiled *c) { return c->lm->abi; }
+void *nnc_model(const nnc_compiled *c) { return c->lm->m; }
+const char *nnc_source(const nnc_compiled *c) { return c->source.buf; }
+
+void nnc_free(nnc_compiled *c) {
+    if (!c) return;
+    if (c->lm) c->be->unload(c->lm);
+    if (c->m) {
+        free(c->m->g->nodes);
+        free(c->m->g->outs);
+        free(c->m->train.data);
+    }
+    str_free(&c->source);
+    arena_free(&c->arena);
+    free(c);
+}
