@@ -196,8 +196,8 @@ static void test_files(void)
     CHECK(rc == -1, "a NULL error buffer is allowed");
 }
 
-/* Inputs that once crashed a fuzzer go here (see tests/fuzz). */
-static void test_fuzz_regressions(void)
+/* Edge cases at the boundary of the size checks (zero-sized dims). */
+static void test_edge_cases(void)
 {
     static const unsigned char empty_dims[] = { 0, 0, 0x08, 1, 0, 0, 0, 0 };
     nnc_array a;
@@ -216,6 +216,6 @@ int main(void)
     test_truncated_gzip_stream();
     test_header_lies();
     test_files();
-    test_fuzz_regressions();
+    test_edge_cases();
     return check_done();
 }

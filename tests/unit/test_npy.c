@@ -200,8 +200,8 @@ static void test_files(void)
                        "found 10", "truncated file names the path");
 }
 
-/* Inputs that once crashed a fuzzer go here (see tests/fuzz). */
-static void test_fuzz_regressions(void)
+/* Edge cases at the boundary of the size checks (zero-sized dims). */
+static void test_edge_cases(void)
 {
     nnc_array a;
     char err[256] = "";
@@ -222,6 +222,6 @@ int main(void)
     test_refusals();
     test_truncation();
     test_files();
-    test_fuzz_regressions();
+    test_edge_cases();
     return check_done();
 }

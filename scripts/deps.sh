@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# deps.sh - installs, on Debian 12, whatever nnc needs that is missing.  Used by setup.sh and
+# test.sh; safe to run again (installs nothing when everything is there).
+#   scripts/deps.sh build   compiler, cmake, flex, bison, zlib, OpenBLAS, Fashion-MNIST
+#   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), NumPy and PyTorch
+set -euo pipefail
+want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev dataset-fashion-mnist)
+if [ "${1:-build}" = test ]; then
+  want+=(clang libclang-rt-14-dev python3-numpy python3-torch)
+fi
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test.sh - the whole test suite, as CI runs it: installs what is missing, then
+#   1. a normal build (gcc, -Wall -Wextra -Werror) and every test;
+#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), the
+#      generated code included (NNC_CFLAGS), with LeakSanitizer on;
+#   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each).
+# Set NNC_TEST_QUICK=1 to run step 1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh test
+jobs=$(nproc)
+export CTEST_OUTPUT_ON_FAILURE=1
+# a private kernel cache, so the run does not depend on (or pollute) the user's
+export XDG_CACHE_HOME="$PWD/build-test/cache"
+
+echo "== 1/3 build and test (gcc) =="
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-Werror >/dev/null
+cmake --build build-test -j"$jobs"
+ctest --test-dir build-test -j"$jobs" --timeout 600 -E '^fuzz_'
+[ "${NNC_TEST_QUICK:-0}" = 1 ] && exit 0
+
+echo "== 2/3 the same under ASan + UBSan (clang) =="
+export XDG_CACHE_HOME="$PWD/build-asan/cache"
+cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNNC_SANITIZE=ON \
+      -DCMAKE_C_FLAGS=-Werror >/dev/null
+cmake --build build-asan -j"$jobs"
+# generated code is compiled with the same sanitizers and loaded into the sanitized process
+export NNC_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export CC=clang
+ctest --test-dir build-asan -j"$jobs" --timeout 900 -L 'unit|golden|ir|numeric|e2e|cuda'
+unset NNC_CFLAGS CC
+
+echo "== 3/3 fuzz targets (${NNC_FUZZ_SECONDS:-20} s each) =="
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DNNC_FUZZ=ON -DNNC_FUZZ_SECONDS="${NNC_FUZZ_SECONDS:-20}" >/dev/null
+cmake --build build-fuzz -j"$jobs"
+ctest --test-dir build-fuzz -L fuzz --timeout 600
