@@ -57,6 +57,7 @@ typedef struct {
     Env *globals;
     int in_train;                /* data sources and optimizers may be called */
     int depth;                   /* recursion guard for blocks that call themselves */
+    bool saw_minimize;           /* a 'minimize' was written, even if it failed its checks */
 } Elab;
 
 static Value eval(Elab *E, Env *env, Expr *e);
@@ -88,6 +89,61 @@ static const char *kind_name(VKind k) {
                               "device", "data source", "optimizer"};
     return n[k];
 }
+
+/* ---- "did you mean" for unknown names ------------------------------------------------------ */
+
+/* Levenshtein distance, capped: names longer than 63 characters are never suggested. */
+static int edit_distance(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 99;
+    int row[64];
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[m];
+}
+
+/* The closest candidate within distance 2 (and less than the name's length, so "x" does not
+ * suggest "y"); *best_d carries the best distance across calls so several lists can be searched. */
+static const char *closest(const char *name, const char *cand, const char *best, int *best_d) {
+    int d = edit_distance(name, cand);
+    if (d > 0 && d <= 2 && d < (int)strlen(name) && d < *best_d) {
+        *best_d = d;
+        return cand;
+    }
+    return best;
+}
+
+static const char *suggest_env(const char *name, Env *env, const char *best, int *best_d) {
+    for (; env; env = env->parent)
+        for (Binding *b = env->head; b; b = b->next) best = closest(name, b->name, best, best_d);
+    return best;
+}
+
+static const char *suggest_list(const char *name, const char *const *list, size_t n, const char *best, int *best_d) {
+    for (size_t i = 0; i < n; i++) best = closest(name, list[i], best, best_d);
+    return best;
+}
+
+/* " (did you mean 'weight'?)" or "" */
+static const char *did_you_mean(Elab *E, const char *best) {
+    return best ? arena_printf(E->a, " (did you mean '%s'?)", best) : "";
+}
+
+static const char *const builtin_names[] = {
+    "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "neg", "matmul", "pow", "sum", "mean", "max",
+    "softmax", "log_softmax", "cross_entropy", "accuracy", "mse_loss", "transpose", "reshape", "to"};
+static const char *const train_fn_names[] = {"idx", "npy", "csv", "randn", "rand", "sgd", "adam", "adamw"};
+static const char *const keyword_names[] = {"true", "false", "cpu", "cuda"};
 
 static const char *tstr(Elab *E, int node) {
     char buf[96];
@@ -125,7 +181,11 @@ static const char *binop_name(int op) {
 static Value tensor_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
     if (x < 0 || y < 0) return verror;
-    if (!need_f32(E, x, binop_name(op), loc) || !need_f32(E, y, binop_name(op), loc)) return verror;
+    if (E->g->nodes[x].dtype != DT_F32 || E->g->nodes[y].dtype != DT_F32) {
+        diag_error(E->d, loc, "cannot %s %s and %s: arithmetic needs f32 (labels are i32: use them only in "
+                   "cross_entropy or accuracy)", binop_name(op), tstr(E, x), tstr(E, y));
+        return verror;
+    }
     Op o = op == '+' ? OP_ADD : op == '-' ? OP_SUB : op == '*' ? OP_MUL : OP_DIV;
     int r = graph_add2(E->g, o, x, y, loc);
     if (r < 0) {
@@ -540,7 +600,10 @@ static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s() takes two arguments", fn);
         return verror;
     }
-    diag_error(E->d, loc, "unknown function '%s'", fn);
+    int bd = 3;
+    const char *best = suggest_list(fn, builtin_names, NNC_COUNTOF(builtin_names), NULL, &bd);
+    if (E->in_train) best = suggest_list(fn, train_fn_names, NNC_COUNTOF(train_fn_names), best, &bd);
+    diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));
     return verror;
 }
 
@@ -555,18 +618,24 @@ static Value instantiate(Elab *E, Stmt *def, Args *a, const char *scope, SrcLoc 
         diag_error(E->d, loc, "blocks nested more than 32 deep (does '%s' contain itself?)", def->name);
         return verror;
     }
+    /* keyword arguments (Linear(n_in = 784, n_out = 128)) bind by name, the rest by position */
+    const char *names[8];
+    int ix[8], i = 0;
+    for (Name *p = def->params; p; p = p->next) names[i++] = p->s;
+    if (!bind_args(E, def->name, a, names, np, ix, np, loc)) return verror;
     Inst *inst = arena_alloc(E->a, sizeof *inst);
     inst->def = def;
     inst->scope = scope;
     inst->env = arena_alloc(E->a, sizeof *inst->env);
     inst->env->parent = E->globals;
-    int i = 0;
+    i = 0;
     for (Name *p = def->params; p; p = p->next, i++) {
-        if (a->v[i].k != V_NUM) {
-            diag_error(E->d, a->loc[i], "block arguments are numbers (sizes, rates), got a %s", kind_name(a->v[i].k));
+        Value v = a->v[ix[i]];
+        if (v.k != V_NUM) {
+            diag_error(E->d, a->loc[ix[i]], "block arguments are numbers (sizes, rates), got a %s", kind_name(v.k));
             return verror;
         }
-        env_bind(E, inst->env, p->s, a->v[i], p->loc);
+        env_bind(E, inst->env, p->s, v, p->loc);
     }
     E->depth++;
     exec_stmts(E, inst->env, inst, def->body, NULL);
@@ -630,7 +699,12 @@ static Value ident(Elab *E, Env *env, Expr *e) {
     if (!strcmp(e->str, "false")) return vnum(0);
     if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};
     if (!strcmp(e->str, "cuda")) return (Value){.k = V_DEVICE, .num = DEV_CUDA};
-    diag_error(E->d, e->loc, "unknown name '%s'", e->str);
+    if (E->g->batch_name && !strcmp(e->str, E->g->batch_name))   /* reshape(h, B, 8) */
+        return (Value){.k = V_STR, .str = e->str};
+    int bd = 3;
+    const char *best = suggest_env(e->str, env, NULL, &bd);
+    best = suggest_list(e->str, keyword_names, NNC_COUNTOF(keyword_names), best, &bd);
+    diag_error(E->d, e->loc, "unknown name '%s'%s", e->str, did_you_mean(E, best));
     return verror;
 }
 
@@ -660,7 +734,9 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
         }
         for (Binding *b = a.inst->env->head; b; b = b->next)
             if (!strcmp(b->name, e->str)) return b->v;
-        diag_error(E->d, e->loc, "block instance '%s' has no member '%s'", a.inst->scope, e->str);
+        int bd = 3;
+        const char *best = suggest_env(e->str, &(Env){.head = a.inst->env->head}, NULL, &bd);
+        diag_error(E->d, e->loc, "block instance '%s' has no member '%s'%s", a.inst->scope, e->str, did_you_mean(E, best));
         return verror;
     }
     }
@@ -799,8 +875,12 @@ static bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
                !strcmp(fn, "xavier_uniform") || !strcmp(fn, "xavier_normal")) {
         return init_kaiming_xavier(E, p, fn, &a, e->loc);
     } else {
-        diag_error(E->d, e->loc, "unknown initializer '%s' (zeros, ones, constant, uniform, normal, "
-                   "kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal)", fn);
+        static const char *const inits[] = {"zeros", "ones", "constant", "uniform", "normal", "kaiming_uniform",
+                                            "kaiming_normal", "xavier_uniform", "xavier_normal"};
+        int bd = 3;
+        const char *best = suggest_list(fn, inits, NNC_COUNTOF(inits), NULL, &bd);
+        diag_error(E->d, e->loc, "unknown initializer '%s'%s (zeros, ones, constant, uniform, normal, "
+                   "kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal)", fn, did_you_mean(E, best));
         return false;
     }
     return ok;
@@ -891,7 +971,8 @@ static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
 static int named_tensor(Elab *E, const char *name, SrcLoc loc, const char *what) {
     Binding *b = env_find(E->globals, name);
     if (!b) {
-        diag_error(E->d, loc, "unknown name '%s'", name);
+        int bd = 3;
+        diag_error(E->d, loc, "unknown name '%s'%s", name, did_you_mean(E, suggest_env(name, E->globals, NULL, &bd)));
         return -1;
     }
     if (b->v.k != V_TENSOR) {
@@ -931,17 +1012,21 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
     const char *k = s->name;
     double x;
     if (!strcmp(k, "minimize") || (!strcmp(k, "metric") && !s->e)) {
+        bool loss = k[1] == 'i';
+        if (loss) E->saw_minimize = true;
         if (!s->name2 || s->e) {
-            diag_error(E->d, s->loc, "write 'minimize NAME' with the name of a scalar tensor");
+            diag_error(E->d, s->loc, "write '%s NAME' with the name of a scalar tensor", k);
             return;
         }
-        int n = named_tensor(E, s->name2, s->loc2, "the loss");
+        int n = named_tensor(E, s->name2, s->loc2, loss ? "the loss" : "the metric");
         if (n < 0) return;
         if (E->g->nodes[n].shape.rank != 0) {
-            diag_error(E->d, s->loc2, "the loss must be a scalar, but '%s' is %s (reduce it with mean() or sum())", s->name2, tstr(E, n));
+            diag_error(E->d, s->loc2, "the %s must be a scalar, but '%s' is %s (reduce it with mean() or sum())",
+                       loss ? "loss" : "metric", s->name2, tstr(E, n));
             return;
         }
-        E->g->loss = n;
+        if (loss) E->g->loss = n;
+        else graph_add_out(E->g, s->name2, n);
         return;
     }
     if (!s->e) {
@@ -994,8 +1079,12 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         } else
             t->opt = *v.opt;
     } else {
-        diag_error(E->d, s->loc, "unknown setting '%s' (data, test, batch, epochs, optimizer, minimize, "
-                   "metric, seed, shuffle, device)", k);
+        static const char *const keys[] = {"data", "test", "batch", "epochs", "optimizer", "minimize",
+                                           "metric", "seed", "shuffle", "device"};
+        int bd = 3;
+        const char *best = suggest_list(k, keys, NNC_COUNTOF(keys), NULL, &bd);
+        diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, minimize, "
+                   "metric, seed, shuffle, device)", k, did_you_mean(E, best));
     }
 }
 
@@ -1036,7 +1125,7 @@ static void check_params_used(Elab *E) {
 static void check_train(Elab *E) {
     TrainConfig *t = &E->m->train;
     if (!t->present) return;
-    if (E->g->loss < 0) diag_error(E->d, t->loc, "the train section needs 'minimize LOSS'");
+    if (!E->saw_minimize) diag_error(E->d, t->loc, "the train section needs 'minimize LOSS'");
     for (int i = 0; i < E->g->n; i++) {
         Node *n = &E->g->nodes[i];
         if (n->op != OP_INPUT) continue;

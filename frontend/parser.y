@@ -76,7 +76,7 @@ stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4,
     | FORWARD '(' names ')' '{' stmts '}' { $$ = ast_def(ctx, S_FORWARD, L(@1), NULL, $3, $6); }
     | TRAIN '{' settings '}'        { $$ = ast_def(ctx, S_TRAIN, L(@1), NULL, NULL, $3); }
     | ';'                           { $$ = NULL; }
-    | error ';'                     { $$ = NULL; }
+    | error                         { $$ = NULL; }   /* resynchronize at the next statement */
 ;
 names: %empty                       { $$ = NULL; }
      | namelist                     { $$ = $1; }

@@ -26,7 +26,9 @@ typedef struct {
 static bool live_users_in(Fuse *F, int x, int grp) {
     for (int k = 0; k < F->nusers[x]; k++) {
         int u = F->users[x][k];
-        if (F->e->live[u] && F->e->group[u] != grp) return false;
+        /* an ASSIGN is not a kernel: the value stays a group output and is written in place,
+         * so SGD momentum / Adam m, v and the parameter update share one kernel */
+        if (F->e->live[u] && F->e->group[u] != grp && F->g->nodes[u].op != OP_ASSIGN) return false;
     }
     return true;
 }
@@ -69,6 +71,29 @@ static bool folds_into_gemm(Fuse *F, int x) {
     return !is_entry_output(F, x);
 }
 
+/* An SGD update p - lr * (A @ B) whose product feeds nothing else runs inside the GEMM
+ * (alpha = -lr, beta = 1, C = p): the weight gradient is never written to memory. */
+static void fold_sgd_into_gemm(Fuse *F) {
+    Graph *g = F->g;
+    for (int i = 0; i < g->n; i++) {
+        const Node *mm = &g->nodes[i];
+        if (!F->e->live[i] || mm->op != OP_MATMUL || F->nusers[i] != 1 || F->e->group[i] < 0) continue;
+        int m = F->users[i][0];
+        const Node *mul = &g->nodes[m];
+        if (!F->e->live[m] || mul->op != OP_MUL || mul->in[1] != i) continue;
+        const Node *c = &g->nodes[mul->in[0]];
+        if (c->op != OP_CONST || c->iparam[0] != 0 || F->nusers[m] != 1) continue;
+        int v = F->users[m][0];
+        const Node *sub = &g->nodes[v];
+        if (sub->op != OP_SUB || sub->in[1] != m || F->e->group[v] != F->e->group[m]) continue;
+        int leaf = sub->in[0], grp = F->e->group[v], members = 0;
+        for (int k = 0; k < g->n; k++) members += F->e->group[k] == grp;
+        bool assigned = F->nusers[v] == 1 && g->nodes[F->users[v][0]].op == OP_ASSIGN &&
+                        g->nodes[F->users[v][0]].in[0] == leaf;
+        if (members == 2 && assigned && shape_eq(sub->shape, mm->shape)) F->e->group[i] = grp;
+    }
+}
+
 void pass_fuse(Program *p, Entry *e) {
     Graph *g = p->g;
     Fuse F = {.g = g, .e = e, .enable = p->fuse};
@@ -92,6 +117,7 @@ void pass_fuse(Program *p, Entry *e) {
         if (k == OK_EW && n->op != OP_TRANSPOSE) grow(&F, i, grp);
         if (k == OK_REDUCE) grow(&F, i, grp);
     }
+    if (p->fuse) fold_sgd_into_gemm(&F);
     free(F.users);
     free(F.nusers);
 }

@@ -31,6 +31,9 @@ typedef struct {
     Shape space;
     int a, b;
     bool ta, tb;
+    double alpha;       /* GEMM: C = alpha * op(A) op(B) (+ C when fold) */
+    int fold;           /* GEMM: the SGD update p - lr * (A @ B) computed in the product: the
+                           node whose buffer is C (the new p, normally p's own memory), else -1 */
     int phase;
 } Launch;
 

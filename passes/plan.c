@@ -74,6 +74,31 @@ static void plan_persistent(Program *p, Entry *e) {
     p->state_elems = so;
 }
 
+/* A kernel may write its result over an input that dies in it when every point is read before
+ * it is written: elementwise kernels (same index), and row-wise kernels, which read a whole
+ * row before writing that row. */
+static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, const int *last, Arena1 *A, int o, int lst) {
+    bool ew = L->kind == L_EW && p->g->nodes[L->root].op != OP_TRANSPOSE;
+    if (!ew && L->kind != L_ROW) return false;
+    Buffer *b = &e->buf[o];
+    for (int j = 0; j < L->nins; j++) {
+        int x = L->ins[j], r = storage_root(p, e, x);
+        const Buffer *rb = &e->buf[r];
+        if (rb->kind != BUF_ACT || last[r] != k || rb->dev != b->dev || rb->elems != b->elems ||
+            !shape_eq(p->g->nodes[x].shape, ew ? L->space : p->g->nodes[o].shape))
+            continue;
+        Arena1 *a = &A[b->dev];
+        for (int i = 0; i < a->n; i++)
+            if (a->a[i].node == r && a->a[i].last == k) {
+                a->a[i].last = lst;
+                a->a[i].node = o;
+                b->offset = rb->offset;
+                return true;
+            }
+    }
+    return false;
+}
+
 void pass_plan(Program *p, Entry *e) {
     Graph *g = p->g;
     e->buf = arena_alloc(g->arena, (size_t)g->n * sizeof(Buffer));
@@ -104,7 +129,8 @@ void pass_plan(Program *p, Entry *e) {
             b->dev = g->nodes[o].dev;
             e->naive_elems += align_up(b->elems);
             int lst = last[o] < k ? k : last[o];
-            b->offset = arena1_alloc(&A[b->dev], align_up(b->elems), lst, o, k);
+            if (!reuse_input(p, e, L, k, last, A, o, lst))
+                b->offset = arena1_alloc(&A[b->dev], align_up(b->elems), lst, o, k);
         }
     }
     for (int i = 0; i < g->n; i++)

@@ -81,6 +81,18 @@ static void fill_launch(Sched *S, Launch *L, int grp) {
             if (S->e->group[x] != grp && !node_is_inline(&g->nodes[x])) push(&L->ins, &L->nins, x);
         }
     }
+    L->fold = -1;
+    L->alpha = 1;
+    for (int i = 0; i < L->nnodes; i++)   /* a GEMM with a folded SGD update (fuse.c) */
+        if (g->nodes[L->nodes[i]].op == OP_MATMUL && L->nnodes == 3) {
+            int mm = L->nodes[i];
+            for (int j = 0; j < L->nnodes; j++) {
+                const Node *n = &g->nodes[L->nodes[j]];
+                if (n->op == OP_MUL) L->alpha = -g->nodes[n->in[0]].fparam[0];
+                if (n->op == OP_SUB) L->fold = L->nodes[j];
+            }
+            L->root = mm;
+        }
     const Node *r = &g->nodes[L->root];
     switch (op_info[r->op].kind) {
     case OK_EW: L->kind = L_EW; L->space = r->shape; break;
@@ -153,6 +165,7 @@ static bool readers_done_by(Sched *S, int leaf, int at, int except) {
         int pos = S->order[pl];
         if (pos > at) return false;
         const Launch *L = &S->e->launches[at];
+        if (pos == at && L->kind == L_GEMM && L->fold == u) continue;   /* C += ... reads it once */
         if (pos == at && (L->kind != L_EW || !shape_eq(un->shape, S->g->nodes[leaf].shape) ||
                           !shape_eq(L->space, un->shape)))
             return false;
@@ -170,7 +183,8 @@ static void place_assigns(Sched *S) {
         int leaf = n->in[0], v = n->in[1];
         int pl = producer(S, v);
         bool ok = pl >= 0 && S->e->group[v] == pl && S->e->inplace[v] < 0 &&
-                  op_info[g->nodes[v].op].kind != OK_VIEW && S->e->launches[S->order[pl]].kind != L_GEMM &&
+                  op_info[g->nodes[v].op].kind != OK_VIEW &&
+                  (S->e->launches[S->order[pl]].kind != L_GEMM || S->e->launches[S->order[pl]].fold == v) &&
                   readers_done_by(S, leaf, S->order[pl], i);
         for (int k = 0; ok && k < S->e->noutputs; k++) ok = S->e->outputs[k] != v;
         if (ok) {

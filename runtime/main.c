@@ -178,7 +178,6 @@ static void print_stats(const Program *p) {
             else kernels++;
             for (int j = 0; j < L->nins; j++) rd += 4 * shape_numel(p->g->nodes[L->ins[j]].shape, p->g->batch_max);
             for (int j = 0; j < L->nouts; j++) wr += 4 * shape_numel(p->g->nodes[L->outs[j]].shape, p->g->batch_max);
-            if (L->kind == L_GEMM) wr += 4 * shape_numel(p->g->nodes[L->root].shape, p->g->batch_max);
         }
         printf("%-10s %3d kernels %3d library calls  reads %10" PRId64 " B  writes %10" PRId64
                " B  activations %9" PRId64 " B planned, %9" PRId64 " B unplanned\n",

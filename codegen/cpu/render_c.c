@@ -330,7 +330,7 @@ static void render_gemm(const R *r, const Launch *L) {
     str_puts(r->s, ";\n    const real *Bm = ");
     ptr(r, r->s, L->b);
     str_puts(r->s, ";\n    real *C = ");
-    ptr(r, r->s, L->root);
+    ptr(r, r->s, L->fold >= 0 ? L->fold : L->root);
     str_puts(r->s, ";\n    const int M = (int)(");
     render_dim(r->s, c.d[0], "B");
     str_puts(r->s, "), N = (int)(");
@@ -341,8 +341,17 @@ static void render_gemm(const R *r, const Launch *L) {
     render_dim(r->s, a.d[1], "B");
     str_puts(r->s, "), ldb = (int)(");
     render_dim(r->s, b.d[1], "B");
-    str_printf(r->s, ");\n    cblas_%cgemm(101, %d, %d, M, N, K, 1, A, lda, Bm, ldb, 0, C, N);\n",
-               r->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111);
+    str_puts(r->s, ");\n");
+    if (L->fold >= 0) {   /* C = p - lr * A@B: C starts as p (normally p's own memory) */
+        int leaf = g->nodes[L->fold].in[0];
+        if (resolve(r, leaf) != resolve(r, L->fold) && r->e->buf[resolve(r, L->fold)].offset != r->e->buf[resolve(r, leaf)].offset) {
+            str_puts(r->s, "    memcpy(C, ");
+            ptr(r, r->s, leaf);
+            str_puts(r->s, ", sizeof(real) * (size_t)M * (size_t)N);\n");
+        }
+    }
+    str_printf(r->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%.17g, A, lda, Bm, ldb, %d, C, N);\n",
+               r->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111, L->alpha, L->fold >= 0 ? 1 : 0);
 }
 
 static void render_copy(const R *r, const Launch *L, int dst, int src) {

@@ -1,0 +1,39 @@
+/* cuda_backend.h - what the CUDA renderer, the NVRTC wrapper and the CUDA backend share.
+ *
+ * The renderer turns every kernel launch (L_EW, L_REDUCE, L_ROW) of every entry into one
+ * `extern "C" __global__` function with the same parameter list, so the runtime launches them
+ * all the same way; cuda_launch_dims() is the one place that decides their grid and block.
+ * Copies, GEMMs and assignments are not kernels: the backend issues them as memcpys and cuBLAS
+ * calls. */
+#ifndef NNC_CUDA_BACKEND_H
+#define NNC_CUDA_BACKEND_H
+#include "../codegen.h"
+
+/* Every kernel's parameters, in order:
+ *   real *P, real *S, real *A     device bases of the parameter, state and activation blocks
+ *   int64_t B                     the run-time batch
+ *   const int64_t *stepp          the step counter, kept in device memory so a captured CUDA
+ *                                 graph replays with the current step (PyTorch's "capturable"
+ *                                 Adam keeps its step on the device for the same reason)
+ *   int *err                      error flag: {1, row, label, classes} after a bad label */
+#define CUDA_KERNEL_PARAMS "real *P, real *S, real *A, int64_t B, const int64_t *stepp, int *err"
+
+typedef struct {
+    unsigned grid, block;
+} CudaDims;
+
+void cuda_render(const Program *p, const BuildOpts *o, Str *out);
+bool cuda_launch_is_kernel(const Launch *L);
+void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int k);
+CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B);
+/* The node whose buffer holds x's value (follows reshape views). */
+int cuda_resolve(const Entry *e, int x);
+
+/* nvrtc.c: NVRTC loaded with dlopen; needs no driver and no device. */
+bool cuda_nvrtc_available(char *err, size_t n);
+int cuda_nvrtc_version(void);                       /* major * 1000 + minor * 10, or 0 */
+/* Compiles `src` (named `name` in diagnostics) for `arch` ("sm_90": a cubin, "compute_90":
+ * PTX).  Returns malloc'd code, or NULL with the log and the offending source lines in err. */
+char *cuda_nvrtc_compile(const char *src, const char *name, const char *arch, bool f64, size_t *len,
+                         char *err, size_t n);
+#endif

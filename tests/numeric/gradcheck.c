@@ -1,0 +1,276 @@
+/* gradcheck.c - every differentiable op's backward against central finite differences.
+ *
+ * Each case is a tiny .nn model with parameters and a scalar loss, compiled in float64 through
+ * include/nnc.h.  For every element of every parameter, the gradient from NNC_ENTRY_GRAD
+ * ("grad.<param>") is compared with (L(p + h) - L(p - h)) / 2h, the loss taken from
+ * NNC_ENTRY_EVAL.  Every case runs fused and unfused.  Inputs are random normals (labels
+ * uniform over the classes), so relu kinks and max ties are hit with probability ~0.
+ *
+ * An element passes when |analytic - numeric| <= RTOL * max(|analytic|, |numeric|) + ATOL:
+ * in double with h = 1e-6 the truncation error is ~h^2 and the rounding error ~1e-16 / h.
+ *
+ *   gradcheck [CASE...]      (no arguments: all cases)
+ * prints one line per case and mode with the max abs and relative differences. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnc.h"
+
+#define RTOL 1e-6
+#define ATOL 1e-9
+#define STEP 1e-6
+#define BATCH 4
+
+/* The train section only binds data and names the loss; the inputs come from this program. */
+#define TRAIN(data) "\ntrain {\n" data "\n    batch = 4\n    minimize loss\n}\n"
+
+typedef struct {
+    const char *name;
+    const char *src;
+    int classes;        /* for i32 label inputs: labels are in 0..classes-1 */
+    double positive;    /* > 0: f32 inputs are |normal| + positive (for log, sqrt, pow 0.5) */
+} Case;
+
+static const Case cases[] = {
+    {"matmul", "input x: f32[B, 3]\nparam W: f32[3, 5] = normal(0, 1)\nparam c: f32[5] = normal(0, 1)\n"
+               "loss = sum(tanh(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"matmul_transpose", "input x: f32[B, 3]\nparam W: f32[5, 3] = normal(0, 1)\nparam V: f32[4, 5] = normal(0, 1)\n"
+                         "h = W @ transpose(x)\nloss = sum(tanh(V @ tanh(h)))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"matmul_chain", "input x: f32[B, 3]\nparam W1: f32[3, 6] = normal(0, 1)\nparam W2: f32[6, 2] = normal(0, 1)\n"
+                     "loss = sum(sigmoid(tanh(x @ W1) @ W2))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"add_row_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam b: f32[3] = normal(0, 1)\n"
+                      "param c: f32[3] = normal(0, 1)\n"
+                      "loss = sum(tanh(x @ W + b) * c) + sum(tanh(b + x @ W))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"sub_row_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam b: f32[3] = normal(0, 1)\n"
+                      "loss = sum(tanh(x @ W - b) * x) + sum(sigmoid(b - x @ W))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"mul_row_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam a: f32[3] = normal(0, 1)\n"
+                      "loss = sum(tanh((x @ W) * a)) + sum(sigmoid(a * x))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"div_row_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam a: f32[3] = normal(0, 1)\n"
+                      "d = sigmoid(a) + 0.5\n"
+                      "loss = sum(tanh(x @ W / d)) + sum(tanh(d / (sigmoid(x @ W) + 0.5)))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"col_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam v: f32[3, 1] = normal(0, 1)\n"
+                  "s = x @ v\nh = x @ W\n"
+                  "loss = sum(tanh(h + s)) + sum(tanh(h - s) * x) + sum(tanh(h * s)) + sum(tanh(h / (sigmoid(s) + 0.5)))"
+                  " + sum(tanh(s - h) * x) + sum(tanh(s / (sigmoid(h) + 0.5)))"
+                  TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"scalar_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam k: f32[] = normal(0, 1)\n"
+                     "h = x @ W\n"
+                     "loss = sum(tanh(h * 2 + 1)) + sum(tanh(3 - h / 2)) + sum(tanh(h * k)) + sum(tanh(k - h))"
+                     " + sum(tanh(h / (k * k + 1))) + sum(tanh((k * k + 1) / (h * h + 1))) + k * k * 0.5 + 2 / (k * k + 1)"
+                     TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"neg", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\n"
+            "loss = sum(tanh(-(x @ W)) * x @ W) + sum(sigmoid(neg(x @ W)))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"relu", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+             "loss = sum(relu(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"sigmoid", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                "loss = sum(sigmoid(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"tanh", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+             "loss = sum(tanh(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"exp", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 0.5)\nparam c: f32[4] = normal(0, 1)\n"
+            "loss = sum(exp(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"log", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+            "loss = sum(log(sigmoid(x @ W) + 0.1) * c) + sum(log(x @ W * (x @ W) + 1))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"sqrt", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+             "loss = sum(sqrt(x @ W * (x @ W) + 0.5) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"pow2", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+             "loss = sum((x @ W) ** 2 * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"pow3", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+             "loss = sum((x @ W) ** 3 * c) + sum(pow(tanh(x @ W), 3))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"pow_half", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                 "loss = sum((sigmoid(x @ W) + 0.1) ** 0.5 * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"pow_positive_input", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\n"
+                           "loss = sum(tanh((x ** 0.5) @ W)) + sum(log(x) @ W)" TRAIN("data x = randn(8, 3)"), 0, 0.5},
+    {"sum_axis0", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                  "loss = sum(tanh(sum(tanh(x @ W), axis = 0)) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"sum_axis1", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\n"
+                  "loss = sum(tanh(sum(tanh(x @ W), axis = 1)) * sum(x, axis = -1))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"sum_keepdim", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\n"
+                    "h = tanh(x @ W)\n"
+                    "loss = sum(tanh(h - sum(h, axis = 1, keepdim = 1)) * h) + sum(tanh(h * sum(h, axis = 0, keepdim = 1)))"
+                    TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"sum_all", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\n"
+                "loss = tanh(sum(tanh(x @ W))) + sum(tanh(x @ W) * sum(x @ W))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"mean_axes", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                  "h = tanh(x @ W)\n"
+                  "loss = sum(mean(h, axis = 0) * c) + sum(tanh(mean(h, axis = 1)) * sum(x, axis = 1))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"mean_keepdim_all", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                         "h = tanh(x @ W)\n"
+                         "loss = sum(tanh(h - mean(h, axis = 1, keepdim = 1)) * c) + sum(tanh(h / (mean(h, axis = 0, keepdim = 1) + 2)))"
+                         " + mean(h) * 3 + sum(tanh(mean(h, axis = 1)))"
+                         TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"max_axes", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                 "h = x @ W\n"
+                 "loss = sum(max(h, axis = 0) * c) + sum(tanh(max(h, axis = 1))) + max(h) * 2"
+                 " + sum(tanh(h - max(h, axis = 1, keepdim = 1)) * c) + sum(tanh(h - max(h, axis = -1, keepdim = 1)) * h)"
+                 TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"reduce_3d", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[3] = normal(0, 1)\n"
+                  "h = reshape(tanh(x @ W), B, 2, 3)\n"
+                  "loss = sum(sum(h, axis = 1) * c) + sum(tanh(mean(h, axis = 2)))"
+                  " + sum(tanh(max(h, axis = 1, keepdim = 1)) * h) + sum(tanh(sum(h, axis = 0)))"
+                  " + sum(tanh(h - mean(h, axis = 1, keepdim = 1)) * h)"
+                  TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"reshape", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam V: f32[2, 5] = normal(0, 1)\n"
+                "h = reshape(tanh(x @ W), B, 3, 2)\n"
+                "loss = sum(tanh(reshape(h, B * 3, 2) @ V)) + sum(tanh(reshape(W, 18)) * reshape(W, 18))"
+                TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"transpose", "input x: f32[B, 3]\nparam W: f32[4, 3] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                  "loss = sum(tanh(x @ transpose(W)) * c) + sum(tanh(transpose(x @ transpose(W))) * transpose(tanh(x @ transpose(W))))"
+                  TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"softmax", "input x: f32[B, 3]\nparam W: f32[3, 5] = normal(0, 1)\nparam c: f32[5] = normal(0, 1)\n"
+                "loss = sum(softmax(x @ W) * c) + sum(softmax(x @ W, axis = -1) * x @ W)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"log_softmax", "input x: f32[B, 3]\nparam W: f32[3, 5] = normal(0, 1)\nparam c: f32[5] = normal(0, 1)\n"
+                    "loss = sum(log_softmax(x @ W) * c) + sum(log_softmax(x @ W, axis = 1) * x @ W)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"mse_loss", "input x: f32[B, 3]\ninput t: f32[B, 4]\nparam W: f32[3, 4] = normal(0, 1)\nparam b: f32[4] = normal(0, 1)\n"
+                 "loss = mse_loss(tanh(x @ W + b), t) + mse_loss(t, x @ W) * 0.5"
+                 TRAIN("data x = randn(8, 3)\n data t = randn(8, 4)"), 0, 0},
+    {"cross_entropy", "input x: f32[B, 3]\ninput y: i32[B]\nparam W: f32[3, 5] = normal(0, 1)\nparam b: f32[5] = normal(0, 1)\n"
+                      "logits = x @ W + b\nloss = cross_entropy(logits, y) + cross_entropy(tanh(logits), y) * 0.5"
+                      TRAIN("data x = randn(8, 3)\n data y = randn(8)"), 5, 0},
+    {"mlp_like", "input x: f32[B, 3]\ninput y: i32[B]\nparam W1: f32[6, 3] = normal(0, 1)\nparam b1: f32[6] = normal(0, 1)\n"
+                 "param W2: f32[4, 6] = normal(0, 1)\nparam b2: f32[4] = normal(0, 1)\n"
+                 "logits = relu(x @ transpose(W1) + b1) @ transpose(W2) + b2\nloss = cross_entropy(logits, y)"
+                 TRAIN("data x = randn(8, 3)\n data y = randn(8)"), 4, 0},
+    {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"
+                   "h = tanh(x @ W)\nloss = sum(h * h * h) + sum(tanh(h @ W) * h) + sum(W * W)" TRAIN("data x = randn(8, 3)"), 0, 0},
+};
+
+/* A small deterministic generator: the test must not depend on the RNG under test. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+}
+static double nrand(void) { return sqrt(-2 * log(urand())) * cos(6.283185307179586 * urand()); }
+
+static int64_t numel_of(const nnc_tensor_info *t, int64_t batch) {
+    int64_t k = 1;
+    for (int i = 0; i < t->rank; i++) k *= t->dims[i] < 0 ? batch : t->dims[i];
+    return k;
+}
+
+static double eval_loss(const nnc_model_abi *abi, void *m, const void *const *in, int *rc) {
+    int r = abi->run(m, NNC_ENTRY_EVAL, in, BATCH);
+    if (r) {
+        fprintf(stderr, "eval failed: %s\n", abi->error(m));
+        *rc = 1;
+        return NAN;
+    }
+    return *(const double *)abi->output(m, NNC_ENTRY_EVAL, 0);
+}
+
+/* Returns 0 when every gradient element agrees. */
+static int check_case(const Case *c, int fuse) {
+    char err[8192];
+    nnc_options o = nnc_default_options();
+    o.f64 = 1;
+    o.fuse = fuse;
+    nnc_compiled *cm = nnc_compile(c->name, c->src, &o, err, sizeof err);
+    if (!cm) {
+        printf("FAIL %-20s %-7s compile error:\n%s\n", c->name, fuse ? "fused" : "unfused", err);
+        return 1;
+    }
+    const nnc_model_abi *abi = nnc_abi(cm);
+    void *m = nnc_model(cm);
+    int rc = 0;
+    if (abi->real_bytes != 8) {
+        printf("FAIL %s: real_bytes %d with opt.f64 = 1\n", c->name, abi->real_bytes);
+        nnc_free(cm);
+        return 1;
+    }
+    abi->init(m, 7);
+    rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)strlen(c->src);
+    void *bufs[8] = {0};
+    const void *in[8];
+    for (int i = 0; i < abi->ninputs; i++) {
+        const nnc_tensor_info *t = &abi->inputs[i];
+        int64_t n = numel_of(t, BATCH);
+        if (t->dtype == NNC_TYPE_I32) {
+            int32_t *y = malloc((size_t)n * sizeof *y);
+            for (int64_t k = 0; k < n; k++) y[k] = (int32_t)(urand() * c->classes);
+            bufs[i] = y;
+        } else {
+            double *x = malloc((size_t)n * sizeof *x);
+            for (int64_t k = 0; k < n; k++) x[k] = c->positive > 0 ? fabs(nrand()) + c->positive : nrand();
+            bufs[i] = x;
+        }
+        in[i] = bufs[i];
+    }
+    if (abi->run(m, NNC_ENTRY_GRAD, in, BATCH)) {
+        printf("FAIL %s: grad run: %s\n", c->name, abi->error(m));
+        rc = 1;
+        goto done;
+    }
+    double loss_g = *(const double *)abi->output(m, NNC_ENTRY_GRAD, 0);
+    double loss_e = eval_loss(abi, m, in, &rc);
+    double maxabs = fabs(loss_g - loss_e), maxrel = 0, maxerr = 0;
+    if (maxabs > 1e-12 * (1 + fabs(loss_e))) {
+        printf("FAIL %s: GRAD loss %.17g != EVAL loss %.17g\n", c->name, loss_g, loss_e);
+        rc = 1;
+    }
+    int64_t checked = 0;
+    for (int p = 0; p < abi->nparams; p++) {
+        const nnc_tensor_info *pt = &abi->params[p];
+        char want[256];
+        snprintf(want, sizeof want, "grad.%s", pt->name);
+        const double *g = NULL;
+        for (int k = 1; k < abi->noutputs[NNC_ENTRY_GRAD]; k++)
+            if (!strcmp(abi->outputs[NNC_ENTRY_GRAD][k].name, want)) g = abi->output(m, NNC_ENTRY_GRAD, k);
+        if (!g || abi->outputs[NNC_ENTRY_GRAD][p + 1].name == NULL || strcmp(abi->outputs[NNC_ENTRY_GRAD][p + 1].name, want)) {
+            printf("FAIL %s: no output %s at position %d of the GRAD entry\n", c->name, want, p + 1);
+            rc = 1;
+            continue;
+        }
+        int64_t n = numel_of(pt, 1);
+        double *ga = malloc((size_t)n * sizeof *ga);
+        memcpy(ga, g, (size_t)n * sizeof *ga);   /* EVAL may share the activation block */
+        double *w = abi->param(m, p);
+        for (int64_t k = 0; k < n; k++) {
+            double w0 = w[k];
+            w[k] = w0 + STEP;
+            double lp = eval_loss(abi, m, in, &rc);
+            w[k] = w0 - STEP;
+            double lm = eval_loss(abi, m, in, &rc);
+            w[k] = w0;
+            double num = (lp - lm) / (2 * STEP), d = fabs(ga[k] - num);
+            double scale = fmax(fabs(ga[k]), fabs(num));
+            double err_k = d / (RTOL * scale + ATOL);
+            if (d > maxabs) maxabs = d;
+            if (scale > 1e-6 && d / scale > maxrel) maxrel = d / scale;
+            if (err_k > maxerr) maxerr = err_k;
+            if (!(err_k <= 1)) {
+                if (rc == 0 || err_k > 1) printf("  %s %s[%lld]: analytic %.12g numeric %.12g\n", c->name, pt->name, (long long)k, ga[k], num);
+                rc = 1;
+            }
+            checked++;
+        }
+        free(ga);
+    }
+    printf("%s %-20s %-7s %4lld elements  maxdiff %.3g  max rel %.3g  (loss %.6g)\n", rc ? "FAIL" : "ok  ", c->name,
+           fuse ? "fused" : "unfused", (long long)checked, maxabs, maxrel, loss_e);
+done:
+    for (int i = 0; i < abi->ninputs; i++) free(bufs[i]);
+    nnc_free(cm);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int failed = 0, passed = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const Case *c = &cases[i];
+        bool want = argc < 2;
+        for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], c->name);
+        if (!want) continue;
+        for (int fuse = 1; fuse >= 0; fuse--) {
+            if (check_case(c, fuse)) failed++;
+            else passed++;
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
