@@ -195,6 +195,7 @@ static const char *cache_dir(Arena *a, bool none) {
 }
 
 int main(int argc, char **argv) {
+    double t_process = train_now();
     Cli c = {0};
     parse_args(argc, argv, &c);
     Arena arena = {0};
@@ -255,7 +256,7 @@ int main(int argc, char **argv) {
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
                     .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
-                    .source_file = c.model};
+                    .source_file = c.model, .t_process = t_process};
     int rc = train_run(m, lm, &to);
     be->unload(lm);
     free(src);

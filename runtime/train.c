@@ -17,7 +17,7 @@
 #include "safetensors.h"
 #include "train.h"
 
-static double now(void) {
+double train_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
@@ -96,7 +96,7 @@ static void progress(Run *R, int epoch, int64_t step, int64_t steps, double loss
 
 static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval) {
     const Graph *g = R->m->g;
-    double secs = now() - R->t0;
+    double secs = train_now() - R->t0;
     if (R->o->progress && !R->o->quiet) fputc('\n', stderr);
     if (!R->o->quiet) {
         printf("epoch %d/%d  step %lld  loss %.6f", epoch, R->o->epochs, (long long)step, train_loss);
@@ -120,6 +120,24 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
     }
 }
 
+static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *ev) {
+    const Graph *g = R->m->g;
+    if (!R->o->quiet) {
+        printf("eval on %s data (%lld samples):", test ? "test" : "training", (long long)d->n);
+        if (ev->has_loss) printf("  loss %.6f", ev->loss);
+        for (int j = 0; j < g->nouts && j < 16; j++)
+            printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
+                   is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
+        printf("\n");
+    }
+    if (R->metrics) {
+        fprintf(R->metrics, "{\"type\":\"eval\",\"samples\":%lld", (long long)d->n);
+        if (ev->has_loss) fprintf(R->metrics, ",\"loss\":%.9g", ev->loss);
+        for (int j = 0; j < g->nouts && j < 16; j++) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
+        fprintf(R->metrics, "}\n");
+    }
+}
+
 static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = abi->batch_max, steps = (d->n + B - 1) / B;
@@ -127,7 +145,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) 
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     else
         for (int64_t i = 0; i < d->n; i++) perm[i] = i;
-    double sum = 0, t_start = now(), last_draw = 0;
+    double sum = 0, t_start = train_now(), last_draw = 0;
     for (int64_t s = 0; s < steps; s++) {
         int64_t rows = d->n - s * B < B ? d->n - s * B : B;
         dataset_gather(d, perm + s * B, rows, R->bufs);
@@ -144,7 +162,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) 
         }
         sum += loss * (double)rows;
         if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
-        double t = now();
+        double t = train_now();
         if (t - last_draw > 0.1 || s + 1 == steps) {
             progress(R, epoch, s + 1, steps, loss, (double)((s + 1) * B) / (t - t_start + 1e-9));
             last_draw = t;
@@ -174,16 +192,19 @@ static int bench(Run *R, const Dataset *d) {
     dataset_gather(d, R->idx, rows, R->bufs);
     int n = R->o->bench_steps;
     double *t = xmalloc((size_t)n * sizeof *t);
-    for (int i = 0; i < 10; i++)
+    double first = 0;
+    for (int i = 0; i < 10; i++) {
         if (!run_step(R, NNC_ENTRY_TRAIN, rows)) return 1;
+        if (i == 0) first = train_now() - R->o->t_process;
+    }
     for (int i = 0; i < n; i++) {
-        double a = now();
+        double a = train_now();
         if (!run_step(R, NNC_ENTRY_TRAIN, rows)) return 1;
-        t[i] = now() - a;
+        t[i] = train_now() - a;
     }
     qsort(t, (size_t)n, sizeof *t, compare_double);
-    printf("{\"steps\":%d,\"batch\":%lld,\"median_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f}\n", n, (long long)rows,
-           1e6 * t[n / 2], 1e6 * t[0], 1e6 * t[n - 1]);
+    printf("{\"steps\":%d,\"batch\":%lld,\"median_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"first_step_s\":%.6f}\n",
+           n, (long long)rows, 1e6 * t[n / 2], 1e6 * t[0], 1e6 * t[n - 1], first);
     free(t);
     return 0;
 }
@@ -197,7 +218,7 @@ static void free_run(Run *R, const Dataset *d) {
 
 int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
     char err[2048];
-    Run R = {.m = m, .lm = lm, .o = o, .t0 = now()};
+    Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now()};
     Dataset train = {0}, test = {0};
     bool has_test = false;
     for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
@@ -226,7 +247,7 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
         EvalResult ev;
         const Dataset *d = has_test ? &test : &train;
         if (!evaluate(&R, d, &ev)) rc = 1;
-        else report_epoch(&R, 0, lm->abi->get_step(lm->m), NAN, &ev, true);
+        else report_eval(&R, d, has_test, &ev);
     } else {
         for (int e = 1; e <= o->epochs && rc == 0; e++) {
             double loss;

@@ -16,7 +16,10 @@ typedef struct {
     bool eval_only;
     int bench_steps;            /* > 0: time this many steps and print JSON */
     const char *source_file;
+    double t_process;           /* CLOCK_MONOTONIC seconds when the process started */
 } TrainOpts;
+
+double train_now(void);
 
 /* Returns the process exit status. */
 int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o);

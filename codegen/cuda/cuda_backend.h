@@ -29,6 +29,8 @@ CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int
 /* The node whose buffer holds x's value (follows reshape views). */
 int cuda_resolve(const Entry *e, int x);
 
+/* nvrtc.c: dlopen the first of `names` found on the loader path or in the toolkit. */
+void *cuda_open_lib(const char *const *names);
 /* nvrtc.c: NVRTC loaded with dlopen; needs no driver and no device. */
 bool cuda_nvrtc_available(char *err, size_t n);
 int cuda_nvrtc_version(void);                       /* major * 1000 + minor * 10, or 0 */

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
+
+    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick]
+
+Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
+round many steps after a warm-up; the table gives the median over rounds of each round's
+median, the min-max spread, and the nnc/reference time ratio (below 1: nnc is faster).  It
+also measures the machine's ceilings (sgemm GFLOP/s, copy GB/s) in the same run, and writes
+bench/out/results.csv, bench/out/results.md and bench/out/chart.png (if matplotlib is there).
+"""
+import argparse, json, os, shutil, subprocess, sys, tempfile, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+
+
+def run(cmd, env=None):
+    """Runs cmd, returns (stdout, seconds, peak RSS in MiB)."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    out, err = p.communicate()
+    secs = time.perf_counter() - t
+    if p.returncode != 0:
+        sys.exit(f"benchmark command failed: {' '.join(cmd)}\n{err}")
+    return out, secs
+
+
+def rss_of(cmd, env=None):
+    pid = os.fork()
+    if pid == 0:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1), os.dup2(devnull, 2)
+        os.execvpe(cmd[0], cmd, env or os.environ)
+    _, status, ru = os.wait4(pid, 0)
+    return ru.ru_maxrss / 1024.0
+
+
+def last_json(text):
+    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+class Suite:
+    def __init__(self, a):
+        self.a = a
+        self.rows = []
+        self.env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
+                        OMP_WAIT_POLICY="PASSIVE")
+        # PyTorch 1.13 from Debian: its OpenBLAS misdetects this VM's AVX-512 CPU as Prescott;
+        # SkylakeX more than doubles its speed, so give it that (its best configuration).
+        self.tenv = dict(self.env, OPENBLAS_CORETYPE=a.torch_coretype) if a.torch_coretype else self.env
+
+    def add(self, case, nnc, ref, refname, unit):
+        r = {"case": case, "nnc": median(nnc), "nnc_min": min(nnc), "nnc_max": max(nnc),
+             "ref": median(ref) if ref else None, "ref_min": min(ref) if ref else None,
+             "ref_max": max(ref) if ref else None, "ref_name": refname, "unit": unit}
+        r["ratio"] = r["nnc"] / r["ref"] if ref else None
+        self.rows.append(r)
+        print(fmt_row(r), flush=True)
+
+    def nnc(self, *args, env=None):
+        out, secs = run([self.a.nnc, *args], env or self.env)
+        return out, secs
+
+    def mlp(self, model, sizes, batch, steps):
+        n, t = [], []
+        for _ in range(self.a.rounds):
+            out, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
+                              "--threads", str(self.a.threads), "--quiet")
+            n.append(last_json(out)["median_us"])
+            out, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp", sizes, str(batch), str(self.a.threads),
+                          str(steps)], self.tenv)
+            t.append(last_json(out)["median_us"])
+        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch", "us")
+
+    def linreg(self):
+        n, npy, tor = [], [], []
+        for _ in range(self.a.rounds):
+            with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+                self.nnc(os.path.join(ROOT, "models/linreg.nn"), "--quiet", "--threads", "1", "--metrics", f.name)
+                lines = [json.loads(l) for l in open(f.name) if '"epoch"' in l and '"type":"epoch"' in l]
+                # seconds from the start of training to the end of the last epoch
+                n.append(1e3 * lines[-1]["seconds"])
+            npy.append(1e3 * last_json(run([PY, os.path.join(HERE, "torch_ref.py"), "linreg-numpy"], self.tenv)[0])["seconds"])
+            tor.append(1e3 * last_json(run([PY, os.path.join(HERE, "torch_ref.py"), "linreg-torch"], self.tenv)[0])["seconds"])
+        self.add("linreg 1000 epochs vs NumPy", n, npy, "NumPy", "ms")
+        self.add("linreg 1000 epochs vs PyTorch", n, tor, "PyTorch", "ms")
+
+    def epochs(self):
+        n, t = [], []
+        for _ in range(max(2, self.a.rounds // 2)):
+            n.append(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--quiet", "--threads", str(self.a.threads))[1])
+            t.append(run([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "3", str(self.a.threads)], self.tenv)[1])
+        self.add("3 epochs Fashion-MNIST, whole process (warm cache)", n, t, "PyTorch", "s")
+
+    def startup(self):
+        cold, warm, imp = [], [], []
+        for _ in range(self.a.rounds):
+            tmp = tempfile.mkdtemp()
+            env = dict(self.env, XDG_CACHE_HOME=tmp)
+            cold.append(last_json(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--bench", "1", env=env)[0])["first_step_s"])
+            warm.append(last_json(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--bench", "1", env=env)[0])["first_step_s"])
+            shutil.rmtree(tmp)
+            imp.append(last_json(run([PY, os.path.join(HERE, "torch_ref.py"), "import"], self.tenv)[0])["seconds"])
+        self.add("start to first step, cold cache (vs import torch)", cold, imp, "import torch", "s")
+        self.add("start to first step, warm cache (vs import torch)", warm, imp, "import torch", "s")
+
+    def memory(self):
+        n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.env)]
+        t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", str(self.a.threads)], self.tenv)]
+        self.add("peak RSS, 1 epoch Fashion-MNIST", n, t, "PyTorch", "MiB")
+
+
+def fmt_row(r):
+    ref = f"{r['ref']:10.3f} [{r['ref_min']:.3f}-{r['ref_max']:.3f}]" if r["ref"] is not None else ""
+    ratio = f"{r['ratio']:6.3f}" if r["ratio"] is not None else ""
+    return (f"| {r['case']:<52} | {r['nnc']:10.3f} [{r['nnc_min']:.3f}-{r['nnc_max']:.3f}] | {r['ref_name']:<12} | "
+            f"{ref} | {r['unit']:<3} | {ratio} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "nnc"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="only the MLP step at batch 64")
+    ap.add_argument("--torch-coretype", default="SkylakeX")
+    a = ap.parse_args()
+    s = Suite(a)
+    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
+    exe = os.path.join(HERE, "out", "ceilings")
+    subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "ceilings.c"), "-lopenblas"], check=True)
+    ceil = last_json(run([exe], s.env)[0])
+    print(f"machine: {os.cpu_count()} cores, {a.threads} threads; sgemm {ceil['sgemm2048_gflops']} GFLOP/s "
+          f"(2048^3), copy {ceil['copy_gbs']} GB/s; torch env OPENBLAS_CORETYPE={a.torch_coretype or 'default'}")
+    print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
+    s.mlp("models/mlp.nn", "784,128,10", 64, 300)
+    if not a.quick:
+        s.mlp("models/mlp.nn", "784,128,10", 256, 200)
+        s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
+        s.linreg()
+        s.epochs()
+        s.startup()
+        s.memory()
+    large = [r for r in s.rows if "1024" in r["case"]]
+    if large:
+        gflops = 2.45e9 / (large[0]["nnc"] * 1e-6) / 1e9
+        print(f"large MLP: nnc {gflops:.1f} GFLOP/s over the whole step = {gflops / ceil['sgemm2048_gflops']:.0%} of sgemm")
+    with open(os.path.join(HERE, "out", "results.csv"), "w") as f:
+        f.write("case,unit,nnc_median,nnc_min,nnc_max,ref_name,ref_median,ref_min,ref_max,ratio\n")
+        for r in s.rows:
+            f.write(f"{r['case']},{r['unit']},{r['nnc']},{r['nnc_min']},{r['nnc_max']},{r['ref_name']},"
+                    f"{r['ref']},{r['ref_min']},{r['ref_max']},{r['ratio']}\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        rows = [r for r in s.rows if r["ratio"]]
+        fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * len(rows)))
+        ax.barh([r["case"] for r in rows], [r["ratio"] for r in rows])
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_xlabel("nnc time / reference time (lower is better)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(HERE, "out", "chart.png"), dpi=100)
+    except ImportError:
+        print("(matplotlib missing: no chart; apt-get install python3-matplotlib)")
+
+
+if __name__ == "__main__":
+    main()
