@@ -16,6 +16,7 @@ typedef struct {
     int threads;                /* OpenMP threads (0: default) */
     bool verbose;
     bool tf32;
+    bool check_numerics;        /* test every kernel's outputs for NaN/Inf (--check-numerics) */
 } BuildOpts;
 
 typedef struct LoadedModel {

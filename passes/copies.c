@@ -66,7 +66,7 @@ bool pass_copies(Graph *g, Diag *d, bool strict) {
             int src = R.map[n.in[j]];
             const Node *s = &R.nodes[src];
             bool crosses = s->dev != n.dev && !node_is_inline(s) && n.op != OP_COPY;
-            if (crosses && strict) ok = crossing_error(&R, d, &n, src);
+            if (crosses && strict && R.copy_of[src] < 0) ok = crossing_error(&R, d, &n, src);   /* once per value */
             n.in[j] = crosses ? rb_copy(&R, src, n.dev, &n) : src;
         }
         R.map[i] = rb_push(&R, n);

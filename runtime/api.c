@@ -23,17 +23,18 @@ nnc_options nnc_default_options(void) {
     return o;
 }
 
-static char *capture_begin(FILE **f, size_t *len) {
-    char *buf = NULL;
-    *f = open_memstream(&buf, len);
-    return buf;
+/* open_memstream publishes the buffer through *buf only at fflush/fclose, so the caller must
+ * read *buf after closing the stream, not a copy taken here. */
+static FILE *capture_begin(char **buf, size_t *len) {
+    *buf = NULL;
+    return open_memstream(buf, len);
 }
 
 nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_options *o, char *err, size_t errlen) {
     nnc_compiled *c = xcalloc(1, sizeof *c);
     size_t dlen = 0;
-    FILE *df;
-    char *dbuf = capture_begin(&df, &dlen);
+    char *dbuf;
+    FILE *df = capture_begin(&dbuf, &dlen);
     c->diag = (Diag){.file = file, .src = source, .out = df};
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
@@ -52,8 +53,7 @@ nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_option
                            .strict_devices = o->strict_devices != 0, .verify = true};
         ok = pipeline_run(&c->p, &po);
     }
-    fclose(df);
-    dbuf = dbuf ? dbuf : NULL;
+    if (df) fclose(df);   /* sets dbuf */
     if (!ok) {
         snprintf(err, errlen, "%s", dbuf && *dbuf ? dbuf : "compilation failed\n");
         free(dbuf);

@@ -20,7 +20,7 @@ static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nn
     o->data = data;
 }
 
-bool checkpoint_save(const LoadedModel *lm, const char *path, const Model *m, int epoch, char *err, size_t n) {
+bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     a->sync(lm->m, NNC_SYNC_TO_HOST);
     int total = a->nparams + a->nstates;
@@ -33,12 +33,14 @@ bool checkpoint_save(const LoadedModel *lm, const char *path, const Model *m, in
         snprintf(names[i], len, "optimizer.%s", a->states[i].name);
         to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + i], names[i]);
     }
-    char step[32], ep[32];
+    char step[32], ep[32], pos[32], seed[32];
     snprintf(step, sizeof step, "%lld", (long long)a->get_step(lm->m));
-    snprintf(ep, sizeof ep, "%d", epoch);
-    nnc_st_meta meta[] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step}, {"nnc_epoch", ep}};
-    (void)m;
-    int rc = nnc_st_save(path, ts, total, meta, 4, err, n);
+    snprintf(ep, sizeof ep, "%d", tp->epoch);
+    snprintf(pos, sizeof pos, "%lld", tp->pos);
+    snprintf(seed, sizeof seed, "%llu", tp->seed);
+    nnc_st_meta meta[] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step},
+                          {"nnc_epoch", ep}, {"nnc_epoch_pos", pos}, {"nnc_seed", seed}};
+    int rc = nnc_st_save(path, ts, total, meta, 6, err, n);
     for (int i = 0; i < total; i++) free(names[i]);
     free(names);
     free(ts);
@@ -73,7 +75,7 @@ static bool load_one(const nnc_st_file *f, const char *path, const char *name, c
     return true;
 }
 
-bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, char *err, size_t n) {
+bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     nnc_st_file *f = nnc_st_load(path, err, n);
     if (!f) return false;
@@ -85,8 +87,14 @@ bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, char *e
         snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
         ok = load_one(f, path, name, &a->states[i], a->state(lm->m, i), a->real_bytes, false, err, n);
     }
-    const char *step = nnc_st_meta_get(f, "nnc_step");
+    const char *step = nnc_st_meta_get(f, "nnc_step"), *ep = nnc_st_meta_get(f, "nnc_epoch");
+    const char *pos = nnc_st_meta_get(f, "nnc_epoch_pos"), *seed = nnc_st_meta_get(f, "nnc_seed");
     if (ok && with_state && step) a->set_step(lm->m, strtoll(step, NULL, 10));
+    if (tp) {
+        tp->epoch = ep ? atoi(ep) : 0;
+        tp->pos = pos ? strtoll(pos, NULL, 10) : 0;
+        tp->seed = seed ? strtoull(seed, NULL, 10) : 0;
+    }
     a->sync(lm->m, NNC_SYNC_TO_DEVICE);
     nnc_st_close(f);
     return ok;

@@ -23,9 +23,9 @@ typedef struct {
     const char *model;
     const char *target, *emit, *dump_after, *out_dir;
     const char *save, *load, *metrics;
-    long epochs, batch, seed, threads, bench;
+    long epochs, batch, seed, threads, bench, save_every;
     double lr, momentum;
-    bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify;
+    bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
 } Cli;
 
 static void usage(FILE *f) {
@@ -48,6 +48,12 @@ static void usage(FILE *f) {
           "train and evaluate (override the train section):\n"
           "  --epochs N  --batch N  --lr X  --momentum X  --seed N\n"
           "  --save FILE            write parameters and optimizer state (safetensors) at the end\n"
+          "                         (and on Ctrl-C, which stops at the end of the current step)\n"
+          "  --save-every N         also write FILE every N steps (written atomically)\n"
+          "  --resume               continue from FILE if it exists: same parameters, optimizer\n"
+          "                         state, data order and position; ends bit-identical\n"
+          "  --check-numerics       stop at the first kernel that produces NaN or Inf, naming its\n"
+          "                         op and model line (like torch.autograd.detect_anomaly)\n"
           "  --load FILE            start from a checkpoint\n"
           "  --eval                 forward only, on the test data (or the training data), no gradients\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
@@ -118,6 +124,9 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (is_flag(a, "--lr")) c->lr = parse_double(a, flag_value(argc, argv, &i, "--lr"));
         else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
         else if (!strcmp(a, "--eval")) c->eval = true;
+        else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
+        else if (!strcmp(a, "--resume")) c->resume = true;
+        else if (is_flag(a, "--save-every")) c->save_every = parse_long(a, flag_value(argc, argv, &i, "--save-every"), 1);
         else if (!strcmp(a, "--stats")) c->stats = true;
         else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) c->quiet = true;
@@ -198,6 +207,8 @@ int main(int argc, char **argv) {
     double t_process = train_now();
     Cli c = {0};
     parse_args(argc, argv, &c);
+    if ((c.save_every || c.resume) && !c.save)
+        nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
     Arena arena = {0};
     size_t len;
     char *src = read_file(c.model, &len);
@@ -212,7 +223,8 @@ int main(int argc, char **argv) {
     apply_overrides(m, &c);
     Device target = c.target ? (!strcmp(c.target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
     Program p = {.m = m, .g = m->g, .diag = &diag};
-    PipelineOpts po = {.target = target, .fuse = !c.no_fuse, .strict_devices = c.strict, .verify = true,
+    /* --check-numerics checks every op's output, so it compiles one kernel per op */
+    PipelineOpts po = {.target = target, .fuse = !c.no_fuse && !c.check_numerics, .strict_devices = c.strict, .verify = true,
                        .dump_after = c.dump_after, .dump = stdout};
     if (c.emit && !strcmp(c.emit, "ir")) po.dump_after = "all";
     if (!pipeline_run(&p, &po)) {
@@ -228,7 +240,8 @@ int main(int argc, char **argv) {
         setenv("OMP_NUM_THREADS", t, 1);
         setenv("OPENBLAS_NUM_THREADS", t, 1);
     }
-    BuildOpts bo = {.f64 = c.f64, .cache_dir = cache_dir(&arena, c.no_cache), .tf32 = c.tf32};
+    BuildOpts bo = {.f64 = c.f64, .cache_dir = cache_dir(&arena, c.no_cache), .tf32 = c.tf32,
+                    .check_numerics = c.check_numerics};
     if (c.emit) {
         if ((!strcmp(c.emit, "c") && target != DEV_CPU) || ((!strcmp(c.emit, "cuda") || !strcmp(c.emit, "ptx")) && target != DEV_CUDA))
             nnc_fatal("--emit %s needs --target %s", c.emit, !strcmp(c.emit, "c") ? "cpu" : "cuda");
@@ -256,7 +269,8 @@ int main(int argc, char **argv) {
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
                     .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
-                    .source_file = c.model, .t_process = t_process};
+                    .source_file = c.model, .t_process = t_process, .save_every = c.save_every,
+                    .resume = c.resume};
     int rc = train_run(m, lm, &to);
     be->unload(lm);
     free(src);

@@ -7,6 +7,7 @@
  * with drop_last=False), which the compiled step supports because its batch size is a run-time
  * argument bounded by the compile-time batch. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,17 @@ double train_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
 typedef struct {
     const Model *m;
     LoadedModel *lm;
+    TrainPos pos;               /* where training stands, for checkpoints */
     const TrainOpts *o;
     void **bufs;
     int64_t *idx;
@@ -138,16 +147,26 @@ static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *e
     }
 }
 
-static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) {
+static bool save_now(Run *R) {
+    char err[1024];
+    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, err, sizeof err)) return true;
+    fprintf(stderr, "nnc: error: %s\n", err);
+    return false;
+}
+
+/* Runs one epoch from batch `start` (non-zero when resuming mid-epoch). */
+static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = abi->batch_max, steps = (d->n + B - 1) / B;
+    int64_t done_rows = 0;
     int64_t *perm = xmalloc((size_t)d->n * sizeof *perm);
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     else
         for (int64_t i = 0; i < d->n; i++) perm[i] = i;
     double sum = 0, t_start = train_now(), last_draw = 0;
-    for (int64_t s = 0; s < steps; s++) {
+    for (int64_t s = start; s < steps; s++) {
         int64_t rows = d->n - s * B < B ? d->n - s * B : B;
+        done_rows += rows;
         dataset_gather(d, perm + s * B, rows, R->bufs);
         if (!run_step(R, NNC_ENTRY_TRAIN, rows)) { free(perm); return false; }
         double loss = read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
@@ -161,6 +180,16 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) 
             return false;
         }
         sum += loss * (double)rows;
+        R->pos = (TrainPos){epoch, (long long)(s + 1), R->o->seed};
+        if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) { free(perm); return false; }
+        if (interrupted) {
+            if (R->o->progress) fputc('\n', stderr);
+            fprintf(stderr, "nnc: interrupted at epoch %d, step %lld", epoch, (long long)gstep);
+            if (R->o->save_path && save_now(R)) fprintf(stderr, "; saved %s (continue with --resume)", R->o->save_path);
+            fputc('\n', stderr);
+            free(perm);
+            return false;
+        }
         if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
         double t = train_now();
         if (t - last_draw > 0.1 || s + 1 == steps) {
@@ -168,7 +197,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, double *mean_loss) 
             last_draw = t;
         }
     }
-    *mean_loss = sum / (double)d->n;
+    *mean_loss = done_rows ? sum / (double)done_rows : NAN;
     free(perm);
     return true;
 }
@@ -229,7 +258,11 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
         return 1;
     }
     lm->abi->init(lm->m, o->seed);
-    if (o->load_path && !checkpoint_load(lm, o->load_path, !o->eval_only, err, sizeof err)) {
+    lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
+    TrainPos start = {1, 0, o->seed};
+    const char *from = o->load_path;
+    if (o->resume && o->save_path && access(o->save_path, F_OK) == 0) from = o->save_path;
+    if (from && !checkpoint_load(lm, from, !o->eval_only, &start, err, sizeof err)) {
         fprintf(stderr, "nnc: error: %s\n", err);
         dataset_free(&train);
         dataset_free(&test);
@@ -249,16 +282,29 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
         if (!evaluate(&R, d, &ev)) rc = 1;
         else report_eval(&R, d, has_test, &ev);
     } else {
-        for (int e = 1; e <= o->epochs && rc == 0; e++) {
+        int64_t B = lm->abi->batch_max, steps = (train.n + B - 1) / B;
+        int e0 = 1;
+        int64_t s0 = 0;
+        if (from == o->save_path && o->resume && start.epoch > 0) {   /* continue where it stopped */
+            if (start.seed != o->seed)
+                fprintf(stderr, "nnc: warning: resuming a run of seed %llu with seed %llu\n", start.seed, (unsigned long long)o->seed);
+            e0 = start.pos >= steps ? start.epoch + 1 : start.epoch;
+            s0 = start.pos >= steps ? 0 : start.pos;
+            if (!o->quiet) printf("resuming from %s: epoch %d, batch %lld\n", from, e0, (long long)s0);
+        }
+        struct sigaction sa = {0}, old;
+        sa.sa_handler = on_sigint;
+        sigaction(SIGINT, &sa, &old);
+        R.pos = (TrainPos){e0 - 1, steps, o->seed};
+        for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
             EvalResult ev;
-            if (!train_epoch(&R, &train, e, &loss) || (has_test && !evaluate(&R, &test, &ev))) rc = 1;
+            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 130 : 1;
+            else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
         }
-        if (rc == 0 && o->save_path && !checkpoint_save(lm, o->save_path, m, o->epochs, err, sizeof err)) {
-            fprintf(stderr, "nnc: error: %s\n", err);
-            rc = 1;
-        }
+        sigaction(SIGINT, &old, NULL);
+        if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
     }
     free_run(&R, &train);
     dataset_free(&train);

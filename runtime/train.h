@@ -17,12 +17,21 @@ typedef struct {
     int bench_steps;            /* > 0: time this many steps and print JSON */
     const char *source_file;
     double t_process;           /* CLOCK_MONOTONIC seconds when the process started */
+    long save_every;            /* > 0: checkpoint to save_path every N steps */
+    bool resume;                /* continue from save_path if it exists */
 } TrainOpts;
 
 double train_now(void);
 
 /* Returns the process exit status. */
 int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o);
-bool checkpoint_save(const LoadedModel *lm, const char *path, const Model *m, int epoch, char *err, size_t n);
-bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, char *err, size_t n);
+/* Where training stands, saved in a checkpoint's metadata so a resumed run continues exactly. */
+typedef struct {
+    int epoch;                  /* 1-based epoch in progress (or just finished, with pos = steps) */
+    long long pos;              /* batches of that epoch already done */
+    unsigned long long seed;
+} TrainPos;
+
+bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n);
+bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n);
 #endif

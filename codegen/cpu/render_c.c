@@ -388,6 +388,30 @@ static void render_launch(const R *r, const Launch *L, int k) {
     str_puts(r->s, "}\n");
 }
 
+/* --check-numerics: after a launch, the first NaN or Inf in what it wrote stops the step with
+ * the op, its .nn line and the step, as torch.autograd.detect_anomaly would. */
+static void render_numerics_check(const R *r, const Launch *L, int k) {
+    for (int j = 0; j < L->nouts + (L->kind == L_GEMM && L->nouts == 0); j++) {
+        int o = L->nouts ? L->outs[j] : L->root;
+        const Node *n = &r->g->nodes[o];
+        if (n->dtype != DT_F32) continue;
+        const Node *src = n;
+        for (int i = 0; i < L->nnodes; i++)   /* name the op that produced a non-finite value */
+            if (r->g->nodes[L->nodes[i]].loc.line) src = &r->g->nodes[L->nodes[i]];
+        str_puts(r->s, "    { const real *q = ");
+        ptr(r, r->s, o);
+        str_puts(r->s, "; const int64_t nq = ");
+        numel(r->s, n->shape);
+        str_printf(r->s, ";\n      for (int64_t i = 0; i < nq; i++) if (!isfinite(q[i])) {\n"
+                         "        m->status = 4;\n"
+                         "        snprintf(m->msg, sizeof m->msg, \"%%s at element %%lld of %s (%s, %s:%d:%d, launch %d of %s) at step %%lld\",\n"
+                         "                 isnan(q[i]) ? \"NaN\" : \"Inf\", (long long)i, (long long)m->step);\n"
+                         "        return m->status;\n      } }\n",
+                   op_info[n->op].name, n->phase == PH_FORWARD ? "forward" : n->phase == PH_BACKWARD ? "backward" : "update",
+                   src->loc.file ? src->loc.file : "model", src->loc.line, src->loc.col, k, r->e->name);
+    }
+}
+
 static void render_entry(const R *r) {
     for (int k = 0; k < r->e->nlaunch; k++) render_launch(r, &r->e->launches[k], k);
     str_printf(r->s, "\nstatic int %s_run_%s(struct %s *m, const void *const *in, int64_t B) {\n", r->mn, r->e->name, r->mn);
@@ -395,6 +419,7 @@ static void render_entry(const R *r) {
     for (int k = 0; k < r->e->nlaunch; k++) {
         str_printf(r->s, "    %s_%s_%d(m, in, B);\n", r->mn, r->e->name, k);
         if (r->e->launches[k].kind == L_ROW) str_puts(r->s, "    if (m->status) return m->status;\n");
+        if (r->o->check_numerics) render_numerics_check(r, &r->e->launches[k], k);
     }
     str_puts(r->s, "    return m->status;\n}\n");
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The command line's contract: help, bad flags named, NaN stops, --check-numerics names the
+# op and line, checkpoints refused when corrupt, --eval runs forward only, AOT writes its files.
+set -u
+nnc=$1; here=$(cd "$(dirname "$0")" && pwd); models=$here/../../models
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+ok()   { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL (status): $*"; cat "$dir/out"; fi; }
+bad()  { if "$@" >"$dir/out" 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded): $*"; else pass=$((pass+1)); fi; }
+has()  { if grep -q -- "$1" "$dir/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat "$dir/out"; fi; }
+
+ok "$nnc" --help;                              has "--emit ir|c|cuda|ptx"
+ok "$nnc" --version;                           has "targets: cpu"
+bad "$nnc" "$models/linreg.nn" --frobnicate;   has "unknown option '--frobnicate'"
+bad "$nnc" "$models/linreg.nn" --epochs abc;   has "--epochs expects an integer"
+bad "$nnc" "$dir/missing.nn";                  has "missing.nn: cannot read"
+bad "$nnc" "$here/nan.nn" --quiet;             has "the loss became NaN at epoch 1, step 1"
+bad "$nnc" "$here/nan.nn" --quiet --check-numerics; has "NaN at element 0 of log (forward, .*nan.nn:4:"
+ok "$nnc" "$models/linreg.nn" --quiet --epochs 5 --save "$dir/lr.st"
+ok "$nnc" "$models/linreg.nn" --load "$dir/lr.st" --eval; has "eval on training data (100 samples):  loss"
+cp "$dir/lr.st" "$dir/flip.st"; printf '\x55' | dd of="$dir/flip.st" bs=1 seek=$(( $(stat -c %s "$dir/lr.st") - 3 )) conv=notrunc 2>/dev/null
+bad "$nnc" "$models/linreg.nn" --load "$dir/flip.st" --eval; has "flip.st"
+head -c 100 "$dir/lr.st" > "$dir/short.st"
+bad "$nnc" "$models/linreg.nn" --load "$dir/short.st" --eval; has "short.st"
+ok "$nnc" "$models/linreg.nn" --target cpu -o "$dir/aot"; has "libm_linreg.a\|liblinreg.a"
+ok test -f "$dir/aot/linreg.h"
+ok "$nnc" "$models/mlp.nn" --stats;            has "train_step"
+ok "$nnc" "$models/mlp.nn" --emit c;           has "cblas_sgemm"
+bad "$nnc" "$models/mlp.nn" --save-every 5;    has "need --save FILE"
+echo "cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]
