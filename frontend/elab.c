@@ -381,7 +381,8 @@ static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     int x = tensor_arg(E, a, ix[0]);
     if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
     Shape s = E->g->nodes[x].shape;
-    int64_t mask = axes_arg(E, a, ix[1], s.rank, &ok);
+    /* no axis: the last one, as the op is defined (not axes_arg's "all axes") */
+    int64_t mask = ix[1] < 0 ? (s.rank ? (int64_t)1 << (s.rank - 1) : 0) : axes_arg(E, a, ix[1], s.rank, &ok);
     if (!ok) return verror;
     if (s.rank == 0 || mask != (int64_t)1 << (s.rank - 1)) {
         diag_error(E->d, loc, "%s() works over the last axis only (of %s)", fn, tstr(E, x));

@@ -1,0 +1,442 @@
+/* test_passes.c - IR tests: assert what the passes produced, in the style of Lua's
+ * testes/code.lua (`check(f, 'CLOSURE', ...)`): compile a model, then look at the graph, the
+ * fusion groups, the launch schedule and the memory plan, and say what was expected and what
+ * was found when they disagree.
+ *
+ *   autograd/optimizer  every parameter has a gradient and an update ending in an ASSIGN;
+ *                       no forward node depends on a backward or update node
+ *   fusion              mlp.nn: bias add + ReLU in one kernel, transposes folded into GEMMs,
+ *                       cross_entropy + its gradient in one row-wise launch, one in-place kernel
+ *                       per parameter update (sgd, sgd with momentum, adam); no fusion across a
+ *                       matmul, a reduction, a reshape or a copy; --no-fuse: one launch per op
+ *   memory plan         no two simultaneously live buffers overlap; outputs survive to the end;
+ *                       planned <= unplanned
+ *   placement/copies    --target cuda: one COPY per (value, device) on exactly the crossing
+ *                       edges, with the right size; --strict-devices errors and the to() fix
+ *   verifier            ir_verify after every pass for every model (pipeline_run verify=true) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                              \
+    do {                                                                              \
+        checks++;                                                                     \
+        if (!(cond)) {                                                                \
+            failures++;                                                               \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                    \
+            printf(__VA_ARGS__);                                                      \
+            printf("\n");                                                             \
+        }                                                                             \
+    } while (0)
+
+typedef struct {
+    Arena arena;
+    Diag diag;
+    char *diag_text;
+    size_t diag_len;
+    Program p;
+    bool ok;
+} Compiled;
+
+typedef struct {
+    Device target;
+    bool no_fuse, strict;
+    int opt;            /* 0: the model's, 1: sgd momentum 0.9, 2: adam */
+} Opts;
+
+/* nn_load_model + pipeline_run, the sequence of runtime/api.c, with the verifier on. */
+static Compiled *compile_src(const char *file, const char *src, Opts o) {
+    Compiled *c = xcalloc(1, sizeof *c);
+    FILE *df = open_memstream(&c->diag_text, &c->diag_len);
+    c->diag = (Diag){.file = file, .src = src, .out = df};
+    Model *m = nn_load_model(&c->arena, &c->diag, file, src, "m_test");
+    if (m) {
+        if (o.opt == 1) m->train.opt = (OptConfig){.kind = OPT_SGD, .lr = 0.01, .momentum = 0.9};
+        if (o.opt == 2)
+            m->train.opt = (OptConfig){.kind = OPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+        m->g->batch_max = (int)(m->train.present ? m->train.batch : 1);
+        c->p = (Program){.m = m, .g = m->g, .diag = &c->diag};
+        PipelineOpts po = {.target = o.target, .fuse = !o.no_fuse, .strict_devices = o.strict, .verify = true};
+        c->ok = pipeline_run(&c->p, &po);
+    }
+    fclose(df);
+    return c;
+}
+
+static char *slurp(const char *path) {
+    size_t n;
+    char *s = read_file(path, &n);
+    if (!s) {
+        printf("FAIL: cannot read %s\n", path);
+        exit(1);
+    }
+    return s;
+}
+
+static Compiled *compile_model(const char *name, Opts o) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/%s", NNC_SOURCE_DIR, name);
+    Compiled *c = compile_src(path, slurp(path), o);
+    CHECK(c->ok, "%s should compile (and pass ir_verify after every pass), found:\n%s", name, c->diag_text);
+    return c;
+}
+
+static Entry *train_entry(Compiled *c) { return &c->p.entry[ENTRY_TRAIN]; }
+
+/* ---- autograd and optimizer ---------------------------------------------------------------- */
+
+static void test_autograd(const char *model, Opts o) {
+    Compiled *c = compile_model(model, o);
+    if (!c->ok) return;
+    Graph *g = c->p.g;
+    Entry *e = train_entry(c);
+    for (int i = 0; i < g->n; i++) {
+        Node *n = &g->nodes[i];
+        if (n->op == OP_PARAM || n->op == OP_STATE) {
+            if (n->op == OP_PARAM)
+                CHECK(n->grad >= 0 && n->grad < g->n, "%s: parameter '%s' has a gradient node, found grad=%d",
+                      model, n->name, n->grad);
+            int assigns = 0;
+            for (int j = 0; j < g->n; j++)
+                if (e->live[j] && g->nodes[j].op == OP_ASSIGN && g->nodes[j].in[0] == i) assigns++;
+            CHECK(assigns == 1, "%s: '%s' (%s) is updated by exactly one ASSIGN in train_step, found %d", model,
+                  n->name ? n->name : "?", op_info[n->op].name, assigns);
+        }
+        for (int j = 0; j < n->nin; j++) {
+            Node *x = &g->nodes[n->in[j]];
+            CHECK(x->phase <= n->phase || n->op == OP_COPY || x->op == OP_COPY,
+                  "%s: %%%d (%s, phase %d) depends on %%%d (%s, phase %d): a later phase feeds an earlier one",
+                  model, i, op_info[n->op].name, n->phase, n->in[j], op_info[x->op].name, x->phase);
+            CHECK(!(n->phase == PH_FORWARD && x->phase != PH_FORWARD),
+                  "%s: forward node %%%d (%s) depends on %%%d (%s) of phase %d", model, i,
+                  op_info[n->op].name, n->in[j], op_info[x->op].name, x->phase);
+        }
+    }
+}
+
+/* ---- fusion -------------------------------------------------------------------------------- */
+
+static int find_user(Graph *g, Entry *e, int x, Op op) {
+    for (int i = x + 1; i < g->n; i++)
+        if (e->live[i] && g->nodes[i].op == op)
+            for (int j = 0; j < g->nodes[i].nin; j++)
+                if (g->nodes[i].in[j] == x) return i;
+    return -1;
+}
+
+static int launch_of(Entry *e, int node) {
+    for (int l = 0; l < e->nlaunch; l++)
+        for (int k = 0; k < e->launches[l].nnodes; k++)
+            if (e->launches[l].nodes[k] == node) return l;
+    return -1;
+}
+
+static const char *lk_name(LaunchKind k) {
+    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign"};
+    return n[k];
+}
+
+/* Each parameter's update is one launch that writes it in place (and its optimizer state). */
+static void check_updates(Compiled *c, const char *what, int state_per_param) {
+    Graph *g = c->p.g;
+    Entry *e = train_entry(c);
+    for (int a = 0; a < g->n; a++) {
+        if (!e->live[a] || g->nodes[a].op != OP_ASSIGN || g->nodes[g->nodes[a].in[0]].op != OP_PARAM) continue;
+        int leaf = g->nodes[a].in[0], v = g->nodes[a].in[1];
+        const char *pname = g->nodes[leaf].name;
+        int l = launch_of(e, v);
+        CHECK(l >= 0, "%s: the new value of '%s' is computed by a launch", what, pname);
+        if (l < 0) continue;
+        Launch *L = &e->launches[l];
+        CHECK(L->kind == L_EW || (L->kind == L_GEMM && L->fold == v),
+              "%s: '%s' is updated by an elementwise kernel (or a GEMM with the update folded in), found %s",
+              what, pname, lk_name(L->kind));
+        CHECK(e->inplace[v] == leaf && e->buf[v].kind == BUF_PARAM && e->buf[v].offset == e->buf[leaf].offset,
+              "%s: '%s' is written in place into the parameter block at offset %lld, found buffer kind %d offset %lld",
+              what, pname, (long long)e->buf[leaf].offset, e->buf[v].kind, (long long)e->buf[v].offset);
+        int state_outs = 0;
+        for (int k = 0; k < L->nouts; k++)
+            if (e->buf[L->outs[k]].kind == BUF_STATE) state_outs++;
+        CHECK(state_outs == state_per_param,
+              "%s: the kernel updating '%s' also writes its %d optimizer-state buffer(s) in place, found %d",
+              what, pname, state_per_param, state_outs);
+        for (int m = 0; m < e->nlaunch; m++)
+            CHECK(m == l || e->launches[m].kind != L_ASSIGN || e->launches[m].root != a,
+                  "%s: '%s' needs no separate assign launch (#%d)", what, pname, m);
+    }
+}
+
+/* No group contains both ends of an edge through a matmul, reduction, reshape or copy. */
+static void check_fusion_barriers(Compiled *c, const char *what) {
+    Graph *g = c->p.g;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *e = &c->p.entry[k];
+        for (int i = 0; i < g->n; i++) {
+            if (!e->live[i]) continue;
+            Node *n = &g->nodes[i];
+            OpKind ok = op_info[n->op].kind;
+            if (ok != OK_MATMUL && ok != OK_REDUCE && ok != OK_VIEW && ok != OK_COPY) continue;
+            for (int u = i + 1; u < g->n; u++) {
+                if (!e->live[u] || g->nodes[u].op == OP_ASSIGN) continue;
+                for (int j = 0; j < g->nodes[u].nin; j++) {
+                    if (g->nodes[u].in[j] != i) continue;
+                    int gi = ok == OK_VIEW ? e->group[n->in[0]] : e->group[i];
+                    bool gemm_fold = ok == OK_MATMUL && e->launches[launch_of(e, i)].fold == u;
+                    bool gemm_fold_mul = ok == OK_MATMUL && launch_of(e, i) >= 0 &&
+                                         e->launches[launch_of(e, i)].kind == L_GEMM &&
+                                         e->launches[launch_of(e, i)].fold >= 0;
+                    CHECK(gi < 0 || gi != e->group[u] || gemm_fold || gemm_fold_mul,
+                          "%s/%s: %s %%%d and its user %s %%%d are not in one kernel, found both in group %d",
+                          what, e->name, op_info[n->op].name, i, op_info[g->nodes[u].op].name, u, gi);
+                }
+            }
+        }
+    }
+}
+
+static int count_kernels(Entry *e) { return e->nlaunch; }
+
+static void test_fusion_mlp(void) {
+    Compiled *c = compile_model("mlp.nn", (Opts){0});
+    if (!c->ok) return;
+    Graph *g = c->p.g;
+    Entry *e = train_entry(c);
+    int x = -1;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_INPUT && !strcmp(g->nodes[i].name, "x")) x = i;
+    int mm = find_user(g, e, x, OP_MATMUL), add = mm >= 0 ? find_user(g, e, mm, OP_ADD) : -1;
+    int relu = add >= 0 ? find_user(g, e, add, OP_RELU) : -1;
+    CHECK(mm >= 0 && add >= 0 && relu >= 0, "mlp: x @ W1^T -> + b1 -> relu in the graph, found %d %d %d", mm, add, relu);
+    if (relu >= 0) {
+        CHECK(e->group[add] == e->group[relu] && launch_of(e, relu) >= 0 && e->launches[launch_of(e, relu)].kind == L_EW,
+              "mlp: fc1's bias add %%%d and relu %%%d in one elementwise kernel, found launches #%d and #%d",
+              add, relu, launch_of(e, add), launch_of(e, relu));
+        CHECK(e->group[mm] != e->group[add], "mlp: the matmul %%%d is its own launch, found it grouped with the add", mm);
+    }
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *en = &c->p.entry[k];
+        for (int i = 0; i < g->n; i++)
+            if (en->live[i] && g->nodes[i].op == OP_TRANSPOSE)
+                CHECK(en->group[i] == -2, "mlp/%s: transpose %%%d folded into its GEMM, found group %d", en->name, i,
+                      en->group[i]);
+        for (int l = 0; l < en->nlaunch; l++)
+            for (int j = 0; j < en->launches[l].nnodes; j++)
+                CHECK(g->nodes[en->launches[l].nodes[j]].op != OP_TRANSPOSE, "mlp/%s: no transpose kernel, found one in #%d",
+                      en->name, l);
+    }
+    int ce = -1, ceg = -1;
+    for (int i = 0; i < g->n; i++) {
+        if (e->live[i] && g->nodes[i].op == OP_CROSS_ENTROPY) ce = i;
+        if (e->live[i] && g->nodes[i].op == OP_CE_GRAD) ceg = i;
+    }
+    CHECK(ce >= 0 && ceg >= 0 && launch_of(e, ce) == launch_of(e, ceg) && e->launches[launch_of(e, ce)].kind == L_ROW,
+          "mlp: cross_entropy %%%d and its gradient %%%d share one row-wise launch, found #%d and #%d", ce, ceg,
+          ce >= 0 ? launch_of(e, ce) : -1, ceg >= 0 ? launch_of(e, ceg) : -1);
+    check_updates(c, "mlp sgd", 0);
+    check_fusion_barriers(c, "mlp");
+
+    Compiled *mom = compile_model("mlp.nn", (Opts){.opt = 1});
+    if (mom->ok) check_updates(mom, "mlp sgd momentum", 1);
+    Compiled *adam = compile_model("mlp.nn", (Opts){.opt = 2});
+    if (adam->ok) check_updates(adam, "mlp adam", 2);
+
+    Compiled *nf = compile_model("mlp.nn", (Opts){.no_fuse = true});
+    if (!nf->ok) return;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *en = &nf->p.entry[k];
+        int ops = 0;
+        for (int i = 0; i < g->n; i++) {
+            const Node *n = &nf->p.g->nodes[i];
+            OpKind ok = op_info[n->op].kind;
+            if (en->live[i] && ok != OK_LEAF && ok != OK_VIEW && ok != OK_ASSIGN && !node_is_inline(n) &&
+                en->group[i] != -2)
+                ops++;
+        }
+        int assigns = 0;
+        for (int l = 0; l < en->nlaunch; l++) {
+            CHECK(en->launches[l].nnodes == 1, "mlp --no-fuse/%s: one op per launch, found %d in #%d", en->name,
+                  en->launches[l].nnodes, l);
+            assigns += en->launches[l].kind == L_ASSIGN;
+        }
+        CHECK(en->nlaunch - assigns == ops, "mlp --no-fuse/%s: one launch per op (%d ops), found %d launches", en->name,
+              ops, en->nlaunch - assigns);
+        printf("mlp.nn %-10s kernels: fused %d, unfused %d\n", en->name, count_kernels(&c->p.entry[k]),
+               count_kernels(en));
+    }
+}
+
+/* Barriers on a model that has every kind: reshape, reduction, matmul. */
+static void test_fusion_barriers(void) {
+    const char *src =
+        "input x: f32[B, 4]\n"
+        "param W: f32[4, 4] = normal(0, 1)\n"
+        "h = relu(x @ W) * 2\n"
+        "r = reshape(h, B, 2, 2)\n"
+        "s = sum(exp(r) + 1, axis = 2)\n"
+        "loss = mean(tanh(s) * 3)\n"
+        "train {\n    data x = randn(8, 4)\n    batch = 4\n    minimize loss\n}\n";
+    Compiled *c = compile_src("barriers.nn", src, (Opts){0});
+    CHECK(c->ok, "barriers.nn compiles, found:\n%s", c->diag_text);
+    if (!c->ok) return;
+    check_fusion_barriers(c, "barriers.nn");
+    Compiled *cu = compile_src("barriers.nn", src, (Opts){.target = DEV_CUDA});
+    CHECK(cu->ok, "barriers.nn compiles for cuda, found:\n%s", cu->diag_text);
+    if (cu->ok) check_fusion_barriers(cu, "barriers.nn cuda");
+}
+
+/* ---- memory plan --------------------------------------------------------------------------- */
+
+static int resolve(Entry *e, Graph *g, int x) {
+    for (int guard = 0; guard < g->n; guard++) {
+        if (e->group[x] == -2) x = g->nodes[x].in[0];
+        else if (e->buf[x].kind == BUF_ALIAS) x = e->buf[x].alias;
+        else break;
+    }
+    return x;
+}
+
+static void check_plan(Compiled *c, const char *what) {
+    Graph *g = c->p.g;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *e = &c->p.entry[k];
+        int nl = e->nlaunch;
+        if (!nl) continue;
+        int *wr = xmalloc((size_t)g->n * sizeof(int)), *last = xmalloc((size_t)g->n * sizeof(int));
+        for (int i = 0; i < g->n; i++) wr[i] = last[i] = -1;
+        for (int l = 0; l < nl; l++) {
+            Launch *L = &e->launches[l];
+            for (int j = 0; j < L->nouts; j++) wr[L->outs[j]] = l;
+            for (int j = 0; j < L->nins; j++) last[resolve(e, g, L->ins[j])] = l;
+            if (L->kind == L_GEMM) {
+                last[resolve(e, g, L->a)] = l;
+                last[resolve(e, g, L->b)] = l;
+            }
+        }
+        for (int j = 0; j < e->noutputs; j++) {
+            int o = resolve(e, g, e->outputs[j]);
+            last[o] = nl;   /* read by the caller after the last launch */
+            CHECK(e->buf[o].kind != BUF_NONE, "%s/%s: entry output %%%d is materialized", what, e->name, o);
+        }
+        for (int a = 0; a < g->n; a++) {
+            if (wr[a] < 0 || e->buf[a].kind != BUF_ACT) continue;
+            int la = last[a] < 0 ? wr[a] : last[a];
+            for (int b = a + 1; b < g->n; b++) {
+                if (wr[b] < 0 || e->buf[b].kind != BUF_ACT || e->buf[b].dev != e->buf[a].dev) continue;
+                int lb = last[b] < 0 ? wr[b] : last[b];
+                bool mem = e->buf[a].offset < e->buf[b].offset + e->buf[b].elems &&
+                           e->buf[b].offset < e->buf[a].offset + e->buf[a].elems;
+                bool time = wr[a] <= lb && wr[b] <= la;
+                /* a kernel may write its output over an input it reads for the last time, at the
+                 * same index (elementwise) or row by row (row-wise), when the shapes agree */
+                int w = wr[a] > wr[b] ? wr[a] : wr[b], r = wr[a] > wr[b] ? lb : la;
+                int later = wr[a] > wr[b] ? a : b, earlier = later == a ? b : a;
+                bool inplace = w == r && (e->launches[w].kind == L_EW || e->launches[w].kind == L_ROW) &&
+                               e->buf[a].offset == e->buf[b].offset &&
+                               shape_eq(g->nodes[later].shape, g->nodes[earlier].shape);
+                CHECK(!(mem && time) || inplace,
+                      "%s/%s: %%%d [%lld,+%lld) live #%d..#%d and %%%d [%lld,+%lld) live #%d..#%d must not overlap",
+                      what, e->name, a, (long long)e->buf[a].offset, (long long)e->buf[a].elems, wr[a], la, b,
+                      (long long)e->buf[b].offset, (long long)e->buf[b].elems, wr[b], lb);
+            }
+        }
+        CHECK(e->act_elems[0] + e->act_elems[1] <= e->naive_elems,
+              "%s/%s: planned activations (%lld elements) <= unplanned sum (%lld)", what, e->name,
+              (long long)(e->act_elems[0] + e->act_elems[1]), (long long)e->naive_elems);
+        printf("%s %-10s activations: planned %lld bytes, unplanned %lld\n", what, e->name,
+               (long long)(e->act_elems[0] + e->act_elems[1]) * 4, (long long)e->naive_elems * 4);
+        free(wr);
+        free(last);
+    }
+}
+
+/* ---- placement and copies ------------------------------------------------------------------ */
+
+static void check_copies(Compiled *c, const char *what) {
+    Graph *g = c->p.g;
+    Entry *e = train_entry(c);
+    bool loss_home = false;
+    for (int i = 0; i < g->n; i++) {
+        Node *n = &g->nodes[i];
+        if (n->op == OP_INPUT) CHECK(n->dev == DEV_CPU, "%s: input '%s' stays on the cpu, found %s", what, n->name, device_name(n->dev));
+        if (n->op == OP_PARAM || n->op == OP_STATE || (n->op != OP_COPY && n->op != OP_INPUT && n->nin > 0))
+            CHECK(n->dev == DEV_CUDA, "%s: %s %%%d (%s) lives on cuda, found %s", what, op_info[n->op].name, i,
+                  n->name ? n->name : "", device_name(n->dev));
+        for (int j = 0; j < n->nin; j++) {
+            Node *x = &g->nodes[n->in[j]];
+            if (n->op == OP_COPY)
+                CHECK(x->dev != n->dev, "%s: copy %%%d moves between devices, found %s -> %s", what, i,
+                      device_name(x->dev), device_name(n->dev));
+            else if (!node_is_inline(x))
+                CHECK(x->dev == n->dev, "%s: %s %%%d on %s reads %%%d on %s without a copy", what, op_info[n->op].name,
+                      i, device_name(n->dev), n->in[j], device_name(x->dev));
+        }
+        if (n->op != OP_COPY) continue;
+        for (int j = i + 1; j < g->n; j++)
+            CHECK(!(g->nodes[j].op == OP_COPY && g->nodes[j].in[0] == n->in[0] && g->nodes[j].dev == n->dev),
+                  "%s: one copy of %%%d to %s, found %%%d and %%%d", what, n->in[0], device_name(n->dev), i, j);
+        if (i == g->loss && n->dev == DEV_CPU && g->nodes[n->in[0]].dev == DEV_CUDA && e->live[i]) loss_home = true;
+        if (e->live[i]) {
+            int64_t want = shape_numel(g->nodes[n->in[0]].shape, g->batch_max);
+            CHECK(e->buf[i].elems == want, "%s: copy %%%d moves %lld bytes, found %lld", what, i,
+                  (long long)want * 4, (long long)e->buf[i].elems * 4);
+            int l = launch_of(e, i);
+            CHECK(l >= 0 && e->launches[l].kind == L_COPY, "%s: copy %%%d is a copy launch, found #%d", what, i, l);
+        }
+    }
+    CHECK(loss_home, "%s: the loss %%%d is copied back to the cpu in train_step", what, g->loss);
+}
+
+static void test_cuda(void) {
+    const char *models[] = {"mlp.nn", "linreg.nn"};
+    for (size_t i = 0; i < NNC_COUNTOF(models); i++) {
+        Compiled *c = compile_model(models[i], (Opts){.target = DEV_CUDA});
+        if (!c->ok) continue;
+        char what[64];
+        snprintf(what, sizeof what, "%s cuda", models[i]);
+        check_copies(c, what);
+        check_plan(c, what);
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/mlp.nn", NNC_SOURCE_DIR);
+    Compiled *s = compile_src("mlp.nn", slurp(path), (Opts){.target = DEV_CUDA, .strict = true});
+    CHECK(!s->ok, "mlp.nn --strict-devices --target cuda fails on the implicit input copy, found success");
+    CHECK(s->diag_text && strstr(s->diag_text, "cpu") && strstr(s->diag_text, "cuda") && strstr(s->diag_text, "to(x, cuda)"),
+          "the strict-devices error names both devices and the fix to(x, cuda), found:\n%s", s->diag_text);
+    CHECK(s->diag_text && strstr(s->diag_text, "mlp.nn:9:20: error: 'x' is on cpu but this matmul runs on cuda"),
+          "the strict-devices error points at fc1's x @ ..., found:\n%s", s->diag_text);
+    CHECK(s->diag.errors == 2,
+          "one strict-devices error per crossing value (x and y), found %d:\n%s", s->diag.errors, s->diag_text);
+    const char *src =
+        "input x: f32[B, 4]\ninput y: i32[B]\n"
+        "param W: f32[4, 3] = normal(0, 0.1)\n"
+        "logits = to(x, cuda) @ W\n"
+        "loss = cross_entropy(logits, to(y, cuda))\n"
+        "train {\n    data x = randn(8, 4)\n    data y = randn(8)\n    batch = 4\n    minimize loss\n}\n";
+    Compiled *ok = compile_src("explicit.nn", src, (Opts){.target = DEV_CUDA, .strict = true});
+    CHECK(ok->ok, "explicit to(x, cuda) passes --strict-devices, found:\n%s", ok->diag_text);
+    if (ok->ok) check_copies(ok, "explicit.nn strict");
+}
+
+int main(void) {
+    const char *models[] = {"mlp.nn", "linreg.nn"};
+    for (size_t i = 0; i < NNC_COUNTOF(models); i++)
+        for (int t = 0; t < 2; t++)
+            for (int opt = 0; opt < 3; opt++) {
+                test_autograd(models[i], (Opts){.target = (Device)t, .opt = opt});
+                Compiled *c = compile_model(models[i], (Opts){.target = (Device)t, .opt = opt});
+                char what[64];
+                snprintf(what, sizeof what, "%s %s opt%d", models[i], t ? "cuda" : "cpu", opt);
+                if (c->ok) check_plan(c, what);
+            }
+    Compiled *nf = compile_model("mlp.nn", (Opts){.no_fuse = true});
+    if (nf->ok) check_plan(nf, "mlp.nn --no-fuse");
+    test_fusion_mlp();
+    test_fusion_barriers();
+    test_cuda();
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
