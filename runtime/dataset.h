@@ -5,9 +5,11 @@
 
 typedef struct {
     const char *name;       /* the input it feeds */
-    DType dtype;
+    DType dtype;            /* what the model reads: f32 or i32 */
     int64_t row_elems;      /* elements per sample */
-    void *data;             /* n * row_elems, f32 or i32 */
+    void *data;             /* n * row_elems: f32, i32, or u8 when `bytes` */
+    bool bytes;             /* 8-bit samples kept as they are and scaled per batch */
+    float scale;
 } Column;
 
 typedef struct {
@@ -17,7 +19,7 @@ typedef struct {
 } Dataset;
 
 /* Loads the train (test = false) or test sources of every input; false with `err` set. */
-bool dataset_load(const Model *m, bool test, uint64_t seed, Dataset *d, char *err, size_t n);
+bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_dir, Dataset *d, char *err, size_t n);
 void dataset_free(Dataset *d);
 /* Copies samples idx[0..rows) of every column into bufs[c] (each row_elems * rows). */
 void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs);

@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
                     .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
                     .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
                     .source_file = c.model, .t_process = t_process, .save_every = c.save_every,
-                    .resume = c.resume};
+                    .resume = c.resume, .cache_dir = bo.cache_dir};
     int rc = train_run(m, lm, &to);
     be->unload(lm);
     free(src);

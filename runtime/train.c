@@ -251,8 +251,8 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
     Dataset train = {0}, test = {0};
     bool has_test = false;
     for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
-    if (!dataset_load(m, false, o->seed, &train, err, sizeof err) ||
-        (has_test && !dataset_load(m, true, o->seed, &test, err, sizeof err))) {
+    if (!dataset_load(m, false, o->seed, o->cache_dir, &train, err, sizeof err) ||
+        (has_test && !dataset_load(m, true, o->seed, o->cache_dir, &test, err, sizeof err))) {
         fprintf(stderr, "nnc: error: %s\n", err);
         dataset_free(&train);
         return 1;

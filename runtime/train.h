@@ -19,6 +19,7 @@ typedef struct {
     double t_process;           /* CLOCK_MONOTONIC seconds when the process started */
     long save_every;            /* > 0: checkpoint to save_path every N steps */
     bool resume;                /* continue from save_path if it exists */
+    const char *cache_dir;      /* decompressed data files are cached here (NULL: no cache) */
 } TrainOpts;
 
 double train_now(void);
