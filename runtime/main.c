@@ -195,6 +195,18 @@ static void print_stats(const Program *p) {
     printf("parameters %" PRId64 " B  optimizer state %" PRId64 " B\n", 4 * p->param_elems, 4 * p->state_elems);
 }
 
+/* Debian's OpenBLAS picks its kernels from a CPU table that misses some AVX-512 machines
+ * (seen: AMD EPYC run as Haswell, other VMs as Prescott/SSE3).  Where the processor has what
+ * OpenBLAS's SkylakeX kernels need and the user has not chosen, choose them: 1.7-1.9x faster
+ * GEMMs here (docs/benchmarks.md).  Must run before the BLAS is loaded. */
+static void choose_blas_kernels(void) {
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+}
+
 static const char *cache_dir(Arena *a, bool none) {
     if (none) return NULL;
     const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
@@ -205,6 +217,7 @@ static const char *cache_dir(Arena *a, bool none) {
 
 int main(int argc, char **argv) {
     double t_process = train_now();
+    choose_blas_kernels();
     Cli c = {0};
     parse_args(argc, argv, &c);
     if ((c.save_every || c.resume) && !c.save)
