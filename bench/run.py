@@ -52,9 +52,11 @@ class Suite:
         self.rows = []
         self.env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
                         OMP_WAIT_POLICY="PASSIVE")
-        # PyTorch 1.13 from Debian: its OpenBLAS misdetects this VM's AVX-512 CPU as Prescott;
-        # SkylakeX more than doubles its speed, so give it that (its best configuration).
-        self.tenv = dict(self.env, OPENBLAS_CORETYPE=a.torch_coretype) if a.torch_coretype else self.env
+        # Debian's OpenBLAS misdetects some AVX-512 machines (as Prescott or Haswell); both nnc
+        # and PyTorch 1.13 (which uses the same OpenBLAS) get the same, best, kernels.
+        if a.coretype:
+            self.env["OPENBLAS_CORETYPE"] = a.coretype
+        self.tenv = self.env
 
     def add(self, case, nnc, ref, refname, unit):
         r = {"case": case, "nnc": median(nnc), "nnc_min": min(nnc), "nnc_max": max(nnc),
@@ -130,7 +132,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="only the MLP step at batch 64")
-    ap.add_argument("--torch-coretype", default="SkylakeX")
+    ap.add_argument("--coretype", default="SkylakeX", help="OPENBLAS_CORETYPE for both sides ('' to inherit)")
     a = ap.parse_args()
     s = Suite(a)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
@@ -138,7 +140,7 @@ def main():
     subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "ceilings.c"), "-lopenblas"], check=True)
     ceil = last_json(run([exe], s.env)[0])
     print(f"machine: {os.cpu_count()} cores, {a.threads} threads; sgemm {ceil['sgemm2048_gflops']} GFLOP/s "
-          f"(2048^3), copy {ceil['copy_gbs']} GB/s; torch env OPENBLAS_CORETYPE={a.torch_coretype or 'default'}")
+          f"(2048^3), copy {ceil['copy_gbs']} GB/s; OPENBLAS_CORETYPE={s.env.get('OPENBLAS_CORETYPE', 'default')}")
     print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
     s.mlp("models/mlp.nn", "784,128,10", 64, 300)
     if not a.quick:
