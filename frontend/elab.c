@@ -511,8 +511,15 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
             diag_error(E->d, loc, "%s() takes 1 to %d dimensions: %s(samples, ...)", fn, IR_MAX_RANK, fn);
             return verror;
         }
-        for (int i = 0; i < a->n; i++)
+        double total = 1;
+        for (int i = 0; i < a->n; i++) {
             if (!eval_dim(E, a->v[i], a->loc[i], false, &s->dims[s->rank++])) return verror;
+            total *= (double)s->dims[i];
+        }
+        if (total > 2147483648.0) {
+            diag_error(E->d, loc, "%s() would generate %.3g numbers; the limit is 2^31", fn, total);
+            return verror;
+        }
         return (Value){.k = V_SOURCE, .src = s};
     }
     static const char *names[] = {"path", "scale", "first", "count"};
@@ -799,6 +806,14 @@ static bool eval_type(Elab *E, Env *env, TypeAst *t, bool is_input, Shape *s, DT
         }
         s->rank++;
     }
+    /* A shape that claims more than 2^36 elements (256 GiB of f32) per batch row is an error
+     * here, not an allocation attempt (and no later size computation can overflow). */
+    double total = 1;
+    for (int i = 0; ok && i < s->rank; i++) total *= s->d[i] == DIM_BATCH ? 1.0 : (double)s->d[i];
+    if (ok && total > 68719476736.0) {
+        diag_error(E->d, t->loc, "this tensor would have %.3g elements per batch row; the limit is 2^36", total);
+        return false;
+    }
     return ok;
 }
 
@@ -930,6 +945,16 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
     env_bind(E, env, s->name, v, s->loc);
 }
 
+/* Outputs are returned by pointer into the entry's memory.  An f32 input (or a view of one)
+ * or a constant has no buffer there, so such an output is copied by an identity node. */
+static int owned_output(Elab *E, int x, SrcLoc loc) {
+    int r = x;
+    while (E->g->nodes[r].op == OP_RESHAPE) r = E->g->nodes[r].in[0];
+    if ((E->g->nodes[r].op != OP_INPUT && E->g->nodes[r].op != OP_CONST) || E->g->nodes[x].dtype != DT_F32) return x;
+    int in[1] = {x};
+    return graph_add(E->g, OP_EXPAND, 1, in, E->g->nodes[x].shape, DT_F32, loc);
+}
+
 static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
     for (; s; s = s->next) {
         switch (s->k) {
@@ -957,7 +982,7 @@ static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
             }
             Value v = s->e ? eval(E, env, s->e) : ident(E, env, &(Expr){.k = E_IDENT, .loc = s->loc, .str = s->name});
             int x = v.k == V_ERROR ? -1 : as_tensor(E, v, s->loc);
-            if (x >= 0) graph_add_out(E->g, s->name, x);
+            if (x >= 0) graph_add_out(E->g, s->name, owned_output(E, x, s->loc));
             if (s->e && v.k != V_ERROR) env_bind(E, env, s->name, v, s->loc);
             break;
         }
@@ -1042,7 +1067,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             diag_error(E->d, s->e->loc, "a metric must be a scalar, got %s", tstr(E, n));
             return;
         }
-        graph_add_out(E->g, s->name2, n);
+        graph_add_out(E->g, s->name2, owned_output(E, n, s->e->loc));
         return;
     }
     if (s->name2 && strcmp(k, "data") && strcmp(k, "test")) {
@@ -1156,5 +1181,19 @@ Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const
     check_train(&E);
     if (!d->errors) check_params_used(&E);
     if (E.m->train.present) E.g->batch_max = (int)E.m->train.batch;
-    return d->errors ? NULL : E.m;
+    if (d->errors) {
+        model_free(E.m);
+        return NULL;
+    }
+    return E.m;
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    free(m->g->nodes);
+    free(m->g->outs);
+    free(m->train.data);
+    m->g->nodes = NULL;
+    m->g->outs = NULL;
+    m->train.data = NULL;
 }

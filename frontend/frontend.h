@@ -60,4 +60,6 @@ typedef struct {
 } Model;
 
 Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const char *model_name);
+/* Frees what the model holds outside its arena (the node array, outputs, data bindings). */
+void model_free(Model *m);
 #endif

@@ -94,6 +94,7 @@ typedef struct {
 /* pipeline.c: runs every pass in order; returns false (diagnostics printed) on error. */
 bool pipeline_run(Program *p, const PipelineOpts *o);
 void program_print(const Program *p, FILE *f);
+void program_free(Program *p);   /* what the passes allocated outside the graph's arena */
 
 /* graph-wide passes */
 void pass_autograd(Graph *g);

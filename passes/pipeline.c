@@ -6,6 +6,7 @@
  * With --dump-after=PASS (or --emit ir, which dumps after every pass) the graph is printed
  * after that pass; in test and debug builds the verifier runs after every graph-wide pass. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
@@ -99,5 +100,19 @@ void program_print(const Program *p, FILE *f) {
                    " unplanned) ----\n", e->name, e->nlaunch, e->act_elems[0] * 4 + e->act_elems[1] * 4,
                 e->naive_elems * 4);
         for (int i = 0; i < e->nlaunch; i++) launch_print(p, e, &e->launches[i], i, f);
+    }
+}
+
+void program_free(Program *p) {
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *e = &p->entry[k];
+        for (int i = 0; i < e->nlaunch; i++) {
+            free(e->launches[i].nodes);
+            free(e->launches[i].outs);
+            free(e->launches[i].ins);
+        }
+        free(e->outputs);
+        e->outputs = NULL;
+        e->nlaunch = e->noutputs = 0;
     }
 }

@@ -44,7 +44,7 @@ static int64_t arena1_alloc(Arena1 *A, int64_t size, int last, int node, int k) 
     for (int i = 0; i < A->n; i++)
         if (A->a[i].last >= k) A->a[w++] = A->a[i];
     A->n = w;
-    qsort(A->a, (size_t)A->n, sizeof *A->a, cmp_off);
+    if (A->n > 1) qsort(A->a, (size_t)A->n, sizeof *A->a, cmp_off);
     int64_t off = 0;
     for (int i = 0; i < A->n; i++) {
         if (A->a[i].off - off >= size) break;

@@ -87,11 +87,8 @@ const char *nnc_source(const nnc_compiled *c) { return c->source.buf; }
 void nnc_free(nnc_compiled *c) {
     if (!c) return;
     if (c->lm) c->be->unload(c->lm);
-    if (c->m) {
-        free(c->m->g->nodes);
-        free(c->m->g->outs);
-        free(c->m->train.data);
-    }
+    program_free(&c->p);
+    model_free(c->m);
     str_free(&c->source);
     arena_free(&c->arena);
     free(c);

@@ -215,35 +215,11 @@ static const char *cache_dir(Arena *a, bool none) {
     return "/tmp/nnc-cache";
 }
 
-int main(int argc, char **argv) {
-    double t_process = train_now();
-    choose_blas_kernels();
-    Cli c = {0};
-    parse_args(argc, argv, &c);
-    if ((c.save_every || c.resume) && !c.save)
-        nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
-    Arena arena = {0};
-    size_t len;
-    char *src = read_file(c.model, &len);
-    if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
-    if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
-    Diag diag = {.file = c.model, .src = src, .out = stderr};
-    Model *m = nn_load_model(&arena, &diag, c.model, src, model_name_of(&arena, c.model));
-    if (!m) {
-        fprintf(stderr, "%d error%s\n", diag.errors, diag.errors == 1 ? "" : "s");
-        return 1;
-    }
-    apply_overrides(m, &c);
-    Device target = c.target ? (!strcmp(c.target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
-    Program p = {.m = m, .g = m->g, .diag = &diag};
-    /* --check-numerics checks every op's output, so it compiles one kernel per op */
-    PipelineOpts po = {.target = target, .fuse = !c.no_fuse && !c.check_numerics, .strict_devices = c.strict, .verify = true,
-                       .dump_after = c.dump_after, .dump = stdout};
-    if (c.emit && !strcmp(c.emit, "ir")) po.dump_after = "all";
-    if (!pipeline_run(&p, &po)) {
-        fprintf(stderr, "%d error%s\n", diag.errors ? diag.errors : 1, diag.errors == 1 ? "" : "s");
-        return 1;
-    }
+/* After the passes: emit, print stats, build ahead of time, or train. */
+static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_process) {
+    const Cli c = *cc;
+    Program p = *pp;
+    Device target = p.target;
     if (c.emit && !strcmp(c.emit, "ir")) return 0;
     const Backend *be = backend_for(target);
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
@@ -253,7 +229,7 @@ int main(int argc, char **argv) {
         setenv("OMP_NUM_THREADS", t, 1);
         setenv("OPENBLAS_NUM_THREADS", t, 1);
     }
-    BuildOpts bo = {.f64 = c.f64, .cache_dir = cache_dir(&arena, c.no_cache), .tf32 = c.tf32,
+    BuildOpts bo = {.f64 = c.f64, .cache_dir = cache_dir(arena_p, c.no_cache), .tf32 = c.tf32,
                     .check_numerics = c.check_numerics};
     if (c.emit) {
         if ((!strcmp(c.emit, "c") && target != DEV_CPU) || ((!strcmp(c.emit, "cuda") || !strcmp(c.emit, "ptx")) && target != DEV_CUDA))
@@ -286,10 +262,48 @@ int main(int argc, char **argv) {
                     .resume = c.resume, .cache_dir = bo.cache_dir};
     int rc = train_run(m, lm, &to);
     be->unload(lm);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    double t_process = train_now();
+    choose_blas_kernels();
+    Cli c = {0};
+    parse_args(argc, argv, &c);
+    if ((c.save_every || c.resume) && !c.save)
+        nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
+    Arena arena = {0};
+    size_t len;
+    char *src = read_file(c.model, &len);
+    if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
+    if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
+    Diag diag = {.file = c.model, .src = src, .out = stderr};
+    Model *m = nn_load_model(&arena, &diag, c.model, src, model_name_of(&arena, c.model));
+    if (!m) {
+        fprintf(stderr, "%d error%s\n", diag.errors, diag.errors == 1 ? "" : "s");
+        arena_free(&arena);
+        free(src);
+        return 1;
+    }
+    apply_overrides(m, &c);
+    Device target = c.target ? (!strcmp(c.target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
+    Program p = {.m = m, .g = m->g, .diag = &diag};
+    /* --check-numerics checks every op's output, so it compiles one kernel per op */
+    PipelineOpts po = {.target = target, .fuse = !c.no_fuse && !c.check_numerics, .strict_devices = c.strict, .verify = true,
+                       .dump_after = c.dump_after, .dump = stdout};
+    if (c.emit && !strcmp(c.emit, "ir")) po.dump_after = "all";
+    if (!pipeline_run(&p, &po)) {
+        fprintf(stderr, "%d error%s\n", diag.errors ? diag.errors : 1, diag.errors == 1 ? "" : "s");
+        program_free(&p);
+        model_free(m);
+        arena_free(&arena);
+        free(src);
+        return 1;
+    }
+    int rc = act(&c, &p, m, &arena, t_process);
     free(src);
-    free(m->g->nodes);
-    free(m->g->outs);
-    free(m->train.data);
+    program_free(&p);
+    model_free(m);
     arena_free(&arena);
     return rc;
 }

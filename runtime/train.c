@@ -48,6 +48,21 @@ static double read_scalar(const LoadedModel *lm, int entry, int k) {
     return lm->abi->real_bytes == 8 ? *(const double *)p : (double)*(const float *)p;
 }
 
+/* The dataset holds f32 (and i32 labels); a model built with real = double (--f64) takes f64
+ * inputs, so its f32 columns are widened in place, from the last element down (bufs hold 8
+ * bytes per element then, see alloc_bufs). */
+static void gather(Run *R, const Dataset *d, const int64_t *idx, int64_t rows) {
+    const nnc_model_abi *abi = R->lm->abi;
+    dataset_gather(d, idx, rows, R->bufs);
+    if (abi->real_bytes != 8) return;
+    for (int c = 0; c < d->ncols && c < abi->ninputs; c++) {
+        if (abi->inputs[c].dtype == NNC_TYPE_I32) continue;
+        const float *f = R->bufs[c];
+        double *x = R->bufs[c];
+        for (int64_t i = rows * d->cols[c].row_elems - 1; i >= 0; i--) x[i] = (double)f[i];
+    }
+}
+
 static bool run_step(Run *R, int entry, int64_t rows) {
     int rc = R->lm->abi->run(R->lm->m, entry, (const void *const *)R->bufs, rows);
     if (rc != 0) {
@@ -80,7 +95,7 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
     for (int64_t s = 0; s < d->n; s += B) {
         int64_t rows = d->n - s < B ? d->n - s : B;
         for (int64_t r = 0; r < rows; r++) R->idx[r] = s + r;
-        dataset_gather(d, R->idx, rows, R->bufs);
+        gather(R, d, R->idx, rows);
         if (!run_step(R, NNC_ENTRY_EVAL, rows)) return false;
         int k = 0;
         if (res->has_loss) res->loss += read_scalar(R->lm, NNC_ENTRY_EVAL, k++) * (double)rows;
@@ -167,7 +182,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     for (int64_t s = start; s < steps; s++) {
         int64_t rows = d->n - s * B < B ? d->n - s * B : B;
         done_rows += rows;
-        dataset_gather(d, perm + s * B, rows, R->bufs);
+        gather(R, d, perm + s * B, rows);
         if (!run_step(R, NNC_ENTRY_TRAIN, rows)) { free(perm); return false; }
         double loss = read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
         int64_t gstep = abi->get_step(R->lm->m);
@@ -205,7 +220,8 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
 static void alloc_bufs(Run *R, const Dataset *d) {
     int64_t B = R->lm->abi->batch_max;
     R->bufs = xcalloc((size_t)d->ncols + 1, sizeof(void *));
-    for (int c = 0; c < d->ncols; c++) R->bufs[c] = xmalloc((size_t)(B * d->cols[c].row_elems) * 4);
+    size_t elem = R->lm->abi->real_bytes == 8 ? 8 : 4;   /* f64 models: widened in gather() */
+    for (int c = 0; c < d->ncols; c++) R->bufs[c] = xmalloc((size_t)(B * d->cols[c].row_elems) * elem);
     R->idx = xmalloc((size_t)(B > d->n ? B : d->n + 1) * sizeof(int64_t));
 }
 
@@ -218,7 +234,7 @@ static int compare_double(const void *a, const void *b) {
 static int bench(Run *R, const Dataset *d) {
     int64_t B = R->lm->abi->batch_max, rows = d->n < B ? d->n : B;
     for (int64_t r = 0; r < rows; r++) R->idx[r] = r;
-    dataset_gather(d, R->idx, rows, R->bufs);
+    gather(R, d, R->idx, rows);
     int n = R->o->bench_steps;
     double *t = xmalloc((size_t)n * sizeof *t);
     double first = 0;
