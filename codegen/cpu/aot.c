@@ -76,7 +76,7 @@ bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err,
     str_free(&h);
     if (!ok) return false;
     const char *cc = cpu_cc(o);
-    char *cargv[] = {(char *)cc, "-O3", "-std=c11", "-fPIC", "-c", "-o", opath, cpath, NULL};
+    char *cargv[] = {(char *)cc, "-O3", "-std=c11", "-ffp-contract=off", "-fPIC", "-c", "-o", opath, cpath, NULL};
     int rc = cpu_run_tool(cargv, log);
     if (rc != 0) {
         snprintf(err, n, "compiling %s failed (exit %d); see %s", cpath, rc, log);

@@ -115,6 +115,7 @@ static bool compile_so(const char *cc, const char *src, const char *so, char *er
     argv[a++] = "-fPIC";
     argv[a++] = "-shared";
     argv[a++] = "-std=c11";
+    argv[a++] = "-ffp-contract=off";   /* same rounding with gcc and clang */
     if (extra && *extra) argv[a++] = (char *)extra;
     argv[a++] = "-o";
     argv[a++] = tmp;
@@ -150,7 +151,7 @@ static uint64_t cache_key(const char *src, const char *cc) {
     }
     const char *extra = getenv("NNC_CFLAGS");
     if (extra) h = hash_fnv1a(extra, strlen(extra), h);
-    static const char flags[] = "O3 march=native fopenmp shared " NNC_BLAS_LIB " v1";
+    static const char flags[] = "O3 march=native fopenmp shared fp-contract=off " NNC_BLAS_LIB " v1";
     return hash_fnv1a(flags, sizeof flags, h);
 }
 

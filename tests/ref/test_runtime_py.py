@@ -259,7 +259,7 @@ def expected_tensors():
         "i32": ((k(16) - 8) * 1000003).astype(np.int32).reshape(4, 4),
         "i64": ((k(5) - 2) * 3000000000123).astype(np.int64),
         "f32": ((k(8) - 3.5) * 0.25).astype(np.float32).reshape(2, 2, 2),
-        "f64": np.array([i * 0.1 - 0.25 for i in range(6)], dtype=np.float64),
+        "f64": np.array([i * 0.375 - 0.9375 for i in range(6)], dtype=np.float64),
         "scalar": np.array(3.5, dtype=np.float32),
         "empty": np.zeros((0, 4), dtype=np.float32),
         "fc1.weight": np.array(fc1, dtype=np.float32).reshape(3, 4),
@@ -269,12 +269,17 @@ def expected_tensors():
 EXPECTED_META = {"step": "1000", "note": "h\u00e9llo \"quoted\"\n"}
 
 
-def same_tensors(got, want):
+def tensor_diff(got, want):
+    """Names of tensors that are missing, extra, or differ in dtype, shape or value."""
     import numpy as np
-    if sorted(got) != sorted(want):
-        return False
-    return all(got[n].dtype == want[n].dtype and got[n].shape == want[n].shape and
-               np.array_equal(got[n], want[n]) for n in want)
+    bad = sorted(set(got) ^ set(want))
+    for n in sorted(set(got) & set(want)):
+        if not (got[n].dtype == want[n].dtype and got[n].shape == want[n].shape and
+                np.array_equal(got[n], want[n])):
+            bad.append("%s (got %s %s %s, want %s %s %s)" % (
+                n, got[n].dtype, got[n].shape, got[n].ravel()[:4], want[n].dtype,
+                want[n].shape, want[n].ravel()[:4]))
+    return bad
 
 
 def check_st_from_c(t, st_tool, tmp, st):
@@ -285,7 +290,8 @@ def check_st_from_c(t, st_tool, tmp, st):
     want = expected_tensors()
     try:
         meta, got = read_safetensors(path)
-        t.check(same_tensors(got, want), "pure-Python reader: all %d tensors exact" % len(want))
+        bad = tensor_diff(got, want)
+        t.check(not bad, "pure-Python reader: all %d tensors exact %s" % (len(want), bad or ""))
         t.check(all(meta.get(k) == v for k, v in EXPECTED_META.items()) and "nnc_crc32" in meta,
                 "pure-Python reader: metadata and crc32 %s" % meta.get("nnc_crc32"))
     except (AssertionError, KeyError, ValueError) as e:
@@ -295,7 +301,8 @@ def check_st_from_c(t, st_tool, tmp, st):
         return
     from safetensors import safe_open
     from safetensors.numpy import load_file
-    t.check(same_tensors(load_file(path), want), "safetensors.numpy.load_file: all tensors exact")
+    bad = tensor_diff(load_file(path), want)
+    t.check(not bad, "safetensors.numpy.load_file: all tensors exact %s" % (bad or ""))
     with safe_open(path, framework="np") as fh:
         meta = fh.metadata()
     t.check(all(meta.get(k) == v for k, v in EXPECTED_META.items()),
@@ -307,7 +314,8 @@ def check_st_from_c(t, st_tool, tmp, st):
         print("SKIP: safetensors.torch unavailable (%s)" % e)
         return
     got = {n: v.numpy() for n, v in torch_load(path).items()}
-    t.check(same_tensors(got, want), "safetensors.torch.load_file: all tensors exact")
+    bad = tensor_diff(got, want)
+    t.check(not bad, "safetensors.torch.load_file: all tensors exact %s" % (bad or ""))
 
 
 def st_dump_line(name, a):

@@ -39,7 +39,7 @@ static void fill(void)
     for (k = 0; k < 8; k++)
         f32[k] = (float)((k - 3.5) * 0.25);
     for (k = 0; k < 6; k++)
-        f64[k] = k * 0.1 - 0.25;
+        f64[k] = k * 0.375 - 0.9375; /* exact, so fused multiply-add cannot change it */
     for (k = 0; k < 12; k++)
         fc1[k] = (float)nnc_rng_uniform(7, nnc_rng_hash("fc1.weight"), (uint64_t)k);
 }
