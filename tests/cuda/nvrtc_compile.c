@@ -1,0 +1,89 @@
+/* nvrtc_compile.c - every model's CUDA source compiles with NVRTC (no driver or GPU needed).
+ *
+ *   nvrtc_compile [--no-fuse] [--f64] MODEL.nn...
+ *
+ * Runs the passes for the cuda target, renders the program (all entries) as CUDA C, and
+ * compiles it for compute_80, sm_80, compute_90 and sm_90.  Any NVRTC error fails the test with
+ * NVRTC's log and the generated lines it points at.  A model the front end rejects is skipped
+ * (tests/ holds models that are meant to fail); one model per line of output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../codegen/cuda/cuda_backend.h"
+
+static const char *const archs[] = {"compute_80", "sm_80", "compute_90", "sm_90"};
+
+static int check_model(const char *path, bool fuse, bool f64) {
+    size_t len;
+    char *src = read_file(path, &len);
+    if (!src) {
+        printf("FAIL %s: cannot read\n", path);
+        return 1;
+    }
+    Arena arena = {0};
+    FILE *quiet = fopen("/dev/null", "w");
+    Diag diag = {.file = path, .src = src, .out = quiet};
+    Model *m = nn_load_model(&arena, &diag, path, src, "model");
+    int rc = 0;
+    if (!m) {
+        printf("skip %s: not a valid model (%d errors)\n", path, diag.errors);
+        goto out;
+    }
+    m->g->batch_max = (int)(m->train.present ? m->train.batch : 8);
+    Program p = {.m = m, .g = m->g, .diag = &diag};
+    PipelineOpts po = {.target = DEV_CUDA, .fuse = fuse, .verify = true};
+    if (!pipeline_run(&p, &po)) {
+        printf("skip %s: the passes reject it for cuda\n", path);
+        goto out;
+    }
+    Str cu = {0};
+    BuildOpts bo = {.f64 = f64};
+    cuda_render(&p, &bo, &cu);
+    int kernels = 0;
+    for (const char *q = cu.buf; (q = strstr(q, "__global__")); q++) kernels++;
+    for (size_t a = 0; a < NNC_COUNTOF(archs); a++) {
+        char err[16384];
+        size_t n = 0;
+        char *bin = cuda_nvrtc_compile(cu.buf, "model.cu", archs[a], f64, &n, err, sizeof err);
+        if (!bin) {
+            printf("FAIL %s (%s%s) for %s:\n%s\n", path, fuse ? "fused" : "no-fuse", f64 ? ", f64" : "", archs[a], err);
+            rc = 1;
+            continue;
+        }
+        free(bin);
+    }
+    if (!rc)
+        printf("ok   %s (%s%s): %d kernels, %zu bytes of CUDA, compiled for compute_80 sm_80 compute_90 sm_90\n",
+               path, fuse ? "fused" : "no-fuse", f64 ? ", f64" : "", kernels, cu.len);
+    str_free(&cu);
+    free(m->g->nodes);
+    free(m->g->outs);
+    free(m->train.data);
+out:
+    fclose(quiet);
+    arena_free(&arena);
+    free(src);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    bool fuse = true, f64 = false;
+    int fails = 0, models = 0;
+    char err[1024];
+    if (!cuda_nvrtc_available(err, sizeof err)) {
+        printf("SKIP: %s\n", err);
+        return 77;
+    }
+    printf("NVRTC %d.%d\n", cuda_nvrtc_version() / 1000, cuda_nvrtc_version() % 1000 / 10);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-fuse")) fuse = false;
+        else if (!strcmp(argv[i], "--f64")) f64 = true;
+        else {
+            fails += check_model(argv[i], fuse, f64);
+            models++;
+        }
+    }
+    printf("%d model%s, %d failed\n", models, models == 1 ? "" : "s", fails);
+    return fails ? 1 : 0;
+}

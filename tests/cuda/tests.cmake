@@ -1,0 +1,27 @@
+# tests/cuda/tests.cmake - tests of the CUDA target (included by codegen/cuda/cuda.cmake when the
+# toolkit is found).  Label `cuda`: need no GPU (NVRTC compiles, the no-device message).  Label
+# `gpu`: need a device, and exit 77 (skipped) without one.
+set(NNC_CUDA_TESTS ${CMAKE_CURRENT_LIST_DIR})
+file(GLOB NNC_CUDA_MODELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/models/*.nn)
+file(GLOB_RECURSE NNC_CUDA_TEST_MODELS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/*.nn)
+
+add_executable(nvrtc_compile ${NNC_CUDA_TESTS}/nvrtc_compile.c)
+target_link_libraries(nvrtc_compile PRIVATE nnc_core)
+target_include_directories(nvrtc_compile PRIVATE ${NNC_CUDA_INCLUDE})
+
+add_executable(gpu_vs_cpu ${NNC_CUDA_TESTS}/gpu_vs_cpu.c)
+target_link_libraries(gpu_vs_cpu PRIVATE nnc_core)
+target_compile_definitions(gpu_vs_cpu PRIVATE NNC_CUDA_OPS_DIR="${NNC_CUDA_TESTS}/ops")
+
+# NVRTC keeps process-lifetime allocations that LeakSanitizer would report as leaks
+set(_nnc_cuda_env "ASAN_OPTIONS=detect_leaks=0")
+add_test(NAME cuda_nvrtc_models COMMAND nvrtc_compile ${NNC_CUDA_MODELS} ${NNC_CUDA_TEST_MODELS})
+add_test(NAME cuda_nvrtc_models_nofuse COMMAND nvrtc_compile --no-fuse ${NNC_CUDA_MODELS} ${NNC_CUDA_TEST_MODELS})
+add_test(NAME cuda_nvrtc_models_f64 COMMAND nvrtc_compile --f64 ${NNC_CUDA_MODELS} ${NNC_CUDA_TESTS}/ops/classifier.nn)
+add_test(NAME cuda_no_device COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
+         -P ${NNC_CUDA_TESTS}/no_device.cmake)
+set_tests_properties(cuda_nvrtc_models cuda_nvrtc_models_nofuse cuda_nvrtc_models_f64 cuda_no_device
+                     PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
+
+add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
+set_tests_properties(gpu_vs_cpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
