@@ -24,8 +24,11 @@ check cmp "$dir/ref.st" "$dir/run.st"
 
 # SIGINT: stops at the end of a step, saves, exits 130; --resume finishes bit-identical
 rm -f "$dir/int.st"
-"$nnc" "$model" --quiet --save "$dir/int.st" &
-pid=$!; sleep 0.05; kill -INT "$pid"; wait "$pid"; st=$?
+"$nnc" "$model" --quiet --save "$dir/int.st" --metrics "$dir/int.jsonl" &
+pid=$!
+# SIGINT once training has started (the handler is installed then), not while loading
+for i in $(seq 1 500); do [ -s "$dir/int.jsonl" ] && break; sleep 0.01; done
+kill -INT "$pid"; wait "$pid"; st=$?
 if [ "$st" = 130 ]; then
   check test -s "$dir/int.st"
   "$nnc" "$model" --quiet --save "$dir/int.st" --resume
