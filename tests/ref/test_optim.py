@@ -1,0 +1,209 @@
+"""nnc's optimizers against a NumPy transcription of torch.optim's update rules and against
+torch.optim itself (torch 1.13, float64).
+
+The model is a linear regression whose gradient NumPy computes in closed form:
+    loss = mse_loss(X @ W + b, y),  dP = 2 (P - y) / numel,  dW = X^T dP,  db = sum(dP, 0)
+trained full-batch (one step per epoch, no shuffle) for STEPS steps by the nnc CLI from the
+parameters it saves with --epochs 0.  Compared: the final parameters and optimizer state
+(--save), and every step's loss (--metrics).  In float64 (--f64) nnc must agree with both
+references to RTOL64; in float32 to RTOL32 (relative to the tensor's largest element).
+
+    test_optim.py --nnc PATH [-k SUBSTRING]
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nnc_ref  # noqa: E402
+
+STEPS = 8
+N, D, K = 16, 4, 3
+RTOL64 = 1e-10
+RTOL32 = 1e-5
+LOSS_PRINT_RTOL = 5e-9
+
+CONFIGS = [
+    ("sgd", "sgd(lr = 0.1)", dict(kind="sgd", lr=0.1)),
+    ("sgd_momentum", "sgd(lr = 0.05, momentum = 0.9)", dict(kind="sgd", lr=0.05, momentum=0.9)),
+    ("sgd_dampening", "sgd(lr = 0.05, momentum = 0.9, dampening = 0.3)", dict(kind="sgd", lr=0.05, momentum=0.9, dampening=0.3)),
+    ("sgd_nesterov", "sgd(lr = 0.05, momentum = 0.8, nesterov = 1)", dict(kind="sgd", lr=0.05, momentum=0.8, nesterov=True)),
+    ("sgd_weight_decay", "sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.1)", dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=0.1)),
+    ("sgd_wd_nesterov", "sgd(lr = 0.05, momentum = 0.5, weight_decay = 0.01, nesterov = 1)",
+     dict(kind="sgd", lr=0.05, momentum=0.5, weight_decay=0.01, nesterov=True)),
+    ("adam", "adam(lr = 0.01)", dict(kind="adam", lr=0.01)),
+    ("adam_betas", "adam(lr = 0.03, beta1 = 0.8, beta2 = 0.99, eps = 1e-6)", dict(kind="adam", lr=0.03, betas=(0.8, 0.99), eps=1e-6)),
+    ("adam_weight_decay", "adam(lr = 0.01, weight_decay = 0.1)", dict(kind="adam", lr=0.01, weight_decay=0.1)),
+    ("adamw", "adamw(lr = 0.01)", dict(kind="adamw", lr=0.01, weight_decay=1e-2)),
+    ("adamw_weight_decay", "adamw(lr = 0.02, weight_decay = 0.3)", dict(kind="adamw", lr=0.02, weight_decay=0.3)),
+]
+
+MODEL = """input X: f32[N, %d]
+input y: f32[N, %d]
+param W: f32[%d, %d] = normal(0, 1)
+param b: f32[%d] = normal(0, 1)
+loss = mse_loss(X @ W + b, y)
+train {
+    data X = npy("X.npy")
+    data y = npy("y.npy")
+    batch = %d
+    shuffle = false
+    epochs = %d
+    optimizer = %s
+    minimize loss
+    seed = 5
+}
+"""
+
+
+def grads(X, y, W, b):
+    P = X @ W + b
+    dP = 2 * (P - y) / P.size
+    return ((P - y) ** 2).mean(), X.T @ dP, dP.sum(0)
+
+
+def numpy_optim(cfg, X, y, params):
+    """torch.optim's single-tensor update rules (torch/optim/sgd.py, adam.py, adamw.py, 1.13)."""
+    lr, wd = cfg["lr"], cfg.get("weight_decay", 0.0)
+    mom, damp, nest = cfg.get("momentum", 0.0), cfg.get("dampening", 0.0), cfg.get("nesterov", False)
+    b1, b2 = cfg.get("betas", (0.9, 0.999))
+    eps = cfg.get("eps", 1e-8)
+    p = {k: v.copy() for k, v in params.items()}
+    state = {k: {} for k in p}
+    losses = []
+    for t in range(1, STEPS + 1):
+        loss, gW, gb = grads(X, y, p["W"], p["b"])
+        losses.append(loss)
+        for k, g in (("W", gW), ("b", gb)):
+            s = state[k]
+            if cfg["kind"] == "sgd":
+                d = g + wd * p[k] if wd else g
+                if mom:
+                    s["momentum_buffer"] = d.copy() if t == 1 else mom * s["momentum_buffer"] + (1 - damp) * d
+                    d = d + mom * s["momentum_buffer"] if nest else s["momentum_buffer"]
+                p[k] = p[k] - lr * d
+            else:
+                if cfg["kind"] == "adamw":
+                    p[k] = p[k] * (1 - lr * wd)
+                elif wd:
+                    g = g + wd * p[k]
+                s["exp_avg"] = b1 * s.get("exp_avg", 0) + (1 - b1) * g
+                s["exp_avg_sq"] = b2 * s.get("exp_avg_sq", 0) + (1 - b2) * g * g
+                bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+                denom = np.sqrt(s["exp_avg_sq"]) / np.sqrt(bc2) + eps
+                p[k] = p[k] - (lr / bc1) * s["exp_avg"] / denom
+    return p, state, losses
+
+
+def torch_optim(cfg, X, y, params):
+    import torch
+    Xt, yt = torch.tensor(X, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)
+    W = torch.tensor(params["W"], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(params["b"], dtype=torch.float64, requires_grad=True)
+    kw = {"lr": cfg["lr"], "weight_decay": cfg.get("weight_decay", 0.0)}
+    if cfg["kind"] == "sgd":
+        opt = torch.optim.SGD([W, b], momentum=cfg.get("momentum", 0.0), dampening=cfg.get("dampening", 0.0),
+                              nesterov=cfg.get("nesterov", False), **kw)
+    else:
+        cls = torch.optim.Adam if cfg["kind"] == "adam" else torch.optim.AdamW
+        opt = cls([W, b], betas=cfg.get("betas", (0.9, 0.999)), eps=cfg.get("eps", 1e-8), **kw)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(Xt @ W + b, yt)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    state = {}
+    for k, t in (("W", W), ("b", b)):
+        state[k] = {n: v.detach().numpy().copy() for n, v in opt.state[t].items() if n != "step" and v is not None}
+    return {"W": W.detach().numpy().copy(), "b": b.detach().numpy().copy()}, state, losses
+
+
+def relerr(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def run_config(nnc, tmp, name, spec, cfg, f64, have_torch):
+    d = os.path.join(tmp, name + ("_f64" if f64 else "_f32"))
+    os.makedirs(d)
+    rng = np.random.default_rng(99)
+    X = rng.standard_normal((N, D)).astype(np.float32)
+    y = rng.standard_normal((N, K)).astype(np.float32)
+    np.save(os.path.join(d, "X.npy"), X)
+    np.save(os.path.join(d, "y.npy"), y)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(MODEL % (D, K, D, K, K, N, STEPS, spec))
+    extra = ["--f64"] if f64 else []
+    nnc_ref.run_nnc(nnc, ["m.nn", "--epochs", "0", "--save", "init.safetensors"] + extra, d)
+    nnc_ref.run_nnc(nnc, ["m.nn", "--save", "final.safetensors", "--metrics", "m.jsonl"] + extra, d)
+    init, _ = nnc_ref.load_safetensors(os.path.join(d, "init.safetensors"))
+    final, meta = nnc_ref.load_safetensors(os.path.join(d, "final.safetensors"))
+    losses, _ = nnc_ref.read_metrics(os.path.join(d, "m.jsonl"))
+    params = {"W": init["W"], "b": init["b"]}
+    X64, y64 = X.astype(np.float64), y.astype(np.float64)
+    refs = [("numpy", numpy_optim(cfg, X64, y64, params))]
+    if have_torch:
+        refs.append(("torch", torch_optim(cfg, X64, y64, params)))
+    tol = RTOL64 if f64 else RTOL32
+    ok = True
+    mode = "f64" if f64 else "f32"
+    if len(losses) != STEPS:
+        print("FAIL %-20s %s: %d step losses in --metrics, want %d" % (name, mode, len(losses), STEPS))
+        return False
+    for rname, (p, state, rl) in refs:
+        errs = {"W": relerr(final["W"], p["W"]), "b": relerr(final["b"], p["b"]), "loss": relerr(losses, rl)}
+        for k in ("W", "b"):
+            for sname, v in state[k].items():
+                key = "optimizer.%s.%s" % (k, sname)
+                if key not in final:
+                    print("  %s: no %s in the checkpoint (has %s)" % (name, key, sorted(final)))
+                    ok = False
+                    continue
+                errs[key] = relerr(final[key], v)
+        # --metrics prints losses with %.9g: they carry 9 significant digits, whatever the precision
+        bad = {k: v for k, v in errs.items() if not v <= (max(tol, LOSS_PRINT_RTOL) if k == "loss" else tol)}
+        worst = max(errs.values())
+        print("%s %-20s %s vs %-5s %d steps  max rel %.3g  (%s)" % ("ok  " if not bad else "FAIL", name, mode, rname, STEPS,
+                                                                  worst, ", ".join("%s %.2g" % kv for kv in errs.items())))
+        ok &= not bad
+    if ok and meta.get("nnc_step") not in (None, str(STEPS)):
+        print("FAIL %s: checkpoint nnc_step %s, want %d" % (name, meta.get("nnc_step"), STEPS))
+        ok = False
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nnc", required=True)
+    ap.add_argument("-k", default="")
+    a = ap.parse_args()
+    try:
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+        print("torch is not installed: comparing with the NumPy transcription only")
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec, cfg in CONFIGS:
+            if a.k not in name:
+                continue
+            for f64 in (True, False):
+                try:
+                    ok = run_config(os.path.abspath(a.nnc), tmp, name, spec, cfg, f64, have_torch)
+                except RuntimeError as e:
+                    print("FAIL %s: %s" % (name, e))
+                    ok = False
+                passed += ok
+                failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
