@@ -44,6 +44,11 @@ const Backend *backend_for(Device target);
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands);
 void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, const char *batch_expr);
 void render_dim(Str *s, int64_t d, const char *batch_expr);
+void render_numel(Str *s, Shape sh);                         /* element count, batch axis as B */
+bool launch_has(const Launch *L, int node);
+/* Offset of node x's element at the space index (a0, a1, ...): right-aligned broadcast strides,
+ * or the last two axes swapped for a transpose. */
+void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);
 void render_source_lines(Str *s, const Program *p, const Launch *L, const char *prefix);
 const char *model_c_name(const Program *p);
 

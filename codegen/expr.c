@@ -77,3 +77,38 @@ void render_source_lines(Str *s, const Program *p, const Launch *L, const char *
 }
 
 const char *model_c_name(const Program *p) { return p->g->model_name ? p->g->model_name : "model"; }
+
+void render_numel(Str *s, Shape sh) {
+    int64_t k = 1;
+    bool b = false;
+    for (int i = 0; i < sh.rank; i++) {
+        if (sh.d[i] == DIM_BATCH) b = true;
+        else k *= sh.d[i];
+    }
+    if (b) str_printf(s, "(B * %lldLL)", (long long)k);
+    else str_printf(s, "%lldLL", (long long)k);
+}
+
+bool launch_has(const Launch *L, int x) {
+    for (int i = 0; i < L->nnodes; i++)
+        if (L->nodes[i] == x) return true;
+    return false;
+}
+
+void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed) {
+    Shape xs = g->nodes[x].shape;
+    bool any = false;
+    for (int l = 0; l < space.rank; l++) {
+        int a = transposed ? 1 - l : l - (space.rank - xs.rank);
+        if (a < 0 || xs.d[a] == 1) continue;
+        int64_t k = 1;
+        bool b = false;
+        for (int j = a + 1; j < xs.rank; j++) {
+            if (xs.d[j] == DIM_BATCH) b = true;
+            else k *= xs.d[j];
+        }
+        str_printf(s, "%sa%d * %s%lldLL", any ? " + " : "", l, b ? "B * " : "", (long long)k);
+        any = true;
+    }
+    if (!any) str_puts(s, "0");
+}

@@ -43,45 +43,8 @@ static void ptr(const R *r, Str *s, int x) {
     }
 }
 
-static void numel(Str *s, Shape sh) {
-    int64_t k = 1;
-    bool b = false;
-    for (int i = 0; i < sh.rank; i++) {
-        if (sh.d[i] == DIM_BATCH) b = true;
-        else k *= sh.d[i];
-    }
-    if (b) str_printf(s, "(B * %lld)", (long long)k);
-    else str_printf(s, "%lld", (long long)k);
-}
 
-static bool in_group(const Launch *L, int x) {
-    for (int i = 0; i < L->nnodes; i++)
-        if (L->nodes[i] == x) return true;
-    return false;
-}
 
-/* Offset of x's element at the space index (a0, a1, ...): right-aligned broadcast strides. */
-static void load_offset(const R *r, Str *s, int x, Shape space, bool transposed) {
-    Shape xs = r->g->nodes[x].shape;
-    bool any = false;
-    for (int l = 0; l < space.rank; l++) {
-        int a = transposed ? 1 - l : l - (space.rank - xs.rank);
-        if (a < 0 || xs.d[a] == 1) continue;
-        Str st = {0};
-        int64_t k = 1;
-        bool b = false;
-        for (int j = a + 1; j < xs.rank; j++) {
-            if (xs.d[j] == DIM_BATCH) b = true;
-            else k *= xs.d[j];
-        }
-        if (b) str_printf(&st, "B * %lld", (long long)k);
-        else str_printf(&st, "%lld", (long long)k);
-        str_printf(s, "%sa%d * %s", any ? " + " : "", l, st.buf);
-        str_free(&st);
-        any = true;
-    }
-    if (!any) str_puts(s, "0");
-}
 
 static bool is_full_or_scalar(const R *r, int x, Shape space) {
     Shape xs = r->g->nodes[x].shape;
@@ -89,7 +52,7 @@ static bool is_full_or_scalar(const R *r, int x, Shape space) {
 }
 
 static void operand_name(const R *r, const Launch *L, int x, char *buf, size_t n, Str *tmp) {
-    if (in_group(L, x)) snprintf(buf, n, "t%d", x);
+    if (launch_has(L, x)) snprintf(buf, n, "t%d", x);
     else if (node_is_inline(&r->g->nodes[x])) {
         tmp->len = 0;
         if (tmp->buf) tmp->buf[0] = 0;
@@ -123,7 +86,7 @@ static void loads(const R *r, const Launch *L, Shape space, bool flat, bool tran
         int x = L->ins[j];
         str_printf(r->s, "%sreal l%d = (real)i%d[", ind, x, j);
         if (flat) str_puts(r->s, shape_numel(r->g->nodes[x].shape, 2) == 1 && !shape_eq(r->g->nodes[x].shape, space) ? "0" : "i");
-        else load_offset(r, r->s, x, space, transposed);
+        else render_load_offset(r->s, r->g, x, space, transposed);
         str_puts(r->s, "];\n");
     }
 }
@@ -174,11 +137,11 @@ static void render_ew(const R *r, const Launch *L) {
     for (int j = 0; j < L->nins; j++) flat &= is_full_or_scalar(r, L->ins[j], sp);
     decl_ptrs(r, L, true);
     Str cond = {0};
-    numel(&cond, sp);
+    render_numel(&cond, sp);
     str_printf(&cond, " > %d", OMP_MIN_ELEMS);
     if (flat || sp.rank == 0) {
         str_puts(r->s, "    const int64_t n = ");
-        numel(r->s, sp);
+        render_numel(r->s, sp);
         str_printf(r->s, ";\n    #pragma omp parallel for simd if (%s)\n", cond.buf);
         str_puts(r->s, "    for (int64_t i = 0; i < n; i++) {\n");
         loads(r, L, sp, true, false, "        ");
@@ -193,7 +156,7 @@ static void render_ew(const R *r, const Launch *L) {
         body(r, L, ind.buf, -1);
         for (int j = 0; j < L->nouts; j++) {
             str_printf(r->s, "%so%d[", ind.buf, j);
-            load_offset(r, r->s, L->outs[j], sp, false);
+            render_load_offset(r->s, r->g, L->outs[j], sp, false);
             str_printf(r->s, "] = t%d;\n", L->outs[j]);
         }
         close_loops(r, sp.rank);
@@ -280,7 +243,7 @@ static void render_reduce(const R *r, const Launch *L) {
         Str cond = {0};
         Shape ks = sp;
         ks.rank = kept;
-        numel(&cond, ks);
+        render_numel(&cond, ks);
         str_printf(&cond, " > %d", OMP_MIN_ELEMS / 64);
         open_loops(r, sp, 0, kept, kept ? cond.buf : NULL);
         int ind = 4 + 4 * kept;
@@ -303,7 +266,7 @@ static void render_reduce(const R *r, const Launch *L) {
         str_free(&cond);
     } else {
         str_puts(r->s, "    const int64_t nout = ");
-        numel(r->s, n->shape);
+        render_numel(r->s, n->shape);
         str_printf(r->s, ";\n    for (int64_t i = 0; i < nout; i++) o0[i] = %s;\n", isMax ? "-INFINITY" : "0");
         open_loops(r, sp, 0, sp.rank, NULL);
         Str in = {0};
@@ -360,7 +323,7 @@ static void render_copy(const R *r, const Launch *L, int dst, int src) {
     str_puts(r->s, ", ");
     ptr(r, r->s, src);
     str_puts(r->s, ", (size_t)");
-    numel(r->s, r->g->nodes[dst].shape);
+    render_numel(r->s, r->g->nodes[dst].shape);
     str_printf(r->s, " * sizeof(%s));\n", r->g->nodes[dst].dtype == DT_I32 ? "int32_t" : "real");
     (void)L;
 }
@@ -401,7 +364,7 @@ static void render_numerics_check(const R *r, const Launch *L, int k) {
         str_puts(r->s, "    { const real *q = ");
         ptr(r, r->s, o);
         str_puts(r->s, "; const int64_t nq = ");
-        numel(r->s, n->shape);
+        render_numel(r->s, n->shape);
         str_printf(r->s, ";\n      for (int64_t i = 0; i < nq; i++) if (!isfinite(q[i])) {\n"
                          "        m->status = 4;\n"
                          "        snprintf(m->msg, sizeof m->msg, \"%%s at element %%lld of %s (%s, %s:%d:%d, launch %d of %s) at step %%lld\",\n"

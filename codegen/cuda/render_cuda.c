@@ -58,48 +58,13 @@ static void ptr(const R *r, Str *s, int x) {
     }
 }
 
-/* Element count of a shape with the batch axis as the expression `B`. */
-static void numel(Str *s, Shape sh) {
-    int64_t k = 1;
-    bool b = false;
-    for (int i = 0; i < sh.rank; i++) {
-        if (sh.d[i] == DIM_BATCH) b = true;
-        else k *= sh.d[i];
-    }
-    if (b) str_printf(s, "(B * %lldLL)", (long long)k);
-    else str_printf(s, "%lldLL", (long long)k);
-}
 
 static int64_t numel_at(Shape sh, int64_t B) { return shape_numel(sh, B); }
 
-static bool in_group(const Launch *L, int x) {
-    for (int i = 0; i < L->nnodes; i++)
-        if (L->nodes[i] == x) return true;
-    return false;
-}
 
-/* Offset of x's element at the space index (a0, a1, ...): right-aligned broadcast strides
- * (render_c.c's load_offset). */
-static void load_offset(const R *r, Str *s, int x, Shape space, bool transposed) {
-    Shape xs = r->g->nodes[x].shape;
-    bool any = false;
-    for (int l = 0; l < space.rank; l++) {
-        int a = transposed ? 1 - l : l - (space.rank - xs.rank);
-        if (a < 0 || xs.d[a] == 1) continue;
-        int64_t k = 1;
-        bool b = false;
-        for (int j = a + 1; j < xs.rank; j++) {
-            if (xs.d[j] == DIM_BATCH) b = true;
-            else k *= xs.d[j];
-        }
-        str_printf(s, "%sa%d * %s%lldLL", any ? " + " : "", l, b ? "B * " : "", (long long)k);
-        any = true;
-    }
-    if (!any) str_puts(s, "0");
-}
 
 static void operand_name(const R *r, const Launch *L, int x, char *buf, size_t n) {
-    if (in_group(L, x)) snprintf(buf, n, "t%d", x);
+    if (launch_has(L, x)) snprintf(buf, n, "t%d", x);
     else if (node_is_inline(&r->g->nodes[x])) {
         Str tmp = {0};
         render_inline_value(&tmp, r->g, x, "(*stepp)", "B");
@@ -132,7 +97,7 @@ static void loads(const R *r, const Launch *L, Shape space, bool flat, bool tran
         Shape xs = r->g->nodes[x].shape;
         str_printf(r->s, "%sconst real l%d = (real)i%d[", ind, x, j);
         if (flat) str_puts(r->s, shape_numel(xs, 2) == 1 && !shape_eq(xs, space) ? "0" : "i");
-        else load_offset(r, r->s, x, space, transposed);
+        else render_load_offset(r->s, r->g, x, space, transposed);
         str_puts(r->s, "];\n");
     }
 }
@@ -183,7 +148,7 @@ static void render_ew(const R *r, const Launch *L) {
     flat |= sp.rank == 0;
     decl_ptrs(r, L, true);
     str_puts(r->s, "    const int64_t n = ");
-    numel(r->s, sp);
+    render_numel(r->s, sp);
     str_puts(r->s, ";\n    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;"
                    " i += (int64_t)blockDim.x * gridDim.x) {\n");
     const char *ind = "        ";
@@ -196,7 +161,7 @@ static void render_ew(const R *r, const Launch *L) {
     for (int j = 0; j < L->nouts; j++) {
         str_printf(r->s, "%so%d[", ind, j);
         if (flat) str_puts(r->s, "i");
-        else load_offset(r, r->s, L->outs[j], sp, false);
+        else render_load_offset(r->s, r->g, L->outs[j], sp, false);
         str_printf(r->s, "] = t%d;\n", L->outs[j]);
     }
     str_puts(r->s, "    }\n");
@@ -231,13 +196,13 @@ static void render_reduce(const R *r, const Launch *L) {
     str_puts(r->s, "    real *o0 = ");
     ptr(r, r->s, L->root);
     str_puts(r->s, ";\n    const int64_t nout = ");
-    numel(r->s, axes_shape(sp, mask, false));
+    render_numel(r->s, axes_shape(sp, mask, false));
     str_puts(r->s, ", nred = ");
-    numel(r->s, axes_shape(sp, mask, true));
+    render_numel(r->s, axes_shape(sp, mask, true));
     str_puts(r->s, ";\n    const double scale = ");
     if (n->op == OP_MEAN) {
         str_puts(r->s, "1.0 / (double)");
-        numel(r->s, axes_shape(sp, mask, true));
+        render_numel(r->s, axes_shape(sp, mask, true));
     } else str_puts(r->s, "1.0");
     str_printf(r->s, ";\n    for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {\n"
                      "        double acc = %s;\n"
