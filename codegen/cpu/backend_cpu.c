@@ -106,7 +106,7 @@ static bool compile_so(const char *cc, const char *src, const char *so, char *er
     snprintf(tmp, sizeof tmp, "%s.tmp%d", so, (int)getpid());
     snprintf(log, sizeof log, "%s.log", so);
     const char *extra = getenv("NNC_CFLAGS");
-    char *argv[24];
+    char *argv[48], *words = extra ? xmalloc(strlen(extra) + 1) : NULL;
     int a = 0;
     argv[a++] = (char *)cc;
     argv[a++] = "-O3";
@@ -116,7 +116,10 @@ static bool compile_so(const char *cc, const char *src, const char *so, char *er
     argv[a++] = "-shared";
     argv[a++] = "-std=c11";
     argv[a++] = "-ffp-contract=off";   /* same rounding with gcc and clang */
-    if (extra && *extra) argv[a++] = (char *)extra;
+    if (words) {   /* NNC_CFLAGS: whitespace-separated extra flags */
+        strcpy(words, extra);
+        for (char *w = strtok(words, " \t"); w && a < 36; w = strtok(NULL, " \t")) argv[a++] = w;
+    }
     argv[a++] = "-o";
     argv[a++] = tmp;
     argv[a++] = (char *)src;
@@ -124,6 +127,7 @@ static bool compile_so(const char *cc, const char *src, const char *so, char *er
     argv[a++] = "-lm";
     argv[a] = NULL;
     int rc = cpu_run_tool(argv, log);
+    free(words);
     if (rc != 0) {
         if (rc < 0) snprintf(err, n, "cannot run the C compiler '%s' (set CC to one that exists)", cc);
         else snprintf(err, n, "the C compiler failed on the generated code (%s), exit %d; its log (%s):", src, rc, log);
