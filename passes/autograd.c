@@ -73,7 +73,9 @@ static int transpose(Ad *A, int x) {
     Node *n = &A->g->nodes[x];
     if (n->op == OP_TRANSPOSE) return n->in[0];
     if (n->op == OP_MATMUL && n->phase == PH_BACKWARD) {   /* built by us, used only here */
-        int in[2] = {transpose(A, n->in[1]), transpose(A, n->in[0])};
+        int in[2];   /* in order: initializers are not sequenced */
+        in[0] = transpose(A, n->in[1]);
+        in[1] = transpose(A, n->in[0]);
         int64_t d[2] = {A->g->nodes[in[0]].shape.d[0], A->g->nodes[in[1]].shape.d[1]};
         return mk(A, OP_MATMUL, 2, in, shape_of(2, d));
     }

@@ -58,7 +58,10 @@ static void sgd(Up *U, const OptConfig *o, int p, int g) {
     if (o->momentum != 0) {
         int buf = state(U, p, "momentum_buffer");
         int damp = o->dampening != 0 ? stepval(U, 2, 1 - o->dampening) : upc(U, 1);
-        int nb = up2(U, OP_ADD, up2(U, OP_MUL, upc(U, o->momentum), buf), up2(U, OP_MUL, damp, d));
+        /* one node per statement: C leaves the order of argument evaluation open, and node
+         * numbering must not depend on the compiler */
+        int mb = up2(U, OP_MUL, upc(U, o->momentum), buf);
+        int nb = up2(U, OP_ADD, mb, up2(U, OP_MUL, damp, d));
         assign(U, buf, nb);
         d = o->nesterov ? up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->momentum), nb)) : nb;
     }
@@ -74,16 +77,20 @@ static void adam(Up *U, const OptConfig *o, int p, int g) {
         d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
     if (o->weight_decay != 0 && o->kind == OPT_ADAMW)
         pp = up2(U, OP_MUL, p, upc(U, 1 - o->lr * o->weight_decay));
-    int m = state(U, p, "exp_avg"), v = state(U, p, "exp_avg_sq");
-    int nm = up2(U, OP_ADD, up2(U, OP_MUL, upc(U, o->beta1), m), up2(U, OP_MUL, upc(U, 1 - o->beta1), d));
-    int nv = up2(U, OP_ADD, up2(U, OP_MUL, upc(U, o->beta2), v),
-                 up2(U, OP_MUL, upc(U, 1 - o->beta2), up2(U, OP_MUL, d, d)));
+    int m = state(U, p, "exp_avg");
+    int v = state(U, p, "exp_avg_sq");
+    int bm = up2(U, OP_MUL, upc(U, o->beta1), m);
+    int nm = up2(U, OP_ADD, bm, up2(U, OP_MUL, upc(U, 1 - o->beta1), d));
+    int bv = up2(U, OP_MUL, upc(U, o->beta2), v);
+    int nv = up2(U, OP_ADD, bv, up2(U, OP_MUL, upc(U, 1 - o->beta2), up2(U, OP_MUL, d, d)));
     assign(U, m, nm);
     assign(U, v, nv);
-    int bc1 = stepval(U, 1, o->beta1), bc2 = stepval(U, 1, o->beta2);
+    int bc1 = stepval(U, 1, o->beta1);
+    int bc2 = stepval(U, 1, o->beta2);
     int sq = up_node(U, OP_SQRT, 1, &nv, U->g->nodes[nv].shape);
     int bc2s = up_node(U, OP_SQRT, 1, &bc2, shape_scalar());
-    int denom = up2(U, OP_ADD, up2(U, OP_DIV, sq, bc2s), upc(U, o->eps));
+    int vhat = up2(U, OP_DIV, sq, bc2s);
+    int denom = up2(U, OP_ADD, vhat, upc(U, o->eps));
     int step = up2(U, OP_DIV, upc(U, o->lr), bc1);
     assign(U, p, up2(U, OP_SUB, pp, up2(U, OP_MUL, step, up2(U, OP_DIV, nm, denom))));
 }

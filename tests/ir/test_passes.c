@@ -40,7 +40,25 @@ typedef struct {
     size_t diag_len;
     Program p;
     bool ok;
+    char *owned_src;
 } Compiled;
+
+/* Every program compiled here, freed at the end so LeakSanitizer sees a clean exit. */
+static Compiled *all_compiled[512];
+static int n_compiled;
+
+static void free_all_compiled(void) {
+    for (int i = 0; i < n_compiled; i++) {
+        Compiled *c = all_compiled[i];
+        program_free(&c->p);
+        if (c->p.m) model_free(c->p.m);
+        arena_free(&c->arena);
+        free(c->diag_text);
+        free(c->owned_src);
+        free(c);
+    }
+    n_compiled = 0;
+}
 
 typedef struct {
     Device target;
@@ -51,6 +69,7 @@ typedef struct {
 /* nn_load_model + pipeline_run, the sequence of runtime/api.c, with the verifier on. */
 static Compiled *compile_src(const char *file, const char *src, Opts o) {
     Compiled *c = xcalloc(1, sizeof *c);
+    if (n_compiled < (int)NNC_COUNTOF(all_compiled)) all_compiled[n_compiled++] = c;
     FILE *df = open_memstream(&c->diag_text, &c->diag_len);
     c->diag = (Diag){.file = file, .src = src, .out = df};
     Model *m = nn_load_model(&c->arena, &c->diag, file, src, "m_test");
@@ -80,7 +99,9 @@ static char *slurp(const char *path) {
 static Compiled *compile_model(const char *name, Opts o) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/%s", NNC_SOURCE_DIR, name);
-    Compiled *c = compile_src(path, slurp(path), o);
+    char *src = slurp(path);
+    Compiled *c = compile_src(path, src, o);
+    c->owned_src = src;
     CHECK(c->ok, "%s should compile (and pass ir_verify after every pass), found:\n%s", name, c->diag_text);
     return c;
 }
@@ -402,7 +423,9 @@ static void test_cuda(void) {
     }
     char path[1024];
     snprintf(path, sizeof path, "%s/models/mlp.nn", NNC_SOURCE_DIR);
-    Compiled *s = compile_src("mlp.nn", slurp(path), (Opts){.target = DEV_CUDA, .strict = true});
+    char *msrc = slurp(path);
+    Compiled *s = compile_src("mlp.nn", msrc, (Opts){.target = DEV_CUDA, .strict = true});
+    s->owned_src = msrc;
     CHECK(!s->ok, "mlp.nn --strict-devices --target cuda fails on the implicit input copy, found success");
     CHECK(s->diag_text && strstr(s->diag_text, "cpu") && strstr(s->diag_text, "cuda") && strstr(s->diag_text, "to(x, cuda)"),
           "the strict-devices error names both devices and the fix to(x, cuda), found:\n%s", s->diag_text);
@@ -438,5 +461,6 @@ int main(void) {
     test_fusion_barriers();
     test_cuda();
     printf("%d checks, %d failed\n", checks, failures);
+    free_all_compiled();
     return failures ? 1 : 0;
 }
