@@ -81,6 +81,16 @@ class Suite:
             t.append(last_json(out)["median_us"])
         self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch", "us")
 
+    def fusion(self, model, batch, steps):
+        """Fused against --no-fuse, the same model and batch, interleaved."""
+        f, u = [], []
+        for _ in range(self.a.rounds):
+            for flags, out in (((), f), (("--no-fuse",), u)):
+                o, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
+                                "--threads", str(self.a.threads), "--quiet", *flags)
+                out.append(last_json(o)["median_us"])
+        self.add(f"{os.path.basename(model)} batch {batch} step: fused vs --no-fuse", f, u, "nnc --no-fuse", "us")
+
     def linreg(self):
         n, npy, tor = [], [], []
         for _ in range(self.a.rounds):
@@ -143,6 +153,7 @@ def main():
           f"(2048^3), copy {ceil['copy_gbs']} GB/s; OPENBLAS_CORETYPE={s.env.get('OPENBLAS_CORETYPE', 'default')}")
     print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
     s.mlp("models/mlp.nn", "784,128,10", 64, 300)
+    s.fusion("models/mlp.nn", 64, 300)
     if not a.quick:
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)

@@ -203,3 +203,10 @@ void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **b
         for (int64_t r = 0; r < rows; r++) memcpy(dst + (size_t)r * rb, src + (size_t)idx[r] * rb, rb);
     }
 }
+
+bool dataset_direct(const Dataset *d, int64_t first, void **ptrs) {
+    for (int c = 0; c < d->ncols; c++)
+        if (d->cols[c].bytes) return false;
+    for (int c = 0; c < d->ncols; c++) ptrs[c] = (char *)d->cols[c].data + (size_t)(first * d->cols[c].row_elems) * 4;
+    return true;
+}

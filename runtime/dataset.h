@@ -23,4 +23,7 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
 void dataset_free(Dataset *d);
 /* Copies samples idx[0..rows) of every column into bufs[c] (each row_elems * rows). */
 void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs);
+/* Points ptrs[c] at sample `first` of every column, when no column needs converting (8-bit
+ * samples do); false otherwise.  The rows that follow are the batch, in order. */
+bool dataset_direct(const Dataset *d, int64_t first, void **ptrs);
 #endif

@@ -40,6 +40,9 @@ typedef struct {
     int64_t *idx;
     FILE *metrics;
     double t0;
+    double last_flush;
+    int64_t *perm;              /* the epoch's sample order, allocated once */
+    void **direct;              /* zero-copy batch pointers into the dataset */
 } Run;
 
 static double read_scalar(const LoadedModel *lm, int entry, int k) {
@@ -140,7 +143,10 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
             for (int j = 0; j < g->nouts && j < 16; j++) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
         }
         fprintf(R->metrics, ",\"seconds\":%.6f}\n", secs);
-        fflush(R->metrics);
+        if (secs - R->last_flush > 0.5) {   /* a tail -f sees progress; tiny epochs pay no syscall */
+            fflush(R->metrics);
+            R->last_flush = secs;
+        }
     }
 }
 
@@ -174,7 +180,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = abi->batch_max, steps = (d->n + B - 1) / B;
     int64_t done_rows = 0;
-    int64_t *perm = xmalloc((size_t)d->n * sizeof *perm);
+    int64_t *perm = R->perm;
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     else
         for (int64_t i = 0; i < d->n; i++) perm[i] = i;
@@ -182,8 +188,17 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     for (int64_t s = start; s < steps; s++) {
         int64_t rows = d->n - s * B < B ? d->n - s * B : B;
         done_rows += rows;
-        gather(R, d, perm + s * B, rows);
-        if (!run_step(R, NNC_ENTRY_TRAIN, rows)) { free(perm); return false; }
+        bool ok;
+        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, s * B, R->direct)) {
+            void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
+            R->bufs = R->direct;
+            ok = run_step(R, NNC_ENTRY_TRAIN, rows);
+            R->bufs = saved;
+        } else {
+            gather(R, d, perm + s * B, rows);
+            ok = run_step(R, NNC_ENTRY_TRAIN, rows);
+        }
+        if (!ok) return false;
         double loss = read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
         int64_t gstep = abi->get_step(R->lm->m);
         if (!isfinite(loss)) {
@@ -191,18 +206,16 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             fprintf(stderr, "nnc: error: the loss became %s at epoch %d, step %lld; training stopped "
                             "(lower the learning rate, or find the op with --check-numerics)\n",
                     isnan(loss) ? "NaN" : "infinite", epoch, (long long)gstep);
-            free(perm);
             return false;
         }
         sum += loss * (double)rows;
         R->pos = (TrainPos){epoch, (long long)(s + 1), R->o->seed};
-        if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) { free(perm); return false; }
+        if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) return false;
         if (interrupted) {
             if (R->o->progress) fputc('\n', stderr);
             fprintf(stderr, "nnc: interrupted at epoch %d, step %lld", epoch, (long long)gstep);
             if (R->o->save_path && save_now(R)) fprintf(stderr, "; saved %s (continue with --resume)", R->o->save_path);
             fputc('\n', stderr);
-            free(perm);
             return false;
         }
         if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
@@ -213,7 +226,6 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         }
     }
     *mean_loss = done_rows ? sum / (double)done_rows : NAN;
-    free(perm);
     return true;
 }
 
@@ -223,6 +235,8 @@ static void alloc_bufs(Run *R, const Dataset *d) {
     size_t elem = R->lm->abi->real_bytes == 8 ? 8 : 4;   /* f64 models: widened in gather() */
     for (int c = 0; c < d->ncols; c++) R->bufs[c] = xmalloc((size_t)(B * d->cols[c].row_elems) * elem);
     R->idx = xmalloc((size_t)(B > d->n ? B : d->n + 1) * sizeof(int64_t));
+    R->perm = xmalloc((size_t)(d->n + 1) * sizeof(int64_t));
+    R->direct = xcalloc((size_t)d->ncols + 1, sizeof(void *));
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -258,6 +272,8 @@ static void free_run(Run *R, const Dataset *d) {
     for (int c = 0; R->bufs && c < d->ncols; c++) free(R->bufs[c]);
     free(R->bufs);
     free(R->idx);
+    free(R->perm);
+    free(R->direct);
     if (R->metrics) fclose(R->metrics);
 }
 

@@ -15,6 +15,7 @@
 #include "../codegen.h"
 
 #define OMP_MIN_ELEMS 32768
+#define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
 
 typedef struct {
     const Program *p;
@@ -24,6 +25,12 @@ typedef struct {
     const char *mn;
     Str *s;
 } R;
+
+/* Threads pay off only past OMP_MIN_ELEMS; a kernel that can never get that large (at the
+ * compile-time batch bound) gets no OpenMP pragma, whose team set-up costs more than it. */
+static bool worth_threads(const R *r, Shape sh, int64_t min_elems) {
+    return shape_numel(sh, r->g->batch_max) > min_elems;
+}
 
 static int resolve(const R *r, int x) {
     while (r->e->buf[x].kind == BUF_ALIAS) x = r->e->buf[x].alias;
@@ -142,14 +149,17 @@ static void render_ew(const R *r, const Launch *L) {
     if (flat || sp.rank == 0) {
         str_puts(r->s, "    const int64_t n = ");
         render_numel(r->s, sp);
-        str_printf(r->s, ";\n    #pragma omp parallel for simd if (%s)\n", cond.buf);
+        if (worth_threads(r, sp, OMP_MIN_ELEMS))
+            str_printf(r->s, ";\n    #pragma omp parallel for simd if (%s)\n", cond.buf);
+        else
+            str_puts(r->s, ";\n");
         str_puts(r->s, "    for (int64_t i = 0; i < n; i++) {\n");
         loads(r, L, sp, true, false, "        ");
         body(r, L, "        ", -1);
         for (int j = 0; j < L->nouts; j++) str_printf(r->s, "        o%d[i] = t%d;\n", j, L->outs[j]);
         str_puts(r->s, "    }\n");
     } else {
-        open_loops(r, sp, 0, sp.rank, cond.buf);
+        open_loops(r, sp, 0, sp.rank, worth_threads(r, sp, OMP_MIN_ELEMS) ? cond.buf : NULL);
         Str ind = {0};
         str_printf(&ind, "%*s", 4 + 4 * sp.rank, "");
         loads(r, L, sp, false, transposed, ind.buf);
@@ -245,7 +255,7 @@ static void render_reduce(const R *r, const Launch *L) {
         ks.rank = kept;
         render_numel(&cond, ks);
         str_printf(&cond, " > %d", OMP_MIN_ELEMS / 64);
-        open_loops(r, sp, 0, kept, kept ? cond.buf : NULL);
+        open_loops(r, sp, 0, kept, kept && worth_threads(r, ks, OMP_MIN_ELEMS / 64) ? cond.buf : NULL);
         int ind = 4 + 4 * kept;
         str_printf(r->s, "%*sdouble acc = %s;\n", ind, "", init);
         for (int l = kept; l < sp.rank; l++) {
@@ -312,6 +322,21 @@ static void render_gemm(const R *r, const Launch *L) {
             ptr(r, r->s, leaf);
             str_puts(r->s, ", sizeof(real) * (size_t)M * (size_t)N);\n");
         }
+    }
+    int64_t bm = g->batch_max;
+    int64_t flops = shape_numel(c, bm) * (L->ta ? shape_numel(a, bm) / shape_numel(shape_of(1, &a.d[1]), bm)
+                                                  : shape_numel(shape_of(1, &a.d[1]), bm));
+    if (flops <= SMALL_GEMM_MACS) {   /* a library call costs more than this product */
+        str_printf(r->s,
+            "    for (int i = 0; i < M; i++)\n"
+            "        for (int j = 0; j < N; j++) {\n"
+            "            real acc = 0;\n"
+            "            for (int k = 0; k < K; k++) acc += A[%s] * Bm[%s];\n"
+            "            C[i * N + j] = %s(real)%.17g * acc;\n"
+            "        }\n",
+            L->ta ? "k * lda + i" : "i * lda + k", L->tb ? "j * ldb + k" : "k * ldb + j",
+            L->fold >= 0 ? "C[i * N + j] + " : "", L->alpha);
+        return;
     }
     str_printf(r->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%.17g, A, lda, Bm, ldb, %d, C, N);\n",
                r->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111, L->alpha, L->fold >= 0 ? 1 : 0);
