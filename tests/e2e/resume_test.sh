@@ -13,7 +13,9 @@ kills=0
 for attempt in $(seq 1 200); do
   "$nnc" "$model" --quiet --save "$dir/run.st" --save-every 7 --resume &
   pid=$!
-  sleep "0.$(printf '%03d' $((RANDOM % 150 + 5)))"
+  # a random moment; the window widens each attempt so slow (sanitized) builds progress too
+  ms=$((RANDOM % (150 + attempt * 25) + 5))
+  sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
   if kill -9 "$pid" 2>/dev/null; then kills=$((kills+1)); fi
   wait "$pid" 2>/dev/null; st=$?
   [ "$st" = 0 ] && break
