@@ -46,6 +46,8 @@ void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, 
 void render_dim(Str *s, int64_t d, const char *batch_expr);
 void render_numel(Str *s, Shape sh);                         /* element count, batch axis as B */
 bool launch_has(const Launch *L, int node);
+/* The axes of a reduction launch's input space that it sums over (SUM_TO's from the shapes). */
+int64_t launch_reduce_mask(const Graph *g, const Launch *L);
 /* Offset of node x's element at the space index (a0, a1, ...): right-aligned broadcast strides,
  * or the last two axes swapped for a transpose. */
 void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);

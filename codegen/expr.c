@@ -112,3 +112,15 @@ void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transpo
     }
     if (!any) str_puts(s, "0");
 }
+
+int64_t launch_reduce_mask(const Graph *g, const Launch *L) {
+    const Node *n = &g->nodes[L->root];
+    if (n->op != OP_SUM_TO) return n->iparam[0];
+    int64_t mask = 0;
+    Shape in = L->space, out = n->shape;
+    for (int l = 0; l < in.rank; l++) {
+        int a = l - (in.rank - out.rank);
+        if (in.d[l] != 1 && (a < 0 || out.d[a] == 1)) mask |= (int64_t)1 << l;
+    }
+    return mask;
+}

@@ -175,18 +175,6 @@ static void render_ew(const R *r, const Launch *L) {
     str_free(&cond);
 }
 
-static int64_t reduce_mask(const R *r, const Launch *L) {
-    const Node *n = &r->g->nodes[L->root];
-    if (n->op != OP_SUM_TO) return n->iparam[0];
-    int64_t mask = 0;
-    Shape in = L->space, out = n->shape;
-    for (int l = 0; l < in.rank; l++) {
-        int a = l - (in.rank - out.rank);
-        if (in.d[l] != 1 && (a < 0 || out.d[a] == 1)) mask |= (int64_t)1 << l;
-    }
-    return mask;
-}
-
 static void reduce_value(const R *r, const Launch *L, char *buf, size_t n) {
     Str tmp = {0};
     operand_name(r, L, r->g->nodes[L->root].in[0], buf, n, &tmp);
@@ -228,7 +216,7 @@ static void reduce_out_offset(const Launch *L, int64_t mask, Str *s) {
 static void render_reduce(const R *r, const Launch *L) {
     const Node *n = &r->g->nodes[L->root];
     Shape sp = L->space;
-    int64_t mask = reduce_mask(r, L);
+    int64_t mask = launch_reduce_mask(r->g, L);
     bool isMax = n->op == OP_MAX;
     int kept = 0;
     bool suffix = true;

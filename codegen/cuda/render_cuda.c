@@ -167,18 +167,6 @@ static void render_ew(const R *r, const Launch *L) {
     str_puts(r->s, "    }\n");
 }
 
-static int64_t reduce_mask(const Graph *g, const Launch *L) {
-    const Node *n = &g->nodes[L->root];
-    if (n->op != OP_SUM_TO) return n->iparam[0];
-    int64_t mask = 0;
-    Shape in = L->space, out = n->shape;
-    for (int l = 0; l < in.rank; l++) {
-        int a = l - (in.rank - out.rank);
-        if (in.d[l] != 1 && (a < 0 || out.d[a] == 1)) mask |= (int64_t)1 << l;
-    }
-    return mask;
-}
-
 /* The product of the space's extents over the axes in (or not in) mask. */
 static Shape axes_shape(Shape sp, int64_t mask, bool in_mask) {
     Shape k = {0};
@@ -190,7 +178,7 @@ static Shape axes_shape(Shape sp, int64_t mask, bool in_mask) {
 static void render_reduce(const R *r, const Launch *L) {
     const Node *n = &r->g->nodes[L->root];
     Shape sp = L->space;
-    int64_t mask = reduce_mask(r->g, L), all = ((int64_t)1 << sp.rank) - 1;
+    int64_t mask = launch_reduce_mask(r->g, L), all = ((int64_t)1 << sp.rank) - 1;
     bool is_max = n->op == OP_MAX;
     decl_ptrs(r, L, false);
     str_puts(r->s, "    real *o0 = ");
@@ -336,7 +324,7 @@ CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int
         d.block = EW_THREADS;
         d.grid = clamp_grid((numel_at(L->space, B) + EW_THREADS - 1) / EW_THREADS);
     } else if (L->kind == L_REDUCE) {
-        int64_t mask = reduce_mask(g, L);
+        int64_t mask = launch_reduce_mask(g, L);
         int64_t nred = numel_at(axes_shape(L->space, mask, true), g->batch_max);
         d.block = pow2_block(nred, 32, 256);
         d.grid = clamp_grid(numel_at(axes_shape(L->space, mask, false), B));
