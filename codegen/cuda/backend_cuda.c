@@ -618,9 +618,12 @@ static bool check_placement(const Program *p, char *err, size_t n) {
             if (L->kind == L_COPY) continue;
             int root = L->kind == L_GEMM && L->fold >= 0 ? L->fold : L->root;
             bool ok = on_device(e, root) || L->kind == L_ASSIGN;
-            for (int j = 0; j < L->nins; j++) ok &= on_device(e, L->ins[j]);
-            for (int j = 0; j < L->nouts; j++) ok &= on_device(e, L->outs[j]);
+            /* a GEMM reads its operands a and b; its ins[] may name a transpose folded into the
+             * product (BUF_NONE), which has no memory of its own */
             if (L->kind == L_GEMM) ok &= on_device(e, L->a) && on_device(e, L->b);
+            else
+                for (int j = 0; j < L->nins; j++) ok &= on_device(e, L->ins[j]);
+            for (int j = 0; j < L->nouts; j++) ok &= on_device(e, L->outs[j]);
             if (!ok) {
                 const SrcLoc *loc = &p->g->nodes[L->root].loc;
                 snprintf(n ? err : NULL, n, "%s:%d: the CUDA target runs every computation on the device, but this %s "
