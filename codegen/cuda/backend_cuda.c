@@ -57,8 +57,6 @@ static struct {
     CUresult (*MemFree)(CUdeviceptr);
     CUresult (*MemAllocHost)(void **, size_t);
     CUresult (*MemFreeHost)(void *);
-    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
-    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
@@ -115,7 +113,6 @@ static bool load_driver(void) {
     SYM(h, ModuleUnload, "cuModuleUnload", L); SYM(h, ModuleGetFunction, "cuModuleGetFunction", L);
     SYM(h, MemAlloc, "cuMemAlloc_v2", L); SYM(h, MemFree, "cuMemFree_v2", L);
     SYM(h, MemAllocHost, "cuMemAllocHost_v2", L); SYM(h, MemFreeHost, "cuMemFreeHost", L);
-    SYM(h, MemcpyHtoD, "cuMemcpyHtoD_v2", L); SYM(h, MemcpyDtoH, "cuMemcpyDtoH_v2", L);
     SYM(h, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", L); SYM(h, MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", L);
     SYM(h, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", L); SYM(h, MemsetD32Async, "cuMemsetD32Async", L);
     SYM(h, StreamCreate, "cuStreamCreate", L); SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);
@@ -182,7 +179,8 @@ typedef struct {
     cublasHandle_t blas;
     CUfunction *fn[ENTRY_COUNT], step_inc;
     CUdeviceptr dP, dS, dA, dStep, dErr, dWork;
-    void *hP, *hS;                              /* mirrors */
+    void *hP, *hS;                              /* mirrors (pinned) */
+    long long *hStep;                           /* pinned staging for the step counter */
     char *hA;                                   /* host activations (pinned) */
     void **hIn;                                 /* pinned input staging */
     int *hErr;                                  /* pinned error flag readback */
@@ -454,14 +452,19 @@ static void init_params(CudaModel *m, uint64_t seed) {
     }
 }
 
+/* Every copy goes on the compute stream, from pinned memory, then the host waits for it.  A
+ * synchronous cuMemcpyHtoD would run on the legacy stream, which a CU_STREAM_NON_BLOCKING
+ * stream does not wait for: the first kernel could read parameters (or Adam's step) before
+ * they landed.  Ordering on one stream makes "copied, then used" hold by construction. */
 static bool sync_dir(CudaModel *m, int direction) {
     if (direction == NNC_SYNC_TO_HOST) {
-        if (m->abi.param_bytes) CU(cu.MemcpyDtoH(m->hP, m->dP, m->abi.param_bytes));
-        if (m->abi.state_bytes) CU(cu.MemcpyDtoH(m->hS, m->dS, m->abi.state_bytes));
+        if (m->abi.param_bytes) CU(cu.MemcpyDtoHAsync(m->hP, m->dP, m->abi.param_bytes, m->st));
+        if (m->abi.state_bytes) CU(cu.MemcpyDtoHAsync(m->hS, m->dS, m->abi.state_bytes, m->st));
     } else {
-        if (m->abi.param_bytes) CU(cu.MemcpyHtoD(m->dP, m->hP, m->abi.param_bytes));
-        if (m->abi.state_bytes) CU(cu.MemcpyHtoD(m->dS, m->hS, m->abi.state_bytes));
+        if (m->abi.param_bytes) CU(cu.MemcpyHtoDAsync(m->dP, m->hP, m->abi.param_bytes, m->st));
+        if (m->abi.state_bytes) CU(cu.MemcpyHtoDAsync(m->dS, m->hS, m->abi.state_bytes, m->st));
     }
+    CU(cu.StreamSynchronize(m->st));
     return true;
 }
 
@@ -472,9 +475,10 @@ static void cuda_sync(void *mv, int direction) {
 }
 
 static bool set_step(CudaModel *m, int64_t s) {
-    long long v = s;
     m->step = s;
-    CU(cu.MemcpyHtoD(m->dStep, &v, sizeof v));
+    *m->hStep = s;
+    CU(cu.MemcpyHtoDAsync(m->dStep, m->hStep, sizeof *m->hStep, m->st));
+    CU(cu.StreamSynchronize(m->st));
     return true;
 }
 
@@ -518,7 +522,9 @@ static const void *cuda_output(void *mv, int entry, int k) {
     if (h) return h;
     if (!m->out_fresh[entry][k]) {
         size_t bytes = (size_t)shape_numel(m->p->g->nodes[x].shape, m->lastB[entry] ? m->lastB[entry] : 1) * elem_bytes(m, x);
-        if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || cu.MemcpyDtoH(m->out_stage[entry][k], d, bytes) != CUDA_SUCCESS)
+        if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS ||
+            cu.MemcpyDtoHAsync(m->out_stage[entry][k], d, bytes, m->st) != CUDA_SUCCESS ||
+            cu.StreamSynchronize(m->st) != CUDA_SUCCESS)
             return NULL;
         m->out_fresh[entry][k] = true;
     }
@@ -729,8 +735,11 @@ static bool alloc_memory(CudaModel *m) {
     CU(cu.MemAlloc(&m->dWork, BLAS_WORKSPACE));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(m->blas, (void *)m->dWork, BLAS_WORKSPACE));
-    m->hP = xcalloc(1, nonzero(A->param_bytes));
-    m->hS = xcalloc(1, nonzero(A->state_bytes));
+    CU(cu.MemAllocHost(&m->hP, nonzero(A->param_bytes)));
+    CU(cu.MemAllocHost(&m->hS, nonzero(A->state_bytes)));
+    CU(cu.MemAllocHost((void **)&m->hStep, sizeof *m->hStep));
+    memset(m->hP, 0, nonzero(A->param_bytes));
+    memset(m->hS, 0, nonzero(A->state_bytes));
     CU(cu.MemAllocHost((void **)&m->hA, nonzero((size_t)act[DEV_CPU] * m->rb)));
     CU(cu.MemAllocHost((void **)&m->hErr, 64));
     memset(m->hErr, 0, 64);
@@ -745,7 +754,7 @@ static bool alloc_memory(CudaModel *m) {
         m->out_fresh[k] = arena_alloc(&m->arena, (size_t)(e->noutputs + 1));
         for (int j = 0; j < e->noutputs; j++) {
             int x = e->outputs[j];
-            m->out_stage[k][j] = xcalloc(1, (size_t)shape_numel(p->g->nodes[x].shape, p->g->batch_max) * elem_bytes(m, x) + 8);
+            CU(cu.MemAllocHost(&m->out_stage[k][j], (size_t)shape_numel(p->g->nodes[x].shape, p->g->batch_max) * elem_bytes(m, x) + 8));
         }
     }
     return true;
@@ -820,7 +829,8 @@ static void cuda_destroy(void *mv) {
     for (int k = 0; k < ENTRY_COUNT; k++) {
         for (int s = 0; s < GRAPH_SLOTS; s++)
             if (m->graph[k][s].exec) cu.GraphExecDestroy(m->graph[k][s].exec);
-        for (int j = 0; m->out_stage[k] && j < m->p->entry[k].noutputs; j++) free(m->out_stage[k][j]);
+        for (int j = 0; m->out_stage[k] && j < m->p->entry[k].noutputs; j++)
+            if (m->out_stage[k][j]) cu.MemFreeHost(m->out_stage[k][j]);
     }
     if (m->blas) cu.BlasDestroy(m->blas);
     CUdeviceptr dev[] = {m->dP, m->dS, m->dA, m->dStep, m->dErr, m->dWork};
@@ -833,8 +843,9 @@ static void cuda_destroy(void *mv) {
     if (m->mod) cu.ModuleUnload(m->mod);
     if (m->st) cu.StreamDestroy(m->st);
     if (m->ctx) cu.PrimaryCtxRelease(m->dev);
-    free(m->hP);
-    free(m->hS);
+    void *pinned[] = {m->hP, m->hS, m->hStep};
+    for (size_t i = 0; i < NNC_COUNTOF(pinned); i++)
+        if (pinned[i]) cu.MemFreeHost(pinned[i]);
     arena_free(&m->arena);
     free(m);
 }

@@ -225,7 +225,10 @@ static void render_kernel(const R *r, const Launch *L, int k) {
     for (int i = 0; i < L->nnodes; i++) str_printf(r->s, "%s%s", i ? ", " : " (", op_info[r->g->nodes[L->nodes[i]].op].name);
     str_puts(r->s, ")\n");
     render_source_lines(r->s, r->p, L, " *   ");
-    str_printf(r->s, " */\nextern \"C\" __global__ void %s(" CUDA_KERNEL_PARAMS ") {\n", name);
+    /* the bound lets the compiler budget registers for the largest block it is launched with
+     * (a 1024-thread block needs at most 64 registers a thread) */
+    str_printf(r->s, " */\nextern \"C\" __global__ void __launch_bounds__(%u) %s(" CUDA_KERNEL_PARAMS ") {\n",
+               cuda_launch_max_block(r->g, L), name);
     str_puts(r->s, "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err;\n");
     switch (L->kind) {
     case L_EW: render_ew(r, L); break;
@@ -314,6 +317,15 @@ static unsigned pow2_block(int64_t work, unsigned lo, unsigned hi) {
     unsigned b = lo;
     while (b < hi && (int64_t)b < work) b *= 2;
     return b;
+}
+
+/* The largest block cuda_launch_dims gives this launch, at any batch size. */
+unsigned cuda_launch_max_block(const Graph *g, const Launch *L) {
+    if (L->kind == L_ROW) {
+        Op op = g->nodes[L->root].op;
+        return op == OP_CROSS_ENTROPY || op == OP_ACCURACY ? 1024 : ROW_THREADS;
+    }
+    return L->kind == L_REDUCE ? 256 : EW_THREADS;
 }
 
 CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B) {
