@@ -38,7 +38,7 @@
 
 static struct {
     bool tried, ok;
-    char why[768];
+    char why[1536];
     CUresult (*Init)(unsigned);
     CUresult (*DriverGetVersion)(int *);
     CUresult (*DeviceGetCount)(int *);
@@ -95,11 +95,14 @@ static bool sym(void *h, void **field, const char *name, const char *lib) {
 
 static bool load_driver(void) {
     static const char *const names[] = {"libcuda.so.1", "libcuda.so", NULL};
-    void *h = cuda_open_lib(names);
+    char why[600];
+    void *h = cuda_libs_open("the CUDA driver", names, NULL, 0, why, sizeof why);
     if (!h) {
+        const char *broken = strstr(why, "; the last that exists failed: ");
         snprintf(cu.why, sizeof cu.why,
-                 "no CUDA driver found (libcuda.so.1 is not installed or cannot be loaded); the cuda target "
-                 "needs an NVIDIA GPU and its driver. Use --target cpu");
+                 "no CUDA driver found (libcuda.so.1 is not installed or cannot be loaded%s%.300s); the cuda target "
+                 "needs an NVIDIA GPU and its driver. Use --target cpu", broken ? ": " : "",
+                 broken ? broken + strlen("; the last that exists failed: ") : "");
         return false;
     }
     const char *L = "libcuda.so.1";
@@ -125,12 +128,8 @@ static bool load_driver(void) {
 
 static bool load_blas(void) {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
-    void *h = cuda_open_lib(names);
-    if (!h) {
-        snprintf(cu.why, sizeof cu.why, "cannot load cuBLAS (libcublas.so.13 or libcublas.so, also looked in "
-                 "/usr/local/cuda/lib64): %s", dlerror());
-        return false;
-    }
+    void *h = cuda_libs_open("cuBLAS", names, NULL, 0, cu.why, sizeof cu.why);
+    if (!h) return false;
     const char *L = "libcublas";
     SYM(h, BlasCreate, "cublasCreate_v2", L); SYM(h, BlasDestroy, "cublasDestroy_v2", L);
     SYM(h, BlasSetStream, "cublasSetStream_v2", L); SYM(h, BlasSetMathMode, "cublasSetMathMode", L);

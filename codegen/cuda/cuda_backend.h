@@ -30,8 +30,13 @@ unsigned cuda_launch_max_block(const Graph *g, const Launch *L);   /* for __laun
 /* The node whose buffer holds x's value (follows reshape views). */
 int cuda_resolve(const Entry *e, int x);
 
-/* nvrtc.c: dlopen the first of `names` found on the loader path or in the toolkit. */
-void *cuda_open_lib(const char *const *names);
+/* cuda_libs.c: dlopen the first of `names` (NULL-terminated) on the loader path, else in the
+ * toolkit and wheel folders; `dir` gets the folder it came from ("" for the loader path).  NULL
+ * with `why` listing what was searched.  cuda_libs_preload loads `file` from `dir` so that a
+ * library opened by path finds it by name. */
+void *cuda_libs_open(const char *what, const char *const *names, char *dir, size_t dirlen, char *why, size_t n);
+bool cuda_libs_preload(const char *dir, const char *file);
+int cuda_libs_search_dirs(char (*out)[512], int max);   /* the folders searched, in order */
 /* nvrtc.c: NVRTC loaded with dlopen; needs no driver and no device. */
 bool cuda_nvrtc_available(char *err, size_t n);
 int cuda_nvrtc_version(void);                       /* major * 1000 + minor * 10, or 0 */

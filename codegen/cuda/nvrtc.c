@@ -15,7 +15,7 @@
 
 static struct {
     bool tried, ok;
-    char why[512];
+    char why[1536];
     nvrtcResult (*Version)(int *, int *);
     nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *);
     nvrtcResult (*DestroyProgram)(nvrtcProgram *);
@@ -29,28 +29,6 @@ static struct {
     const char *(*GetErrorString)(nvrtcResult);
 } nv;
 
-/* The toolkit's library directory, for a loader path that lacks it. */
-static void *open_lib(const char *const *names) {
-    static const char *const dirs[] = {"", "/usr/local/cuda/lib64/", "/usr/local/cuda/targets/x86_64-linux/lib/"};
-    const char *root = getenv("CUDA_HOME");
-    char path[1024];
-    for (const char *const *n = names; *n; n++) {
-        if (root && *root) {
-            snprintf(path, sizeof path, "%s/lib64/%s", root, *n);
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h) return h;
-        }
-        for (size_t d = 0; d < sizeof dirs / sizeof *dirs; d++) {
-            snprintf(path, sizeof path, "%s%s", dirs[d], *n);
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (h) return h;
-        }
-    }
-    return NULL;
-}
-
-void *cuda_open_lib(const char *const *names) { return open_lib(names); }
-
 #define SYM(field, name)                                                                       \
     do {                                                                                       \
         *(void **)&nv.field = dlsym(h, name);                                                  \
@@ -62,12 +40,9 @@ void *cuda_open_lib(const char *const *names) { return open_lib(names); }
 
 static bool nvrtc_load(void) {
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
-    void *h = open_lib(names);
-    if (!h) {
-        snprintf(nv.why, sizeof nv.why, "cannot load NVRTC (libnvrtc.so.13 or libnvrtc.so, also looked in /usr/local/cuda/lib64): %s",
-                 dlerror());
-        return false;
-    }
+    char dir[512];
+    void *h = cuda_libs_open("NVRTC", names, dir, sizeof dir, nv.why, sizeof nv.why);
+    if (!h) return false;
     SYM(Version, "nvrtcVersion");
     SYM(CreateProgram, "nvrtcCreateProgram");
     SYM(DestroyProgram, "nvrtcDestroyProgram");
@@ -79,6 +54,18 @@ static bool nvrtc_load(void) {
     SYM(GetPTXSize, "nvrtcGetPTXSize");
     SYM(GetPTX, "nvrtcGetPTX");
     SYM(GetErrorString, "nvrtcGetErrorString");
+    /* libnvrtc opens libnvrtc-builtins.so.MAJOR.MINOR by name when it compiles: from an absolute
+     * path that name is not found unless the builtins are loaded already */
+    int maj = 0, min = 0;
+    char builtins[64];
+    if (nv.Version(&maj, &min) == NVRTC_SUCCESS) {
+        snprintf(builtins, sizeof builtins, "libnvrtc-builtins.so.%d.%d", maj, min);
+        if (!cuda_libs_preload(dir, builtins)) {
+            snprintf(nv.why, sizeof nv.why, "NVRTC was found in %.500s, but not its %s beside it (a partial install?)",
+                     dir, builtins);
+            return false;
+        }
+    }
     return true;
 }
 

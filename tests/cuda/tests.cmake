@@ -9,6 +9,11 @@ add_executable(nvrtc_compile ${NNC_CUDA_TESTS}/nvrtc_compile.c)
 target_link_libraries(nvrtc_compile PRIVATE nnc_core)
 target_include_directories(nvrtc_compile PRIVATE ${NNC_CUDA_INCLUDE})
 
+add_executable(cuda_libs_test ${NNC_CUDA_TESTS}/cuda_libs_test.c)
+target_link_libraries(cuda_libs_test PRIVATE nnc_core)
+add_test(NAME cuda_libs COMMAND cuda_libs_test)
+set_tests_properties(cuda_libs PROPERTIES LABELS cuda TIMEOUT 60)
+
 add_executable(gpu_vs_cpu ${NNC_CUDA_TESTS}/gpu_vs_cpu.c)
 target_link_libraries(gpu_vs_cpu PRIVATE nnc_core)
 target_compile_definitions(gpu_vs_cpu PRIVATE NNC_CUDA_OPS_DIR="${NNC_CUDA_TESTS}/ops")
