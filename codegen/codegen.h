@@ -52,6 +52,10 @@ int64_t launch_reduce_mask(const Graph *g, const Launch *L);
  * or the last two axes swapped for a transpose. */
 void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);
 void render_source_lines(Str *s, const Program *p, const Launch *L, const char *prefix);
+void render_comment_text(Str *s, const char *text);     /* user text inside a generated comment */
+void render_c_string_body(Str *s, const char *text);    /* ... inside a "string literal" (escaped) */
+/* "relu (forward, mlp.nn:18:12, launch 3 of train_step)": --check-numerics' name for an output. */
+void launch_describe(Str *s, const Program *p, const Entry *e, int k, int out);
 const char *model_c_name(const Program *p);
 
 /* Text of files embedded at build time (CMake turns them into C strings). */

@@ -72,7 +72,9 @@ void render_source_lines(Str *s, const Program *p, const Launch *L, const char *
         snprintf(line, sizeof line, "%.*s", len > 120 ? 120 : len, q ? q : "");
         for (char *c = line; *c; c++)
             if (*c == '*' && c[1] == '/') *c = '+';   /* keep the comment closed */
-        str_printf(s, "%s%s:%d: %s\n", prefix, p->diag && p->diag->file ? p->diag->file : "model", seen[k], line);
+        str_puts(s, prefix);
+        render_comment_text(s, p->diag && p->diag->file ? p->diag->file : "model");
+        str_printf(s, ":%d: %s\n", seen[k], line);
     }
 }
 
@@ -123,4 +125,38 @@ int64_t launch_reduce_mask(const Graph *g, const Launch *L) {
         if (in.d[l] != 1 && (a < 0 || out.d[a] == 1)) mask |= (int64_t)1 << l;
     }
     return mask;
+}
+
+/* User text (a file name, a model line) inside a generated comment: it must not close the
+ * comment, and control characters become spaces, so no name can inject code. */
+void render_comment_text(Str *s, const char *t) {
+    for (; *t; t++) {
+        unsigned char c = (unsigned char)*t;
+        if (c == '*' && t[1] == '/') str_puts(s, "* ");   /* the '/' follows on its own */
+        else str_putc(s, c < 0x20 || c == 0x7f ? ' ' : (char)c);
+    }
+}
+
+/* User text inside a generated C/C++ string literal: quotes, backslashes, '?' (trigraphs) and
+ * anything not printable ASCII are octal escapes. */
+void render_c_string_body(Str *s, const char *t) {
+    for (; *t; t++) {
+        unsigned char c = (unsigned char)*t;
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '?' || c == '%') str_printf(s, "\\%03o", c);
+        else str_putc(s, (char)c);
+    }
+}
+
+/* What --check-numerics names for a launch output: "relu (forward, mlp.nn:18:12, launch 3 of
+ * train_step)".  The op is the launch's last member with a source line (the one the user wrote
+ * last), as both targets report it. */
+void launch_describe(Str *s, const Program *p, const Entry *e, int k, int out) {
+    const Graph *g = p->g;
+    const Launch *L = &e->launches[k];
+    const Node *n = &g->nodes[out], *src = n;
+    for (int i = 0; i < L->nnodes; i++)
+        if (g->nodes[L->nodes[i]].loc.line) src = &g->nodes[L->nodes[i]];
+    str_printf(s, "%s (%s, %s:%d:%d, launch %d of %s)", op_info[n->op].name,
+               n->phase == PH_FORWARD ? "forward" : n->phase == PH_BACKWARD ? "backward" : "update",
+               src->loc.file ? src->loc.file : "model", src->loc.line, src->loc.col, k, e->name);
 }

@@ -371,20 +371,19 @@ static void render_numerics_check(const R *r, const Launch *L, int k) {
         int o = L->nouts ? L->outs[j] : L->root;
         const Node *n = &r->g->nodes[o];
         if (n->dtype != DT_F32) continue;
-        const Node *src = n;
-        for (int i = 0; i < L->nnodes; i++)   /* name the op that produced a non-finite value */
-            if (r->g->nodes[L->nodes[i]].loc.line) src = &r->g->nodes[L->nodes[i]];
+        Str what = {0};
+        launch_describe(&what, r->p, r->e, k, o);
         str_puts(r->s, "    { const real *q = ");
         ptr(r, r->s, o);
         str_puts(r->s, "; const int64_t nq = ");
         render_numel(r->s, n->shape);
-        str_printf(r->s, ";\n      for (int64_t i = 0; i < nq; i++) if (!isfinite(q[i])) {\n"
-                         "        m->status = 4;\n"
-                         "        snprintf(m->msg, sizeof m->msg, \"%%s at element %%lld of %s (%s, %s:%d:%d, launch %d of %s) at step %%lld\",\n"
-                         "                 isnan(q[i]) ? \"NaN\" : \"Inf\", (long long)i, (long long)m->step);\n"
-                         "        return m->status;\n      } }\n",
-                   op_info[n->op].name, n->phase == PH_FORWARD ? "forward" : n->phase == PH_BACKWARD ? "backward" : "update",
-                   src->loc.file ? src->loc.file : "model", src->loc.line, src->loc.col, k, r->e->name);
+        str_puts(r->s, ";\n      for (int64_t i = 0; i < nq; i++) if (!isfinite(q[i])) {\n"
+                       "        m->status = 4;\n"
+                       "        snprintf(m->msg, sizeof m->msg, \"%s at element %lld of %s at step %lld\",\n"
+                       "                 isnan(q[i]) ? \"NaN\" : \"Inf\", (long long)i, \"");
+        render_c_string_body(r->s, what.buf);
+        str_puts(r->s, "\", (long long)m->step);\n        return m->status;\n      } }\n");
+        str_free(&what);
     }
 }
 
