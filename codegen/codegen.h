@@ -35,6 +35,8 @@ typedef struct {
     /* Render, compile (or find in the cache) and load; NULL with `err` filled on failure. */
     LoadedModel *(*load)(const Program *p, const BuildOpts *o, char *err, size_t errlen);
     void (*unload)(LoadedModel *lm);
+    /* The target's assembly (--emit ptx): NULL where the target has none. */
+    bool (*emit_asm)(const Program *p, const BuildOpts *o, Str *out, char *err, size_t n);
 } Backend;
 
 extern const Backend backend_cpu;

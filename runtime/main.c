@@ -240,7 +240,10 @@ static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_pr
         if ((!strcmp(c.emit, "c") && target != DEV_CPU) || ((!strcmp(c.emit, "cuda") || !strcmp(c.emit, "ptx")) && target != DEV_CUDA))
             nnc_fatal("--emit %s needs --target %s", c.emit, !strcmp(c.emit, "c") ? "cpu" : "cuda");
         Str out = {0};
-        be->render(&p, &bo, &out);
+        char aerr[16384];
+        if (!strcmp(c.emit, "ptx") ? !be->emit_asm || !be->emit_asm(&p, &bo, &out, aerr, sizeof aerr)
+                                   : (be->render(&p, &bo, &out), false))
+            nnc_fatal("--emit ptx: %s", be->emit_asm ? aerr : "this target has no assembly to show");
         fputs(out.buf, stdout);
         str_free(&out);
         return 0;

@@ -217,4 +217,4 @@ static void cpu_unload(LoadedModel *lm) {
     free(lm);
 }
 
-const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload};
+const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload, NULL};

@@ -176,7 +176,10 @@ typedef struct {
     CUmodule mod;
     CUstream st;
     cublasHandle_t blas;
-    CUfunction *fn[ENTRY_COUNT], step_inc;
+    CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
+    bool check_numerics;                        /* --check-numerics: test every output after its launch */
+    CUdeviceptr dFirst;                         /* ... the first non-finite index found */
+    unsigned long long *hFirst;                 /* ... read back (pinned) */
     CUdeviceptr dP, dS, dA, dStep, dErr, dWork;
     void *hP, *hS;                              /* mirrors (pinned) */
     long long *hStep;                           /* pinned staging for the step counter */
@@ -315,6 +318,41 @@ static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     return true;
 }
 
+/* --check-numerics: after launch k, the first NaN or Inf in each of its floating outputs stops
+ * the step with the op, its model line and the step, as the CPU target reports it. */
+static bool check_launch(CudaModel *m, const Entry *e, int k, int64_t B) {
+    const Launch *L = &e->launches[k];
+    const Graph *g = m->p->g;
+    if (L->kind == L_COPY) return true;
+    for (int j = 0; j < L->nouts + (L->kind == L_GEMM && L->nouts == 0); j++) {
+        int o = L->nouts ? L->outs[j] : L->root;
+        CUdeviceptr d;
+        char *h;
+        if (g->nodes[o].dtype != DT_F32 || !where(m, e, o, &d, &h) || h) continue;
+        long long n = shape_numel(g->nodes[o].shape, B);
+        void *args[] = {&d, &n, &m->dFirst};
+        unsigned grid = (unsigned)((n + 255) / 256 > 4096 ? 4096 : (n + 255) / 256);
+        CU(cu.MemsetD32Async(m->dFirst, 0xffffffffu, 2, m->st));
+        CU(cu.LaunchKernel(m->check_fn, grid ? grid : 1, 1, 1, 256, 1, 1, 0, m->st, args, NULL));
+        CU(cu.MemcpyDtoHAsync(m->hFirst, m->dFirst, sizeof *m->hFirst, m->st));
+        CU(cu.StreamSynchronize(m->st));
+        unsigned long long i = *m->hFirst;
+        if (i == ~0ull) continue;
+        double v = 0;
+        CU(cu.MemcpyDtoHAsync(m->hFirst, d + i * m->rb, m->rb, m->st));
+        CU(cu.StreamSynchronize(m->st));
+        v = m->f64 ? *(double *)m->hFirst : *(float *)m->hFirst;
+        Str what = {0};
+        launch_describe(&what, m->p, e, k, o);
+        snprintf(m->msg, sizeof m->msg, "%s at element %llu of %s at step %lld", v != v ? "NaN" : "Inf", i, what.buf,
+                 (long long)m->step);
+        str_free(&what);
+        m->status = 4;
+        return false;
+    }
+    return true;
+}
+
 static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
     if (m->has_ce[e->kind]) CU(cu.MemsetD32Async(m->dErr, 0, 4, m->st));
     if (e->kind == ENTRY_TRAIN) {
@@ -331,7 +369,7 @@ static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
-        if (!ok) return false;
+        if (!ok || (m->check_numerics && !check_launch(m, e, k, B))) return false;
     }
     if (m->has_ce[e->kind]) CU(cu.MemcpyDtoHAsync(m->hErr, m->dErr, 4 * sizeof(int), m->st));
     return true;
@@ -359,7 +397,7 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
             CU(cu.GraphLaunch(m->graph[k][s].exec, m->st));
             return true;
         }
-    if (!m->ran[k] || m->no_graph[k] || getenv("NNC_CUDA_NO_GRAPHS")) {
+    if (!m->ran[k] || m->no_graph[k] || m->check_numerics || getenv("NNC_CUDA_NO_GRAPHS")) {
         m->ran[k] = true;
         return issue_entry(m, e, B);
     }
@@ -702,6 +740,7 @@ static char *get_cubin(const Program *p, const BuildOpts *o, const char *src, co
 static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleLoadData(&m->mod, cubin));
     CU(cu.ModuleGetFunction(&m->step_inc, m->mod, "nnc_step_inc"));
+    if (m->check_numerics) CU(cu.ModuleGetFunction(&m->check_fn, m->mod, "nnc_check_finite"));
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &m->p->entry[k];
         m->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));
@@ -732,6 +771,8 @@ static bool alloc_memory(CudaModel *m) {
     CU(cu.MemAlloc(&m->dStep, 64));
     CU(cu.MemAlloc(&m->dErr, 64));
     CU(cu.MemAlloc(&m->dWork, BLAS_WORKSPACE));
+    CU(cu.MemAlloc(&m->dFirst, 64));
+    CU(cu.MemAllocHost((void **)&m->hFirst, 64));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(m->blas, (void *)m->dWork, BLAS_WORKSPACE));
     CU(cu.MemAllocHost(&m->hP, nonzero(A->param_bytes)));
@@ -784,6 +825,7 @@ static LoadedModel *cuda_load(const Program *p, const BuildOpts *o, char *err, s
     m->p = p;
     m->f64 = o->f64;
     m->tf32 = o->tf32;
+    m->check_numerics = o->check_numerics;
     m->rb = o->f64 ? 8 : 4;
     build_tables(m);
     LoadedModel *lm = xcalloc(1, sizeof *lm);
@@ -832,7 +874,7 @@ static void cuda_destroy(void *mv) {
             if (m->out_stage[k][j]) cu.MemFreeHost(m->out_stage[k][j]);
     }
     if (m->blas) cu.BlasDestroy(m->blas);
-    CUdeviceptr dev[] = {m->dP, m->dS, m->dA, m->dStep, m->dErr, m->dWork};
+    CUdeviceptr dev[] = {m->dP, m->dS, m->dA, m->dStep, m->dErr, m->dWork, m->dFirst};
     for (size_t i = 0; i < NNC_COUNTOF(dev); i++)
         if (dev[i]) cu.MemFree(dev[i]);
     for (int i = 0; m->hIn && i < m->abi.ninputs; i++)
@@ -842,7 +884,7 @@ static void cuda_destroy(void *mv) {
     if (m->mod) cu.ModuleUnload(m->mod);
     if (m->st) cu.StreamDestroy(m->st);
     if (m->ctx) cu.PrimaryCtxRelease(m->dev);
-    void *pinned[] = {m->hP, m->hS, m->hStep};
+    void *pinned[] = {m->hP, m->hS, m->hStep, m->hFirst};
     for (size_t i = 0; i < NNC_COUNTOF(pinned); i++)
         if (pinned[i]) cu.MemFreeHost(pinned[i]);
     arena_free(&m->arena);
@@ -855,4 +897,29 @@ static void cuda_unload(LoadedModel *lm) {
     free(lm);
 }
 
-const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload};
+/* --emit ptx: NVRTC's PTX for the device's architecture (compute_XY), or for compute_90 when
+ * there is no device to ask, which the first line says. */
+static bool cuda_emit_ptx(const Program *p, const BuildOpts *o, Str *out, char *err, size_t n) {
+    char arch[32] = "compute_90";
+    const char *why = "no CUDA device found to choose it";
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (cuda_open() && cu.DeviceGet(&dev, 0) == CUDA_SUCCESS &&
+        cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+        cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
+        snprintf(arch, sizeof arch, "compute_%d%d", major, minor);
+        why = "the architecture of device 0";
+    }
+    Str src = {0};
+    cuda_render(p, o, &src);
+    size_t len = 0;
+    char *ptx = cuda_nvrtc_compile(src.buf, "model.cu", arch, o->f64, &len, err, n);
+    str_free(&src);
+    if (!ptx) return false;
+    str_printf(out, "// nnc: PTX for %s (%s), compiled by NVRTC from the source --emit cuda prints\n", arch, why);
+    str_puts(out, ptx);
+    free(ptx);
+    return true;
+}
+
+const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx};

@@ -25,7 +25,9 @@ add_test(NAME cuda_nvrtc_models_nofuse COMMAND nvrtc_compile --no-fuse ${NNC_CUD
 add_test(NAME cuda_nvrtc_models_f64 COMMAND nvrtc_compile --f64 ${NNC_CUDA_MODELS} ${NNC_CUDA_TESTS}/ops/classifier.nn)
 add_test(NAME cuda_no_device COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
          -P ${NNC_CUDA_TESTS}/no_device.cmake)
-set_tests_properties(cuda_nvrtc_models cuda_nvrtc_models_nofuse cuda_nvrtc_models_f64 cuda_no_device
+add_test(NAME cuda_emit_ptx COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
+         -P ${NNC_CUDA_TESTS}/emit_ptx.cmake)
+set_tests_properties(cuda_nvrtc_models cuda_nvrtc_models_nofuse cuda_nvrtc_models_f64 cuda_no_device cuda_emit_ptx
                      PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
 
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
