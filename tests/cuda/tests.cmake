@@ -25,3 +25,6 @@ set_tests_properties(cuda_nvrtc_models cuda_nvrtc_models_nofuse cuda_nvrtc_model
 
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
 set_tests_properties(gpu_vs_cpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
+
+# the CUDA emulator: runs the cuda target's kernels on the host (label cuda-emu)
+include(${NNC_CUDA_TESTS}/emu/emu.cmake)
