@@ -39,7 +39,8 @@ add_executable(emu_selftest ${_emu}/selftest.c)
 target_include_directories(emu_selftest SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
 target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
 
-set(_emu_env LD_LIBRARY_PATH=${_emu_out} NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
+# CUDA_HOME empty: nnc would look there first and load the real libraries
+set(_emu_env CUDA_HOME= LD_LIBRARY_PATH=${_emu_out} NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
     XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache)
 foreach(order forward reverse random:7)
   string(REPLACE ":" "_" _name ${order})
