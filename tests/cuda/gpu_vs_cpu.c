@@ -1,6 +1,9 @@
 /* gpu_vs_cpu.c - the CUDA target computes what the CPU target computes, op by op.
  *
- *   gpu_vs_cpu [MODEL.nn...]        default: every .nn file in tests/cuda/ops (or $NNC_CUDA_OPS_DIR);
+ *   gpu_vs_cpu [--train-first] [MODEL.nn...]
+ *                                   --train-first: one train step right after init, before the
+ *                                   first comparison (and its synchronizing copies);
+ *                                   default models: every .nn file in tests/cuda/ops (or $NNC_CUDA_OPS_DIR);
  *                                   none there is a failure
  *
  * Each model is built for both targets through the library API (include/nnc.h), initialized
@@ -110,6 +113,8 @@ static int compare_entry(nnc_compiled *cc, nnc_compiled *gc, int entry, void **i
     return fails;
 }
 
+static bool train_first;
+
 static int check_model(const char *path, bool f64) {
     char *src = slurp(path), err[16384];
     if (!src) {
@@ -144,6 +149,14 @@ static int check_model(const char *path, bool f64) {
     ca->init(cm, 7);
     ga->init(gm, 7);
     int fails = 0;
+    if (train_first) {   /* as `nnc train` does: a step before anything else synchronizes */
+        int r1 = ca->run(cm, NNC_ENTRY_TRAIN, (const void *const *)in, B);
+        int r2 = ga->run(gm, NNC_ENTRY_TRAIN, (const void *const *)in, B);
+        if (r1 || r2) {
+            printf("  FAIL: first train step: cpu %d, cuda %d (%s)\n", r1, r2, r2 ? ga->error(gm) : "");
+            fails++;
+        }
+    }
     ga->sync(gm, NNC_SYNC_TO_HOST);
     for (int i = 0; i < ca->nparams; i++)
         fails += compare(ca->params[i].name, &ca->params[i], ca->param(cm, i), ga->param(gm, i), B, f64);
@@ -187,7 +200,10 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 int main(int argc, char **argv) {
     char *files[256];
     int n = 0, fails = 0;
-    for (int i = 1; i < argc && n < 256; i++) files[n++] = argv[i];
+    for (int i = 1; i < argc && n < 256; i++) {
+        if (!strcmp(argv[i], "--train-first")) train_first = true;
+        else files[n++] = argv[i];
+    }
     const char *dir = getenv("NNC_CUDA_OPS_DIR") ? getenv("NNC_CUDA_OPS_DIR") : NNC_CUDA_OPS_DIR;
     if (n == 0) {
         DIR *d = opendir(dir);

@@ -54,3 +54,6 @@ foreach(order forward reverse)
                        ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
 endforeach()
 add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
+# a train step straight after init, as `nnc train` runs: nothing has synchronized yet
+add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
+set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
