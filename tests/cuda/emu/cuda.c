@@ -1037,6 +1037,9 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e) {
     return CUDA_SUCCESS;
 }
 
+#undef cuEventDestroy   /* cuda.h maps the old name to _v2; export both */
+EXPORT CUresult cuEventDestroy(CUevent e) { return cuEventDestroy_v2(e); }
+
 EXPORT CUresult cuEventRecord(CUevent ev, CUstream h) {
     NEED_CTX();
     Event *e = (Event *)ev;

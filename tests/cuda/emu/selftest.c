@@ -67,6 +67,8 @@ static const char kernels[] =
     "}\n";
 
 static CUmodule mod;
+static char *cubin;
+static size_t cubin_len;
 static CUcontext ctx;
 static CUstream snb;   /* a non-blocking stream, as nnc uses */
 
@@ -322,6 +324,17 @@ static int c_graph_args(int bug) {
     return out[0] != 1.0f || out[N - 1] != 1.0f || host_out != 20.0f;
 }
 
+/* A cubin straight from a real NVRTC (no source after it) is refused with a clear message. */
+static int c_real_cubin(int bug) {
+    char *img = malloc(cubin_len);
+    memcpy(img, cubin, cubin_len);
+    if (bug) memset(img + cubin_len - 16 - strlen(kernels), 0, 16);   /* drop the marker and length */
+    CUmodule m;
+    CUresult rc = cuModuleLoadData(&m, img);
+    free(img);
+    return bug ? rc != CUDA_ERROR_INVALID_IMAGE : rc != CUDA_SUCCESS;
+}
+
 typedef struct {
     const char *what, *bug_words;
     int (*run)(int);
@@ -340,6 +353,7 @@ static const Case cases[] = {
     {"memcpy past an allocation", "bytes past its end", c_memcpy_range},
     {"synchronization during capture", "during stream capture", c_capture_sync},
     {"graph replay vs the current arguments", NULL, c_graph_args},
+    {"a cubin from a real NVRTC run", "real NVRTC|clear the kernel cache", c_real_cubin},
 };
 
 /* Runs one half of a case in a child; 0 if it behaved.  Checks the stderr words of a bug. */
@@ -387,7 +401,8 @@ static int setup(void) {
     }
     size_t n = 0;
     if (nvrtcGetCUBINSize(p, &n)) return 2;
-    char *cubin = malloc(n);
+    cubin = malloc(n);
+    cubin_len = n;
     if (nvrtcGetCUBIN(p, cubin)) return 2;
     nvrtcDestroyProgram(&p);
     CUdevice dev;
@@ -404,7 +419,6 @@ static int setup(void) {
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     CK(cuModuleLoadData(&mod, cubin));
-    free(cubin);
     CK(cuStreamCreate(&snb, CU_STREAM_NON_BLOCKING));
     return 0;
 }
