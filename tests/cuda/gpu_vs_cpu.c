@@ -1,12 +1,16 @@
 /* gpu_vs_cpu.c - the CUDA target computes what the CPU target computes, op by op.
  *
- *   gpu_vs_cpu [MODEL.nn...]        default: every .nn file in tests/cuda/ops (NNC_CUDA_OPS_DIR)
+ *   gpu_vs_cpu [--train-first] [MODEL.nn...]
+ *                                   --train-first: one train step right after init, before the
+ *                                   first comparison (and its synchronizing copies);
+ *                                   default models: every .nn file in tests/cuda/ops (or $NNC_CUDA_OPS_DIR);
+ *                                   none there is a failure
  *
  * Each model is built for both targets through the library API (include/nnc.h), initialized
  * from the same seed (both run the same Philox initialisation), fed the same inputs, and
  * compared on: the eval entry's outputs (loss and metrics), the grad entry's outputs (loss and
- * "grad.<param>"), and the parameters after three train steps (optimizer updates, the step
- * counter).  In double precision every value must agree to 1e-5 relative; in single precision
+ * "grad.<param>"), and the parameters after six train steps at batch sizes B, B-1, B, ...
+ * (optimizer updates, the step counter, graph replay per batch size).  In double precision every value must agree to 1e-5 relative; in single precision
  * to 1e-5 relative to the tensor's largest value (cuBLAS and OpenBLAS sum in different
  * orders).  Prints maxdiff per tensor.  Without a CUDA device: "SKIP: no CUDA device", exit 77. */
 #include <dirent.h>
@@ -18,6 +22,8 @@
 #include <string.h>
 
 #include "nnc.h"
+
+#define TRAIN_STEPS 6
 
 #ifndef NNC_CUDA_OPS_DIR
 #define NNC_CUDA_OPS_DIR "tests/cuda/ops"
@@ -107,6 +113,8 @@ static int compare_entry(nnc_compiled *cc, nnc_compiled *gc, int entry, void **i
     return fails;
 }
 
+static bool train_first;
+
 static int check_model(const char *path, bool f64) {
     char *src = slurp(path), err[16384];
     if (!src) {
@@ -141,15 +149,26 @@ static int check_model(const char *path, bool f64) {
     ca->init(cm, 7);
     ga->init(gm, 7);
     int fails = 0;
+    if (train_first) {   /* as `nnc train` does: a step before anything else synchronizes */
+        int r1 = ca->run(cm, NNC_ENTRY_TRAIN, (const void *const *)in, B);
+        int r2 = ga->run(gm, NNC_ENTRY_TRAIN, (const void *const *)in, B);
+        if (r1 || r2) {
+            printf("  FAIL: first train step: cpu %d, cuda %d (%s)\n", r1, r2, r2 ? ga->error(gm) : "");
+            fails++;
+        }
+    }
     ga->sync(gm, NNC_SYNC_TO_HOST);
     for (int i = 0; i < ca->nparams; i++)
         fails += compare(ca->params[i].name, &ca->params[i], ca->param(cm, i), ga->param(gm, i), B, f64);
     fails += compare_entry(cc, gc, NNC_ENTRY_EVAL, in, B, f64);
     fails += compare_entry(cc, gc, NNC_ENTRY_GRAD, in, B, f64);
     if (B > 1) fails += compare_entry(cc, gc, NNC_ENTRY_GRAD, in, B - 1, f64);   /* a short batch */
-    for (int s = 0; s < 3; s++) {   /* the third run replays a captured CUDA graph */
-        int r1 = ca->run(cm, NNC_ENTRY_TRAIN, (const void *const *)in, B);
-        int r2 = ga->run(gm, NNC_ENTRY_TRAIN, (const void *const *)in, B);
+    /* The first run launches directly, later ones capture a CUDA graph per batch size and then
+     * replay it; alternating B, B-1, B, ... makes a graph replayed at the wrong size show. */
+    for (int s = 0; s < TRAIN_STEPS; s++) {
+        int64_t b = B > 1 && s % 2 ? B - 1 : B;
+        int r1 = ca->run(cm, NNC_ENTRY_TRAIN, (const void *const *)in, b);
+        int r2 = ga->run(gm, NNC_ENTRY_TRAIN, (const void *const *)in, b);
         if (r1 || r2) {
             printf("  FAIL: train step: cpu %d, cuda %d (%s)\n", r1, r2, r2 ? ga->error(gm) : "");
             fails++;
@@ -159,7 +178,7 @@ static int check_model(const char *path, bool f64) {
     ga->sync(gm, NNC_SYNC_TO_HOST);
     for (int i = 0; i < ca->nparams; i++) {
         char what[160];
-        snprintf(what, sizeof what, "after 3 steps %s", ca->params[i].name);
+        snprintf(what, sizeof what, "after %d steps %s", TRAIN_STEPS, ca->params[i].name);
         fails += compare(what, &ca->params[i], ca->param(cm, i), ga->param(gm, i), B, f64);
     }
     if (ca->get_step(cm) != ga->get_step(gm)) {
@@ -181,19 +200,27 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 int main(int argc, char **argv) {
     char *files[256];
     int n = 0, fails = 0;
-    for (int i = 1; i < argc && n < 256; i++) files[n++] = argv[i];
+    for (int i = 1; i < argc && n < 256; i++) {
+        if (!strcmp(argv[i], "--train-first")) train_first = true;
+        else files[n++] = argv[i];
+    }
+    const char *dir = getenv("NNC_CUDA_OPS_DIR") ? getenv("NNC_CUDA_OPS_DIR") : NNC_CUDA_OPS_DIR;
     if (n == 0) {
-        DIR *d = opendir(NNC_CUDA_OPS_DIR);
+        DIR *d = opendir(dir);
         struct dirent *de;
         while (d && (de = readdir(d)) && n < 256) {
             size_t l = strlen(de->d_name);
             if (l > 3 && !strcmp(de->d_name + l - 3, ".nn")) {
-                files[n] = malloc(strlen(NNC_CUDA_OPS_DIR) + l + 2);
-                sprintf(files[n++], "%s/%s", NNC_CUDA_OPS_DIR, de->d_name);
+                files[n] = malloc(strlen(dir) + l + 2);
+                sprintf(files[n++], "%s/%s", dir, de->d_name);
             }
         }
         if (d) closedir(d);
         qsort(files, (size_t)n, sizeof *files, by_name);
+    }
+    if (n == 0) {   /* a test that compared nothing must not pass */
+        printf("FAIL: no models to compare (no .nn file in %s)\n", dir);
+        return 1;
     }
     for (int i = 0; i < n; i++) {
         fails += check_model(files[i], true);

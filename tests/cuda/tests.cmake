@@ -32,3 +32,12 @@ set_tests_properties(cuda_nvrtc_models cuda_nvrtc_models_nofuse cuda_nvrtc_model
 
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
 set_tests_properties(gpu_vs_cpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
+
+# the CUDA emulator: runs the cuda target's kernels on the host (label cuda-emu)
+include(${NNC_CUDA_TESTS}/emu/emu.cmake)
+# with no models to compare, gpu_vs_cpu fails (it used to pass having compared nothing)
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/empty-ops)
+add_test(NAME gpu_vs_cpu_no_models COMMAND gpu_vs_cpu)
+set_tests_properties(gpu_vs_cpu_no_models PROPERTIES LABELS cuda TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "FAIL: no models to compare"
+                     ENVIRONMENT "NNC_CUDA_OPS_DIR=${CMAKE_BINARY_DIR}/empty-ops;${_nnc_cuda_env}")

@@ -1,0 +1,143 @@
+/* cublas.c - the emulator's libcublas.so.13: column-major GEMMs computed by OpenBLAS.
+ *
+ * Each call checks what the real library checks (the handle, the operations, m, n, k >= 0,
+ * the leading dimensions against the rows of each operand as stored, a workspace set with
+ * cublasSetWorkspace_v2 when called under stream capture) and, beyond it, that every operand
+ * range lies inside one device allocation; then it is queued on the handle's stream (the
+ * legacy stream unless cublasSetStream_v2 says otherwise) and runs when that stream does.
+ * alpha and beta are read at the call (host pointer mode). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cublas_v2.h>
+
+#include "emu.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAGIC 0x6e6e6362u
+
+/* OpenBLAS's CBLAS, declared here so no cblas.h is needed */
+enum { CblasColMajor = 102 };
+enum { CblasNoTrans = 111, CblasTrans = 112 };
+void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+void cblas_dgemm(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
+
+struct cublasContext {
+    unsigned magic;
+    CUstream stream;
+    void *workspace;
+    size_t workspace_bytes;
+};
+
+static int valid(cublasHandle_t h) { return h && h->magic == MAGIC; }
+
+EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    *h = calloc(1, sizeof **h);
+    if (!*h) return CUBLAS_STATUS_ALLOC_FAILED;
+    (*h)->magic = MAGIC;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->magic = 0;
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = (CUstream)s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *s) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!s) return CUBLAS_STATUS_INVALID_VALUE;
+    *s = (cudaStream_t)h->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    (void)mode;   /* TF32 is computed in full FP32 here */
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *ws, size_t bytes) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (bytes && (!ws || nnc_emu_check_range(ws, bytes, "cublasSetWorkspace_v2"))) return CUBLAS_STATUS_INVALID_VALUE;
+    h->workspace = ws;
+    h->workspace_bytes = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+typedef struct {
+    int dbl, ta, tb, m, n, k, lda, ldb, ldc;
+    double alpha, beta;
+    const void *A, *B;
+    void *C;
+} Gemm;
+
+static void run_gemm(void *ctx) {
+    const Gemm *g = ctx;
+    int ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
+    if (g->dbl)
+        cblas_dgemm(CblasColMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
+    else
+        cblas_sgemm(CblasColMajor, ta, tb, g->m, g->n, g->k, (float)g->alpha, g->A, g->lda, g->B, g->ldb, (float)g->beta,
+                    g->C, g->ldc);
+}
+
+static int op_ok(cublasOperation_t o) { return o == CUBLAS_OP_N || o == CUBLAS_OP_T || o == CUBLAS_OP_C; }
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* The bytes of a column-major rows x cols operand with leading dimension ld. */
+static size_t span(int rows, int cols, int ld, size_t elem) {
+    return rows && cols ? ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * elem : 0;
+}
+
+static cublasStatus_t gemm(const char *name, cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n,
+                           int k, double alpha, const void *A, int lda, const void *B, int ldb, double beta, void *C,
+                           int ldc, size_t elem) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    int ra = oa == CUBLAS_OP_N ? m : k, ca = oa == CUBLAS_OP_N ? k : m;   /* A as stored */
+    int rb = ob == CUBLAS_OP_N ? k : n, cb = ob == CUBLAS_OP_N ? n : k;
+    if (!op_ok(oa) || !op_ok(ob) || m < 0 || n < 0 || k < 0 || lda < imax(1, ra) || ldb < imax(1, rb) ||
+        ldc < imax(1, m)) {
+        fprintf(stderr, "nnc-emu: %s: invalid value: m=%d n=%d k=%d lda=%d (needs >= %d) ldb=%d (needs >= %d) ldc=%d "
+                "(needs >= %d)\n", name, m, n, k, lda, imax(1, ra), ldb, imax(1, rb), ldc, imax(1, m));
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (nnc_emu_capturing(h->stream) && !h->workspace) {
+        fprintf(stderr, "nnc-emu: %s under stream capture without cublasSetWorkspace_v2\n", name);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (!m || !n) return CUBLAS_STATUS_SUCCESS;
+    char what[64];
+    snprintf(what, sizeof what, "%s operand A", name);
+    if (k && nnc_emu_check_range(A, span(ra, ca, lda, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    snprintf(what, sizeof what, "%s operand B", name);
+    if (k && nnc_emu_check_range(B, span(rb, cb, ldb, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    snprintf(what, sizeof what, "%s operand C", name);
+    if (nnc_emu_check_range(C, span(m, n, ldc, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    Gemm g = {elem == 8, oa != CUBLAS_OP_N, ob != CUBLAS_OP_N, m, n, k, lda, ldb, ldc, alpha, beta, A, B, C};
+    return nnc_emu_enqueue_host(h->stream, run_gemm, &g, sizeof g) ? CUBLAS_STATUS_EXECUTION_FAILED
+                                                                    : CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                                     const float *alpha, const float *A, int lda, const float *B, int ldb,
+                                     const float *beta, float *C, int ldc) {
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm("cublasSgemm", h, oa, ob, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, sizeof(float));
+}
+
+EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                                     const double *alpha, const double *A, int lda, const double *B, int ldb,
+                                     const double *beta, double *C, int ldc) {
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm("cublasDgemm", h, oa, ob, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, sizeof(double));
+}

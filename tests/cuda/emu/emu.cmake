@@ -1,0 +1,59 @@
+# emu.cmake - the CUDA emulator (included by tests/cuda/tests.cmake when the toolkit is found):
+# stand-ins for libcuda.so.1, libcublas.so.13 and libnvrtc.so.13 in ${CMAKE_BINARY_DIR}/emu that
+# the unchanged nnc loads through LD_LIBRARY_PATH, so the CUDA target runs without a GPU.
+# Label `cuda-emu`.  Not in sanitizer builds: the emulator switches stacks (fibers) and catches
+# SIGSEGV on its guard pages, which fights ASan's own stack and signal bookkeeping, and the
+# sanitizer stage selects tests with -L '...|cuda', which would match `cuda-emu`.
+if(NNC_SANITIZE OR NNC_FUZZ OR NOT CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  return()
+endif()
+find_program(NNC_EMU_CXX NAMES c++ g++ clang++)
+find_file(NNC_EMU_REAL_NVRTC libnvrtc.so.13 HINTS ${NNC_CUDA_INCLUDE}/../lib64 /usr/local/cuda/lib64 NO_DEFAULT_PATH)
+if(NOT NNC_EMU_CXX OR NOT NNC_EMU_REAL_NVRTC)
+  message(STATUS "nnc: CUDA emulator OFF (needs a C++ compiler and the toolkit's libnvrtc.so.13)")
+  return()
+endif()
+get_filename_component(_emu_nvrtc_dir ${NNC_EMU_REAL_NVRTC} DIRECTORY)
+set(_emu ${CMAKE_CURRENT_LIST_DIR})
+set(_emu_out ${CMAKE_BINARY_DIR}/emu)
+
+function(nnc_emu_lib target file soname)
+  add_library(${target} SHARED ${_emu}/${file})
+  target_include_directories(${target} SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
+  target_compile_options(${target} PRIVATE -fvisibility=hidden)
+  target_link_options(${target} PRIVATE -Wl,-soname,${soname})
+  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME ${soname} SUFFIX "" NO_SONAME ON
+                        LIBRARY_OUTPUT_DIRECTORY ${_emu_out})
+endfunction()
+
+nnc_emu_lib(nnc_emu_cuda cuda.c libcuda.so.1)
+target_compile_definitions(nnc_emu_cuda PRIVATE NNC_EMU_CXX="${NNC_EMU_CXX}" NNC_EMU_HEADER="${_emu}/emu_kernel.h")
+target_link_libraries(nnc_emu_cuda PRIVATE ${CMAKE_DL_LIBS} pthread)
+nnc_emu_lib(nnc_emu_cublas cublas.c libcublas.so.13)
+target_link_libraries(nnc_emu_cublas PRIVATE nnc_emu_cuda ${NNC_OPENBLAS})
+nnc_emu_lib(nnc_emu_nvrtc nvrtc.c libnvrtc.so.13)
+target_compile_definitions(nnc_emu_nvrtc PRIVATE NNC_EMU_REAL_NVRTC_DIR="${_emu_nvrtc_dir}")
+target_link_libraries(nnc_emu_nvrtc PRIVATE ${CMAKE_DL_LIBS} pthread)
+
+add_executable(emu_selftest ${_emu}/selftest.c)
+target_include_directories(emu_selftest SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
+target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
+
+# CUDA_HOME empty: nnc would look there first and load the real libraries
+set(_emu_env CUDA_HOME= LD_LIBRARY_PATH=${_emu_out} NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
+    XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache)
+foreach(order forward reverse random:7)
+  string(REPLACE ":" "_" _name ${order})
+  add_test(NAME emu_selftest_${_name} COMMAND emu_selftest)
+  set_tests_properties(emu_selftest_${_name} PROPERTIES LABELS cuda-emu TIMEOUT 120
+                       ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
+endforeach()
+foreach(order forward reverse)
+  add_test(NAME gpu_vs_cpu_emu_${order} COMMAND gpu_vs_cpu)
+  set_tests_properties(gpu_vs_cpu_emu_${order} PROPERTIES LABELS cuda-emu TIMEOUT 300
+                       ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
+endforeach()
+add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
+# a train step straight after init, as `nnc train` runs: nothing has synchronized yet
+add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
+set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")

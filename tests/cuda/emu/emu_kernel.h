@@ -1,0 +1,125 @@
+/* emu_kernel.h - the CUDA environment for kernels the emulator compiles for the host.
+ *
+ * Force-included (-include) in front of the CUDA source NVRTC compiled, so the same text builds
+ * as host C++.  Like NVRTC's environment it includes no standard header (nnc's kernels typedef
+ * int64_t themselves) and declares the libm functions it needs itself.  Builtin variables,
+ * barriers and shuffles go through nnc_emu_rt, which the emulated driver (cuda.c) fills in after
+ * dlopen: `cur` points at the running fiber's variables, `barrier` and `shfl` switch back to the
+ * scheduler until the block (or the warp) arrives.  Barriers are identified by source line.
+ * __shared__ variables are static and live in section nnc_emu_shared, whose bounds
+ * nnc_emu_shared_bounds() reports, so the driver can refill them with 0xFF at every block. */
+#ifndef NNC_EMU_KERNEL_H
+#define NNC_EMU_KERNEL_H
+
+struct nnc_emu_dim3 {
+    unsigned x, y, z;
+};
+typedef nnc_emu_dim3 dim3;
+struct nnc_emu_vars {
+    nnc_emu_dim3 tid, bid, bdim, gdim;
+    unsigned lane;   /* linear thread index % 32 */
+};
+struct nnc_emu_rt_t {
+    nnc_emu_vars *cur;
+    void (*barrier)(int line, int warp_only, unsigned mask);
+    unsigned long long (*shfl)(int line, unsigned mask, unsigned long long v, int src_lane);
+};
+extern "C" {
+nnc_emu_rt_t nnc_emu_rt;
+extern char __start_nnc_emu_shared[] __attribute__((weak));
+extern char __stop_nnc_emu_shared[] __attribute__((weak));
+void nnc_emu_shared_bounds(char **b, char **e) {
+    *b = __start_nnc_emu_shared;
+    *e = __stop_nnc_emu_shared;
+}
+}
+
+#define __global__
+#define __device__ static
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __shared__ static __attribute__((section("nnc_emu_shared")))
+#define threadIdx (nnc_emu_rt.cur->tid)
+#define blockIdx (nnc_emu_rt.cur->bid)
+#define blockDim (nnc_emu_rt.cur->bdim)
+#define gridDim (nnc_emu_rt.cur->gdim)
+#define warpSize 32
+#define __syncthreads() nnc_emu_rt.barrier(__LINE__, 0, 0xffffffffu)
+#define __syncwarp(...) nnc_emu_rt.barrier(__LINE__, 1, nnc_emu_mask0(__VA_ARGS__))
+static inline unsigned nnc_emu_mask0(unsigned m = 0xffffffffu) { return m; }
+
+/* ---- shuffles: the source lane is computed here, the exchange in the driver ---- */
+template <class T> static inline T nnc_emu_shfl(int line, unsigned mask, T v, int src) {
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    unsigned long long bits = 0;
+    __builtin_memcpy(&bits, &v, sizeof v);
+    bits = nnc_emu_rt.shfl(line, mask, bits, src);
+    T r;
+    __builtin_memcpy(&r, &bits, sizeof r);
+    return r;
+}
+template <class T> static inline T nnc_emu_shfl_idx(int line, unsigned mask, T v, int src, int w = 32) {
+    int lane = (int)nnc_emu_rt.cur->lane;
+    return nnc_emu_shfl(line, mask, v, lane / w * w + (src % w));
+}
+template <class T> static inline T nnc_emu_shfl_xor(int line, unsigned mask, T v, int o, int w = 32) {
+    int lane = (int)nnc_emu_rt.cur->lane, s = lane ^ o;
+    return nnc_emu_shfl(line, mask, v, s / w == lane / w ? s : lane);
+}
+template <class T> static inline T nnc_emu_shfl_down(int line, unsigned mask, T v, unsigned d, int w = 32) {
+    int lane = (int)nnc_emu_rt.cur->lane;
+    return nnc_emu_shfl(line, mask, v, lane % w + (int)d < w ? lane + (int)d : lane);
+}
+template <class T> static inline T nnc_emu_shfl_up(int line, unsigned mask, T v, unsigned d, int w = 32) {
+    int lane = (int)nnc_emu_rt.cur->lane;
+    return nnc_emu_shfl(line, mask, v, lane % w >= (int)d ? lane - (int)d : lane);
+}
+#define __shfl_sync(...) nnc_emu_shfl_idx(__LINE__, __VA_ARGS__)
+#define __shfl_xor_sync(...) nnc_emu_shfl_xor(__LINE__, __VA_ARGS__)
+#define __shfl_down_sync(...) nnc_emu_shfl_down(__LINE__, __VA_ARGS__)
+#define __shfl_up_sync(...) nnc_emu_shfl_up(__LINE__, __VA_ARGS__)
+
+/* ---- atomics: fibers of a launch run on one host thread, one at a time ---- */
+template <class T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> static inline T atomicExch(T *p, T v) { T o = *p; *p = v; return o; }
+template <class T> static inline T atomicMax(T *p, T v) { T o = *p; *p = o > v ? o : v; return o; }
+template <class T> static inline T atomicMin(T *p, T v) { T o = *p; *p = o < v ? o : v; return o; }
+template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+
+/* ---- bit casts ---- */
+template <class D, class S> static inline D nnc_emu_bits(S s) {
+    static_assert(sizeof(D) == sizeof(S), "bit cast between sizes");
+    D d;
+    __builtin_memcpy(&d, &s, sizeof d);
+    return d;
+}
+static inline double __longlong_as_double(long long x) { return nnc_emu_bits<double>(x); }
+static inline long long __double_as_longlong(double x) { return nnc_emu_bits<long long>(x); }
+static inline float __int_as_float(int x) { return nnc_emu_bits<float>(x); }
+static inline int __float_as_int(float x) { return nnc_emu_bits<int>(x); }
+
+/* ---- math (CUDA has the float overloads of the double names too) ---- */
+extern "C" {
+double exp(double); double log(double); double sqrt(double); double tanh(double); double pow(double, double);
+double fabs(double); double fmax(double, double); double fmin(double, double); double erf(double);
+float expf(float); float logf(float); float sqrtf(float); float tanhf(float); float powf(float, float);
+float fabsf(float); float fmaxf(float, float); float fminf(float, float); float erff(float);
+}
+static inline float exp(float x) { return expf(x); }
+static inline float log(float x) { return logf(x); }
+static inline float sqrt(float x) { return sqrtf(x); }
+static inline float tanh(float x) { return tanhf(x); }
+static inline float pow(float x, float y) { return powf(x, y); }
+static inline float fabs(float x) { return fabsf(x); }
+static inline float fmax(float x, float y) { return fmaxf(x, y); }
+static inline float fmin(float x, float y) { return fminf(x, y); }
+static inline float erf(float x) { return erff(x); }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float __expf(float x) { return expf(x); }
+static inline float __logf(float x) { return logf(x); }
+
+#endif

@@ -1,0 +1,436 @@
+/* selftest.c - the CUDA emulator catches the GPU bugs it is meant to catch.
+ *
+ * Drives the stand-in driver, NVRTC and cuBLAS directly.  Every case is a planted bug paired
+ * with its correct twin: the bug must be caught (a wrong or NaN result, or the error the real
+ * stack returns, with the expected words on stderr) and the twin must pass.  Each case runs in
+ * a child process (a kernel fault is sticky, as on a GPU) and prints one line; the exit status
+ * is the number of cases that did not behave.  Run under each NNC_EMU_ORDER. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <nvrtc.h>
+
+#define N 64
+
+static const char kernels[] =
+    "extern \"C\" __global__ void rev_sync(const float *in, float *out, int n) {\n"
+    "    __shared__ float sh[256];\n"
+    "    const int t = threadIdx.x;\n"
+    "    sh[t] = in[t];\n"
+    "    __syncthreads();\n"
+    "    out[t] = sh[n - 1 - t];\n"
+    "}\n"
+    "extern \"C\" __global__ void rev_nosync(const float *in, float *out, int n) {\n"
+    "    __shared__ float sh2[256];\n"
+    "    const int t = threadIdx.x;\n"
+    "    sh2[t] = in[t];\n"
+    "    out[t] = sh2[n - 1 - t];\n"
+    "}\n"
+    "extern \"C\" __global__ void write_n(float *out, int n) {\n"
+    "    const int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (t < n) out[t] = (float)t;\n"
+    "}\n"
+    "extern \"C\" __global__ void warp_sum(float *out, int active) {\n"
+    "    float v = (float)threadIdx.x;\n"
+    "    if ((int)threadIdx.x < active)\n"
+    "        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    out[threadIdx.x] = v;\n"
+    "}\n"
+    "extern \"C\" __global__ void barrier_split(float *out, int diverge) {\n"
+    "    if (diverge && threadIdx.x < 16) {\n"
+    "        __syncthreads();\n"
+    "    } else {\n"
+    "        __syncthreads();\n"
+    "    }\n"
+    "    out[threadIdx.x] = 1.0f;\n"
+    "}\n"
+    "extern \"C\" __global__ void shared_read(float *out, int init) {\n"
+    "    __shared__ float sh3[64];\n"
+    "    if (init) sh3[threadIdx.x] = 2.0f;\n"
+    "    __syncthreads();\n"
+    "    out[threadIdx.x] = sh3[threadIdx.x];\n"
+    "}\n"
+    "extern \"C\" __global__ void copy_k(const float *in, float *out, int n) {\n"
+    "    const int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (t < n) out[t] = in[t];\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) fill_k(float *out, float v, int n) {\n"
+    "    const int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (t < n) out[t] = v;\n"
+    "}\n";
+
+static CUmodule mod;
+static char *cubin;
+static size_t cubin_len;
+static CUcontext ctx;
+static CUstream snb;   /* a non-blocking stream, as nnc uses */
+
+#define CK(call)                                                                        \
+    do {                                                                                \
+        CUresult rc_ = (call);                                                          \
+        if (rc_ != CUDA_SUCCESS) {                                                      \
+            fprintf(stderr, "selftest: %s failed: %d at line %d\n", #call, (int)rc_, __LINE__); \
+            return 2;                                                                   \
+        }                                                                               \
+    } while (0)
+
+static CUfunction fn(const char *name) {
+    CUfunction f = NULL;
+    if (cuModuleGetFunction(&f, mod, name) != CUDA_SUCCESS) {
+        fprintf(stderr, "selftest: no kernel %s\n", name);
+        exit(2);
+    }
+    return f;
+}
+
+static CUresult launch(const char *name, unsigned grid, unsigned block, CUstream s, void **args) {
+    return cuLaunchKernel(fn(name), grid, 1, 1, block, 1, 1, 0, s, args, NULL);
+}
+
+/* Runs a kernel of N threads with (in, out, n) on the stream s, returns the sync result. */
+static CUresult run_rev(const char *name, float *out) {
+    CUdeviceptr din, dout;
+    float in[N];
+    int n = N;
+    for (int i = 0; i < N; i++) in[i] = (float)i;
+    if (cuMemAlloc(&din, sizeof in) || cuMemAlloc(&dout, sizeof in)) return CUDA_ERROR_OUT_OF_MEMORY;
+    cuMemcpyHtoDAsync(din, in, sizeof in, snb);
+    void *args[] = {&din, &dout, &n};
+    CUresult rc = launch(name, 1, N, snb, args);
+    if (rc) return rc;
+    cuMemcpyDtoHAsync(out, dout, sizeof in, snb);
+    return cuStreamSynchronize(snb);
+}
+
+static int is_reversed(const float *out) {
+    for (int i = 0; i < N; i++)
+        if (out[i] != (float)(N - 1 - i)) return 0;
+    return 1;
+}
+
+/* Each case returns 0 when the emulator behaved: bug caught (bug != 0) or twin correct. */
+
+static int c_sync(int bug) {
+    float out[N];
+    CUresult rc = run_rev(bug ? "rev_nosync" : "rev_sync", out);
+    if (rc) return bug ? 1 : 1;
+    return bug ? is_reversed(out) : !is_reversed(out);
+}
+
+static int c_oob(int bug) {
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, N * sizeof(float)));
+    int n = bug ? N + 1 : N;
+    void *args[] = {&d, &n};
+    CK(launch("write_n", 1, 128, snb, args));
+    CUresult rc = cuStreamSynchronize(snb);
+    if (!bug) return rc != CUDA_SUCCESS;
+    /* sticky, as on a GPU */
+    CUdeviceptr d2;
+    return !(rc == CUDA_ERROR_ILLEGAL_ADDRESS && cuMemAlloc(&d2, 64) == CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+static int c_shfl(int bug) {
+    CUdeviceptr d;
+    float out[32];
+    CK(cuMemAlloc(&d, sizeof out));
+    int active = bug ? 16 : 32;
+    void *args[] = {&d, &active};
+    CK(launch("warp_sum", 1, 32, snb, args));
+    CUresult rc = cuStreamSynchronize(snb);
+    if (bug) return rc != CUDA_ERROR_LAUNCH_FAILED;
+    CK(rc);
+    CK(cuMemcpyDtoH(out, d, sizeof out));
+    for (int i = 0; i < 32; i++)
+        if (out[i] != 496.0f) return 1;
+    return 0;
+}
+
+static int c_barrier(int bug) {
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 64 * sizeof(float)));
+    int diverge = bug;
+    void *args[] = {&d, &diverge};
+    CK(launch("barrier_split", 1, 64, snb, args));
+    CUresult rc = cuStreamSynchronize(snb);
+    return bug ? rc != CUDA_ERROR_LAUNCH_FAILED : rc != CUDA_SUCCESS;
+}
+
+static int c_shared(int bug) {
+    CUdeviceptr d;
+    float out[64];
+    CK(cuMemAlloc(&d, sizeof out));
+    int init = !bug;
+    void *args[] = {&d, &init};
+    CK(launch("shared_read", 1, 64, snb, args));
+    CK(cuStreamSynchronize(snb));
+    CK(cuMemcpyDtoH(out, d, sizeof out));
+    for (int i = 0; i < 64; i++)
+        if (bug ? !isnan(out[i]) : out[i] != 2.0f) return 1;
+    return 0;
+}
+
+/* C (2x4) = A (2x3) B (3x4), all row-major on the host. */
+static int c_rowmajor(int bug) {
+    const float A[6] = {1, 2, 3, 4, 5, 6}, B[12] = {1, 0, 2, 1, 0, 1, 1, 2, 3, 1, 0, 1};
+    float C[8], want[8];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            want[i * 4 + j] = 0;
+            for (int k = 0; k < 3; k++) want[i * 4 + j] += A[i * 3 + k] * B[k * 4 + j];
+        }
+    CUdeviceptr dA, dB, dC;
+    CK(cuMemAlloc(&dA, sizeof A));
+    CK(cuMemAlloc(&dB, sizeof B));
+    CK(cuMemAlloc(&dC, sizeof C));
+    CK(cuMemcpyHtoDAsync(dA, A, sizeof A, snb));
+    CK(cuMemcpyHtoDAsync(dB, B, sizeof B, snb));
+    cublasHandle_t h;
+    if (cublasCreate(&h) || cublasSetStream(h, (cudaStream_t)snb)) return 2;
+    const float one = 1, zero = 0;
+    cublasStatus_t st;
+    if (bug)   /* as if cuBLAS were row-major */
+        st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 4, 3, &one, (float *)dA, 3, (float *)dB, 4, &zero, (float *)dC, 4);
+    else   /* row-major C = A B is column-major C^T = B^T A^T */
+        st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 2, 3, &one, (float *)dB, 4, (float *)dA, 3, &zero, (float *)dC, 4);
+    if (st != CUBLAS_STATUS_SUCCESS) return bug ? st != CUBLAS_STATUS_INVALID_VALUE : 1;
+    CK(cuMemcpyDtoHAsync(C, dC, sizeof C, snb));
+    CK(cuStreamSynchronize(snb));
+    int same = !memcmp(C, want, sizeof C);
+    return bug ? same : !same;
+}
+
+/* y = 2 * x with cuBLAS (a 1x1 x n GEMM), x uploaded on our stream; the handle's stream set or not. */
+static int c_blas_stream(int bug) {
+    float x[8], y[8];
+    for (int i = 0; i < 8; i++) x[i] = (float)i + 1;
+    CUdeviceptr dx, dy, dtwo;
+    CK(cuMemAlloc(&dx, sizeof x));
+    CK(cuMemAlloc(&dy, sizeof y));
+    CK(cuMemAlloc(&dtwo, sizeof(float)));
+    const float two = 2, one = 1, zero = 0;
+    CK(cuMemcpyHtoDAsync(dx, x, sizeof x, snb));
+    CK(cuMemcpyHtoDAsync(dtwo, &two, sizeof two, snb));
+    cublasHandle_t h;
+    if (cublasCreate(&h)) return 2;
+    if (!bug && cublasSetStream(h, (cudaStream_t)snb)) return 2;
+    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 8, 1, &one, (float *)dtwo, 1, (float *)dx, 1, &zero, (float *)dy, 1))
+        return 1;
+    CK(cuMemcpyDtoHAsync(y, dy, sizeof y, snb));
+    CK(cuStreamSynchronize(snb));
+    int ok = 1;
+    for (int i = 0; i < 8; i++) ok &= y[i] == 2 * x[i];
+    return bug ? ok : !ok;
+}
+
+static int c_nosync_read(int bug) {
+    float *h;
+    CUdeviceptr d;
+    CK(cuMemAllocHost((void **)&h, N * sizeof(float)));
+    CK(cuMemAlloc(&d, N * sizeof(float)));
+    float v = 3;
+    int n = N;
+    void *args[] = {&d, &v, &n};
+    CK(launch("fill_k", 1, N, snb, args));
+    CK(cuMemcpyDtoHAsync(h, d, N * sizeof(float), snb));
+    if (!bug) CK(cuStreamSynchronize(snb));
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= h[i] == 3.0f;
+    return bug ? ok : !ok;
+}
+
+static int c_pageable(int bug) {
+    float in[N], out[N];
+    for (int i = 0; i < N; i++) in[i] = (float)i;
+    CUdeviceptr din, dout;
+    CK(cuMemAlloc(&din, sizeof in));
+    CK(cuMemAlloc(&dout, sizeof out));
+    CK(cuMemcpyHtoD(din, in, sizeof in));   /* pageable source: lands later, on the legacy stream */
+    if (!bug) CK(cuStreamSynchronize(NULL));   /* the ordering the bug lacks */
+    int n = N;
+    void *args[] = {&din, &dout, &n};
+    CK(launch("copy_k", 1, N, snb, args));
+    CK(cuMemcpyDtoHAsync(out, dout, sizeof out, snb));
+    CK(cuStreamSynchronize(snb));
+    int ok = !memcmp(in, out, sizeof in);
+    return bug ? ok : !ok;
+}
+
+static int c_memcpy_range(int bug) {
+    float in[N + 1] = {0};
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, N * sizeof(float)));
+    CUresult rc = cuMemcpyHtoD(d, in, (bug ? N + 1 : N) * sizeof(float));
+    return bug ? rc != CUDA_ERROR_INVALID_VALUE : rc != CUDA_SUCCESS;
+}
+
+static int c_capture_sync(int bug) {
+    CUdeviceptr d, d2;
+    CK(cuMemAlloc(&d, N * sizeof(float)));
+    float v = 5, out[N];
+    int n = N;
+    void *args[] = {&d, &v, &n};
+    CK(cuStreamBeginCapture(snb, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CK(launch("fill_k", 1, N, snb, args));
+    CUgraph g = NULL;
+    if (bug) {
+        CUresult r1 = cuStreamSynchronize(snb), r2 = cuMemAlloc(&d2, 64);
+        CUresult r3 = cuStreamEndCapture(snb, &g);
+        return !(r1 == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r2 == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+                 r3 == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && !g);
+    }
+    CK(cuStreamEndCapture(snb, &g));
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    CK(cuGraphLaunch(ex, snb));
+    CK(cuStreamSynchronize(snb));
+    CK(cuMemcpyDtoH(out, d, sizeof out));
+    return out[0] != 5.0f || out[N - 1] != 5.0f;
+}
+
+/* A graph replays the kernel arguments it captured, and reads host memory when it runs. */
+static int c_graph_args(int bug) {
+    CUdeviceptr d, d2;
+    CK(cuMemAlloc(&d, N * sizeof(float)));
+    CK(cuMemAlloc(&d2, sizeof(float)));
+    float *pin, out[N], host_out;
+    CK(cuMemAllocHost((void **)&pin, sizeof(float)));
+    *pin = 10;
+    float v = 1;
+    int n = N;
+    void *args[] = {&d, &v, &n};
+    CK(cuStreamBeginCapture(snb, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CK(launch("fill_k", 1, N, snb, args));
+    CK(cuMemcpyHtoDAsync(d2, pin, sizeof(float), snb));
+    CUgraph g;
+    CK(cuStreamEndCapture(snb, &g));
+    CUgraphExec ex;
+    CK(cuGraphInstantiateWithFlags(&ex, g, 0));
+    v = 2;         /* the replay must still write 1 */
+    *pin = 20;     /* ... and copy 20 */
+    if (bug) CK(launch("fill_k", 1, N, snb, args));   /* a direct launch does see v = 2 */
+    else CK(cuGraphLaunch(ex, snb));
+    CK(cuStreamSynchronize(snb));
+    CK(cuMemcpyDtoH(out, d, sizeof out));
+    CK(cuMemcpyDtoH(&host_out, d2, sizeof host_out));
+    if (bug) return out[0] != 2.0f;   /* the twin of the twin: what a replay must not show */
+    return out[0] != 1.0f || out[N - 1] != 1.0f || host_out != 20.0f;
+}
+
+/* A cubin straight from a real NVRTC (no source after it) is refused with a clear message. */
+static int c_real_cubin(int bug) {
+    char *img = malloc(cubin_len);
+    memcpy(img, cubin, cubin_len);
+    if (bug) memset(img + cubin_len - 16 - strlen(kernels), 0, 16);   /* drop the marker and length */
+    CUmodule m;
+    CUresult rc = cuModuleLoadData(&m, img);
+    free(img);
+    return bug ? rc != CUDA_ERROR_INVALID_IMAGE : rc != CUDA_SUCCESS;
+}
+
+typedef struct {
+    const char *what, *bug_words;
+    int (*run)(int);
+} Case;
+
+static const Case cases[] = {
+    {"missing __syncthreads", NULL, c_sync},
+    {"out-of-bounds write", "write_n|bytes past the end", c_oob},
+    {"partial-warp shuffle", "warp_sum|has exited", c_shfl},
+    {"divergent barrier", "barrier_split|divergent __syncthreads", c_barrier},
+    {"uninitialized shared memory", NULL, c_shared},
+    {"cuBLAS called as if row-major", NULL, c_rowmajor},
+    {"missing cublasSetStream", NULL, c_blas_stream},
+    {"result read without a stream sync", NULL, c_nosync_read},
+    {"pageable cuMemcpyHtoD, then a non-blocking stream", NULL, c_pageable},
+    {"memcpy past an allocation", "bytes past its end", c_memcpy_range},
+    {"synchronization during capture", "during stream capture", c_capture_sync},
+    {"graph replay vs the current arguments", NULL, c_graph_args},
+    {"a cubin from a real NVRTC run", "real NVRTC|clear the kernel cache", c_real_cubin},
+};
+
+/* Runs one half of a case in a child; 0 if it behaved.  Checks the stderr words of a bug. */
+static int run_case(const Case *c, int bug) {
+    int fd[2];
+    if (pipe(fd)) return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        alarm(60);
+        _exit(c->run(bug));
+    }
+    close(fd[1]);
+    char err[8192];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fd[0], err + len, sizeof err - 1 - len)) > 0) len += (size_t)r;
+    err[len] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    char words[200];
+    snprintf(words, sizeof words, "%s", bug && c->bug_words ? c->bug_words : "");
+    for (char *w = strtok(words, "|"); ok && w; w = strtok(NULL, "|")) ok = strstr(err, w) != NULL;
+    printf("%-5s %-52s %-5s %s\n", ok ? "ok" : "FAIL", c->what, bug ? "bug" : "twin",
+           bug ? (ok ? "caught" : "NOT caught") : (ok ? "passes" : "fails"));
+    if (len && (!ok || bug)) printf("      stderr: %.*s\n", (int)(strchr(err, '\n') ? strchr(err, '\n') - err : (long)len), err);
+    return !ok;
+}
+
+static int setup(void) {
+    nvrtcProgram p;
+    if (nvrtcCreateProgram(&p, kernels, "selftest.cu", 0, NULL, NULL)) return 2;
+    const char *opts[] = {"--gpu-architecture=sm_90", "--std=c++17"};
+    if (nvrtcCompileProgram(p, 2, opts) != NVRTC_SUCCESS) {
+        size_t n = 0;
+        nvrtcGetProgramLogSize(p, &n);
+        char *log = malloc(n + 1);
+        nvrtcGetProgramLog(p, log);
+        fprintf(stderr, "selftest: NVRTC: %s\n", log);
+        return 2;
+    }
+    size_t n = 0;
+    if (nvrtcGetCUBINSize(p, &n)) return 2;
+    cubin = malloc(n);
+    cubin_len = n;
+    if (nvrtcGetCUBIN(p, cubin)) return 2;
+    nvrtcDestroyProgram(&p);
+    CUdevice dev;
+    int major = 0;
+    char name[64];
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CK(cuDeviceGetName(name, sizeof name, dev));
+    if (major != 9 || strcmp(name, "nnc CUDA emulator")) {
+        fprintf(stderr, "selftest: not the emulator (%s, sm_%d)\n", name, major);
+        return 2;
+    }
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuModuleLoadData(&mod, cubin));
+    CK(cuStreamCreate(&snb, CU_STREAM_NON_BLOCKING));
+    return 0;
+}
+
+int main(void) {
+    if (setup()) return 2;
+    int fails = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fails += run_case(&cases[i], 0);
+        fails += run_case(&cases[i], 1);
+    }
+    const char *o = getenv("NNC_EMU_ORDER");
+    printf("%d case%s misbehaved (order %s)\n", fails, fails == 1 ? "" : "s", o ? o : "forward");
+    return fails != 0;
+}
