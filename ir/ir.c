@@ -48,6 +48,7 @@ int graph_add(Graph *g, Op op, int nin, const int *in, Shape shape, DType dt, Sr
     n->dtype = dt;
     n->loc = loc;
     n->grad = -1;
+    n->origin = g->n;
     if (nin > 0) n->dev = g->nodes[in[0]].dev;
     return g->n++;
 }

@@ -83,6 +83,8 @@ typedef struct {
     const char *name;           /* leaves: scoped name ("fc1.weight"); else a let-binding name or NULL */
     InitKind init;              /* PARAM only; fparam holds its arguments */
     int grad;                   /* PARAM: node holding d(loss)/d(param) after autograd, or -1 */
+    int origin;                 /* its id before the copies pass (the same on every target), or
+                                   -1 for a COPY it inserted: how --check-against pairs values */
 } Node;
 
 typedef struct {

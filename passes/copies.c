@@ -41,6 +41,7 @@ static int rb_copy(Rebuild *R, int src, Device to, const Node *user) {
     c.phase = user->phase;
     c.loc = user->loc;
     c.grad = -1;
+    c.origin = -1;
     c.name = R->nodes[src].name;
     int id = rb_push(R, c);
     R->copy_of[src] = id;

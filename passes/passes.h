@@ -87,6 +87,8 @@ typedef struct {
     bool fuse;
     bool strict_devices;
     bool verify;                /* ir_verify after every pass (on in tests and debug builds) */
+    bool keep_values;           /* every launch's result is also an entry output, kept to the end
+                                   of the call (--check-against: compare every value) */
     const char *dump_after;     /* pass name or "all" */
     FILE *dump;
 } PipelineOpts;

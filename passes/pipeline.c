@@ -24,6 +24,25 @@ static bool after(Program *p, const PipelineOpts *o, const char *pass) {
     return true;
 }
 
+/* --check-against: each launch's results become outputs too (after the real ones, in schedule
+ * order), so the planner keeps them to the end of the call and a caller can read them all. */
+static void keep_every_value(Program *p, Entry *e) {
+    bool *is_out = xcalloc((size_t)p->g->n, 1);
+    for (int i = 0; i < e->noutputs; i++) is_out[e->outputs[i]] = true;
+    for (int k = 0; k < e->nlaunch; k++) {
+        const Launch *L = &e->launches[k];
+        if (L->kind == L_COPY || L->kind == L_ASSIGN) continue;
+        for (int j = 0; j < L->nouts; j++) {
+            int x = L->outs[j];
+            if (is_out[x]) continue;
+            is_out[x] = true;
+            e->outputs = xrealloc(e->outputs, (size_t)(e->noutputs + 1) * sizeof(int));
+            e->outputs[e->noutputs++] = x;
+        }
+    }
+    free(is_out);
+}
+
 bool pipeline_run(Program *p, const PipelineOpts *o) {
     Graph *g = p->g;
     p->target = o->target;
@@ -52,6 +71,7 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
         }
         pass_fuse(p, e);
         pass_schedule(p, e);
+        if (o->keep_values) keep_every_value(p, e);
         pass_plan(p, e);
     }
     if (o->dump && o->dump_after &&

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../codegen/cpu/cpu.h"
+#include "check.h"
 #include "train.h"
 
 #ifndef NNC_VERSION
@@ -23,6 +24,8 @@ typedef struct {
     const char *model;
     const char *target, *emit, *dump_after, *out_dir;
     const char *save, *load, *metrics;
+    const char *check_against;  /* --check-against cpu */
+    double check_tol;
     long epochs, batch, seed, threads, bench, save_every;
     double lr, momentum;
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
@@ -54,6 +57,10 @@ static void usage(FILE *f) {
           "                         state, data order and position; ends bit-identical\n"
           "  --check-numerics       stop at the first kernel that produces NaN or Inf, naming its\n"
           "                         op and model line (like torch.autograd.detect_anomaly)\n"
+          "  --check-against cpu    with --target cuda: run every step on the CPU too, from the same\n"
+          "                         parameters, and stop at the first value that differs, naming\n"
+          "                         its op and model line\n"
+          "  --check-tol X          its tolerance, relative to each tensor's largest value (1e-5)\n"
           "  --load FILE            start from a checkpoint\n"
           "  --eval                 forward only, on the test data (or the training data), no gradients\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
@@ -104,7 +111,7 @@ static bool is_flag(const char *arg, const char *name) {
 
 static void parse_args(int argc, char **argv, Cli *c) {
     c->epochs = c->batch = c->seed = c->threads = -1;
-    c->lr = c->momentum = -1;
+    c->lr = c->momentum = c->check_tol = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
@@ -125,6 +132,8 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
         else if (!strcmp(a, "--eval")) c->eval = true;
         else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
+        else if (is_flag(a, "--check-against")) c->check_against = flag_value(argc, argv, &i, "--check-against");
+        else if (is_flag(a, "--check-tol")) c->check_tol = parse_double(a, flag_value(argc, argv, &i, "--check-tol"));
         else if (!strcmp(a, "--resume")) c->resume = true;
         else if (is_flag(a, "--save-every")) c->save_every = parse_long(a, flag_value(argc, argv, &i, "--save-every"), 1);
         else if (!strcmp(a, "--stats")) c->stats = true;
@@ -147,6 +156,12 @@ static void parse_args(int argc, char **argv, Cli *c) {
         nnc_fatal("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
     if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
         nnc_fatal("--target takes cpu or cuda, not '%s'", c->target);
+    if (c->check_against && strcmp(c->check_against, "cpu"))
+        nnc_fatal("--check-against takes cpu (the reference target), not '%s'", c->check_against);
+    if (c->check_against && (!c->target || strcmp(c->target, "cuda")))
+        nnc_fatal("--check-against cpu compares the cuda target with the cpu: add --target cuda");
+    if (c->check_tol == -1) c->check_tol = 1e-5;
+    else if (!(c->check_tol > 0 && c->check_tol < 1)) nnc_fatal("--check-tol expects a number in (0, 1), got %g", c->check_tol);
 }
 
 /* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
@@ -221,7 +236,7 @@ static const char *cache_dir(Arena *a, bool none) {
 }
 
 /* After the passes: emit, print stats, build ahead of time, or train. */
-static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_process) {
+static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_process, Program *ref) {
     const Cli c = *cc;
     Program p = *pp;
     Device target = p.target;
@@ -263,13 +278,20 @@ static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_pr
     if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c.model);
     LoadedModel *lm = be->load(&p, &bo, err, sizeof err);
     if (!lm) nnc_fatal("%s", err);
+    if (ref) {   /* --check-against cpu */
+        const Backend *cbe = backend_for(DEV_CPU);
+        LoadedModel *cpu = cbe->load(ref, &bo, err, sizeof err);
+        if (!cpu) nnc_fatal("--check-against cpu: %s", err);
+        lm = check_pair(be, lm, pp, cbe, cpu, ref, c.check_tol);
+    }
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
                     .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
                     .source_file = c.model, .t_process = t_process, .save_every = c.save_every,
                     .resume = c.resume, .cache_dir = bo.cache_dir};
     int rc = train_run(m, lm, &to);
-    be->unload(lm);
+    if (ref) check_pair_finish(lm, c.quiet ? NULL : stderr);
+    else be->unload(lm);
     return rc;
 }
 
@@ -297,7 +319,8 @@ int main(int argc, char **argv) {
     Device target = c.target ? (!strcmp(c.target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
     Program p = {.m = m, .g = m->g, .diag = &diag};
     /* --check-numerics checks every op's output, so it compiles one kernel per op */
-    PipelineOpts po = {.target = target, .fuse = !c.no_fuse && !c.check_numerics, .strict_devices = c.strict, .verify = true,
+    PipelineOpts po = {.target = target, .fuse = !c.no_fuse && !c.check_numerics && !c.check_against,
+                       .strict_devices = c.strict, .verify = true, .keep_values = c.check_against != NULL,
                        .dump_after = c.dump_after, .dump = stdout};
     if (c.emit && !strcmp(c.emit, "ir")) po.dump_after = "all";
     if (!pipeline_run(&p, &po)) {
@@ -308,7 +331,27 @@ int main(int argc, char **argv) {
         free(src);
         return 1;
     }
-    int rc = act(&c, &p, m, &arena, t_process);
+    /* --check-against cpu: the same model again, compiled for the CPU as the reference */
+    Arena ref_arena = {0};
+    Program ref = {0};
+    Model *rm = NULL;
+    if (c.check_against) {
+        rm = nn_load_model(&ref_arena, &diag, c.model, src, model_name_of(&ref_arena, c.model));
+        if (!rm) nnc_fatal("--check-against cpu: the model did not load a second time");
+        apply_overrides(rm, &c);
+        ref = (Program){.m = rm, .g = rm->g, .diag = &diag};
+        PipelineOpts rpo = po;
+        rpo.target = DEV_CPU;
+        rpo.dump_after = NULL;
+        rpo.strict_devices = false;
+        if (!pipeline_run(&ref, &rpo)) nnc_fatal("--check-against cpu: the CPU reference did not compile");
+    }
+    int rc = act(&c, &p, m, &arena, t_process, c.check_against ? &ref : NULL);
+    if (rm) {
+        program_free(&ref);
+        model_free(rm);
+    }
+    arena_free(&ref_arena);
     free(src);
     program_free(&p);
     model_free(m);

@@ -41,3 +41,20 @@ add_test(NAME gpu_vs_cpu_no_models COMMAND gpu_vs_cpu)
 set_tests_properties(gpu_vs_cpu_no_models PROPERTIES LABELS cuda TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "FAIL: no models to compare"
                      ENVIRONMENT "NNC_CUDA_OPS_DIR=${CMAKE_BINARY_DIR}/empty-ops;${_nnc_cuda_env}")
+
+# Whole runs on the emulator: training on --target cuda against --target cpu, step by step,
+# and the CUDA command-line checks (--check-against, --check-numerics, placement).
+if(TARGET nnc_emu_cuda)
+  set(_emu_run_env CUDA_HOME= LD_LIBRARY_PATH=${CMAKE_BINARY_DIR}/emu NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
+      XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache)
+  add_test(NAME emu_train_mlp COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${CMAKE_SOURCE_DIR}/models/mlp.nn --epochs 1)
+  add_test(NAME emu_train_linreg COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${CMAKE_SOURCE_DIR}/models/linreg.nn --epochs 50)
+  add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
+  add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
+  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_explicit emu_cli PROPERTIES
+                       LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
+  set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)
+endif()

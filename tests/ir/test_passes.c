@@ -442,6 +442,16 @@ static void test_cuda(void) {
     Compiled *ok = compile_src("explicit.nn", src, (Opts){.target = DEV_CUDA, .strict = true});
     CHECK(ok->ok, "explicit to(x, cuda) passes --strict-devices, found:\n%s", ok->diag_text);
     if (ok->ok) check_copies(ok, "explicit.nn strict");
+    /* on the CPU target to(x, cuda) is the identity: nothing may be planned on a device the CPU
+     * backend does not have (it once put both devices' blocks at the same addresses) */
+    Compiled *oc = compile_src("explicit.nn", src, (Opts){.target = DEV_CPU});
+    CHECK(oc->ok, "explicit to(x, cuda) compiles for the cpu target, found:\n%s", oc->diag_text);
+    for (int i = 0; oc->ok && i < oc->p.g->n; i++)
+        CHECK(oc->p.g->nodes[i].dev == DEV_CPU, "explicit.nn --target cpu: node %d is on %s", i,
+              device_name(oc->p.g->nodes[i].dev));
+    for (int k = 0; oc->ok && k < ENTRY_COUNT; k++)
+        CHECK(oc->p.entry[k].act_elems[DEV_CUDA] == 0, "explicit.nn --target cpu: %s plans %lld elements on cuda",
+              oc->p.entry[k].name, (long long)oc->p.entry[k].act_elems[DEV_CUDA]);
 }
 
 int main(void) {

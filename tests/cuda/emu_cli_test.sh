@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# emu_cli_test.sh NNC - the CUDA target's command-line checks, run on the CUDA emulator:
+#   --check-against cpu passes on a correct run and names the first wrong value when the
+#   emulator plants a wrong GEMM result; --check-numerics names the op and line on CUDA as on the
+#   CPU; a round trip through the host trains as on the CPU; --strict-devices
+#   refuses implicit crossings and accepts to(x, cuda).
+set -u
+nnc=$1; here=$(cd "$(dirname "$0")" && pwd); models=$here/../../models
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+ok()  { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL (status): $*"; cat "$dir/out"; fi; }
+bad() { if "$@" >"$dir/out" 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded): $*"; cat "$dir/out"; else pass=$((pass+1)); fi; }
+has() { if grep -q -- "$1" "$dir/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat "$dir/out"; fi; }
+
+ok "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
+has "check-against cpu: 20 steps, [0-9]* values compared"
+# the 4th GEMM is step 2's weight gradient (each linreg step has a forward and a backward GEMM)
+NNC_EMU_FAULT_GEMM=4 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
+has "the targets first differ at matmul (backward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 2"
+NNC_EMU_FAULT_GEMM=1 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
+has "first differ at matmul (forward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 1"
+bad "$nnc" "$models/linreg.nn" --target cpu --check-against cpu
+has "add --target cuda"
+
+bad "$nnc" "$here/../e2e/nan.nn" --target cuda --quiet --check-numerics
+has "NaN at element 0 of log (forward, .*nan.nn:4:[0-9]*, launch [0-9]* of train_step) at step 1"
+
+cat >"$dir/host.nn" <<'NN'
+input x: f32[B, 4]
+param W: f32[4, 2] = normal(0, 1)
+h = to(x @ W, cpu)
+loss = mean(h * h)
+train {
+    data x = randn(8, 4)
+    batch = 8
+    minimize loss
+}
+NN
+# a round trip through the host, as x.to("cpu").to("cuda") in PyTorch: two copies, same numbers
+ok "$nnc" "$dir/host.nn" --target cuda --epochs 3 --check-against cpu
+has "check-against cpu: 3 steps"
+ok "$nnc" "$dir/host.nn" --target cuda --emit ir
+has "copy .*f32\[B,2\].*cpu"
+
+bad "$nnc" "$models/linreg.nn" --target cuda --strict-devices --epochs 1
+has "error: 'X' is on cpu but this matmul runs on cuda; move it explicitly with to(X, cuda)"
+ok "$nnc" "$here/explicit.nn" --target cuda --strict-devices --epochs 1
+ok "$nnc" "$models/mlp.nn" --target cuda --stats
+has "host<->device copies"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
