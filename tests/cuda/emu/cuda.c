@@ -148,7 +148,6 @@ static struct {
     uint64_t rng;
     char cache[1024];
     int own_cache;
-    int ctx_current;
 } G = {.legacy = {.flags = 0}};
 
 static __thread int cur_ctx = -1;
@@ -784,7 +783,8 @@ EXPORT CUresult cuCtxSynchronize(void) {
     return G.sticky;
 }
 
-EXPORT CUresult cuGetErrorName(CUresult rc, const char **s) {
+/* The name (text = 0) or the description (text = 1) of an error code. */
+static CUresult error_text(CUresult rc, const char **s, int text) {
     static const struct { CUresult rc; const char *name, *text; } t[] = {
         {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
         {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
@@ -807,17 +807,15 @@ EXPORT CUresult cuGetErrorName(CUresult rc, const char **s) {
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++)
         if (t[i].rc == rc) {
-            if (s) *s = t[i].name;
+            if (s) *s = text ? t[i].text : t[i].name;
             return CUDA_SUCCESS;
         }
     if (s) *s = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-EXPORT CUresult cuGetErrorString(CUresult rc, const char **s) {
-    CUresult r = cuGetErrorName(rc, s);
-    return r;   /* the name doubles as the description */
-}
+EXPORT CUresult cuGetErrorName(CUresult rc, const char **s) { return error_text(rc, s, 0); }
+EXPORT CUresult cuGetErrorString(CUresult rc, const char **s) { return error_text(rc, s, 1); }
 
 /* ---- memory API --------------------------------------------------------------------------- */
 

@@ -204,7 +204,15 @@ static int c_rowmajor(int bug) {
     CK(cuMemcpyDtoHAsync(C, dC, sizeof C, snb));
     CK(cuStreamSynchronize(snb));
     int same = !memcmp(C, want, sizeof C);
-    return bug ? same : !same;
+    if (bug || !same) return bug ? same : !same;
+    /* the same product through cublasGemmEx */
+    CK(cuMemsetD8Async(dC, 0xFF, sizeof C, snb));
+    if (cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 2, 3, &one, (float *)dB, CUDA_R_32F, 4, (float *)dA, CUDA_R_32F, 3,
+                     &zero, (float *)dC, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
+        return 1;
+    CK(cuMemcpyDtoHAsync(C, dC, sizeof C, snb));
+    CK(cuStreamSynchronize(snb));
+    return memcmp(C, want, sizeof C) != 0;
 }
 
 /* y = 2 * x with cuBLAS (a 1x1 x n GEMM), x uploaded on our stream; the handle's stream set or not. */
