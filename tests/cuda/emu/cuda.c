@@ -884,11 +884,23 @@ static Op *copy_op(void *dst, const void *src, size_t n) {
 #define CHECK_DEV(p, n, what) \
     if (nnc_emu_check_range((const void *)(uintptr_t)(p), (n), (what))) return CUDA_ERROR_INVALID_VALUE
 
+/* Host memory is checked where the emulator knows its size: inside a cuMemAllocHost block. */
+static int check_host(const void *h, size_t n, const char *what) {
+    Alloc *a = find_alloc(h);
+    if (!a || !a->pinned || n <= (size_t)(a->base + a->size - (const char *)h)) return 0;
+    say("%s: %zu bytes at offset %td of the %zu-byte cuMemAllocHost block at %p: %zu bytes past its end", what, n,
+        (const char *)h - a->base, a->size, (void *)a->base, n - (size_t)(a->base + a->size - (const char *)h));
+    return -1;
+}
+#define CHECK_HOST(h, n, what) \
+    if (check_host((h), (n), (what))) return CUDA_ERROR_INVALID_VALUE
+
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) {
     NEED_CTX();
     REFUSE_IN_CAPTURE("cuMemcpyHtoD");
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyHtoD destination");
+    CHECK_HOST(h, n, "cuMemcpyHtoD source");
     run_until(&G.legacy, UINT64_MAX);   /* "a stream sync is performed before the copy is initiated" */
     if (G.sticky) return G.sticky;
     if (is_pinned(h)) {
@@ -908,6 +920,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) {
     REFUSE_IN_CAPTURE("cuMemcpyDtoH");
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyDtoH source");
+    CHECK_HOST(h, n, "cuMemcpyDtoH destination");
     run_until(&G.legacy, UINT64_MAX);
     if (G.sticky) return G.sticky;
     memcpy(h, (const void *)(uintptr_t)d, n);
@@ -928,6 +941,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUs
     NEED_CTX();
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyHtoDAsync destination");
+    CHECK_HOST(h, n, "cuMemcpyHtoDAsync source");
     enqueue(stream_of(s), copy_op((void *)(uintptr_t)d, h, n));   /* host memory is read when it runs */
     return CUDA_SUCCESS;
 }
@@ -936,6 +950,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream 
     NEED_CTX();
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyDtoHAsync source");
+    CHECK_HOST(h, n, "cuMemcpyDtoHAsync destination");
     Op *o = copy_op(h, (const void *)(uintptr_t)d, n);
     o->poison_dst = 1;
     enqueue(stream_of(s), o);

@@ -279,6 +279,15 @@ static int c_memcpy_range(int bug) {
     return bug ? rc != CUDA_ERROR_INVALID_VALUE : rc != CUDA_SUCCESS;
 }
 
+static int c_pinned_range(int bug) {
+    float *h;
+    CUdeviceptr d;
+    CK(cuMemAllocHost((void **)&h, N * sizeof(float)));
+    CK(cuMemAlloc(&d, 2 * N * sizeof(float)));
+    CUresult rc = cuMemcpyDtoHAsync(h, d, (bug ? N + 1 : N) * sizeof(float), snb);
+    return bug ? rc != CUDA_ERROR_INVALID_VALUE : rc != CUDA_SUCCESS || cuStreamSynchronize(snb) != CUDA_SUCCESS;
+}
+
 static int c_capture_sync(int bug) {
     CUdeviceptr d, d2;
     CK(cuMemAlloc(&d, N * sizeof(float)));
@@ -359,6 +368,7 @@ static const Case cases[] = {
     {"result read without a stream sync", NULL, c_nosync_read},
     {"pageable cuMemcpyHtoD, then a non-blocking stream", NULL, c_pageable},
     {"memcpy past an allocation", "bytes past its end", c_memcpy_range},
+    {"async copy past a pinned host block", "cuMemAllocHost block|bytes past its end", c_pinned_range},
     {"synchronization during capture", "during stream capture", c_capture_sync},
     {"graph replay vs the current arguments", NULL, c_graph_args},
     {"a cubin from a real NVRTC run", "real NVRTC|clear the kernel cache", c_real_cubin},
