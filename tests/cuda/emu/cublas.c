@@ -154,3 +154,21 @@ EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t oa, cub
     if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
     return gemm("cublasDgemm", h, oa, ob, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, sizeof(double));
 }
+
+/* GemmEx for the types nnc could use: all FP32 (FP32 or TF32 compute) or all FP64. */
+EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType ta, int lda, const void *B,
+                                   cudaDataType tb, int ldb, const void *beta, void *C, cudaDataType tc, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    (void)algo;
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    int f32 = ta == CUDA_R_32F && tb == CUDA_R_32F && tc == CUDA_R_32F &&
+              (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_FAST_TF32);
+    int f64 = ta == CUDA_R_64F && tb == CUDA_R_64F && tc == CUDA_R_64F && compute == CUBLAS_COMPUTE_64F;
+    if (!f32 && !f64) {
+        fprintf(stderr, "nnc-emu: cublasGemmEx: only all-FP32 or all-FP64 operands are emulated\n");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    double al = f32 ? *(const float *)alpha : *(const double *)alpha, be = f32 ? *(const float *)beta : *(const double *)beta;
+    return gemm("cublasGemmEx", h, oa, ob, m, n, k, al, A, lda, B, ldb, be, C, ldc, f32 ? 4 : 8);
+}

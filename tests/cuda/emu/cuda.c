@@ -148,7 +148,6 @@ static struct {
     uint64_t rng;
     char cache[1024];
     int own_cache;
-    int ctx_current;
 } G = {.legacy = {.flags = 0}};
 
 static __thread int cur_ctx = -1;
@@ -784,7 +783,8 @@ EXPORT CUresult cuCtxSynchronize(void) {
     return G.sticky;
 }
 
-EXPORT CUresult cuGetErrorName(CUresult rc, const char **s) {
+/* The name (text = 0) or the description (text = 1) of an error code. */
+static CUresult error_text(CUresult rc, const char **s, int text) {
     static const struct { CUresult rc; const char *name, *text; } t[] = {
         {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
         {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
@@ -807,17 +807,15 @@ EXPORT CUresult cuGetErrorName(CUresult rc, const char **s) {
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++)
         if (t[i].rc == rc) {
-            if (s) *s = t[i].name;
+            if (s) *s = text ? t[i].text : t[i].name;
             return CUDA_SUCCESS;
         }
     if (s) *s = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-EXPORT CUresult cuGetErrorString(CUresult rc, const char **s) {
-    CUresult r = cuGetErrorName(rc, s);
-    return r;   /* the name doubles as the description */
-}
+EXPORT CUresult cuGetErrorName(CUresult rc, const char **s) { return error_text(rc, s, 0); }
+EXPORT CUresult cuGetErrorString(CUresult rc, const char **s) { return error_text(rc, s, 1); }
 
 /* ---- memory API --------------------------------------------------------------------------- */
 
@@ -886,11 +884,23 @@ static Op *copy_op(void *dst, const void *src, size_t n) {
 #define CHECK_DEV(p, n, what) \
     if (nnc_emu_check_range((const void *)(uintptr_t)(p), (n), (what))) return CUDA_ERROR_INVALID_VALUE
 
+/* Host memory is checked where the emulator knows its size: inside a cuMemAllocHost block. */
+static int check_host(const void *h, size_t n, const char *what) {
+    Alloc *a = find_alloc(h);
+    if (!a || !a->pinned || n <= (size_t)(a->base + a->size - (const char *)h)) return 0;
+    say("%s: %zu bytes at offset %td of the %zu-byte cuMemAllocHost block at %p: %zu bytes past its end", what, n,
+        (const char *)h - a->base, a->size, (void *)a->base, n - (size_t)(a->base + a->size - (const char *)h));
+    return -1;
+}
+#define CHECK_HOST(h, n, what) \
+    if (check_host((h), (n), (what))) return CUDA_ERROR_INVALID_VALUE
+
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) {
     NEED_CTX();
     REFUSE_IN_CAPTURE("cuMemcpyHtoD");
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyHtoD destination");
+    CHECK_HOST(h, n, "cuMemcpyHtoD source");
     run_until(&G.legacy, UINT64_MAX);   /* "a stream sync is performed before the copy is initiated" */
     if (G.sticky) return G.sticky;
     if (is_pinned(h)) {
@@ -910,6 +920,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) {
     REFUSE_IN_CAPTURE("cuMemcpyDtoH");
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyDtoH source");
+    CHECK_HOST(h, n, "cuMemcpyDtoH destination");
     run_until(&G.legacy, UINT64_MAX);
     if (G.sticky) return G.sticky;
     memcpy(h, (const void *)(uintptr_t)d, n);
@@ -930,6 +941,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUs
     NEED_CTX();
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyHtoDAsync destination");
+    CHECK_HOST(h, n, "cuMemcpyHtoDAsync source");
     enqueue(stream_of(s), copy_op((void *)(uintptr_t)d, h, n));   /* host memory is read when it runs */
     return CUDA_SUCCESS;
 }
@@ -938,6 +950,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream 
     NEED_CTX();
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyDtoHAsync source");
+    CHECK_HOST(h, n, "cuMemcpyDtoHAsync destination");
     Op *o = copy_op(h, (const void *)(uintptr_t)d, n);
     o->poison_dst = 1;
     enqueue(stream_of(s), o);

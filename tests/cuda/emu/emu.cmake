@@ -50,10 +50,15 @@ foreach(order forward reverse random:7)
 endforeach()
 foreach(order forward reverse)
   add_test(NAME gpu_vs_cpu_emu_${order} COMMAND gpu_vs_cpu)
-  set_tests_properties(gpu_vs_cpu_emu_${order} PROPERTIES LABELS cuda-emu TIMEOUT 300
+  set_tests_properties(gpu_vs_cpu_emu_${order} PROPERTIES LABELS cuda-emu TIMEOUT 400
                        ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
 endforeach()
 add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
 # a train step straight after init, as `nnc train` runs: nothing has synchronized yet
 add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
 set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
+# the kernel cache is a security boundary: a directory others can write to is refused
+add_test(NAME emu_cache_refused COMMAND emu_selftest)
+set_tests_properties(emu_cache_refused PROPERTIES LABELS cuda-emu TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "refusing NNC_EMU_CACHE=/tmp"
+                     ENVIRONMENT "CUDA_HOME=;LD_LIBRARY_PATH=${_emu_out};NNC_EMU_CACHE=/tmp")

@@ -204,7 +204,15 @@ static int c_rowmajor(int bug) {
     CK(cuMemcpyDtoHAsync(C, dC, sizeof C, snb));
     CK(cuStreamSynchronize(snb));
     int same = !memcmp(C, want, sizeof C);
-    return bug ? same : !same;
+    if (bug || !same) return bug ? same : !same;
+    /* the same product through cublasGemmEx */
+    CK(cuMemsetD8Async(dC, 0xFF, sizeof C, snb));
+    if (cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 2, 3, &one, (float *)dB, CUDA_R_32F, 4, (float *)dA, CUDA_R_32F, 3,
+                     &zero, (float *)dC, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT))
+        return 1;
+    CK(cuMemcpyDtoHAsync(C, dC, sizeof C, snb));
+    CK(cuStreamSynchronize(snb));
+    return memcmp(C, want, sizeof C) != 0;
 }
 
 /* y = 2 * x with cuBLAS (a 1x1 x n GEMM), x uploaded on our stream; the handle's stream set or not. */
@@ -269,6 +277,15 @@ static int c_memcpy_range(int bug) {
     CK(cuMemAlloc(&d, N * sizeof(float)));
     CUresult rc = cuMemcpyHtoD(d, in, (bug ? N + 1 : N) * sizeof(float));
     return bug ? rc != CUDA_ERROR_INVALID_VALUE : rc != CUDA_SUCCESS;
+}
+
+static int c_pinned_range(int bug) {
+    float *h;
+    CUdeviceptr d;
+    CK(cuMemAllocHost((void **)&h, N * sizeof(float)));
+    CK(cuMemAlloc(&d, 2 * N * sizeof(float)));
+    CUresult rc = cuMemcpyDtoHAsync(h, d, (bug ? N + 1 : N) * sizeof(float), snb);
+    return bug ? rc != CUDA_ERROR_INVALID_VALUE : rc != CUDA_SUCCESS || cuStreamSynchronize(snb) != CUDA_SUCCESS;
 }
 
 static int c_capture_sync(int bug) {
@@ -351,6 +368,7 @@ static const Case cases[] = {
     {"result read without a stream sync", NULL, c_nosync_read},
     {"pageable cuMemcpyHtoD, then a non-blocking stream", NULL, c_pageable},
     {"memcpy past an allocation", "bytes past its end", c_memcpy_range},
+    {"async copy past a pinned host block", "cuMemAllocHost block|bytes past its end", c_pinned_range},
     {"synchronization during capture", "during stream capture", c_capture_sync},
     {"graph replay vs the current arguments", NULL, c_graph_args},
     {"a cubin from a real NVRTC run", "real NVRTC|clear the kernel cache", c_real_cubin},
