@@ -4,7 +4,7 @@
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), the
 #      generated code included (NNC_CFLAGS), with LeakSanitizer on;
 #   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each).
-# Set NNC_TEST_QUICK=1 to run step 1 only.
+# Set NNC_TEST_QUICK=1 to run step 1 only.  Each step prints its wall time when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh test
@@ -13,13 +13,19 @@ export CTEST_OUTPUT_ON_FAILURE=1
 # a private kernel cache, so the run does not depend on (or pollute) the user's
 export XDG_CACHE_HOME="$PWD/build-test/cache"
 
+# stage_done NAME: prints how long the stage that began at $stage_start took
+stage_done() { echo "== $1: $((SECONDS - stage_start)) s =="; }
+
 echo "== 1/3 build and test (gcc) =="
+stage_start=$SECONDS
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-Werror >/dev/null
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test -j"$jobs" --timeout 600 -E '^fuzz_'
+stage_done "1/3 gcc"
 [ "${NNC_TEST_QUICK:-0}" = 1 ] && exit 0
 
 echo "== 2/3 the same under ASan + UBSan (clang) =="
+stage_start=$SECONDS
 export XDG_CACHE_HOME="$PWD/build-asan/cache"
 cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DNNC_SANITIZE=ON \
       -DCMAKE_C_FLAGS=-Werror >/dev/null
@@ -33,8 +39,11 @@ export CC=clang
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 ctest --test-dir build-asan -j"$jobs" --timeout 900 -L 'unit|golden|ir|numeric|e2e|cuda'
 unset NNC_CFLAGS CC OMP_NUM_THREADS OPENBLAS_NUM_THREADS
+stage_done "2/3 ASan + UBSan"
 
 echo "== 3/3 fuzz targets (${NNC_FUZZ_SECONDS:-20} s each) =="
+stage_start=$SECONDS
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DNNC_FUZZ=ON -DNNC_FUZZ_SECONDS="${NNC_FUZZ_SECONDS:-20}" >/dev/null
 cmake --build build-fuzz -j"$jobs"
 ctest --test-dir build-fuzz -L fuzz --timeout 600
+stage_done "3/3 fuzz"
