@@ -22,7 +22,7 @@
 typedef struct {
     const char *model;
     const char *target, *emit, *dump_after, *out_dir;
-    const char *save, *load, *metrics;
+    const char *save, *load, *metrics, *eval_out;
     long epochs, batch, seed, threads, bench, save_every;
     double lr, momentum;
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
@@ -56,6 +56,8 @@ static void usage(FILE *f) {
           "                         op and model line (like torch.autograd.detect_anomaly)\n"
           "  --load FILE            start from a checkpoint\n"
           "  --eval                 forward only, on the test data (or the training data), no gradients\n"
+          "  --eval-out FILE        with --eval: write the per-sample outputs (logits, ...) for the\n"
+          "                         whole set, and the loss and metrics as metadata (safetensors)\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
           "  --bench N              time N training steps on one batch, print JSON, exit\n"
           "  --threads N            threads for kernels and BLAS (default: all cores)\n"
@@ -124,6 +126,7 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (is_flag(a, "--lr")) c->lr = parse_double(a, flag_value(argc, argv, &i, "--lr"));
         else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
         else if (!strcmp(a, "--eval")) c->eval = true;
+        else if (is_flag(a, "--eval-out")) c->eval_out = flag_value(argc, argv, &i, "--eval-out");
         else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
         else if (!strcmp(a, "--resume")) c->resume = true;
         else if (is_flag(a, "--save-every")) c->save_every = parse_long(a, flag_value(argc, argv, &i, "--save-every"), 1);
@@ -147,6 +150,7 @@ static void parse_args(int argc, char **argv, Cli *c) {
         nnc_fatal("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
     if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
         nnc_fatal("--target takes cpu or cuda, not '%s'", c->target);
+    if (c->eval_out && !c->eval) nnc_fatal("--eval-out writes what --eval computes: add --eval");
 }
 
 /* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
@@ -262,7 +266,7 @@ static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_pr
     if (!lm) nnc_fatal("%s", err);
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
-                    .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
+                    .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .eval_out = c.eval_out, .bench_steps = (int)c.bench,
                     .source_file = c.model, .t_process = t_process, .save_every = c.save_every,
                     .resume = c.resume, .cache_dir = bo.cache_dir};
     int rc = train_run(m, lm, &to);
