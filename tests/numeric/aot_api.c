@@ -2,7 +2,8 @@
  * application uses it, built and run by aot_test.sh:
  *   - mlp_output(m, name) and mlp_loss(m) belong to the call that last succeeded, for each of
  *     the three entries (train_step, grad, eval), whatever ran before it;
- *   - every public function takes NULL arguments without crashing and says which one.
+ *   - every public function (and the ABI table's) takes NULL arguments without crashing and
+ *     says which one.
  * Prints "ok"/"FAIL" per check and exits non-zero on a failure. */
 #include <math.h>
 #include <stdint.h>
@@ -90,8 +91,17 @@ static void check_nulls(void) {
     check(isnan(mlp_loss(NULL)) && mlp_output(NULL, "loss") == NULL && mlp_param(NULL, "fc1.bias", &numel) == NULL &&
           numel == 0, "loss/output/param of a NULL model: NAN, NULL, numel 0");
     check(mlp_error_message(NULL) != NULL, "error_message(NULL) is a message");
+    const nnc_model_abi *abi = mlp_abi();
+    abi->init(NULL, 1);
+    abi->set_step(NULL, 3);
+    abi->destroy(NULL);
+    check(abi->run(NULL, 0, NULL, N) == 4 && abi->output(NULL, 0, 0) == NULL && abi->param(NULL, 0) == NULL &&
+          abi->state(NULL, 0) == NULL && abi->get_step(NULL) == 0 && abi->error(NULL) != NULL,
+          "the ABI table's functions take a NULL model");
     mlp_t *m = mlp_create();
     mlp_init(m, 1);
+    check(abi->run(m, 2, NULL, N) == 4 && strstr(mlp_error_message(m), "input 'x' is NULL"),
+          "abi->run(m, eval, NULL inputs): 4");
     check(mlp_train_step(m, NULL, y, N) == 4 && strstr(mlp_error_message(m), "input 'x' is NULL"),
           "train_step(m, NULL, y): 4, 'input 'x' is NULL'");
     check(mlp_eval(m, x, NULL, N) == 4 && strstr(mlp_error_message(m), "input 'y' is NULL"),
