@@ -1,18 +1,32 @@
 /* expr.c - pieces of source text both renderers (C and CUDA) share: the scalar expression of
- * every elementwise op, taken from ops.def so the two targets cannot disagree, inline scalars,
+ * every elementwise op, taken from ops.def so the two targets cannot disagree (and so NaN and
+ * Inf come out as PyTorch gives them on both), inline scalars,
  * dimensions, and the .nn lines that head each kernel. */
 #include <string.h>
 
 #include "codegen.h"
 
+/* x ** c for the exponents torch's pow kernel special-cases (aten pow_tensor_scalar_optimized):
+ * the same formula gives the same NaN/Inf at the edges, e.g. (-inf) ** 0.5 is NaN as sqrt, where
+ * powf says +inf.  NULL for the generic POW. */
+static const char *powc_special(double c) {
+    if (c == 1) return "$";
+    if (c == 2) return "($ * $)";
+    if (c == 3) return "($ * $ * $)";
+    if (c == 0.5) return "SQRT($)";
+    if (c == -0.5) return "((real)1 / SQRT($))";
+    if (c == -1) return "((real)1 / $)";
+    if (c == -2) return "((real)1 / ($ * $))";
+    return NULL;
+}
+
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands) {
     const Node *n = &g->nodes[id];
-    if (n->op == OP_POWC && n->fparam[0] == 2) {
-        str_printf(s, "(%s * %s)", operands[0], operands[0]);
-        return;
-    }
-    if (n->op == OP_POWC && n->fparam[0] == 1) {
-        str_puts(s, operands[0]);
+    const char *sp = n->op == OP_POWC ? powc_special(n->fparam[0]) : NULL;
+    if (sp) {
+        for (; *sp; sp++)
+            if (*sp == '$') str_puts(s, operands[0]);
+            else str_putc(s, *sp);
         return;
     }
     for (const char *t = op_info[n->op].expr; *t; t++) {

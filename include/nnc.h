@@ -34,7 +34,9 @@ typedef struct {
 typedef struct nnc_compiled nnc_compiled;
 
 nnc_options nnc_default_options(void);
-/* Parses, checks, runs every pass and builds the model; NULL with `err` filled on failure. */
+/* Parses, checks, runs every pass and builds the model; NULL with `err` filled on failure
+ * (also for a NULL source or options; `file` may be NULL, `err` too).  The functions below
+ * return NULL for a NULL `c`, and nnc_free(NULL) does nothing. */
 nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_options *o, char *err, size_t errlen);
 const nnc_model_abi *nnc_abi(const nnc_compiled *c);
 void *nnc_model(const nnc_compiled *c);

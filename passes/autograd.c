@@ -171,6 +171,10 @@ static void grad_rule(Ad *A, int id, int g) {
     case OP_POWC: {
         double c = n.fparam[0];
         int d = a;
+        if (c == 0) {   /* x ** 0 is 1 everywhere, NaN included: torch's gradient is 0, not 0 * x^-1 */
+            accumulate(A, a, expand(A, mkconst(A, 0, 0), sa));
+            break;
+        }
         if (c != 2) {
             d = mk1(A, OP_POWC, a);
             A->g->nodes[d].fparam[0] = c - 1;

@@ -31,6 +31,16 @@ static FILE *capture_begin(char **buf, size_t *len) {
 }
 
 nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_options *o, char *err, size_t errlen) {
+    if (!source || !o) {
+        if (err && errlen) snprintf(err, errlen, "nnc_compile: %s is NULL", source ? "the options" : "the source text");
+        return NULL;
+    }
+    char dummy[1];
+    if (!err) {   /* diagnostics have nowhere to go, but the NULL result still says it failed */
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    if (!file) file = "model.nn";
     nnc_compiled *c = xcalloc(1, sizeof *c);
     size_t dlen = 0;
     char *dbuf;
@@ -80,9 +90,9 @@ nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_option
     return c;
 }
 
-const nnc_model_abi *nnc_abi(const nnc_compiled *c) { return c->lm->abi; }
-void *nnc_model(const nnc_compiled *c) { return c->lm->m; }
-const char *nnc_source(const nnc_compiled *c) { return c->source.buf; }
+const nnc_model_abi *nnc_abi(const nnc_compiled *c) { return c ? c->lm->abi : NULL; }
+void *nnc_model(const nnc_compiled *c) { return c ? c->lm->m : NULL; }
+const char *nnc_source(const nnc_compiled *c) { return c ? c->source.buf : NULL; }
 
 void nnc_free(nnc_compiled *c) {
     if (!c) return;

@@ -23,7 +23,7 @@
 typedef struct {
     const char *model;
     const char *target, *emit, *dump_after, *out_dir;
-    const char *save, *load, *metrics;
+    const char *save, *load, *metrics, *eval_out;
     const char *check_against;  /* --check-against cpu */
     double check_tol;
     long epochs, batch, seed, threads, bench, save_every;
@@ -63,6 +63,8 @@ static void usage(FILE *f) {
           "  --check-tol X          its tolerance, relative to each tensor's largest value (1e-5)\n"
           "  --load FILE            start from a checkpoint\n"
           "  --eval                 forward only, on the test data (or the training data), no gradients\n"
+          "  --eval-out FILE        with --eval: write the per-sample outputs (logits, ...) for the\n"
+          "                         whole set, and the loss and metrics as metadata (safetensors)\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
           "  --bench N              time N training steps on one batch, print JSON, exit\n"
           "  --threads N            threads for kernels and BLAS (default: all cores)\n"
@@ -131,6 +133,7 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (is_flag(a, "--lr")) c->lr = parse_double(a, flag_value(argc, argv, &i, "--lr"));
         else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
         else if (!strcmp(a, "--eval")) c->eval = true;
+        else if (is_flag(a, "--eval-out")) c->eval_out = flag_value(argc, argv, &i, "--eval-out");
         else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
         else if (is_flag(a, "--check-against")) c->check_against = flag_value(argc, argv, &i, "--check-against");
         else if (is_flag(a, "--check-tol")) c->check_tol = parse_double(a, flag_value(argc, argv, &i, "--check-tol"));
@@ -162,6 +165,7 @@ static void parse_args(int argc, char **argv, Cli *c) {
         nnc_fatal("--check-against cpu compares the cuda target with the cpu: add --target cuda");
     if (c->check_tol == -1) c->check_tol = 1e-5;
     else if (!(c->check_tol > 0 && c->check_tol < 1)) nnc_fatal("--check-tol expects a number in (0, 1), got %g", c->check_tol);
+    if (c->eval_out && !c->eval) nnc_fatal("--eval-out writes what --eval computes: add --eval");
 }
 
 /* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
@@ -286,7 +290,7 @@ static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_pr
     }
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
-                    .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .bench_steps = (int)c.bench,
+                    .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .eval_out = c.eval_out, .bench_steps = (int)c.bench,
                     .source_file = c.model, .t_process = t_process, .save_every = c.save_every,
                     .resume = c.resume, .cache_dir = bo.cache_dir};
     int rc = train_run(m, lm, &to);

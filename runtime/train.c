@@ -75,9 +75,25 @@ static bool run_step(Run *R, int entry, int64_t rows) {
     return true;
 }
 
+/* A non-scalar output (logits, predictions) has no single value for the set: it is reported
+ * by shape, and with --eval-out gathered for the whole set.  Its samples are along a leading
+ * batch axis; an output without a batch axis is written when every batch gives the same value
+ * (a function of the parameters only), and otherwise not at all, rather than one batch's. */
+typedef struct {
+    bool scalar;                /* averaged into EvalResult.metric */
+    bool lead_batch;            /* shape [B, ...]: one row per sample */
+    bool batch_inside;          /* a batch axis that is not the first: cannot be concatenated */
+    bool varies;                /* no batch axis, and the batches disagreed */
+    bool missing;               /* the model returned no values for it (an input passed through) */
+    int64_t elems;              /* per sample (lead_batch) or in all */
+    size_t elem_bytes;
+    char *data;                 /* gathered values (only with --eval-out) */
+} OutValues;
+
 typedef struct {
     double loss;
     double metric[16];
+    OutValues out[16];
     bool has_loss;
 } EvalResult;
 
@@ -87,14 +103,48 @@ static bool is_count_metric(const Model *m, int k) {
     return n->op == OP_ACCURACY;
 }
 
-/* Averages the loss and metrics over the whole set: counts (accuracy) are summed and divided
- * by the number of samples, anything else is weighted by batch rows. */
+static void eval_out_init(const Run *R, EvalResult *res, int64_t n) {
+    for (int j = 0; j < R->m->g->nouts && j < 16; j++) {
+        const Node *node = &R->m->g->nodes[R->m->g->outs[j].node];
+        OutValues *o = &res->out[j];
+        o->elems = 1;
+        bool batched = false;
+        for (int a = 0; a < node->shape.rank; a++) {
+            if (node->shape.d[a] == DIM_BATCH) batched = true;
+            else o->elems *= node->shape.d[a];
+        }
+        o->scalar = !batched && o->elems == 1;
+        o->lead_batch = batched && node->shape.d[0] == DIM_BATCH;
+        o->batch_inside = batched && !o->lead_batch;
+        o->elem_bytes = node->dtype == DT_I32 ? 4 : (size_t)R->lm->abi->real_bytes;
+        if (R->o->eval_out && !o->scalar && !o->batch_inside)
+            o->data = xmalloc((size_t)(o->lead_batch ? n : 1) * (size_t)o->elems * o->elem_bytes);
+    }
+}
+
+/* Appends one batch's rows of a non-scalar output (or compares an unbatched one with the first). */
+static void eval_out_add(const Run *R, OutValues *o, int k, int64_t start, int64_t rows) {
+    const char *p = R->lm->abi->output(R->lm->m, NNC_ENTRY_EVAL, k);
+    if (!o->data) return;
+    if (!p) {
+        o->missing = true;
+        return;
+    }
+    size_t row = (size_t)o->elems * o->elem_bytes;
+    if (o->lead_batch) memcpy(o->data + (size_t)start * row, p, (size_t)rows * row);
+    else if (start == 0) memcpy(o->data, p, row);
+    else o->varies |= memcmp(o->data, p, row) != 0;
+}
+
+/* Averages the loss and scalar metrics over the whole set: counts (accuracy) are summed and
+ * divided by the number of samples, anything else is weighted by batch rows. */
 static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = abi->batch_max;
     memset(res, 0, sizeof *res);
     int nout = abi->noutputs[NNC_ENTRY_EVAL];
     res->has_loss = R->m->g->loss >= 0;
+    eval_out_init(R, res, d->n);
     for (int64_t s = 0; s < d->n; s += B) {
         int64_t rows = d->n - s < B ? d->n - s : B;
         for (int64_t r = 0; r < rows; r++) R->idx[r] = s + r;
@@ -103,6 +153,10 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
         int k = 0;
         if (res->has_loss) res->loss += read_scalar(R->lm, NNC_ENTRY_EVAL, k++) * (double)rows;
         for (int j = 0; k < nout && j < 16; j++, k++) {
+            if (!res->out[j].scalar) {
+                eval_out_add(R, &res->out[j], k, s, rows);
+                continue;
+            }
             double v = read_scalar(R->lm, NNC_ENTRY_EVAL, k);
             res->metric[j] += is_count_metric(R->m, j) ? v : v * (double)rows;
         }
@@ -130,7 +184,8 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         if (has_eval) {
             if (ev->has_loss) printf("  test_loss %.6f", ev->loss);
             for (int j = 0; j < g->nouts && j < 16; j++)
-                printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
+                if (ev->out[j].scalar)   /* per-sample outputs have no one value: --eval shows them */
+                    printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
                        is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
         }
         printf("  %.2fs\n", secs);
@@ -140,7 +195,8 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         fprintf(R->metrics, "{\"type\":\"epoch\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g", epoch, (long long)step, train_loss);
         if (has_eval) {
             if (ev->has_loss) fprintf(R->metrics, ",\"test_loss\":%.9g", ev->loss);
-            for (int j = 0; j < g->nouts && j < 16; j++) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
+            for (int j = 0; j < g->nouts && j < 16; j++)
+                if (ev->out[j].scalar) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
         }
         fprintf(R->metrics, ",\"seconds\":%.6f}\n", secs);
         if (secs - R->last_flush > 0.5) {   /* a tail -f sees progress; tiny epochs pay no syscall */
@@ -150,21 +206,90 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
     }
 }
 
+/* "f32[10000,10]": the shape of a non-scalar output over a set of n samples. */
+static const char *out_shape(const Run *R, int j, int64_t n, char *buf, size_t len) {
+    const Node *node = &R->m->g->nodes[R->m->g->outs[j].node];
+    char b[32];
+    snprintf(b, sizeof b, "%lld", (long long)n);
+    return shape_str(node->shape, node->dtype, b, buf, len);
+}
+
+static const char *out_not_written(const OutValues *o) {
+    if (o->batch_inside) return "its batch axis is not the first";
+    if (o->missing) return "the model returns no values for it";
+    if (o->varies) return "it has no batch axis and differs between batches";
+    return NULL;
+}
+
+/* Writes the gathered non-scalar outputs as one safetensors file, the set's loss and scalar
+ * metrics as its metadata.  False (with a message) on failure. */
+static bool write_eval_out(const Run *R, const Dataset *d, const EvalResult *ev) {
+    const Graph *g = R->m->g;
+    nnc_st_tensor t[16];
+    nnc_st_meta meta[17];
+    char vals[17][32];
+    int nt = 0, nm = 0;
+    if (ev->has_loss) {
+        snprintf(vals[nm], sizeof vals[nm], "%.9g", ev->loss);
+        meta[nm] = (nnc_st_meta){"loss", vals[nm]};
+        nm++;
+    }
+    for (int j = 0; j < g->nouts && j < 16; j++) {
+        const OutValues *o = &ev->out[j];
+        const Node *node = &g->nodes[g->outs[j].node];
+        if (o->scalar) {
+            snprintf(vals[nm], sizeof vals[nm], "%.9g", ev->metric[j]);
+            meta[nm] = (nnc_st_meta){g->outs[j].name, vals[nm]};
+            nm++;
+            continue;
+        }
+        if (!o->data || out_not_written(o)) continue;
+        nnc_st_tensor *x = &t[nt++];
+        *x = (nnc_st_tensor){.name = g->outs[j].name, .rank = node->shape.rank, .data = o->data};
+        x->dtype = node->dtype == DT_I32 ? NNC_DT_I32 : o->elem_bytes == 8 ? NNC_DT_F64 : NNC_DT_F32;
+        for (int a = 0; a < node->shape.rank; a++) x->dims[a] = node->shape.d[a] == DIM_BATCH ? d->n : node->shape.d[a];
+    }
+    char err[1024];
+    if (nnc_st_save(R->o->eval_out, t, nt, meta, nm, err, sizeof err) == 0) return true;
+    fprintf(stderr, "nnc: error: --eval-out: %s\n", err);
+    return false;
+}
+
+/* The loss and scalar metrics as one number each; a non-scalar output by its shape, and
+ * where --eval-out put it (or why it could not). */
 static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *ev) {
     const Graph *g = R->m->g;
+    char sb[160];
     if (!R->o->quiet) {
         printf("eval on %s data (%lld samples):", test ? "test" : "training", (long long)d->n);
         if (ev->has_loss) printf("  loss %.6f", ev->loss);
-        for (int j = 0; j < g->nouts && j < 16; j++)
-            printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
-                   is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
+        for (int j = 0; j < g->nouts && j < 16; j++) {
+            const OutValues *o = &ev->out[j];
+            if (o->scalar) {
+                printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
+                       is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
+                continue;
+            }
+            printf("  %s %s", g->outs[j].name, out_shape(R, j, d->n, sb, sizeof sb));
+            if (!R->o->eval_out) printf(" (not a single number: --eval-out FILE writes it)");
+            else if (out_not_written(o)) printf(" (not written: %s)", out_not_written(o));
+            else printf(" -> %s", R->o->eval_out);
+        }
         printf("\n");
     }
     if (R->metrics) {
         fprintf(R->metrics, "{\"type\":\"eval\",\"samples\":%lld", (long long)d->n);
         if (ev->has_loss) fprintf(R->metrics, ",\"loss\":%.9g", ev->loss);
-        for (int j = 0; j < g->nouts && j < 16; j++) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
+        for (int j = 0; j < g->nouts && j < 16; j++)
+            if (ev->out[j].scalar) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
         fprintf(R->metrics, "}\n");
+    }
+}
+
+static void eval_free(EvalResult *ev) {
+    for (int j = 0; j < 16; j++) {
+        free(ev->out[j].data);
+        ev->out[j].data = NULL;
     }
 }
 
@@ -312,7 +437,9 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
         EvalResult ev;
         const Dataset *d = has_test ? &test : &train;
         if (!evaluate(&R, d, &ev)) rc = 1;
+        else if (o->eval_out && !write_eval_out(&R, d, &ev)) rc = 1;
         else report_eval(&R, d, has_test, &ev);
+        eval_free(&ev);
     } else {
         int64_t B = lm->abi->batch_max, steps = (train.n + B - 1) / B;
         int e0 = 1;
@@ -334,6 +461,7 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
             if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 130 : 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
+            if (has_test) eval_free(&ev);
         }
         sigaction(SIGINT, &old, NULL);
         if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;

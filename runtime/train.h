@@ -14,6 +14,7 @@ typedef struct {
     const char *save_path;
     const char *load_path;
     bool eval_only;
+    const char *eval_out;       /* with eval_only: non-scalar outputs over the set (safetensors) */
     int bench_steps;            /* > 0: time this many steps and print JSON */
     const char *source_file;
     double t_process;           /* CLOCK_MONOTONIC seconds when the process started */

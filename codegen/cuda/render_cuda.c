@@ -253,7 +253,7 @@ static const char prelude[] =
     "__device__ __forceinline__ real nnc_warp_max(real v) {\n"
     "    for (int o = 16; o > 0; o >>= 1) {\n"
     "        real u = __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "        v = u > v ? u : v;\n"
+    "        v = u > v || u != u ? u : v;   /* NaN wins, as torch.amax */\n"
     "    }\n"
     "    return v;\n"
     "}\n"

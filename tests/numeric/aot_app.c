@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifdef AOT_INPROC
 #include "nnc.h"
@@ -43,6 +44,13 @@ int main(int argc, char **argv) {
     fclose(f);
     char err[4096];
     nnc_options o = nnc_default_options();
+    /* nnc.h takes NULL arguments without crashing (a NULL result, the reason in err) */
+    if (nnc_compile("x.nn", NULL, &o, err, sizeof err) || !strstr(err, "the source text is NULL") ||
+        nnc_compile("x.nn", src, NULL, NULL, 0) || nnc_abi(NULL) || nnc_model(NULL) || nnc_source(NULL)) {
+        fprintf(stderr, "nnc.h: a NULL argument was not refused\n");
+        return 1;
+    }
+    nnc_free(NULL);
     nnc_compiled *c = nnc_compile("mlp.nn", src, &o, err, sizeof err);
     if (!c) {
         fputs(err, stderr);

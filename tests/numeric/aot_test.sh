@@ -3,7 +3,8 @@
 #   nnc MODEL --target cpu -o DIR writes DIR/mlp.c, mlp.h, libmlp.a;
 #   aot_app.c built against them trains STEPS steps; its losses must go down and match the
 #   in-process build of the same model (AOT_INPROC: aot_app.c with -DAOT_INPROC) to 1e-5;
-#   libmlp.a must not reference any nnc symbol it does not define itself.
+#   libmlp.a must not reference any nnc symbol it does not define itself;
+#   aot_api.c checks the API's outputs per entry and its NULL handling.
 set -eu
 NNC=$1 INPROC=$2 MODEL=$3 CC=${4:-cc}
 SRC=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +21,14 @@ echo "ok   nnc -o wrote mlp.c, mlp.h, libmlp.a"
 "$CC" -std=c11 -O2 -I"$DIR/out" "$SRC/aot_app.c" "$DIR/out/libmlp.a" -lopenblas -lm -o "$DIR/app"
 "$DIR/app" > "$DIR/aot.txt"
 "$INPROC" "$MODEL" > "$DIR/inproc.txt"
+
+# The API as an application uses it: outputs of the last call, NULL arguments (aot_api.c).
+"$CC" -std=c11 -O2 -Wall -Wextra -Werror -I"$DIR/out" "$SRC/aot_api.c" "$DIR/out/libmlp.a" -lopenblas -lm -o "$DIR/api"
+if "$DIR/api" > "$DIR/api.txt" 2>&1; then
+    echo "ok   aot_api.c: $(tail -n 1 "$DIR/api.txt")"
+else
+    sed 's/^/    /' "$DIR/api.txt"; echo "FAIL aot_api.c (exit $?)"; fail=1
+fi
 
 # Undefined symbols of the archive: libc, libm and cblas only; nothing from nnc's runtime.
 bad=$(nm -u "$DIR/out/libmlp.a" | awk 'NF >= 2 {print $NF}' | grep -i 'nnc' || true)
@@ -40,5 +49,5 @@ paste "$DIR/aot.txt" "$DIR/inproc.txt" | awk '
       down = a[NR] < a[1]
       printf "%s loss goes down: %s -> %s\n", down ? "ok  " : "FAIL", a[1], a[NR]
       exit !(ok && down) }' || fail=1
-[ $fail -eq 0 ] && echo "3 passed, 0 failed" || echo "some checks failed"
+[ $fail -eq 0 ] && echo "4 passed, 0 failed" || echo "some checks failed"
 exit $fail

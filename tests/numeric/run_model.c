@@ -1,13 +1,15 @@
 /* run_model.c - compile a .nn file through include/nnc.h, run one entry on inputs read from
  * .npy files, and write every output of that entry as OUTDIR/NAME.npy (float64 or int32).
  *
- *   run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--entry eval|grad] [--seed N]
+ *   run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--cuda] [--entry eval|grad|eval,grad] [--seed N]
  *             [--load-params P0.npy,P1.npy,...] IN0.npy IN1.npy ...
  *
  * Inputs are given in the order the model declares them, already in the model's dtype
  * (float32, or float64 with --f64; int32 for labels).  The batch is the first input's
  * leading dimension.  --load-params overwrites the parameters (in declaration order) after
- * init.  Used by tests/ref/test_ops_numpy.py. */
+ * init.  --cuda runs on the CUDA target, exit 77 (skipped) where this build or machine has none.
+ * Used by tests/ref/test_ops_numpy.py and test_nan_torch.py. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,14 +57,39 @@ static int write_npy(const char *path, const char *descr, const nnc_tensor_info 
     return fclose(f);
 }
 
+/* Runs one entry and writes its outputs; grad and eval leave the parameters as they are, so
+ * "--entry eval,grad" gives the forward outputs and the gradients of one compile. */
+static int run_entry(const nnc_model_abi *abi, void *m, int entry, const void *const *in, int64_t batch,
+                     const char *outdir) {
+    if (abi->run(m, entry, in, batch)) {
+        fprintf(stderr, "run_model: run failed: %s\n", abi->error(m));
+        return 1;
+    }
+    abi->sync(m, NNC_SYNC_TO_HOST);
+    for (int k = 0; k < abi->noutputs[entry]; k++) {
+        const nnc_tensor_info *t = &abi->outputs[entry][k];
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.npy", outdir, t->name);
+        int is_int = t->dtype == NNC_TYPE_I32;
+        const char *descr = is_int ? "<i4" : abi->real_bytes == 8 ? "<f8" : "<f4";
+        size_t elem = is_int ? 4 : (size_t)abi->real_bytes;
+        if (write_npy(path, descr, t, batch, abi->output(m, entry, k), elem)) {
+            fprintf(stderr, "run_model: cannot write %s\n", path);
+            return 1;
+        }
+        printf("%s\n", t->name);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--entry eval|grad] [--seed N] "
+        fprintf(stderr, "usage: run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--entry eval|grad|eval,grad] [--seed N] "
                         "[--load-params a.npy,b.npy] IN.npy...\n");
         return 2;
     }
     nnc_options o = nnc_default_options();
-    int entry = NNC_ENTRY_EVAL;
+    int entries[2] = {NNC_ENTRY_EVAL}, nentries = 1;
     unsigned long long seed = 0;
     const char *load = NULL;
     const char *inputs[16];
@@ -70,7 +97,14 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; i++) {
         if (!strcmp(argv[i], "--f64")) o.f64 = 1;
         else if (!strcmp(argv[i], "--no-fuse")) o.fuse = 0;
-        else if (!strcmp(argv[i], "--entry") && i + 1 < argc) entry = !strcmp(argv[++i], "grad") ? NNC_ENTRY_GRAD : NNC_ENTRY_EVAL;
+        else if (!strcmp(argv[i], "--cuda")) o.target = 1;
+        else if (!strcmp(argv[i], "--entry") && i + 1 < argc) {
+            const char *v = argv[++i];
+            nentries = 0;
+            if (!strncmp(v, "eval", 4)) entries[nentries++] = NNC_ENTRY_EVAL;
+            if (strstr(v, "grad")) entries[nentries++] = NNC_ENTRY_GRAD;
+            if (!nentries) entries[nentries++] = NNC_ENTRY_EVAL;
+        }
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--load-params") && i + 1 < argc) load = argv[++i];
         else if (nin < 16) inputs[nin++] = argv[i];
@@ -95,7 +129,9 @@ int main(int argc, char **argv) {
     nnc_compiled *c = nnc_compile(argv[1], src, &o, err, sizeof err);
     if (!c) {
         fprintf(stderr, "%s", err);
-        return 1;
+        bool no_cuda = o.target == 1 && (strstr(err, "without the CUDA target") || strstr(err, "no CUDA driver found") ||
+                                         strstr(err, "no CUDA device found"));
+        return no_cuda ? 77 : 1;
     }
     const nnc_model_abi *abi = nnc_abi(c);
     void *m = nnc_model(c);
@@ -121,24 +157,8 @@ int main(int argc, char **argv) {
         nnc_array_free(&a);
     }
     abi->sync(m, NNC_SYNC_TO_DEVICE);
-    if (abi->run(m, entry, in, batch)) {
-        fprintf(stderr, "run_model: run failed: %s\n", abi->error(m));
-        return 1;
-    }
-    abi->sync(m, NNC_SYNC_TO_HOST);
-    for (int k = 0; k < abi->noutputs[entry]; k++) {
-        const nnc_tensor_info *t = &abi->outputs[entry][k];
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s.npy", argv[2], t->name);
-        int is_int = t->dtype == NNC_TYPE_I32;
-        const char *descr = is_int ? "<i4" : abi->real_bytes == 8 ? "<f8" : "<f4";
-        size_t elem = is_int ? 4 : (size_t)abi->real_bytes;
-        if (write_npy(path, descr, t, batch, abi->output(m, entry, k), elem)) {
-            fprintf(stderr, "run_model: cannot write %s\n", path);
-            return 1;
-        }
-        printf("%s\n", t->name);
-    }
+    for (int e = 0; e < nentries; e++)
+        if (run_entry(abi, m, entries[e], in, batch, argv[2])) return 1;
     for (int i = 0; i < nin; i++) nnc_array_free(&arr[i]);
     nnc_free(c);
     free(src);

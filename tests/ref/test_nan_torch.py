@@ -1,0 +1,211 @@
+"""NaN and +-Inf through every op, forward and backward, against PyTorch (torch 1.13, float64).
+
+PyTorch propagates NaN: relu(NaN) is NaN, amax over a row holding a NaN is NaN, argmax picks
+the first NaN, relu's gradient at a NaN output passes dy through (threshold_backward keeps dy
+unless y <= 0).  nnc must give the same value at every element: the same NaN positions, the
+same infinities with the same sign, and the finite values within RTOL/ATOL.
+
+Each case is a tiny .nn model whose parameters p (and q) hold NaN, +-Inf, zeros and finite
+values, and whose loss is sum(f(p) * d) with a finite d, so that the gradient of p is
+dy = d through f's backward.  The forward outputs come from NNC_ENTRY_EVAL, the gradients
+("grad.p", ...) from NNC_ENTRY_GRAD, of one compile through tests/numeric/run_model, fused and
+unfused.
+
+    test_nan_torch.py --run-model PATH [--cuda] [-k SUBSTRING] [-v]
+
+--cuda runs the models on the CUDA target (the same expressions from codegen/expr.c, its own
+reduction and row kernels); it exits 77 (skipped) where run_model finds no CUDA target or device.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+RTOL = 1e-5
+ATOL = 1e-6
+nan, inf = float("nan"), float("inf")
+
+# Rows: NaN with +Inf, NaN with -Inf, +-Inf without NaN, finite, all -Inf, a NaN alone among
+# equal maxima (ties), all finite with a zero.
+P = np.array([[nan, 1.5, -2.0, 0.0, inf],
+              [-inf, 0.5, nan, -0.5, 3.0],
+              [inf, -inf, 2.0, 1.0, -1.0],
+              [0.25, -1.0, 2.0, 0.5, -3.0],
+              [-inf, -inf, -inf, -inf, -inf],
+              [2.0, 2.0, nan, 2.0, -1.0],
+              [0.0, -0.0, 4.0, 4.0, 1.0]], dtype=np.float32)
+Q = np.array([[1.0, nan, 0.0, inf, inf],
+              [2.0, -inf, 1.0, 0.0, -3.0],
+              [inf, inf, 0.0, -2.0, 0.5],
+              [0.5, 0.0, -1.0, nan, 1.0],
+              [1.0, -inf, 2.0, 0.0, 3.0],
+              [0.0, 1.0, 2.0, -inf, nan],
+              [0.0, 0.0, 2.0, 1.0, -1.0]], dtype=np.float32)
+R, C = P.shape
+D = (np.random.default_rng(7).uniform(0.5, 1.5, (R, C)) * np.where(np.arange(C) % 2, -1, 1)).astype(np.float32)
+LABELS = np.array([0, 2, 1, 3, 4, 2, 2], dtype=np.int32)
+
+TRAIN = "\ntrain {\n    data y = npy(\"y.npy\")\n    batch = %d\n    minimize loss\n}\n" % R
+
+
+def ew(name, nn, fn):
+    """An elementwise case: output r = EXPR(p, q), loss = sum(r * d)."""
+    return (name, "output r = %s\nloss = sum(r * d)" % nn, lambda t: {"r": fn(t)}, lambda t, o: (o["r"] * t["d"]).sum())
+
+
+def red(name, nn, fn):
+    """A reduction case: output r = EXPR(p), loss = sum(r * sum(d)) (d broadcast over r's shape)."""
+    return (name, "output r = %s\nloss = sum(r * sum(d))" % nn, lambda t: {"r": fn(t)}, lambda t, o: (o["r"] * t["d"].sum()).sum())
+
+
+F = torch.nn.functional
+CASES = [
+    ew("relu", "relu(p)", lambda t: torch.relu(t["p"])),
+    ew("relu_q", "relu(-q)", lambda t: torch.relu(-t["q"])),
+    ew("sigmoid", "sigmoid(p)", lambda t: torch.sigmoid(t["p"])),
+    ew("tanh", "tanh(p)", lambda t: torch.tanh(t["p"])),
+    ew("exp", "exp(p)", lambda t: torch.exp(t["p"])),
+    ew("log", "log(p)", lambda t: torch.log(t["p"])),
+    ew("sqrt", "sqrt(p)", lambda t: torch.sqrt(t["p"])),
+    ew("neg", "-p", lambda t: -t["p"]),
+    ew("pow2", "p ** 2", lambda t: t["p"] ** 2),
+    ew("pow3", "p ** 3", lambda t: t["p"] ** 3),
+    ew("pow_half", "p ** 0.5", lambda t: t["p"] ** 0.5),
+    ew("pow_1_5", "p ** 1.5", lambda t: t["p"] ** 1.5),
+    ew("pow0", "p ** 0", lambda t: t["p"] ** 0),
+    ew("add", "p + q", lambda t: t["p"] + t["q"]),
+    ew("sub", "p - q", lambda t: t["p"] - t["q"]),
+    ew("mul", "p * q", lambda t: t["p"] * t["q"]),
+    ew("div", "p / q", lambda t: t["p"] / t["q"]),
+    ew("chain", "relu(sigmoid(p) * q - 0.5)", lambda t: torch.relu(torch.sigmoid(t["p"]) * t["q"] - 0.5)),
+    red("sum_all", "sum(p)", lambda t: t["p"].sum()),
+    red("sum_axis1", "sum(p, axis = 1)", lambda t: t["p"].sum(1)),
+    red("mean_axis0", "mean(p, axis = 0)", lambda t: t["p"].mean(0)),
+    red("max_all", "max(p)", lambda t: torch.amax(t["p"])),
+    red("max_axis0", "max(p, axis = 0)", lambda t: torch.amax(t["p"], 0)),
+    red("max_axis1", "max(p, axis = 1)", lambda t: torch.amax(t["p"], 1)),
+    red("max_keepdim", "max(q, axis = 1, keepdim = 1)", lambda t: torch.amax(t["q"], 1, keepdim=True)),
+    red("min_via_max", "-max(-p, axis = 1)", lambda t: -torch.amax(-t["p"], 1)),
+    ew("max_sub", "p - max(p, axis = 1, keepdim = 1)", lambda t: t["p"] - torch.amax(t["p"], 1, keepdim=True)),
+    ew("softmax", "softmax(p)", lambda t: torch.softmax(t["p"], -1)),
+    ew("softmax_q", "softmax(q)", lambda t: torch.softmax(t["q"], -1)),
+    ew("log_softmax", "log_softmax(p)", lambda t: torch.log_softmax(t["p"], -1)),
+    ew("log_softmax_q", "log_softmax(q)", lambda t: torch.log_softmax(t["q"], -1)),
+    ("cross_entropy", "output r = cross_entropy(p, y)\nloss = r",
+     lambda t: {"r": F.cross_entropy(t["p"], t["y"].long())}, lambda t, o: o["r"]),
+    ("cross_entropy_rows", "output r = cross_entropy(q, y) * 2\nloss = r",
+     lambda t: {"r": F.cross_entropy(t["q"], t["y"].long()) * 2}, lambda t, o: o["r"]),
+    ("cross_entropy_finite", "output r = cross_entropy(d, y)\nloss = r + sum(p * 0)",
+     lambda t: {"r": F.cross_entropy(t["d"], t["y"].long())}, lambda t, o: o["r"] + (t["p"] * 0).sum()),
+    ("accuracy", "output r = accuracy(p, y)\noutput s = accuracy(q, y)\nloss = sum(p * d) + sum(q * d)",
+     lambda t: {"r": (torch.argmax(t["p"], 1) == t["y"].long()).sum().to(t["p"].dtype),
+                "s": (torch.argmax(t["q"], 1) == t["y"].long()).sum().to(t["p"].dtype)},
+     lambda t, o: (t["p"] * t["d"]).sum() + (t["q"] * t["d"]).sum()),
+    ("mse_loss", "output r = mse_loss(p, q)\nloss = r",
+     lambda t: {"r": F.mse_loss(t["p"], t["q"])}, lambda t, o: o["r"]),
+    ("matmul", "output r = p @ transpose(q)\nloss = sum(r * (d @ transpose(d)))",
+     lambda t: {"r": t["p"] @ t["q"].T}, lambda t, o: (o["r"] * (t["d"] @ t["d"].T)).sum()),
+]
+
+
+def torch_ref(fwd, loss_fn):
+    """Forward outputs and the gradients of p, q, d in float64 from the float32 values."""
+    t = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in (("p", P), ("q", Q), ("d", D))}
+    t["y"] = torch.tensor(LABELS)
+    out = fwd(t)
+    loss = loss_fn(t, out)
+    grads = torch.autograd.grad(loss, [t["p"], t["q"], t["d"]], allow_unused=True)
+    want = {k: v.detach().numpy() for k, v in out.items()}
+    for k, g in zip("pqd", grads):
+        want["grad." + k] = np.zeros((R, C)) if g is None else g.numpy()
+    return want
+
+
+def used_params(body):
+    """The parameters a case mentions (nnc rejects a parameter the loss does not use)."""
+    return [n for n in "pqd" if re.search(r"\b%s\b" % n, body)]
+
+
+def run(run_model, d, entry, fused, params, cuda):
+    cmd = [run_model, os.path.join(d, "m.nn"), d, "--entry", entry, "--load-params",
+           ",".join(os.path.join(d, n + ".npy") for n in params)]
+    if not fused:
+        cmd.append("--no-fuse")
+    if cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + [os.path.join(d, "y.npy")], capture_output=True, text=True, cwd=d)
+    if r.returncode == 77:
+        print("SKIP: no CUDA target or device:\n" + r.stderr)
+        sys.exit(77)
+    if r.returncode != 0:
+        return None, r.stderr
+    return {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}, ""
+
+
+def compare(name, got, want):
+    """'' when every element agrees: NaN where torch has NaN, the same infinities, close finites."""
+    g = np.asarray(got, dtype=np.float64)
+    w = np.asarray(want, dtype=np.float64)
+    if g.shape != w.shape:
+        return "%s: shape %s, want %s" % (name, g.shape, w.shape)
+    fin = np.isfinite(w)
+    scale = max(1.0, float(np.abs(w[fin]).max()) if fin.any() else 1.0)
+    with np.errstate(invalid="ignore"):
+        close = np.abs(g - w) <= RTOL * np.abs(w) + ATOL * scale
+    ok = np.where(np.isnan(w), np.isnan(g), np.where(np.isinf(w), g == w, close))
+    if ok.all():
+        return ""
+    i = tuple(np.argwhere(~ok)[0])
+    return "%s at %s: nnc %r torch %r (%d of %d elements differ)" % (name, i, g[i], w[i], int((~ok).sum()), ok.size)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-model", required=True)
+    ap.add_argument("--cuda", action="store_true")
+    ap.add_argument("-k", default="")
+    ap.add_argument("-v", action="store_true")
+    a = ap.parse_args()
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, body, fwd, loss_fn in CASES:
+            if a.k not in name:
+                continue
+            want = torch_ref(fwd, loss_fn)
+            for fused in (True, False):
+                mode = "fused" if fused else "unfused"
+                d = os.path.join(tmp, "%s_%s" % (name, mode))
+                os.makedirs(d)
+                with open(os.path.join(d, "m.nn"), "w") as f:
+                    decl = "".join("param %s: f32[%d, %d] = zeros()\n" % (n, R, C) for n in used_params(body))
+                    f.write(decl + "input y: i32[%d]\n" % R + body + TRAIN)
+                for n, v in (("p", P), ("q", Q), ("d", D), ("y", LABELS)):
+                    np.save(os.path.join(d, n + ".npy"), v)
+                errs, checked = [], 0
+                got, err = run(a.run_model, d, "eval,grad", fused, used_params(body), a.cuda)
+                if got is None:
+                    errs.append("run_model failed:\n%s" % err)
+                    got = {}
+                for k, w in want.items():
+                    if k in got:
+                        checked += 1
+                        e = compare(k, got[k], w)
+                        if e:
+                            errs.append(e)
+                if not errs and checked < 2:
+                    errs.append("only %d outputs compared" % checked)
+                print("%s %-20s %-7s %d outputs%s" % ("FAIL" if errs else "ok  ", name, mode, checked,
+                                                      "".join("\n    " + e for e in errs)))
+                passed += not errs
+                failed += bool(errs)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
