@@ -123,7 +123,13 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
                                  : nnc_array_to_f32(&a, (float)s->scale, &conv, err, n) == 0;
         nnc_array_free(&a);
     }
-    if (!ok) return false;
+    if (!ok) {   /* the converters know the element, not the file or the input */
+        char why[512];
+        const char *msg = strncmp(err, "to_i32: ", 8) && strncmp(err, "to_f32: ", 8) ? err : err + 8;
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(err, n, "%s: input '%s': %s", what, b->input, why);
+        return false;
+    }
     c->name = b->input;
     c->dtype = in->dtype;
     c->row_elems = shape_numel(in->shape, 1);
@@ -143,6 +149,13 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     }
     c->data = conv.data;
     *samples = rows;
+    if (rows == 0) {   /* training on nothing would "succeed" with a NaN loss */
+        snprintf(err, n, "%s: input '%s' has no samples (the %s set is empty)", what, b->input,
+                 test ? "test" : "training");
+        free(c->data);
+        c->data = NULL;
+        return false;
+    }
     return true;
 }
 
