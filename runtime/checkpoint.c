@@ -4,6 +4,7 @@
  * model.load_state_dict(safetensors.torch.load_file(path)) works when the PyTorch module uses
  * the same names; optimizer state goes under "optimizer.<name>" and the step count, seed and
  * model name in the metadata, so a later run can resume. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,38 @@ static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nn
     o->data = data;
 }
 
+/* A diverged model must not be saved as if it were a result: the first NaN or Inf in any
+ * parameter, by name and element.  The caller has synced the parameters to the host. */
+static bool params_finite_on_host(const LoadedModel *lm, char *err, size_t n) {
+    const nnc_model_abi *a = lm->abi;
+    for (int i = 0; i < a->nparams; i++) {
+        int64_t cnt = 1;
+        for (int d = 0; d < a->params[i].rank; d++) cnt *= a->params[i].dims[d];
+        const void *p = a->param(lm->m, i);
+        for (int64_t k = 0; p && k < cnt; k++) {
+            double v = a->real_bytes == 8 ? ((const double *)p)[k] : (double)((const float *)p)[k];
+            if (isfinite(v)) continue;
+            snprintf(err, n, "parameter '%s' element %lld is %s", a->params[i].name, (long long)k,
+                     isnan(v) ? "NaN" : "infinite");
+            return false;
+        }
+    }
+    return true;
+}
+
+bool checkpoint_params_finite(const LoadedModel *lm, char *err, size_t n) {
+    lm->abi->sync(lm->m, NNC_SYNC_TO_HOST);
+    return params_finite_on_host(lm, err, n);
+}
+
 bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     a->sync(lm->m, NNC_SYNC_TO_HOST);
+    char why[512];
+    if (!params_finite_on_host(lm, why, sizeof why)) {
+        snprintf(err, n, "%s: not saved: %s (the model diverged; a previous file there is left as it was)", path, why);
+        return false;
+    }
     int total = a->nparams + a->nstates;
     nnc_st_tensor *ts = xcalloc((size_t)total + 1, sizeof *ts);
     char **names = xcalloc((size_t)total + 1, sizeof *names);

@@ -6,6 +6,7 @@
  * reproducible from its seed; the last batch of an epoch may be short (PyTorch's DataLoader
  * with drop_last=False), which the compiled step supports because its batch size is a run-time
  * argument bounded by the compile-time batch. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,11 +25,13 @@ double train_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* SIGINT and SIGTERM both stop at the end of the current step and save (a scheduler's TERM
+ * deserves the same as a Ctrl-C); the exit status is the shell's 128 + signal number: 130
+ * for SIGINT, 143 for SIGTERM, so a job script sees which signal ended the run. */
 static volatile sig_atomic_t interrupted;
 
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
+static void on_stop_signal(int sig) {
+    interrupted = sig;
 }
 
 typedef struct {
@@ -42,6 +45,7 @@ typedef struct {
     double t0;
     double last_flush;
     int64_t *perm;              /* the epoch's sample order, allocated once */
+    bool metrics_failed;        /* a metrics write failed (reported once) */
     void **direct;              /* zero-copy batch pointers into the dataset */
 } Run;
 
@@ -168,10 +172,47 @@ static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *e
     }
 }
 
+/* A full disk must not cut the metrics mid-line behind an exit status of 0: every write is
+ * checked (through the stream's error flag, which a failed fprintf or flush sets), and the
+ * first failure stops the run. */
+static bool metrics_ok(Run *R) {
+    if (!R->metrics || !ferror(R->metrics)) return true;
+    if (!R->metrics_failed) fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(errno ? errno : EIO));
+    R->metrics_failed = true;
+    return false;
+}
+
+/* Flushes and closes the metrics file; false (reported) when anything was lost. */
+static bool metrics_close(Run *R) {
+    if (!R->metrics) return true;
+    errno = 0;
+    bool ok = fflush(R->metrics) == 0 && !ferror(R->metrics);
+    int e = errno;
+    ok &= fclose(R->metrics) == 0;
+    if (!e) e = errno;
+    R->metrics = NULL;
+    if (!ok && !R->metrics_failed)
+        fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(e ? e : EIO));
+    return ok;
+}
+
 static bool save_now(Run *R) {
     char err[1024];
     if (checkpoint_save(R->lm, R->o->save_path, &R->pos, err, sizeof err)) return true;
     fprintf(stderr, "nnc: error: %s\n", err);
+    return false;
+}
+
+/* The loss can stay finite while a parameter is NaN (a ReLU or a max hides it): check the
+ * parameters themselves once per epoch, an O(parameters) scan, before anything reports or
+ * saves the epoch as a success. */
+static bool params_finite(Run *R, int epoch) {
+    char err[512];
+    if (checkpoint_params_finite(R->lm, err, sizeof err)) return true;
+    if (R->o->progress) fputc('\n', stderr);
+    fprintf(stderr, "nnc: error: %s after epoch %d, step %lld; training stopped, nothing saved "
+                    "(lower the learning rate, or find the op with --check-numerics)\n",
+            err, epoch, (long long)R->lm->abi->get_step(R->lm->m));
     return false;
 }
 
@@ -213,12 +254,14 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) return false;
         if (interrupted) {
             if (R->o->progress) fputc('\n', stderr);
-            fprintf(stderr, "nnc: interrupted at epoch %d, step %lld", epoch, (long long)gstep);
+            fprintf(stderr, "nnc: %s at epoch %d, step %lld", interrupted == SIGTERM ? "terminated" : "interrupted",
+                    epoch, (long long)gstep);
             if (R->o->save_path && save_now(R)) fprintf(stderr, "; saved %s (continue with --resume)", R->o->save_path);
             fputc('\n', stderr);
             return false;
         }
         if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
+        if (!metrics_ok(R)) return false;
         double t = train_now();
         if (t - last_draw > 0.1 || s + 1 == steps) {
             progress(R, epoch, s + 1, steps, loss, (double)((s + 1) * B) / (t - t_start + 1e-9));
@@ -274,7 +317,7 @@ static void free_run(Run *R, const Dataset *d) {
     free(R->idx);
     free(R->perm);
     free(R->direct);
-    if (R->metrics) fclose(R->metrics);
+    if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
 
 int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
@@ -324,20 +367,25 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
             s0 = start.pos >= steps ? 0 : start.pos;
             if (!o->quiet) printf("resuming from %s: epoch %d, batch %lld\n", from, e0, (long long)s0);
         }
-        struct sigaction sa = {0}, old;
-        sa.sa_handler = on_sigint;
-        sigaction(SIGINT, &sa, &old);
+        struct sigaction sa = {0}, old_int, old_term;
+        sa.sa_handler = on_stop_signal;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
         R.pos = (TrainPos){e0 - 1, steps, o->seed};
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
             EvalResult ev;
-            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 130 : 1;
+            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
+            else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
+            if (rc == 0 && !metrics_ok(&R)) rc = 1;
         }
-        sigaction(SIGINT, &old, NULL);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
     }
+    if (!metrics_close(&R) && rc == 0) rc = 1;
     free_run(&R, &train);
     dataset_free(&train);
     dataset_free(&test);

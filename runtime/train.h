@@ -34,5 +34,7 @@ typedef struct {
 } TrainPos;
 
 bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n);
+/* False with err naming the first parameter and element that is NaN or Inf. */
+bool checkpoint_params_finite(const LoadedModel *lm, char *err, size_t n);
 bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n);
 #endif
