@@ -41,6 +41,10 @@
 #define ST_HEADER_MAX ((uint64_t)100 * 1000 * 1000) /* as the reference reader */
 #define ST_JSON_DEPTH 8
 #define ST_CRC_KEY "nnc_crc32"
+/* crc32 of the other metadata, so that an edited or corrupted step, epoch or position is
+ * caught like a flipped weight: over "key\0value\0" of every entry but the two checksums,
+ * in strcmp order of the keys (so a writer that reorders the dict does not break it). */
+#define ST_META_CRC_KEY "nnc_meta_crc32"
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -782,6 +786,58 @@ static uint32_t st_crc(const unsigned char *p, uint64_t n)
     return (uint32_t)crc;
 }
 
+static int st_meta_key_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const nnc_st_meta *const *)a)->key, (*(const nnc_st_meta *const *)b)->key);
+}
+
+static int st_meta_is_crc(const char *key)
+{
+    return strcmp(key, ST_CRC_KEY) == 0 || strcmp(key, ST_META_CRC_KEY) == 0;
+}
+
+/* The ST_META_CRC_KEY checksum of meta[0..n); -1 when out of memory. */
+static int st_meta_crc(const nnc_st_meta *meta, int n, uint32_t *out)
+{
+    const nnc_st_meta **v = malloc((n > 0 ? (size_t)n : 1) * sizeof *v);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    int i, k = 0;
+    if (!v)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (!st_meta_is_crc(meta[i].key))
+            v[k++] = &meta[i];
+    qsort(v, (size_t)k, sizeof *v, st_meta_key_cmp);
+    for (i = 0; i < k; i++) {
+        crc = crc32(crc, (const Bytef *)v[i]->key, (uInt)strlen(v[i]->key) + 1);
+        crc = crc32(crc, (const Bytef *)v[i]->value, (uInt)strlen(v[i]->value) + 1);
+    }
+    free(v);
+    *out = (uint32_t)crc;
+    return 0;
+}
+
+/* Compares the metadata with nnc_meta_crc32, when the writer recorded one. */
+static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen)
+{
+    const char *want = nnc_st_meta_get(f, ST_META_CRC_KEY);
+    char have[16];
+    uint32_t crc;
+    if (!want)
+        return 0;
+    if (st_meta_crc(f->meta, f->nmeta, &crc) != 0) {
+        st_err(err, errlen, "%s: out of memory", f->name);
+        return -1;
+    }
+    snprintf(have, sizeof have, "%08x", (unsigned)crc);
+    if (strcmp(have, want) != 0) {
+        st_err(err, errlen, "%s: metadata checksum mismatch: header says %.40s, metadata has %s "
+               "(file edited or corrupted?)", f->name, want, have);
+        return -1;
+    }
+    return 0;
+}
+
 /* Compares the data with metadata nnc_crc32, when the writer recorded one. */
 static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_t len, char *err,
                         size_t errlen)
@@ -889,7 +945,8 @@ static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *na
         f->name = name;
         if (json_header_parse(&p, &root) == 0 &&
             st_schema_build(f, &root, len - 8 - hlen, &spans, err, errlen) == 0 &&
-            st_crc_check(f, buf + 8 + hlen, len - 8 - hlen, err, errlen) == 0)
+            st_crc_check(f, buf + 8 + hlen, len - 8 - hlen, err, errlen) == 0 &&
+            st_meta_crc_check(f, err, errlen) == 0)
             rc = st_data_place(f, spans, buf, 8 + hlen, owned, err, errlen);
     }
     json_free(&root);
@@ -1057,9 +1114,9 @@ static int st_save_check(const char *path, const nnc_st_tensor *ts, int n,
             }
     }
     for (i = 0; i < nmeta; i++) {
-        if (!meta[i].key || !meta[i].value || strcmp(meta[i].key, ST_CRC_KEY) == 0) {
-            st_err(err, errlen, "%s: metadata %d: key and value must be set, and '%s' is "
-                   "reserved", path, i, ST_CRC_KEY);
+        if (!meta[i].key || !meta[i].value || st_meta_is_crc(meta[i].key)) {
+            st_err(err, errlen, "%s: metadata %d: key and value must be set, and '%s' and '%s' "
+                   "are reserved", path, i, ST_CRC_KEY, ST_META_CRC_KEY);
             return -1;
         }
         for (j = 0; j < i; j++)
@@ -1096,15 +1153,21 @@ static int st_header_build(st_buf *b, const nnc_st_tensor *ts, int n, const int 
 {
     char crcs[16];
     uint64_t *begin = malloc((n ? (size_t)n : 1) * sizeof *begin), at = 0;
+    uint32_t mcrc;
     int i;
-    if (!begin)
+    if (!begin || st_meta_crc(meta, nmeta, &mcrc) != 0) {
+        free(begin);
         return -1;
+    }
     for (i = 0; i < n; i++) { /* offsets follow layout order */
         begin[order[i]] = at;
         at += bytes[order[i]];
     }
     snprintf(crcs, sizeof crcs, "%08x", (unsigned)crc);
     st_buf_str(b, "{\"__metadata__\":{\"" ST_CRC_KEY "\":");
+    st_buf_json(b, crcs);
+    snprintf(crcs, sizeof crcs, "%08x", (unsigned)mcrc);
+    st_buf_str(b, ",\"" ST_META_CRC_KEY "\":");
     st_buf_json(b, crcs);
     for (i = 0; i < nmeta; i++) {
         st_buf_str(b, ",");

@@ -216,27 +216,28 @@ static bool params_finite(Run *R, int epoch) {
     return false;
 }
 
-/* Runs one epoch from batch `start` (non-zero when resuming mid-epoch). */
+/* Runs one epoch from sample `start` of its order (non-zero when resuming mid-epoch; batches
+ * are counted from there, so a resumed run may use another batch size). */
 static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
-    int64_t B = abi->batch_max, steps = (d->n + B - 1) / B;
+    int64_t B = abi->batch_max, steps = (d->n - start + B - 1) / B;
     int64_t done_rows = 0;
     int64_t *perm = R->perm;
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     else
         for (int64_t i = 0; i < d->n; i++) perm[i] = i;
     double sum = 0, t_start = train_now(), last_draw = 0;
-    for (int64_t s = start; s < steps; s++) {
-        int64_t rows = d->n - s * B < B ? d->n - s * B : B;
+    for (int64_t s = 0; s < steps; s++) {
+        int64_t at = start + s * B, rows = d->n - at < B ? d->n - at : B;
         done_rows += rows;
         bool ok;
-        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, s * B, R->direct)) {
+        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, at, R->direct)) {
             void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
             R->bufs = R->direct;
             ok = run_step(R, NNC_ENTRY_TRAIN, rows);
             R->bufs = saved;
         } else {
-            gather(R, d, perm + s * B, rows);
+            gather(R, d, perm + at, rows);
             ok = run_step(R, NNC_ENTRY_TRAIN, rows);
         }
         if (!ok) return false;
@@ -250,7 +251,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             return false;
         }
         sum += loss * (double)rows;
-        R->pos = (TrainPos){epoch, (long long)(s + 1), R->o->seed};
+        R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed};
         if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) return false;
         if (interrupted) {
             if (R->o->progress) fputc('\n', stderr);
@@ -264,7 +265,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         if (!metrics_ok(R)) return false;
         double t = train_now();
         if (t - last_draw > 0.1 || s + 1 == steps) {
-            progress(R, epoch, s + 1, steps, loss, (double)((s + 1) * B) / (t - t_start + 1e-9));
+            progress(R, epoch, s + 1, steps, loss, (double)(done_rows) / (t - t_start + 1e-9));
             last_draw = t;
         }
     }
@@ -357,21 +358,26 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
         if (!evaluate(&R, d, &ev)) rc = 1;
         else report_eval(&R, d, has_test, &ev);
     } else {
-        int64_t B = lm->abi->batch_max, steps = (train.n + B - 1) / B;
         int e0 = 1;
         int64_t s0 = 0;
         if (from == o->save_path && o->resume && start.epoch > 0) {   /* continue where it stopped */
             if (start.seed != o->seed)
                 fprintf(stderr, "nnc: warning: resuming a run of seed %llu with seed %llu\n", start.seed, (unsigned long long)o->seed);
-            e0 = start.pos >= steps ? start.epoch + 1 : start.epoch;
-            s0 = start.pos >= steps ? 0 : start.pos;
-            if (!o->quiet) printf("resuming from %s: epoch %d, batch %lld\n", from, e0, (long long)s0);
+            if (start.samples > train.n) {
+                fprintf(stderr, "nnc: error: %s: metadata nnc_epoch_samples is %lld, expected an integer in [0, %lld] "
+                                "(the training set has %lld samples)\n", from, start.samples, (long long)train.n,
+                        (long long)train.n);
+                rc = 1;
+            }
+            e0 = start.samples >= train.n ? start.epoch + 1 : start.epoch;
+            s0 = start.samples >= train.n ? 0 : start.samples;
+            if (!o->quiet && rc == 0) printf("resuming from %s: epoch %d, sample %lld\n", from, e0, (long long)s0);
         }
         struct sigaction sa = {0}, old_int, old_term;
         sa.sa_handler = on_stop_signal;
         sigaction(SIGINT, &sa, &old_int);
         sigaction(SIGTERM, &sa, &old_term);
-        R.pos = (TrainPos){e0 - 1, steps, o->seed};
+        R.pos = (TrainPos){e0 - 1, train.n, o->seed};
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
             EvalResult ev;

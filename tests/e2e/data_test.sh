@@ -68,12 +68,52 @@ bad "$nnc" m.nn --quiet --metrics /dev/full;          has "/dev/full: cannot wri
 
 # SIGTERM (a scheduler's stop) saves at the end of the step like SIGINT, and exits 143
 rm -f term.st term.jsonl
-"$nnc" m.nn --quiet --epochs 1000000 --save term.st --metrics term.jsonl &
+"$nnc" m.nn --quiet --epochs 1000000 --save term.st --metrics term.jsonl 2>/dev/null &
 pid=$!
 for i in $(seq 1 1000); do [ -s term.jsonl ] && break; sleep 0.01; done
 kill -TERM "$pid"; wait "$pid"; st=$?
 check test "$st" = 143
 check test -s term.st
+
+# Checkpoint metadata.  meta_edit IN OUT KEY=VALUE... rewrites metadata fields the way a
+# careless (or hostile) tool would: without nnc_meta_crc32, which checks nnc's own writes.
+meta_edit() {
+  "$py" - "$@" <<'EOF'
+import json, struct, sys
+src, dst, edits = sys.argv[1], sys.argv[2], sys.argv[3:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+hdr = json.loads(b[8:8 + n])
+meta = hdr["__metadata__"]
+for e in edits:
+    if "=" in e:
+        k, v = e.split("=", 1)
+        meta[k] = v
+if "--keep-crc" not in edits:
+    meta.pop("nnc_meta_crc32", None)
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(h)) + h + b[8 + n:])
+EOF
+}
+ok "$nnc" m.nn --quiet --epochs 1 --save e1.st
+meta_edit e1.st crc.st nnc_epoch=7 --keep-crc
+bad "$nnc" m.nn --quiet --save crc.st --resume;       has "crc.st: metadata checksum mismatch"
+meta_edit e1.st neg.st nnc_epoch_samples=-5
+bad "$nnc" m.nn --quiet --save neg.st --resume;       has "neg.st: metadata nnc_epoch_samples is '-5', expected an integer in \\[0, "
+meta_edit e1.st huge.st nnc_epoch=99999999999
+bad "$nnc" m.nn --quiet --save huge.st --resume;      has "huge.st: metadata nnc_epoch is '99999999999', expected an integer in \\[0, 1000000000\\]"
+meta_edit e1.st past.st nnc_epoch=1 nnc_epoch_samples=65
+bad "$nnc" m.nn --quiet --save past.st --resume;      has "past.st: metadata nnc_epoch_samples is 65, expected an integer in \\[0, 64\\] (the training set has 64 samples)"
+meta_edit e1.st step.st nnc_step=1x
+bad "$nnc" m.nn --quiet --save step.st --resume;      has "step.st: metadata nnc_step is '1x'"
+# the position is kept in samples: 24 samples into epoch 1 with --batch 16 leaves 40 samples,
+# 3 steps (16 + 16 + 8), then 4 steps for epoch 2
+meta_edit e1.st mid.st nnc_epoch=1 nnc_epoch_samples=24 nnc_step=3
+ok "$nnc" m.nn --save mid.st --resume --batch 16 --metrics mid.jsonl; has "resuming from mid.st: epoch 1, sample 24"
+check test "$(grep -c '"type":"step","epoch":1,' mid.jsonl)" = 3
+check test "$(grep -c '"type":"step","epoch":2,' mid.jsonl)" = 4
+check grep -q '"type":"epoch","epoch":2,"step":10,' mid.jsonl
 
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -271,7 +271,7 @@ static void test_save_errors(void)
     rc = nnc_st_save(check_path("e.st"), odd, 1, NULL, 0, err, sizeof err);
     CHECK_ERR(rc, err, "tensor 'w': invalid dtype, rank, shape or data", "invalid dtype refused");
     rc = nnc_st_save(check_path("e.st"), ts, 1, reserved, 1, err, sizeof err);
-    CHECK_ERR(rc, err, "'nnc_crc32' is reserved", "reserved metadata key refused");
+    CHECK_ERR(rc, err, "'nnc_crc32' and 'nnc_meta_crc32' are reserved", "reserved metadata key refused");
     rc = nnc_st_save("/nonexistent-nnc-dir/x.safetensors", ts, 1, NULL, 0, err, sizeof err);
     CHECK_ERR(rc, err, "/nonexistent-nnc-dir/x.safetensors: cannot create temporary file "
                        "/nonexistent-nnc-dir/x.safetensors.tmp.", "directory that does not exist");
@@ -345,10 +345,33 @@ static void test_atomic_save(void)
         check_die("chmod");
 }
 
+/* Metadata is covered by its own crc: an edited value of the same length is refused. */
+static void test_meta_crc(void)
+{
+    char err[512] = "";
+    const char *path = check_path("meta.safetensors");
+    unsigned char *buf;
+    size_t len, i;
+    nnc_st_file *f;
+    int rc = nnc_st_save(path, ts, NT, meta, 2, err, sizeof err), edited = 0;
+    buf = check_read(path, &len);
+    for (i = 0; i + 6 < len && !edited; i++)
+        if (memcmp(buf + i, "\"1000\"", 6) == 0) {
+            buf[i + 1] = '9';
+            edited = 1;
+        }
+    f = nnc_st_parse(buf, len, "m.st", err, sizeof err);
+    CHECK(rc == 0 && edited && f == NULL && strstr(err, "m.st: metadata checksum mismatch: header says "),
+          "an edited metadata value is caught by nnc_meta_crc32: %s", err);
+    nnc_st_close(f);
+    free(buf);
+}
+
 int main(void)
 {
     test_round_trip();
     test_damage();
+    test_meta_crc();
     test_header_validation();
     test_length_field();
     test_save_errors();
