@@ -19,13 +19,15 @@
  * and renamed over it: rename is atomic, so readers see the old or the new
  * checkpoint, never half of one.
  */
-#define _POSIX_C_SOURCE 200809L /* fsync, fileno, fstat under -std=c11 */
+#define _XOPEN_SOURCE 700 /* fsync, fileno, fstat, realpath, readlink under -std=c11 */
 
 #include "safetensors.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1206,12 +1208,30 @@ static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, in
     return 0;
 }
 
+/* Creates tmp for writing: a new file only (O_EXCL), never through a link planted at its
+ * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write. */
+static FILE *st_tmp_create(const char *tmp)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *fp;
+    if (fd < 0)
+        return NULL;
+    fp = fdopen(fd, "wb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+    return fp;
+}
+
 /* Writes tmp completely and durably, then renames it over path. */
 static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
                          const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes,
                          char *err, size_t errlen)
 {
-    FILE *fp = fopen(tmp, "wb");
+    FILE *fp = st_tmp_create(tmp);
     int e;
     if (!fp) {
         st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
@@ -1256,6 +1276,75 @@ static void st_dir_sync(const char *path)
     free(dir);
 }
 
+/* The file a save to `path` must replace: path itself, or, when path is a symbolic link, the
+ * file it leads to (which may not exist yet), so that saving through a link updates its target
+ * instead of replacing the link with a regular file.  malloc'd; NULL when out of memory. */
+static char *st_save_target(const char *path)
+{
+    char *cur = strdup(path);
+    int hops;
+    for (hops = 0; cur && hops < 40; hops++) {
+        struct stat st;
+        char link[4096], *next, *slash;
+        ssize_t k;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            return cur;
+        k = readlink(cur, link, sizeof link - 1);
+        if (k < 0)
+            return cur; /* let the write report it */
+        link[k] = '\0';
+        slash = strrchr(cur, '/');
+        next = malloc(strlen(cur) + (size_t)k + 2);
+        if (next && (link[0] == '/' || !slash))
+            strcpy(next, link);
+        else if (next)
+            sprintf(next, "%.*s/%s", (int)(slash - cur), cur, link);
+        free(cur);
+        cur = next;
+    }
+    return cur; /* a loop of links: the write fails with ELOOP-like errors and says so */
+}
+
+/* Removes temporary files that an earlier save to `path` left behind when it was killed
+ * (SIGKILL, power cut): only names of our own pattern "<file>.tmp.<pid>", only regular files
+ * owned by this user, and only when no process <pid> exists any more. */
+static void st_tmp_sweep(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t blen = strlen(base), dlen = slash ? (size_t)(slash - path) : 0;
+    char *dir = malloc(dlen + 2), full[4096];
+    DIR *d;
+    struct dirent *e;
+    if (!dir)
+        return;
+    if (slash)
+        snprintf(dir, dlen + 2, "%.*s", (int)(dlen ? dlen : 1), dlen ? path : "/");
+    else
+        strcpy(dir, ".");
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL) {
+        const char *p = e->d_name + blen + 5;
+        struct stat st;
+        long pid;
+        char *end;
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0 ||
+            *p < '1' || *p > '9')
+            continue;
+        pid = strtol(p, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || pid > INT_MAX ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full)
+            continue;
+        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+            unlink(full);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
 static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order,
                             const uint64_t *bytes)
 {
@@ -1274,8 +1363,32 @@ static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order,
     return (uint32_t)crc;
 }
 
+static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
+                      int nmeta, char *err, size_t errlen);
+
 int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
                 int nmeta, char *err, size_t errlen)
+{
+    char *target;
+    int rc;
+    if (!path || !*path) {
+        st_err(err, errlen, "nnc_st_save: no path given");
+        return -1;
+    }
+    target = st_save_target(path);
+    if (!target) {
+        st_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    st_tmp_sweep(target);
+    rc = st_save_to(target, ts, n, meta, nmeta, err, errlen);
+    free(target);
+    return rc;
+}
+
+/* nnc_st_save once `path` is the file to replace (no link). */
+static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
+                      int nmeta, char *err, size_t errlen)
 {
     size_t cnt = n > 0 ? (size_t)n : 1;
     uint64_t *bytes = calloc(cnt, sizeof *bytes);

@@ -11,6 +11,11 @@
  *
  * nnc_st_save writes `path.tmp.<pid>`, fsyncs it and renames it over path,
  * so a crash or a full disk mid-save leaves the previous checkpoint intact.
+ * When path is a symbolic link, its target is written (atomically, in the
+ * target's directory) and the link stays.  The temporary file is created
+ * with O_EXCL|O_NOFOLLOW; ones that killed saves left (`path.tmp.<pid>` of
+ * a process that no longer exists, a regular file owned by this user) are
+ * removed first.
  * It records the zlib crc32 of the data section as metadata "nnc_crc32";
  * the loaders verify it when present (files from other writers lack it).
  * "nnc_meta_crc32" likewise covers the other metadata (a checkpoint's step,

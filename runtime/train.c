@@ -7,11 +7,13 @@
  * with drop_last=False), which the compiled step supports because its batch size is a run-time
  * argument bounded by the compile-time batch. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -196,11 +198,65 @@ static bool metrics_close(Run *R) {
     return ok;
 }
 
+/* Creates an empty, new file for a rescue copy in $TMPDIR (else /tmp): O_EXCL|O_NOFOLLOW, mode
+ * 0600, so nobody else's file or link at that name is written through.  Its name goes to buf. */
+static bool rescue_create(char *buf, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    for (int k = 0; k < 100; k++) {
+        if (k) snprintf(buf, n, "%s/nnc-rescue-%ld-%d.safetensors", tmp, (long)getpid(), k);
+        else snprintf(buf, n, "%s/nnc-rescue-%ld.safetensors", tmp, (long)getpid());
+        int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            close(fd);
+            return true;
+        }
+        if (errno != EEXIST) return false;
+    }
+    return false;
+}
+
+/* Saves to --save; when that fails (the disk filled, the directory went away), the trained
+ * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
 static bool save_now(Run *R) {
-    char err[1024];
+    char err[1024], why[1024], rescue[1100];
     if (checkpoint_save(R->lm, R->o->save_path, &R->pos, err, sizeof err)) return true;
     fprintf(stderr, "nnc: error: %s\n", err);
+    if (!checkpoint_params_finite(R->lm, why, sizeof why)) return false;   /* nothing worth keeping */
+    if (rescue_create(rescue, sizeof rescue) && checkpoint_save(R->lm, rescue, &R->pos, why, sizeof why))
+        fprintf(stderr, "nnc: the trained model was saved to %s instead\n", rescue);
+    else {
+        if (rescue[0]) unlink(rescue);
+        fprintf(stderr, "nnc: error: could not save a rescue copy in $TMPDIR either\n");
+    }
     return false;
+}
+
+/* --save's directory must take a new file before hours of training are spent: a probe file is
+ * created (O_EXCL, in the directory of the file the save will replace, links followed) and
+ * removed again. */
+static bool save_dest_check(const char *path, char *err, size_t n) {
+    char *real = realpath(path, NULL), dir[4096], probe[4200];
+    const char *p = real ? real : path, *slash = strrchr(p, '/');
+    struct stat st;
+    if (real && stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, n, "--save %s: is a directory, expected a file name", path);
+        free(real);
+        return false;
+    }
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    free(real);
+    snprintf(probe, sizeof probe, "%s/.nnc-save-probe-%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, n, "--save %.900s: cannot create a file in directory '%.900s': %s (checked before training)", path,
+                 dir, strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
 }
 
 /* The loss can stay finite while a parameter is NaN (a ReLU or a max hides it): check the
@@ -326,6 +382,10 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now()};
     Dataset train = {0}, test = {0};
     bool has_test = false;
+    if (o->save_path && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
+        fprintf(stderr, "nnc: error: %s\n", err);
+        return 1;
+    }
     for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
     if (!dataset_load(m, false, o->seed, o->cache_dir, &train, err, sizeof err) ||
         (has_test && !dataset_load(m, true, o->seed, o->cache_dir, &test, err, sizeof err))) {

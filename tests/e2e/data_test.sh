@@ -115,5 +115,30 @@ check test "$(grep -c '"type":"step","epoch":1,' mid.jsonl)" = 3
 check test "$(grep -c '"type":"step","epoch":2,' mid.jsonl)" = 4
 check grep -q '"type":"epoch","epoch":2,"step":10,' mid.jsonl
 
+# --save: an unusable destination is found before training, not after it
+bad "$nnc" m.nn --quiet --save nodir/x.st;           has "save nodir/x.st: cannot create a file in directory 'nodir': No such file or directory (checked before training)"
+mkdir -p sub; bad "$nnc" m.nn --quiet --save sub;    has "save sub: is a directory"
+# ... and when the save fails anyway (here the directory vanishes during the run), the model
+# goes to a rescue file in $TMPDIR, named on stderr, and the status is non-zero
+mkdir -p gone resc; rm -f gone.jsonl
+TMPDIR=$PWD/resc "$nnc" m.nn --quiet --epochs 1000000 --save gone/x.st --metrics gone.jsonl 2>gone.err &
+pid=$!
+for i in $(seq 1 1000); do [ -s gone.jsonl ] && break; sleep 0.01; done
+rm -rf gone; kill -TERM "$pid"; wait "$pid"; st=$?
+check test "$st" != 0
+cp gone.err out; has "the trained model was saved to $PWD/resc/nnc-rescue-$pid.safetensors instead"
+ok "$nnc" m.nn --quiet --load "resc/nnc-rescue-$pid.safetensors" --eval
+# --save through a symbolic link writes the link's target
+mkdir -p real; ln -sf real/t.st link.st
+ok "$nnc" m.nn --quiet --epochs 1 --save link.st
+check test -L link.st
+check test -s real/t.st
+# a temporary file of a killed save (a dead PID, our pattern) is removed by the next save
+sh -c 'exit 0' & dead=$!; wait $dead
+echo junk > "real/t.st.tmp.$dead"; echo keep > real/t.st.tmp.notapid
+ok "$nnc" m.nn --quiet --epochs 1 --save link.st
+check test ! -e "real/t.st.tmp.$dead"
+check test -e real/t.st.tmp.notapid
+
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]
