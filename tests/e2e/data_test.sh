@@ -140,5 +140,52 @@ ok "$nnc" m.nn --quiet --epochs 1 --save link.st
 check test ! -e "real/t.st.tmp.$dead"
 check test -e real/t.st.tmp.notapid
 
+# The decompressed-data cache (.gz IDX files), in a cache of this test's own
+saved_xdg=${XDG_CACHE_HOME-}; export XDG_CACHE_HOME=$PWD/cache
+mkidx() {  # mkidx FILE ROWS COLS FILL: a u8 IDX file, gzip-stored (the size depends only on the shape)
+  "$py" -c 'import gzip, struct, sys
+f, r, c, v = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+b = bytes([0, 0, 8, 2]) + struct.pack(">II", r, c) + bytes([v]) * (r * c)
+open(f, "wb").write(gzip.compress(b, compresslevel=0, mtime=0))' "$@"
+}
+cat > c.nn <<'EOF'
+input x: f32[N, 3]
+param W: f32[3, 1] = normal(0, 1)
+loss = mean(x @ W)
+train {
+    data x = idx("c.idx.gz")
+    batch = 2
+    epochs = 1
+    minimize loss
+}
+EOF
+ncache() { find cache/nnc/data -name '*.idx' 2>/dev/null | wc -l; }
+mkidx c.idx.gz 4 3 1
+ok "$nnc" c.nn --quiet
+check test "$(ncache)" = 1
+check test "$(stat -c %a cache/nnc/data)" = 700
+# replaced in place by a file of the same size, its mtime put back: the cache must not serve
+# the old data (shape [3, 4] no longer fits x: f32[N, 3])
+touch -r c.idx.gz ref; mkidx new.idx.gz 3 4 2; cp new.idx.gz c.idx.gz; touch -r ref c.idx.gz
+check test "$(stat -c %s new.idx.gz)" = "$(stat -c %s c.idx.gz)"
+bad "$nnc" c.nn --quiet;                              has "each sample has 4 elements"
+# a failed run caches nothing
+rm -rf cache; mkidx c.idx.gz 4 3 1
+sed 's/loss = mean(x @ W)/input y: i32[N]\nloss = mean(x @ W)/; s/data x = idx("c.idx.gz")/&\n    data y = csv("frac_label.csv", first = 2, count = 1)/' c.nn > cf.nn
+printf '0,0,0\n0,0,1.5\n0,0,1\n0,0,1\n' > frac_label.csv
+bad "$nnc" cf.nn --quiet;                             has "input 'y': element 1 (sample 1, element 0) is 1.5"
+check test "$(ncache)" = 0
+# the cache is bounded: NNC_DATA_CACHE_MAX bytes, least recently used evicted first, and data
+# larger than the bound is not cached
+rm -rf cache; mkidx c.idx.gz 4 3 1
+NNC_DATA_CACHE_MAX=30 "$nnc" c.nn --quiet >/dev/null 2>&1
+sed 's/c.idx.gz/d.idx.gz/' c.nn > d.nn; mkidx d.idx.gz 4 3 3
+ok env NNC_DATA_CACHE_MAX=30 "$nnc" d.nn --quiet
+check test "$(ncache)" = 1
+rm -rf cache
+ok env NNC_DATA_CACHE_MAX=10 "$nnc" d.nn --quiet
+check test "$(ncache)" = 0
+export XDG_CACHE_HOME=$saved_xdg
+
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]
