@@ -162,7 +162,7 @@ static bool load_source(const DataSource *s, const char *input, uint64_t seed, c
     case SRC_NPY: return nnc_load_npy(s->path, a, err, n) == 0;
     case SRC_CSV: {
         nnc_array all;
-        if (nnc_load_csv(s->path, -1, &all, err, n) != 0) return false;
+        if (nnc_load_csv(s->path, s->header, &all, err, n) != 0) return false;
         int64_t cols = all.rank == 2 ? all.dims[1] : 1, rows = all.dims[0];
         int64_t cnt = s->count < 0 ? cols - s->first : s->count;
         if (s->first < 0 || cnt < 1 || s->first + cnt > cols) {

@@ -187,5 +187,17 @@ ok env NNC_DATA_CACHE_MAX=10 "$nnc" d.nn --quiet
 check test "$(ncache)" = 0
 export XDG_CACHE_HOME=$saved_xdg
 
+# csv(): a header of numbers is data unless header = true; header = false reads a text line
+# as data (and so fails on it)
+printf '0,1,2\n1,2,3\n4,5,6\n' > nh.csv
+for h in "" ", header = true" ", header = false"; do
+  sed "s|data x = idx(\"c.idx.gz\")|data x = csv(\"nh.csv\"$h)|" c.nn > h.nn
+  ok "$nnc" h.nn --eval
+  if [ "$h" = ", header = true" ]; then has "training data (2 samples)"; else has "training data (3 samples)"; fi
+done
+printf 'a,b,c\n1,2,3\n' > th.csv
+sed 's|data x = idx("c.idx.gz")|data x = csv("th.csv", header = false)|' c.nn > h.nn
+bad "$nnc" h.nn --quiet;                              has "th.csv:1: column 1: expected a number, got 'a'"
+
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]
