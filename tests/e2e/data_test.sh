@@ -199,5 +199,13 @@ printf 'a,b,c\n1,2,3\n' > th.csv
 sed 's|data x = idx("c.idx.gz")|data x = csv("th.csv", header = false)|' c.nn > h.nn
 bad "$nnc" h.nn --quiet;                              has "th.csv:1: column 1: expected a number, got 'a'"
 
+# empty data sets are errors, for training and for --eval on the test set
+printf '\0\0\x0d\x02\0\0\0\0\0\0\0\x03' > empty.idx
+mkidx c.idx.gz 4 3 1
+sed 's|data x = idx("c.idx.gz")|&\n    test x = idx("empty.idx")|' c.nn > et.nn
+bad "$nnc" et.nn --eval;                              has "empty.idx: input 'x' has no samples (the test set is empty)"
+bad "$nnc" et.nn --quiet --save et.st;                has "the test set is empty"
+check test ! -e et.st
+
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]
