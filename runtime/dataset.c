@@ -105,7 +105,7 @@ static void cache_evict(const char *dir, uint64_t incoming, uint64_t max) {
         total += e[ne++].size;
     }
     closedir(d);
-    qsort(e, ne, sizeof *e, cache_entry_older);
+    if (ne) qsort(e, ne, sizeof *e, cache_entry_older);
     for (size_t i = 0; i < ne && total + incoming > max; i++) {
         snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
         if (unlink(full) == 0) total -= e[i].size;
