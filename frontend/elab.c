@@ -522,9 +522,9 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
         }
         return (Value){.k = V_SOURCE, .src = s};
     }
-    static const char *names[] = {"path", "scale", "first", "count"};
-    int ix[4];
-    int nn = k == SRC_CSV ? 4 : 2;
+    static const char *names[] = {"path", "scale", "first", "count", "header"};
+    int ix[5];
+    int nn = k == SRC_CSV ? 5 : 2;
     if (!bind_args(E, fn, a, names, nn, ix, 1, loc)) return verror;
     if (a->v[ix[0]].k != V_STR) {
         diag_error(E->d, a->loc[ix[0]], "%s() expects a file path string", fn);
@@ -535,6 +535,12 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
     if (k == SRC_CSV) {
         s->first = (int64_t)num_arg(E, a, ix[2], 0, &ok);
         s->count = (int64_t)num_arg(E, a, ix[3], -1, &ok);
+        double h = num_arg(E, a, ix[4], -1, &ok);   /* -1: not given, detect */
+        if (ok && h != -1 && h != 0 && h != 1) {
+            diag_error(E->d, a->loc[ix[4]], "header= takes true or false");
+            ok = false;
+        }
+        s->header = (int)h;
     }
     return ok ? (Value){.k = V_SOURCE, .src = s} : verror;
 }

@@ -11,7 +11,7 @@ typedef enum {
     SRC_NONE,
     SRC_IDX,     /* idx(path, scale=1): IDX file, .gz allowed */
     SRC_NPY,     /* npy(path, scale=1) */
-    SRC_CSV,     /* csv(path, first=0, count=all, scale=1): columns [first, first+count) */
+    SRC_CSV,     /* csv(path, first=0, count=all, scale=1, header): columns [first, first+count) */
     SRC_RANDN,   /* randn(n, d...): standard normal from the seed */
     SRC_RAND,    /* rand(n, d...): uniform [0,1) from the seed */
 } SourceKind;
@@ -23,6 +23,7 @@ typedef struct {
     int rank;
     int64_t dims[IR_MAX_RANK];
     int64_t first, count;
+    int header;                  /* csv: 1 first line is a header, 0 it is data, -1 detect */
     SrcLoc loc;
 } DataSource;
 

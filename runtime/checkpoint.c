@@ -3,7 +3,11 @@
  * Parameters are saved under their .nn names ("fc1.weight"), so
  * model.load_state_dict(safetensors.torch.load_file(path)) works when the PyTorch module uses
  * the same names; optimizer state goes under "optimizer.<name>" and the step count, seed and
- * model name in the metadata, so a later run can resume. */
+ * model name in the metadata, so a later run can resume.  The position within the epoch is kept
+ * in samples (nnc_epoch_samples), so a run resumed with another --batch continues at the same
+ * sample; every field is range-checked when read, and nnc_meta_crc32 covers them all. */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +24,38 @@ static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nn
     o->data = data;
 }
 
+/* A diverged model must not be saved as if it were a result: the first NaN or Inf in any
+ * parameter, by name and element.  The caller has synced the parameters to the host. */
+static bool params_finite_on_host(const LoadedModel *lm, char *err, size_t n) {
+    const nnc_model_abi *a = lm->abi;
+    for (int i = 0; i < a->nparams; i++) {
+        int64_t cnt = 1;
+        for (int d = 0; d < a->params[i].rank; d++) cnt *= a->params[i].dims[d];
+        const void *p = a->param(lm->m, i);
+        for (int64_t k = 0; p && k < cnt; k++) {
+            double v = a->real_bytes == 8 ? ((const double *)p)[k] : (double)((const float *)p)[k];
+            if (isfinite(v)) continue;
+            snprintf(err, n, "parameter '%s' element %lld is %s", a->params[i].name, (long long)k,
+                     isnan(v) ? "NaN" : "infinite");
+            return false;
+        }
+    }
+    return true;
+}
+
+bool checkpoint_params_finite(const LoadedModel *lm, char *err, size_t n) {
+    lm->abi->sync(lm->m, NNC_SYNC_TO_HOST);
+    return params_finite_on_host(lm, err, n);
+}
+
 bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     a->sync(lm->m, NNC_SYNC_TO_HOST);
+    char why[512];
+    if (!params_finite_on_host(lm, why, sizeof why)) {
+        snprintf(err, n, "%s: not saved: %s (the model diverged; a previous file there is left as it was)", path, why);
+        return false;
+    }
     int total = a->nparams + a->nstates;
     nnc_st_tensor *ts = xcalloc((size_t)total + 1, sizeof *ts);
     char **names = xcalloc((size_t)total + 1, sizeof *names);
@@ -33,14 +66,16 @@ bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp
         snprintf(names[i], len, "optimizer.%s", a->states[i].name);
         to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + i], names[i]);
     }
-    char step[32], ep[32], pos[32], seed[32];
+    char step[32], ep[32], pos[32], seed[32], batch[32];
     snprintf(step, sizeof step, "%lld", (long long)a->get_step(lm->m));
     snprintf(ep, sizeof ep, "%d", tp->epoch);
-    snprintf(pos, sizeof pos, "%lld", tp->pos);
+    snprintf(pos, sizeof pos, "%lld", tp->samples);
     snprintf(seed, sizeof seed, "%llu", tp->seed);
+    snprintf(batch, sizeof batch, "%lld", (long long)a->batch_max);
     nnc_st_meta meta[] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step},
-                          {"nnc_epoch", ep}, {"nnc_epoch_pos", pos}, {"nnc_seed", seed}};
-    int rc = nnc_st_save(path, ts, total, meta, 6, err, n);
+                          {"nnc_epoch", ep}, {"nnc_epoch_samples", pos}, {"nnc_seed", seed},
+                          {"nnc_batch", batch}};
+    int rc = nnc_st_save(path, ts, total, meta, (int)(sizeof meta / sizeof meta[0]), err, n);
     for (int i = 0; i < total; i++) free(names[i]);
     free(names);
     free(ts);
@@ -75,6 +110,54 @@ static bool load_one(const nnc_st_file *f, const char *path, const char *name, c
     return true;
 }
 
+#define STEP_MAX (1LL << 53)     /* more steps than any run takes; keeps step arithmetic exact */
+#define EPOCH_MAX 1000000000LL
+#define SAMPLES_MAX (1LL << 53)
+#define BATCH_MAX (1LL << 31)
+
+/* Metadata `key` as a decimal integer in [lo, hi]; absent leaves *v alone.  Digits only (no
+ * sign, space or suffix): these fields are written by nnc_save, so anything else is damage. */
+static bool meta_int(const nnc_st_file *f, const char *path, const char *key, unsigned long long lo,
+                     unsigned long long hi, unsigned long long *v, char *err, size_t n) {
+    const char *s = nnc_st_meta_get(f, key);
+    if (!s) return true;
+    unsigned long long x = 0;
+    bool ok = *s != 0 && strlen(s) <= 20;
+    for (const char *p = s; ok && *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        ok = d <= 9 && x <= (ULLONG_MAX - d) / 10;
+        x = x * 10 + d;
+    }
+    if (ok && x >= lo && x <= hi) {
+        *v = x;
+        return true;
+    }
+    snprintf(err, n, "%s: metadata %s is '%.40s', expected an integer in [%llu, %llu]", path, key, s, lo, hi);
+    return false;
+}
+
+/* Step, epoch, position and seed.  Files written before the position was kept in samples hold
+ * nnc_epoch_pos in batches of an unrecorded size: it is taken in batches of the current run. */
+static bool load_position(LoadedModel *lm, const nnc_st_file *f, const char *path, bool with_state, TrainPos *tp,
+                          char *err, size_t n) {
+    const nnc_model_abi *a = lm->abi;
+    unsigned long long step = 0, ep = 0, samples = 0, batches = 0, seed = 0, batch = 0;
+    if (!meta_int(f, path, "nnc_step", 0, STEP_MAX, &step, err, n) ||
+        !meta_int(f, path, "nnc_epoch", 0, EPOCH_MAX, &ep, err, n) ||
+        !meta_int(f, path, "nnc_epoch_samples", 0, SAMPLES_MAX, &samples, err, n) ||
+        !meta_int(f, path, "nnc_epoch_pos", 0, SAMPLES_MAX / BATCH_MAX, &batches, err, n) ||
+        !meta_int(f, path, "nnc_batch", 1, BATCH_MAX, &batch, err, n) ||
+        !meta_int(f, path, "nnc_seed", 0, ULLONG_MAX, &seed, err, n))
+        return false;
+    if (with_state && nnc_st_meta_get(f, "nnc_step")) a->set_step(lm->m, (int64_t)step);
+    if (!tp) return true;
+    tp->epoch = (int)ep;
+    tp->samples = nnc_st_meta_get(f, "nnc_epoch_samples") ? (long long)samples
+                                                          : (long long)batches * (long long)a->batch_max;
+    tp->seed = seed;
+    return true;
+}
+
 bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     nnc_st_file *f = nnc_st_load(path, err, n);
@@ -87,14 +170,8 @@ bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPo
         snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
         ok = load_one(f, path, name, &a->states[i], a->state(lm->m, i), a->real_bytes, false, err, n);
     }
-    const char *step = nnc_st_meta_get(f, "nnc_step"), *ep = nnc_st_meta_get(f, "nnc_epoch");
-    const char *pos = nnc_st_meta_get(f, "nnc_epoch_pos"), *seed = nnc_st_meta_get(f, "nnc_seed");
-    if (ok && with_state && step) a->set_step(lm->m, strtoll(step, NULL, 10));
-    if (tp) {
-        tp->epoch = ep ? atoi(ep) : 0;
-        tp->pos = pos ? strtoll(pos, NULL, 10) : 0;
-        tp->seed = seed ? strtoull(seed, NULL, 10) : 0;
-    }
+    if (tp) *tp = (TrainPos){0, 0, 0};
+    ok = ok && load_position(lm, f, path, with_state, tp, err, n);
     a->sync(lm->m, NNC_SYNC_TO_DEVICE);
     nnc_st_close(f);
     return ok;

@@ -185,6 +185,31 @@ static void elems_copy(void *dst, const uint8_t *src, size_t n, size_t esize, in
             d[i * esize + b] = src[i * esize + esize - 1 - b];
 }
 
+/* Training data must be finite: one NaN pixel would otherwise flow silently into
+ * the weights (a ReLU can hide it from the loss).  Refuses the first NaN or Inf of a
+ * float array, naming the sample (index along the first dimension), the element
+ * within it and the byte offset in the file, where the data starts at `data_off`. */
+static int array_finite_check(const nnc_array *a, const char *name, size_t data_off, char *err,
+                              size_t errlen)
+{
+    int64_t n = nnc_array_numel(a), row, i;
+    size_t esize = nnc_dtype_size(a->dtype);
+    if (a->dtype != NNC_DT_F32 && a->dtype != NNC_DT_F64)
+        return 0;
+    row = a->rank > 0 && a->dims[0] > 0 ? n / a->dims[0] : 1;
+    for (i = 0; i < n; i++) {
+        double v = a->dtype == NNC_DT_F32 ? (double)((const float *)a->data)[i]
+                                          : ((const double *)a->data)[i];
+        if (isfinite(v))
+            continue;
+        data_err(err, errlen, "%s: offset %zu: sample %lld, element %lld is %s; training data "
+                 "must be finite", name, data_off + (size_t)i * esize, (long long)(i / row),
+                 (long long)(i % row), isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- reading files -------------------------------------------------------- */
 
 typedef struct {
@@ -439,6 +464,10 @@ int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out,
         return -1;
     elems_copy(out->data, b + h.hdr_bytes, h.data_bytes / nnc_dtype_size(h.dtype),
                nnc_dtype_size(h.dtype), 1);
+    if (array_finite_check(out, name, h.hdr_bytes, err, errlen) != 0) {
+        nnc_array_free(out);
+        return -1;
+    }
     return 0;
 }
 
@@ -463,6 +492,41 @@ static int idx_file_read(data_file *f, uint8_t **buf, size_t *len, char *err, si
     return file_read_upto(f, buf, len, &cap, want, err, errlen);
 }
 
+/* Turns the file image buf (header + data) into out's data in place, or frees it: the
+ * elements move to the front and are swapped to host order there, so loading costs one copy
+ * of the data in memory, not two (a 4 GiB file needed 8 GiB). */
+static int idx_adopt(uint8_t *buf, size_t len, const char *name, nnc_array *out, char *err,
+                     size_t errlen)
+{
+    idx_header h;
+    size_t esize, i, b;
+    uint8_t *shrunk;
+    if (idx_header_parse(buf, len, name, &h, err, errlen) != 0 ||
+        idx_size_check(&h, len, name, err, errlen) != 0) {
+        free(buf);
+        return -1;
+    }
+    esize = nnc_dtype_size(h.dtype);
+    memmove(buf, buf + h.hdr_bytes, h.data_bytes);
+    if (esize > 1 && !host_is_big_endian())
+        for (i = 0; i < h.data_bytes; i += esize)
+            for (b = 0; b < esize / 2; b++) {
+                uint8_t t = buf[i + b];
+                buf[i + b] = buf[i + esize - 1 - b];
+                buf[i + esize - 1 - b] = t;
+            }
+    shrunk = realloc(buf, h.data_bytes ? h.data_bytes : 1);
+    out->data = shrunk ? shrunk : buf;
+    out->dtype = h.dtype;
+    out->rank = h.rank;
+    memcpy(out->dims, h.dims, (size_t)h.rank * sizeof h.dims[0]);
+    if (array_finite_check(out, name, h.hdr_bytes, err, errlen) != 0) {
+        nnc_array_free(out);
+        return -1;
+    }
+    return 0;
+}
+
 int nnc_load_idx(const char *path, nnc_array *out, char *err, size_t errlen)
 {
     data_file f;
@@ -475,7 +539,7 @@ int nnc_load_idx(const char *path, nnc_array *out, char *err, size_t errlen)
     rc = idx_file_read(&f, &buf, &len, err, errlen);
     rc = file_close(&f, rc, err, errlen);
     if (rc == 0)
-        rc = nnc_parse_idx(buf, len, path, out, err, errlen);
+        return idx_adopt(buf, len, path, out, err, errlen); /* takes buf */
     free(buf);
     return rc;
 }
@@ -815,6 +879,10 @@ int nnc_parse_npy(const void *buf, size_t len, const char *name, nnc_array *out,
     if (array_alloc(out, t, h.rank, h.dims, bytes, name, err, errlen) != 0)
         return -1;
     elems_copy(out->data, b + off, bytes / esize, esize, 0);
+    if (array_finite_check(out, name, off, err, errlen) != 0) {
+        nnc_array_free(out);
+        return -1;
+    }
     return 0;
 }
 
@@ -954,9 +1022,11 @@ static int csv_bad_cell(const char *name, const csv_line *line, size_t col, cons
     return -1;
 }
 
-/* Appends one data row of exactly `cols` cells. */
-static int csv_row_parse(const csv_line *line, size_t cols, csv_values *vals, const char *name,
-                         char *err, size_t errlen)
+/* Appends data row `row` (0-based sample index) of exactly `cols` cells; a NaN or
+ * Inf cell ("nan", "inf", or a number past the double range) is refused, as in
+ * array_finite_check. */
+static int csv_row_parse(const csv_line *line, size_t row, size_t cols, csv_values *vals,
+                         const char *name, char *err, size_t errlen)
 {
     size_t k, at = 0, cells = csv_count_cells(line);
     if (cells != cols) {
@@ -969,6 +1039,11 @@ static int csv_row_parse(const csv_line *line, size_t cols, csv_values *vals, co
         double v;
         if (csv_cell_parse(line->s + start, n, &v) != 0)
             return csv_bad_cell(name, line, k + 1, line->s + start, n, err, errlen);
+        if (!isfinite(v)) {
+            data_err(err, errlen, "%s:%ld: sample %zu, column %zu is %s; training data must be "
+                     "finite", name, line->lineno, row, k + 1, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+            return -1;
+        }
         if (csv_push(vals, v) != 0) {
             data_err(err, errlen, "%s:%ld: out of memory", name, line->lineno);
             return -1;
@@ -997,7 +1072,7 @@ static int csv_rows_parse(const char *b, size_t len, const char *name, int skip_
         }
         if (*rows == 0)
             *cols = csv_count_cells(&line);
-        if (csv_row_parse(&line, *cols, vals, name, err, errlen) != 0)
+        if (csv_row_parse(&line, *rows, *cols, vals, name, err, errlen) != 0)
             return -1;
         (*rows)++;
     }
@@ -1056,6 +1131,17 @@ static double elem_f64(const void *data, nnc_dtype t, size_t i)
     return 0;
 }
 
+/* "sample 5, element 3": flat index i split along the first dimension, the way
+ * the data loaders count samples; for messages. */
+static const char *elem_where(const nnc_array *a, size_t i, char *buf, size_t n)
+{
+    int64_t numel = nnc_array_numel(a);
+    int64_t row = a->rank > 0 && a->dims[0] > 0 ? numel / a->dims[0] : 1;
+    snprintf(buf, n, "sample %lld, element %lld", (long long)((int64_t)i / row),
+             (long long)((int64_t)i % row));
+    return buf;
+}
+
 /* Checks `in` is a well-formed array and yields its element count. */
 static int array_check(const nnc_array *in, const char *op, size_t *n, char *err, size_t errlen)
 {
@@ -1082,14 +1168,25 @@ int nnc_array_to_f32(const nnc_array *in, float scale, nnc_array *out, char *err
     nnc_array tmp;
     size_t i, n;
     float *d;
+    char where[64];
     if (out != in) /* on failure out must be empty, but never clobber in */
         array_clear(out);
     if (array_check(in, "to_f32", &n, err, errlen) != 0 ||
         array_alloc(&tmp, NNC_DT_F32, in->rank, in->dims, n * sizeof(float), "to_f32", err, errlen))
         return -1;
     d = tmp.data;
-    for (i = 0; i < n; i++)
-        d[i] = (float)(elem_f64(in->data, in->dtype, i) * (double)scale);
+    for (i = 0; i < n; i++) {
+        double x = elem_f64(in->data, in->dtype, i);
+        d[i] = (float)(x * (double)scale);
+        if (isfinite(d[i]) || !isfinite(x))
+            continue;
+        /* a finite value that scaling or narrowing to f32 overflows */
+        data_err(err, errlen, "to_f32: element %zu (%s) is %.17g (%s), which times %g is outside "
+                 "the f32 range", i, elem_where(in, i, where, sizeof where), x,
+                 nnc_dtype_name(in->dtype), (double)scale);
+        free(tmp.data);
+        return -1;
+    }
     array_replace(in, out, &tmp);
     return 0;
 }
@@ -1098,20 +1195,22 @@ int nnc_array_to_f32(const nnc_array *in, float scale, nnc_array *out, char *err
 static int elem_i32(const nnc_array *in, size_t i, int32_t *v, char *err, size_t errlen)
 {
     double x;
+    char where[64];
+    elem_where(in, i, where, sizeof where);
     if (in->dtype == NNC_DT_I64) { /* exact: a double cannot hold every int64 */
         int64_t y = ((const int64_t *)in->data)[i];
         if (y >= INT32_MIN && y <= INT32_MAX) {
             *v = (int32_t)y;
             return 0;
         }
-        data_err(err, errlen, "to_i32: element %zu is %lld (i64), outside the int32 range", i,
-                 (long long)y);
+        data_err(err, errlen, "to_i32: element %zu (%s) is %lld (i64), outside the int32 range",
+                 i, where, (long long)y);
         return -1;
     }
     x = elem_f64(in->data, in->dtype, i);
     if (x != x || x != floor(x) || x < INT32_MIN || x > INT32_MAX) {
-        data_err(err, errlen, "to_i32: element %zu is %.17g (%s), not an integer in the int32 range",
-                 i, x, nnc_dtype_name(in->dtype));
+        data_err(err, errlen, "to_i32: element %zu (%s) is %.17g (%s), not an integer in the "
+                 "int32 range", i, where, x, nnc_dtype_name(in->dtype));
         return -1;
     }
     *v = (int32_t)x;

@@ -11,6 +11,11 @@
  *   train.gz: offset 2: expected IDX type code 0x08..0x0E, got 0x42
  *   data.csv:17: expected 11 columns, got 10
  *
+ * Float data (f32/f64 .npy and IDX, every CSV cell) must be finite: a NaN or
+ * Inf is an error naming the sample (index along the first dimension), the
+ * element and the byte offset (CSV: the line and column), because one NaN in
+ * training data trains silently into NaN weights.
+ *
  * The parsers never trust a header: the byte count a header implies is
  * overflow-checked and compared with the bytes actually present before
  * anything is allocated.  On failure *out is left empty (data == NULL), so

@@ -4,67 +4,165 @@
  * rand), converted to the input's dtype (f32 scaled, or exact i32 labels), and checked: a
  * sample must have as many elements as the input has per batch row, and all inputs must have
  * the same number of samples.  Errors name the file and what did not match. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data.h"
 #include "dataset.h"
 #include "rng.h"
 
-/* Decompressing a .gz IDX file costs a few hundred milliseconds at every start; the bytes it
- * holds are kept, uncompressed, in the cache (keyed by the file's path, size and mtime). */
+/* ---- the decompressed-data cache ------------------------------------------------------------
+ * Decompressing a .gz IDX file costs a few hundred milliseconds at every start, so its 8-bit
+ * samples are kept, uncompressed, in CACHE/data/<key>.idx.
+ *
+ * The key is the path, device, inode, size, and the mtime and ctime in nanoseconds.  Not a
+ * content hash: hashing would read the whole .gz at every start, much of what the cache is
+ * there to save.  stat is enough because ctime cannot be set by a user (utimensat sets mtime
+ * only) and every write, rename-over or chmod moves it: a file replaced by another of the same
+ * size in the same second, even with its mtime put back, gets a new key.
+ *
+ * An entry is written only after the whole data set has loaded and passed every check (a
+ * failed run leaves nothing behind), through an O_EXCL|O_NOFOLLOW temporary file in a 0700
+ * directory, renamed into place.  The directory holds at most NNC_DATA_CACHE_MAX bytes
+ * (default 2 GiB): the least recently used files (a hit refreshes a file's mtime) are evicted
+ * to make room, and data larger than the bound is not cached. */
+#define DATA_CACHE_MAX_DEFAULT ((uint64_t)2 << 30)
+
 static void idx_cache_path(const char *cache_dir, const char *path, char *out, size_t n) {
     struct stat st;
     out[0] = 0;
     if (!cache_dir || stat(path, &st) != 0) return;
+    const int64_t key[] = {(int64_t)st.st_dev, (int64_t)st.st_ino, (int64_t)st.st_size,
+                           (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec,
+                           (int64_t)st.st_ctim.tv_sec, (int64_t)st.st_ctim.tv_nsec};
     uint64_t h = hash_fnv1a(path, strlen(path), HASH_FNV_INIT);
-    h = hash_fnv1a(&st.st_size, sizeof st.st_size, h);
-    h = hash_fnv1a(&st.st_mtime, sizeof st.st_mtime, h);
+    h = hash_fnv1a(key, sizeof key, h);
     snprintf(out, n, "%s/data/%016llx.idx", cache_dir, (unsigned long long)h);
 }
 
-static void idx_cache_write(const char *file, const nnc_array *a) {
-    char dir[1100], tmp[1200];
-    snprintf(dir, sizeof dir, "%s", file);
+static uint64_t data_cache_max(void) {
+    const char *v = getenv("NNC_DATA_CACHE_MAX");
+    char *end;
+    if (!v || !*v) return DATA_CACHE_MAX_DEFAULT;
+    unsigned long long x = strtoull(v, &end, 10);
+    return *end ? DATA_CACHE_MAX_DEFAULT : (uint64_t)x;
+}
+
+/* The directory of `file`, made 0700 if missing; false unless it is a directory of ours. */
+static bool cache_dir_ready(const char *file, char *dir, size_t n) {
+    snprintf(dir, n, "%s", file);
     char *slash = strrchr(dir, '/');
-    if (!slash) return;
+    if (!slash) return false;
     *slash = 0;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return;
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", file, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return;
-    unsigned char hdr[4 + 4 * 8] = {0, 0, 0x08, (unsigned char)a->rank};
-    for (int i = 0; i < a->rank; i++)
-        for (int b = 0; b < 4; b++) hdr[4 + 4 * i + b] = (unsigned char)(a->dims[i] >> (24 - 8 * b));
-    bool ok = fwrite(hdr, 1, (size_t)(4 + 4 * a->rank), f) == (size_t)(4 + 4 * a->rank) &&
-              fwrite(a->data, 1, (size_t)nnc_array_numel(a), f) == (size_t)nnc_array_numel(a);
+    char *parent = strrchr(dir, '/');
+    if (parent) {   /* the nnc cache root, shared with the kernel cache */
+        *parent = 0;
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) return false;
+        *parent = '/';
+    }
+    struct stat st;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return false;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return false;
+    return (st.st_mode & 077) == 0 || chmod(dir, 0700) == 0;
+}
+
+typedef struct {
+    char name[64];
+    time_t mtime;
+    uint64_t size;
+} CacheEntry;
+
+static int cache_entry_older(const void *a, const void *b) {
+    const CacheEntry *x = a, *y = b;
+    return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+/* Removes the least recently used entries until `incoming` more bytes fit under `max`. */
+static void cache_evict(const char *dir, uint64_t incoming, uint64_t max) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    CacheEntry *e = NULL;
+    size_t ne = 0, cap = 0;
+    uint64_t total = 0;
+    char full[1200];
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        size_t len = strlen(de->d_name);
+        struct stat st;
+        if (len < 5 || len >= sizeof e->name || strcmp(de->d_name + len - 4, ".idx")) continue;
+        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+        if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (ne == cap) e = xrealloc(e, (cap = cap ? 2 * cap : 16) * sizeof *e);
+        snprintf(e[ne].name, sizeof e->name, "%s", de->d_name);
+        e[ne].mtime = st.st_mtime;
+        e[ne].size = (uint64_t)st.st_size;
+        total += e[ne++].size;
+    }
+    closedir(d);
+    if (ne) qsort(e, ne, sizeof *e, cache_entry_older);
+    for (size_t i = 0; i < ne && total + incoming > max; i++) {
+        snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
+        if (unlink(full) == 0) total -= e[i].size;
+    }
+    free(e);
+}
+
+/* Writes n samples of row bytes each as a u8 IDX file [n, row]; best effort, silent. */
+static void idx_cache_write(const char *file, const void *data, int64_t n, int64_t row) {
+    char dir[1100], tmp[1200];
+    uint64_t bytes = (uint64_t)n * (uint64_t)row, max = data_cache_max();
+    if (n > UINT32_MAX || row > UINT32_MAX || bytes + 12 > max || !cache_dir_ready(file, dir, sizeof dir)) return;
+    cache_evict(dir, bytes + 12, max);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", file, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return;
+    }
+    unsigned char hdr[12] = {0, 0, 0x08, 2};
+    for (int b = 0; b < 4; b++) {
+        hdr[4 + b] = (unsigned char)((uint64_t)n >> (24 - 8 * b));
+        hdr[8 + b] = (unsigned char)((uint64_t)row >> (24 - 8 * b));
+    }
+    bool ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr && fwrite(data, 1, (size_t)bytes, f) == (size_t)bytes;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, file) != 0) unlink(tmp);
 }
 
-static bool load_idx_cached(const DataSource *s, const char *cache_dir, nnc_array *a, char *err, size_t n) {
+/* A .gz IDX file from the cache when it holds it; on a miss, *pending gets the cache file to
+ * write once the whole data set has been validated (NULL when there is nothing to cache). */
+static bool load_idx_cached(const DataSource *s, const char *cache_dir, nnc_array *a, char **pending, char *err,
+                            size_t n) {
     char cached[1100];
     size_t len = strlen(s->path);
     bool gz = len > 3 && !strcmp(s->path + len - 3, ".gz");
     idx_cache_path(gz ? cache_dir : NULL, s->path, cached, sizeof cached);
-    if (cached[0] && access(cached, R_OK) == 0 && nnc_load_idx(cached, a, err, n) == 0) return true;
+    if (cached[0] && access(cached, R_OK) == 0 && nnc_load_idx(cached, a, err, n) == 0) {
+        utimensat(AT_FDCWD, cached, NULL, 0);   /* recently used: evicted last */
+        return true;
+    }
     if (nnc_load_idx(s->path, a, err, n) != 0) return false;
-    if (cached[0] && a->dtype == NNC_DT_U8) idx_cache_write(cached, a);
+    if (cached[0] && a->dtype == NNC_DT_U8) *pending = strcpy(xmalloc(strlen(cached) + 1), cached);
     return true;
 }
 
 static bool load_source(const DataSource *s, const char *input, uint64_t seed, const char *cache_dir, nnc_array *a,
-                        char *err, size_t n) {
+                        char **pending, char *err, size_t n) {
     switch (s->kind) {
-    case SRC_IDX: return load_idx_cached(s, cache_dir, a, err, n);
+    case SRC_IDX: return load_idx_cached(s, cache_dir, a, pending, err, n);
     case SRC_NPY: return nnc_load_npy(s->path, a, err, n) == 0;
     case SRC_CSV: {
         nnc_array all;
-        if (nnc_load_csv(s->path, -1, &all, err, n) != 0) return false;
+        if (nnc_load_csv(s->path, s->header, &all, err, n) != 0) return false;
         int64_t cols = all.rank == 2 ? all.dims[1] : 1, rows = all.dims[0];
         int64_t cnt = s->count < 0 ? cols - s->first : s->count;
         if (s->first < 0 || cnt < 1 || s->first + cnt > cols) {
@@ -112,10 +210,13 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     const DataSource *s = test ? &b->test : &b->train;
     const Node *in = &m->g->nodes[b->node];
     nnc_array a, conv;
-    if (!load_source(s, b->input, seed, cache_dir, &a, err, n)) return false;
+    char *pending = NULL;
+    if (!load_source(s, b->input, seed, cache_dir, &a, &pending, err, n)) return false;
     const char *what = s->path ? s->path : b->input;
     c->scale = (float)s->scale;
     c->bytes = in->dtype == DT_F32 && a.dtype == NNC_DT_U8;   /* images: 4x less memory */
+    if (c->bytes) c->cache_path = pending;   /* written by dataset_load once all is valid */
+    else free(pending);
     bool ok = true;
     if (c->bytes) conv = a;
     else {
@@ -123,7 +224,13 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
                                  : nnc_array_to_f32(&a, (float)s->scale, &conv, err, n) == 0;
         nnc_array_free(&a);
     }
-    if (!ok) return false;
+    if (!ok) {   /* the converters know the element, not the file or the input */
+        char why[512];
+        const char *msg = strncmp(err, "to_i32: ", 8) && strncmp(err, "to_f32: ", 8) ? err : err + 8;
+        snprintf(why, sizeof why, "%s", msg);
+        snprintf(err, n, "%s: input '%s': %s", what, b->input, why);
+        return false;
+    }
     c->name = b->input;
     c->dtype = in->dtype;
     c->row_elems = shape_numel(in->shape, 1);
@@ -143,6 +250,13 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     }
     c->data = conv.data;
     *samples = rows;
+    if (rows == 0) {   /* training on nothing would "succeed" with a NaN loss */
+        snprintf(err, n, "%s: input '%s' has no samples (the %s set is empty)", what, b->input,
+                 test ? "test" : "training");
+        free(c->data);
+        c->data = NULL;
+        return false;
+    }
     return true;
 }
 
@@ -164,6 +278,7 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
         }
         int64_t rows;
         if (!load_column(m, b, test, seed, cache_dir, &d->cols[d->ncols], &rows, err, n)) {
+            free(d->cols[d->ncols].cache_path);   /* the column is not counted yet */
             dataset_free(d);
             return false;
         }
@@ -176,11 +291,17 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
         first = b->input;
         d->n = rows;
     }
+    for (int c = 0; c < d->ncols; c++)
+        if (d->cols[c].cache_path)
+            idx_cache_write(d->cols[c].cache_path, d->cols[c].data, d->n, d->cols[c].row_elems);
     return true;
 }
 
 void dataset_free(Dataset *d) {
-    for (int i = 0; i < d->ncols; i++) free(d->cols[i].data);
+    for (int i = 0; i < d->ncols; i++) {
+        free(d->cols[i].data);
+        free(d->cols[i].cache_path);
+    }
     free(d->cols);
     memset(d, 0, sizeof *d);
 }

@@ -10,6 +10,7 @@ typedef struct {
     void *data;             /* n * row_elems: f32, i32, or u8 when `bytes` */
     bool bytes;             /* 8-bit samples kept as they are and scaled per batch */
     float scale;
+    char *cache_path;       /* malloc'd: where to cache these 8-bit samples once all loaded, or NULL */
 } Column;
 
 typedef struct {

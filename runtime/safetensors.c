@@ -19,13 +19,15 @@
  * and renamed over it: rename is atomic, so readers see the old or the new
  * checkpoint, never half of one.
  */
-#define _POSIX_C_SOURCE 200809L /* fsync, fileno, fstat under -std=c11 */
+#define _XOPEN_SOURCE 700 /* fsync, fileno, fstat, realpath, readlink under -std=c11 */
 
 #include "safetensors.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,10 @@
 #define ST_HEADER_MAX ((uint64_t)100 * 1000 * 1000) /* as the reference reader */
 #define ST_JSON_DEPTH 8
 #define ST_CRC_KEY "nnc_crc32"
+/* crc32 of the other metadata, so that an edited or corrupted step, epoch or position is
+ * caught like a flipped weight: over "key\0value\0" of every entry but the two checksums,
+ * in strcmp order of the keys (so a writer that reorders the dict does not break it). */
+#define ST_META_CRC_KEY "nnc_meta_crc32"
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -782,6 +788,58 @@ static uint32_t st_crc(const unsigned char *p, uint64_t n)
     return (uint32_t)crc;
 }
 
+static int st_meta_key_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const nnc_st_meta *const *)a)->key, (*(const nnc_st_meta *const *)b)->key);
+}
+
+static int st_meta_is_crc(const char *key)
+{
+    return strcmp(key, ST_CRC_KEY) == 0 || strcmp(key, ST_META_CRC_KEY) == 0;
+}
+
+/* The ST_META_CRC_KEY checksum of meta[0..n); -1 when out of memory. */
+static int st_meta_crc(const nnc_st_meta *meta, int n, uint32_t *out)
+{
+    const nnc_st_meta **v = malloc((n > 0 ? (size_t)n : 1) * sizeof *v);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    int i, k = 0;
+    if (!v)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (!st_meta_is_crc(meta[i].key))
+            v[k++] = &meta[i];
+    qsort(v, (size_t)k, sizeof *v, st_meta_key_cmp);
+    for (i = 0; i < k; i++) {
+        crc = crc32(crc, (const Bytef *)v[i]->key, (uInt)strlen(v[i]->key) + 1);
+        crc = crc32(crc, (const Bytef *)v[i]->value, (uInt)strlen(v[i]->value) + 1);
+    }
+    free(v);
+    *out = (uint32_t)crc;
+    return 0;
+}
+
+/* Compares the metadata with nnc_meta_crc32, when the writer recorded one. */
+static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen)
+{
+    const char *want = nnc_st_meta_get(f, ST_META_CRC_KEY);
+    char have[16];
+    uint32_t crc;
+    if (!want)
+        return 0;
+    if (st_meta_crc(f->meta, f->nmeta, &crc) != 0) {
+        st_err(err, errlen, "%s: out of memory", f->name);
+        return -1;
+    }
+    snprintf(have, sizeof have, "%08x", (unsigned)crc);
+    if (strcmp(have, want) != 0) {
+        st_err(err, errlen, "%s: metadata checksum mismatch: header says %.40s, metadata has %s "
+               "(file edited or corrupted?)", f->name, want, have);
+        return -1;
+    }
+    return 0;
+}
+
 /* Compares the data with metadata nnc_crc32, when the writer recorded one. */
 static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_t len, char *err,
                         size_t errlen)
@@ -889,7 +947,8 @@ static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *na
         f->name = name;
         if (json_header_parse(&p, &root) == 0 &&
             st_schema_build(f, &root, len - 8 - hlen, &spans, err, errlen) == 0 &&
-            st_crc_check(f, buf + 8 + hlen, len - 8 - hlen, err, errlen) == 0)
+            st_crc_check(f, buf + 8 + hlen, len - 8 - hlen, err, errlen) == 0 &&
+            st_meta_crc_check(f, err, errlen) == 0)
             rc = st_data_place(f, spans, buf, 8 + hlen, owned, err, errlen);
     }
     json_free(&root);
@@ -1057,9 +1116,9 @@ static int st_save_check(const char *path, const nnc_st_tensor *ts, int n,
             }
     }
     for (i = 0; i < nmeta; i++) {
-        if (!meta[i].key || !meta[i].value || strcmp(meta[i].key, ST_CRC_KEY) == 0) {
-            st_err(err, errlen, "%s: metadata %d: key and value must be set, and '%s' is "
-                   "reserved", path, i, ST_CRC_KEY);
+        if (!meta[i].key || !meta[i].value || st_meta_is_crc(meta[i].key)) {
+            st_err(err, errlen, "%s: metadata %d: key and value must be set, and '%s' and '%s' "
+                   "are reserved", path, i, ST_CRC_KEY, ST_META_CRC_KEY);
             return -1;
         }
         for (j = 0; j < i; j++)
@@ -1096,15 +1155,21 @@ static int st_header_build(st_buf *b, const nnc_st_tensor *ts, int n, const int 
 {
     char crcs[16];
     uint64_t *begin = malloc((n ? (size_t)n : 1) * sizeof *begin), at = 0;
+    uint32_t mcrc;
     int i;
-    if (!begin)
+    if (!begin || st_meta_crc(meta, nmeta, &mcrc) != 0) {
+        free(begin);
         return -1;
+    }
     for (i = 0; i < n; i++) { /* offsets follow layout order */
         begin[order[i]] = at;
         at += bytes[order[i]];
     }
     snprintf(crcs, sizeof crcs, "%08x", (unsigned)crc);
     st_buf_str(b, "{\"__metadata__\":{\"" ST_CRC_KEY "\":");
+    st_buf_json(b, crcs);
+    snprintf(crcs, sizeof crcs, "%08x", (unsigned)mcrc);
+    st_buf_str(b, ",\"" ST_META_CRC_KEY "\":");
     st_buf_json(b, crcs);
     for (i = 0; i < nmeta; i++) {
         st_buf_str(b, ",");
@@ -1143,12 +1208,30 @@ static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, in
     return 0;
 }
 
+/* Creates tmp for writing: a new file only (O_EXCL), never through a link planted at its
+ * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write. */
+static FILE *st_tmp_create(const char *tmp)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    FILE *fp;
+    if (fd < 0)
+        return NULL;
+    fp = fdopen(fd, "wb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+    return fp;
+}
+
 /* Writes tmp completely and durably, then renames it over path. */
 static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
                          const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes,
                          char *err, size_t errlen)
 {
-    FILE *fp = fopen(tmp, "wb");
+    FILE *fp = st_tmp_create(tmp);
     int e;
     if (!fp) {
         st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
@@ -1193,6 +1276,75 @@ static void st_dir_sync(const char *path)
     free(dir);
 }
 
+/* The file a save to `path` must replace: path itself, or, when path is a symbolic link, the
+ * file it leads to (which may not exist yet), so that saving through a link updates its target
+ * instead of replacing the link with a regular file.  malloc'd; NULL when out of memory. */
+static char *st_save_target(const char *path)
+{
+    char *cur = strdup(path);
+    int hops;
+    for (hops = 0; cur && hops < 40; hops++) {
+        struct stat st;
+        char link[4096], *next, *slash;
+        ssize_t k;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            return cur;
+        k = readlink(cur, link, sizeof link - 1);
+        if (k < 0)
+            return cur; /* let the write report it */
+        link[k] = '\0';
+        slash = strrchr(cur, '/');
+        next = malloc(strlen(cur) + (size_t)k + 2);
+        if (next && (link[0] == '/' || !slash))
+            strcpy(next, link);
+        else if (next)
+            sprintf(next, "%.*s/%s", (int)(slash - cur), cur, link);
+        free(cur);
+        cur = next;
+    }
+    return cur; /* a loop of links: the write fails with ELOOP-like errors and says so */
+}
+
+/* Removes temporary files that an earlier save to `path` left behind when it was killed
+ * (SIGKILL, power cut): only names of our own pattern "<file>.tmp.<pid>", only regular files
+ * owned by this user, and only when no process <pid> exists any more. */
+static void st_tmp_sweep(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t blen = strlen(base), dlen = slash ? (size_t)(slash - path) : 0;
+    char *dir = malloc(dlen + 2), full[4096];
+    DIR *d;
+    struct dirent *e;
+    if (!dir)
+        return;
+    if (slash)
+        snprintf(dir, dlen + 2, "%.*s", (int)(dlen ? dlen : 1), dlen ? path : "/");
+    else
+        strcpy(dir, ".");
+    d = opendir(dir);
+    while (d && (e = readdir(d)) != NULL) {
+        const char *p = e->d_name + blen + 5;
+        struct stat st;
+        long pid;
+        char *end;
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0 ||
+            *p < '1' || *p > '9')
+            continue;
+        pid = strtol(p, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || pid > INT_MAX ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full)
+            continue;
+        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+            unlink(full);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
 static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order,
                             const uint64_t *bytes)
 {
@@ -1211,8 +1363,32 @@ static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order,
     return (uint32_t)crc;
 }
 
+static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
+                      int nmeta, char *err, size_t errlen);
+
 int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
                 int nmeta, char *err, size_t errlen)
+{
+    char *target;
+    int rc;
+    if (!path || !*path) {
+        st_err(err, errlen, "nnc_st_save: no path given");
+        return -1;
+    }
+    target = st_save_target(path);
+    if (!target) {
+        st_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    st_tmp_sweep(target);
+    rc = st_save_to(target, ts, n, meta, nmeta, err, errlen);
+    free(target);
+    return rc;
+}
+
+/* nnc_st_save once `path` is the file to replace (no link). */
+static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
+                      int nmeta, char *err, size_t errlen)
 {
     size_t cnt = n > 0 ? (size_t)n : 1;
     uint64_t *bytes = calloc(cnt, sizeof *bytes);

@@ -11,8 +11,15 @@
  *
  * nnc_st_save writes `path.tmp.<pid>`, fsyncs it and renames it over path,
  * so a crash or a full disk mid-save leaves the previous checkpoint intact.
+ * When path is a symbolic link, its target is written (atomically, in the
+ * target's directory) and the link stays.  The temporary file is created
+ * with O_EXCL|O_NOFOLLOW; ones that killed saves left (`path.tmp.<pid>` of
+ * a process that no longer exists, a regular file owned by this user) are
+ * removed first.
  * It records the zlib crc32 of the data section as metadata "nnc_crc32";
  * the loaders verify it when present (files from other writers lack it).
+ * "nnc_meta_crc32" likewise covers the other metadata (a checkpoint's step,
+ * epoch and position matter as much as its weights).
  *
  * Usage:
  *   nnc_st_tensor t[] = { { "fc1.weight", NNC_DT_F32, 2, { 128, 784 }, w1 },
@@ -52,7 +59,7 @@ typedef struct {
 typedef struct nnc_st_file nnc_st_file;
 
 /* Returns 0, or -1 with err filled (and any previous file at path untouched).
- * The metadata key "nnc_crc32" is reserved. */
+ * The metadata keys "nnc_crc32" and "nnc_meta_crc32" are reserved. */
 int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
                 int nmeta, char *err, size_t errlen);
 

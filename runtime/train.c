@@ -6,11 +6,14 @@
  * reproducible from its seed; the last batch of an epoch may be short (PyTorch's DataLoader
  * with drop_last=False), which the compiled step supports because its batch size is a run-time
  * argument bounded by the compile-time batch. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,11 +27,13 @@ double train_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* SIGINT and SIGTERM both stop at the end of the current step and save (a scheduler's TERM
+ * deserves the same as a Ctrl-C); the exit status is the shell's 128 + signal number: 130
+ * for SIGINT, 143 for SIGTERM, so a job script sees which signal ended the run. */
 static volatile sig_atomic_t interrupted;
 
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
+static void on_stop_signal(int sig) {
+    interrupted = sig;
 }
 
 typedef struct {
@@ -42,6 +47,7 @@ typedef struct {
     double t0;
     double last_flush;
     int64_t *perm;              /* the epoch's sample order, allocated once */
+    bool metrics_failed;        /* a metrics write failed (reported once) */
     void **direct;              /* zero-copy batch pointers into the dataset */
 } Run;
 
@@ -293,34 +299,126 @@ static void eval_free(EvalResult *ev) {
     }
 }
 
-static bool save_now(Run *R) {
-    char err[1024];
-    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, err, sizeof err)) return true;
-    fprintf(stderr, "nnc: error: %s\n", err);
+/* A full disk must not cut the metrics mid-line behind an exit status of 0: every write is
+ * checked (through the stream's error flag, which a failed fprintf or flush sets), and the
+ * first failure stops the run. */
+static bool metrics_ok(Run *R) {
+    if (!R->metrics || !ferror(R->metrics)) return true;
+    if (!R->metrics_failed) fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(errno ? errno : EIO));
+    R->metrics_failed = true;
     return false;
 }
 
-/* Runs one epoch from batch `start` (non-zero when resuming mid-epoch). */
+/* Flushes and closes the metrics file; false (reported) when anything was lost. */
+static bool metrics_close(Run *R) {
+    if (!R->metrics) return true;
+    errno = 0;
+    bool ok = fflush(R->metrics) == 0 && !ferror(R->metrics);
+    int e = errno;
+    ok &= fclose(R->metrics) == 0;
+    if (!e) e = errno;
+    R->metrics = NULL;
+    if (!ok && !R->metrics_failed)
+        fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(e ? e : EIO));
+    return ok;
+}
+
+/* Creates an empty, new file for a rescue copy in $TMPDIR (else /tmp): O_EXCL|O_NOFOLLOW, mode
+ * 0600, so nobody else's file or link at that name is written through.  Its name goes to buf. */
+static bool rescue_create(char *buf, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    for (int k = 0; k < 100; k++) {
+        if (k) snprintf(buf, n, "%s/nnc-rescue-%ld-%d.safetensors", tmp, (long)getpid(), k);
+        else snprintf(buf, n, "%s/nnc-rescue-%ld.safetensors", tmp, (long)getpid());
+        int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            close(fd);
+            return true;
+        }
+        if (errno != EEXIST) return false;
+    }
+    return false;
+}
+
+/* Saves to --save; when that fails (the disk filled, the directory went away), the trained
+ * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
+static bool save_now(Run *R) {
+    char err[1024], why[1024], rescue[1100];
+    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, err, sizeof err)) return true;
+    fprintf(stderr, "nnc: error: %s\n", err);
+    if (!checkpoint_params_finite(R->lm, why, sizeof why)) return false;   /* nothing worth keeping */
+    if (rescue_create(rescue, sizeof rescue) && checkpoint_save(R->lm, rescue, &R->pos, why, sizeof why))
+        fprintf(stderr, "nnc: the trained model was saved to %s instead\n", rescue);
+    else {
+        if (rescue[0]) unlink(rescue);
+        fprintf(stderr, "nnc: error: could not save a rescue copy in $TMPDIR either\n");
+    }
+    return false;
+}
+
+/* --save's directory must take a new file before hours of training are spent: a probe file is
+ * created (O_EXCL, in the directory of the file the save will replace, links followed) and
+ * removed again. */
+static bool save_dest_check(const char *path, char *err, size_t n) {
+    char *real = realpath(path, NULL), dir[4096], probe[4200];
+    const char *p = real ? real : path, *slash = strrchr(p, '/');
+    struct stat st;
+    if (real && stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, n, "--save %s: is a directory, expected a file name", path);
+        free(real);
+        return false;
+    }
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    free(real);
+    snprintf(probe, sizeof probe, "%s/.nnc-save-probe-%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, n, "--save %.900s: cannot create a file in directory '%.900s': %s (checked before training)", path,
+                 dir, strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}
+
+/* The loss can stay finite while a parameter is NaN (a ReLU or a max hides it): check the
+ * parameters themselves once per epoch, an O(parameters) scan, before anything reports or
+ * saves the epoch as a success. */
+static bool params_finite(Run *R, int epoch) {
+    char err[512];
+    if (checkpoint_params_finite(R->lm, err, sizeof err)) return true;
+    if (R->o->progress) fputc('\n', stderr);
+    fprintf(stderr, "nnc: error: %s after epoch %d, step %lld; training stopped, nothing saved "
+                    "(lower the learning rate, or find the op with --check-numerics)\n",
+            err, epoch, (long long)R->lm->abi->get_step(R->lm->m));
+    return false;
+}
+
+/* Runs one epoch from sample `start` of its order (non-zero when resuming mid-epoch; batches
+ * are counted from there, so a resumed run may use another batch size). */
 static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
-    int64_t B = abi->batch_max, steps = (d->n + B - 1) / B;
+    int64_t B = abi->batch_max, steps = (d->n - start + B - 1) / B;
     int64_t done_rows = 0;
     int64_t *perm = R->perm;
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     else
         for (int64_t i = 0; i < d->n; i++) perm[i] = i;
     double sum = 0, t_start = train_now(), last_draw = 0;
-    for (int64_t s = start; s < steps; s++) {
-        int64_t rows = d->n - s * B < B ? d->n - s * B : B;
+    for (int64_t s = 0; s < steps; s++) {
+        int64_t at = start + s * B, rows = d->n - at < B ? d->n - at : B;
         done_rows += rows;
         bool ok;
-        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, s * B, R->direct)) {
+        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, at, R->direct)) {
             void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
             R->bufs = R->direct;
             ok = run_step(R, NNC_ENTRY_TRAIN, rows);
             R->bufs = saved;
         } else {
-            gather(R, d, perm + s * B, rows);
+            gather(R, d, perm + at, rows);
             ok = run_step(R, NNC_ENTRY_TRAIN, rows);
         }
         if (!ok) return false;
@@ -334,19 +432,21 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             return false;
         }
         sum += loss * (double)rows;
-        R->pos = (TrainPos){epoch, (long long)(s + 1), R->o->seed};
+        R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed};
         if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) return false;
         if (interrupted) {
             if (R->o->progress) fputc('\n', stderr);
-            fprintf(stderr, "nnc: interrupted at epoch %d, step %lld", epoch, (long long)gstep);
+            fprintf(stderr, "nnc: %s at epoch %d, step %lld", interrupted == SIGTERM ? "terminated" : "interrupted",
+                    epoch, (long long)gstep);
             if (R->o->save_path && save_now(R)) fprintf(stderr, "; saved %s (continue with --resume)", R->o->save_path);
             fputc('\n', stderr);
             return false;
         }
         if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
+        if (!metrics_ok(R)) return false;
         double t = train_now();
         if (t - last_draw > 0.1 || s + 1 == steps) {
-            progress(R, epoch, s + 1, steps, loss, (double)((s + 1) * B) / (t - t_start + 1e-9));
+            progress(R, epoch, s + 1, steps, loss, (double)(done_rows) / (t - t_start + 1e-9));
             last_draw = t;
         }
     }
@@ -399,7 +499,7 @@ static void free_run(Run *R, const Dataset *d) {
     free(R->idx);
     free(R->perm);
     free(R->direct);
-    if (R->metrics) fclose(R->metrics);
+    if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
 
 int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
@@ -407,6 +507,10 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now()};
     Dataset train = {0}, test = {0};
     bool has_test = false;
+    if (o->save_path && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
+        fprintf(stderr, "nnc: error: %s\n", err);
+        return 1;
+    }
     for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
     if (!dataset_load(m, false, o->seed, o->cache_dir, &train, err, sizeof err) ||
         (has_test && !dataset_load(m, true, o->seed, o->cache_dir, &test, err, sizeof err))) {
@@ -441,31 +545,41 @@ int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
         else report_eval(&R, d, has_test, &ev);
         eval_free(&ev);
     } else {
-        int64_t B = lm->abi->batch_max, steps = (train.n + B - 1) / B;
         int e0 = 1;
         int64_t s0 = 0;
         if (from == o->save_path && o->resume && start.epoch > 0) {   /* continue where it stopped */
             if (start.seed != o->seed)
                 fprintf(stderr, "nnc: warning: resuming a run of seed %llu with seed %llu\n", start.seed, (unsigned long long)o->seed);
-            e0 = start.pos >= steps ? start.epoch + 1 : start.epoch;
-            s0 = start.pos >= steps ? 0 : start.pos;
-            if (!o->quiet) printf("resuming from %s: epoch %d, batch %lld\n", from, e0, (long long)s0);
+            if (start.samples > train.n) {
+                fprintf(stderr, "nnc: error: %s: metadata nnc_epoch_samples is %lld, expected an integer in [0, %lld] "
+                                "(the training set has %lld samples)\n", from, start.samples, (long long)train.n,
+                        (long long)train.n);
+                rc = 1;
+            }
+            e0 = start.samples >= train.n ? start.epoch + 1 : start.epoch;
+            s0 = start.samples >= train.n ? 0 : start.samples;
+            if (!o->quiet && rc == 0) printf("resuming from %s: epoch %d, sample %lld\n", from, e0, (long long)s0);
         }
-        struct sigaction sa = {0}, old;
-        sa.sa_handler = on_sigint;
-        sigaction(SIGINT, &sa, &old);
-        R.pos = (TrainPos){e0 - 1, steps, o->seed};
+        struct sigaction sa = {0}, old_int, old_term;
+        sa.sa_handler = on_stop_signal;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        R.pos = (TrainPos){e0 - 1, train.n, o->seed};
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
-            EvalResult ev;
-            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 130 : 1;
+            EvalResult ev = {0};
+            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
+            else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
-            if (has_test) eval_free(&ev);
+            eval_free(&ev);
+            if (rc == 0 && !metrics_ok(&R)) rc = 1;
         }
-        sigaction(SIGINT, &old, NULL);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
     }
+    if (!metrics_close(&R) && rc == 0) rc = 1;
     free_run(&R, &train);
     dataset_free(&train);
     dataset_free(&test);

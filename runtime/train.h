@@ -29,11 +29,18 @@ double train_now(void);
 int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o);
 /* Where training stands, saved in a checkpoint's metadata so a resumed run continues exactly. */
 typedef struct {
-    int epoch;                  /* 1-based epoch in progress (or just finished, with pos = steps) */
-    long long pos;              /* batches of that epoch already done */
+    int epoch;                  /* 1-based epoch in progress (or just finished, with samples = n) */
+    long long samples;          /* samples of that epoch already done: in samples, not batches, so
+                                   a run resumed with another --batch continues at the same place */
     unsigned long long seed;
 } TrainPos;
 
+/* Writes parameters, optimizer state and tp (with the batch size, for the record). */
 bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n);
+/* Reads them back; every metadata field is parsed strictly and range-checked (the error names
+ * the file, the field, its value and the valid range).  tp->samples is checked against the
+ * data set by the caller, which knows its size. */
+/* False with err naming the first parameter and element that is NaN or Inf. */
+bool checkpoint_params_finite(const LoadedModel *lm, char *err, size_t n);
 bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n);
 #endif

@@ -181,7 +181,10 @@ static LoadedModel *cpu_load(const Program *p, const BuildOpts *o, char *err, si
         goto fail;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     lm->compile_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    lm->handle = dlopen(lm->so_path, RTLD_NOW | RTLD_LOCAL);
+    /* RTLD_NODELETE: unload() must not unmap the module, or the libgomp it pulled in goes with
+     * it while heap blocks libgomp allocated are still referenced only from its globals (LSan
+     * reported every model with an OpenMP construct, e.g. cross_entropy, as leaking). */
+    lm->handle = dlopen(lm->so_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!lm->handle) {
         snprintf(err, n, "cannot load %s: %s", lm->so_path, dlerror());
         goto fail;

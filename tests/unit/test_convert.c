@@ -43,6 +43,39 @@ static void test_to_f32(void)
     nnc_array_free(&b);
 }
 
+/* A finite value that scaling pushes past the f32 range is refused, naming the sample and
+ * element (the error a NaN check at load time cannot see). */
+static void test_to_f32_overflow(void)
+{
+    static const double big[4] = { 1, 2, 3, 1e300 };
+    nnc_array a = make(NNC_DT_F64, 4, big), f;
+    char err[256] = "";
+    int rc;
+    a.rank = 2;
+    a.dims[0] = 2;
+    a.dims[1] = 2;
+    rc = nnc_array_to_f32(&a, 1.0f, &f, err, sizeof err);
+    CHECK_ERR(rc, err, "to_f32: element 3 (sample 1, element 1) is 1.0000000000000001e+300 (f64), "
+              "which times 1 is outside the f32 range", "f64 past the f32 range");
+    CHECK(f.data == NULL, "output left empty");
+    nnc_array_free(&a);
+}
+
+/* Labels: the sample is counted along the first dimension. */
+static void test_to_i32_sample(void)
+{
+    static const double lab[6] = { 0, 1, 2, 3, 4.5, 5 };
+    nnc_array a = make(NNC_DT_F64, 6, lab), r;
+    char err[256] = "";
+    int rc;
+    a.rank = 2;
+    a.dims[0] = 3;
+    a.dims[1] = 2;
+    rc = nnc_array_to_i32(&a, &r, err, sizeof err);
+    CHECK_ERR(rc, err, "element 4 (sample 2, element 0) is 4.5", "fractional label names its sample");
+    nnc_array_free(&a);
+}
+
 static void test_to_i32(void)
 {
     static const double ok[3] = { -7, 0, 2147483647 };
@@ -60,13 +93,13 @@ static void test_to_i32(void)
           "f64 holding exact integers -> i32 %s", err);
     nnc_array_free(&r);
     rc = nnc_array_to_i32(&b, &r, err, sizeof err);
-    CHECK_ERR(rc, err, "to_i32: element 2 is 2.5 (f64), not an integer in the int32 range",
+    CHECK_ERR(rc, err, "to_i32: element 2 (sample 2, element 0) is 2.5 (f64), not an integer in the int32 range",
               "fractional float names element 2");
     CHECK(r.data == NULL, "output left empty");
     rc = nnc_array_to_i32(&c, &r, err, sizeof err);
-    CHECK_ERR(rc, err, "element 1 is nan (f32)", "NaN");
+    CHECK_ERR(rc, err, "element 1 (sample 1, element 0) is nan (f32)", "NaN");
     rc = nnc_array_to_i32(&d, &r, err, sizeof err);
-    CHECK_ERR(rc, err, "to_i32: element 2 is 3000000000 (i64), outside the int32 range",
+    CHECK_ERR(rc, err, "to_i32: element 2 (sample 2, element 0) is 3000000000 (i64), outside the int32 range",
               "i64 out of range");
     rc = nnc_array_to_i32(&e, &e, err, sizeof err);
     CHECK(rc == 0 && e.dtype == NNC_DT_I32 && ((int32_t *)e.data)[0] == -300 &&
@@ -113,6 +146,8 @@ int main(void)
 {
     test_to_f32();
     test_to_i32();
+    test_to_i32_sample();
+    test_to_f32_overflow();
     test_helpers();
     return check_done();
 }

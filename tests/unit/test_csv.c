@@ -84,6 +84,22 @@ static void test_errors(void)
     CHECK_ERR(rc, err, "z.csv:1: column 2: expected a number, got '?2'", "NUL byte in a cell");
 }
 
+/* NaN and Inf are refused at load time, naming line, sample and column: one NaN would
+ * otherwise train into NaN weights without a trace. */
+static void test_non_finite(void)
+{
+    nnc_array a;
+    char err[256] = "";
+    int rc = parse("a,b\n1,2\n\n3,nan\n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:4: sample 1, column 2 is NaN; training data must be finite",
+              "nan cell");
+    CHECK(a.data == NULL, "output left empty");
+    rc = parse("1,2\n-inf,4\n", 0, &a, err);
+    CHECK_ERR(rc, err, "data.csv:2: sample 1, column 1 is -Inf", "-inf cell");
+    rc = parse("1e999\n", 0, &a, err);
+    CHECK_ERR(rc, err, "data.csv:1: sample 0, column 1 is +Inf", "a number past the double range");
+}
+
 static void test_files(void)
 {
     static const char text[] = "x,y\n1,2\n3,4\n";
@@ -107,6 +123,7 @@ int main(void)
     test_headers();
     test_variations();
     test_errors();
+    test_non_finite();
     test_files();
     return check_done();
 }

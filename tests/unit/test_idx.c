@@ -208,6 +208,20 @@ static void test_edge_cases(void)
     nnc_array_free(&a);
 }
 
+/* An f32 IDX file holding +Inf is refused with its sample and byte offset. */
+static void test_non_finite(void)
+{
+    uint32_t dims[2] = { 2, 2 };
+    unsigned char be[16] = { 0x3f, 0x80, 0, 0, 0x3f, 0x80, 0, 0, 0x3f, 0x80, 0, 0, 0x7f, 0x80, 0, 0 };
+    nnc_array a;
+    char err[256] = "";
+    size_t n = idx_build(file, 0x0D, 2, dims, be, sizeof be);
+    int rc = nnc_parse_idx(file, n, "f.idx", &a, err, sizeof err);
+    CHECK_ERR(rc, err, "f.idx: offset 24: sample 1, element 1 is +Inf; training data must be finite",
+              "f32 +Inf in IDX");
+    CHECK(a.data == NULL, "output left empty");
+}
+
 int main(void)
 {
     test_valid();
@@ -217,5 +231,6 @@ int main(void)
     test_header_lies();
     test_files();
     test_edge_cases();
+    test_non_finite();
     return check_done();
 }

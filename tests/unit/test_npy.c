@@ -5,6 +5,8 @@
  */
 #define _XOPEN_SOURCE 700
 
+#include <math.h>
+
 #include "check.h"
 #include "data.h"
 
@@ -215,6 +217,28 @@ static void test_edge_cases(void)
     nnc_array_free(&a);
 }
 
+/* NaN and Inf in float data are refused with the sample, element and byte offset. */
+static void test_non_finite(void)
+{
+    float f[6] = { 0, 1, 2, 3, 4, 5 };
+    double d[2] = { 1, 2 };
+    nnc_array a;
+    char err[256] = "", want[128];
+    size_t n;
+    int rc;
+    f[4] = NAN;
+    n = npy_build(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", f, sizeof f);
+    rc = parse(n, &a, err);
+    snprintf(want, sizeof want, "x.npy: offset %zu: sample 2, element 0 is NaN; training data "
+             "must be finite", n - sizeof f + 16);
+    CHECK_ERR(rc, err, want, "f32 NaN");
+    CHECK(a.data == NULL, "output left empty");
+    d[1] = -INFINITY;
+    n = npy_build(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", d, sizeof d);
+    rc = parse(n, &a, err);
+    CHECK_ERR(rc, err, "sample 1, element 0 is -Inf", "f64 -Inf");
+}
+
 int main(void)
 {
     test_dtypes();
@@ -223,5 +247,6 @@ int main(void)
     test_truncation();
     test_files();
     test_edge_cases();
+    test_non_finite();
     return check_done();
 }

@@ -271,7 +271,7 @@ static void test_save_errors(void)
     rc = nnc_st_save(check_path("e.st"), odd, 1, NULL, 0, err, sizeof err);
     CHECK_ERR(rc, err, "tensor 'w': invalid dtype, rank, shape or data", "invalid dtype refused");
     rc = nnc_st_save(check_path("e.st"), ts, 1, reserved, 1, err, sizeof err);
-    CHECK_ERR(rc, err, "'nnc_crc32' is reserved", "reserved metadata key refused");
+    CHECK_ERR(rc, err, "'nnc_crc32' and 'nnc_meta_crc32' are reserved", "reserved metadata key refused");
     rc = nnc_st_save("/nonexistent-nnc-dir/x.safetensors", ts, 1, NULL, 0, err, sizeof err);
     CHECK_ERR(rc, err, "/nonexistent-nnc-dir/x.safetensors: cannot create temporary file "
                        "/nonexistent-nnc-dir/x.safetensors.tmp.", "directory that does not exist");
@@ -345,10 +345,95 @@ static void test_atomic_save(void)
         check_die("chmod");
 }
 
+/* Metadata is covered by its own crc: an edited value of the same length is refused. */
+static void test_meta_crc(void)
+{
+    char err[512] = "";
+    const char *path = check_path("meta.safetensors");
+    unsigned char *buf;
+    size_t len, i;
+    nnc_st_file *f;
+    int rc = nnc_st_save(path, ts, NT, meta, 2, err, sizeof err), edited = 0;
+    buf = check_read(path, &len);
+    for (i = 0; i + 6 < len && !edited; i++)
+        if (memcmp(buf + i, "\"1000\"", 6) == 0) {
+            buf[i + 1] = '9';
+            edited = 1;
+        }
+    f = nnc_st_parse(buf, len, "m.st", err, sizeof err);
+    CHECK(rc == 0 && edited && f == NULL && strstr(err, "m.st: metadata checksum mismatch: header says "),
+          "an edited metadata value is caught by nnc_meta_crc32: %s", err);
+    nnc_st_close(f);
+    free(buf);
+}
+
+/* Saving through a symbolic link writes the link's target and keeps the link. */
+static void test_symlink_save(void)
+{
+    char err[512] = "", link_path[600], real[600];
+    struct stat st;
+    int rc;
+    if (mkdir(check_path("real"), 0755) != 0)
+        check_die("mkdir real");
+    snprintf(real, sizeof real, "%s", check_path("real/ck.st"));
+    snprintf(link_path, sizeof link_path, "%s", check_path("ln.st"));
+    if (symlink("real/ck.st", link_path) != 0)
+        check_die("symlink");
+    rc = nnc_st_save(link_path, ts, 1, NULL, 0, err, sizeof err); /* target does not exist yet */
+    CHECK(rc == 0 && lstat(link_path, &st) == 0 && S_ISLNK(st.st_mode) && still_first(real),
+          "a save through a dangling relative link creates its target, link kept %s", err);
+    rc = nnc_st_save(link_path, ts, NT, NULL, 0, err, sizeof err);
+    nnc_st_file *f = nnc_st_load(real, err, sizeof err);
+    CHECK(rc == 0 && lstat(link_path, &st) == 0 && S_ISLNK(st.st_mode) && f && nnc_st_count(f) == NT,
+          "a second save replaces the target atomically, link kept %s", err);
+    nnc_st_close(f);
+}
+
+/* Temporary files of killed saves are swept on the next save; nothing else is touched, and
+ * a link planted at our own temporary name is not written through. */
+static void test_tmp_sweep(void)
+{
+    char err[512] = "", dead[600], live[600], other[600], mine[600], victim[600];
+    const char *path = check_path("sw.st");
+    int status, rc;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        check_die("fork");
+    snprintf(dead, sizeof dead, "%s.tmp.%ld", path, (long)pid);        /* its process is gone */
+    snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)getppid());  /* still running */
+    snprintf(other, sizeof other, "%s.tmp.x%ld", path, (long)pid);     /* not our pattern */
+    check_write(dead, "x", 1);
+    check_write(live, "x", 1);
+    check_write(other, "x", 1);
+    rc = nnc_st_save(path, ts, 1, NULL, 0, err, sizeof err);
+    CHECK(rc == 0 && access(dead, F_OK) != 0, "a dead process's temporary file is removed %s", err);
+    CHECK(access(live, F_OK) == 0 && access(other, F_OK) == 0,
+          "a live process's temporary file and other names are kept");
+    snprintf(mine, sizeof mine, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s", check_path("victim"));
+    check_write(victim, "keep", 4);
+    if (symlink(victim, mine) != 0)
+        check_die("symlink");
+    rc = nnc_st_save(path, ts, NT, NULL, 0, err, sizeof err);
+    size_t len;
+    unsigned char *v = check_read(victim, &len);
+    CHECK(rc == -1 && len == 4 && memcmp(v, "keep", 4) == 0,
+          "a link at the temporary name is refused, its target untouched: %s", err);
+    free(v);
+    unlink(mine);
+    unlink(live);
+    unlink(other);
+}
+
 int main(void)
 {
     test_round_trip();
     test_damage();
+    test_meta_crc();
+    test_symlink_save();
+    test_tmp_sweep();
     test_header_validation();
     test_length_field();
     test_save_errors();

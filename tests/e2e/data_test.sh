@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Run-time robustness of training: what happens to the data, the checkpoints and the exit
+# status when something goes wrong (diverged parameters, a full disk, a signal, a bad
+# checkpoint, an unwritable --save destination).  Every case names the behaviour it checks.
+set -u
+nnc=$1; py=${2:-python3}
+dir=$(mktemp -d); trap 'chmod -R u+w "$dir"; rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+pass=0; fail=0
+ok()   { if "$@" >out 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL (status $?): $*"; cat out; fi; }
+bad()  { if "$@" >out 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded): $*"; cat out; else pass=$((pass+1)); fi; }
+has()  { if grep -q -- "$1" out; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat out; fi; }
+check() { if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $*"; fi; }
+
+# A small classifier on CSV data; column 3 of x is 0, so a NaN row 3 of w1 reaches every
+# hidden unit as NaN, which the ReLU can turn into a finite loss.
+"$py" - <<'EOF'
+import random
+random.seed(1)
+with open("d.csv", "w") as f:
+    for i in range(64):
+        x = [round(random.gauss(0, 1), 4) for _ in range(8)]
+        x[3] = 0
+        f.write(",".join(map(str, x)) + ",%d\n" % random.randrange(3))
+EOF
+cat > m.nn <<'EOF'
+input x: f32[B, 8]
+input y: i32[B]
+param w1: f32[8, 16] = normal(0, 0.3)
+param w2: f32[16, 3] = normal(0, 0.3)
+logits = relu(x @ w1) @ w2
+loss = cross_entropy(logits, y)
+train {
+    data x = csv("d.csv", first = 0, count = 8)
+    data y = csv("d.csv", first = 8, count = 1)
+    batch = 8
+    epochs = 2
+    optimizer = sgd(lr = 0.1)
+    minimize loss
+    metric accuracy = accuracy(logits, y)
+}
+EOF
+# nan.st: the model's parameters with row 3 of w1 NaN (written by hand: safetensors is an
+# 8-byte header length, a JSON header and little-endian data)
+"$py" - <<'EOF'
+import json, math, random, struct
+random.seed(2)
+w1 = [math.nan if i // 16 == 3 else random.gauss(0, 0.3) for i in range(8 * 16)]
+w2 = [random.gauss(0, 0.3) for _ in range(16 * 3)]
+data = struct.pack("<%df" % len(w1), *w1) + struct.pack("<%df" % len(w2), *w2)
+hdr = {"w1": {"dtype": "F32", "shape": [8, 16], "data_offsets": [0, 512]},
+       "w2": {"dtype": "F32", "shape": [16, 3], "data_offsets": [512, 704]}}
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open("nan.st", "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+
+# NaN parameters are never saved as the result of a "successful" run
+bad "$nnc" m.nn --quiet --load nan.st --save out.st;  has "parameter 'w1' element 48 is NaN"
+check test ! -e out.st
+ok "$nnc" m.nn --quiet --save good.st
+cp good.st keep.st
+bad "$nnc" m.nn --quiet --load nan.st --save good.st
+check cmp good.st keep.st        # the previous checkpoint is left as it was
+
+# --metrics: a write error (full disk) is an error, not a JSON file cut mid-line and exit 0
+bad "$nnc" m.nn --quiet --metrics /dev/full;          has "/dev/full: cannot write metrics: No space left on device"
+
+# SIGTERM (a scheduler's stop) saves at the end of the step like SIGINT, and exits 143
+rm -f term.st term.jsonl
+"$nnc" m.nn --quiet --epochs 1000000 --save term.st --metrics term.jsonl 2>/dev/null &
+pid=$!
+for i in $(seq 1 1000); do [ -s term.jsonl ] && break; sleep 0.01; done
+kill -TERM "$pid"; wait "$pid"; st=$?
+check test "$st" = 143
+check test -s term.st
+
+# Checkpoint metadata.  meta_edit IN OUT KEY=VALUE... rewrites metadata fields the way a
+# careless (or hostile) tool would: without nnc_meta_crc32, which checks nnc's own writes.
+meta_edit() {
+  "$py" - "$@" <<'EOF'
+import json, struct, sys
+src, dst, edits = sys.argv[1], sys.argv[2], sys.argv[3:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+hdr = json.loads(b[8:8 + n])
+meta = hdr["__metadata__"]
+for e in edits:
+    if "=" in e:
+        k, v = e.split("=", 1)
+        meta[k] = v
+if "--keep-crc" not in edits:
+    meta.pop("nnc_meta_crc32", None)
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(h)) + h + b[8 + n:])
+EOF
+}
+ok "$nnc" m.nn --quiet --epochs 1 --save e1.st
+meta_edit e1.st crc.st nnc_epoch=7 --keep-crc
+bad "$nnc" m.nn --quiet --save crc.st --resume;       has "crc.st: metadata checksum mismatch"
+meta_edit e1.st neg.st nnc_epoch_samples=-5
+bad "$nnc" m.nn --quiet --save neg.st --resume;       has "neg.st: metadata nnc_epoch_samples is '-5', expected an integer in \\[0, "
+meta_edit e1.st huge.st nnc_epoch=99999999999
+bad "$nnc" m.nn --quiet --save huge.st --resume;      has "huge.st: metadata nnc_epoch is '99999999999', expected an integer in \\[0, 1000000000\\]"
+meta_edit e1.st past.st nnc_epoch=1 nnc_epoch_samples=65
+bad "$nnc" m.nn --quiet --save past.st --resume;      has "past.st: metadata nnc_epoch_samples is 65, expected an integer in \\[0, 64\\] (the training set has 64 samples)"
+meta_edit e1.st step.st nnc_step=1x
+bad "$nnc" m.nn --quiet --save step.st --resume;      has "step.st: metadata nnc_step is '1x'"
+# the position is kept in samples: 24 samples into epoch 1 with --batch 16 leaves 40 samples,
+# 3 steps (16 + 16 + 8), then 4 steps for epoch 2
+meta_edit e1.st mid.st nnc_epoch=1 nnc_epoch_samples=24 nnc_step=3
+ok "$nnc" m.nn --save mid.st --resume --batch 16 --metrics mid.jsonl; has "resuming from mid.st: epoch 1, sample 24"
+check test "$(grep -c '"type":"step","epoch":1,' mid.jsonl)" = 3
+check test "$(grep -c '"type":"step","epoch":2,' mid.jsonl)" = 4
+check grep -q '"type":"epoch","epoch":2,"step":10,' mid.jsonl
+
+# --save: an unusable destination is found before training, not after it
+bad "$nnc" m.nn --quiet --save nodir/x.st;           has "save nodir/x.st: cannot create a file in directory 'nodir': No such file or directory (checked before training)"
+mkdir -p sub; bad "$nnc" m.nn --quiet --save sub;    has "save sub: is a directory"
+# ... and when the save fails anyway (here the directory vanishes during the run), the model
+# goes to a rescue file in $TMPDIR, named on stderr, and the status is non-zero
+mkdir -p gone resc; rm -f gone.jsonl
+TMPDIR=$PWD/resc "$nnc" m.nn --quiet --epochs 1000000 --save gone/x.st --metrics gone.jsonl 2>gone.err &
+pid=$!
+for i in $(seq 1 1000); do [ -s gone.jsonl ] && break; sleep 0.01; done
+rm -rf gone; kill -TERM "$pid"; wait "$pid"; st=$?
+check test "$st" != 0
+cp gone.err out; has "the trained model was saved to $PWD/resc/nnc-rescue-$pid.safetensors instead"
+ok "$nnc" m.nn --quiet --load "resc/nnc-rescue-$pid.safetensors" --eval
+# --save through a symbolic link writes the link's target
+mkdir -p real; ln -sf real/t.st link.st
+ok "$nnc" m.nn --quiet --epochs 1 --save link.st
+check test -L link.st
+check test -s real/t.st
+# a temporary file of a killed save (a dead PID, our pattern) is removed by the next save
+sh -c 'exit 0' & dead=$!; wait $dead
+echo junk > "real/t.st.tmp.$dead"; echo keep > real/t.st.tmp.notapid
+ok "$nnc" m.nn --quiet --epochs 1 --save link.st
+check test ! -e "real/t.st.tmp.$dead"
+check test -e real/t.st.tmp.notapid
+
+# The decompressed-data cache (.gz IDX files), in a cache of this test's own
+saved_xdg=${XDG_CACHE_HOME-}; export XDG_CACHE_HOME=$PWD/cache
+mkidx() {  # mkidx FILE ROWS COLS FILL: a u8 IDX file, gzip-stored (the size depends only on the shape)
+  "$py" -c 'import gzip, struct, sys
+f, r, c, v = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+b = bytes([0, 0, 8, 2]) + struct.pack(">II", r, c) + bytes([v]) * (r * c)
+open(f, "wb").write(gzip.compress(b, compresslevel=0, mtime=0))' "$@"
+}
+cat > c.nn <<'EOF'
+input x: f32[N, 3]
+param W: f32[3, 1] = normal(0, 1)
+loss = mean(x @ W)
+train {
+    data x = idx("c.idx.gz")
+    batch = 2
+    epochs = 1
+    minimize loss
+}
+EOF
+ncache() { find cache/nnc/data -name '*.idx' 2>/dev/null | wc -l; }
+mkidx c.idx.gz 4 3 1
+ok "$nnc" c.nn --quiet
+check test "$(ncache)" = 1
+check test "$(stat -c %a cache/nnc/data)" = 700
+# replaced in place by a file of the same size, its mtime put back: the cache must not serve
+# the old data (shape [3, 4] no longer fits x: f32[N, 3])
+touch -r c.idx.gz ref; mkidx new.idx.gz 3 4 2; cp new.idx.gz c.idx.gz; touch -r ref c.idx.gz
+check test "$(stat -c %s new.idx.gz)" = "$(stat -c %s c.idx.gz)"
+bad "$nnc" c.nn --quiet;                              has "each sample has 4 elements"
+# a failed run caches nothing
+rm -rf cache; mkidx c.idx.gz 4 3 1
+sed 's/loss = mean(x @ W)/input y: i32[N]\nloss = mean(x @ W)/; s/data x = idx("c.idx.gz")/&\n    data y = csv("frac_label.csv", first = 2, count = 1)/' c.nn > cf.nn
+printf '0,0,0\n0,0,1.5\n0,0,1\n0,0,1\n' > frac_label.csv
+bad "$nnc" cf.nn --quiet;                             has "input 'y': element 1 (sample 1, element 0) is 1.5"
+check test "$(ncache)" = 0
+# the cache is bounded: NNC_DATA_CACHE_MAX bytes, least recently used evicted first, and data
+# larger than the bound is not cached
+rm -rf cache; mkidx c.idx.gz 4 3 1
+NNC_DATA_CACHE_MAX=30 "$nnc" c.nn --quiet >/dev/null 2>&1
+sed 's/c.idx.gz/d.idx.gz/' c.nn > d.nn; mkidx d.idx.gz 4 3 3
+ok env NNC_DATA_CACHE_MAX=30 "$nnc" d.nn --quiet
+check test "$(ncache)" = 1
+rm -rf cache
+ok env NNC_DATA_CACHE_MAX=10 "$nnc" d.nn --quiet
+check test "$(ncache)" = 0
+export XDG_CACHE_HOME=$saved_xdg
+
+# csv(): a header of numbers is data unless header = true; header = false reads a text line
+# as data (and so fails on it)
+printf '0,1,2\n1,2,3\n4,5,6\n' > nh.csv
+for h in "" ", header = true" ", header = false"; do
+  sed "s|data x = idx(\"c.idx.gz\")|data x = csv(\"nh.csv\"$h)|" c.nn > h.nn
+  ok "$nnc" h.nn --eval
+  if [ "$h" = ", header = true" ]; then has "training data (2 samples)"; else has "training data (3 samples)"; fi
+done
+printf 'a,b,c\n1,2,3\n' > th.csv
+sed 's|data x = idx("c.idx.gz")|data x = csv("th.csv", header = false)|' c.nn > h.nn
+bad "$nnc" h.nn --quiet;                              has "th.csv:1: column 1: expected a number, got 'a'"
+
+# empty data sets are errors, for training and for --eval on the test set
+printf '\0\0\x0d\x02\0\0\0\0\0\0\0\x03' > empty.idx
+mkidx c.idx.gz 4 3 1
+sed 's|data x = idx("c.idx.gz")|&\n    test x = idx("empty.idx")|' c.nn > et.nn
+bad "$nnc" et.nn --eval;                              has "empty.idx: input 'x' has no samples (the test set is empty)"
+bad "$nnc" et.nn --quiet --save et.st;                has "the test set is empty"
+check test ! -e et.st
+
+echo "data: $pass passed, $fail failed"
+[ "$fail" = 0 ]
