@@ -53,6 +53,6 @@ bool cache_put(const Cache *c, const char *name, const void *data, size_t len, m
 /* Reads NAME from the directory without following a symlink; false if missing or not ours. */
 bool cache_read(const Cache *c, const char *name, void **data, size_t *len);
 
-/* The checksum stored beside every entry (64-bit FNV-1a of the bytes, and their count). */
+/* The checksum line stored beside every entry: the byte count and a 64-bit hash of the bytes. */
 void cache_checksum_text(const void *data, size_t len, char out[64]);
 #endif

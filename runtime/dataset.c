@@ -11,50 +11,56 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../codegen/cache.h"
 #include "data.h"
 #include "dataset.h"
 #include "rng.h"
 
 /* Decompressing a .gz IDX file costs a few hundred milliseconds at every start; the bytes it
- * holds are kept, uncompressed, in the cache (keyed by the file's path, size and mtime). */
-static void idx_cache_path(const char *cache_dir, const char *path, char *out, size_t n) {
+ * holds are kept, uncompressed, in the compile cache (codegen/cache.c: our own 0700
+ * directory, no symlinks followed, checksummed), keyed by the file's path, size and mtime.
+ * The entry is an IDX file of u8 samples, named "HASH-data.idx". */
+static bool idx_cache_name(const char *path, char name[64]) {
     struct stat st;
-    out[0] = 0;
-    if (!cache_dir || stat(path, &st) != 0) return;
+    if (stat(path, &st) != 0) return false;
     uint64_t h = hash_fnv1a(path, strlen(path), HASH_FNV_INIT);
     h = hash_fnv1a(&st.st_size, sizeof st.st_size, h);
     h = hash_fnv1a(&st.st_mtime, sizeof st.st_mtime, h);
-    snprintf(out, n, "%s/data/%016llx.idx", cache_dir, (unsigned long long)h);
+    snprintf(name, 64, "%016llx-data.idx", (unsigned long long)h);
+    return true;
 }
 
-static void idx_cache_write(const char *file, const nnc_array *a) {
-    char dir[1100], tmp[1200];
-    snprintf(dir, sizeof dir, "%s", file);
-    char *slash = strrchr(dir, '/');
-    if (!slash) return;
-    *slash = 0;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return;
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", file, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return;
-    unsigned char hdr[4 + 4 * 8] = {0, 0, 0x08, (unsigned char)a->rank};
+static void idx_cache_write(const Cache *c, const char *name, const nnc_array *a) {
+    size_t hlen = (size_t)(4 + 4 * a->rank), n = (size_t)nnc_array_numel(a);
+    unsigned char *buf = xmalloc(hlen + n);
+    unsigned char hdr[4] = {0, 0, 0x08, (unsigned char)a->rank};
+    memcpy(buf, hdr, 4);
     for (int i = 0; i < a->rank; i++)
-        for (int b = 0; b < 4; b++) hdr[4 + 4 * i + b] = (unsigned char)(a->dims[i] >> (24 - 8 * b));
-    bool ok = fwrite(hdr, 1, (size_t)(4 + 4 * a->rank), f) == (size_t)(4 + 4 * a->rank) &&
-              fwrite(a->data, 1, (size_t)nnc_array_numel(a), f) == (size_t)nnc_array_numel(a);
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, file) != 0) unlink(tmp);
+        for (int b = 0; b < 4; b++) buf[4 + 4 * i + b] = (unsigned char)(a->dims[i] >> (24 - 8 * b));
+    memcpy(buf + hlen, a->data, n);
+    cache_put(c, name, buf, hlen + n, 0600);   /* best effort: the next run decompresses again */
+    free(buf);
 }
 
 static bool load_idx_cached(const DataSource *s, const char *cache_dir, nnc_array *a, char *err, size_t n) {
-    char cached[1100];
     size_t len = strlen(s->path);
     bool gz = len > 3 && !strcmp(s->path + len - 3, ".gz");
-    idx_cache_path(gz ? cache_dir : NULL, s->path, cached, sizeof cached);
-    if (cached[0] && access(cached, R_OK) == 0 && nnc_load_idx(cached, a, err, n) == 0) return true;
-    if (nnc_load_idx(s->path, a, err, n) != 0) return false;
-    if (cached[0] && a->dtype == NNC_DT_U8) idx_cache_write(cached, a);
-    return true;
+    char name[64];
+    Cache c = {.dirfd = -1};
+    if (gz && cache_dir && idx_cache_name(s->path, name) && cache_open(&c, cache_dir, err, n) && !c.temporary) {
+        void *data;
+        size_t dlen;
+        bool hit = cache_get(&c, name, &data, &dlen) && nnc_parse_idx(data, dlen, s->path, a, err, n) == 0;
+        free(data);   /* nnc_parse_idx copied what it keeps */
+        if (hit) {
+            cache_close(&c);
+            return true;
+        }
+    }
+    bool ok = nnc_load_idx(s->path, a, err, n) == 0;
+    if (ok && c.dirfd >= 0 && !c.temporary && a->dtype == NNC_DT_U8) idx_cache_write(&c, name, a);
+    cache_close(&c);
+    return ok;
 }
 
 static bool load_source(const DataSource *s, const char *input, uint64_t seed, const char *cache_dir, nnc_array *a,

@@ -160,5 +160,22 @@ for i in $(seq 30); do
 done
 check '[ $crashes = 0 ]' "$crashes of 30 successful autoencoder runs exited non-zero"
 
+# 12. The decompressed-data cache follows the same rules: a corrupted entry is not used.
+python3 - "$dir/img.gz" <<'PY'
+import gzip, struct, sys, random
+r = random.Random(2)
+with gzip.open(sys.argv[1], "wb") as f:
+    f.write(bytes([0, 0, 8, 2]) + struct.pack(">II", 64, 8) + bytes(r.randrange(256) for _ in range(64 * 8)))
+PY
+sed -e "s|data x = randn(64, 8)|data x = idx(\"$dir/img.gz\", scale = 1 / 255)|" "$m" > "$dir/idxm.nn"
+ok env XDG_CACHE_HOME="$dir/c12" "$nnc" "$dir/idxm.nn" --eval; lossd=$(loss)
+d=$(ls "$dir/c12/nnc" | grep -- '-data\.idx$')
+check '[ -n "$d" ] && [ "$(stat -c %a "$dir/c12/nnc/$d")" = 600 ]' "no 0600 data cache entry: '$d'"
+printf '\377\377\377\377\377\377\377\377' | dd of="$dir/c12/nnc/$d" bs=1 seek=40 conv=notrunc 2>/dev/null
+ok env XDG_CACHE_HOME="$dir/c12" "$nnc" "$dir/idxm.nn" --eval
+check '[ -n "$lossd" ] && [ "$(loss)" = "$lossd" ]' "a corrupted data cache entry was used: $(loss) != $lossd"
+ok env XDG_CACHE_HOME="$dir/c2" "$nnc" "$dir/idxm.nn" --eval
+check '[ -z "$(ls -A "$dir/c2/nnc")" ]' "data cached in a world-writable cache"
+
 echo "cache: $pass passed, $fail failed"
 [ "$fail" = 0 ]
