@@ -246,7 +246,7 @@ static bool write_all(int fd, const void *data, size_t len) {
 /* Writes a fresh, never-before-existing temporary file and renames it to `name`; rename
  * replaces a symlink at `name` itself, never the file it points at. */
 static bool publish(const Cache *c, const char *name, const void *data, size_t len, mode_t mode) {
-    static unsigned counter;
+    static _Atomic unsigned counter;   /* unique per thread too: the library may compile in parallel */
     char *tmp = str_dup_printf(".tmp-%ld-%u-%s", (long)getpid(), counter++, name);
     int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     bool ok = fd >= 0;
