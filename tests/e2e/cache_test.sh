@@ -113,6 +113,13 @@ u=nocache_$$_$RANDOM; cp "$m" "$dir/$u.nn"
 mkdir -p /tmp/nnc-nocache 2>/dev/null
 ok "$nnc" "$dir/$u.nn" --quiet --eval --no-cache
 check '[ -z "$(ls /tmp/nnc-nocache 2>/dev/null | grep "$u")" ]' "--no-cache wrote into /tmp/nnc-nocache"
+# whatever name a run left there is what another user would plant a symlink at: the victim
+# it points to must survive the next run
+echo "precious" > "$dir/victim9"
+for f in $(ls /tmp/nnc-nocache 2>/dev/null | grep "$u"); do rm -f "/tmp/nnc-nocache/$f"; ln -s "$dir/victim9" "/tmp/nnc-nocache/$f"; done
+ok "$nnc" "$dir/$u.nn" --quiet --eval --no-cache
+check '[ "$(cat "$dir/victim9")" = precious ]' "--no-cache wrote through a symlink planted in /tmp/nnc-nocache"
+rm -f /tmp/nnc-nocache/*"$u"* 2>/dev/null
 check '[ -z "$(ls -A "$TMPDIR")" ]' "--no-cache left its private directory behind: $(ls -A "$TMPDIR")"
 # a refused cache's private fallback is removed too
 check '[ -z "$(ls -A "$TMPDIR")" ]' "a private fallback directory was left behind"
