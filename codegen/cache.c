@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,19 @@ static bool open_private(Cache *c, char *err, size_t n) {
     return true;
 }
 
+/* Temporary files of writers that died (".tmp-PID-..." whose PID is gone) would stay forever. */
+static void remove_dead_temporaries(int dirfd) {
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) close(fd);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid;
+        if (sscanf(e->d_name, ".tmp-%ld-", &pid) == 1 && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd, e->d_name, 0);
+    }
+    if (d) closedir(d);
+}
+
 bool cache_open(Cache *c, const char *dir, char *err, size_t n) {
     *c = (Cache){.dirfd = -1};
     if (!dir) return open_private(c, err, n);
@@ -129,6 +143,7 @@ bool cache_open(Cache *c, const char *dir, char *err, size_t n) {
     }
     c->dirfd = fd;
     c->dir = str_dup_printf("%s", dir);
+    remove_dead_temporaries(fd);
     return true;
 }
 

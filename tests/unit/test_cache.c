@@ -55,7 +55,8 @@ static void test_refused(void) {
 static void test_entries(void) {
     char err[256];
     Cache c;
-    const char *dir = check_path("entries");
+    char dir[512];   /* check_path's buffers are reused */
+    snprintf(dir, sizeof dir, "%s", check_path("entries"));
     if (!cache_open(&c, dir, err, sizeof err) || c.temporary) check_die("cache_open");
     void *data;
     size_t len;
@@ -87,6 +88,15 @@ static void test_entries(void) {
     struct stat st;
     CHECK(lstat(check_path("entries/k-z.so"), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600,
           "the entry is a regular file, mode 0600 under umask 0");
+    cache_close(&c);
+    /* a dead writer's temporary file is removed at the next open; a live one's is kept */
+    char live[64];
+    snprintf(live, sizeof live, "entries/.tmp-%ld-0-k.so", (long)getpid());
+    check_write(check_path("entries/.tmp-999999999-0-k.so"), "x", 1);
+    check_write(check_path(live), "x", 1);
+    if (!cache_open(&c, dir, err, sizeof err)) check_die("cache_open");
+    CHECK(lstat(check_path("entries/.tmp-999999999-0-k.so"), &st) != 0, "a dead writer's temporary file is removed");
+    CHECK(lstat(check_path(live), &st) == 0, "a live writer's temporary file is kept");
     cache_close(&c);
 }
 
