@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../codegen/cache.h"
 #include "../codegen/codegen.h"
 #include "../include/nnc.h"
 
@@ -77,12 +78,11 @@ nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_option
         nnc_free(c);
         return NULL;
     }
-    const char *home = getenv("HOME");
-    char cache[1024];
-    snprintf(cache, sizeof cache, "%s/.cache/nnc", home && *home ? home : "/tmp");
-    BuildOpts bo = {.f64 = o->f64 != 0, .cc = o->cc, .cache_dir = o->use_cache ? cache : NULL};
+    char *cache = o->use_cache ? cache_default_dir() : NULL;   /* the CLI's choice, too */
+    BuildOpts bo = {.f64 = o->f64 != 0, .cc = o->cc, .cache_dir = cache};
     c->be->render(&c->p, &bo, &c->source);
     c->lm = c->be->load(&c->p, &bo, err, errlen);
+    free(cache);
     if (!c->lm) {
         nnc_free(c);
         return NULL;

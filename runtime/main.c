@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../codegen/cache.h"
 #include "../codegen/cpu/cpu.h"
 #include "check.h"
 #include "train.h"
@@ -232,12 +233,12 @@ static void choose_blas_kernels(void) {
         setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
 }
 
+/* The same choice as the library's (codegen/cache.c); NULL: --no-cache, or no home at all. */
 static const char *cache_dir(Arena *a, bool none) {
-    if (none) return NULL;
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (x && *x) return arena_printf(a, "%s/nnc", x);
-    if (h && *h) return arena_printf(a, "%s/.cache/nnc", h);
-    return "/tmp/nnc-cache";
+    char *d = none ? NULL : cache_default_dir();
+    const char *r = d ? arena_strdup(a, d) : NULL;
+    free(d);
+    return r;
 }
 
 /* After the passes: emit, print stats, build ahead of time, or train. */

@@ -5,6 +5,7 @@
  * libm and a CBLAS (link with -lopenblas -lm); build NAME.c yourself with -fopenmp for
  * threaded elementwise kernels. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,40 +68,64 @@ static void header(const Program *p, const BuildOpts *o, Str *h) {
     str_free(&call);
 }
 
+static char *join(const char *dir, const char *pre, const char *mn, const char *ext) {
+    Str s = {0};
+    str_printf(&s, "%s/%s%s%s", dir, pre, mn, ext);
+    return s.buf;
+}
+
+/* cc [CC words] -O3 ... -c -o opath cpath: CC may be "ccache gcc", like the in-process path. */
+static int compile_object(const BuildOpts *o, const char *opath, const char *cpath, const char *log) {
+    char **cc = cpu_split_words(cpu_cc(o), NULL);
+    static const char *const flags[] = {"-O3", "-std=c11", "-ffp-contract=off", "-fPIC", "-c", "-o"};
+    int k = 0, nflags = (int)(sizeof flags / sizeof *flags);
+    while (cc[k]) k++;
+    char **argv = xcalloc((size_t)(k + nflags + 3), sizeof *argv);
+    for (int i = 0; i < k; i++) argv[i] = cc[i];
+    for (int i = 0; i < nflags; i++) argv[k + i] = (char *)flags[i];
+    argv[k + nflags] = (char *)opath;
+    argv[k + nflags + 1] = (char *)cpath;
+    int rc = k ? cpu_run_tool(argv, log) : -1;
+    free(argv);
+    cpu_words_free(cc);
+    return rc;
+}
+
 bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n) {
     const char *mn = model_c_name(p);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, n, "%s: cannot create: %s", dir, strerror(errno));
         return false;
     }
-    char cpath[1024], hpath[1024], opath[1024], apath[1024], log[1100];
-    snprintf(cpath, sizeof cpath, "%s/%s.c", dir, mn);
-    snprintf(hpath, sizeof hpath, "%s/%s.h", dir, mn);
-    snprintf(opath, sizeof opath, "%s/%s.o", dir, mn);
-    snprintf(apath, sizeof apath, "%s/lib%s.a", dir, mn);
-    snprintf(log, sizeof log, "%s/build.log", dir);
+    /* whole paths, however long: a cut path would name another file */
+    char *cpath = join(dir, "", mn, ".c"), *hpath = join(dir, "", mn, ".h"), *opath = join(dir, "", mn, ".o");
+    char *apath = join(dir, "lib", mn, ".a"), *log = join(dir, "", "build", ".log");
     Str c = {0}, h = {0};
     render_program(p, o, &c);
     header(p, o, &h);
     bool ok = cpu_write_file(cpath, c.buf, err, n) && cpu_write_file(hpath, h.buf, err, n);
     str_free(&c);
     str_free(&h);
-    if (!ok) return false;
-    const char *cc = cpu_cc(o);
-    char *cargv[] = {(char *)cc, "-O3", "-std=c11", "-ffp-contract=off", "-fPIC", "-c", "-o", opath, cpath, NULL};
-    int rc = cpu_run_tool(cargv, log);
-    if (rc != 0) {
+    int rc = ok ? compile_object(o, opath, cpath, log) : 0;
+    if (ok && rc != 0) {
         snprintf(err, n, "compiling %s failed (exit %d); see %s", cpath, rc, log);
-        return false;
+        ok = false;
     }
-    unlink(apath);
-    char *aargv[] = {"ar", "rcs", apath, opath, NULL};
-    rc = cpu_run_tool(aargv, log);
-    if (rc != 0) {
-        snprintf(err, n, "ar failed on %s (exit %d); see %s", apath, rc, log);
-        return false;
+    if (ok) {
+        unlink(apath);
+        char *aargv[] = {"ar", "rcs", apath, opath, NULL};
+        rc = cpu_run_tool(aargv, log);
+        if (rc != 0) snprintf(err, n, "ar failed on %s (exit %d); see %s", apath, rc, log);
+        ok = rc == 0;
     }
-    unlink(opath);
-    unlink(log);
-    return true;
+    if (ok) {
+        unlink(opath);
+        unlink(log);
+    }
+    free(cpath);
+    free(hpath);
+    free(opath);
+    free(apath);
+    free(log);
+    return ok;
 }

@@ -1,10 +1,17 @@
 /* backend_cpu.c - the CPU backend: generated C, compiled by the system compiler, loaded with
- * dlopen, and cached by content.
+ * dlopen, and cached by content (codegen/cache.c).
  *
- * The cache key hashes the generated source, the compiler command, its flags and the
- * compiler binary's identity (path, size, mtime), so a second run of the same model skips the
- * compiler entirely; entries are written to a temporary name and renamed, so concurrent runs
- * never load a half-written library.  The ahead-of-time path (aot.c) writes the same source. */
+ * The cache key hashes the generated source, every word of the compiler command and of
+ * NNC_CFLAGS, and the identity (path, size, mtime) of every word that names a program, so a
+ * second run of the same model skips the compiler entirely.  The compiler only ever writes
+ * into a private mkdtemp directory; the result is then published into the cache with its
+ * checksum (cache_put), and a cached object is loaded only after its checksum matched.
+ *
+ * Model objects are opened with RTLD_NODELETE: the generated code uses OpenMP, and the model
+ * object is often the only one that loaded libgomp; unmapping libgomp at dlclose while its
+ * worker threads still spin crashed successful runs at exit.  Keeping the object (and so
+ * libgomp) mapped until the process ends costs one small mapping per model compiled.
+ * The ahead-of-time path (aot.c) writes the same source. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <spawn.h>
@@ -16,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cache.h"
 #include "../codegen.h"
 #include "cpu.h"
 
@@ -25,22 +33,54 @@ void render_program(const Program *p, const BuildOpts *o, Str *s);
 
 static void cpu_render(const Program *p, const BuildOpts *o, Str *out) { render_program(p, o, out); }
 
-/* Finds an executable on PATH, for the compiler's identity in the cache key. */
-static bool which(const char *cmd, char *out, size_t n) {
+/* Finds an executable on PATH (heap path, or NULL), for the compiler's identity in the key. */
+static char *which(const char *cmd) {
+    Str s = {0};
     if (strchr(cmd, '/')) {
-        snprintf(out, n, "%s", cmd);
-        return access(out, X_OK) == 0;
+        str_puts(&s, cmd);
+        if (access(s.buf, X_OK) == 0) return s.buf;
+        str_free(&s);
+        return NULL;
     }
     const char *path = getenv("PATH");
     if (!path) path = "/usr/bin:/bin";
     while (*path) {
         const char *e = strchr(path, ':');
         size_t len = e ? (size_t)(e - path) : strlen(path);
-        snprintf(out, n, "%.*s/%s", (int)len, path, cmd);
-        if (access(out, X_OK) == 0) return true;
+        str_free(&s);
+        str_printf(&s, "%.*s/%s", (int)len, path, cmd);
+        if (access(s.buf, X_OK) == 0) return s.buf;
         path += len + (e ? 1 : 0);
     }
-    return false;
+    str_free(&s);
+    return NULL;
+}
+
+/* Shell-like word splitting: blanks separate words; '...' keeps everything literally, "..."
+ * keeps blanks, and a backslash outside single quotes takes the next character literally.
+ * No expansions ($VAR, globs, ~).  A NULL-terminated heap vector, any number of words. */
+char **cpu_split_words(const char *s, int *count) {
+    char **w = xcalloc(strlen(s) / 2 + 2, sizeof *w);   /* at most one word per two chars, +1 */
+    int n = 0;
+    for (const char *p = s; *p;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        Str word = {0};
+        str_puts(&word, "");
+        for (char q = 0; *p && (q || (*p != ' ' && *p != '\t' && *p != '\n')); p++) {
+            if (q == '\'' ? *p == '\'' : q == '"' ? *p == '"' : (*p == '\'' || *p == '"')) q = q ? 0 : *p;
+            else if (*p == '\\' && q != '\'' && p[1]) str_putc(&word, *++p);
+            else str_putc(&word, *p);
+        }
+        w[n++] = word.buf;
+    }
+    if (count) *count = n;
+    return w;
+}
+
+void cpu_words_free(char **w) {
+    for (char **p = w; p && *p; p++) free(*p);
+    free(w);
 }
 
 const char *cpu_cc(const BuildOpts *o) {
@@ -67,18 +107,6 @@ int cpu_run_tool(char *const *argv, const char *log) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int mkdirs(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 bool cpu_write_file(const char *path, const char *text, char *err, size_t n) {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -101,116 +129,162 @@ static void tail_log(const char *log, char *err, size_t n) {
     }
 }
 
-static bool compile_so(const char *cc, const char *src, const char *so, char *err, size_t n) {
-    char tmp[1100], log[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", so, (int)getpid());
-    snprintf(log, sizeof log, "%s.log", so);
-    const char *extra = getenv("NNC_CFLAGS");
-    char *argv[48], *words = extra ? xmalloc(strlen(extra) + 1) : NULL;
-    int a = 0;
-    argv[a++] = (char *)cc;
-    argv[a++] = "-O3";
-    argv[a++] = "-march=native";
-    argv[a++] = "-fopenmp";
-    argv[a++] = "-fPIC";
-    argv[a++] = "-shared";
-    argv[a++] = "-std=c11";
-    argv[a++] = "-ffp-contract=off";   /* same rounding with gcc and clang */
-    if (words) {   /* NNC_CFLAGS: whitespace-separated extra flags */
-        strcpy(words, extra);
-        for (char *w = strtok(words, " \t"); w && a < 36; w = strtok(NULL, " \t")) argv[a++] = w;
+static void argv_push(char ***argv, int *n, int *cap, const char *word) {
+    if (*n + 1 >= *cap) {
+        *cap = *cap ? 2 * *cap : 32;
+        *argv = xrealloc(*argv, (size_t)*cap * sizeof **argv);
     }
-    argv[a++] = "-o";
-    argv[a++] = tmp;
-    argv[a++] = (char *)src;
-    argv[a++] = NNC_BLAS_LIB;
-    argv[a++] = "-lm";
-    argv[a] = NULL;
-    int rc = cpu_run_tool(argv, log);
-    free(words);
-    if (rc != 0) {
-        if (rc < 0) snprintf(err, n, "cannot run the C compiler '%s' (set CC to one that exists)", cc);
-        else snprintf(err, n, "the C compiler failed on the generated code (%s), exit %d; its log (%s):", src, rc, log);
-        if (rc > 0) tail_log(log, err, n);
-        unlink(tmp);
-        return false;
-    }
-    unlink(log);
-    if (rename(tmp, so) != 0) {
-        snprintf(err, n, "%s: cannot rename: %s", so, strerror(errno));
-        return false;
-    }
-    return true;
+    (*argv)[(*n)++] = (char *)word;
+    (*argv)[*n] = NULL;
 }
 
-static uint64_t cache_key(const char *src, const char *cc) {
-    uint64_t h = hash_fnv1a(src, strlen(src), HASH_FNV_INIT);
-    char path[1024];
-    struct stat st;
-    h = hash_fnv1a(cc, strlen(cc), h);
-    if (which(cc, path, sizeof path) && stat(path, &st) == 0) {
-        h = hash_fnv1a(path, strlen(path), h);
-        h = hash_fnv1a(&st.st_size, sizeof st.st_size, h);
-        h = hash_fnv1a(&st.st_mtime, sizeof st.st_mtime, h);
+/* The fixed flags; part of the cache key. */
+static const char *const cpu_flags[] = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11",
+                                        "-ffp-contract=off" /* same rounding with gcc and clang */};
+
+/* cc [CC words] FLAGS [NNC_CFLAGS words] -o so src BLAS -lm, with the log in `log`. */
+static bool compile_so(char **cc, char **extra, const char *src, const char *so, const char *log, char *err, size_t n) {
+    char **argv = NULL;
+    int a = 0, cap = 0;
+    for (char **w = cc; *w; w++) argv_push(&argv, &a, &cap, *w);
+    for (size_t i = 0; i < sizeof cpu_flags / sizeof *cpu_flags; i++) argv_push(&argv, &a, &cap, cpu_flags[i]);
+    for (char **w = extra; *w; w++) argv_push(&argv, &a, &cap, *w);
+    const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-lm"};
+    for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) argv_push(&argv, &a, &cap, tail[i]);
+    int rc = cpu_run_tool(argv, log);
+    free(argv);
+    if (rc < 0) snprintf(err, n, "cannot run the C compiler '%s' (set CC to one that exists)", cc[0]);
+    else if (rc > 0) {
+        snprintf(err, n, "the C compiler failed on the generated code, exit %d; its log:", rc);
+        tail_log(log, err, n);
     }
-    const char *extra = getenv("NNC_CFLAGS");
-    if (extra) h = hash_fnv1a(extra, strlen(extra), h);
-    static const char flags[] = "O3 march=native fopenmp shared fp-contract=off " NNC_BLAS_LIB " v1";
-    return hash_fnv1a(flags, sizeof flags, h);
+    return rc == 0;
+}
+
+static uint64_t hash_words(char **w, uint64_t h) {
+    for (; *w; w++) h = hash_fnv1a(*w, strlen(*w) + 1, h);   /* with the NUL: "a b" != "ab" */
+    return hash_fnv1a("|", 1, h);
+}
+
+static uint64_t cache_key(const char *src, char **cc, char **extra) {
+    uint64_t h = hash_fnv1a(src, strlen(src), HASH_FNV_INIT);
+    h = hash_words(cc, h);
+    for (char **w = cc; *w; w++) {   /* "ccache gcc": the identity of both programs */
+        char *path = which(*w);
+        struct stat st;
+        if (path && stat(path, &st) == 0) {
+            h = hash_fnv1a(path, strlen(path), h);
+            h = hash_fnv1a(&st.st_size, sizeof st.st_size, h);
+            h = hash_fnv1a(&st.st_mtime, sizeof st.st_mtime, h);
+        }
+        free(path);
+    }
+    h = hash_words(extra, h);
+    for (size_t i = 0; i < sizeof cpu_flags / sizeof *cpu_flags; i++) h = hash_fnv1a(cpu_flags[i], strlen(cpu_flags[i]) + 1, h);
+    static const char version[] = NNC_BLAS_LIB " v2";
+    return hash_fnv1a(version, sizeof version, h);
+}
+
+/* Compiles src in the private directory b into b/name; publishes a copy into `cache` unless
+ * that is the private directory itself.  Failing to publish is a warning: the run goes on. */
+static bool compile_in(const Cache *b, const Cache *cache, const char *name, const char *src, char **cc, char **extra,
+                       char *err, size_t n) {
+    char *cpath = cache_path(b, "model.c"), *log = cache_path(b, "build.log"), *so = cache_path(b, name);
+    bool ok = cpu_write_file(cpath, src, err, n) && compile_so(cc, extra, cpath, so, log, err, n);
+    void *data = NULL;
+    size_t len;
+    if (ok && b != cache && cache_read(b, name, &data, &len) && !cache_put(cache, name, data, len, 0600))
+        fprintf(stderr, "nnc: warning: %s: cannot write to the cache (%s); continuing without it\n", cache->dir,
+                strerror(errno));
+    free(data);
+    free(cpath);
+    free(log);
+    free(so);
+    return ok;
+}
+
+/* dlopen + the ABI check.  RTLD_NODELETE: see the top of this file. */
+static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *err, size_t n) {
+    lm->handle = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!lm->handle) {
+        snprintf(err, n, "cannot load %s: %s", so, dlerror());
+        return false;
+    }
+    Str sym = {0};
+    str_printf(&sym, "%s_abi", mn);
+    const nnc_model_abi *(*get)(void);
+    *(void **)&get = dlsym(lm->handle, sym.buf);
+    bool ok = get && get()->abi_version == NNC_ABI_VERSION;
+    if (ok) lm->abi = get();
+    else snprintf(err, n, "%s: no %s of this version", so, sym.buf);
+    str_free(&sym);
+    if (!ok) {
+        dlclose(lm->handle);
+        lm->handle = NULL;
+    }
+    if (ok && strlen(so) < sizeof lm->so_path) snprintf(lm->so_path, sizeof lm->so_path, "%s", so);
+    return ok;
+}
+
+/* A verified cache entry, else a fresh build (which also replaces a bad entry). */
+static bool find_or_build(LoadedModel *lm, Cache *cache, const char *name, const char *src, char **cc, char **extra,
+                          const char *mn, char *err, size_t n) {
+    void *data;
+    size_t len;
+    if (!cache->temporary && cache_get(cache, name, &data, &len)) {
+        free(data);
+        char *so = cache_path(cache, name);
+        lm->cache_hit = open_model(lm, so, mn, err, n);
+        free(so);
+        if (lm->cache_hit) return true;
+    }
+    Cache priv = {.dirfd = -1}, *b = cache;
+    if (!cache->temporary) {
+        if (!cache_open(&priv, NULL, err, n)) return false;
+        b = &priv;
+    }
+    char *so = cache_path(b, name);
+    bool ok = compile_in(b, cache, name, src, cc, extra, err, n) && open_model(lm, so, mn, err, n);
+    free(so);
+    cache_close(&priv);   /* the loaded object stays mapped after its file is removed */
+    return ok;
 }
 
 static LoadedModel *cpu_load(const Program *p, const BuildOpts *o, char *err, size_t n) {
     Str src = {0};
     render_program(p, o, &src);
-    const char *cc = cpu_cc(o);
-    const char *mn = model_c_name(p);
+    const char *mn = model_c_name(p), *cflags = getenv("NNC_CFLAGS");
+    char **cc = cpu_split_words(cpu_cc(o), NULL), **extra = cpu_split_words(cflags ? cflags : "", NULL);
     LoadedModel *lm = xcalloc(1, sizeof *lm);
-    char dir[900], cpath[1100];
-    snprintf(dir, sizeof dir, "%s", o->cache_dir ? o->cache_dir : "/tmp/nnc-nocache");
-    if (mkdirs(dir) != 0) {
-        snprintf(err, n, "%s: cannot create the kernel cache directory: %s", dir, strerror(errno));
-        goto fail;
+    Cache cache;
+    bool ok = cc[0] != NULL;
+    if (!ok) snprintf(err, n, "CC names no compiler");
+    ok = ok && cache_open(&cache, o->cache_dir, err, n);
+    if (ok) {
+        /* the hash first; the model name only as a label, cut so the name stays short */
+        Str name = {0};
+        str_printf(&name, "%016llx-%.64s.so", (unsigned long long)cache_key(src.buf, cc, extra), mn);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ok = find_or_build(lm, &cache, name.buf, src.buf, cc, extra, mn, err, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        lm->compile_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        str_free(&name);
+        cache_close(&cache);
     }
-    uint64_t key = cache_key(src.buf, cc);
-    snprintf(lm->so_path, sizeof lm->so_path, "%s/%s-%016llx.so", dir, mn, (unsigned long long)key);
-    snprintf(cpath, sizeof cpath, "%s/%s-%016llx.c", dir, mn, (unsigned long long)key);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (access(lm->so_path, R_OK) == 0 && o->cache_dir) lm->cache_hit = true;
-    else if (!cpu_write_file(cpath, src.buf, err, n) || !compile_so(cc, cpath, lm->so_path, err, n))
-        goto fail;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    lm->compile_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    /* RTLD_NODELETE: unload() must not unmap the module, or the libgomp it pulled in goes with
-     * it while heap blocks libgomp allocated are still referenced only from its globals (LSan
-     * reported every model with an OpenMP construct, e.g. cross_entropy, as leaking). */
-    lm->handle = dlopen(lm->so_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!lm->handle) {
-        snprintf(err, n, "cannot load %s: %s", lm->so_path, dlerror());
-        goto fail;
-    }
-    char sym[300];
-    snprintf(sym, sizeof sym, "%s_abi", mn);
-    const nnc_model_abi *(*get)(void);
-    *(void **)&get = dlsym(lm->handle, sym);
-    if (!get || get()->abi_version != NNC_ABI_VERSION) {
-        snprintf(err, n, "%s: no %s of this version (stale cache? delete %s)", lm->so_path, sym, dir);
-        goto fail;
-    }
-    lm->abi = get();
-    lm->m = lm->abi->create(NULL);
-    if (!lm->m) {
+    if (ok && !(lm->m = lm->abi->create(NULL))) {
         snprintf(err, n, "cannot allocate %zu bytes for the model", lm->abi->param_bytes + lm->abi->state_bytes + lm->abi->act_bytes);
-        goto fail;
+        ok = false;
     }
-    if (!o->cache_dir) unlink(lm->so_path);
+    cpu_words_free(cc);
+    cpu_words_free(extra);
     str_free(&src);
+    if (!ok) {
+        if (lm->handle) dlclose(lm->handle);
+        free(lm);
+        return NULL;
+    }
     return lm;
-fail:
-    if (lm->handle) dlclose(lm->handle);
-    free(lm);
-    str_free(&src);
-    return NULL;
 }
 
 static void cpu_unload(LoadedModel *lm) {

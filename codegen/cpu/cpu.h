@@ -7,6 +7,9 @@
 
 void render_program(const Program *p, const BuildOpts *o, Str *s);
 const char *cpu_cc(const BuildOpts *o);
+/* Shell-like words of CC or NNC_CFLAGS (quotes and backslash; no expansions), NULL-terminated. */
+char **cpu_split_words(const char *s, int *count);
+void cpu_words_free(char **words);
 int cpu_run_tool(char *const *argv, const char *log);
 bool cpu_write_file(const char *path, const char *text, char *err, size_t n);
 bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);

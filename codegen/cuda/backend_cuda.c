@@ -29,6 +29,7 @@
 #include <cuda.h>
 
 #include "../../runtime/rng.h"
+#include "../cache.h"
 #include "cuda_backend.h"
 
 #define GRAPH_SLOTS 4
@@ -680,60 +681,47 @@ static bool check_placement(const Program *p, char *err, size_t n) {
     return true;
 }
 
-static int mkdirs(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *q = buf + 1; *q; q++)
-        if (*q == '/') {
-            *q = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-            *q = '/';
-        }
-    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-static bool write_file(const char *path, const void *data, size_t len) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return false;
-    bool ok = fwrite(data, 1, len, f) == len;
-    ok &= fclose(f) == 0;
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok) unlink(tmp);
-    return ok;
-}
-
-/* The cubin for this source and device: from the cache, or compiled (and cached). */
+/* The cubin for this source and device: a verified cache entry (codegen/cache.c checks the
+ * directory, the entry's owner and its checksum before cuModuleLoadData sees it), or
+ * compiled and published into the cache. */
 static char *get_cubin(const Program *p, const BuildOpts *o, const char *src, const char *arch, LoadedModel *lm,
                        char *err, size_t n) {
-    static const char flags[] = "--std=c++17 -default-device cubin v1";
+    static const char flags[] = "--std=c++17 -default-device cubin v2";
     int ver = cuda_nvrtc_version();
     uint64_t h = hash_fnv1a(src, strlen(src), HASH_FNV_INIT);
     h = hash_fnv1a(arch, strlen(arch), h);
     h = hash_fnv1a(&ver, sizeof ver, h);
     h = hash_fnv1a(flags, sizeof flags, h);
     const char *mn = model_c_name(p);
-    if (o->cache_dir && mkdirs(o->cache_dir) == 0) {
-        snprintf(lm->so_path, sizeof lm->so_path, "%s/%s-%016llx.cubin", o->cache_dir, mn, (unsigned long long)h);
-        size_t len;
-        char *bin = read_file(lm->so_path, &len);
-        if (bin && len > 0) {
-            lm->cache_hit = true;
-            return bin;
-        }
-        free(bin);
-    }
-    char name[300];
-    snprintf(name, sizeof name, "%s.cu", mn);
+    Cache cache = {.dirfd = -1};
+    Str name = {0}, cu = {0};
+    str_printf(&name, "%016llx-%.64s.cubin", (unsigned long long)h, mn);   /* the hash first */
+    str_printf(&cu, "%s.cu", name.buf);
+    char *bin = NULL;
     size_t len = 0;
-    char *bin = cuda_nvrtc_compile(src, name, arch, o->f64, &len, err, n);
-    if (bin && o->cache_dir && lm->so_path[0]) {
-        char cu_path[1100];
-        snprintf(cu_path, sizeof cu_path, "%.1000s.cu", lm->so_path);
-        write_file(cu_path, src, strlen(src));   /* for reading; the cache works without it */
-        if (!write_file(lm->so_path, bin, len)) lm->so_path[0] = 0;
+    if (o->cache_dir && cache_open(&cache, o->cache_dir, err, n) && !cache.temporary &&
+        cache_get(&cache, name.buf, (void **)&bin, &len) && len > 0)
+        lm->cache_hit = true;
+    else {
+        free(bin);
+        char label[300];
+        snprintf(label, sizeof label, "%s.cu", mn);
+        bin = cuda_nvrtc_compile(src, label, arch, o->f64, &len, err, n);
+        if (bin && cache.dirfd >= 0 && !cache.temporary) {
+            cache_put(&cache, cu.buf, src, strlen(src), 0600);   /* for reading; the cache works without it */
+            if (!cache_put(&cache, name.buf, bin, len, 0600))
+                fprintf(stderr, "nnc: warning: %s: cannot write to the cache (%s); continuing without it\n", cache.dir,
+                        strerror(errno));
+        }
     }
+    if (bin && cache.dirfd >= 0 && !cache.temporary) {
+        char *path = cache_path(&cache, name.buf);
+        if (strlen(path) < sizeof lm->so_path) snprintf(lm->so_path, sizeof lm->so_path, "%s", path);
+        free(path);
+    }
+    cache_close(&cache);
+    str_free(&name);
+    str_free(&cu);
     return bin;
 }
 

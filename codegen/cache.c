@@ -1,0 +1,284 @@
+/* cache.c - the compile cache as a security boundary (see cache.h and docs/security.md).
+ *
+ * A cache directory is opened once and checked through its descriptor (fstat: a directory,
+ * owned by us, no group/other write bit), and every entry is then opened relative to that
+ * descriptor with O_NOFOLLOW, so no other user can plant or swap what we load, and a
+ * symbolic link in the cache is never followed.  Entries are written to a fresh O_EXCL name
+ * and renamed into place; a checksum file beside each lets a reader reject a truncated or
+ * corrupted entry.  Concurrent writers of one entry write the same bytes; if they ever pair
+ * an entry with another writer's checksum, readers see a mismatch and rebuild. */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../ir/util.h"
+
+static char *str_dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_dup_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+char *cache_default_dir(void) {
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (x && *x) return str_dup_printf("%s/nnc", x);
+    if (!h || !*h) {
+        const struct passwd *pw = getpwuid(geteuid());
+        h = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : NULL;
+    }
+    return h ? str_dup_printf("%s/.cache/nnc", h) : NULL;
+}
+
+char *cache_path(const Cache *c, const char *name) { return str_dup_printf("%s/%s", c->dir, name); }
+
+/* mkdir -p with mode 0700 for every directory it creates (XDG asks 0700 for ~/.cache). */
+static int mkdirs_private(const char *path) {
+    char *buf = str_dup_printf("%s", path);
+    int rc = 0;
+    for (char *p = buf + 1; *p && rc == 0; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) rc = -1;
+            *p = '/';
+        }
+    if (rc == 0 && mkdir(buf, 0700) != 0 && errno != EEXIST) rc = -1;
+    int saved = errno;
+    free(buf);
+    errno = saved;
+    return rc;
+}
+
+/* Why the directory behind fd must not be trusted, or NULL when it may be. */
+static const char *unsafe_reason(int fd, char *why, size_t n) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return strerror(errno);
+    if (!S_ISDIR(st.st_mode)) return "not a directory";
+    if (st.st_uid != geteuid()) {
+        snprintf(why, n, "owned by uid %u, not by you (uid %u)", (unsigned)st.st_uid, (unsigned)geteuid());
+        return why;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, n, "writable by %s (mode %04o; chmod 700 it)",
+                 st.st_mode & S_IWOTH ? "others" : "group", (unsigned)(st.st_mode & 07777));
+        return why;
+    }
+    if (faccessat(fd, ".", W_OK, AT_EACCESS) != 0) return "not writable";
+    return NULL;
+}
+
+/* Once per directory and process: the CPU code, cubins and data all ask for the cache. */
+static void warn_fallback(const char *dir, const char *why) {
+    static char *warned;
+    if (warned && !strcmp(warned, dir)) return;
+    free(warned);
+    warned = str_dup_printf("%s", dir);
+    fprintf(stderr, "nnc: warning: not using the cache directory %s: %s; compiling in a private "
+                    "temporary directory instead\n", dir, why);
+}
+
+static bool open_private(Cache *c, char *err, size_t n) {
+    const char *tmp = getenv("TMPDIR");
+    char *templ = str_dup_printf("%s/nnc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(templ)) {   /* mkdtemp makes it 0700 and fails rather than reuse a name */
+        snprintf(err, n, "%s: cannot create a private temporary directory: %s", templ, strerror(errno));
+        free(templ);
+        return false;
+    }
+    c->dirfd = open(templ, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (c->dirfd < 0) {
+        snprintf(err, n, "%s: cannot open: %s", templ, strerror(errno));
+        rmdir(templ);
+        free(templ);
+        return false;
+    }
+    c->dir = templ;
+    c->temporary = true;
+    return true;
+}
+
+/* Temporary files of writers that died (".tmp-PID-..." whose PID is gone) would stay forever. */
+static void remove_dead_temporaries(int dirfd) {
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) close(fd);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid;
+        if (sscanf(e->d_name, ".tmp-%ld-", &pid) == 1 && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd, e->d_name, 0);
+    }
+    if (d) closedir(d);
+}
+
+bool cache_open(Cache *c, const char *dir, char *err, size_t n) {
+    *c = (Cache){.dirfd = -1};
+    if (!dir) return open_private(c, err, n);
+    char why[160];
+    const char *reason = NULL;
+    int fd = -1;
+    if (mkdirs_private(dir) != 0) reason = strerror(errno);
+    else if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) reason = strerror(errno);
+    else reason = unsafe_reason(fd, why, sizeof why);
+    if (reason) {
+        warn_fallback(dir, reason);
+        if (fd >= 0) close(fd);
+        return open_private(c, err, n);
+    }
+    c->dirfd = fd;
+    c->dir = str_dup_printf("%s", dir);
+    remove_dead_temporaries(fd);
+    return true;
+}
+
+/* Empties and removes a private directory: only this process has written there. */
+static void remove_private(Cache *c) {
+    int fd = dup(c->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) close(fd);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(c->dirfd, e->d_name, 0);
+    if (d) closedir(d);
+    rmdir(c->dir);
+}
+
+void cache_close(Cache *c) {
+    if (c->dirfd < 0) return;
+    if (c->temporary) remove_private(c);
+    close(c->dirfd);
+    free(c->dir);
+    *c = (Cache){.dirfd = -1};
+}
+
+bool cache_read(const Cache *c, const char *name, void **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+    size_t size = ok ? (size_t)st.st_size : 0, got = 0;
+    char *buf = ok ? xmalloc(size + 1) : NULL;
+    while (ok && got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) ok = false;
+        else got += (size_t)r;
+    }
+    close(fd);
+    if (!ok) {
+        free(buf);
+        return false;
+    }
+    buf[size] = 0;
+    *data = buf;
+    *len = size;
+    return true;
+}
+
+static uint64_t sum_round(uint64_t h, uint64_t w) {
+    h ^= w * 0x9e3779b97f4a7c15ULL;
+    h = h << 31 | h >> 33;
+    return h * 0xc2b2ae3d27d4eb4fULL;
+}
+
+/* A checksum against accidents (truncation, torn or flipped bytes), not attacks: four
+ * independent lanes of 64-bit words, so it runs at memory speed on cached data sets, where a
+ * byte-serial hash (FNV-1a) took ~8 ns per byte; then the tail, the length and a final mix. */
+static uint64_t checksum(const void *data, size_t len) {
+    const unsigned char *p = data;
+    uint64_t lane[4] = {1, 2, 3, 4}, w;
+    size_t i = 0;
+    for (; i + 32 <= len; i += 32)
+        for (int k = 0; k < 4; k++) {
+            memcpy(&w, p + i + 8 * k, 8);
+            lane[k] = sum_round(lane[k], w);
+        }
+    uint64_t h = lane[0] ^ (lane[1] << 1 | lane[1] >> 63) ^ (lane[2] << 7 | lane[2] >> 57) ^ (lane[3] << 13 | lane[3] >> 51);
+    for (; i < len; i++) h = sum_round(h, p[i]);
+    h = sum_round(h, (uint64_t)len);
+    h ^= h >> 33;   /* murmur3's finalizer: every input bit reaches every output bit */
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+void cache_checksum_text(const void *data, size_t len, char out[64]) {
+    snprintf(out, 64, "nnc-sum2 %zu %016" PRIx64 "\n", len, checksum(data, len));
+}
+
+bool cache_get(const Cache *c, const char *name, void **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    void *sum;
+    size_t sum_len;
+    char *sum_name = str_dup_printf("%s.sum", name);
+    bool ok = cache_read(c, sum_name, &sum, &sum_len);
+    free(sum_name);
+    if (!ok) return false;
+    ok = cache_read(c, name, data, len);
+    if (ok) {
+        char want[64];
+        cache_checksum_text(*data, *len, want);
+        ok = sum_len == strlen(want) && !memcmp(sum, want, sum_len);
+        if (!ok) {
+            free(*data);
+            *data = NULL;
+        }
+    }
+    free(sum);
+    return ok;
+}
+
+static bool write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        len -= (size_t)w;
+    }
+    return true;
+}
+
+/* Writes a fresh, never-before-existing temporary file and renames it to `name`; rename
+ * replaces a symlink at `name` itself, never the file it points at. */
+static bool publish(const Cache *c, const char *name, const void *data, size_t len, mode_t mode) {
+    static _Atomic unsigned counter;   /* unique per thread too: the library may compile in parallel */
+    char *tmp = str_dup_printf(".tmp-%ld-%u-%s", (long)getpid(), counter++, name);
+    int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool ok = fd >= 0;
+    ok = ok && fchmod(fd, mode) == 0;   /* the mode asked for, whatever the umask */
+    ok = ok && write_all(fd, data, len);
+    if (fd >= 0) ok &= close(fd) == 0;
+    ok = ok && renameat(c->dirfd, tmp, c->dirfd, name) == 0;
+    if (!ok && fd >= 0) unlinkat(c->dirfd, tmp, 0);
+    free(tmp);
+    return ok;
+}
+
+bool cache_put(const Cache *c, const char *name, const void *data, size_t len, mode_t mode) {
+    char sum[64];
+    cache_checksum_text(data, len, sum);
+    char *sum_name = str_dup_printf("%s.sum", name);
+    bool ok = publish(c, name, data, len, mode) && publish(c, sum_name, sum, strlen(sum), 0600);
+    free(sum_name);
+    return ok;
+}

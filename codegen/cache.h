@@ -1,0 +1,58 @@
+/* cache.h - the on-disk cache of compiled code (CPU shared objects, CUDA cubins, decompressed
+ * data), and the private temporary directory used when there is no cache.
+ *
+ *   char *dir = cache_default_dir();          // $XDG_CACHE_HOME/nnc, ~/.cache/nnc or NULL
+ *   Cache c;
+ *   if (!cache_open(&c, dir, err, n)) ...     // dir refused or NULL: a private mkdtemp dir
+ *   void *data; size_t len;
+ *   if (!cache_get(&c, "0123abcd-mlp.so", &data, &len)) {
+ *       ... build it ...
+ *       cache_put(&c, "0123abcd-mlp.so", bytes, nbytes, 0644);
+ *   }
+ *   cache_close(&c);                          // removes the private directory, if any
+ *
+ * What is trusted: only a directory that is the user's own and not writable by group or
+ * others (as ssh treats ~/.ssh); anything else gets a warning and the private fallback.  Every
+ * entry NAME has a checksum file NAME.sum written by the same process; an entry is used only
+ * when both agree, so a truncated or corrupted file is rebuilt, never loaded.  Files are
+ * created with O_EXCL | O_NOFOLLOW and explicit modes under a temporary name and published by
+ * rename(2), so readers see whole files, and a symbolic link planted in the cache is replaced,
+ * never followed.  See docs/security.md. */
+#ifndef NNC_CACHE_H
+#define NNC_CACHE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct {
+    int dirfd;          /* the verified directory; every entry is opened relative to it */
+    char *dir;          /* its path (heap), for messages and dlopen */
+    bool temporary;     /* a private mkdtemp directory, emptied and removed by cache_close */
+} Cache;
+
+/* The user's cache directory: $XDG_CACHE_HOME/nnc, else $HOME/.cache/nnc, else the home
+ * directory from the password database; NULL when there is none (heap string). */
+char *cache_default_dir(void);
+
+/* Opens `dir` (created 0700 with its parents) as the cache.  When dir is NULL, cannot be
+ * created or written, or is not safe, opens a private temporary directory instead, printing
+ * a warning that says why for the last two.  False (err filled) only if that fails too. */
+bool cache_open(Cache *c, const char *dir, char *err, size_t n);
+void cache_close(Cache *c);
+
+/* "DIR/NAME" (heap). */
+char *cache_path(const Cache *c, const char *name);
+
+/* Reads entry NAME into *data (heap, NUL-terminated) if it is a regular file of ours whose
+ * checksum matches NAME.sum; false otherwise (missing, corrupted, truncated, a symlink). */
+bool cache_get(const Cache *c, const char *name, void **data, size_t *len);
+
+/* Publishes NAME (with mode `mode`, whatever the umask) and its checksum, atomically. */
+bool cache_put(const Cache *c, const char *name, const void *data, size_t len, mode_t mode);
+
+/* Reads NAME from the directory without following a symlink; false if missing or not ours. */
+bool cache_read(const Cache *c, const char *name, void **data, size_t *len);
+
+/* The checksum line stored beside every entry: the byte count and a 64-bit hash of the bytes. */
+void cache_checksum_text(const void *data, size_t len, char out[64]);
+#endif

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The compile cache as a security boundary (docs/security.md): unsafe cache directories are
+# refused with a warning and a private fallback, planted symlinks are replaced and never
+# followed, truncated or corrupted objects are rebuilt, long cache paths never load stale
+# code, concurrent cold compiles all succeed, --no-cache never touches a shared /tmp path,
+# CC / NNC_CFLAGS are split into words, and a successful run always exits 0.
+set -u
+nnc=$1; here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d); trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
+export TMPDIR=$dir/tmp; mkdir -p "$TMPDIR"
+pass=0; fail=0
+ok()   { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL (status $?): $*"; cat "$dir/out"; fi; }
+bad()  { if "$@" >"$dir/out" 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded): $*"; cat "$dir/out"; else pass=$((pass+1)); fi; }
+has()  { if grep -q -- "$1" "$dir/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat "$dir/out"; fi; }
+check(){ if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+
+# A small model whose generated code depends on one word (the activation), so an edited
+# model must give a different loss.
+model() {   # model FILE ACTIVATION
+    cat > "$1" <<NN
+input x: f32[B, 8]
+input y: f32[B, 1]
+param w: f32[8, 1] = normal(0, 1)
+loss = mse_loss($2(x @ w), y)
+train {
+    data x = randn(64, 8)
+    data y = randn(64, 1)
+    batch = 16
+    epochs = 1
+    optimizer = sgd(lr = 0.1)
+    minimize loss
+    seed = 3
+}
+NN
+}
+m=$dir/cachem.nn; model "$m" sigmoid
+run() { XDG_CACHE_HOME=$1 "$nnc" "$m" --eval; }
+loss() { grep "loss" "$dir/out"; }
+entry() { ls "$1/nnc" | grep '\.so$' | head -1; }
+
+# 1. A fresh cache: created 0700 even with umask 0, entries 0600, named hash-first.
+ok bash -c "umask 0; XDG_CACHE_HOME='$dir/c1' '$nnc' '$m' --quiet --eval"
+check '[ "$(stat -c %a "$dir/c1/nnc")" = 700 ]' "cache directory not 0700: $(stat -c %a "$dir/c1/nnc" 2>&1)"
+so=$(entry "$dir/c1")
+check '[[ "$so" =~ ^[0-9a-f]{16}-cachem\.so$ ]]' "entry name '$so' does not start with the hash"
+check '[ "$(stat -c %a "$dir/c1/nnc/$so")" = 600 ]' "entry not 0600"
+cp "$dir/c1/nnc/$so" "$dir/good.so"
+ok run "$dir/c1"; loss1=$(loss)
+check '[ -n "$loss1" ]' "no loss printed"
+
+# 2. A cache directory writable by others is refused; nothing is written into it.
+mkdir -p "$dir/c2/nnc"; chmod 777 "$dir/c2/nnc"
+ok run "$dir/c2"; has "writable by others"; has "private temporary directory"
+check '[ -z "$(ls -A "$dir/c2/nnc")" ]' "files written into a world-writable cache"
+# 3. A cache directory owned by someone else is refused.
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    mkdir -p "$dir/c3/nnc"; chmod 700 "$dir/c3/nnc"; chown nobody "$dir/c3/nnc"
+    ok run "$dir/c3"; has "not by you"
+    check '[ -z "$(ls -A "$dir/c3/nnc")" ]' "files written into someone else's cache"
+else
+    echo "skip: a cache directory owned by another user needs root (chown nobody)"
+fi
+# 4. An unusable cache directory (cannot be created; read-only) falls back, with a warning.
+ok run /proc/self/no-such-dir; has "warning: not using the cache directory"
+if [ "$(id -u)" != 0 ]; then
+    mkdir -p "$dir/c4/nnc"; chmod 500 "$dir/c4/nnc"
+    ok run "$dir/c4"; has "not writable"
+else
+    echo "skip: a read-only cache directory is writable for root"
+fi
+
+# 5. A symlink planted in place of the entry and its checksum: the victim stays untouched.
+mkdir -p "$dir/c5/nnc"; chmod 700 "$dir/c5/nnc"
+echo "precious" > "$dir/victim"; cp "$dir/victim" "$dir/victim.orig"
+ln -s "$dir/victim" "$dir/c5/nnc/$so"; ln -s "$dir/victim" "$dir/c5/nnc/$so.sum"
+ok run "$dir/c5"
+check 'cmp -s "$dir/victim" "$dir/victim.orig"' "the symlink's target was written"
+check '[ ! -L "$dir/c5/nnc/$so" ] && cmp -s "$dir/c5/nnc/$so" "$dir/good.so"' "the symlink was not replaced by the object"
+# a symlink to a valid object with a valid checksum is not followed either: rebuilt
+rm "$dir/c5/nnc/$so"; ln -s "$dir/good.so" "$dir/c5/nnc/$so"
+ok run "$dir/c5"
+check '[ ! -L "$dir/c5/nnc/$so" ]' "a symlinked entry was used"
+
+# 6. A truncated object is rebuilt (no SIGBUS), and so is a corrupted one.
+head -c 4096 "$dir/good.so" > "$dir/c1/nnc/$so"
+ok run "$dir/c1"; check '[ "$(loss)" = "$loss1" ]' "wrong output after a truncated object"
+check 'cmp -s "$dir/c1/nnc/$so" "$dir/good.so"' "the truncated object was not rebuilt"
+printf 'XXXXXXXXXXXXXXXX' | dd of="$dir/c1/nnc/$so" bs=1 seek=2000 conv=notrunc 2>/dev/null
+ok run "$dir/c1"; check 'cmp -s "$dir/c1/nnc/$so" "$dir/good.so"' "the corrupted object was not rebuilt"
+
+# 7. A cache path of about 1 KB (a long directory and a long model name): an edited model
+# runs its new code, never the old.
+long=$dir; for i in 1 2 3 4; do long=$long/$(printf 'd%.0s' $(seq 200)); done
+m7=$dir/$(printf 'm%.0s' $(seq 200)).nn
+run7() { XDG_CACHE_HOME=$long "$nnc" "$m7" --eval; }
+model "$m7" sigmoid; ok "$nnc" "$m7" --eval --no-cache; loss7a=$(loss)
+model "$m7" tanh;    ok "$nnc" "$m7" --eval --no-cache; loss7b=$(loss)
+check '[ -n "$loss7a" ] && [ "$loss7a" != "$loss7b" ]' "the edit did not change the loss (test is void)"
+model "$m7" sigmoid; ok run7; check '[ "$(loss)" = "$loss7a" ]' "wrong output with a long cache path"
+model "$m7" tanh;    ok run7; check '[ "$(loss)" = "$loss7b" ]' "stale code under a long cache path: $(loss) != $loss7b"
+check '[ $(find "$long" -name "*.so" | wc -l) = 2 ]' "the long cache path was not used"
+
+# 8. Concurrent cold compiles of one new model all succeed.
+pids=()
+for i in $(seq 16); do XDG_CACHE_HOME=$dir/c8 "$nnc" "$m" --eval >"$dir/par$i" 2>&1 & pids+=($!); done
+nfail=0; for p in "${pids[@]}"; do wait "$p" || nfail=$((nfail+1)); done
+check '[ $nfail = 0 ]' "$nfail of 16 concurrent cold compiles failed: $(cat "$dir"/par* | grep -v loss | head -3)"
+check '[ $(cat "$dir"/par* | sort -u | wc -l) = 1 ]' "concurrent compiles disagree"
+check '[ -z "$(ls -A "$dir/c8/nnc" | grep "^\.tmp")" ]' "temporary files left in the cache"
+
+# 9. --no-cache builds in a private directory: nothing in /tmp/nnc-nocache, nothing left behind.
+u=nocache_$$_$RANDOM; cp "$m" "$dir/$u.nn"
+mkdir -p /tmp/nnc-nocache 2>/dev/null
+ok "$nnc" "$dir/$u.nn" --quiet --eval --no-cache
+check '[ -z "$(ls /tmp/nnc-nocache 2>/dev/null | grep "$u")" ]' "--no-cache wrote into /tmp/nnc-nocache"
+# whatever name a run left there is what another user would plant a symlink at: the victim
+# it points to must survive the next run
+echo "precious" > "$dir/victim9"
+for f in $(ls /tmp/nnc-nocache 2>/dev/null | grep "$u"); do rm -f "/tmp/nnc-nocache/$f"; ln -s "$dir/victim9" "/tmp/nnc-nocache/$f"; done
+ok "$nnc" "$dir/$u.nn" --quiet --eval --no-cache
+check '[ "$(cat "$dir/victim9")" = precious ]' "--no-cache wrote through a symlink planted in /tmp/nnc-nocache"
+rm -f /tmp/nnc-nocache/*"$u"* 2>/dev/null
+check '[ -z "$(ls -A "$TMPDIR")" ]' "--no-cache left its private directory behind: $(ls -A "$TMPDIR")"
+# a refused cache's private fallback is removed too
+check '[ -z "$(ls -A "$TMPDIR")" ]' "a private fallback directory was left behind"
+
+# 10. CC and NNC_CFLAGS are split into words, with no limit on their number.
+ok env CC="env cc" XDG_CACHE_HOME="$dir/c10" "$nnc" "$m" --quiet --eval
+ok env CC="env cc" "$nnc" "$m" -o "$dir/aot"; check '[ -f "$dir/aot/libcachem.a" ]' "CC=\"env cc\" -o built no library"
+flags=$(printf -- '-DNNC_UNUSED_%d ' $(seq 30))
+bad env NNC_CFLAGS="$flags --no-such-flag-31" XDG_CACHE_HOME="$dir/c10" "$nnc" "$m" --quiet --eval; has "no-such-flag-31"
+ok env NNC_CFLAGS="-DNNC_QA='1 + 2' \"-DNNC_QB=x y\" -DNNC_QC=a\\ b" XDG_CACHE_HOME="$dir/c10" "$nnc" "$m" --quiet --eval
+
+# 11. A successful run exits 0: the model object loads libgomp, and its threads outlive
+# main(); unmapping it at exit crashed about one run in five.
+python3 - "$dir/ae.npy" <<'PY'
+import struct, sys, random
+rows, cols = 256, 784
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+r = random.Random(1)
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+    f.write(struct.pack("<%df" % (rows * cols), *[r.random() for _ in range(rows * cols)]))
+PY
+cat > "$dir/ae.nn" <<NN
+block Linear(n_in, n_out) {
+    param weight: f32[n_out, n_in] = kaiming_uniform(a = sqrt(5))
+    param bias:   f32[n_out]       = uniform(-1 / sqrt(n_in), 1 / sqrt(n_in))
+    forward(x) = x @ transpose(weight) + bias
+}
+input x: f32[B, 784]
+enc = Linear(784, 64)
+dec = Linear(64, 784)
+loss = mse_loss(sigmoid(dec(relu(enc(x)))), x)
+train {
+    data x = npy("$dir/ae.npy")
+    batch = 32
+    epochs = 1
+    optimizer = adam(lr = 0.001)
+    minimize loss
+}
+NN
+crashes=0
+for i in $(seq 30); do
+    OPENBLAS_NUM_THREADS=1 XDG_CACHE_HOME=$dir/c11 "$nnc" "$dir/ae.nn" --quiet >/dev/null 2>&1 || crashes=$((crashes+1))
+done
+check '[ $crashes = 0 ]' "$crashes of 30 successful autoencoder runs exited non-zero"
+
+# 12. The decompressed-data cache follows the same rules: a corrupted entry is not used.
+python3 - "$dir/img.gz" <<'PY'
+import gzip, struct, sys, random
+r = random.Random(2)
+with gzip.open(sys.argv[1], "wb") as f:
+    f.write(bytes([0, 0, 8, 2]) + struct.pack(">II", 64, 8) + bytes(r.randrange(256) for _ in range(64 * 8)))
+PY
+sed -e "s|data x = randn(64, 8)|data x = idx(\"$dir/img.gz\", scale = 1 / 255)|" "$m" > "$dir/idxm.nn"
+ok env XDG_CACHE_HOME="$dir/c12" "$nnc" "$dir/idxm.nn" --eval; lossd=$(loss)
+d=$(ls "$dir/c12/nnc" | grep -- '-data\.idx$')
+check '[ -n "$d" ] && [ "$(stat -c %a "$dir/c12/nnc/$d")" = 600 ]' "no 0600 data cache entry: '$d'"
+printf '\377\377\377\377\377\377\377\377' | dd of="$dir/c12/nnc/$d" bs=1 seek=40 conv=notrunc 2>/dev/null
+ok env XDG_CACHE_HOME="$dir/c12" "$nnc" "$dir/idxm.nn" --eval
+check '[ -n "$lossd" ] && [ "$(loss)" = "$lossd" ]' "a corrupted data cache entry was used: $(loss) != $lossd"
+ok env XDG_CACHE_HOME="$dir/c2" "$nnc" "$dir/idxm.nn" --eval
+check '[ -z "$(ls -A "$dir/c2/nnc")" ]' "data cached in a world-writable cache"
+
+echo "cache: $pass passed, $fail failed"
+[ "$fail" = 0 ]
