@@ -8,10 +8,11 @@ same infinities with the same sign, and the finite values within RTOL/ATOL.
 Each case is a tiny .nn model whose parameters p (and q) hold NaN, +-Inf, zeros and finite
 values, and whose loss is sum(f(p) * d) with a finite d, so that the gradient of p is
 dy = d through f's backward.  The forward outputs come from NNC_ENTRY_EVAL, the gradients
-("grad.p", ...) from NNC_ENTRY_GRAD, of one compile through tests/numeric/run_model, fused and
-unfused.
+("grad.p", ...) from NNC_ENTRY_GRAD.  All cases go into one model (each with its own renamed
+parameters and outputs, the loss their sum), run through tests/numeric/run_model fused and
+unfused: two compiles in all, fast enough for the sanitizer build.
 
-    test_nan_torch.py --run-model PATH [--cuda] [-k SUBSTRING] [-v]
+    test_nan_torch.py --run-model PATH [--cuda] [-k SUBSTRING]
 
 --cuda runs the models on the CUDA target (the same expressions from codegen/expr.c, its own
 reduction and row kernels); it exits 77 (skipped) where run_model finds no CUDA target or device.
@@ -126,13 +127,34 @@ def torch_ref(fwd, loss_fn):
     return want
 
 
+def rename(body, i):
+    """A case's statement text with its names made its own (p -> p3, r -> r3, loss -> l3), so
+    that every case lives in one model: one compile per mode instead of one per case."""
+    body = re.sub(r"\bloss\b", "l%d" % i, body)
+    return re.sub(r"\b([pqdrs])\b", lambda m: "%s%d" % (m.group(1), i), body)
+
+
 def used_params(body):
     """The parameters a case mentions (nnc rejects a parameter the loss does not use)."""
     return [n for n in "pqd" if re.search(r"\b%s\b" % n, body)]
 
 
-def run(run_model, d, entry, fused, params, cuda):
-    cmd = [run_model, os.path.join(d, "m.nn"), d, "--entry", entry, "--load-params",
+def combined_model(cases):
+    """The cases' statements, parameters declared in the order --load-params fills them, and a
+    loss that sums the cases' losses (each depends on its own parameters only)."""
+    decl, body, params = [], [], []
+    for i, (_, src, _, _) in enumerate(cases):
+        for n in used_params(src):
+            decl.append("param %s%d: f32[%d, %d] = zeros()" % (n, i, R, C))
+            params.append(n)
+        body.append(rename(src, i))
+    loss = "loss = " + " + ".join("l%d" % i for i in range(len(cases)))
+    src = "\n".join(decl) + "\ninput y: i32[%d]\n" % R + "\n".join(body) + "\n" + loss + TRAIN
+    return src, params
+
+
+def run(run_model, d, fused, params, cuda):
+    cmd = [run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params",
            ",".join(os.path.join(d, n + ".npy") for n in params)]
     if not fused:
         cmd.append("--no-fuse")
@@ -169,29 +191,28 @@ def main():
     ap.add_argument("--run-model", required=True)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("-k", default="")
-    ap.add_argument("-v", action="store_true")
     a = ap.parse_args()
+    cases = [c for c in CASES if a.k in c[0]]
+    src, params = combined_model(cases)
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for name, body, fwd, loss_fn in CASES:
-            if a.k not in name:
+        for fused in (True, False):
+            mode = "fused" if fused else "unfused"
+            d = os.path.join(tmp, mode)
+            os.makedirs(d)
+            with open(os.path.join(d, "m.nn"), "w") as f:
+                f.write(src)
+            for n, v in (("p", P), ("q", Q), ("d", D), ("y", LABELS)):
+                np.save(os.path.join(d, n + ".npy"), v)
+            got, err = run(a.run_model, d, fused, params, a.cuda)
+            if got is None:
+                print("FAIL %s: run_model failed:\n%s" % (mode, err))
+                failed += len(cases)
                 continue
-            want = torch_ref(fwd, loss_fn)
-            for fused in (True, False):
-                mode = "fused" if fused else "unfused"
-                d = os.path.join(tmp, "%s_%s" % (name, mode))
-                os.makedirs(d)
-                with open(os.path.join(d, "m.nn"), "w") as f:
-                    decl = "".join("param %s: f32[%d, %d] = zeros()\n" % (n, R, C) for n in used_params(body))
-                    f.write(decl + "input y: i32[%d]\n" % R + body + TRAIN)
-                for n, v in (("p", P), ("q", Q), ("d", D), ("y", LABELS)):
-                    np.save(os.path.join(d, n + ".npy"), v)
+            for i, (name, _, fwd, loss_fn) in enumerate(cases):
                 errs, checked = [], 0
-                got, err = run(a.run_model, d, "eval,grad", fused, used_params(body), a.cuda)
-                if got is None:
-                    errs.append("run_model failed:\n%s" % err)
-                    got = {}
-                for k, w in want.items():
+                for k, w in torch_ref(fwd, loss_fn).items():
+                    k = rename(k, i) if not k.startswith("grad.") else "grad." + rename(k[5:], i)
                     if k in got:
                         checked += 1
                         e = compare(k, got[k], w)
