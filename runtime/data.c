@@ -851,8 +851,18 @@ static int npy_header_parse(const uint8_t *b, size_t len, const char *name, npy_
     return 0;
 }
 
+static int parse_npy(const void *buf, size_t len, const char *name, nnc_array *out, int finite,
+                     char *err, size_t errlen);
+
 int nnc_parse_npy(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
                   size_t errlen)
+{
+    return parse_npy(buf, len, name, out, 1, err, errlen);
+}
+
+/* finite: refuse NaN and Inf (training data); 0 reads the values as they are. */
+static int parse_npy(const void *buf, size_t len, const char *name, nnc_array *out, int finite,
+                     char *err, size_t errlen)
 {
     const uint8_t *b = buf;
     npy_header h;
@@ -879,14 +889,14 @@ int nnc_parse_npy(const void *buf, size_t len, const char *name, nnc_array *out,
     if (array_alloc(out, t, h.rank, h.dims, bytes, name, err, errlen) != 0)
         return -1;
     elems_copy(out->data, b + off, bytes / esize, esize, 0);
-    if (array_finite_check(out, name, off, err, errlen) != 0) {
+    if (finite && array_finite_check(out, name, off, err, errlen) != 0) {
         nnc_array_free(out);
         return -1;
     }
     return 0;
 }
 
-int nnc_load_npy(const char *path, nnc_array *out, char *err, size_t errlen)
+static int load_npy(const char *path, nnc_array *out, int finite, char *err, size_t errlen)
 {
     uint8_t *buf;
     size_t len;
@@ -894,9 +904,19 @@ int nnc_load_npy(const char *path, nnc_array *out, char *err, size_t errlen)
     array_clear(out);
     if (file_read_all(path, &buf, &len, err, errlen) != 0)
         return -1;
-    rc = nnc_parse_npy(buf, len, path, out, err, errlen);
+    rc = parse_npy(buf, len, path, out, finite, err, errlen);
     free(buf);
     return rc;
+}
+
+int nnc_load_npy(const char *path, nnc_array *out, char *err, size_t errlen)
+{
+    return load_npy(path, out, 1, err, errlen);
+}
+
+int nnc_load_npy_values(const char *path, nnc_array *out, char *err, size_t errlen)
+{
+    return load_npy(path, out, 0, err, errlen);
 }
 
 /* ---- CSV ------------------------------------------------------------------ */

@@ -63,6 +63,8 @@ typedef struct {
  * to more than 4 GiB is refused). */
 int nnc_load_idx(const char *path, nnc_array *out, char *err, size_t errlen);
 int nnc_load_npy(const char *path, nnc_array *out, char *err, size_t errlen);
+/* The same, with NaN and Inf read as they are (not training data: test tools feed them). */
+int nnc_load_npy_values(const char *path, nnc_array *out, char *err, size_t errlen);
 /* skip_header: 1 = first line is a header, 0 = it is data, -1 = auto-detect
  * (a first line with any non-numeric cell is a header).  Gives F64 [rows, cols]. */
 int nnc_load_csv(const char *path, int skip_header, nnc_array *out, char *err, size_t errlen);

@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     nnc_array arr[16];
     const void *in[16];
     for (int i = 0; i < nin; i++) {
-        if (nnc_load_npy(inputs[i], &arr[i], err, sizeof err)) {
+        if (nnc_load_npy_values(inputs[i], &arr[i], err, sizeof err)) {
             fprintf(stderr, "run_model: %s\n", err);
             return 1;
         }
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%.*s", (int)len, load);
         load = comma ? comma + 1 : NULL;
         nnc_array a;
-        if (nnc_load_npy(path, &a, err, sizeof err)) {
+        if (nnc_load_npy_values(path, &a, err, sizeof err)) {
             fprintf(stderr, "run_model: %s\n", err);
             return 1;
         }
