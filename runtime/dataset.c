@@ -14,13 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../codegen/cache.h"
 #include "data.h"
 #include "dataset.h"
 #include "rng.h"
 
 /* ---- the decompressed-data cache ------------------------------------------------------------
  * Decompressing a .gz IDX file costs a few hundred milliseconds at every start, so its 8-bit
- * samples are kept, uncompressed, in CACHE/data/<key>.idx.
+ * samples are kept, uncompressed, as the entry KEY-data.idx of the compile cache
+ * (codegen/cache.c): only in a cache directory that is the user's own and closed to others,
+ * with a checksum beside every entry (a truncated or corrupted entry is read from the .gz
+ * again), files created O_EXCL|O_NOFOLLOW and published by rename.  No data cache at all when
+ * the compile cache fell back to a private temporary directory.
  *
  * The key is the path, device, inode, size, and the mtime and ctime in nanoseconds.  Not a
  * content hash: hashing would read the whole .gz at every start, much of what the cache is
@@ -29,22 +34,22 @@
  * size in the same second, even with its mtime put back, gets a new key.
  *
  * An entry is written only after the whole data set has loaded and passed every check (a
- * failed run leaves nothing behind), through an O_EXCL|O_NOFOLLOW temporary file in a 0700
- * directory, renamed into place.  The directory holds at most NNC_DATA_CACHE_MAX bytes
- * (default 2 GiB): the least recently used files (a hit refreshes a file's mtime) are evicted
- * to make room, and data larger than the bound is not cached. */
+ * failed run leaves nothing behind).  Data entries take at most NNC_DATA_CACHE_MAX bytes
+ * (default 2 GiB): the least recently used (a hit refreshes an entry's mtime) are evicted to
+ * make room, and data larger than the bound is not cached. */
 #define DATA_CACHE_MAX_DEFAULT ((uint64_t)2 << 30)
+#define DATA_SUFFIX "-data.idx"
 
-static void idx_cache_path(const char *cache_dir, const char *path, char *out, size_t n) {
+static bool idx_cache_name(const char *path, char name[64]) {
     struct stat st;
-    out[0] = 0;
-    if (!cache_dir || stat(path, &st) != 0) return;
+    if (stat(path, &st) != 0) return false;
     const int64_t key[] = {(int64_t)st.st_dev, (int64_t)st.st_ino, (int64_t)st.st_size,
                            (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec,
                            (int64_t)st.st_ctim.tv_sec, (int64_t)st.st_ctim.tv_nsec};
     uint64_t h = hash_fnv1a(path, strlen(path), HASH_FNV_INIT);
     h = hash_fnv1a(key, sizeof key, h);
-    snprintf(out, n, "%s/data/%016llx.idx", cache_dir, (unsigned long long)h);
+    snprintf(name, 64, "%016llx" DATA_SUFFIX, (unsigned long long)h);
+    return true;
 }
 
 static uint64_t data_cache_max(void) {
@@ -55,22 +60,15 @@ static uint64_t data_cache_max(void) {
     return *end ? DATA_CACHE_MAX_DEFAULT : (uint64_t)x;
 }
 
-/* The directory of `file`, made 0700 if missing; false unless it is a directory of ours. */
-static bool cache_dir_ready(const char *file, char *dir, size_t n) {
-    snprintf(dir, n, "%s", file);
-    char *slash = strrchr(dir, '/');
-    if (!slash) return false;
-    *slash = 0;
-    char *parent = strrchr(dir, '/');
-    if (parent) {   /* the nnc cache root, shared with the kernel cache */
-        *parent = 0;
-        if (mkdir(dir, 0700) != 0 && errno != EEXIST) return false;
-        *parent = '/';
+/* The user's trusted cache, or false: data is never cached in a temporary fallback. */
+static bool data_cache_open(Cache *c, const char *cache_dir) {
+    char e[1024];
+    if (!cache_dir || !cache_open(c, cache_dir, e, sizeof e)) return false;
+    if (c->temporary) {
+        cache_close(c);
+        return false;
     }
-    struct stat st;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return false;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) return false;
-    return (st.st_mode & 077) == 0 || chmod(dir, 0700) == 0;
+    return true;
 }
 
 typedef struct {
@@ -84,20 +82,23 @@ static int cache_entry_older(const void *a, const void *b) {
     return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
-/* Removes the least recently used entries until `incoming` more bytes fit under `max`. */
-static void cache_evict(const char *dir, uint64_t incoming, uint64_t max) {
-    DIR *d = opendir(dir);
-    if (!d) return;
+/* Removes the least recently used data entries until `incoming` more bytes fit under `max`. */
+static void cache_evict(const Cache *c, uint64_t incoming, uint64_t max) {
+    int fd = dup(c->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    rewinddir(d);   /* a dup shares the directory offset, which an earlier scan may have moved */
     CacheEntry *e = NULL;
-    size_t ne = 0, cap = 0;
+    size_t ne = 0, cap = 0, sl = strlen(DATA_SUFFIX);
     uint64_t total = 0;
-    char full[1200];
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
         size_t len = strlen(de->d_name);
         struct stat st;
-        if (len < 5 || len >= sizeof e->name || strcmp(de->d_name + len - 4, ".idx")) continue;
-        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
-        if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (len <= sl || len >= sizeof e->name || strcmp(de->d_name + len - sl, DATA_SUFFIX)) continue;
+        if (fstatat(c->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
         if (ne == cap) e = xrealloc(e, (cap = cap ? 2 * cap : 16) * sizeof *e);
         snprintf(e[ne].name, sizeof e->name, "%s", de->d_name);
         e[ne].mtime = st.st_mtime;
@@ -106,53 +107,56 @@ static void cache_evict(const char *dir, uint64_t incoming, uint64_t max) {
     }
     closedir(d);
     if (ne) qsort(e, ne, sizeof *e, cache_entry_older);
-    for (size_t i = 0; i < ne && total + incoming > max; i++) {
-        snprintf(full, sizeof full, "%s/%s", dir, e[i].name);
-        if (unlink(full) == 0) total -= e[i].size;
-    }
+    char sum[80];
+    for (size_t i = 0; i < ne && total + incoming > max; i++)
+        if (unlinkat(c->dirfd, e[i].name, 0) == 0) {
+            total -= e[i].size;
+            snprintf(sum, sizeof sum, "%s.sum", e[i].name);
+            unlinkat(c->dirfd, sum, 0);
+        }
     free(e);
 }
 
-/* Writes n samples of row bytes each as a u8 IDX file [n, row]; best effort, silent. */
-static void idx_cache_write(const char *file, const void *data, int64_t n, int64_t row) {
-    char dir[1100], tmp[1200];
+/* Writes n samples of row bytes each as a u8 IDX entry [n, row]; best effort, silent. */
+static void idx_cache_write(const char *cache_dir, const char *name, const void *data, int64_t n, int64_t row) {
     uint64_t bytes = (uint64_t)n * (uint64_t)row, max = data_cache_max();
-    if (n > UINT32_MAX || row > UINT32_MAX || bytes + 12 > max || !cache_dir_ready(file, dir, sizeof dir)) return;
-    cache_evict(dir, bytes + 12, max);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", file, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return;
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        return;
-    }
+    Cache c;
+    if (n > UINT32_MAX || row > UINT32_MAX || bytes + 12 > max || !data_cache_open(&c, cache_dir)) return;
+    cache_evict(&c, bytes + 12, max);
+    unsigned char *buf = xmalloc((size_t)bytes + 12);
     unsigned char hdr[12] = {0, 0, 0x08, 2};
     for (int b = 0; b < 4; b++) {
         hdr[4 + b] = (unsigned char)((uint64_t)n >> (24 - 8 * b));
         hdr[8 + b] = (unsigned char)((uint64_t)row >> (24 - 8 * b));
     }
-    bool ok = fwrite(hdr, 1, sizeof hdr, f) == sizeof hdr && fwrite(data, 1, (size_t)bytes, f) == (size_t)bytes;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, file) != 0) unlink(tmp);
+    memcpy(buf, hdr, sizeof hdr);
+    memcpy(buf + 12, data, (size_t)bytes);
+    cache_put(&c, name, buf, (size_t)bytes + 12, 0600);
+    free(buf);
+    cache_close(&c);
 }
 
-/* A .gz IDX file from the cache when it holds it; on a miss, *pending gets the cache file to
+/* A .gz IDX file from the cache when it holds it; on a miss, *pending gets the entry name to
  * write once the whole data set has been validated (NULL when there is nothing to cache). */
 static bool load_idx_cached(const DataSource *s, const char *cache_dir, nnc_array *a, char **pending, char *err,
                             size_t n) {
-    char cached[1100];
+    char name[64];
     size_t len = strlen(s->path);
     bool gz = len > 3 && !strcmp(s->path + len - 3, ".gz");
-    idx_cache_path(gz ? cache_dir : NULL, s->path, cached, sizeof cached);
-    if (cached[0] && access(cached, R_OK) == 0 && nnc_load_idx(cached, a, err, n) == 0) {
-        utimensat(AT_FDCWD, cached, NULL, 0);   /* recently used: evicted last */
+    Cache c;
+    if (gz && idx_cache_name(s->path, name) && data_cache_open(&c, cache_dir)) {
+        void *data = NULL;
+        size_t dlen = 0;
+        bool hit = cache_get(&c, name, &data, &dlen) && nnc_parse_idx(data, dlen, s->path, a, err, n) == 0;
+        free(data);
+        if (hit) utimensat(c.dirfd, name, NULL, 0);   /* recently used: evicted last */
+        cache_close(&c);
+        if (hit) return true;
+        if (nnc_load_idx(s->path, a, err, n) != 0) return false;
+        if (a->dtype == NNC_DT_U8) *pending = strcpy(xmalloc(strlen(name) + 1), name);
         return true;
     }
-    if (nnc_load_idx(s->path, a, err, n) != 0) return false;
-    if (cached[0] && a->dtype == NNC_DT_U8) *pending = strcpy(xmalloc(strlen(cached) + 1), cached);
-    return true;
+    return nnc_load_idx(s->path, a, err, n) == 0;
 }
 
 static bool load_source(const DataSource *s, const char *input, uint64_t seed, const char *cache_dir, nnc_array *a,
@@ -293,7 +297,7 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
     }
     for (int c = 0; c < d->ncols; c++)
         if (d->cols[c].cache_path)
-            idx_cache_write(d->cols[c].cache_path, d->cols[c].data, d->n, d->cols[c].row_elems);
+            idx_cache_write(cache_dir, d->cols[c].cache_path, d->cols[c].data, d->n, d->cols[c].row_elems);
     return true;
 }
 
