@@ -423,8 +423,8 @@ static int release_warp(int w) {
         for (int l = 0; l < 32; l++) {
             if (!(f->mask >> l & 1)) continue;
             if (lo + l >= hi || K.f[lo + l].state == F_DONE) {
-                fail_launch("thread %d waits at line %d for lane %d of mask 0x%08x, which has exited (or does not exist)",
-                            i, f->line, l, f->mask);
+                fail_launch("thread %d waits %s (line %d) for lane %d of mask 0x%08x, which has exited (or does not exist)",
+                            i, state_name(f->state), f->line, l, f->mask);
                 return -1;
             }
             Fiber *g = &K.f[lo + l];
