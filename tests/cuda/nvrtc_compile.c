@@ -1,11 +1,11 @@
 /* nvrtc_compile.c - every model's CUDA source compiles with NVRTC (no driver or GPU needed).
  *
- *   nvrtc_compile [--no-fuse] [--f64] [--arch ARCH] MODEL.nn...
+ *   nvrtc_compile [--no-fuse] [--f64] [--arch ARCH]... MODEL.nn...
  *
  * Runs the passes for the cuda target, renders the program (all entries) as CUDA C, and
- * compiles it for compute_80, sm_80, compute_90 and sm_90 (--arch: for ARCH only; the
- * sanitizer build uses it, since what it instruments is nnc's passes and renderer, not NVRTC,
- * and the normal build already compiles for all four).  Any NVRTC error fails the test with
+ * compiles it for compute_80, sm_80, compute_90 and sm_90, or for the --arch ones given (CTest
+ * runs the architectures as separate tests side by side; the sanitizer build compiles for
+ * sm_90 only, since what it instruments is nnc's passes and renderer, not NVRTC).  Any NVRTC error fails the test with
  * NVRTC's log and the generated lines it points at.  A model the front end rejects is skipped
  * (tests/ holds models that are meant to fail); one model per line of output. */
 #include <stdio.h>
@@ -14,8 +14,9 @@
 
 #include "../../codegen/cuda/cuda_backend.h"
 
-static const char *archs[] = {"compute_80", "sm_80", "compute_90", "sm_90"};
-static size_t narchs = NNC_COUNTOF(archs);
+static const char *archs[8] = {"compute_80", "sm_80", "compute_90", "sm_90"};
+static size_t narchs = 4;
+static bool archs_given;
 
 static int check_model(const char *path, bool fuse, bool f64) {
     size_t len;
@@ -56,9 +57,12 @@ static int check_model(const char *path, bool fuse, bool f64) {
         }
         free(bin);
     }
-    if (!rc)
-        printf("ok   %s (%s%s): %d kernels, %zu bytes of CUDA, compiled for %s\n", path,
-               fuse ? "fused" : "no-fuse", f64 ? ", f64" : "", kernels, cu.len, narchs == 1 ? archs[0] : "compute_80 sm_80 compute_90 sm_90");
+    if (!rc) {
+        printf("ok   %s (%s%s): %d kernels, %zu bytes of CUDA, compiled for", path, fuse ? "fused" : "no-fuse",
+               f64 ? ", f64" : "", kernels, cu.len);
+        for (size_t a = 0; a < narchs; a++) printf(" %s", archs[a]);
+        printf("\n");
+    }
     str_free(&cu);
     free(m->g->nodes);
     free(m->g->outs);
@@ -83,8 +87,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--no-fuse")) fuse = false;
         else if (!strcmp(argv[i], "--f64")) f64 = true;
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
-            archs[0] = argv[++i];
-            narchs = 1;
+            if (!archs_given) narchs = 0;
+            archs_given = true;
+            if (narchs == NNC_COUNTOF(archs)) {
+                fprintf(stderr, "nvrtc_compile: at most %zu --arch\n", NNC_COUNTOF(archs));
+                return 2;
+            }
+            archs[narchs++] = argv[++i];
         }
         else {
             fails += check_model(argv[i], fuse, f64);

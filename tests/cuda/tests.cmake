@@ -20,20 +20,29 @@ target_compile_definitions(gpu_vs_cpu PRIVATE NNC_CUDA_OPS_DIR="${NNC_CUDA_TESTS
 
 # NVRTC keeps process-lifetime allocations that LeakSanitizer would report as leaks
 set(_nnc_cuda_env "ASAN_OPTIONS=detect_leaks=0")
-# The sanitizer build checks nnc's passes and renderer on every model, compiling for one
-# architecture: NVRTC is not instrumented, and the normal build compiles for all four.
-set(_nnc_nvrtc_arch "")
+# Each variant (fused, no-fuse, f64) is three tests: PTX (compute_80, compute_90), sm_80 and
+# sm_90 (cubins cost about three times a PTX), so that ctest -j runs them side by side and none
+# is long.  The sanitizer build checks nnc's passes and renderer on every model but compiles for
+# sm_90 only: NVRTC is not instrumented, and the normal build compiles for all four.
 if(NNC_SANITIZE)
-  set(_nnc_nvrtc_arch --arch sm_90)
+  set(_nnc_nvrtc_archs "sm90:--arch\;sm_90")
+else()
+  set(_nnc_nvrtc_archs "ptx:--arch\;compute_80\;--arch\;compute_90" "sm80:--arch\;sm_80" "sm90:--arch\;sm_90")
 endif()
-add_test(NAME cuda_nvrtc_models COMMAND nvrtc_compile ${_nnc_nvrtc_arch} ${NNC_CUDA_MODELS} ${NNC_CUDA_TEST_MODELS})
-add_test(NAME cuda_nvrtc_models_nofuse COMMAND nvrtc_compile ${_nnc_nvrtc_arch} --no-fuse ${NNC_CUDA_MODELS} ${NNC_CUDA_TEST_MODELS})
-add_test(NAME cuda_nvrtc_models_f64 COMMAND nvrtc_compile ${_nnc_nvrtc_arch} --f64 ${NNC_CUDA_MODELS} ${NNC_CUDA_TESTS}/ops/classifier.nn)
+set(_nnc_nvrtc_tests "")
+foreach(family IN LISTS _nnc_nvrtc_archs)
+  string(REGEX REPLACE ":.*" "" tag "${family}")
+  string(REGEX REPLACE "^[^:]*:" "" args "${family}")
+  add_test(NAME cuda_nvrtc_models_${tag} COMMAND nvrtc_compile ${args} ${NNC_CUDA_MODELS} ${NNC_CUDA_TEST_MODELS})
+  add_test(NAME cuda_nvrtc_models_nofuse_${tag} COMMAND nvrtc_compile ${args} --no-fuse ${NNC_CUDA_MODELS} ${NNC_CUDA_TEST_MODELS})
+  add_test(NAME cuda_nvrtc_models_f64_${tag} COMMAND nvrtc_compile ${args} --f64 ${NNC_CUDA_MODELS} ${NNC_CUDA_TESTS}/ops/classifier.nn)
+  list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_${tag} cuda_nvrtc_models_nofuse_${tag} cuda_nvrtc_models_f64_${tag})
+endforeach()
 add_test(NAME cuda_no_device COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
          -P ${NNC_CUDA_TESTS}/no_device.cmake)
 add_test(NAME cuda_emit_ptx COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
          -P ${NNC_CUDA_TESTS}/emit_ptx.cmake)
-set_tests_properties(cuda_nvrtc_models cuda_nvrtc_models_nofuse cuda_nvrtc_models_f64 cuda_no_device cuda_emit_ptx
+set_tests_properties(${_nnc_nvrtc_tests} cuda_no_device cuda_emit_ptx
                      PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
 
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)

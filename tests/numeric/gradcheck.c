@@ -10,8 +10,10 @@
  * in double with h = 1e-6 the truncation error is ~h^2 and the rounding error of the
  * difference ~eps * |loss| / h, so ATOL = 8 eps (1 + |loss|) / h (1.8e-9 for a loss of 1).
  *
- *   gradcheck [--fused | --unfused] [CASE...]      (no case names: all cases; default both modes)
- * prints one line per case and mode with the max abs and relative differences. */
+ *   gradcheck [--fused | --unfused] [--shard K/N] [CASE...]
+ * (no case names: all cases; default both modes; --shard: only every Nth case from the Kth, so
+ * that CTest runs the cases as N tests side by side) prints one line per case and mode with the
+ * max abs and relative differences, and fails when no case ran. */
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -271,16 +273,23 @@ done:
 
 int main(int argc, char **argv) {
     int failed = 0, passed = 0, modes = 3, named = 0;
+    unsigned shard = 0, nshards = 1;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--fused")) modes = 2;
         else if (!strcmp(argv[a], "--unfused")) modes = 1;
-        else named++;
+        else if (!strcmp(argv[a], "--shard") && a + 1 < argc) {
+            if (sscanf(argv[++a], "%u/%u", &shard, &nshards) != 2 || nshards == 0 || shard >= nshards) {
+                fprintf(stderr, "gradcheck: --shard wants K/N with 0 <= K < N, got '%s'\n", argv[a]);
+                return 2;
+            }
+            argv[a] = "";   /* not a case name */
+        } else named++;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const Case *c = &cases[i];
         bool want = named == 0;
         for (int a = 1; a < argc; a++) want |= !strcmp(argv[a], c->name);
-        if (!want) continue;
+        if (!want || i % nshards != shard) continue;
         for (int fuse = 1; fuse >= 0; fuse--) {
             if (!(modes >> fuse & 1)) continue;
             if (check_case(c, fuse)) failed++;
@@ -288,5 +297,6 @@ int main(int argc, char **argv) {
         }
     }
     printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    if (passed + failed == 0) printf("FAIL no case selected\n");
+    return failed || passed == 0 ? 1 : 0;
 }

@@ -6,7 +6,7 @@ output is compared with NumPy in float64:  |nnc - ref| <= RTOL * |ref| + ATOL * 
 Numerically nasty inputs (logits of +-1000, sigmoid/tanh/exp at +-80) check that softmax,
 log_softmax, cross_entropy and friends are computed stably.
 
-    test_ops_numpy.py --run-model PATH [-k SUBSTRING] [-v]
+    test_ops_numpy.py --run-model PATH [-k SUBSTRING] [-v] [--mode fused|unfused]   (default: both)
 """
 import argparse
 import os
@@ -175,6 +175,7 @@ def main():
     ap.add_argument("--run-model", required=True)
     ap.add_argument("-k", default="")
     ap.add_argument("-v", action="store_true")
+    ap.add_argument("--mode", choices=("fused", "unfused"), help="only this mode (CTest runs each as a test)")
     a = ap.parse_args()
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,6 +191,8 @@ def main():
                 want = ref()
             for fused in (True, False):
                 mode = "fused" if fused else "unfused"
+                if a.mode and a.mode != mode:
+                    continue
                 got, err = run_case(a.run_model, tmp, name, src, inputs, params, fused)
                 if got is None:
                     print("FAIL %-18s %-7s run_model failed:\n%s" % (name, mode, err))
@@ -221,7 +224,7 @@ def main():
                 passed += ok
                 failed += not ok
     print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return 1 if failed or not passed else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ parameters it saves with --epochs 0.  Compared: the final parameters and optimiz
 (--save), and every step's loss (--metrics).  In float64 (--f64) nnc must agree with both
 references to RTOL64; in float32 to RTOL32 (relative to the tensor's largest element).
 
-    test_optim.py --nnc PATH [-k SUBSTRING]
+    test_optim.py --nnc PATH [-k SUBSTRING] [--precision f64|f32]   (default: both)
 """
 import argparse
 import os
@@ -181,6 +181,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nnc", required=True)
     ap.add_argument("-k", default="")
+    ap.add_argument("--precision", choices=("f64", "f32"), help="only this precision (CTest runs each as a test)")
     a = ap.parse_args()
     try:
         import torch  # noqa: F401
@@ -194,6 +195,8 @@ def main():
             if a.k not in name:
                 continue
             for f64 in (True, False):
+                if a.precision and a.precision != ("f64" if f64 else "f32"):
+                    continue
                 try:
                     ok = run_config(os.path.abspath(a.nnc), tmp, name, spec, cfg, f64, have_torch)
                 except RuntimeError as e:
@@ -202,7 +205,7 @@ def main():
                 passed += ok
                 failed += not ok
     print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return 1 if failed or not passed else 0
 
 
 if __name__ == "__main__":
