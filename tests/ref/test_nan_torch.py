@@ -8,9 +8,9 @@ same infinities with the same sign, and the finite values within RTOL/ATOL.
 Each case is a tiny .nn model whose parameters p (and q) hold NaN, +-Inf, zeros and finite
 values, and whose loss is sum(f(p) * d) with a finite d, so that the gradient of p is
 dy = d through f's backward.  The forward outputs come from NNC_ENTRY_EVAL, the gradients
-("grad.p", ...) from NNC_ENTRY_GRAD.  All cases go into one model (each with its own renamed
-parameters and outputs, the loss their sum), run through tests/numeric/run_model fused and
-unfused: two compiles in all, fast enough for the sanitizer build.
+("grad.p", ...) from NNC_ENTRY_GRAD.  Cases go GROUP at a time into one model (each with its
+own renamed parameters and outputs, the loss their sum), run through tests/numeric/run_model
+fused and unfused: few compiles of small models, fast enough for the sanitizer build.
 
     test_nan_torch.py --run-model PATH [--cuda] [-k SUBSTRING]
 
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 RTOL = 1e-5
+GROUP = 6       # cases per model: one compile each is slow under ASan, one huge one slower
 ATOL = 1e-6
 nan, inf = float("nan"), float("inf")
 
@@ -186,6 +187,41 @@ def compare(name, got, want):
     return "%s at %s: nnc %r torch %r (%d of %d elements differ)" % (name, i, g[i], w[i], int((~ok).sum()), ok.size)
 
 
+def run_group(a, tmp, g, cases):
+    """Runs a group of cases as one model, fused and unfused; (passed, failed)."""
+    src, params = combined_model(cases)
+    passed = failed = 0
+    for fused in (True, False):
+        mode = "fused" if fused else "unfused"
+        d = os.path.join(tmp, "%d_%s" % (g, mode))
+        os.makedirs(d)
+        with open(os.path.join(d, "m.nn"), "w") as f:
+            f.write(src)
+        for n, v in (("p", P), ("q", Q), ("d", D), ("y", LABELS)):
+            np.save(os.path.join(d, n + ".npy"), v)
+        got, err = run(a.run_model, d, fused, params, a.cuda)
+        if got is None:
+            print("FAIL %s: run_model failed:\n%s" % (", ".join(c[0] for c in cases), err))
+            failed += len(cases)
+            continue
+        for i, (name, _, fwd, loss_fn) in enumerate(cases):
+            errs, checked = [], 0
+            for k, w in torch_ref(fwd, loss_fn).items():
+                k = rename(k, i) if not k.startswith("grad.") else "grad." + rename(k[5:], i)
+                if k in got:
+                    checked += 1
+                    e = compare(k, got[k], w)
+                    if e:
+                        errs.append(e)
+            if not errs and checked < 2:
+                errs.append("only %d outputs compared" % checked)
+            print("%s %-20s %-7s %d outputs%s" % ("FAIL" if errs else "ok  ", name, mode, checked,
+                                                  "".join("\n    " + e for e in errs)))
+            passed += not errs
+            failed += bool(errs)
+    return passed, failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-model", required=True)
@@ -193,37 +229,12 @@ def main():
     ap.add_argument("-k", default="")
     a = ap.parse_args()
     cases = [c for c in CASES if a.k in c[0]]
-    src, params = combined_model(cases)
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for fused in (True, False):
-            mode = "fused" if fused else "unfused"
-            d = os.path.join(tmp, mode)
-            os.makedirs(d)
-            with open(os.path.join(d, "m.nn"), "w") as f:
-                f.write(src)
-            for n, v in (("p", P), ("q", Q), ("d", D), ("y", LABELS)):
-                np.save(os.path.join(d, n + ".npy"), v)
-            got, err = run(a.run_model, d, fused, params, a.cuda)
-            if got is None:
-                print("FAIL %s: run_model failed:\n%s" % (mode, err))
-                failed += len(cases)
-                continue
-            for i, (name, _, fwd, loss_fn) in enumerate(cases):
-                errs, checked = [], 0
-                for k, w in torch_ref(fwd, loss_fn).items():
-                    k = rename(k, i) if not k.startswith("grad.") else "grad." + rename(k[5:], i)
-                    if k in got:
-                        checked += 1
-                        e = compare(k, got[k], w)
-                        if e:
-                            errs.append(e)
-                if not errs and checked < 2:
-                    errs.append("only %d outputs compared" % checked)
-                print("%s %-20s %-7s %d outputs%s" % ("FAIL" if errs else "ok  ", name, mode, checked,
-                                                      "".join("\n    " + e for e in errs)))
-                passed += not errs
-                failed += bool(errs)
+        for g in range(0, len(cases), GROUP):
+            p, f = run_group(a, tmp, g, cases[g:g + GROUP])
+            passed += p
+            failed += f
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
