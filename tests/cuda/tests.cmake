@@ -69,7 +69,10 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
-  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_explicit emu_cli PROPERTIES
+  # NaN and Inf through every op on the CUDA kernels, against torch (as nan_torch on the CPU)
+  add_test(NAME nan_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_nan_torch.py
+           --run-model $<TARGET_FILE:run_model> --cuda)
+  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_explicit emu_cli nan_torch_emu PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)
 endif()
