@@ -420,6 +420,7 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
 
 static int cuda_run(void *mv, int entry, const void *const *in, int64_t B) {
     CudaModel *m = mv;
+    if (!m) return 4;
     const Program *p = m->p;
     m->status = 0;
     m->msg[0] = 0;
@@ -436,9 +437,15 @@ static int cuda_run(void *mv, int entry, const void *const *in, int64_t B) {
         snprintf(m->msg, sizeof m->msg, "cannot make the CUDA context current");
         return m->status = 4;
     }
-    for (int i = 0; i < m->abi.ninputs; i++)   /* the pinned staging the captured copies read */
-        if (in && in[i])
-            memcpy(m->hIn[i], in[i], (size_t)shape_numel(p->g->nodes[m->in_node[i]].shape, B) * elem_bytes(m, m->in_node[i]));
+    for (int i = 0; i < m->abi.ninputs; i++) {   /* the pinned staging the captured copies read */
+        int x = m->in_node[i];
+        if (!e->live[x]) continue;
+        if (!in || !in[i]) {
+            snprintf(m->msg, sizeof m->msg, "input '%s' is NULL, and %s reads it", m->abi.inputs[i].name, e->name);
+            return m->status = 4;
+        }
+        memcpy(m->hIn[i], in[i], (size_t)shape_numel(p->g->nodes[x].shape, B) * elem_bytes(m, x));
+    }
     if (entry == ENTRY_TRAIN) m->step++;
     for (int k = 0; k < e->noutputs; k++) m->out_fresh[entry][k] = false;
     m->lastB[entry] = B;
@@ -508,6 +515,7 @@ static bool sync_dir(CudaModel *m, int direction) {
 
 static void cuda_sync(void *mv, int direction) {
     CudaModel *m = mv;
+    if (!m) return;
     if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || !sync_dir(m, direction))
         fprintf(stderr, "nnc: error: %s\n", m->msg[0] ? m->msg : "cannot make the CUDA context current");
 }
@@ -522,14 +530,16 @@ static bool set_step(CudaModel *m, int64_t s) {
 
 static void cuda_set_step(void *mv, int64_t s) {
     CudaModel *m = mv;
+    if (!m) return;
     if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || !set_step(m, s)) fprintf(stderr, "nnc: error: %s\n", m->msg);
 }
 
-static int64_t cuda_get_step(void *mv) { return ((CudaModel *)mv)->step; }
-static const char *cuda_error(void *mv) { return ((CudaModel *)mv)->msg; }
+static int64_t cuda_get_step(void *mv) { return mv ? ((CudaModel *)mv)->step : 0; }
+static const char *cuda_error(void *mv) { return mv ? ((CudaModel *)mv)->msg : "no model (NULL)"; }
 
 static void cuda_init(void *mv, uint64_t seed) {
     CudaModel *m = mv;
+    if (!m) return;
     init_params(m, seed);
     memset(m->hS, 0, m->abi.state_bytes);
     m->status = 0;
@@ -539,18 +549,18 @@ static void cuda_init(void *mv, uint64_t seed) {
 
 static void *cuda_param(void *mv, int i) {
     CudaModel *m = mv;
-    return i >= 0 && i < m->abi.nparams ? (char *)m->hP + m->param_off[i] * (int64_t)m->rb : NULL;
+    return m && i >= 0 && i < m->abi.nparams ? (char *)m->hP + m->param_off[i] * (int64_t)m->rb : NULL;
 }
 
 static void *cuda_state(void *mv, int i) {
     CudaModel *m = mv;
-    return i >= 0 && i < m->abi.nstates ? (char *)m->hS + m->state_off[i] * (int64_t)m->rb : NULL;
+    return m && i >= 0 && i < m->abi.nstates ? (char *)m->hS + m->state_off[i] * (int64_t)m->rb : NULL;
 }
 
 /* Host pointers: values already on the host directly, device values copied into staging. */
 static const void *cuda_output(void *mv, int entry, int k) {
     CudaModel *m = mv;
-    if (entry < 0 || entry >= ENTRY_COUNT || k < 0 || k >= m->abi.noutputs[entry]) return NULL;
+    if (!m || entry < 0 || entry >= ENTRY_COUNT || k < 0 || k >= m->abi.noutputs[entry]) return NULL;
     const Entry *e = &m->p->entry[entry];
     int x = cuda_resolve(e, e->outputs[k]);
     if (e->buf[x].kind == BUF_INLINE || e->buf[x].kind == BUF_INPUT) return NULL;
@@ -580,9 +590,10 @@ static nnc_tensor_info info_of(const CudaModel *m, const char *name, const Node 
 static const char *output_name(CudaModel *m, const Entry *e, int k) {
     const Graph *g = m->p->g;
     int node = e->outputs[k];
-    if (node == g->loss) return "loss";
-    for (int i = 0; i < g->nouts; i++)
-        if (g->outs[i].node == node) return g->outs[i].name;
+    if (node == g->loss && k == 0) return "loss";
+    /* eval lists the loss, then every named output in order (passes/select.c): by position, as
+     * the C renderer names them, so an output that is also the loss keeps its own name */
+    if (e->kind == ENTRY_EVAL && k - (g->loss >= 0) < g->nouts) return g->outs[k - (g->loss >= 0)].name;
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == OP_PARAM && g->nodes[i].grad == node)
             return arena_printf(&m->arena, "grad.%s", g->nodes[i].name);

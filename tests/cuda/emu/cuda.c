@@ -103,6 +103,7 @@ typedef struct {
     void (*entry)(void **);
     int nargs;
     const unsigned *sizes;
+    unsigned max_threads;       /* __launch_bounds__, else the device's limit */
 } Function;
 
 enum { OP_KERNEL, OP_COPY, OP_MEMSET, OP_HOST, OP_NOP };
@@ -1178,6 +1179,11 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     if (!gx || !gy || !gz || !threads || threads > MAX_THREADS || bz > 64 || gy > 65535 || gz > 65535) {
         say("cuLaunchKernel(%s): grid (%u,%u,%u) block (%u,%u,%u) is invalid", fn->name, gx, gy, gz, bx, by, bz);
         return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (threads > fn->max_threads) {
+        say("cuLaunchKernel(%s): block (%u,%u,%u) has %llu threads, more than its __launch_bounds__(%u): "
+            "too many resources requested for launch", fn->name, bx, by, bz, threads, fn->max_threads);
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     }
     if (fn->nargs && !params) return CUDA_ERROR_INVALID_VALUE;
     Op *o = xcalloc(1, sizeof *o);

@@ -87,6 +87,9 @@ static const char kernels[] =
     "    const int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "    if (t < n) out[t] = in[t];\n"
     "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(64, 2) bounded_k(float *out) {\n"
+    "    out[threadIdx.x] = 3.0f;\n"
+    "}\n"
     "extern \"C\" __global__ void __launch_bounds__(256) fill_k(float *out, float v, int n) {\n"
     "    const int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "    if (t < n) out[t] = v;\n"
@@ -422,6 +425,16 @@ typedef struct {
     int (*run)(int);
 } Case;
 
+/* A block larger than the kernel's __launch_bounds__ does not launch on a GPU. */
+static int c_bounds(int bug) {
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 128 * sizeof(float)));
+    void *args[] = {&d};
+    CUresult rc = launch("bounded_k", 1, bug ? 128 : 64, snb, args);
+    if (bug) return rc != CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    return rc != CUDA_SUCCESS || cuStreamSynchronize(snb) != CUDA_SUCCESS;
+}
+
 static const Case cases[] = {
     {"missing __syncthreads", NULL, c_sync},
     {"missing __syncthreads, order-dependent (forward hides it)", NULL, c_shift},
@@ -439,6 +452,7 @@ static const Case cases[] = {
     {"synchronization during capture", "during stream capture", c_capture_sync},
     {"graph replay vs the current arguments", NULL, c_graph_args},
     {"a cubin from a real NVRTC run", "real NVRTC|clear the kernel cache", c_real_cubin},
+    {"a block larger than __launch_bounds__", "bounded_k|__launch_bounds__(64)", c_bounds},
 };
 
 /* Runs one half of a case in a child; 0 if it behaved.  Checks the stderr words of a bug. */
