@@ -7,6 +7,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,11 @@ typedef struct {
     const char *model;
     const char *target, *emit, *dump_after, *out_dir;
     const char *save, *load, *metrics;
-    long epochs, batch, seed, threads, bench, save_every;
+    long epochs, batch, threads, bench, save_every;
+    unsigned long long seed;
     double lr, momentum;
+    /* which training values were given: an explicit flag wins over the file, 0 included */
+    bool has_epochs, has_batch, has_seed, has_lr, has_momentum;
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
 } Cli;
 
@@ -37,8 +42,8 @@ static void usage(FILE *f) {
           "compile and inspect:\n"
           "  --target cpu|cuda      device to run on (default: the model's train section, else cpu)\n"
           "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
-          "  --dump-after=PASS      print the graph after one pass: parse autograd optimizer placement\n"
-          "                         copies fuse schedule plan (or all)\n"
+          "  --dump-after=PASS      print the graph after one pass and exit: parse autograd optimizer\n"
+          "                         placement copies fuse schedule plan (or all)\n"
           "  --stats                print kernels, library calls, bytes moved and planned memory; exit\n"
           "  --no-fuse              one kernel per op (to compare against fused code)\n"
           "  --strict-devices       error on any CPU/GPU crossing not written as to(x, device)\n"
@@ -83,18 +88,39 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name) {
     return argv[++*i];
 }
 
-static long parse_long(const char *flag, const char *v, long lo) {
+/* Every numeric flag is range-checked where it is read: a value that would wrap (--epochs
+ * 4294967296), truncate or mean nothing (--lr nan) is an error, never silently replaced. */
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
     char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (*v == 0 || *end || x < lo) nnc_fatal("%s expects an integer >= %ld, got '%s'", flag, lo, v);
+    if (*v == 0 || *end || errno == ERANGE || x < lo || x > hi)
+        nnc_fatal("%s: expects an integer from %ld to %ld, got '%s'", flag, lo, hi, v);
     return x;
 }
 
-static double parse_double(const char *flag, const char *v) {
+static unsigned long long parse_seed(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)*v) || *end || errno == ERANGE)
+        nnc_fatal("%s: expects an integer from 0 to %llu, got '%s'", flag, (unsigned long long)UINT64_MAX, v);
+    return x;
+}
+
+/* A finite number >= 0: what torch.optim accepts for lr and momentum. */
+static double parse_rate(const char *flag, const char *v) {
     char *end;
     double x = strtod(v, &end);
-    if (*v == 0 || *end) nnc_fatal("%s expects a number, got '%s'", flag, v);
+    if (*v == 0 || *end) nnc_fatal("%s: expects a number, got '%s'", flag, v);
+    if (!isfinite(x) || x < 0) nnc_fatal("%s: must be a finite number >= 0, got '%s'", flag, v);
     return x;
+}
+
+/* The flag's name without "=value", for messages. */
+static const char *flag_name(Arena *a, const char *arg) {
+    const char *eq = strchr(arg, '=');
+    return eq ? arena_printf(a, "%.*s", (int)(eq - arg), arg) : arg;
 }
 
 static bool is_flag(const char *arg, const char *name) {
@@ -102,11 +128,11 @@ static bool is_flag(const char *arg, const char *name) {
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
 }
 
-static void parse_args(int argc, char **argv, Cli *c) {
-    c->epochs = c->batch = c->seed = c->threads = -1;
-    c->lr = c->momentum = -1;
+static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
+    c->threads = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        const char *f = flag_name(ar, a);
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         else if (!strcmp(a, "--version")) { version(); exit(0); }
         else if (is_flag(a, "--target")) c->target = flag_value(argc, argv, &i, "--target");
@@ -116,17 +142,28 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (is_flag(a, "--save")) c->save = flag_value(argc, argv, &i, "--save");
         else if (is_flag(a, "--load")) c->load = flag_value(argc, argv, &i, "--load");
         else if (is_flag(a, "--metrics")) c->metrics = flag_value(argc, argv, &i, "--metrics");
-        else if (is_flag(a, "--epochs")) c->epochs = parse_long(a, flag_value(argc, argv, &i, "--epochs"), 0);
-        else if (is_flag(a, "--batch")) c->batch = parse_long(a, flag_value(argc, argv, &i, "--batch"), 1);
-        else if (is_flag(a, "--seed")) c->seed = parse_long(a, flag_value(argc, argv, &i, "--seed"), 0);
-        else if (is_flag(a, "--threads")) c->threads = parse_long(a, flag_value(argc, argv, &i, "--threads"), 1);
-        else if (is_flag(a, "--bench")) c->bench = parse_long(a, flag_value(argc, argv, &i, "--bench"), 1);
-        else if (is_flag(a, "--lr")) c->lr = parse_double(a, flag_value(argc, argv, &i, "--lr"));
-        else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
+        else if (is_flag(a, "--epochs")) {
+            c->epochs = parse_long(f, flag_value(argc, argv, &i, f), 0, INT_MAX);
+            c->has_epochs = true;
+        } else if (is_flag(a, "--batch")) {
+            c->batch = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+            c->has_batch = true;
+        } else if (is_flag(a, "--seed")) {
+            c->seed = parse_seed(f, flag_value(argc, argv, &i, f));
+            c->has_seed = true;
+        } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
+        else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+        else if (is_flag(a, "--lr")) {
+            c->lr = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->has_lr = true;
+        } else if (is_flag(a, "--momentum")) {
+            c->momentum = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->has_momentum = true;
+        }
         else if (!strcmp(a, "--eval")) c->eval = true;
         else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
         else if (!strcmp(a, "--resume")) c->resume = true;
-        else if (is_flag(a, "--save-every")) c->save_every = parse_long(a, flag_value(argc, argv, &i, "--save-every"), 1);
+        else if (is_flag(a, "--save-every")) c->save_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
         else if (!strcmp(a, "--stats")) c->stats = true;
         else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) c->quiet = true;
@@ -147,6 +184,8 @@ static void parse_args(int argc, char **argv, Cli *c) {
         nnc_fatal("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
     if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
         nnc_fatal("--target takes cpu or cuda, not '%s'", c->target);
+    if (c->dump_after && !pipeline_has_pass(c->dump_after))
+        nnc_fatal("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
 }
 
 /* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
@@ -164,15 +203,17 @@ static char *model_name_of(Arena *a, const char *path) {
 
 static void apply_overrides(Model *m, const Cli *c) {
     TrainConfig *t = &m->train;
-    if (c->epochs >= 0) t->epochs = (int)c->epochs;
-    if (c->batch > 0) t->batch = c->batch;
-    if (c->seed >= 0) t->seed = (uint64_t)c->seed;
-    if (c->lr > 0) t->opt.lr = c->lr;
-    if (c->momentum >= 0) {
-        if (t->opt.kind != OPT_SGD) nnc_fatal("--momentum applies to sgd; this model uses adam");
+    if (c->has_epochs) t->epochs = (int)c->epochs;
+    if (c->has_batch) t->batch = c->batch;
+    if (c->has_seed) t->seed = (uint64_t)c->seed;
+    if (c->has_lr) t->opt.lr = c->lr;
+    if (c->has_momentum) {
+        if (t->opt.kind != OPT_SGD) nnc_fatal("--momentum: applies to sgd; this model uses adam");
+        if (t->opt.nesterov && c->momentum <= 0)   /* torch.optim.SGD's rule */
+            nnc_fatal("--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", c->momentum);
         t->opt.momentum = c->momentum;
     }
-    m->g->batch_max = (int)(t->present ? t->batch : (c->batch > 0 ? c->batch : 1));
+    m->g->batch_max = (int)(t->present ? t->batch : (c->has_batch ? c->batch : 1));
 }
 
 static void print_stats(const Program *p) {
@@ -225,7 +266,8 @@ static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_pr
     const Cli c = *cc;
     Program p = *pp;
     Device target = p.target;
-    if (c.emit && !strcmp(c.emit, "ir")) return 0;
+    /* --dump-after is an inspection flag like --emit ir: it prints the graph and exits */
+    if ((c.emit && !strcmp(c.emit, "ir")) || (c.dump_after && !c.emit)) return 0;
     const Backend *be = backend_for(target);
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
     if (c.threads > 0) {
@@ -274,10 +316,10 @@ int main(int argc, char **argv) {
     double t_process = train_now();
     choose_blas_kernels();
     Cli c = {0};
-    parse_args(argc, argv, &c);
+    Arena arena = {0};
+    parse_args(argc, argv, &c, &arena);
     if ((c.save_every || c.resume) && !c.save)
         nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
-    Arena arena = {0};
     size_t len;
     char *src = read_file(c.model, &len);
     if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
