@@ -53,6 +53,11 @@ int64_t launch_reduce_mask(const Graph *g, const Launch *L);
 void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);
 void render_source_lines(Str *s, const Program *p, const Launch *L, const char *prefix);
 const char *model_c_name(const Program *p);
+/* A file name made safe to quote in generated comments and string literals. */
+const char *render_file_name(const Program *p, const char *file);
+/* A double as a valid C/CUDA literal or constant expression (never "inf" or "nan"). */
+#define RENDER_NUM_LEN 32
+const char *render_num(char buf[RENDER_NUM_LEN], double x);
 
 /* Text of files embedded at build time (CMake turns them into C strings). */
 extern const char nnc_embed_rng_h[];

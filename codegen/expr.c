@@ -1,9 +1,25 @@
 /* expr.c - pieces of source text both renderers (C and CUDA) share: the scalar expression of
  * every elementwise op, taken from ops.def so the two targets cannot disagree, inline scalars,
  * dimensions, and the .nn lines that head each kernel. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "codegen.h"
+
+/* A double as a C/CUDA literal: %.17g round-trips every finite value.  inf and NaN have no
+ * literal, and printf would write "inf" or "-nan" (not C): they become constant expressions
+ * valid in both languages.  The front end rejects non-finite constants, so these are reached
+ * only by arithmetic inside the compiler (a scaled learning rate that overflows). */
+const char *render_num(char buf[RENDER_NUM_LEN], double x) {
+    if (isnan(x)) snprintf(buf, RENDER_NUM_LEN, "(0.0 / 0.0)");
+    else if (isinf(x)) snprintf(buf, RENDER_NUM_LEN, "(%s1.0 / 0.0)", x < 0 ? "-" : "");
+    else snprintf(buf, RENDER_NUM_LEN, "%.17g", x);
+    return buf;
+}
+
+#define NUM(x) render_num((char[RENDER_NUM_LEN]){0}, (x))
 
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands) {
     const Node *n = &g->nodes[id];
@@ -20,7 +36,7 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
             str_puts(s, operands[t[1] - '0']);
             t++;
         } else if (t[0] == '$' && t[1] == 'p') {
-            str_printf(s, "(real)%.17g", n->fparam[0]);
+            str_printf(s, "(real)%s", NUM(n->fparam[0]));
             t++;
         } else
             str_putc(s, *t);
@@ -30,15 +46,15 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
 void render_inline_value(Str *s, const Graph *g, int id, const char *step, const char *batch) {
     const Node *n = &g->nodes[id];
     if (n->op == OP_CONST) {
-        if (n->iparam[0] == -1) str_printf(s, "((real)%.17g / (real)(%s))", n->fparam[0], batch);
-        else if (n->iparam[0] == 1) str_printf(s, "((real)%.17g * (real)(%s))", n->fparam[0], batch);
-        else str_printf(s, "((real)%.17g)", n->fparam[0]);
+        if (n->iparam[0] == -1) str_printf(s, "((real)%s / (real)(%s))", NUM(n->fparam[0]), batch);
+        else if (n->iparam[0] == 1) str_printf(s, "((real)%s * (real)(%s))", NUM(n->fparam[0]), batch);
+        else str_printf(s, "((real)%s)", NUM(n->fparam[0]));
         return;
     }
     switch (n->iparam[0]) {
     case 0: str_printf(s, "((real)(%s))", step); break;
-    case 1: str_printf(s, "((real)(1.0 - pow(%.17g, (double)(%s))))", n->fparam[0], step); break;
-    default: str_printf(s, "((%s) == 1 ? (real)1 : (real)%.17g)", step, n->fparam[0]); break;
+    case 1: str_printf(s, "((real)(1.0 - pow(%s, (double)(%s))))", NUM(n->fparam[0]), step); break;
+    default: str_printf(s, "((%s) == 1 ? (real)1 : (real)%s)", step, NUM(n->fparam[0])); break;
     }
 }
 
@@ -72,8 +88,19 @@ void render_source_lines(Str *s, const Program *p, const Launch *L, const char *
         snprintf(line, sizeof line, "%.*s", len > 120 ? 120 : len, q ? q : "");
         for (char *c = line; *c; c++)
             if (*c == '*' && c[1] == '/') *c = '+';   /* keep the comment closed */
-        str_printf(s, "%s%s:%d: %s\n", prefix, p->diag && p->diag->file ? p->diag->file : "model", seen[k], line);
+        str_printf(s, "%s%s:%d: %s\n", prefix, render_file_name(p, p->diag ? p->diag->file : NULL), seen[k], line);
     }
+}
+
+/* A file name goes into comments and string literals of the generated code (and a NaN check's
+ * snprintf format): keep the characters that are harmless in all three and replace the rest
+ * (quote, backslash, '%', '*' of a comment end, '?' of a trigraph, controls, non-ASCII) by '_'. */
+const char *render_file_name(const Program *p, const char *file) {
+    if (!file) return "model";
+    char *s = arena_strdup(p->g->arena, file);
+    for (char *c = s; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(" ._/+-,=@:~#()[]{}", *c)) *c = '_';
+    return s;
 }
 
 const char *model_c_name(const Program *p) { return p->g->model_name ? p->g->model_name : "model"; }

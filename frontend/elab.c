@@ -1317,7 +1317,7 @@ Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const
     Elab E = {.a = a, .d = d};
     E.m = arena_alloc(a, sizeof *E.m);
     E.g = E.m->g = graph_new(a);
-    E.g->model_name = model_name;
+    E.g->model_name = model_name ? nn_model_c_name(a, model_name) : NULL;
     E.globals = arena_alloc(a, sizeof *E.globals);
     for (Stmt *s = prog; s; s = s->next)
         if (s->k == S_BLOCK) {

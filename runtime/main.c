@@ -188,19 +188,6 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         nnc_fatal("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
 }
 
-/* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
-static char *model_name_of(Arena *a, const char *path) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    char *s = arena_strdup(a, base);
-    char *dot = strrchr(s, '.');
-    if (dot && dot != s) *dot = 0;
-    for (char *p = s; *p; p++)
-        if (!isalnum((unsigned char)*p)) *p = '_';
-    if (!*s || isdigit((unsigned char)*s)) s = arena_printf(a, "m_%s", s);
-    return s;
-}
-
 static void apply_overrides(Model *m, const Cli *c) {
     TrainConfig *t = &m->train;
     if (c->has_epochs) t->epochs = (int)c->epochs;
@@ -325,7 +312,7 @@ int main(int argc, char **argv) {
     if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
     Diag diag = {.file = c.model, .src = src, .out = stderr};
-    Model *m = nn_load_model(&arena, &diag, c.model, src, model_name_of(&arena, c.model));
+    Model *m = nn_load_model(&arena, &diag, c.model, src, nn_model_c_name(&arena, c.model));
     if (!m) {
         fprintf(stderr, "%d error%s\n", diag.errors, diag.errors == 1 ? "" : "s");
         arena_free(&arena);

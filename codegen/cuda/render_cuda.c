@@ -290,7 +290,7 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
         " * One kernel per launch of each entry point, each headed by the model lines it computes;\n"
         " * GEMMs run as cuBLAS calls and copies as memcpys, in the order of the schedule\n"
         " * (nnc MODEL --target cuda --emit ir shows it). */\n",
-        p->diag && p->diag->file ? p->diag->file : "a model");
+        render_file_name(p, p->diag ? p->diag->file : NULL));
     if (o->f64)
         str_puts(s, "typedef double real;\n#define EXP exp\n#define LOG log\n#define SQRT sqrt\n#define TANH tanh\n#define POW pow\n");
     else
