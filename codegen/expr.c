@@ -78,9 +78,7 @@ void render_source_lines(Str *s, const Program *p, const Launch *L, const char *
         for (int b = a + 1; b < nseen; b++)
             if (seen[b] < seen[a]) { int t = seen[a]; seen[a] = seen[b]; seen[b] = t; }
     for (int k = 0; k < nseen; k++) {
-        const char *q = src;
-        for (int l = 1; q && l < seen[k] && *q; q++)
-            if (*q == '\n') l++;
+        const char *q = src ? diag_source_line(p->diag, seen[k]) : NULL;   /* no rescan per launch */
         int len = 0;
         while (q && q[len] && q[len] != '\n') len++;
         while (q && len > 0 && (*q == ' ' || *q == '\t')) { q++; len--; }

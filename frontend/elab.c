@@ -43,11 +43,16 @@ typedef struct Binding {
     Value v;
     SrcLoc loc;
     struct Binding *next;
+    struct Binding *hnext;       /* the next binding in the same hash bucket */
 } Binding;
 
+/* A scope: its bindings newest first (shadowing: the newest wins), plus a hash index once it
+ * holds more than a few, so that a model of N statements elaborates in O(N), not O(N^2). */
 struct Env {
     Binding *head;
     Env *parent;
+    Binding **bucket;            /* NULL while small */
+    int nbucket, count;
 };
 
 typedef struct {
@@ -69,10 +74,11 @@ typedef struct {
  * NN_MAX_EXPR_DEPTH deep, so the recursion is bounded on its own count; and since a block may
  * instantiate others several times, a 1 KB file could otherwise unfold exponentially, so the
  * work (eval steps) and the graph size are bounded too.  The largest shipped model uses a few
- * hundred nodes and steps; these bounds are far above any real model. */
+ * hundred nodes and steps; these bounds are far above any real model, and keep the passes
+ * (some of which are quadratic in the graph size) within seconds. */
 #define ELAB_MAX_DEPTH 3000
 #define ELAB_MAX_STEPS 5000000L
-#define ELAB_MAX_NODES 200000
+#define ELAB_MAX_NODES 20000
 
 static Value eval(Elab *E, Env *env, Expr *e);
 static Value eval_counted(Elab *E, Env *env, Expr *e, const char *bind_as);
@@ -91,6 +97,28 @@ static Value vfolded(Elab *E, double x, SrcLoc loc, const char *what) {
 }
 static Value vtensor(int node) { return (Value){.k = V_TENSOR, .node = node}; }
 
+enum { ENV_HASH_FROM = 16 };
+
+static unsigned env_hash(const char *s) { return (unsigned)hash_fnv1a(s, strlen(s), HASH_FNV_INIT); }
+
+/* Rebuilds the index with twice the buckets; inserting oldest first keeps newest first. */
+static void env_rehash(Elab *E, Env *env) {
+    int n = env->nbucket ? 2 * env->nbucket : 64;
+    Binding **bk = arena_alloc(E->a, (size_t)n * sizeof *bk);
+    Binding **all = xmalloc((size_t)env->count * sizeof *all);
+    int k = 0;
+    for (Binding *b = env->head; b; b = b->next) all[k++] = b;
+    while (k-- > 0) {
+        Binding *b = all[k];
+        unsigned h = env_hash(b->name) & (unsigned)(n - 1);
+        b->hnext = bk[h];
+        bk[h] = b;
+    }
+    free(all);
+    env->bucket = bk;
+    env->nbucket = n;
+}
+
 static void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc) {
     Binding *b = arena_alloc(E->a, sizeof *b);
     b->name = name;
@@ -98,12 +126,33 @@ static void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc) {
     b->loc = loc;
     b->next = env->head;
     env->head = b;
+    env->count++;
+    if (env->bucket && env->count <= 2 * env->nbucket) {
+        unsigned h = env_hash(name) & (unsigned)(env->nbucket - 1);
+        b->hnext = env->bucket[h];
+        env->bucket[h] = b;
+    } else if (env->count > ENV_HASH_FROM) {
+        env_rehash(E, env);
+    }
+}
+
+/* The newest binding of name in this scope only. */
+static Binding *env_find_local(const Env *env, const char *name) {
+    if (env->bucket) {
+        for (Binding *b = env->bucket[env_hash(name) & (unsigned)(env->nbucket - 1)]; b; b = b->hnext)
+            if (strcmp(b->name, name) == 0) return b;
+        return NULL;
+    }
+    for (Binding *b = env->head; b; b = b->next)
+        if (strcmp(b->name, name) == 0) return b;
+    return NULL;
 }
 
 static Binding *env_find(Env *env, const char *name) {
-    for (; env; env = env->parent)
-        for (Binding *b = env->head; b; b = b->next)
-            if (strcmp(b->name, name) == 0) return b;
+    for (; env; env = env->parent) {
+        Binding *b = env_find_local(env, name);
+        if (b) return b;
+    }
     return NULL;
 }
 
@@ -819,8 +868,8 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
             diag_error(E->d, e->loc, "'.%s': a %s has no members", e->str, kind_name(a.k));
             return verror;
         }
-        for (Binding *b = a.inst->env->head; b; b = b->next)
-            if (!strcmp(b->name, e->str)) return b->v;
+        Binding *m = env_find_local(a.inst->env, e->str);
+        if (m) return m->v;
         int bd = 3;
         const char *best = suggest_env(e->str, &(Env){.head = a.inst->env->head}, NULL, &bd);
         diag_error(E->d, e->loc, "block instance '%s' has no member '%s'%s", a.inst->scope, e->str, did_you_mean(E, best));
@@ -841,8 +890,8 @@ static bool within_budget(Elab *E, SrcLoc loc) {
         why = arena_printf(E->a, "elaborating the model takes more than %ld steps (blocks that instantiate blocks "
                            "several times grow exponentially)", ELAB_MAX_STEPS);
     else if (E->g->n > ELAB_MAX_NODES)
-        why = arena_printf(E->a, "the model has more than %d operations (blocks that instantiate blocks several "
-                           "times grow exponentially)", ELAB_MAX_NODES);
+        why = arena_printf(E->a, "the model has more than %d operations, the limit (blocks that instantiate "
+                           "blocks several times grow exponentially)", ELAB_MAX_NODES);
     if (!why) return true;
     diag_error(E->d, loc, "%s", why);
     E->over_budget = true;

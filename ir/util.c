@@ -114,14 +114,20 @@ void str_free(Str *s) {
     s->len = s->cap = 0;
 }
 
-/* The start of line `line` of the source.  Diagnostics mostly come in file order, so the scan
- * resumes from the last line quoted: reporting N errors costs one pass over the file, not N. */
-static const char *diag_line_start(Diag *d, int line) {
+/* The start of line `line` of the source (or its end, past the last line).  Callers ask in
+ * runs of nearby lines (diagnostics in file order, kernels quoting the lines they compute,
+ * forward then backward), so the scan moves from the last line asked in either direction:
+ * N nearby requests cost their distance, not N passes over the file. */
+const char *diag_source_line(Diag *d, int line) {
     const char *p = d->src;
     int l = 1;
-    if (d->q_at && d->q_line <= line) {
+    if (d->q_at && line >= d->q_line / 2) {
         p = d->q_at;
         l = d->q_line;
+    }
+    for (; l > line; l--) {   /* back to the start of the previous line */
+        p--;
+        while (p > d->src && p[-1] != '\n') p--;
     }
     for (; l < line && *p; p++)
         if (*p == '\n') l++;
@@ -135,7 +141,7 @@ static const char *diag_line_start(Diag *d, int line) {
 enum { QUOTE_WINDOW = 160 };
 static void diag_quote(Diag *d, SrcLoc loc) {
     if (!d->src || loc.line <= 0) return;
-    const char *p = diag_line_start(d, loc.line);
+    const char *p = diag_source_line(d, loc.line);
     const char *e = strchr(p, '\n');
     int n = e ? (int)(e - p) : (int)strlen(p);
     int from = 0, col = loc.col;

@@ -47,7 +47,7 @@ typedef struct {
     int errors;            /* errors reported (at most DIAG_MAX_ERRORS) */
     FILE *out;             /* stderr unless a test captures it */
     bool stopped;          /* DIAG_MAX_ERRORS reached: later errors are dropped */
-    const char *q_at;      /* start of the last quoted line, so quoting stays linear */
+    const char *q_at;      /* start of the last line asked for (diag_source_line) */
     int q_line;            /* its number (0: none yet) */
 } Diag;
 
@@ -59,6 +59,8 @@ typedef struct {
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool diag_stopped(const Diag *d);
+/* The start of a line of d->src; linear over runs of nearby requests (it remembers the last). */
+const char *diag_source_line(Diag *d, int line);
 /* Errors with no location (flags, files): "nnc: error: ..." */
 void nnc_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
