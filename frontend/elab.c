@@ -76,7 +76,7 @@ typedef struct {
  * work (eval steps) and the graph size are bounded too.  The largest shipped model uses a few
  * hundred nodes and steps; these bounds are far above any real model, and keep the passes
  * (some of which are quadratic in the graph size) within seconds. */
-#define ELAB_MAX_DEPTH 3000
+#define ELAB_MAX_DEPTH 2000
 #define ELAB_MAX_STEPS 5000000L
 #define ELAB_MAX_NODES 20000
 
@@ -547,6 +547,8 @@ static Value transpose(Elab *E, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "transpose() needs a 2-d tensor, got %s", tstr(E, x));
         return verror;
     }
+    /* transpose(transpose(a)) is a: no chains of views for the passes to walk */
+    if (E->g->nodes[x].op == OP_TRANSPOSE) return vtensor(E->g->nodes[x].in[0]);
     int64_t d[2] = {s.d[1], s.d[0]};
     int in[1] = {x};
     return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, shape_of(2, d), E->g->nodes[x].dtype, loc));

@@ -33,6 +33,13 @@ typedef struct {
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
 } Cli;
 
+/* Errors in flags: "nnc: error: --flag: ..." and exit 1.  The command-line fuzz target
+ * (tests/fuzz/fuzz_cli.c) compiles this file with its own cli_error, which returns to the
+ * fuzzer instead of exiting. */
+#ifndef cli_error
+#define cli_error nnc_fatal
+#endif
+
 static void usage(FILE *f) {
     fputs("usage: nnc MODEL.nn [options]\n"
           "\n"
@@ -84,7 +91,7 @@ static void version(void) {
 static const char *flag_value(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
     if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (*i + 1 >= argc) nnc_fatal("%s needs a value", name);
+    if (*i + 1 >= argc) cli_error("%s needs a value", name);
     return argv[++*i];
 }
 
@@ -95,7 +102,7 @@ static long parse_long(const char *flag, const char *v, long lo, long hi) {
     errno = 0;
     long x = strtol(v, &end, 10);
     if (*v == 0 || *end || errno == ERANGE || x < lo || x > hi)
-        nnc_fatal("%s: expects an integer from %ld to %ld, got '%s'", flag, lo, hi, v);
+        cli_error("%s: expects an integer from %ld to %ld, got '%s'", flag, lo, hi, v);
     return x;
 }
 
@@ -104,7 +111,7 @@ static unsigned long long parse_seed(const char *flag, const char *v) {
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (!isdigit((unsigned char)*v) || *end || errno == ERANGE)
-        nnc_fatal("%s: expects an integer from 0 to %llu, got '%s'", flag, (unsigned long long)UINT64_MAX, v);
+        cli_error("%s: expects an integer from 0 to %llu, got '%s'", flag, (unsigned long long)UINT64_MAX, v);
     return x;
 }
 
@@ -112,8 +119,8 @@ static unsigned long long parse_seed(const char *flag, const char *v) {
 static double parse_rate(const char *flag, const char *v) {
     char *end;
     double x = strtod(v, &end);
-    if (*v == 0 || *end) nnc_fatal("%s: expects a number, got '%s'", flag, v);
-    if (!isfinite(x) || x < 0) nnc_fatal("%s: must be a finite number >= 0, got '%s'", flag, v);
+    if (*v == 0 || *end) cli_error("%s: expects a number, got '%s'", flag, v);
+    if (!isfinite(x) || x < 0) cli_error("%s: must be a finite number >= 0, got '%s'", flag, v);
     return x;
 }
 
@@ -172,8 +179,8 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         else if (!strcmp(a, "--tf32")) c->tf32 = true;
         else if (!strcmp(a, "--f64")) c->f64 = true;
         else if (!strcmp(a, "--verify-ir")) c->verify = true;
-        else if (a[0] == '-' && a[1]) nnc_fatal("unknown option '%s' (see nnc --help)", a);
-        else if (c->model) nnc_fatal("one model at a time: got '%s' and '%s'", c->model, a);
+        else if (a[0] == '-' && a[1]) cli_error("unknown option '%s' (see nnc --help)", a);
+        else if (c->model) cli_error("one model at a time: got '%s' and '%s'", c->model, a);
         else c->model = a;
     }
     if (!c->model) {
@@ -181,11 +188,11 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         exit(2);
     }
     if (c->emit && strcmp(c->emit, "ir") && strcmp(c->emit, "c") && strcmp(c->emit, "cuda") && strcmp(c->emit, "ptx"))
-        nnc_fatal("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
+        cli_error("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
     if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
-        nnc_fatal("--target takes cpu or cuda, not '%s'", c->target);
+        cli_error("--target takes cpu or cuda, not '%s'", c->target);
     if (c->dump_after && !pipeline_has_pass(c->dump_after))
-        nnc_fatal("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
+        cli_error("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
 }
 
 static void apply_overrides(Model *m, const Cli *c) {
@@ -195,9 +202,9 @@ static void apply_overrides(Model *m, const Cli *c) {
     if (c->has_seed) t->seed = (uint64_t)c->seed;
     if (c->has_lr) t->opt.lr = c->lr;
     if (c->has_momentum) {
-        if (t->opt.kind != OPT_SGD) nnc_fatal("--momentum: applies to sgd; this model uses adam");
+        if (t->opt.kind != OPT_SGD) cli_error("--momentum: applies to sgd; this model uses adam");
         if (t->opt.nesterov && c->momentum <= 0)   /* torch.optim.SGD's rule */
-            nnc_fatal("--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", c->momentum);
+            cli_error("--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", c->momentum);
         t->opt.momentum = c->momentum;
     }
     m->g->batch_max = (int)(t->present ? t->batch : (c->has_batch ? c->batch : 1));
