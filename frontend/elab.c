@@ -647,8 +647,10 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
             if (count != floor(count)) diag_error(E->d, arg_loc(a, ix[3], loc), "%s(): count must be an integer", fn);
             ok = false;
         }
-        s->first = (int64_t)first;
-        s->count = ix[3] >= 0 ? (int64_t)count : -1;
+        if (ok) {   /* converted only once known to fit */
+            s->first = (int64_t)first;
+            s->count = ix[3] >= 0 ? (int64_t)count : -1;
+        }
     }
     return ok ? (Value){.k = V_SOURCE, .src = s} : verror;
 }

@@ -11,7 +11,7 @@ pass=0; fail=0
 check() { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $*"; cat "$dir/out"; fi; }
 cp "$here/names_labels.csv" "$dir/"; cd "$dir"
 i=0
-for name in auto int32 nnc_model class 2d 'we"ird%s*\x'; do
+for name in auto int32 nnc_model 'we"ird%s*\x'; do
     i=$((i+1))
     cp "$here/names.nn" "$dir/$name.nn"
     check "$nnc" "$dir/$name.nn" --quiet --no-cache --check-numerics
