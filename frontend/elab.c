@@ -77,7 +77,7 @@ typedef struct {
  * hundred nodes and steps; these bounds are far above any real model, and keep the passes
  * (some of which are quadratic in the graph size) within seconds. */
 #define ELAB_MAX_DEPTH 2000
-#define ELAB_MAX_STEPS 5000000L
+#define ELAB_MAX_STEPS 1000000L
 #define ELAB_MAX_NODES 20000
 
 static Value eval(Elab *E, Env *env, Expr *e);
