@@ -59,6 +59,11 @@ void render_c_string_body(Str *s, const char *text);    /* ... inside a "string 
 /* "relu (forward, mlp.nn:18:12, launch 3 of train_step)": --check-numerics' name for an output. */
 void launch_describe(Str *s, const Program *p, const Entry *e, int k, int out);
 const char *model_c_name(const Program *p);
+/* A file name made safe to quote in generated comments and string literals. */
+const char *render_file_name(const Program *p, const char *file);
+/* A double as a valid C/CUDA literal or constant expression (never "inf" or "nan"). */
+#define RENDER_NUM_LEN 32
+const char *render_num(char buf[RENDER_NUM_LEN], double x);
 
 /* Text of files embedded at build time (CMake turns them into C strings). */
 extern const char nnc_embed_rng_h[];

@@ -2,6 +2,9 @@
  * every elementwise op, taken from ops.def so the two targets cannot disagree (and so NaN and
  * Inf come out as PyTorch gives them on both), inline scalars,
  * dimensions, and the .nn lines that head each kernel. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -20,6 +23,19 @@ static const char *powc_special(double c) {
     return NULL;
 }
 
+/* A double as a C/CUDA literal: %.17g round-trips every finite value.  inf and NaN have no
+ * literal, and printf would write "inf" or "-nan" (not C): they become constant expressions
+ * valid in both languages.  The front end rejects non-finite constants, so these are reached
+ * only by arithmetic inside the compiler (a scaled learning rate that overflows). */
+const char *render_num(char buf[RENDER_NUM_LEN], double x) {
+    if (isnan(x)) snprintf(buf, RENDER_NUM_LEN, "(0.0 / 0.0)");
+    else if (isinf(x)) snprintf(buf, RENDER_NUM_LEN, "(%s1.0 / 0.0)", x < 0 ? "-" : "");
+    else snprintf(buf, RENDER_NUM_LEN, "%.17g", x);
+    return buf;
+}
+
+#define NUM(x) render_num((char[RENDER_NUM_LEN]){0}, (x))
+
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands) {
     const Node *n = &g->nodes[id];
     const char *sp = n->op == OP_POWC ? powc_special(n->fparam[0]) : NULL;
@@ -34,7 +50,7 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
             str_puts(s, operands[t[1] - '0']);
             t++;
         } else if (t[0] == '$' && t[1] == 'p') {
-            str_printf(s, "(real)%.17g", n->fparam[0]);
+            str_printf(s, "(real)%s", NUM(n->fparam[0]));
             t++;
         } else
             str_putc(s, *t);
@@ -44,15 +60,15 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
 void render_inline_value(Str *s, const Graph *g, int id, const char *step, const char *batch) {
     const Node *n = &g->nodes[id];
     if (n->op == OP_CONST) {
-        if (n->iparam[0] == -1) str_printf(s, "((real)%.17g / (real)(%s))", n->fparam[0], batch);
-        else if (n->iparam[0] == 1) str_printf(s, "((real)%.17g * (real)(%s))", n->fparam[0], batch);
-        else str_printf(s, "((real)%.17g)", n->fparam[0]);
+        if (n->iparam[0] == -1) str_printf(s, "((real)%s / (real)(%s))", NUM(n->fparam[0]), batch);
+        else if (n->iparam[0] == 1) str_printf(s, "((real)%s * (real)(%s))", NUM(n->fparam[0]), batch);
+        else str_printf(s, "((real)%s)", NUM(n->fparam[0]));
         return;
     }
     switch (n->iparam[0]) {
     case 0: str_printf(s, "((real)(%s))", step); break;
-    case 1: str_printf(s, "((real)(1.0 - pow(%.17g, (double)(%s))))", n->fparam[0], step); break;
-    default: str_printf(s, "((%s) == 1 ? (real)1 : (real)%.17g)", step, n->fparam[0]); break;
+    case 1: str_printf(s, "((real)(1.0 - pow(%s, (double)(%s))))", NUM(n->fparam[0]), step); break;
+    default: str_printf(s, "((%s) == 1 ? (real)1 : (real)%s)", step, NUM(n->fparam[0])); break;
     }
 }
 
@@ -76,9 +92,7 @@ void render_source_lines(Str *s, const Program *p, const Launch *L, const char *
         for (int b = a + 1; b < nseen; b++)
             if (seen[b] < seen[a]) { int t = seen[a]; seen[a] = seen[b]; seen[b] = t; }
     for (int k = 0; k < nseen; k++) {
-        const char *q = src;
-        for (int l = 1; q && l < seen[k] && *q; q++)
-            if (*q == '\n') l++;
+        const char *q = src ? diag_source_line(p->diag, seen[k]) : NULL;   /* no rescan per launch */
         int len = 0;
         while (q && q[len] && q[len] != '\n') len++;
         while (q && len > 0 && (*q == ' ' || *q == '\t')) { q++; len--; }
@@ -90,6 +104,17 @@ void render_source_lines(Str *s, const Program *p, const Launch *L, const char *
         render_comment_text(s, p->diag && p->diag->file ? p->diag->file : "model");
         str_printf(s, ":%d: %s\n", seen[k], line);
     }
+}
+
+/* A file name goes into comments and string literals of the generated code (and a NaN check's
+ * snprintf format): keep the characters that are harmless in all three and replace the rest
+ * (quote, backslash, '%', '*' of a comment end, '?' of a trigraph, controls, non-ASCII) by '_'. */
+const char *render_file_name(const Program *p, const char *file) {
+    if (!file) return "model";
+    char *s = arena_strdup(p->g->arena, file);
+    for (char *c = s; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(" ._/+-,=@:~#()[]{}", *c)) *c = '_';
+    return s;
 }
 
 const char *model_c_name(const Program *p) { return p->g->model_name ? p->g->model_name : "model"; }

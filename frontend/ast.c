@@ -5,7 +5,18 @@ static Expr *ast_expr(ParseCtx *c, ExprKind k, SrcLoc l) {
     Expr *e = arena_alloc(c->arena, sizeof *e);
     e->k = k;
     e->loc = l;
+    e->depth = 1;
     return e;
+}
+
+/* Records that `e` contains `sub`; the first expression to pass the bound is reported (the
+ * ones around it are deeper still, but one message per chain is enough). */
+static void ast_nest(ParseCtx *c, Expr *e, const Expr *sub) {
+    if (!sub || sub->depth + 1 <= e->depth) return;
+    e->depth = sub->depth + 1;
+    if (e->depth == NN_MAX_EXPR_DEPTH + 1)
+        diag_error(c->diag, e->loc, "expression nested more than %d deep (split it into named steps)",
+                   NN_MAX_EXPR_DEPTH);
 }
 
 Expr *ast_num(ParseCtx *c, SrcLoc l, double v) {
@@ -31,12 +42,15 @@ Expr *ast_bin(ParseCtx *c, SrcLoc l, int op, Expr *a, Expr *b) {
     e->op = op;
     e->a = a;
     e->b = b;
+    ast_nest(c, e, a);
+    ast_nest(c, e, b);
     return e;
 }
 
 Expr *ast_neg(ParseCtx *c, SrcLoc l, Expr *a) {
     Expr *e = ast_expr(c, E_NEG, l);
     e->a = a;
+    ast_nest(c, e, a);
     return e;
 }
 
@@ -44,6 +58,8 @@ Expr *ast_call(ParseCtx *c, SrcLoc l, Expr *f, Arg *args) {
     Expr *e = ast_expr(c, E_CALL, l);
     e->a = f;
     e->args = args;
+    ast_nest(c, e, f);
+    for (Arg *x = args; x; x = x->next) ast_nest(c, e, x->e);
     return e;
 }
 
@@ -51,6 +67,7 @@ Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name) {
     Expr *e = ast_expr(c, E_MEMBER, l);
     e->a = a;
     e->str = name;
+    ast_nest(c, e, a);
     return e;
 }
 
@@ -61,11 +78,15 @@ Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e) {
     return a;
 }
 
+/* Lists are built left to right by left-recursive rules; the head keeps the tail so that a
+ * long list costs linear time, not quadratic. */
 Arg *ast_args_append(Arg *list, Arg *a) {
-    if (!list) return a;
-    Arg *p = list;
-    while (p->next) p = p->next;
-    p->next = a;
+    if (!list) {
+        a->tail = a;
+        return a;
+    }
+    (list->tail ? list->tail : list)->next = a;
+    list->tail = a;
     return list;
 }
 
@@ -77,10 +98,12 @@ Name *ast_name(ParseCtx *c, SrcLoc l, const char *s) {
 }
 
 Name *ast_names_append(Name *list, Name *n) {
-    if (!list) return n;
-    Name *p = list;
-    while (p->next) p = p->next;
-    p->next = n;
+    if (!list) {
+        n->tail = n;
+        return n;
+    }
+    (list->tail ? list->tail : list)->next = n;
+    list->tail = n;
     return list;
 }
 
@@ -119,9 +142,11 @@ Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, Src
 
 Stmt *ast_stmts_append(Stmt *list, Stmt *s) {
     if (!s) return list;
-    if (!list) return s;
-    Stmt *p = list;
-    while (p->next) p = p->next;
-    p->next = s;
+    if (!list) {
+        s->tail = s;
+        return s;
+    }
+    (list->tail ? list->tail : list)->next = s;
+    list->tail = s;
     return list;
 }

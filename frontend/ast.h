@@ -17,16 +17,23 @@ typedef enum {
     E_MEMBER,   /* a.str */
 } ExprKind;
 
+/* Expressions nest at most this deep (a sum of 1,000 terms written a + b + ... nests 1,000
+ * deep): the elaborator walks them recursively, so the bound keeps its stack use bounded and
+ * a hostile file gets a located error instead of a stack overflow. */
+#define NN_MAX_EXPR_DEPTH 1000
+
 typedef struct Expr Expr;
 typedef struct Arg {
     const char *kw;             /* keyword argument name, or NULL */
     Expr *e;
     struct Arg *next;
+    struct Arg *tail;           /* on a list's head: its last element (appends are O(1)) */
 } Arg;
 
 struct Expr {
     ExprKind k;
     SrcLoc loc;
+    int depth;                  /* 1 for a leaf; bounded by NN_MAX_EXPR_DEPTH */
     double num;
     const char *str;
     int op;
@@ -38,6 +45,7 @@ typedef struct Name {
     const char *s;
     SrcLoc loc;
     struct Name *next;
+    struct Name *tail;          /* on a list's head: its last element */
 } Name;
 
 typedef struct {
@@ -70,6 +78,7 @@ typedef struct Stmt {
     Name *params;
     struct Stmt *body;
     struct Stmt *next;
+    struct Stmt *tail;          /* on a list's head: its last element */
 } Stmt;
 
 typedef struct {

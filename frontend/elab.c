@@ -9,6 +9,7 @@
  * Every check that can fail points at the user's text and elaboration continues where it
  * safely can (a failed expression yields V_ERROR, which silences follow-on errors), so one
  * run reports every independent mistake. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +43,16 @@ typedef struct Binding {
     Value v;
     SrcLoc loc;
     struct Binding *next;
+    struct Binding *hnext;       /* the next binding in the same hash bucket */
 } Binding;
 
+/* A scope: its bindings newest first (shadowing: the newest wins), plus a hash index once it
+ * holds more than a few, so that a model of N statements elaborates in O(N), not O(N^2). */
 struct Env {
     Binding *head;
     Env *parent;
+    Binding **bucket;            /* NULL while small */
+    int nbucket, count;
 };
 
 typedef struct {
@@ -58,15 +64,60 @@ typedef struct {
     int in_train;                /* data sources and optimizers may be called */
     int depth;                   /* recursion guard for blocks that call themselves */
     bool saw_minimize;           /* a 'minimize' was written, even if it failed its checks */
+    int eval_depth;              /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
+    long steps;                  /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
+    bool over_budget;            /* a bound was hit and reported: elaboration winds down */
+    bool data_error;             /* a data source failed (reported): no "input has no data" */
 } Elab;
 
+/* Bounds on elaboration.  Blocks nest up to 32 deep and each level may hold expressions up to
+ * NN_MAX_EXPR_DEPTH deep, so the recursion is bounded on its own count; and since a block may
+ * instantiate others several times, a 1 KB file could otherwise unfold exponentially, so the
+ * work (eval steps) and the graph size are bounded too.  The largest shipped model uses a few
+ * hundred nodes and steps; these bounds are far above any real model, and keep the passes
+ * (some of which are quadratic in the graph size) within seconds. */
+#define ELAB_MAX_DEPTH 2000
+#define ELAB_MAX_STEPS 1000000L
+#define ELAB_MAX_NODES 20000
+
 static Value eval(Elab *E, Env *env, Expr *e);
+static Value eval_counted(Elab *E, Env *env, Expr *e, const char *bind_as);
 static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret);
 
 static const Value verror = {.k = V_ERROR};
 
 static Value vnum(double x) { return (Value){.k = V_NUM, .num = x}; }
+
+/* A number folded from constants (1 / 0, log(0), 1e300 * 1e300) that is not finite has no
+ * meaning in a model and no spelling in the generated C: an error where it was written. */
+static Value vfolded(Elab *E, double x, SrcLoc loc, const char *what) {
+    if (isfinite(x)) return vnum(x);
+    diag_error(E->d, loc, "%s gives %s: constants must be finite", what, isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf");
+    return verror;
+}
 static Value vtensor(int node) { return (Value){.k = V_TENSOR, .node = node}; }
+
+enum { ENV_HASH_FROM = 16 };
+
+static unsigned env_hash(const char *s) { return (unsigned)hash_fnv1a(s, strlen(s), HASH_FNV_INIT); }
+
+/* Rebuilds the index with twice the buckets; inserting oldest first keeps newest first. */
+static void env_rehash(Elab *E, Env *env) {
+    int n = env->nbucket ? 2 * env->nbucket : 64;
+    Binding **bk = arena_alloc(E->a, (size_t)n * sizeof *bk);
+    Binding **all = xmalloc((size_t)env->count * sizeof *all);
+    int k = 0;
+    for (Binding *b = env->head; b; b = b->next) all[k++] = b;
+    while (k-- > 0) {
+        Binding *b = all[k];
+        unsigned h = env_hash(b->name) & (unsigned)(n - 1);
+        b->hnext = bk[h];
+        bk[h] = b;
+    }
+    free(all);
+    env->bucket = bk;
+    env->nbucket = n;
+}
 
 static void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc) {
     Binding *b = arena_alloc(E->a, sizeof *b);
@@ -75,12 +126,33 @@ static void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc) {
     b->loc = loc;
     b->next = env->head;
     env->head = b;
+    env->count++;
+    if (env->bucket && env->count <= 2 * env->nbucket) {
+        unsigned h = env_hash(name) & (unsigned)(env->nbucket - 1);
+        b->hnext = env->bucket[h];
+        env->bucket[h] = b;
+    } else if (env->count > ENV_HASH_FROM) {
+        env_rehash(E, env);
+    }
+}
+
+/* The newest binding of name in this scope only. */
+static Binding *env_find_local(const Env *env, const char *name) {
+    if (env->bucket) {
+        for (Binding *b = env->bucket[env_hash(name) & (unsigned)(env->nbucket - 1)]; b; b = b->hnext)
+            if (strcmp(b->name, name) == 0) return b;
+        return NULL;
+    }
+    for (Binding *b = env->head; b; b = b->next)
+        if (strcmp(b->name, name) == 0) return b;
+    return NULL;
 }
 
 static Binding *env_find(Env *env, const char *name) {
-    for (; env; env = env->parent)
-        for (Binding *b = env->head; b; b = b->next)
-            if (strcmp(b->name, name) == 0) return b;
+    for (; env; env = env->parent) {
+        Binding *b = env_find_local(env, name);
+        if (b) return b;
+    }
     return NULL;
 }
 
@@ -212,7 +284,7 @@ static Value matmul(Elab *E, Value a, Value b, SrcLoc loc) {
 }
 
 static Value powc(Elab *E, Value a, Value b, SrcLoc loc) {
-    if (a.k == V_NUM && b.k == V_NUM) return vnum(pow(a.num, b.num));
+    if (a.k == V_NUM && b.k == V_NUM) return vfolded(E, pow(a.num, b.num), loc, "this power");
     if (b.k != V_NUM) {
         if (b.k != V_ERROR) diag_error(E->d, loc, "the exponent of ** must be a number, got a %s", kind_name(b.k));
         return verror;
@@ -230,10 +302,10 @@ static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     if (op == '@') return matmul(E, a, b, loc);
     if (a.k == V_NUM && b.k == V_NUM) {
         switch (op) {
-        case '+': return vnum(a.num + b.num);
-        case '-': return vnum(a.num - b.num);
-        case '*': return vnum(a.num * b.num);
-        default: return vnum(a.num / b.num);
+        case '+': return vfolded(E, a.num + b.num, loc, "this sum");
+        case '-': return vfolded(E, a.num - b.num, loc, "this difference");
+        case '*': return vfolded(E, a.num * b.num, loc, "this product");
+        default: return vfolded(E, a.num / b.num, loc, "this division");
         }
     }
     return tensor_binop(E, op, a, b, loc);
@@ -311,6 +383,29 @@ static double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok) {
     return a->v[i].num;
 }
 
+/* The location to blame for argument i: the argument itself, or the call if it was left out. */
+static SrcLoc arg_loc(Args *a, int i, SrcLoc call) { return i >= 0 ? a->loc[i] : call; }
+
+/* A numeric argument within [lo, hi] (an open end where lo_open/hi_open), finite; the message
+ * names the function and argument, with PyTorch's rule. */
+static bool check_range(Elab *E, const char *fn, const char *name, double x, double lo, bool lo_open, double hi,
+                        bool hi_open, SrcLoc loc) {
+    bool ok = isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+    if (ok) return true;
+    if (isinf(hi))
+        diag_error(E->d, loc, "%s(): %s must be %s %.10g, got %.10g", fn, name, lo_open ? ">" : ">=", lo, x);
+    else
+        diag_error(E->d, loc, "%s(): %s must be in %c%.10g, %.10g%c, got %.10g", fn, name, lo_open ? '(' : '[', lo, hi,
+                   hi_open ? ')' : ']', x);
+    return false;
+}
+
+static bool check_finite(Elab *E, const char *fn, const char *name, double x, SrcLoc loc) {
+    if (isfinite(x)) return true;
+    diag_error(E->d, loc, "%s(): %s must be a finite number, got %g", fn, name, x);
+    return false;
+}
+
 static int tensor_arg(Elab *E, Args *a, int i) {
     if (i < 0) return -1;
     return as_tensor(E, a->v[i], a->loc[i]);
@@ -320,7 +415,7 @@ static int tensor_arg(Elab *E, Args *a, int i) {
 static int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok) {
     if (i < 0) return rank ? (1 << rank) - 1 : 0;
     double x = num_arg(E, a, i, 0, ok);
-    int ax = (int)x;
+    int ax = *ok && fabs(x) <= IR_MAX_RANK ? (int)x : IR_MAX_RANK;   /* cast only what fits */
     if (ax < 0) ax += rank;
     if (!*ok || ax < 0 || ax >= rank || x != floor(x)) {
         if (*ok) diag_error(E->d, a->loc[i], "axis %g is out of range for a tensor of rank %d", x, rank);
@@ -360,11 +455,12 @@ static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     }
     if (a->v[0].k == V_NUM) {  /* constant folding for shapes and initializer bounds */
         double x = a->v[0].num;
+        const char *what = arena_printf(E->a, "%s(%g)", fn, x);
         switch (op) {
-        case OP_SQRT: return vnum(sqrt(x));
-        case OP_EXP: return vnum(exp(x));
-        case OP_LOG: return vnum(log(x));
-        case OP_TANH: return vnum(tanh(x));
+        case OP_SQRT: return vfolded(E, sqrt(x), loc, what);
+        case OP_EXP: return vfolded(E, exp(x), loc, what);
+        case OP_LOG: return vfolded(E, log(x), loc, what);
+        case OP_TANH: return vfolded(E, tanh(x), loc, what);
         default: break;
         }
     }
@@ -451,6 +547,8 @@ static Value transpose(Elab *E, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "transpose() needs a 2-d tensor, got %s", tstr(E, x));
         return verror;
     }
+    /* transpose(transpose(a)) is a: no chains of views for the passes to walk */
+    if (E->g->nodes[x].op == OP_TRANSPOSE) return vtensor(E->g->nodes[x].in[0]);
     int64_t d[2] = {s.d[1], s.d[0]};
     int in[1] = {x};
     return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, shape_of(2, d), E->g->nodes[x].dtype, loc));
@@ -479,6 +577,9 @@ static Value reshape(Elab *E, Args *a, SrcLoc loc) {
                    shape_str(s, E->g->nodes[x].dtype, E->g->batch_name, (char[96]){0}, 96));
         return verror;
     }
+    /* reshape of a reshape reads the original: chains stay one long, so the passes that follow
+     * a reshape to its storage (recursively) never meet a long chain */
+    while (E->g->nodes[x].op == OP_RESHAPE) x = E->g->nodes[x].in[0];
     int in[1] = {x};
     return vtensor(graph_add(E->g, OP_RESHAPE, 1, in, s, E->g->nodes[x].dtype, loc));
 }
@@ -532,9 +633,24 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
     }
     s->path = a->v[ix[0]].str;
     s->scale = num_arg(E, a, ix[1], 1, &ok);
-    if (k == SRC_CSV) {
-        s->first = (int64_t)num_arg(E, a, ix[2], 0, &ok);
-        s->count = (int64_t)num_arg(E, a, ix[3], -1, &ok);
+    ok = ok && check_finite(E, fn, "scale", s->scale, arg_loc(a, ix[1], loc));
+    if (k == SRC_CSV && ok) {
+        /* columns are counted in int64 by the loader: integers well inside that range */
+        double first = num_arg(E, a, ix[2], 0, &ok), count = num_arg(E, a, ix[3], 1, &ok);
+        if (ok && (first != floor(first) || !check_range(E, fn, "first", first, 0, false, 2147483647.0, false,
+                                                         arg_loc(a, ix[2], loc)))) {
+            if (first != floor(first)) diag_error(E->d, arg_loc(a, ix[2], loc), "%s(): first must be an integer", fn);
+            ok = false;
+        }
+        if (ok && (count != floor(count) || !check_range(E, fn, "count", count, 1, false, 2147483647.0, false,
+                                                         arg_loc(a, ix[3], loc)))) {
+            if (count != floor(count)) diag_error(E->d, arg_loc(a, ix[3], loc), "%s(): count must be an integer", fn);
+            ok = false;
+        }
+        if (ok) {   /* converted only once known to fit */
+            s->first = (int64_t)first;
+            s->count = ix[3] >= 0 ? (int64_t)count : -1;
+        }
         double h = num_arg(E, a, ix[4], -1, &ok);   /* -1: not given, detect */
         if (ok && h != -1 && h != 0 && h != 1) {
             diag_error(E->d, a->loc[ix[4]], "header= takes true or false");
@@ -543,6 +659,29 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
         s->header = (int)h;
     }
     return ok ? (Value){.k = V_SOURCE, .src = s} : verror;
+}
+
+/* The checks torch.optim makes in its constructors (SGD: lr, momentum, weight_decay >= 0,
+ * nesterov needs momentum > 0 and dampening 0; Adam/AdamW: lr, eps, weight_decay >= 0 and
+ * betas in [0, 1)), plus finiteness: every value is baked into the generated code. */
+static bool optimizer_check(Elab *E, const char *fn, OptConfig *o, Args *a, int *ix, SrcLoc loc) {
+    const double inf = INFINITY;
+    bool ok = check_range(E, fn, "lr", o->lr, 0, false, inf, false, arg_loc(a, ix[0], loc));
+    if (o->kind == OPT_SGD) {
+        ok &= check_range(E, fn, "momentum", o->momentum, 0, false, inf, false, arg_loc(a, ix[1], loc));
+        ok &= check_finite(E, fn, "dampening", o->dampening, arg_loc(a, ix[2], loc));
+        ok &= check_range(E, fn, "weight_decay", o->weight_decay, 0, false, inf, false, arg_loc(a, ix[3], loc));
+        if (ok && o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
+            diag_error(E->d, loc, "nesterov momentum requires a momentum and zero dampening");
+            ok = false;
+        }
+        return ok;
+    }
+    ok &= check_range(E, fn, "beta1", o->beta1, 0, false, 1, true, arg_loc(a, ix[1], loc));
+    ok &= check_range(E, fn, "beta2", o->beta2, 0, false, 1, true, arg_loc(a, ix[2], loc));
+    ok &= check_range(E, fn, "eps", o->eps, 0, false, inf, false, arg_loc(a, ix[3], loc));
+    ok &= check_range(E, fn, "weight_decay", o->weight_decay, 0, false, inf, false, arg_loc(a, ix[4], loc));
+    return ok;
 }
 
 static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) {
@@ -560,10 +699,6 @@ static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) 
         o->dampening = num_arg(E, a, ix[2], 0, &ok);
         o->weight_decay = num_arg(E, a, ix[3], 0, &ok);
         o->nesterov = num_arg(E, a, ix[4], 0, &ok) != 0;
-        if (ok && o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
-            diag_error(E->d, loc, "nesterov momentum requires a momentum and zero dampening");
-            ok = false;
-        }
     } else {
         if (!bind_args(E, fn, a, adam, 5, ix, 0, loc)) return verror;
         o->lr = num_arg(E, a, ix[0], 1e-3, &ok);
@@ -572,10 +707,7 @@ static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) 
         o->eps = num_arg(E, a, ix[3], 1e-8, &ok);
         o->weight_decay = num_arg(E, a, ix[4], k == OPT_ADAMW ? 1e-2 : 0, &ok);
     }
-    if (ok && !(o->lr > 0)) {
-        diag_error(E->d, loc, "the learning rate must be positive, got %g", o->lr);
-        ok = false;
-    }
+    ok = ok && optimizer_check(E, fn, o, a, ix, loc);
     return ok ? (Value){.k = V_OPTIM, .opt = o} : verror;
 }
 
@@ -746,8 +878,8 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
             diag_error(E->d, e->loc, "'.%s': a %s has no members", e->str, kind_name(a.k));
             return verror;
         }
-        for (Binding *b = a.inst->env->head; b; b = b->next)
-            if (!strcmp(b->name, e->str)) return b->v;
+        Binding *m = env_find_local(a.inst->env, e->str);
+        if (m) return m->v;
         int bd = 3;
         const char *best = suggest_env(e->str, &(Env){.head = a.inst->env->head}, NULL, &bd);
         diag_error(E->d, e->loc, "block instance '%s' has no member '%s'%s", a.inst->scope, e->str, did_you_mean(E, best));
@@ -757,7 +889,34 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
     return verror;
 }
 
-static Value eval(Elab *E, Env *env, Expr *e) { return eval_bound(E, env, e, NULL); }
+/* False (with one located error) once a bound is passed; the caller then yields V_ERROR. */
+static bool within_budget(Elab *E, SrcLoc loc) {
+    if (E->over_budget || diag_stopped(E->d)) return false;
+    const char *why = NULL;
+    if (E->eval_depth > ELAB_MAX_DEPTH)
+        why = arena_printf(E->a, "the model nests more than %d deep here (blocks calling blocks with long expressions)",
+                           ELAB_MAX_DEPTH);
+    else if (++E->steps > ELAB_MAX_STEPS)
+        why = arena_printf(E->a, "elaborating the model takes more than %ld steps (blocks that instantiate blocks "
+                           "several times grow exponentially)", ELAB_MAX_STEPS);
+    else if (E->g->n > ELAB_MAX_NODES)
+        why = arena_printf(E->a, "the model has more than %d operations, the limit (blocks that instantiate "
+                           "blocks several times grow exponentially)", ELAB_MAX_NODES);
+    if (!why) return true;
+    diag_error(E->d, loc, "%s", why);
+    E->over_budget = true;
+    return false;
+}
+
+static Value eval_counted(Elab *E, Env *env, Expr *e, const char *bind_as) {
+    if (!within_budget(E, e->loc)) return verror;
+    E->eval_depth++;
+    Value v = eval_bound(E, env, e, bind_as);
+    E->eval_depth--;
+    return v;
+}
+
+static Value eval(Elab *E, Env *env, Expr *e) { return eval_counted(E, env, e, NULL); }
 
 /* ---- declarations ------------------------------------------------------------------------- */
 
@@ -848,8 +1007,15 @@ static bool init_kaiming_xavier(Elab *E, Node *p, const char *fn, Args *a, SrcLo
     double std;
     if (kaiming) {
         double sl = num_arg(E, a, ix[0], 0, &ok);
-        const char *mode = ix[1] >= 0 && a->v[ix[1]].k == V_STR ? a->v[ix[1]].str : "fan_in";
-        const char *nl = ix[2] >= 0 && a->v[ix[2]].k == V_STR ? a->v[ix[2]].str : "leaky_relu";
+        if (!ok || !check_finite(E, fn, "a", sl, arg_loc(a, ix[0], loc))) return false;
+        for (int j = 1; j < 3; j++)
+            if (ix[j] >= 0 && a->v[ix[j]].k != V_STR) {
+                diag_error(E->d, a->loc[ix[j]], "%s(): %s is a string such as \"%s\", got a %s", fn, kn[j],
+                           j == 1 ? "fan_in" : "relu", kind_name(a->v[ix[j]].k));
+                return false;
+            }
+        const char *mode = ix[1] >= 0 ? a->v[ix[1]].str : "fan_in";
+        const char *nl = ix[2] >= 0 ? a->v[ix[2]].str : "leaky_relu";
         double gain = gain_of(nl, sl);
         if (gain < 0 || (strcmp(mode, "fan_in") && strcmp(mode, "fan_out"))) {
             diag_error(E->d, loc, "%s(): mode is \"fan_in\" or \"fan_out\"; nonlinearity is relu, leaky_relu, tanh, sigmoid or linear", fn);
@@ -857,12 +1023,28 @@ static bool init_kaiming_xavier(Elab *E, Node *p, const char *fn, Args *a, SrcLo
         }
         std = gain / sqrt(!strcmp(mode, "fan_in") ? fan_in : fan_out);
     } else {
-        std = num_arg(E, a, ix[0], 1, &ok) * sqrt(2.0 / (fan_in + fan_out));
+        double gain = num_arg(E, a, ix[0], 1, &ok);
+        if (!ok || !check_finite(E, fn, "gain", gain, arg_loc(a, ix[0], loc))) return false;
+        std = gain * sqrt(2.0 / (fan_in + fan_out));
     }
     p->init = unif ? INIT_UNIFORM : INIT_NORMAL;
     p->fparam[0] = unif ? -sqrt(3.0) * std : 0;
     p->fparam[1] = unif ? sqrt(3.0) * std : std;
     return ok;
+}
+
+/* torch.nn.init's rules: uniform_(a, b) needs a <= b (and b - a finite), normal_ needs std >= 0. */
+static bool init_bounds_check(Elab *E, const char *fn, Node *p, Args *a, int *ix, SrcLoc loc) {
+    bool u = fn[0] == 'u';
+    double lo = p->fparam[0], hi = p->fparam[1];
+    if (!check_finite(E, fn, u ? "low" : "mean", lo, arg_loc(a, ix[0], loc))) return false;
+    if (!u) return check_range(E, fn, "std", hi, 0, false, INFINITY, false, arg_loc(a, ix[1], loc));
+    if (!check_finite(E, fn, "high", hi, arg_loc(a, ix[1], loc))) return false;
+    if (lo > hi || !isfinite(hi - lo)) {
+        diag_error(E->d, loc, "uniform(): needs low <= high (a finite range), got low = %g, high = %g", lo, hi);
+        return false;
+    }
+    return true;
 }
 
 static bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
@@ -887,12 +1069,14 @@ static bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
         if (!bind_args(E, fn, &a, cn, 1, ix, 1, e->loc)) return false;
         p->init = INIT_CONSTANT;
         p->fparam[0] = num_arg(E, &a, ix[0], 0, &ok);
+        ok = ok && check_finite(E, fn, "value", p->fparam[0], arg_loc(&a, ix[0], e->loc));
     } else if (!strcmp(fn, "uniform") || !strcmp(fn, "normal")) {
         bool u = fn[0] == 'u';
         if (!bind_args(E, fn, &a, u ? un : nn, 2, ix, 0, e->loc)) return false;
         p->init = u ? INIT_UNIFORM : INIT_NORMAL;
         p->fparam[0] = num_arg(E, &a, ix[0], 0, &ok);
         p->fparam[1] = num_arg(E, &a, ix[1], 1, &ok);
+        ok = ok && init_bounds_check(E, fn, p, &a, ix, e->loc);
     } else if (!strcmp(fn, "kaiming_uniform") || !strcmp(fn, "kaiming_normal") ||
                !strcmp(fn, "xavier_uniform") || !strcmp(fn, "xavier_normal")) {
         return init_kaiming_xavier(E, p, fn, &a, e->loc);
@@ -915,15 +1099,19 @@ static const char *scoped(Elab *E, Inst *inst, const char *name) {
 static void decl_param(Elab *E, Env *env, Inst *inst, Stmt *s) {
     Shape sh;
     DType dt;
-    if (!eval_type(E, env, s->type, false, &sh, &dt)) return;
+    if (!eval_type(E, env, s->type, false, &sh, &dt)) {
+        env_bind(E, env, s->name, verror, s->loc);
+        return;
+    }
     if (dt != DT_F32) {
         diag_error(E->d, s->type->loc, "parameters are f32");
+        env_bind(E, env, s->name, verror, s->loc);
         return;
     }
     int n = graph_add(E->g, OP_PARAM, 0, NULL, sh, dt, s->loc);
     E->g->nodes[n].name = scoped(E, inst, s->name);
-    if (!eval_init(E, env, &E->g->nodes[n], s->e)) return;
-    env_bind(E, env, s->name, vtensor(n), s->loc);
+    /* a failed initializer was reported: the name is bound to an error, which silences its uses */
+    env_bind(E, env, s->name, eval_init(E, env, &E->g->nodes[n], s->e) ? vtensor(n) : verror, s->loc);
 }
 
 static void decl_input(Elab *E, Env *env, Inst *inst, Stmt *s) {
@@ -933,7 +1121,10 @@ static void decl_input(Elab *E, Env *env, Inst *inst, Stmt *s) {
     }
     Shape sh;
     DType dt;
-    if (!eval_type(E, env, s->type, true, &sh, &dt)) return;
+    if (!eval_type(E, env, s->type, true, &sh, &dt)) {
+        env_bind(E, env, s->name, verror, s->loc);
+        return;
+    }
     int n = graph_add(E->g, OP_INPUT, 0, NULL, sh, dt, s->loc);
     E->g->nodes[n].name = s->name;
     env_bind(E, env, s->name, vtensor(n), s->loc);
@@ -945,7 +1136,7 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
         diag_error(E->d, s->loc, "'%s' is the name of a block", s->name);
         return;
     }
-    Value v = eval_bound(E, env, s->e, scoped(E, inst, s->name));
+    Value v = eval_counted(E, env, s->e, scoped(E, inst, s->name));
     if (v.k == V_TENSOR && !E->g->nodes[v.node].name && E->g->nodes[v.node].op != OP_PARAM)
         E->g->nodes[v.node].name = s->name;
     env_bind(E, env, s->name, v, s->loc);
@@ -962,7 +1153,7 @@ static int owned_output(Elab *E, int x, SrcLoc loc) {
 }
 
 static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
-    for (; s; s = s->next) {
+    for (; s && !E->over_budget && !diag_stopped(E->d); s = s->next) {
         switch (s->k) {
         case S_INPUT: decl_input(E, env, inst, s); break;
         case S_PARAM: decl_param(E, env, inst, s); break;
@@ -1007,6 +1198,7 @@ static int named_tensor(Elab *E, const char *name, SrcLoc loc, const char *what)
         diag_error(E->d, loc, "unknown name '%s'%s", name, did_you_mean(E, suggest_env(name, E->globals, NULL, &bd)));
         return -1;
     }
+    if (b->v.k == V_ERROR) return -1;   /* its definition failed and was reported there */
     if (b->v.k != V_TENSOR) {
         diag_error(E->d, loc, "%s '%s' must be a tensor, but it is a %s", what, name, kind_name(b->v.k));
         return -1;
@@ -1031,9 +1223,11 @@ static DataBind *bind_for(Elab *E, TrainConfig *t, const char *input, SrcLoc loc
     return d;
 }
 
-static bool setting_num(Elab *E, Stmt *s, Value v, double lo, double *out) {
-    if (v.k != V_NUM || v.num < lo || v.num != floor(v.num)) {
-        if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "'%s' must be an integer >= %g", s->name, lo);
+/* An integer setting within [lo, hi], checked before any conversion (epochs = 1e12 must not
+ * wrap to 0, seed = 1e30 must not become 0). */
+static bool setting_num(Elab *E, Stmt *s, Value v, double lo, double hi, double *out) {
+    if (v.k != V_NUM || !(v.num >= lo && v.num <= hi) || v.num != floor(v.num)) {
+        if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "'%s' must be an integer from %.0f to %.0f", s->name, lo, hi);
         return false;
     }
     *out = v.num;
@@ -1090,18 +1284,21 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         }
         if (v.k != V_SOURCE) {
             if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected a data source such as idx(\"file\"), npy(\"file\"), csv(\"file\") or randn(n, d)");
+            E->data_error = true;
             return;
         }
         DataBind *d = bind_for(E, t, s->name2, s->loc2);
         if (d) *(k[0] == 'd' ? &d->train : &d->test) = *v.src;
     } else if (!strcmp(k, "batch")) {
-        if (setting_num(E, s, v, 1, &x)) t->batch = (int64_t)x;
+        if (setting_num(E, s, v, 1, INT_MAX, &x)) t->batch = (int64_t)x;
     } else if (!strcmp(k, "epochs")) {
-        if (setting_num(E, s, v, 0, &x)) t->epochs = (int)x;
-    } else if (!strcmp(k, "seed")) {
-        if (setting_num(E, s, v, 0, &x)) t->seed = (uint64_t)x;
+        if (setting_num(E, s, v, 0, INT_MAX, &x)) t->epochs = (int)x;
+    } else if (!strcmp(k, "seed")) {   /* 2^53: the integers a number in the file holds exactly */
+        if (setting_num(E, s, v, 0, 9007199254740992.0, &x)) t->seed = (uint64_t)x;
     } else if (!strcmp(k, "shuffle")) {
-        if (setting_num(E, s, v, 0, &x)) t->shuffle = x != 0;
+        if (v.k == V_NUM && v.num != 0 && v.num != 1)
+            diag_error(E->d, s->e->loc, "'shuffle' is true or false");
+        else if (setting_num(E, s, v, 0, 1, &x)) t->shuffle = x != 0;
     } else if (!strcmp(k, "device")) {
         if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu or cuda");
         else t->device = (Device)v.num;
@@ -1135,22 +1332,26 @@ static void read_train(Elab *E, Stmt *prog) {
         }
         t->present = true;
         t->loc = s->loc;
-        for (Stmt *x = s->body; x; x = x->next) train_setting(E, t, x);
+        for (Stmt *x = s->body; x && !E->over_budget && !diag_stopped(E->d); x = x->next) train_setting(E, t, x);
     }
 }
 
-/* Every parameter must reach the loss: one that does not would silently never train. */
+/* A parameter that nothing uses is a mistake.  One used only by an output or a metric is
+ * allowed, as in PyTorch: it gets no gradient (grad None), so the optimizer skips it and it
+ * keeps its initial value. */
 static void check_params_used(Elab *E) {
     Graph *g = E->g;
     if (g->loss < 0) return;
     bool *live = xcalloc((size_t)g->n, 1);
     live[g->loss] = true;
+    for (int i = 0; i < g->nouts; i++) live[g->outs[i].node] = true;
     for (int i = g->n - 1; i >= 0; i--)
         if (live[i])
             for (int j = 0; j < g->nodes[i].nin; j++) live[g->nodes[i].in[j]] = true;
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == OP_PARAM && !live[i])
-            diag_error(E->d, g->nodes[i].loc, "parameter '%s' is never used by the loss", g->nodes[i].name);
+            diag_error(E->d, g->nodes[i].loc, "parameter '%s' is never used (by the loss, an output or a metric)",
+                       g->nodes[i].name);
     free(live);
 }
 
@@ -1164,7 +1365,7 @@ static void check_train(Elab *E) {
         DataBind *d = NULL;
         for (int j = 0; j < t->ndata; j++)
             if (t->data[j].node == i) d = &t->data[j];
-        if (!d || d->train.kind == SRC_NONE)
+        if ((!d || d->train.kind == SRC_NONE) && !E->data_error)
             diag_error(E->d, n->loc, "input '%s' has no training data: add 'data %s = ...' to the train section", n->name, n->name);
     }
 }
@@ -1175,7 +1376,7 @@ Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const
     Elab E = {.a = a, .d = d};
     E.m = arena_alloc(a, sizeof *E.m);
     E.g = E.m->g = graph_new(a);
-    E.g->model_name = model_name;
+    E.g->model_name = model_name ? nn_model_c_name(a, model_name) : NULL;
     E.globals = arena_alloc(a, sizeof *E.globals);
     for (Stmt *s = prog; s; s = s->next)
         if (s->k == S_BLOCK) {

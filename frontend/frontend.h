@@ -60,6 +60,12 @@ typedef struct {
     TrainConfig train;
 } Model;
 
+/* "models/mlp.nn" -> "mlp", "int.nn" -> "int_", "2d.nn" -> "m_2d": the prefix of every symbol
+ * of the generated code, a C identifier that cannot collide with C, C++, CUDA or the headers
+ * (names.c has the rule).  nn_load_model applies it to the name it is given, so any caller's
+ * name is safe; applying it again changes nothing. */
+const char *nn_model_c_name(Arena *a, const char *path);
+
 Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const char *model_name);
 /* Frees what the model holds outside its arena (the node array, outputs, data bindings). */
 void model_free(Model *m);

@@ -133,5 +133,8 @@ arg: expr                           { $$ = ast_arg(ctx, NULL, $1); }
 static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg) {
     (void)scanner;
     const char *m = strncmp(msg, "syntax error, ", 14) == 0 ? msg + 14 : msg;
-    diag_error(ctx->diag, L(*l), "syntax error: %s", m);
+    if (!strcmp(msg, "memory exhausted"))   /* the parser's stack is bounded (YYMAXDEPTH) */
+        diag_error(ctx->diag, L(*l), "the model nests too deeply here (parentheses or operators %d deep)", YYMAXDEPTH);
+    else
+        diag_error(ctx->diag, L(*l), "syntax error: %s", m);
 }

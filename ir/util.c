@@ -114,16 +114,47 @@ void str_free(Str *s) {
     s->len = s->cap = 0;
 }
 
-/* Quote the source line and put a caret under the column, the way gcc and clang do. */
+/* The start of line `line` of the source (or its end, past the last line).  Callers ask in
+ * runs of nearby lines (diagnostics in file order, kernels quoting the lines they compute,
+ * forward then backward), so the scan moves from the last line asked in either direction:
+ * N nearby requests cost their distance, not N passes over the file. */
+const char *diag_source_line(Diag *d, int line) {
+    const char *p = d->src;
+    int l = 1;
+    if (d->q_at && line >= d->q_line / 2) {
+        p = d->q_at;
+        l = d->q_line;
+    }
+    for (; l > line; l--) {   /* back to the start of the previous line */
+        p--;
+        while (p > d->src && p[-1] != '\n') p--;
+    }
+    for (; l < line && *p; p++)
+        if (*p == '\n') l++;
+    d->q_at = p;
+    d->q_line = l;
+    return p;
+}
+
+/* Quote the source line and put a caret under the column, the way gcc and clang do.  A very
+ * long line is cut to a window around the column, so one error never prints megabytes. */
+enum { QUOTE_WINDOW = 160 };
 static void diag_quote(Diag *d, SrcLoc loc) {
     if (!d->src || loc.line <= 0) return;
-    const char *p = d->src;
-    for (int l = 1; l < loc.line && *p; p++)
-        if (*p == '\n') l++;
+    const char *p = diag_source_line(d, loc.line);
     const char *e = strchr(p, '\n');
     int n = e ? (int)(e - p) : (int)strlen(p);
-    fprintf(d->out, "%5d | %.*s\n      | ", loc.line, n, p);
-    for (int i = 1; i < loc.col && i <= n; i++) fputc(p[i - 1] == '\t' ? '\t' : ' ', d->out);
+    int from = 0, col = loc.col;
+    if (n > QUOTE_WINDOW) {
+        from = col - 1 - QUOTE_WINDOW / 2;
+        if (from > n - QUOTE_WINDOW) from = n - QUOTE_WINDOW;
+        if (from < 0) from = 0;
+    }
+    int len = n - from > QUOTE_WINDOW ? QUOTE_WINDOW : n - from;
+    const char *pre = from > 0 ? "..." : "";
+    fprintf(d->out, "%5d | %s%.*s%s\n      | %s", loc.line, pre, len, p + from, from + len < n ? "..." : "",
+            from > 0 ? "   " : "");
+    for (int i = from + 1; i < col && i <= from + len; i++) fputc(p[i - 1] == '\t' ? '\t' : ' ', d->out);
     fputs("^\n", d->out);
 }
 
@@ -139,7 +170,17 @@ static void diag_vemit(Diag *d, SrcLoc loc, const char *kind, const char *fmt, v
     diag_quote(d, loc);
 }
 
+bool diag_stopped(const Diag *d) { return d->stopped; }
+
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    if (d->stopped) return;
+    if (d->errors >= DIAG_MAX_ERRORS) {
+        if (!d->out) d->out = stderr;
+        fprintf(d->out, "%s: error: too many errors (more than %d); stopping\n", d->file ? d->file : "nnc",
+                DIAG_MAX_ERRORS);
+        d->stopped = true;
+        return;
+    }
     va_list ap;
     va_start(ap, fmt);
     diag_vemit(d, loc, "error", fmt, ap);
@@ -148,6 +189,7 @@ void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) {
 }
 
 void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    if (d->stopped) return;   /* its error was dropped */
     va_list ap;
     va_start(ap, fmt);
     diag_vemit(d, loc, "note", fmt, ap);

@@ -7,6 +7,7 @@
 #ifndef NNC_UTIL_H
 #define NNC_UTIL_H
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,12 +44,23 @@ typedef struct {
 typedef struct {
     const char *file;      /* name shown in messages */
     const char *src;       /* whole text of the model, for quoting the line */
-    int errors;
+    int errors;            /* errors reported (at most DIAG_MAX_ERRORS) */
     FILE *out;             /* stderr unless a test captures it */
+    bool stopped;          /* DIAG_MAX_ERRORS reached: later errors are dropped */
+    const char *q_at;      /* start of the last line asked for (diag_source_line) */
+    int q_line;            /* its number (0: none yet) */
 } Diag;
+
+/* Like compilers do (gcc -fmax-errors), stop reporting after this many errors: a file of junk
+ * then costs a bounded amount of output and time.  Callers that loop over input check
+ * diag_stopped() to stop early. */
+#define DIAG_MAX_ERRORS 20
 
 void diag_error(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_note(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool diag_stopped(const Diag *d);
+/* The start of a line of d->src; linear over runs of nearby requests (it remembers the last). */
+const char *diag_source_line(Diag *d, int line);
 /* Errors with no location (flags, files): "nnc: error: ..." */
 void nnc_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

@@ -45,20 +45,27 @@ static bool absorbable(Fuse *F, int x, int grp) {
            n->op != OP_TRANSPOSE && !is_entry_output(F, x) && live_users_in(F, x, grp);
 }
 
+/* Absorbs producers into the group until nothing changes.  Membership only grows and makes
+ * absorbable() more permissive, so the result is the same in any visiting order; walking the
+ * members (not every node below the root) keeps a graph of many small groups linear. */
 static void grow(Fuse *F, int root, int grp) {
+    int *members = xmalloc(sizeof(int)), n = 0, cap = 1;
+    members[n++] = root;
     bool changed = true;
     while (changed) {
         changed = false;
-        for (int m = root; m >= 0; m--) {
-            if (F->e->group[m] != grp) continue;
-            const Node *n = &F->g->nodes[m];
-            for (int j = 0; j < n->nin; j++)
-                if (absorbable(F, n->in[j], grp)) {
-                    F->e->group[n->in[j]] = grp;
+        for (int k = 0; k < n; k++) {
+            const Node *nd = &F->g->nodes[members[k]];
+            for (int j = 0; j < nd->nin; j++)
+                if (absorbable(F, nd->in[j], grp)) {
+                    F->e->group[nd->in[j]] = grp;
+                    if (n == cap) members = xrealloc(members, (size_t)(cap *= 2) * sizeof(int));
+                    members[n++] = nd->in[j];
                     changed = true;
                 }
         }
     }
+    free(members);
 }
 
 /* A transpose read only by matrix products costs nothing: the GEMM reads it transposed. */

@@ -94,6 +94,9 @@ typedef struct {
 } PipelineOpts;
 
 /* pipeline.c: runs every pass in order; returns false (diagnostics printed) on error. */
+/* --dump-after's pass names, space-separated ("parse autograd ... plan all"), and a check. */
+extern const char *const pipeline_pass_names;
+bool pipeline_has_pass(const char *name);
 bool pipeline_run(Program *p, const PipelineOpts *o);
 void program_print(const Program *p, FILE *f);
 void program_free(Program *p);   /* what the passes allocated outside the graph's arena */

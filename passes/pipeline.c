@@ -11,6 +11,16 @@
 
 #include "passes.h"
 
+/* The names --dump-after accepts, in pipeline order. */
+const char *const pipeline_pass_names = "parse autograd optimizer placement copies fuse schedule plan all";
+
+bool pipeline_has_pass(const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = pipeline_pass_names; n && (p = strstr(p, name)); p += n)
+        if ((p == pipeline_pass_names || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return true;
+    return false;
+}
+
 static bool want_dump(const PipelineOpts *o, const char *pass) {
     return o->dump && o->dump_after && (!strcmp(o->dump_after, "all") || !strcmp(o->dump_after, pass));
 }

@@ -62,11 +62,13 @@ static bool group_is_output(Sched *S, int m, int grp) {
     return false;
 }
 
-static void fill_launch(Sched *S, Launch *L, int grp) {
+/* members[first[grp] .. first[grp + 1]) are the nodes of group grp, in node order, so that
+ * filling every launch costs O(n) in all rather than O(n) per launch. */
+static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const int *first) {
     Graph *g = S->g;
     L->root = L->root2 = -1;
-    for (int i = 0; i < g->n; i++) {
-        if (S->e->group[i] != grp) continue;
+    for (int m = first[grp]; m < first[grp + 1]; m++) {
+        int i = members[m];
         push(&L->nodes, &L->nnodes, i);
         const Node *n = &g->nodes[i];
         if (n->op == OP_CE_GRAD && L->root >= 0 && g->nodes[L->root].op == OP_CROSS_ENTROPY) L->root2 = i;
@@ -110,13 +112,40 @@ static void fill_launch(Sched *S, Launch *L, int grp) {
     }
 }
 
+/* Launch a runs before launch b when both are ready: the lower (phase, root). */
+static bool launch_first(const Launch *tmp, int a, int b) {
+    return tmp[a].phase < tmp[b].phase || (tmp[a].phase == tmp[b].phase && tmp[a].root < tmp[b].root);
+}
+
+/* A binary min-heap of ready launches, so ordering costs O(n log n), not O(n^2): a graph of
+ * tens of thousands of launches must not take minutes to schedule. */
+static void heap_push(int *h, int *n, int l, const Launch *tmp) {
+    int i = (*n)++;
+    for (; i > 0 && launch_first(tmp, l, h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = l;
+}
+
+static int heap_pop(int *h, int *n, const Launch *tmp) {
+    int top = h[0], last = h[--*n], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && launch_first(tmp, h[c + 1], h[c])) c++;
+        if (!launch_first(tmp, h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
 /* Kahn's algorithm, picking the ready launch with the lowest (phase, root) each time. */
 static void order_launches(Sched *S, Launch *tmp) {
     int n = S->ngroups;
     int *indeg = xcalloc((size_t)n, sizeof(int));
-    bool *done = xcalloc((size_t)n, 1);
     int **succ = xcalloc((size_t)n, sizeof(int *));
     int *nsucc = xcalloc((size_t)n, sizeof(int));
+    int *ready = xcalloc((size_t)n + 1, sizeof(int)), nready = 0;
     for (int l = 0; l < n; l++)
         for (int k = 0; k < tmp[l].nins; k++) {
             int pl = producer(S, tmp[l].ins[k]);
@@ -126,26 +155,22 @@ static void order_launches(Sched *S, Launch *tmp) {
             if (nsucc[pl] > before) indeg[l]++;
         }
     S->e->launches = arena_alloc(S->g->arena, (size_t)(n + S->g->n) * sizeof(Launch));
+    for (int l = 0; l < n; l++)
+        if (!indeg[l]) heap_push(ready, &nready, l, tmp);
     for (int step = 0; step < n; step++) {
-        int best = -1;
-        for (int l = 0; l < n; l++) {
-            if (done[l] || indeg[l]) continue;
-            if (best < 0 || tmp[l].phase < tmp[best].phase ||
-                (tmp[l].phase == tmp[best].phase && tmp[l].root < tmp[best].root))
-                best = l;
-        }
-        if (best < 0) nnc_fatal("internal error: fusion produced a cycle in %s", S->e->name);
-        done[best] = true;
+        if (!nready) nnc_fatal("internal error: fusion produced a cycle in %s", S->e->name);
+        int best = heap_pop(ready, &nready, tmp);
         S->order[best] = step;
         S->e->launches[step] = tmp[best];
-        for (int k = 0; k < nsucc[best]; k++) indeg[succ[best][k]]--;
+        for (int k = 0; k < nsucc[best]; k++)
+            if (--indeg[succ[best][k]] == 0) heap_push(ready, &nready, succ[best][k], tmp);
     }
     S->e->nlaunch = n;
     for (int l = 0; l < n; l++) free(succ[l]);
     free(succ);
     free(nsucc);
     free(indeg);
-    free(done);
+    free(ready);
 }
 
 /* Every launch that reads `leaf` (directly, or through a view or folded transpose) runs no
@@ -219,7 +244,15 @@ void pass_schedule(Program *p, Entry *e) {
         }
     free(remap);
     Launch *tmp = xcalloc((size_t)S.ngroups + 1, sizeof(Launch));
-    for (int l = 0; l < S.ngroups; l++) fill_launch(&S, &tmp[l], l);
+    int *first = xcalloc((size_t)S.ngroups + 2, sizeof(int)), *members = xmalloc(((size_t)g->n + 1) * sizeof(int));
+    for (int i = 0; i < g->n; i++)   /* counting sort of the nodes by group */
+        if (e->group[i] >= 0) first[e->group[i] + 2]++;
+    for (int l = 0; l < S.ngroups; l++) first[l + 2] += first[l + 1];
+    for (int i = 0; i < g->n; i++)
+        if (e->group[i] >= 0) members[first[e->group[i] + 1]++] = i;
+    for (int l = 0; l < S.ngroups; l++) fill_launch(&S, &tmp[l], l, members, first);
+    free(first);
+    free(members);
     S.order = xmalloc(((size_t)S.ngroups + 1) * sizeof(int));
     order_launches(&S, tmp);
     /* group ids now name launches in execution order */

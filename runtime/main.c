@@ -7,6 +7,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +29,20 @@ typedef struct {
     const char *save, *load, *metrics, *eval_out;
     const char *check_against;  /* --check-against cpu */
     double check_tol;
-    long epochs, batch, seed, threads, bench, save_every;
+    long epochs, batch, threads, bench, save_every;
+    unsigned long long seed;
     double lr, momentum;
+    /* which training values were given: an explicit flag wins over the file, 0 included */
+    bool has_epochs, has_batch, has_seed, has_lr, has_momentum;
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
 } Cli;
+
+/* Errors in flags: "nnc: error: --flag: ..." and exit 1.  The command-line fuzz target
+ * (tests/fuzz/fuzz_cli.c) compiles this file with its own cli_error, which returns to the
+ * fuzzer instead of exiting. */
+#ifndef cli_error
+#define cli_error nnc_fatal
+#endif
 
 static void usage(FILE *f) {
     fputs("usage: nnc MODEL.nn [options]\n"
@@ -41,8 +53,8 @@ static void usage(FILE *f) {
           "compile and inspect:\n"
           "  --target cpu|cuda      device to run on (default: the model's train section, else cpu)\n"
           "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
-          "  --dump-after=PASS      print the graph after one pass: parse autograd optimizer placement\n"
-          "                         copies fuse schedule plan (or all)\n"
+          "  --dump-after=PASS      print the graph after one pass and exit: parse autograd optimizer\n"
+          "                         placement copies fuse schedule plan (or all)\n"
           "  --stats                print kernels, library calls, bytes moved and planned memory; exit\n"
           "  --no-fuse              one kernel per op (to compare against fused code)\n"
           "  --strict-devices       error on any CPU/GPU crossing not written as to(x, device)\n"
@@ -90,22 +102,43 @@ static void version(void) {
 static const char *flag_value(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
     if (argv[*i][n] == '=') return argv[*i] + n + 1;
-    if (*i + 1 >= argc) nnc_fatal("%s needs a value", name);
+    if (*i + 1 >= argc) cli_error("%s needs a value", name);
     return argv[++*i];
 }
 
-static long parse_long(const char *flag, const char *v, long lo) {
+/* Every numeric flag is range-checked where it is read: a value that would wrap (--epochs
+ * 4294967296), truncate or mean nothing (--lr nan) is an error, never silently replaced. */
+static long parse_long(const char *flag, const char *v, long lo, long hi) {
     char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (*v == 0 || *end || x < lo) nnc_fatal("%s expects an integer >= %ld, got '%s'", flag, lo, v);
+    if (*v == 0 || *end || errno == ERANGE || x < lo || x > hi)
+        cli_error("%s: expects an integer from %ld to %ld, got '%s'", flag, lo, hi, v);
     return x;
 }
 
-static double parse_double(const char *flag, const char *v) {
+static unsigned long long parse_seed(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)*v) || *end || errno == ERANGE)
+        cli_error("%s: expects an integer from 0 to %llu, got '%s'", flag, (unsigned long long)UINT64_MAX, v);
+    return x;
+}
+
+/* A finite number >= 0: what torch.optim accepts for lr and momentum. */
+static double parse_rate(const char *flag, const char *v) {
     char *end;
     double x = strtod(v, &end);
-    if (*v == 0 || *end) nnc_fatal("%s expects a number, got '%s'", flag, v);
+    if (*v == 0 || *end) cli_error("%s: expects a number, got '%s'", flag, v);
+    if (!isfinite(x) || x < 0) cli_error("%s: must be a finite number >= 0, got '%s'", flag, v);
     return x;
+}
+
+/* The flag's name without "=value", for messages. */
+static const char *flag_name(Arena *a, const char *arg) {
+    const char *eq = strchr(arg, '=');
+    return eq ? arena_printf(a, "%.*s", (int)(eq - arg), arg) : arg;
 }
 
 static bool is_flag(const char *arg, const char *name) {
@@ -113,11 +146,12 @@ static bool is_flag(const char *arg, const char *name) {
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
 }
 
-static void parse_args(int argc, char **argv, Cli *c) {
-    c->epochs = c->batch = c->seed = c->threads = -1;
-    c->lr = c->momentum = c->check_tol = -1;
+static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
+    c->threads = -1;
+    c->check_tol = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        const char *f = flag_name(ar, a);
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         else if (!strcmp(a, "--version")) { version(); exit(0); }
         else if (is_flag(a, "--target")) c->target = flag_value(argc, argv, &i, "--target");
@@ -127,20 +161,31 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (is_flag(a, "--save")) c->save = flag_value(argc, argv, &i, "--save");
         else if (is_flag(a, "--load")) c->load = flag_value(argc, argv, &i, "--load");
         else if (is_flag(a, "--metrics")) c->metrics = flag_value(argc, argv, &i, "--metrics");
-        else if (is_flag(a, "--epochs")) c->epochs = parse_long(a, flag_value(argc, argv, &i, "--epochs"), 0);
-        else if (is_flag(a, "--batch")) c->batch = parse_long(a, flag_value(argc, argv, &i, "--batch"), 1);
-        else if (is_flag(a, "--seed")) c->seed = parse_long(a, flag_value(argc, argv, &i, "--seed"), 0);
-        else if (is_flag(a, "--threads")) c->threads = parse_long(a, flag_value(argc, argv, &i, "--threads"), 1);
-        else if (is_flag(a, "--bench")) c->bench = parse_long(a, flag_value(argc, argv, &i, "--bench"), 1);
-        else if (is_flag(a, "--lr")) c->lr = parse_double(a, flag_value(argc, argv, &i, "--lr"));
-        else if (is_flag(a, "--momentum")) c->momentum = parse_double(a, flag_value(argc, argv, &i, "--momentum"));
+        else if (is_flag(a, "--epochs")) {
+            c->epochs = parse_long(f, flag_value(argc, argv, &i, f), 0, INT_MAX);
+            c->has_epochs = true;
+        } else if (is_flag(a, "--batch")) {
+            c->batch = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+            c->has_batch = true;
+        } else if (is_flag(a, "--seed")) {
+            c->seed = parse_seed(f, flag_value(argc, argv, &i, f));
+            c->has_seed = true;
+        } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
+        else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+        else if (is_flag(a, "--lr")) {
+            c->lr = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->has_lr = true;
+        } else if (is_flag(a, "--momentum")) {
+            c->momentum = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->has_momentum = true;
+        }
         else if (!strcmp(a, "--eval")) c->eval = true;
         else if (is_flag(a, "--eval-out")) c->eval_out = flag_value(argc, argv, &i, "--eval-out");
         else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
         else if (is_flag(a, "--check-against")) c->check_against = flag_value(argc, argv, &i, "--check-against");
-        else if (is_flag(a, "--check-tol")) c->check_tol = parse_double(a, flag_value(argc, argv, &i, "--check-tol"));
+        else if (is_flag(a, "--check-tol")) c->check_tol = parse_rate(f, flag_value(argc, argv, &i, f));
         else if (!strcmp(a, "--resume")) c->resume = true;
-        else if (is_flag(a, "--save-every")) c->save_every = parse_long(a, flag_value(argc, argv, &i, "--save-every"), 1);
+        else if (is_flag(a, "--save-every")) c->save_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
         else if (!strcmp(a, "--stats")) c->stats = true;
         else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) c->quiet = true;
@@ -149,8 +194,8 @@ static void parse_args(int argc, char **argv, Cli *c) {
         else if (!strcmp(a, "--tf32")) c->tf32 = true;
         else if (!strcmp(a, "--f64")) c->f64 = true;
         else if (!strcmp(a, "--verify-ir")) c->verify = true;
-        else if (a[0] == '-' && a[1]) nnc_fatal("unknown option '%s' (see nnc --help)", a);
-        else if (c->model) nnc_fatal("one model at a time: got '%s' and '%s'", c->model, a);
+        else if (a[0] == '-' && a[1]) cli_error("unknown option '%s' (see nnc --help)", a);
+        else if (c->model) cli_error("one model at a time: got '%s' and '%s'", c->model, a);
         else c->model = a;
     }
     if (!c->model) {
@@ -158,42 +203,33 @@ static void parse_args(int argc, char **argv, Cli *c) {
         exit(2);
     }
     if (c->emit && strcmp(c->emit, "ir") && strcmp(c->emit, "c") && strcmp(c->emit, "cuda") && strcmp(c->emit, "ptx"))
-        nnc_fatal("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
+        cli_error("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
     if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
-        nnc_fatal("--target takes cpu or cuda, not '%s'", c->target);
+        cli_error("--target takes cpu or cuda, not '%s'", c->target);
+    if (c->dump_after && !pipeline_has_pass(c->dump_after))
+        cli_error("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
     if (c->check_against && strcmp(c->check_against, "cpu"))
-        nnc_fatal("--check-against takes cpu (the reference target), not '%s'", c->check_against);
+        cli_error("--check-against takes cpu (the reference target), not '%s'", c->check_against);
     if (c->check_against && (!c->target || strcmp(c->target, "cuda")))
-        nnc_fatal("--check-against cpu compares the cuda target with the cpu: add --target cuda");
+        cli_error("--check-against cpu compares the cuda target with the cpu: add --target cuda");
     if (c->check_tol == -1) c->check_tol = 1e-5;
-    else if (!(c->check_tol > 0 && c->check_tol < 1)) nnc_fatal("--check-tol expects a number in (0, 1), got %g", c->check_tol);
-    if (c->eval_out && !c->eval) nnc_fatal("--eval-out writes what --eval computes: add --eval");
-}
-
-/* "models/mlp.nn" -> "mlp": a C identifier for the generated symbols. */
-static char *model_name_of(Arena *a, const char *path) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    char *s = arena_strdup(a, base);
-    char *dot = strrchr(s, '.');
-    if (dot && dot != s) *dot = 0;
-    for (char *p = s; *p; p++)
-        if (!isalnum((unsigned char)*p)) *p = '_';
-    if (!*s || isdigit((unsigned char)*s)) s = arena_printf(a, "m_%s", s);
-    return s;
+    else if (!(c->check_tol > 0 && c->check_tol < 1)) cli_error("--check-tol expects a number in (0, 1), got %g", c->check_tol);
+    if (c->eval_out && !c->eval) cli_error("--eval-out writes what --eval computes: add --eval");
 }
 
 static void apply_overrides(Model *m, const Cli *c) {
     TrainConfig *t = &m->train;
-    if (c->epochs >= 0) t->epochs = (int)c->epochs;
-    if (c->batch > 0) t->batch = c->batch;
-    if (c->seed >= 0) t->seed = (uint64_t)c->seed;
-    if (c->lr > 0) t->opt.lr = c->lr;
-    if (c->momentum >= 0) {
-        if (t->opt.kind != OPT_SGD) nnc_fatal("--momentum applies to sgd; this model uses adam");
+    if (c->has_epochs) t->epochs = (int)c->epochs;
+    if (c->has_batch) t->batch = c->batch;
+    if (c->has_seed) t->seed = (uint64_t)c->seed;
+    if (c->has_lr) t->opt.lr = c->lr;
+    if (c->has_momentum) {
+        if (t->opt.kind != OPT_SGD) cli_error("--momentum: applies to sgd; this model uses adam");
+        if (t->opt.nesterov && c->momentum <= 0)   /* torch.optim.SGD's rule */
+            cli_error("--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", c->momentum);
         t->opt.momentum = c->momentum;
     }
-    m->g->batch_max = (int)(t->present ? t->batch : (c->batch > 0 ? c->batch : 1));
+    m->g->batch_max = (int)(t->present ? t->batch : (c->has_batch ? c->batch : 1));
 }
 
 static void print_stats(const Program *p) {
@@ -246,7 +282,8 @@ static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_pr
     const Cli c = *cc;
     Program p = *pp;
     Device target = p.target;
-    if (c.emit && !strcmp(c.emit, "ir")) return 0;
+    /* --dump-after is an inspection flag like --emit ir: it prints the graph and exits */
+    if ((c.emit && !strcmp(c.emit, "ir")) || (c.dump_after && !c.emit)) return 0;
     const Backend *be = backend_for(target);
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
     if (c.threads > 0) {
@@ -305,16 +342,16 @@ int main(int argc, char **argv) {
     double t_process = train_now();
     choose_blas_kernels();
     Cli c = {0};
-    parse_args(argc, argv, &c);
+    Arena arena = {0};
+    parse_args(argc, argv, &c, &arena);
     if ((c.save_every || c.resume) && !c.save)
         nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
-    Arena arena = {0};
     size_t len;
     char *src = read_file(c.model, &len);
     if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
     Diag diag = {.file = c.model, .src = src, .out = stderr};
-    Model *m = nn_load_model(&arena, &diag, c.model, src, model_name_of(&arena, c.model));
+    Model *m = nn_load_model(&arena, &diag, c.model, src, nn_model_c_name(&arena, c.model));
     if (!m) {
         fprintf(stderr, "%d error%s\n", diag.errors, diag.errors == 1 ? "" : "s");
         arena_free(&arena);
@@ -342,7 +379,7 @@ int main(int argc, char **argv) {
     Program ref = {0};
     Model *rm = NULL;
     if (c.check_against) {
-        rm = nn_load_model(&ref_arena, &diag, c.model, src, model_name_of(&ref_arena, c.model));
+        rm = nn_load_model(&ref_arena, &diag, c.model, src, nn_model_c_name(&ref_arena, c.model));
         if (!rm) nnc_fatal("--check-against cpu: the model did not load a second time");
         apply_overrides(rm, &c);
         ref = (Program){.m = rm, .g = rm->g, .diag = &diag};

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh [SECONDS] - runs every libFuzzer target (the .nn front end through all passes, and
-# the IDX, .npy, CSV and safetensors loaders) for SECONDS each (default 600), in parallel.
+# the command line with a train section, and the IDX, .npy, CSV and safetensors loaders) for SECONDS each (default 600), in parallel.
 # Corpora grow in build-fuzz/; crashing inputs are written there as crash-*; add each one to
 # the unit or golden tests once fixed.
 set -euo pipefail

@@ -19,8 +19,9 @@ static void header(const Program *p, const BuildOpts *o, Str *h) {
     for (int i = 0; i < p->g->n; i++) {
         const Node *n = &p->g->nodes[i];
         if (n->op != OP_INPUT) continue;
-        str_printf(&params, "const %s *%s, ", n->dtype == DT_I32 ? "int32_t" : rt, n->name);
-        str_printf(&call, "%s, ", n->name);
+        /* in_NAME, as in the generated definition: never a keyword, m, n or in */
+        str_printf(&params, "const %s *in_%s, ", n->dtype == DT_I32 ? "int32_t" : rt, n->name);
+        str_printf(&call, "in_%s, ", n->name);
     }
     str_printf(h,
         "/* %s.h - the %s model, compiled ahead of time by nnc.\n"

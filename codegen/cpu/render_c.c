@@ -320,14 +320,15 @@ static void render_gemm(const R *r, const Launch *L) {
             "        for (int j = 0; j < N; j++) {\n"
             "            real acc = 0;\n"
             "            for (int k = 0; k < K; k++) acc += A[%s] * Bm[%s];\n"
-            "            C[i * N + j] = %s(real)%.17g * acc;\n"
+            "            C[i * N + j] = %s(real)%s * acc;\n"
             "        }\n",
             L->ta ? "k * lda + i" : "i * lda + k", L->tb ? "j * ldb + k" : "k * ldb + j",
-            L->fold >= 0 ? "C[i * N + j] + " : "", L->alpha);
+            L->fold >= 0 ? "C[i * N + j] + " : "", render_num((char[RENDER_NUM_LEN]){0}, L->alpha));
         return;
     }
-    str_printf(r->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%.17g, A, lda, Bm, ldb, %d, C, N);\n",
-               r->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111, L->alpha, L->fold >= 0 ? 1 : 0);
+    str_printf(r->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n",
+               r->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111,
+               render_num((char[RENDER_NUM_LEN]){0}, L->alpha), L->fold >= 0 ? 1 : 0);
 }
 
 static void render_copy(const R *r, const Launch *L, int dst, int src) {

@@ -7,12 +7,13 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 pass=0; fail=0
 ok()   { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL (status): $*"; cat "$dir/out"; fi; }
 bad()  { if "$@" >"$dir/out" 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded): $*"; else pass=$((pass+1)); fi; }
+hasnt() { if grep -q -- "$1" "$dir/out"; then fail=$((fail+1)); echo "FAIL: '$1' in:"; cat "$dir/out"; else pass=$((pass+1)); fi; }
 has()  { if grep -q -- "$1" "$dir/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat "$dir/out"; fi; }
 
 ok "$nnc" --help;                              has "--emit ir|c|cuda|ptx"
 ok "$nnc" --version;                           has "targets: cpu"
 bad "$nnc" "$models/linreg.nn" --frobnicate;   has "unknown option '--frobnicate'"
-bad "$nnc" "$models/linreg.nn" --epochs abc;   has "--epochs expects an integer"
+bad "$nnc" "$models/linreg.nn" --epochs abc;   has "--epochs: expects an integer"
 bad "$nnc" "$dir/missing.nn";                  has "missing.nn: cannot read"
 bad "$nnc" "$here/nan.nn" --quiet;             has "the loss became NaN at epoch 1, step 1"
 bad "$nnc" "$here/nan.nn" --quiet --check-numerics; has "NaN at element 0 of log (forward, .*nan.nn:4:"
@@ -27,5 +28,7 @@ ok test -f "$dir/aot/linreg.h"
 ok "$nnc" "$models/mlp.nn" --stats;            has "train_step"
 ok "$nnc" "$models/mlp.nn" --emit c;           has "cblas_sgemm"
 bad "$nnc" "$models/mlp.nn" --save-every 5;    has "need --save FILE"
+# --dump-after is an inspection flag: it prints the graph and exits without training
+ok "$nnc" "$models/linreg.nn" --dump-after=parse; has "after parse"; hasnt "epoch"
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

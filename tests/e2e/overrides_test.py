@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""overrides_test.py - flags win over the train section, 0 included, and a parameter used only
+by an output or a metric is allowed and left untouched by training (PyTorch: grad None, skipped).
+
+    overrides_test.py NNC
+
+Each run saves its parameters (safetensors); the test compares them tensor by tensor."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in head.items() if k != "__metadata__"}
+
+
+def main():
+    nnc = sys.argv[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        def run(name, *flags):
+            out = os.path.join(d, name + ".st")
+            r = subprocess.run([nnc, "output_param.nn", "--quiet", "--save", out, *flags], cwd=here,
+                               capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                failures.append(f"{name}: exit {r.returncode}: {r.stderr}")
+                return None
+            return tensors(out)
+        init = run("init", "--epochs", "0")        # the file says 2 epochs: 0 must win
+        trained = run("trained")
+        still = run("lr0", "--lr", "0")            # the file says lr = 0.1: 0 must win
+        if init and trained and still:
+            if trained["V"] != init["V"]:
+                failures.append("V (used only by an output and a metric) changed during training")
+            if trained["W"] == init["W"]:
+                failures.append("W did not train: the test proves nothing")
+            if still["W"] != init["W"]:
+                failures.append("--lr 0 did not win over the file's lr: W changed")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"overrides: {'ok' if not failures else 'failed'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
