@@ -142,12 +142,32 @@ static void argv_push(char ***argv, int *n, int *cap, const char *word) {
 static const char *const cpu_flags[] = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11",
                                         "-ffp-contract=off" /* same rounding with gcc and clang */};
 
+/* Whether `cc --version` says GCC (its output goes through `log`).  GCC 12's identical-code
+ * folding, together with its IPA side-effect summaries, miscompiles generated models that hold
+ * two identical launch functions (an unfused x @ transpose(W) computed twice): at -O2 the
+ * gradients came out wrong.  -fno-ipa-icf avoids it; clang has no such flag (and refuses it).
+ * The compiler's identity is in the cache key, so the answer never changes under a key. */
+static bool cc_is_gcc(char **cc, const char *log) {
+    char **argv = NULL;
+    int a = 0, cap = 0;
+    for (char **w = cc; *w; w++) argv_push(&argv, &a, &cap, *w);
+    argv_push(&argv, &a, &cap, "--version");
+    int rc = cpu_run_tool(argv, log);
+    free(argv);
+    char *text = rc == 0 ? read_file(log, NULL) : NULL;
+    bool gcc = text && strstr(text, "Free Software Foundation") && !strstr(text, "clang");
+    free(text);
+    return gcc;
+}
+
 /* cc [CC words] FLAGS [NNC_CFLAGS words] -o so src BLAS -lm, with the log in `log`. */
 static bool compile_so(char **cc, char **extra, const char *src, const char *so, const char *log, char *err, size_t n) {
     char **argv = NULL;
     int a = 0, cap = 0;
+    bool gcc = cc_is_gcc(cc, log);
     for (char **w = cc; *w; w++) argv_push(&argv, &a, &cap, *w);
     for (size_t i = 0; i < sizeof cpu_flags / sizeof *cpu_flags; i++) argv_push(&argv, &a, &cap, cpu_flags[i]);
+    if (gcc) argv_push(&argv, &a, &cap, "-fno-ipa-icf");
     for (char **w = extra; *w; w++) argv_push(&argv, &a, &cap, *w);
     const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-lm"};
     for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) argv_push(&argv, &a, &cap, tail[i]);
