@@ -1,5 +1,5 @@
 # embed.cmake - writes OUT, a C file defining `const char NAME[]` with the bytes of each
-# INPUT, so the generated code can carry exact copies of runtime/rng.h and runtime/nnc_abi.h.
+# INPUT, so the generated code can carry exact copies of include/nnc_rng.h and include/nnc_abi.h.
 # Usage: cmake -DOUT=file.c -DINPUTS="a.h;b.h" -DNAMES="x;y" -P embed.cmake
 list(LENGTH INPUTS n)
 math(EXPR last "${n} - 1")

@@ -7,7 +7,7 @@
 #ifndef NNC_CODEGEN_H
 #define NNC_CODEGEN_H
 #include "../passes/passes.h"
-#include "../runtime/nnc_abi.h"
+#include "../include/nnc_abi.h"
 
 typedef struct {
     bool f64;                   /* real = double: for finite-difference gradient checks */
@@ -37,6 +37,8 @@ typedef struct {
     void (*unload)(LoadedModel *lm);
     /* The target's assembly (--emit ptx): NULL where the target has none. */
     bool (*emit_asm)(const Program *p, const BuildOpts *o, Str *out, char *err, size_t n);
+    /* Ahead of time (-o DIR): DIR/NAME.c, NAME.h and libNAME.a; NULL where the target has none. */
+    bool (*build_library)(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
 } Backend;
 
 extern const Backend backend_cpu;

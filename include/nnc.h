@@ -14,12 +14,12 @@
  *   const double *loss = abi->output(m, NNC_ENTRY_GRAD, 0);   // then "grad.<param>" ...
  *   nnc_free(c);
  *
- * The command-line tool is a thin layer over this plus the training loop (runtime/train.c). */
+ * The command-line tool is a thin layer over this plus the training loop (train/train.c); both go through driver/compile.c. */
 #ifndef NNC_H
 #define NNC_H
 #include <stddef.h>
 
-#include "../runtime/nnc_abi.h"
+#include "nnc_abi.h"
 
 typedef struct {
     int target;             /* 0 cpu, 1 cuda */

@@ -9,7 +9,7 @@
  * contract both backends consume (docs/architecture.md). */
 #ifndef NNC_PASSES_H
 #define NNC_PASSES_H
-#include "../frontend/frontend.h"
+#include "../ir/config.h"
 
 typedef enum { ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_COUNT } EntryKind;
 

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cache.h"
+#include "../../io/cache.h"
 #include "../codegen.h"
 #include "cpu.h"
 
@@ -314,4 +314,4 @@ static void cpu_unload(LoadedModel *lm) {
     free(lm);
 }
 
-const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload, NULL};
+const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload, NULL, aot_write};

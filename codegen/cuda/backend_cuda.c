@@ -28,8 +28,8 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 
-#include "../../runtime/rng.h"
-#include "../cache.h"
+#include "../../include/nnc_rng.h"
+#include "../../io/cache.h"
 #include "cuda_backend.h"
 
 #define GRAPH_SLOTS 4
@@ -921,4 +921,4 @@ static bool cuda_emit_ptx(const Program *p, const BuildOpts *o, Str *out, char *
     return true;
 }
 
-const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx};
+const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx, NULL};

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../codegen/cuda/cuda_backend.h"
+#include "../../frontend/frontend.h"
 
 static const char *archs[8] = {"compute_80", "sm_80", "compute_90", "sm_90"};
 static size_t narchs = 4;

@@ -1,6 +1,6 @@
 /* fuzz_cli.c - libFuzzer target for the command line and the train section: the input's first
  * line is split into argv words (after the model path), the rest is the model text.  It runs
- * the nnc command's own flag parsing (runtime/main.c, compiled in here), the front end, the
+ * the nnc command's own flag parsing (driver/main.c, compiled in here), the front end, the
  * flag overrides and every pass for the chosen target, with --dump-after output and the
  * rendered C discarded; nothing is trained or compiled.  Any input must end in a message or a
  * finished pipeline: never a crash, a hang, an exit or undefined behaviour.
@@ -28,7 +28,7 @@ static _Noreturn void fuzz_cli_error(const char *fmt, ...) {
 #define main nnc_command_main
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wunused-function"
-#include "../../runtime/main.c"
+#include "../../driver/main.c"
 #pragma clang diagnostic pop
 #undef main
 
@@ -46,25 +46,20 @@ static int split_words(char *line, char **argv) {
     return argc;
 }
 
-static void run_pipeline(Cli *c, Arena *arena, const char *src) {
-    Diag diag = {.file = "fuzz.nn", .src = src, .out = devnull};
-    Model *m = nn_load_model(arena, &diag, "fuzz.nn", src, nn_model_c_name(arena, c->model));
-    if (!m) return;
-    if (setjmp(cli_failed) == 0) {
-        apply_overrides(m, c);
-        Device target = c->target ? (!strcmp(c->target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
-        Program p = {.m = m, .g = m->g, .diag = &diag};
-        PipelineOpts po = {.target = target, .fuse = !c->no_fuse && !c->check_numerics, .strict_devices = c->strict,
-                           .verify = true, .dump_after = c->dump_after, .dump = devnull};
-        if (pipeline_run(&p, &po) && target == DEV_CPU) {
-            BuildOpts bo = {.f64 = c->f64, .check_numerics = c->check_numerics};
-            Str s = {0};
-            backend_cpu.render(&p, &bo, &s);
-            str_free(&s);
-        }
-        program_free(&p);
+/* The CLI's compile entry (driver/compile.c), then the C renderer for the CPU target. */
+static void run_pipeline(Cli *c, const char *src) {
+    CompileOpts o = {.file = "fuzz.nn", .source = src, .diag_out = devnull, .target = c->target, .over = c->over,
+                     .fuse = !c->no_fuse && !c->check_numerics, .strict_devices = c->strict,
+                     .dump_after = c->dump_after, .dump = devnull};
+    Compiled cp;
+    char err[1024];
+    if (compile_model(&cp, &o, err, sizeof err) && cp.p.target == DEV_CPU) {
+        BuildOpts bo = {.f64 = c->f64, .check_numerics = c->check_numerics};
+        Str s = {0};
+        backend_cpu.render(&cp.p, &bo, &s);
+        str_free(&s);
     }
-    model_free(m);
+    compile_free(&cp);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -88,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&c, 0, sizeof c);
     if (argc > 0 && setjmp(cli_failed) == 0) {
         parse_args(argc, argv, &c, &arena);
-        run_pipeline(&c, &arena, src);
+        run_pipeline(&c, src);
     }
     arena_free(&arena);
     free(text);

@@ -1,5 +1,5 @@
 /*
- * fuzz_csv.c - libFuzzer target for nnc_parse_csv (runtime/data.c).
+ * fuzz_csv.c - libFuzzer target for nnc_parse_csv (io/idx.c, io/npy.c, io/csv.c).
  * Any crash, sanitizer report, leak or hang is a bug: the parser must turn
  * every input into either an array or a one-line error.
  */

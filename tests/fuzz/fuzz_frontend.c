@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../codegen/codegen.h"
+#include "../../frontend/frontend.h"
 
 static void run_once(const char *src, Device target) {
     Arena a = {0};

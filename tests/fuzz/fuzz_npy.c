@@ -1,5 +1,5 @@
 /*
- * fuzz_npy.c - libFuzzer target for nnc_parse_npy (runtime/data.c).
+ * fuzz_npy.c - libFuzzer target for nnc_parse_npy (io/idx.c, io/npy.c, io/csv.c).
  * Any crash, sanitizer report, leak or hang is a bug: the parser must turn
  * every input into either an array or a one-line error.
  */

@@ -1,6 +1,6 @@
 /*
  * fuzz_safetensors.c - libFuzzer target for nnc_st_parse
- * (runtime/safetensors.c).  A successful parse must hand out tensors whose
+ * (io/safetensors.c).  A successful parse must hand out tensors whose
  * bytes can all be read (ASan checks the reads below).
  */
 #include <stddef.h>

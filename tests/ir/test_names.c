@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "frontend/frontend.h"
 
 static int failures, checks;
 

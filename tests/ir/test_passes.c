@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frontend/frontend.h"
 #include "passes/passes.h"
 
 static int failures, checks;

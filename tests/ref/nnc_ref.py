@@ -104,7 +104,7 @@ def permutation(n, seed, stream):
 
 
 def batch_order(n, seed, epoch):
-    """The training loop's shuffle for an epoch (runtime/train.c), cross-checked on a prefix
+    """The training loop's shuffle for an epoch (train/train.c), cross-checked on a prefix
     against tests/ref/philox.py's pure-Python reference when that module is importable."""
     stream = 0x5348554646 + epoch
     perm = permutation(n, seed, stream)

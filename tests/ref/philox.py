@@ -1,8 +1,8 @@
-"""Reference implementation of runtime/rng.h in Python (+ NumPy helpers).
+"""Reference implementation of include/nnc_rng.h in Python (+ NumPy helpers).
 
 Every function here reproduces its C namesake exactly: integers and
 uniforms bit for bit, normals to the last ulp or two of libm.  The mapping
-is documented at the top of runtime/rng.h; keep the two in step.
+is documented at the top of include/nnc_rng.h; keep the two in step.
 """
 
 import math

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Cross-checks of runtime/ against Python: run by CTest (label "python").
+"""Cross-checks of io/ and the RNG against Python: run by CTest (label "python").
 
   (a) rng.h versus tests/ref/philox.py, through the rng_dump helper:
       integers and uniforms bit-exact, normals within 1e-12;
   (b) files written by NumPy (.npy, IDX, CSV; several dtypes, a 0-d and an
-      empty array) read by runtime/data.c through load_dump, compared by
+      empty array) read by io/ through load_dump, compared by
       dtype, shape and crc32 of the bytes; NumPy's unsupported layouts are
       refused with the documented messages;
   (c) a checkpoint saved by nnc_st_save (st_tool save) read by a 20-line

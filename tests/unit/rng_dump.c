@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "rng.h"
+#include "nnc_rng.h"
 
 static const char *names[] = { "", "a", "fc1.weight", "fc1.bias", "layer.10/attn.q_proj", "\xc3\xa9t\xc3\xa9" };
 static const uint64_t seeds[] = { 0, 1, 42, 0xffffffffull, 0x123456789abcdef0ull, UINT64_MAX };

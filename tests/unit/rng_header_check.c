@@ -3,7 +3,7 @@
  * warning-free under strict flags: CMake compiles this file alone with
  * -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Werror.
  */
-#include "rng.h"
+#include "nnc_rng.h"
 
 void rng_header_check(void);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "rng.h"
+#include "nnc_rng.h"
 #include "safetensors.h"
 
 static uint8_t u8[15];

@@ -5,7 +5,7 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
-#include "../../codegen/cache.h"
+#include "../../io/cache.h"
 #include "../../codegen/cpu/cpu.h"
 #include "check.h"
 

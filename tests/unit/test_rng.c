@@ -7,7 +7,7 @@
 #define _XOPEN_SOURCE 700
 
 #include "check.h"
-#include "rng.h"
+#include "nnc_rng.h"
 
 void rng_header_check(void); /* rng_header_check.c: compiled with -Werror */
 

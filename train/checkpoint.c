@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "../io/safetensors.h"
 #include "train.h"
 
 static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nnc_st_tensor *o, const char *name) {
@@ -26,7 +26,7 @@ static void to_st(const nnc_tensor_info *t, const void *data, int real_bytes, nn
 
 /* A diverged model must not be saved as if it were a result: the first NaN or Inf in any
  * parameter, by name and element.  The caller has synced the parameters to the host. */
-static bool params_finite_on_host(const LoadedModel *lm, char *err, size_t n) {
+static bool params_finite_on_host(const ModelRef *lm, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     for (int i = 0; i < a->nparams; i++) {
         int64_t cnt = 1;
@@ -43,12 +43,12 @@ static bool params_finite_on_host(const LoadedModel *lm, char *err, size_t n) {
     return true;
 }
 
-bool checkpoint_params_finite(const LoadedModel *lm, char *err, size_t n) {
+bool checkpoint_params_finite(const ModelRef *lm, char *err, size_t n) {
     lm->abi->sync(lm->m, NNC_SYNC_TO_HOST);
     return params_finite_on_host(lm, err, n);
 }
 
-bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n) {
+bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     a->sync(lm->m, NNC_SYNC_TO_HOST);
     char why[512];
@@ -138,7 +138,7 @@ static bool meta_int(const nnc_st_file *f, const char *path, const char *key, un
 
 /* Step, epoch, position and seed.  Files written before the position was kept in samples hold
  * nnc_epoch_pos in batches of an unrecorded size: it is taken in batches of the current run. */
-static bool load_position(LoadedModel *lm, const nnc_st_file *f, const char *path, bool with_state, TrainPos *tp,
+static bool load_position(ModelRef *lm, const nnc_st_file *f, const char *path, bool with_state, TrainPos *tp,
                           char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     unsigned long long step = 0, ep = 0, samples = 0, batches = 0, seed = 0, batch = 0;
@@ -158,7 +158,7 @@ static bool load_position(LoadedModel *lm, const nnc_st_file *f, const char *pat
     return true;
 }
 
-bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n) {
+bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     nnc_st_file *f = nnc_st_load(path, err, n);
     if (!f) return false;

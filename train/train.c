@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rng.h"
-#include "safetensors.h"
+#include "../include/nnc_rng.h"
+#include "../io/safetensors.h"
 #include "train.h"
 
 double train_now(void) {
@@ -38,7 +38,7 @@ static void on_stop_signal(int sig) {
 
 typedef struct {
     const Model *m;
-    LoadedModel *lm;
+    ModelRef *lm;
     TrainPos pos;               /* where training stands, for checkpoints */
     const TrainOpts *o;
     void **bufs;
@@ -51,7 +51,7 @@ typedef struct {
     void **direct;              /* zero-copy batch pointers into the dataset */
 } Run;
 
-static double read_scalar(const LoadedModel *lm, int entry, int k) {
+static double read_scalar(const ModelRef *lm, int entry, int k) {
     const void *p = lm->abi->output(lm->m, entry, k);
     if (!p) return NAN;
     return lm->abi->real_bytes == 8 ? *(const double *)p : (double)*(const float *)p;
@@ -502,7 +502,7 @@ static void free_run(Run *R, const Dataset *d) {
     if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
 
-int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o) {
+int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now()};
     Dataset train = {0}, test = {0};

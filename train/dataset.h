@@ -1,7 +1,7 @@
 /* dataset.h - the arrays a model's inputs are fed from, loaded per the train section. */
 #ifndef NNC_DATASET_H
 #define NNC_DATASET_H
-#include "../frontend/frontend.h"
+#include "../ir/config.h"
 
 typedef struct {
     const char *name;       /* the input it feeds */

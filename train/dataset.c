@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../codegen/cache.h"
-#include "data.h"
+#include "../include/nnc_rng.h"
+#include "../io/cache.h"
+#include "../io/data.h"
 #include "dataset.h"
-#include "rng.h"
 
 /* ---- the decompressed-data cache ------------------------------------------------------------
  * Decompressing a .gz IDX file costs a few hundred milliseconds at every start, so its 8-bit

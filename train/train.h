@@ -1,8 +1,14 @@
 /* train.h - the training loop and evaluation, over any loaded model (nnc_model_abi). */
 #ifndef NNC_TRAIN_H
 #define NNC_TRAIN_H
-#include "../codegen/codegen.h"
+#include "../include/nnc_abi.h"
 #include "dataset.h"
+
+/* A loaded model as the trainer sees it, on any backend: the ABI table and the instance. */
+typedef struct {
+    const nnc_model_abi *abi;
+    void *m;
+} ModelRef;
 
 typedef struct {
     int epochs;
@@ -26,7 +32,7 @@ typedef struct {
 double train_now(void);
 
 /* Returns the process exit status. */
-int train_run(const Model *m, LoadedModel *lm, const TrainOpts *o);
+int train_run(const Model *m, ModelRef *lm, const TrainOpts *o);
 /* Where training stands, saved in a checkpoint's metadata so a resumed run continues exactly. */
 typedef struct {
     int epoch;                  /* 1-based epoch in progress (or just finished, with samples = n) */
@@ -36,11 +42,11 @@ typedef struct {
 } TrainPos;
 
 /* Writes parameters, optimizer state and tp (with the batch size, for the record). */
-bool checkpoint_save(const LoadedModel *lm, const char *path, const TrainPos *tp, char *err, size_t n);
+bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, char *err, size_t n);
 /* Reads them back; every metadata field is parsed strictly and range-checked (the error names
  * the file, the field, its value and the valid range).  tp->samples is checked against the
  * data set by the caller, which knows its size. */
 /* False with err naming the first parameter and element that is NaN or Inf. */
-bool checkpoint_params_finite(const LoadedModel *lm, char *err, size_t n);
-bool checkpoint_load(LoadedModel *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n);
+bool checkpoint_params_finite(const ModelRef *lm, char *err, size_t n);
+bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n);
 #endif

@@ -14,10 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../codegen/cache.h"
-#include "../codegen/cpu/cpu.h"
+#include "../train/train.h"
 #include "check.h"
-#include "train.h"
+#include "compile.h"
 
 #ifndef NNC_VERSION
 #define NNC_VERSION "0.1.0"
@@ -29,11 +28,8 @@ typedef struct {
     const char *save, *load, *metrics, *eval_out;
     const char *check_against;  /* --check-against cpu */
     double check_tol;
-    long epochs, batch, threads, bench, save_every;
-    unsigned long long seed;
-    double lr, momentum;
-    /* which training values were given: an explicit flag wins over the file, 0 included */
-    bool has_epochs, has_batch, has_seed, has_lr, has_momentum;
+    long threads, bench, save_every;
+    TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
 } Cli;
 
@@ -162,22 +158,22 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         else if (is_flag(a, "--load")) c->load = flag_value(argc, argv, &i, "--load");
         else if (is_flag(a, "--metrics")) c->metrics = flag_value(argc, argv, &i, "--metrics");
         else if (is_flag(a, "--epochs")) {
-            c->epochs = parse_long(f, flag_value(argc, argv, &i, f), 0, INT_MAX);
-            c->has_epochs = true;
+            c->over.epochs = parse_long(f, flag_value(argc, argv, &i, f), 0, INT_MAX);
+            c->over.has_epochs = true;
         } else if (is_flag(a, "--batch")) {
-            c->batch = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
-            c->has_batch = true;
+            c->over.batch = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+            c->over.has_batch = true;
         } else if (is_flag(a, "--seed")) {
-            c->seed = parse_seed(f, flag_value(argc, argv, &i, f));
-            c->has_seed = true;
+            c->over.seed = parse_seed(f, flag_value(argc, argv, &i, f));
+            c->over.has_seed = true;
         } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
         else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
         else if (is_flag(a, "--lr")) {
-            c->lr = parse_rate(f, flag_value(argc, argv, &i, f));
-            c->has_lr = true;
+            c->over.lr = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->over.has_lr = true;
         } else if (is_flag(a, "--momentum")) {
-            c->momentum = parse_rate(f, flag_value(argc, argv, &i, f));
-            c->has_momentum = true;
+            c->over.momentum = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->over.has_momentum = true;
         }
         else if (!strcmp(a, "--eval")) c->eval = true;
         else if (is_flag(a, "--eval-out")) c->eval_out = flag_value(argc, argv, &i, "--eval-out");
@@ -217,21 +213,6 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
     if (c->eval_out && !c->eval) cli_error("--eval-out writes what --eval computes: add --eval");
 }
 
-static void apply_overrides(Model *m, const Cli *c) {
-    TrainConfig *t = &m->train;
-    if (c->has_epochs) t->epochs = (int)c->epochs;
-    if (c->has_batch) t->batch = c->batch;
-    if (c->has_seed) t->seed = (uint64_t)c->seed;
-    if (c->has_lr) t->opt.lr = c->lr;
-    if (c->has_momentum) {
-        if (t->opt.kind != OPT_SGD) cli_error("--momentum: applies to sgd; this model uses adam");
-        if (t->opt.nesterov && c->momentum <= 0)   /* torch.optim.SGD's rule */
-            cli_error("--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", c->momentum);
-        t->opt.momentum = c->momentum;
-    }
-    m->g->batch_max = (int)(t->present ? t->batch : (c->has_batch ? c->batch : 1));
-}
-
 static void print_stats(const Program *p) {
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &p->entry[k];
@@ -269,73 +250,75 @@ static void choose_blas_kernels(void) {
         setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
 }
 
-/* The same choice as the library's (codegen/cache.c); NULL: --no-cache, or no home at all. */
-static const char *cache_dir(Arena *a, bool none) {
-    char *d = none ? NULL : cache_default_dir();
-    const char *r = d ? arena_strdup(a, d) : NULL;
-    free(d);
-    return r;
-}
-
-/* After the passes: emit, print stats, build ahead of time, or train. */
-static int act(const Cli *cc, Program *pp, Model *m, Arena *arena_p, double t_process, Program *ref) {
-    const Cli c = *cc;
-    Program p = *pp;
-    Device target = p.target;
+/* After the passes: emit, print stats, build ahead of time, or train.  `ref` is the CPU
+ * reference of --check-against, compiled from the same text. */
+static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
+    Program *p = &cp->p;
+    const Model *m = cp->m;
     /* --dump-after is an inspection flag like --emit ir: it prints the graph and exits */
-    if ((c.emit && !strcmp(c.emit, "ir")) || (c.dump_after && !c.emit)) return 0;
-    const Backend *be = backend_for(target);
+    if ((c->emit && !strcmp(c->emit, "ir")) || (c->dump_after && !c->emit)) return 0;
+    const Backend *be = cp->be;
+    char err[8192];
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
-    if (c.threads > 0) {
+    if (c->threads > 0) {
         char t[32];
-        snprintf(t, sizeof t, "%ld", c.threads);
+        snprintf(t, sizeof t, "%ld", c->threads);
         setenv("OMP_NUM_THREADS", t, 1);
         setenv("OPENBLAS_NUM_THREADS", t, 1);
     }
-    BuildOpts bo = {.f64 = c.f64, .cache_dir = cache_dir(arena_p, c.no_cache), .tf32 = c.tf32,
-                    .check_numerics = c.check_numerics};
-    if (c.emit) {
-        if ((!strcmp(c.emit, "c") && target != DEV_CPU) || ((!strcmp(c.emit, "cuda") || !strcmp(c.emit, "ptx")) && target != DEV_CUDA))
-            nnc_fatal("--emit %s needs --target %s", c.emit, !strcmp(c.emit, "c") ? "cpu" : "cuda");
+    BuildOpts bo = {.f64 = c->f64, .cache_dir = compile_cache_dir(&cp->arena, !c->no_cache), .tf32 = c->tf32,
+                    .check_numerics = c->check_numerics};
+    if (c->emit) {
+        bool wants_cpu = !strcmp(c->emit, "c");
+        if (wants_cpu != (p->target == DEV_CPU)) nnc_fatal("--emit %s needs --target %s", c->emit, wants_cpu ? "cpu" : "cuda");
         Str out = {0};
-        char aerr[16384];
-        if (!strcmp(c.emit, "ptx") ? !be->emit_asm || !be->emit_asm(&p, &bo, &out, aerr, sizeof aerr)
-                                   : (be->render(&p, &bo, &out), false))
-            nnc_fatal("--emit ptx: %s", be->emit_asm ? aerr : "this target has no assembly to show");
+        if (!strcmp(c->emit, "ptx")) {
+            if (!be->emit_asm) nnc_fatal("--emit ptx: this target has no assembly to show");
+            if (!be->emit_asm(p, &bo, &out, err, sizeof err)) nnc_fatal("--emit ptx: %s", err);
+        } else
+            be->render(p, &bo, &out);
         fputs(out.buf, stdout);
         str_free(&out);
         return 0;
     }
-    if (c.stats) {
-        print_stats(&p);
+    if (c->stats) {
+        print_stats(p);
         return 0;
     }
-    char err[8192];
-    if (c.out_dir) {
-        if (target != DEV_CPU) nnc_fatal("-o builds CPU libraries; use --target cpu");
-        if (!aot_write(&p, &bo, c.out_dir, err, sizeof err)) nnc_fatal("%s", err);
-        printf("wrote %s/%s.c, %s/%s.h, %s/lib%s.a\n", c.out_dir, model_c_name(&p), c.out_dir, model_c_name(&p),
-               c.out_dir, model_c_name(&p));
+    if (c->out_dir) {
+        if (!be->build_library) nnc_fatal("-o builds CPU libraries; use --target cpu");
+        if (!be->build_library(p, &bo, c->out_dir, err, sizeof err)) nnc_fatal("%s", err);
+        const char *mn = model_c_name(p);
+        printf("wrote %s/%s.c, %s/%s.h, %s/lib%s.a\n", c->out_dir, mn, c->out_dir, mn, c->out_dir, mn);
         return 0;
     }
-    if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c.model);
-    LoadedModel *lm = be->load(&p, &bo, err, sizeof err);
+    if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c->model);
+    LoadedModel *lm = compile_load(cp, &bo, err, sizeof err);
     if (!lm) nnc_fatal("%s", err);
     if (ref) {   /* --check-against cpu */
-        const Backend *cbe = backend_for(DEV_CPU);
-        LoadedModel *cpu = cbe->load(ref, &bo, err, sizeof err);
+        LoadedModel *cpu = compile_load(ref, &bo, err, sizeof err);
         if (!cpu) nnc_fatal("--check-against cpu: %s", err);
-        lm = check_pair(be, lm, pp, cbe, cpu, ref, c.check_tol);
+        lm = check_pair(be, lm, p, ref->be, cpu, &ref->p, c->check_tol);
     }
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
-                    .quiet = c.quiet, .progress = isatty(2) && !c.quiet, .metrics_path = c.metrics,
-                    .save_path = c.save, .load_path = c.load, .eval_only = c.eval, .eval_out = c.eval_out, .bench_steps = (int)c.bench,
-                    .source_file = c.model, .t_process = t_process, .save_every = c.save_every,
-                    .resume = c.resume, .cache_dir = bo.cache_dir};
-    int rc = train_run(m, lm, &to);
-    if (ref) check_pair_finish(lm, c.quiet ? NULL : stderr);
+                    .quiet = c->quiet, .progress = isatty(2) && !c->quiet, .metrics_path = c->metrics,
+                    .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
+                    .bench_steps = (int)c->bench, .source_file = c->model, .t_process = t_process,
+                    .save_every = c->save_every, .resume = c->resume, .cache_dir = bo.cache_dir};
+    int rc = train_run(m, &(ModelRef){lm->abi, lm->m}, &to);
+    if (ref) check_pair_finish(lm, c->quiet ? NULL : stderr);
     else be->unload(lm);
     return rc;
+}
+
+static void compile_or_exit(Compiled *cp, const CompileOpts *o, char *src) {
+    char err[1024];
+    if (compile_model(cp, o, err, sizeof err)) return;
+    if (err[0]) fprintf(stderr, "nnc: error: %s\n", err);
+    else fprintf(stderr, "%d error%s\n", cp->diag.errors ? cp->diag.errors : 1, cp->diag.errors > 1 ? "s" : "");
+    compile_free(cp);
+    free(src);
+    exit(1);
 }
 
 int main(int argc, char **argv) {
@@ -350,54 +333,24 @@ int main(int argc, char **argv) {
     char *src = read_file(c.model, &len);
     if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
-    Diag diag = {.file = c.model, .src = src, .out = stderr};
-    Model *m = nn_load_model(&arena, &diag, c.model, src, nn_model_c_name(&arena, c.model));
-    if (!m) {
-        fprintf(stderr, "%d error%s\n", diag.errors, diag.errors == 1 ? "" : "s");
-        arena_free(&arena);
-        free(src);
-        return 1;
-    }
-    apply_overrides(m, &c);
-    Device target = c.target ? (!strcmp(c.target, "cuda") ? DEV_CUDA : DEV_CPU) : m->train.device;
-    Program p = {.m = m, .g = m->g, .diag = &diag};
     /* --check-numerics checks every op's output, so it compiles one kernel per op */
-    PipelineOpts po = {.target = target, .fuse = !c.no_fuse && !c.check_numerics && !c.check_against,
-                       .strict_devices = c.strict, .verify = true, .keep_values = c.check_against != NULL,
-                       .dump_after = c.dump_after, .dump = stdout};
-    if (c.emit && !strcmp(c.emit, "ir")) po.dump_after = "all";
-    if (!pipeline_run(&p, &po)) {
-        fprintf(stderr, "%d error%s\n", diag.errors ? diag.errors : 1, diag.errors == 1 ? "" : "s");
-        program_free(&p);
-        model_free(m);
-        arena_free(&arena);
-        free(src);
-        return 1;
+    CompileOpts o = {.file = c.model, .source = src, .diag_out = stderr, .target = c.target, .over = c.over,
+                     .fuse = !c.no_fuse && !c.check_numerics && !c.check_against, .strict_devices = c.strict,
+                     .keep_values = c.check_against != NULL, .dump_after = c.dump_after, .dump = stdout};
+    if (c.emit && !strcmp(c.emit, "ir")) o.dump_after = "all";
+    Compiled cp, ref;
+    compile_or_exit(&cp, &o, src);
+    if (c.check_against) {   /* the same model again, compiled for the CPU as the reference */
+        CompileOpts ro = o;
+        ro.target = "cpu";
+        ro.dump_after = NULL;
+        ro.strict_devices = false;
+        compile_or_exit(&ref, &ro, src);
     }
-    /* --check-against cpu: the same model again, compiled for the CPU as the reference */
-    Arena ref_arena = {0};
-    Program ref = {0};
-    Model *rm = NULL;
-    if (c.check_against) {
-        rm = nn_load_model(&ref_arena, &diag, c.model, src, nn_model_c_name(&ref_arena, c.model));
-        if (!rm) nnc_fatal("--check-against cpu: the model did not load a second time");
-        apply_overrides(rm, &c);
-        ref = (Program){.m = rm, .g = rm->g, .diag = &diag};
-        PipelineOpts rpo = po;
-        rpo.target = DEV_CPU;
-        rpo.dump_after = NULL;
-        rpo.strict_devices = false;
-        if (!pipeline_run(&ref, &rpo)) nnc_fatal("--check-against cpu: the CPU reference did not compile");
-    }
-    int rc = act(&c, &p, m, &arena, t_process, c.check_against ? &ref : NULL);
-    if (rm) {
-        program_free(&ref);
-        model_free(rm);
-    }
-    arena_free(&ref_arena);
-    free(src);
-    program_free(&p);
-    model_free(m);
+    int rc = act(&c, &cp, c.check_against ? &ref : NULL, t_process);
+    if (c.check_against) compile_free(&ref);
+    compile_free(&cp);
     arena_free(&arena);
+    free(src);
     return rc;
 }

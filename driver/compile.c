@@ -1,0 +1,69 @@
+/* compile.c - the one compile entry (see compile.h): front end, overrides, passes, backend. */
+#include "compile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../frontend/frontend.h"
+#include "../io/cache.h"
+
+/* An explicit value replaces the train section's; the batch then bounds every call. */
+static bool apply_overrides(Model *m, const TrainOverrides *o, char *err, size_t n) {
+    TrainConfig *t = &m->train;
+    if (o->has_epochs) t->epochs = (int)o->epochs;
+    if (o->has_batch) t->batch = o->batch;
+    if (o->has_seed) t->seed = (uint64_t)o->seed;
+    if (o->has_lr) t->opt.lr = o->lr;
+    if (o->has_momentum) {
+        if (t->opt.kind != OPT_SGD) {
+            snprintf(err, n, "--momentum: applies to sgd; this model uses adam");
+            return false;
+        }
+        if (t->opt.nesterov && o->momentum <= 0) {   /* torch.optim.SGD's rule */
+            snprintf(err, n, "--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g",
+                     o->momentum);
+            return false;
+        }
+        t->opt.momentum = o->momentum;
+    }
+    m->g->batch_max = (int)(t->present ? t->batch : (o->has_batch ? o->batch : 1));
+    return true;
+}
+
+bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n) {
+    memset(c, 0, sizeof *c);
+    err[0] = 0;
+    const char *file = o->file ? o->file : "model.nn";
+    c->diag = (Diag){.file = file, .src = o->source, .out = o->diag_out};
+    c->m = nn_load_model(&c->arena, &c->diag, file, o->source, nn_model_c_name(&c->arena, file));
+    if (!c->m || !apply_overrides(c->m, &o->over, err, n)) return false;
+    Device target = o->target ? (!strcmp(o->target, "cuda") ? DEV_CUDA : DEV_CPU) : c->m->train.device;
+    c->p = (Program){.m = c->m, .g = c->m->g, .diag = &c->diag};
+    PipelineOpts po = {.target = target, .fuse = o->fuse, .strict_devices = o->strict_devices, .verify = true,
+                       .keep_values = o->keep_values, .dump_after = o->dump_after, .dump = o->dump};
+    if (!pipeline_run(&c->p, &po)) return false;
+    c->be = backend_for(target);
+    return true;
+}
+
+LoadedModel *compile_load(Compiled *c, const BuildOpts *bo, char *err, size_t n) {
+    if (!c->be) {
+        snprintf(err, n, "--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
+        return NULL;
+    }
+    return c->be->load(&c->p, bo, err, n);
+}
+
+void compile_free(Compiled *c) {
+    program_free(&c->p);
+    if (c->m) model_free(c->m);
+    arena_free(&c->arena);
+    memset(c, 0, sizeof *c);
+}
+
+const char *compile_cache_dir(Arena *a, bool use_cache) {
+    char *d = use_cache ? cache_default_dir() : NULL;
+    const char *r = d ? arena_strdup(a, d) : NULL;
+    free(d);
+    return r;
+}

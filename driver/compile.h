@@ -1,0 +1,54 @@
+/* compile.h - the one way from .nn text to a planned Program and a loaded model.
+ *
+ * The command line (main.c) and the library (api.c, include/nnc.h) both call it, so they name
+ * the model, bound the batch, pick the target and the cache directory the same way:
+ *
+ *   Compiled c;
+ *   CompileOpts o = {.file = "mlp.nn", .source = text, .diag_out = stderr, .fuse = true};
+ *   if (!compile_model(&c, &o, err, sizeof err)) ...    // err, or diagnostics already printed
+ *   LoadedModel *lm = compile_load(&c, &build, err, sizeof err);
+ *   ...
+ *   compile_free(&c);                                    // after unloading lm */
+#ifndef NNC_COMPILE_H
+#define NNC_COMPILE_H
+#include "../codegen/codegen.h"
+
+/* Values that replace the train section's: an explicit value wins over the file's, 0 included. */
+typedef struct {
+    bool has_epochs, has_batch, has_seed, has_lr, has_momentum;
+    long epochs, batch;
+    unsigned long long seed;
+    double lr, momentum;
+} TrainOverrides;
+
+typedef struct {
+    const char *file;           /* shown in diagnostics; names the model ("mlp.nn" -> mlp) */
+    const char *source;         /* the whole model text (NUL-terminated) */
+    FILE *diag_out;             /* where diagnostics are printed */
+    const char *target;         /* "cpu" or "cuda"; NULL: the train section's device */
+    TrainOverrides over;
+    bool fuse, strict_devices, keep_values;
+    const char *dump_after;     /* --dump-after PASS (or "all": --emit ir) */
+    FILE *dump;
+} CompileOpts;
+
+typedef struct {
+    Arena arena;
+    Diag diag;
+    Model *m;                   /* the model and its train section, overrides applied */
+    Program p;                  /* after every pass */
+    const Backend *be;          /* the target's backend; NULL if this nnc was built without it */
+} Compiled;
+
+/* Parses, applies the overrides, runs every pass.  False on failure: `err` holds a message, or
+ * is empty when the diagnostics (c->diag.errors of them) were printed to diag_out.  Call
+ * compile_free either way. */
+bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n);
+/* Renders, builds (or finds in the cache) and loads the program; NULL with `err` filled. */
+LoadedModel *compile_load(Compiled *c, const BuildOpts *bo, char *err, size_t n);
+void compile_free(Compiled *c);
+
+/* The compile cache: $XDG_CACHE_HOME/nnc, else ~/.cache/nnc (arena copy), or NULL when the
+ * user asked for none or there is no home. */
+const char *compile_cache_dir(Arena *a, bool use_cache);
+#endif
