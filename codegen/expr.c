@@ -36,39 +36,63 @@ const char *render_num(char buf[RENDER_NUM_LEN], double x) {
 
 #define NUM(x) render_num((char[RENDER_NUM_LEN]){0}, (x))
 
+/* Writes template t: $0..$2 are operands[0..2], $g $y name operands through slot (DERIV),
+ * $p $p1 $p2 the scalars p[]. */
+static void render_template(Str *s, const char *t, const char *const *operands, const int8_t *slot, const double *p) {
+    for (; *t; t++) {
+        if (t[0] != '$') {
+            str_putc(s, *t);
+            continue;
+        }
+        char c = t[1];
+        if (c == 'p') {
+            int k = t[2] == '1' || t[2] == '2' ? t[2] - '0' : 0;
+            str_printf(s, "(real)%s", NUM(p[k]));
+            t += 1 + (k > 0);
+        } else if (slot) {   /* a DX expression: every symbol through the slot map */
+            int sym = c == 'g' ? DERIV_G : c == '0' ? DERIV_X0 : c == '1' ? DERIV_X1 : DERIV_Y;
+            str_puts(s, operands[slot[sym]]);
+            t++;
+        } else {
+            str_puts(s, operands[c - '0']);
+            t++;
+        }
+    }
+}
+
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands) {
     const Node *n = &g->nodes[id];
-    const char *sp = n->op == OP_POWC ? powc_special(n->fparam[0]) : NULL;
+    if (n->op == OP_DERIV) {
+        const int8_t *slot = n->attr.deriv.slot;
+        render_template(s, op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt], operands, slot, n->attr.deriv.p);
+        return;
+    }
+    const char *sp = n->op == OP_POWC ? powc_special(n->attr.scalars.p[0]) : NULL;
     if (sp) {
         for (; *sp; sp++)
             if (*sp == '$') str_puts(s, operands[0]);
             else str_putc(s, *sp);
         return;
     }
-    for (const char *t = op_info[n->op].expr; *t; t++) {
-        if (t[0] == '$' && t[1] >= '0' && t[1] <= '2') {
-            str_puts(s, operands[t[1] - '0']);
-            t++;
-        } else if (t[0] == '$' && t[1] == 'p') {
-            str_printf(s, "(real)%s", NUM(n->fparam[0]));
-            t++;
-        } else
-            str_putc(s, *t);
-    }
+    static const double none[3] = {0, 0, 0};
+    render_template(s, op_info[n->op].expr, operands, NULL,
+                    op_info[n->op].attr == ATTR_SCALARS ? n->attr.scalars.p : none);
 }
 
 void render_inline_value(Str *s, const Graph *g, int id, const char *step, const char *batch) {
     const Node *n = &g->nodes[id];
     if (n->op == OP_CONST) {
-        if (n->iparam[0] == -1) str_printf(s, "((real)%s / (real)(%s))", NUM(n->fparam[0]), batch);
-        else if (n->iparam[0] == 1) str_printf(s, "((real)%s * (real)(%s))", NUM(n->fparam[0]), batch);
-        else str_printf(s, "((real)%s)", NUM(n->fparam[0]));
+        double v = n->attr.cnst.value;
+        if (n->attr.cnst.batch_power == -1) str_printf(s, "((real)%s / (real)(%s))", NUM(v), batch);
+        else if (n->attr.cnst.batch_power == 1) str_printf(s, "((real)%s * (real)(%s))", NUM(v), batch);
+        else str_printf(s, "((real)%s)", NUM(v));
         return;
     }
-    switch (n->iparam[0]) {
-    case 0: str_printf(s, "((real)(%s))", step); break;
-    case 1: str_printf(s, "((real)(1.0 - pow(%s, (double)(%s))))", NUM(n->fparam[0]), step); break;
-    default: str_printf(s, "((%s) == 1 ? (real)1 : (real)%s)", step, NUM(n->fparam[0])); break;
+    double base = n->attr.step.base;
+    switch (n->attr.step.fn) {
+    case STEP_T: str_printf(s, "((real)(%s))", step); break;
+    case STEP_ONE_MINUS_POW: str_printf(s, "((real)(1.0 - pow(%s, (double)(%s))))", NUM(base), step); break;
+    case STEP_FIRST_ONE: str_printf(s, "((%s) == 1 ? (real)1 : (real)%s)", step, NUM(base)); break;
     }
 }
 
@@ -156,7 +180,7 @@ void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transpo
 
 int64_t launch_reduce_mask(const Graph *g, const Launch *L) {
     const Node *n = &g->nodes[L->root];
-    if (n->op != OP_SUM_TO) return n->iparam[0];
+    if (n->op != OP_SUM_TO) return n->attr.axes.mask;
     int64_t mask = 0;
     Shape in = L->space, out = n->shape;
     for (int l = 0; l < in.rank; l++) {

@@ -211,9 +211,8 @@ static const char *did_you_mean(Elab *E, const char *best) {
     return best ? arena_printf(E->a, " (did you mean '%s'?)", best) : "";
 }
 
-static const char *const builtin_names[] = {
-    "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "neg", "matmul", "pow", "sum", "mean", "max",
-    "softmax", "log_softmax", "cross_entropy", "accuracy", "mse_loss", "transpose", "reshape", "to"};
+/* Builtins that are compositions of ops, not ops (the ops' own come from ops.def). */
+static const char *const composite_names[] = {"mse_loss"};
 static const char *const train_fn_names[] = {"idx", "npy", "csv", "randn", "rand", "sgd", "adam", "adamw"};
 static const char *const keyword_names[] = {"true", "false", "cpu", "cuda"};
 
@@ -292,7 +291,7 @@ static Value powc(Elab *E, Value a, Value b, SrcLoc loc) {
     int x = as_tensor(E, a, loc);
     if (x < 0 || !need_f32(E, x, "**", loc)) return verror;
     int r = graph_add1(E->g, OP_POWC, x, loc);
-    E->g->nodes[r].fparam[0] = b.num;
+    E->g->nodes[r].attr.scalars.p[0] = b.num;
     return vtensor(r);
 }
 
@@ -443,8 +442,8 @@ static Value reduce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     }
     int in[1] = {x};
     int n = graph_add(E->g, op, 1, in, r, DT_F32, loc);
-    E->g->nodes[n].iparam[0] = mask;
-    E->g->nodes[n].iparam[1] = keep;
+    E->g->nodes[n].attr.axes.mask = (uint32_t)mask;
+    E->g->nodes[n].attr.axes.keepdim = keep;
     return vtensor(n);
 }
 
@@ -528,10 +527,10 @@ static Value loss_mse(Elab *E, Args *a, SrcLoc loc) {
     }
     int d = graph_add2(E->g, OP_SUB, x, y, loc);
     int sq = graph_add1(E->g, OP_POWC, d, loc);
-    E->g->nodes[sq].fparam[0] = 2;
+    E->g->nodes[sq].attr.scalars.p[0] = 2;
     int in[1] = {sq};
     int m = graph_add(E->g, OP_MEAN, 1, in, shape_scalar(), DT_F32, loc);
-    E->g->nodes[m].iparam[0] = (1 << E->g->nodes[sq].shape.rank) - 1;
+    E->g->nodes[m].attr.axes.mask = (1u << E->g->nodes[sq].shape.rank) - 1;
     return vtensor(m);
 }
 
@@ -713,26 +712,134 @@ static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) 
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
-static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
-    static const struct { const char *name; Op op; } un[] = {
-        {"relu", OP_RELU}, {"sigmoid", OP_SIGMOID}, {"tanh", OP_TANH}, {"exp", OP_EXP},
-        {"log", OP_LOG}, {"sqrt", OP_SQRT}, {"neg", OP_NEG},
+/* ---- builtins from ops.def ------------------------------------------------------------------ */
+
+/* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
+typedef struct {
+    char name[8][32];
+    const char *names[8];
+    double dflt[8];
+    bool has_dflt[8];
+    int n;
+} Surface;
+
+static void surface_parse(const char *surface, Surface *sf) {
+    sf->n = 0;
+    const char *p = strchr(surface, '(') + 1;
+    while (*p && *p != ')' && sf->n < 8) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, " =,)");
+        snprintf(sf->name[sf->n], sizeof sf->name[0], "%.*s", (int)len, p);
+        sf->names[sf->n] = sf->name[sf->n];
+        p += len;
+        while (*p == ' ') p++;
+        sf->has_dflt[sf->n] = *p == '=';
+        sf->dflt[sf->n] = *p == '=' ? strtod(p + 1, (char **)&p) : 0;
+        sf->n++;
+    }
+}
+
+/* The op whose surface name is fn, or -1. */
+static int surface_op(const char *fn) {
+    size_t len = strlen(fn);
+    for (int op = 0; op < OP_COUNT; op++) {
+        const char *sf = op_info[op].surface;
+        if (sf && strcspn(sf, "(") == len && !strncmp(sf, fn, len)) return op;
+    }
+    return -1;
+}
+
+/* An elementwise op with numeric arguments (leaky_relu(x, negative_slope = 0.01)): the tensors
+ * first, then the numbers, read into attr.scalars.p by position. */
+static Value ew_call(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    const OpInfo *oi = &op_info[op];
+    Surface sf;
+    surface_parse(oi->surface, &sf);
+    if (oi->arity == 1 && sf.n == 1) return unary(E, op, fn, a, loc);
+    int ix[8], required = oi->arity;
+    while (required < sf.n && !sf.has_dflt[required]) required++;
+    if (!bind_args(E, fn, a, sf.names, sf.n, ix, required, loc)) return verror;
+    int x[2] = {-1, -1};
+    for (int k = 0; k < oi->arity; k++) {
+        x[k] = tensor_arg(E, a, ix[k]);
+        if (x[k] < 0 || !need_f32(E, x[k], fn, loc)) return verror;
+    }
+    bool ok = true;
+    double p[3] = {0, 0, 0};
+    for (int k = oi->arity; k < sf.n && k - oi->arity < 3; k++) {
+        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok);
+        ok = ok && check_finite(E, fn, sf.names[k], p[k - oi->arity], arg_loc(a, ix[k], loc));
+    }
+    if (!ok) return verror;
+    int r = oi->arity == 1 ? graph_add1(E->g, op, x[0], loc) : graph_add2(E->g, op, x[0], x[1], loc);
+    if (r < 0) {
+        diag_error(E->d, loc, "%s(): shapes %s and %s do not broadcast", fn, tstr(E, x[0]), tstr(E, x[1]));
+        return verror;
+    }
+    memcpy(E->g->nodes[r].attr.scalars.p, p, sizeof p);
+    return vtensor(r);
+}
+
+/* Builtins whose reading is their own (the generic readers go by the op's kind). */
+typedef Value Reader(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
+static Value read_matmul(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op;
+    if (a->n != 2) {
+        diag_error(E->d, loc, "%s() takes two arguments", fn);
+        return verror;
+    }
+    return matmul(E, a->v[0], a->v[1], loc);
+}
+static Value read_pow(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op;
+    if (a->n != 2) {
+        diag_error(E->d, loc, "%s() takes two arguments", fn);
+        return verror;
+    }
+    return powc(E, a->v[0], a->v[1], loc);
+}
+static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return transpose(E, a, loc); }
+static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return reshape(E, a, loc); }
+static Value read_to(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return to_device(E, a, loc); }
+
+static Reader *custom_reader(Op op) {
+    static const struct { Op op; Reader *read; } custom[] = {
+        {OP_MATMUL, read_matmul}, {OP_POWC, read_pow}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
+        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to},
     };
-    for (size_t i = 0; i < NNC_COUNTOF(un); i++)
-        if (strcmp(fn, un[i].name) == 0) return unary(E, un[i].op, fn, a, loc);
-    if (!strcmp(fn, "matmul") && a->n == 2) return matmul(E, a->v[0], a->v[1], loc);
-    if (!strcmp(fn, "pow") && a->n == 2) return powc(E, a->v[0], a->v[1], loc);
-    if (!strcmp(fn, "sum")) return reduce(E, OP_SUM, fn, a, loc);
-    if (!strcmp(fn, "mean")) return reduce(E, OP_MEAN, fn, a, loc);
-    if (!strcmp(fn, "max")) return reduce(E, OP_MAX, fn, a, loc);
-    if (!strcmp(fn, "softmax")) return rowwise(E, OP_SOFTMAX, fn, a, loc);
-    if (!strcmp(fn, "log_softmax")) return rowwise(E, OP_LOG_SOFTMAX, fn, a, loc);
-    if (!strcmp(fn, "cross_entropy")) return loss_ce(E, OP_CROSS_ENTROPY, fn, a, loc);
-    if (!strcmp(fn, "accuracy")) return loss_ce(E, OP_ACCURACY, fn, a, loc);
+    for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
+        if (custom[i].op == op) return custom[i].read;
+    return NULL;
+}
+
+/* An op from ops.def by its surface name: its own reader, or the reader of its kind. */
+static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    Reader *read = custom_reader(op);
+    if (read) return read(E, op, fn, a, loc);
+    switch (op_info[op].kind) {
+    case OK_EW: return ew_call(E, op, fn, a, loc);
+    case OK_REDUCE: return reduce(E, op, fn, a, loc);
+    case OK_ROW: return rowwise(E, op, fn, a, loc);
+    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: break;
+    }
+    diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);
+    return verror;
+}
+
+/* "did you mean": every op's surface name, then the compositions. */
+static const char *suggest_builtin(Elab *E, const char *fn, int *bd) {
+    const char *best = NULL;
+    for (int op = 0; op < OP_COUNT; op++) {
+        const char *sf = op_info[op].surface;
+        if (sf) best = closest(fn, arena_printf(E->a, "%.*s", (int)strcspn(sf, "("), sf), best, bd);
+    }
+    return suggest_list(fn, composite_names, NNC_COUNTOF(composite_names), best, bd);
+}
+
+static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int op = surface_op(fn);
+    if (op >= 0) return call_op(E, (Op)op, fn, a, loc);
     if (!strcmp(fn, "mse_loss")) return loss_mse(E, a, loc);
-    if (!strcmp(fn, "transpose")) return transpose(E, a, loc);
-    if (!strcmp(fn, "reshape")) return reshape(E, a, loc);
-    if (!strcmp(fn, "to")) return to_device(E, a, loc);
     if (E->in_train) {
         static const struct { const char *name; SourceKind k; } src[] = {
             {"idx", SRC_IDX}, {"npy", SRC_NPY}, {"csv", SRC_CSV}, {"randn", SRC_RANDN}, {"rand", SRC_RAND}};
@@ -742,12 +849,8 @@ static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         if (!strcmp(fn, "adam")) return optimizer(E, OPT_ADAM, fn, a, loc);
         if (!strcmp(fn, "adamw")) return optimizer(E, OPT_ADAMW, fn, a, loc);
     }
-    if (!strcmp(fn, "matmul") || !strcmp(fn, "pow")) {
-        diag_error(E->d, loc, "%s() takes two arguments", fn);
-        return verror;
-    }
     int bd = 3;
-    const char *best = suggest_list(fn, builtin_names, NNC_COUNTOF(builtin_names), NULL, &bd);
+    const char *best = suggest_builtin(E, fn, &bd);
     if (E->in_train) best = suggest_list(fn, train_fn_names, NNC_COUNTOF(train_fn_names), best, &bd);
     diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));
     return verror;
@@ -1027,16 +1130,16 @@ static bool init_kaiming_xavier(Elab *E, Node *p, const char *fn, Args *a, SrcLo
         if (!ok || !check_finite(E, fn, "gain", gain, arg_loc(a, ix[0], loc))) return false;
         std = gain * sqrt(2.0 / (fan_in + fan_out));
     }
-    p->init = unif ? INIT_UNIFORM : INIT_NORMAL;
-    p->fparam[0] = unif ? -sqrt(3.0) * std : 0;
-    p->fparam[1] = unif ? sqrt(3.0) * std : std;
+    p->attr.init.kind = unif ? INIT_UNIFORM : INIT_NORMAL;
+    p->attr.init.a = unif ? -sqrt(3.0) * std : 0;
+    p->attr.init.b = unif ? sqrt(3.0) * std : std;
     return ok;
 }
 
 /* torch.nn.init's rules: uniform_(a, b) needs a <= b (and b - a finite), normal_ needs std >= 0. */
 static bool init_bounds_check(Elab *E, const char *fn, Node *p, Args *a, int *ix, SrcLoc loc) {
     bool u = fn[0] == 'u';
-    double lo = p->fparam[0], hi = p->fparam[1];
+    double lo = p->attr.init.a, hi = p->attr.init.b;
     if (!check_finite(E, fn, u ? "low" : "mean", lo, arg_loc(a, ix[0], loc))) return false;
     if (!u) return check_range(E, fn, "std", hi, 0, false, INFINITY, false, arg_loc(a, ix[1], loc));
     if (!check_finite(E, fn, "high", hi, arg_loc(a, ix[1], loc))) return false;
@@ -1064,18 +1167,18 @@ static bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
     bool ok = true;
     if (!strcmp(fn, "zeros") || !strcmp(fn, "ones")) {
         if (!bind_args(E, fn, &a, NULL, 0, ix, 0, e->loc)) return false;
-        p->init = fn[0] == 'z' ? INIT_ZEROS : INIT_ONES;
+        p->attr.init.kind = fn[0] == 'z' ? INIT_ZEROS : INIT_ONES;
     } else if (!strcmp(fn, "constant")) {
         if (!bind_args(E, fn, &a, cn, 1, ix, 1, e->loc)) return false;
-        p->init = INIT_CONSTANT;
-        p->fparam[0] = num_arg(E, &a, ix[0], 0, &ok);
-        ok = ok && check_finite(E, fn, "value", p->fparam[0], arg_loc(&a, ix[0], e->loc));
+        p->attr.init.kind = INIT_CONSTANT;
+        p->attr.init.a = num_arg(E, &a, ix[0], 0, &ok);
+        ok = ok && check_finite(E, fn, "value", p->attr.init.a, arg_loc(&a, ix[0], e->loc));
     } else if (!strcmp(fn, "uniform") || !strcmp(fn, "normal")) {
         bool u = fn[0] == 'u';
         if (!bind_args(E, fn, &a, u ? un : nn, 2, ix, 0, e->loc)) return false;
-        p->init = u ? INIT_UNIFORM : INIT_NORMAL;
-        p->fparam[0] = num_arg(E, &a, ix[0], 0, &ok);
-        p->fparam[1] = num_arg(E, &a, ix[1], 1, &ok);
+        p->attr.init.kind = u ? INIT_UNIFORM : INIT_NORMAL;
+        p->attr.init.a = num_arg(E, &a, ix[0], 0, &ok);
+        p->attr.init.b = num_arg(E, &a, ix[1], 1, &ok);
         ok = ok && init_bounds_check(E, fn, p, &a, ix, e->loc);
     } else if (!strcmp(fn, "kaiming_uniform") || !strcmp(fn, "kaiming_normal") ||
                !strcmp(fn, "xavier_uniform") || !strcmp(fn, "xavier_normal")) {

@@ -11,16 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The enum and this table come from the same rows, so every op has its entry. */
+#define RULE(fn) {NULL, NULL}
+#define DX(d) {d, NULL}
+#define DX2(d0, d1) {d0, d1}
+#define NOGRAD {NULL, NULL}
+#define LEAF {NULL, NULL}
 const OpInfo op_info[OP_COUNT] = {
-#define X(e, name, arity, kind, expr) [OP_##e] = {name, arity, kind, expr},
+#define X(e, name, kind, arity, attr, surface, expr, grad) [OP_##e] = {name, kind, arity, attr, surface, expr, grad},
 #include "ops.def"
 #undef X
 };
-#define X(e, name, arity, kind, expr) +1
-static_assert(0
-#include "ops.def"
-              == OP_COUNT, "ops.def and Op disagree");
-#undef X
+#undef RULE
+#undef DX
+#undef DX2
+#undef NOGRAD
+#undef LEAF
 
 Graph *graph_new(Arena *a) {
     Graph *g = arena_alloc(a, sizeof *g);
@@ -67,7 +73,7 @@ int graph_add2(Graph *g, Op op, int a, int b, SrcLoc loc) {
 
 int graph_const(Graph *g, double v, SrcLoc loc) {
     int id = graph_add(g, OP_CONST, 0, NULL, shape_scalar(), DT_F32, loc);
-    g->nodes[id].fparam[0] = v;
+    g->nodes[id].attr.cnst.value = v;
     return id;
 }
 
@@ -158,20 +164,30 @@ void ir_users(const Graph *g, int **users, int *nusers) {
         }
 }
 
-static void ir_print_params(const Node *n, FILE *f) {
-    switch (n->op) {
-    case OP_CONST:
-        fprintf(f, " %g%s", n->fparam[0], n->iparam[0] == -1 ? "/B" : n->iparam[0] == 1 ? "*B" : "");
+static void ir_print_scalars(const double *p, int n, FILE *f) {
+    for (int i = 0; i < n; i++) fprintf(f, "%s%g", i ? "," : " ", p[i]);
+}
+
+/* The node's attribute record, by the kind its op declares. */
+static void ir_print_attr(const Node *n, FILE *f) {
+    const Attr *a = &n->attr;
+    switch (op_info[n->op].attr) {
+    case ATTR_NONE: break;
+    case ATTR_CONST:
+        fprintf(f, " %g%s", a->cnst.value, a->cnst.batch_power == -1 ? "/B" : a->cnst.batch_power == 1 ? "*B" : "");
         break;
-    case OP_POWC: fprintf(f, " ^%g", n->fparam[0]); break;
-    case OP_STEPVAL:
-        if (n->iparam[0]) fprintf(f, " 1-%g^t", n->fparam[0]);
-        else fprintf(f, " t");
+    case ATTR_STEP:
+        if (a->step.fn == STEP_T) fprintf(f, " t");
+        else if (a->step.fn == STEP_ONE_MINUS_POW) fprintf(f, " 1-%g^t", a->step.base);
+        else fprintf(f, " t==1?1:%g", a->step.base);
         break;
-    case OP_SUM: case OP_MEAN: case OP_MAX:
-        fprintf(f, " axes=0x%" PRIx64 "%s", n->iparam[0], n->iparam[1] ? " keepdim" : "");
+    case ATTR_SCALARS:
+        if (n->op == OP_POWC) fprintf(f, " ^%g", a->scalars.p[0]);
+        else ir_print_scalars(a->scalars.p, 1, f);
         break;
-    default: break;
+    case ATTR_AXES: fprintf(f, " axes=0x%x%s", (unsigned)a->axes.mask, a->axes.keepdim ? " keepdim" : ""); break;
+    case ATTR_INIT: break;
+    case ATTR_DERIV: fprintf(f, " d%s/dx%d", op_info[a->deriv.of].name, a->deriv.wrt); break;
     }
 }
 
@@ -183,7 +199,7 @@ void ir_print(const Graph *g, FILE *f, const bool *live) {
         if (live && !live[i]) continue;
         fprintf(f, "  %%%-4d = %-14s", i, op_info[n->op].name);
         for (int j = 0; j < n->nin; j++) fprintf(f, "%s%%%d", j ? ", " : " ", n->in[j]);
-        ir_print_params(n, f);
+        ir_print_attr(n, f);
         fprintf(f, "  : %s", shape_str(n->shape, n->dtype, g->batch_name, sb, sizeof sb));
         fprintf(f, " %s %s", device_name(n->dev), phase[n->phase]);
         if (n->op == OP_COPY) {

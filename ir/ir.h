@@ -16,11 +16,11 @@
 #include "util.h"
 
 #define IR_MAX_RANK 4
-#define NNC_MAX_IN 3
+#define NNC_MAX_IN 4
 #define DIM_BATCH (-1)          /* the symbolic batch dimension, bound at run time */
 
 typedef enum {
-#define X(e, name, arity, kind, expr) OP_##e,
+#define X(e, name, kind, arity, attr, surface, expr, grad) OP_##e,
 #include "ops.def"
 #undef X
     OP_COUNT
@@ -37,11 +37,25 @@ typedef enum {
     OK_ASSIGN,  /* in-place write of a persistent leaf */
 } OpKind;
 
+/* Which record of Node.attr an op uses (ops.def's attr column). */
+typedef enum {
+    ATTR_NONE,
+    ATTR_CONST,      /* cnst: value * B^batch_power */
+    ATTR_STEP,       /* step: a value of the optimizer step counter t */
+    ATTR_SCALARS,    /* scalars: the op's numeric arguments, $p $p1 $p2 in its expression */
+    ATTR_AXES,       /* axes: the reduced axes and keepdim */
+    ATTR_INIT,       /* init: a parameter's initializer and its arguments */
+    ATTR_DERIV,      /* deriv: which op's gradient, for which operand, read from where */
+} AttrKind;
+
 typedef struct {
     const char *name;
-    int arity;
     OpKind kind;
+    int arity;
+    AttrKind attr;
+    const char *surface;        /* "relu(x)", or NULL: not callable from a model */
     const char *expr;
+    const char *dx[2];          /* DX/DX2 gradient expressions, or NULL */
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT];
 
@@ -62,6 +76,31 @@ typedef enum {
     INIT_XAVIER_N,    /* N(0, (a * sqrt(2 / (fan_in + fan_out)))^2) */
 } InitKind;
 
+/* The step-dependent scalars of the optimizers (STEPVAL). */
+typedef enum {
+    STEP_T,               /* t */
+    STEP_ONE_MINUS_POW,   /* 1 - base^t: Adam's bias corrections */
+    STEP_FIRST_ONE,       /* 1 at the first step, else base: SGD's dampening skips step 1 */
+} StepFn;
+
+/* DERIV's operands, by the symbol of the DX expression they stand for. */
+enum { DERIV_G, DERIV_X0, DERIV_X1, DERIV_Y, DERIV_NSYM };
+
+/* The typed attributes of a node; ops.def's attr column says which member is in use. */
+typedef union {
+    struct { double value; int batch_power; } cnst;         /* value * B^batch_power, power in -1..1 */
+    struct { StepFn fn; double base; } step;
+    struct { double p[3]; } scalars;
+    struct { uint32_t mask; bool keepdim; } axes;            /* bit i: axis i is reduced */
+    struct { InitKind kind; double a, b; } init;             /* the arguments, resolved (InitKind) */
+    struct {
+        int of;                                              /* the Op differentiated */
+        int wrt;                                             /* its operand: 0 or 1 */
+        double p[3];                                         /* its scalars */
+        int8_t slot[DERIV_NSYM];                             /* operand index of $g $0 $1 $y, or -1 */
+    } deriv;
+} Attr;
+
 typedef struct {
     int rank;
     int64_t d[IR_MAX_RANK];    /* DIM_BATCH marks the batch axis */
@@ -76,12 +115,10 @@ typedef struct {
     bool user_copy;             /* a COPY the user asked for; --strict-devices allows it */
     int nin;
     int in[NNC_MAX_IN];
-    double fparam[4];
-    int64_t iparam[4];
+    Attr attr;                  /* typed by op_info[op].attr */
     Shape shape;
     SrcLoc loc;
     const char *name;           /* leaves: scoped name ("fc1.weight"); else a let-binding name or NULL */
-    InitKind init;              /* PARAM only; fparam holds its arguments */
     int grad;                   /* PARAM: node holding d(loss)/d(param) after autograd, or -1 */
     int origin;                 /* its id before the copies pass (the same on every target), or
                                    -1 for a COPY it inserted: how --check-against pairs values */

@@ -1,7 +1,8 @@
 /* autograd.c - reverse-mode differentiation as a graph pass.
  *
  * Walks the graph from the loss back to the parameters in reverse order and, per op, adds the
- * nodes of its gradient rule (one switch below), summing where a value has several users.  The
+ * nodes of its gradient rule (the table below, built from ops.def's grad column: an elementwise
+ * op's DX expression, or a hand-written rule), summing where a value has several users.  The
  * new nodes are tagged PH_BACKWARD and keep the forward node's source location, so a backward
  * kernel names the .nn line it differentiates.  Only values that depend on a parameter get a
  * gradient.  Transposes are pushed through matrix products (T(A@B) = T(B)@T(A)) so that weight
@@ -53,8 +54,8 @@ static int mk2(Ad *A, Op op, int a, int b) {
 static int mkconst(Ad *A, double v, int batch_pow) {
     Node like = ad_like(A);
     int c = graph_node_at(A->g, OP_CONST, 0, NULL, shape_scalar(), DT_F32, &like);
-    A->g->nodes[c].fparam[0] = v;
-    A->g->nodes[c].iparam[0] = batch_pow;
+    A->g->nodes[c].attr.cnst.value = v;
+    A->g->nodes[c].attr.cnst.batch_power = batch_pow;
     return c;
 }
 
@@ -98,11 +99,11 @@ static void accumulate(Ad *A, int x, int gx) {
 static int unreduce(Ad *A, const Node *n, int g) {
     Shape in = A->g->nodes[n->in[0]].shape, keep = in;
     for (int i = 0; i < in.rank; i++)
-        if (n->iparam[0] >> i & 1) keep.d[i] = 1;
+        if (n->attr.axes.mask >> i & 1) keep.d[i] = 1;
     /* Reduced leading axes need no reshape: NumPy broadcasting aligns on the right. */
     bool prefix = true;
     for (int i = 0, seen_kept = 0; i < in.rank; i++) {
-        if (!(n->iparam[0] >> i & 1)) seen_kept = 1;
+        if (!(n->attr.axes.mask >> i & 1)) seen_kept = 1;
         else if (seen_kept) prefix = false;
     }
     int r = g;
@@ -115,7 +116,7 @@ static int reduce_count_const(Ad *A, const Node *n) {
     double k = 1;
     int bp = 0;
     for (int i = 0; i < in.rank; i++)
-        if (n->iparam[0] >> i & 1) {
+        if (n->attr.axes.mask >> i & 1) {
             if (in.d[i] == DIM_BATCH) bp = -1;
             else k *= (double)in.d[i];
         }
@@ -124,86 +125,170 @@ static int reduce_count_const(Ad *A, const Node *n) {
 
 /* amax semantics: the gradient is shared evenly among the elements equal to the maximum. */
 static void grad_max(Ad *A, int id, int g) {
-    Node n = A->g->nodes[id];
+    Node n = A->g->nodes[id];   /* a copy: adding nodes may move the array */
     int x = n.in[0];
     int eq = mk2(A, OP_EQ, x, unreduce(A, &n, id));
     Shape keep = A->g->nodes[x].shape;
     for (int i = 0; i < keep.rank; i++)
-        if (n.iparam[0] >> i & 1) keep.d[i] = 1;
+        if (n.attr.axes.mask >> i & 1) keep.d[i] = 1;
     int cnt = mk(A, OP_SUM, 1, &eq, keep);
-    A->g->nodes[cnt].iparam[0] = n.iparam[0];
-    A->g->nodes[cnt].iparam[1] = 1;
+    A->g->nodes[cnt].attr.axes.mask = n.attr.axes.mask;
+    A->g->nodes[cnt].attr.axes.keepdim = true;
     accumulate(A, x, mk2(A, OP_DIV, mk2(A, OP_MUL, unreduce(A, &n, g), eq), cnt));
 }
 
-static void grad_rule(Ad *A, int id, int g) {
+/* ---- the rules, one per ops.def row that names one -------------------------------------- */
+
+/* Declared from ops.def's grad column, and the table built from it: a rule a row names and
+ * this file does not define fails the build ("used but never defined", then the link). */
+typedef void GradRule(Ad *A, int id, int g);
+#define RULE(fn) static GradRule fn;
+#define DX(d)
+#define DX2(d0, d1)
+#define NOGRAD
+#define LEAF
+#define X(e, name, kind, arity, attr, surface, expr, grad) grad
+#include "../ir/ops.def"
+#undef X
+#undef RULE
+#undef DX
+#undef DX2
+#undef NOGRAD
+#undef LEAF
+static GradRule grad_ew, grad_none;
+
+static GradRule *const grad_rules[OP_COUNT] = {
+#define RULE(fn) fn
+#define DX(d) grad_ew
+#define DX2(d0, d1) grad_ew
+#define NOGRAD grad_none
+#define LEAF grad_none
+#define X(e, name, kind, arity, attr, surface, expr, grad) [OP_##e] = grad,
+#include "../ir/ops.def"
+#undef X
+#undef RULE
+#undef DX
+#undef DX2
+#undef NOGRAD
+#undef LEAF
+};
+
+/* Operand k of node id and its shape (the node may move as nodes are added: read first). */
+static int opnd(Ad *A, int id, int k) { return A->g->nodes[id].in[k]; }
+static Shape opshape(Ad *A, int id, int k) { return A->g->nodes[opnd(A, id, k)].shape; }
+
+static void grad_none(Ad *A, int id, int g) { (void)A, (void)id, (void)g; }
+
+/* Which of $g $0 $1 $y a DX expression reads. */
+static bool dx_reads(const char *dx, const char *sym) { return strstr(dx, sym) != NULL; }
+
+/* DX/DX2 rows: one DERIV node per operand that needs a gradient, reading only the values its
+ * expression names, summed back to the operand's shape when the op broadcast it. */
+static void grad_ew(Ad *A, int id, int g) {
     Node n = A->g->nodes[id];
-    int a = n.in[0], b = n.nin > 1 ? n.in[1] : -1;
-    Shape sa = n.nin ? A->g->nodes[a].shape : shape_scalar(), sb = b >= 0 ? A->g->nodes[b].shape : sa;
-    switch (n.op) {
-    case OP_ADD:
-        if (A->needs[a]) accumulate(A, a, sum_to(A, g, sa));
-        if (A->needs[b]) accumulate(A, b, sum_to(A, g, sb));
-        break;
-    case OP_SUB:
-        accumulate(A, a, sum_to(A, g, sa));
-        if (A->needs[b]) accumulate(A, b, sum_to(A, mk1(A, OP_NEG, g), sb));
-        break;
-    case OP_MUL:
-        if (A->needs[a]) accumulate(A, a, sum_to(A, mk2(A, OP_MUL, g, b), sa));
-        if (A->needs[b]) accumulate(A, b, sum_to(A, mk2(A, OP_MUL, g, a), sb));
-        break;
-    case OP_DIV:
-        if (A->needs[a]) accumulate(A, a, sum_to(A, mk2(A, OP_DIV, g, b), sa));
-        if (A->needs[b]) accumulate(A, b, sum_to(A, mk1(A, OP_NEG, mk2(A, OP_MUL, g, mk2(A, OP_DIV, id, b))), sb));
-        break;
-    case OP_NEG: accumulate(A, a, mk1(A, OP_NEG, g)); break;
-    case OP_RELU: accumulate(A, a, mk2(A, OP_RELU_GRAD, g, id)); break;
-    case OP_SIGMOID:
-        accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_MUL, id, mk2(A, OP_SUB, mkconst(A, 1, 0), id))));
-        break;
-    case OP_TANH:
-        accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_SUB, mkconst(A, 1, 0), mk2(A, OP_MUL, id, id))));
-        break;
-    case OP_EXP: accumulate(A, a, mk2(A, OP_MUL, g, id)); break;
-    case OP_LOG: accumulate(A, a, mk2(A, OP_DIV, g, a)); break;
-    case OP_SQRT: accumulate(A, a, mk2(A, OP_DIV, mk2(A, OP_MUL, g, mkconst(A, 0.5, 0)), id)); break;
-    case OP_POWC: {
-        double c = n.fparam[0];
-        int d = a;
-        if (c == 0) {   /* x ** 0 is 1 everywhere, NaN included: torch's gradient is 0, not 0 * x^-1 */
-            accumulate(A, a, expand(A, mkconst(A, 0, 0), sa));
-            break;
+    for (int k = 0; k < n.nin && k < 2; k++) {
+        const char *dx = op_info[n.op].dx[k];
+        if (!dx || !A->needs[n.in[k]]) continue;
+        static const char *const sym[DERIV_NSYM] = {"$g", "$0", "$1", "$y"};
+        int val[DERIV_NSYM] = {g, n.in[0], n.nin > 1 ? n.in[1] : -1, id}, in[NNC_MAX_IN], nin = 0;
+        Attr at = {.deriv = {.of = n.op, .wrt = k}};
+        for (int s = 0; s < DERIV_NSYM; s++) {
+            at.deriv.slot[s] = -1;
+            if (val[s] >= 0 && (s == DERIV_G || dx_reads(dx, sym[s]))) {
+                at.deriv.slot[s] = (int8_t)nin;
+                in[nin++] = val[s];
+            }
         }
-        if (c != 2) {
-            d = mk1(A, OP_POWC, a);
-            A->g->nodes[d].fparam[0] = c - 1;
-        }
-        accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_MUL, mkconst(A, c, 0), d)));
-        break;
+        if (op_info[n.op].attr == ATTR_SCALARS) memcpy(at.deriv.p, n.attr.scalars.p, sizeof at.deriv.p);
+        int d = mk(A, OP_DERIV, nin, in, n.shape);
+        A->g->nodes[d].attr = at;
+        accumulate(A, n.in[k], sum_to(A, d, A->g->nodes[n.in[k]].shape));
     }
-    case OP_EXPAND: accumulate(A, a, sum_to(A, g, sa)); break;
-    case OP_SUM_TO: accumulate(A, a, expand(A, g, sa)); break;
-    case OP_SUM: accumulate(A, a, unreduce(A, &n, g)); break;
-    case OP_MEAN: accumulate(A, a, mk2(A, OP_MUL, unreduce(A, &n, g), reduce_count_const(A, &n))); break;
-    case OP_MAX: grad_max(A, id, g); break;
-    case OP_TRANSPOSE: accumulate(A, a, transpose(A, g)); break;
-    case OP_RESHAPE: accumulate(A, a, mk(A, OP_RESHAPE, 1, &g, sa)); break;
-    case OP_MATMUL:
-        if (A->needs[a]) accumulate(A, a, matmul(A, g, transpose(A, b)));
-        if (A->needs[b]) accumulate(A, b, matmul(A, transpose(A, a), g));
-        break;
-    case OP_SOFTMAX: { int in[2] = {g, id}; accumulate(A, a, mk(A, OP_SOFTMAX_GRAD, 2, in, sa)); break; }
-    case OP_LOG_SOFTMAX: { int in[2] = {g, id}; accumulate(A, a, mk(A, OP_LSM_GRAD, 2, in, sa)); break; }
-    case OP_CROSS_ENTROPY: { int in[3] = {a, b, g}; accumulate(A, a, mk(A, OP_CE_GRAD, 3, in, sa)); break; }
-    case OP_COPY: {
-        int c = mk1(A, OP_COPY, g);
-        A->g->nodes[c].dev = A->g->nodes[a].dev;
-        accumulate(A, a, c);
-        break;
+}
+
+static void grad_add(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0), b = opnd(A, id, 1);
+    if (A->needs[a]) accumulate(A, a, sum_to(A, g, opshape(A, id, 0)));
+    if (A->needs[b]) accumulate(A, b, sum_to(A, g, opshape(A, id, 1)));
+}
+
+static void grad_sub(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0), b = opnd(A, id, 1);
+    accumulate(A, a, sum_to(A, g, opshape(A, id, 0)));
+    if (A->needs[b]) accumulate(A, b, sum_to(A, mk1(A, OP_NEG, g), opshape(A, id, 1)));
+}
+
+static void grad_mul(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0), b = opnd(A, id, 1);
+    if (A->needs[a]) accumulate(A, a, sum_to(A, mk2(A, OP_MUL, g, b), opshape(A, id, 0)));
+    if (A->needs[b]) accumulate(A, b, sum_to(A, mk2(A, OP_MUL, g, a), opshape(A, id, 1)));
+}
+
+static void grad_div(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0), b = opnd(A, id, 1);
+    if (A->needs[a]) accumulate(A, a, sum_to(A, mk2(A, OP_DIV, g, b), opshape(A, id, 0)));
+    if (A->needs[b])
+        accumulate(A, b, sum_to(A, mk1(A, OP_NEG, mk2(A, OP_MUL, g, mk2(A, OP_DIV, id, b))), opshape(A, id, 1)));
+}
+
+/* x ** c: c * x^(c-1), with x^1 written as x (torch's pow kernel special-cases the same). */
+static void grad_powc(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0);
+    double c = A->g->nodes[id].attr.scalars.p[0];
+    if (c == 0) {   /* x ** 0 is 1 everywhere, NaN included: torch's gradient is 0, not 0 * x^-1 */
+        accumulate(A, a, expand(A, mkconst(A, 0, 0), opshape(A, id, 0)));
+        return;
     }
-    default: break;   /* not differentiable (accuracy, eq, casts of labels): no gradient flows */
+    int d = a;
+    if (c != 2) {
+        d = mk1(A, OP_POWC, a);
+        A->g->nodes[d].attr.scalars.p[0] = c - 1;
     }
+    accumulate(A, a, mk2(A, OP_MUL, g, mk2(A, OP_MUL, mkconst(A, c, 0), d)));
+}
+
+static void grad_expand(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), sum_to(A, g, opshape(A, id, 0))); }
+static void grad_sum_to(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), expand(A, g, opshape(A, id, 0))); }
+
+static void grad_sum(Ad *A, int id, int g) {
+    Node n = A->g->nodes[id];
+    accumulate(A, n.in[0], unreduce(A, &n, g));
+}
+
+static void grad_mean(Ad *A, int id, int g) {
+    Node n = A->g->nodes[id];
+    accumulate(A, n.in[0], mk2(A, OP_MUL, unreduce(A, &n, g), reduce_count_const(A, &n)));
+}
+
+static void grad_transpose(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), transpose(A, g)); }
+static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), mk(A, OP_RESHAPE, 1, &g, opshape(A, id, 0))); }
+
+static void grad_matmul(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0), b = opnd(A, id, 1);
+    if (A->needs[a]) accumulate(A, a, matmul(A, g, transpose(A, b)));
+    if (A->needs[b]) accumulate(A, b, matmul(A, transpose(A, a), g));
+}
+
+/* The backward op of a row-wise op reads the incoming gradient and the op's own result. */
+static void grad_row(Ad *A, int id, int g, Op back) {
+    int in[2] = {g, id};
+    accumulate(A, opnd(A, id, 0), mk(A, back, 2, in, opshape(A, id, 0)));
+}
+
+static void grad_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_SOFTMAX_GRAD); }
+static void grad_log_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_LSM_GRAD); }
+
+static void grad_cross_entropy(Ad *A, int id, int g) {
+    int in[3] = {opnd(A, id, 0), opnd(A, id, 1), g};
+    accumulate(A, in[0], mk(A, OP_CE_GRAD, 3, in, opshape(A, id, 0)));
+}
+
+/* The gradient goes back to the operand's device: the copy reversed. */
+static void grad_copy(Ad *A, int id, int g) {
+    int a = opnd(A, id, 0);
+    int c = mk1(A, OP_COPY, g);
+    A->g->nodes[c].dev = A->g->nodes[a].dev;
+    accumulate(A, a, c);
 }
 
 /* A parameter's gradient must own memory: wrap a constant in an expand. */
@@ -231,7 +316,7 @@ void pass_autograd(Graph *g) {
         A.at = &g->nodes[i];   /* pointer may move as nodes are added: grad_rule copies it first */
         Node copy = g->nodes[i];
         A.at = &copy;
-        grad_rule(&A, i, A.grad[i]);
+        grad_rules[copy.op](&A, i, A.grad[i]);
     }
     for (int i = 0; i < n0; i++)
         if (g->nodes[i].op == OP_PARAM && A.grad[i] >= 0) g->nodes[i].grad = own_grad(&A, i, A.grad[i]);

@@ -89,7 +89,7 @@ static void fold_sgd_into_gemm(Fuse *F) {
         const Node *mul = &g->nodes[m];
         if (!F->e->live[m] || mul->op != OP_MUL || mul->in[1] != i) continue;
         const Node *c = &g->nodes[mul->in[0]];
-        if (c->op != OP_CONST || c->iparam[0] != 0 || F->nusers[m] != 1) continue;
+        if (c->op != OP_CONST || c->attr.cnst.batch_power != 0 || F->nusers[m] != 1) continue;
         int v = F->users[m][0];
         const Node *sub = &g->nodes[v];
         if (sub->op != OP_SUB || sub->in[1] != m || F->e->group[v] != F->e->group[m]) continue;

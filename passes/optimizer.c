@@ -28,14 +28,14 @@ static int up2(Up *U, Op op, int a, int b) {
 
 static int upc(Up *U, double v) {
     int c = up_node(U, OP_CONST, 0, NULL, shape_scalar());
-    U->g->nodes[c].fparam[0] = v;
+    U->g->nodes[c].attr.cnst.value = v;
     return c;
 }
 
-static int stepval(Up *U, int kind, double base) {
+static int stepval(Up *U, StepFn fn, double base) {
     int c = up_node(U, OP_STEPVAL, 0, NULL, shape_scalar());
-    U->g->nodes[c].iparam[0] = kind;
-    U->g->nodes[c].fparam[0] = base;
+    U->g->nodes[c].attr.step.fn = fn;
+    U->g->nodes[c].attr.step.base = base;
     return c;
 }
 
@@ -57,7 +57,7 @@ static void sgd(Up *U, const OptConfig *o, int p, int g) {
     if (o->weight_decay != 0) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
     if (o->momentum != 0) {
         int buf = state(U, p, "momentum_buffer");
-        int damp = o->dampening != 0 ? stepval(U, 2, 1 - o->dampening) : upc(U, 1);
+        int damp = o->dampening != 0 ? stepval(U, STEP_FIRST_ONE, 1 - o->dampening) : upc(U, 1);
         /* one node per statement: C leaves the order of argument evaluation open, and node
          * numbering must not depend on the compiler */
         int mb = up2(U, OP_MUL, upc(U, o->momentum), buf);
@@ -85,8 +85,8 @@ static void adam(Up *U, const OptConfig *o, int p, int g) {
     int nv = up2(U, OP_ADD, bv, up2(U, OP_MUL, upc(U, 1 - o->beta2), up2(U, OP_MUL, d, d)));
     assign(U, m, nm);
     assign(U, v, nv);
-    int bc1 = stepval(U, 1, o->beta1);
-    int bc2 = stepval(U, 1, o->beta2);
+    int bc1 = stepval(U, STEP_ONE_MINUS_POW, o->beta1);
+    int bc2 = stepval(U, STEP_ONE_MINUS_POW, o->beta2);
     int sq = up_node(U, OP_SQRT, 1, &nv, U->g->nodes[nv].shape);
     int bc2s = up_node(U, OP_SQRT, 1, &bc2, shape_scalar());
     int vhat = up2(U, OP_DIV, sq, bc2s);

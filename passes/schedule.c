@@ -90,7 +90,7 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
             int mm = L->nodes[i];
             for (int j = 0; j < L->nnodes; j++) {
                 const Node *n = &g->nodes[L->nodes[j]];
-                if (n->op == OP_MUL) L->alpha = -g->nodes[n->in[0]].fparam[0];
+                if (n->op == OP_MUL) L->alpha = -g->nodes[n->in[0]].attr.cnst.value;
                 if (n->op == OP_SUB) L->fold = L->nodes[j];
             }
             L->root = mm;

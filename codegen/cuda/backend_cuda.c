@@ -480,11 +480,11 @@ static void init_params(CudaModel *m, uint64_t seed) {
         const Node *n = &g->nodes[i];
         if (n->op != OP_PARAM) continue;
         int64_t cnt = shape_numel(n->shape, 1);
-        const double a = n->fparam[0], b = n->fparam[1];
+        const double a = n->attr.init.a, b = n->attr.init.b;
         const uint64_t h = nnc_rng_hash(n->name);
         for (int64_t k = 0; k < cnt; k++) {
             double v;
-            switch (n->init) {
+            switch (n->attr.init.kind) {
             case INIT_ZEROS: v = 0; break;
             case INIT_ONES: v = 1; break;
             case INIT_CONSTANT: v = a; break;

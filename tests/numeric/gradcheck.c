@@ -72,6 +72,11 @@ static const Case cases[] = {
             "loss = sum(tanh(-(x @ W)) * (x @ W)) + sum(sigmoid(neg(x @ W))) + sum(-x @ W)" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"relu", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
              "loss = sum(relu(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"abs", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+            "loss = sum(abs(x @ W) * c) + sum(abs(c - 0.25))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"leaky_relu", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+                   "loss = sum(leaky_relu(x @ W) * c) + sum(leaky_relu(x @ W, negative_slope = 0.3) * c)"
+                   " + sum(leaky_relu(c, 2))" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"sigmoid", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
                 "loss = sum(sigmoid(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"tanh", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"

@@ -76,6 +76,11 @@ CASES = [
                              "g": 2 / (X * X + 0.5), "h": X / 4}),
     ("neg", "input x: f32[B, 5]\noutput a = -x\noutput b = neg(x)\noutput c = -(-x)", [X], [], lambda: {"a": -X, "b": -X, "c": X}),
     ("relu", "input x: f32[B, 5]\noutput a = relu(x)\noutput b = relu(-x)", [X], [], lambda: {"a": np.maximum(X, 0), "b": np.maximum(-X, 0)}),
+    ("abs", "input x: f32[B, 5]\noutput a = abs(x)\noutput b = abs(-x * 3)", [X], [], lambda: {"a": np.abs(X), "b": np.abs(-3 * X)}),
+    ("leaky_relu", "input x: f32[B, 5]\noutput a = leaky_relu(x)\noutput b = leaky_relu(x, negative_slope = 0.2)\n"
+     "output c = leaky_relu(-x, 1.5)", [X], [],
+     lambda: {"a": np.where(X > 0, X, X * np.float32(0.01)), "b": np.where(X > 0, X, X * np.float32(0.2)),
+              "c": np.where(-X > 0, -X, -X * np.float32(1.5))}),
     ("sigmoid", "input x: f32[B, 5]\ninput z: f32[B, 5]\noutput a = sigmoid(x)\noutput b = sigmoid(z)", [X, BIG], [],
      lambda: {"a": sigmoid(X), "b": sigmoid(BIG)}),
     ("tanh", "input x: f32[B, 5]\ninput z: f32[B, 5]\noutput a = tanh(x)\noutput b = tanh(z)", [X, BIG], [],
