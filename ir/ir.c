@@ -134,6 +134,14 @@ int shape_batch_axis(Shape s) {
     return -1;
 }
 
+const char *node_op_name(const Node *n, char buf[48]) {
+    if (n->op != OP_DERIV) return op_info[n->op].name;
+    const OpInfo *of = &op_info[n->attr.deriv.of];
+    if (of->arity == 1) snprintf(buf, 48, "%s_grad", of->name);
+    else snprintf(buf, 48, "%s_grad%d", of->name, n->attr.deriv.wrt);
+    return buf;
+}
+
 const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : "f32"; }
 const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
 
@@ -187,7 +195,7 @@ static void ir_print_attr(const Node *n, FILE *f) {
         break;
     case ATTR_AXES: fprintf(f, " axes=0x%x%s", (unsigned)a->axes.mask, a->axes.keepdim ? " keepdim" : ""); break;
     case ATTR_INIT: break;
-    case ATTR_DERIV: fprintf(f, " d%s/dx%d", op_info[a->deriv.of].name, a->deriv.wrt); break;
+    case ATTR_DERIV: break;   /* in the name: relu_grad */
     }
 }
 
@@ -197,7 +205,8 @@ void ir_print(const Graph *g, FILE *f, const bool *live) {
     for (int i = 0; i < g->n; i++) {
         const Node *n = &g->nodes[i];
         if (live && !live[i]) continue;
-        fprintf(f, "  %%%-4d = %-14s", i, op_info[n->op].name);
+        char nb[48];
+        fprintf(f, "  %%%-4d = %-14s", i, node_op_name(n, nb));
         for (int j = 0; j < n->nin; j++) fprintf(f, "%s%%%d", j ? ", " : " ", n->in[j]);
         ir_print_attr(n, f);
         fprintf(f, "  : %s", shape_str(n->shape, n->dtype, g->batch_name, sb, sizeof sb));

@@ -162,5 +162,7 @@ void ir_print(const Graph *g, FILE *f, const bool *live);
 bool ir_verify(const Graph *g, const char *after_pass);   /* prints what is wrong */
 void ir_users(const Graph *g, int **users, int *nusers);  /* users[i]: array, nusers[i]: count */
 const char *dtype_name(DType t);
+/* The op's name, or for a DERIV the op it differentiates: "relu_grad", "maximum_grad1". */
+const char *node_op_name(const Node *n, char buf[48]);
 const char *device_name(Device d);
 #endif

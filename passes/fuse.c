@@ -97,7 +97,10 @@ static void fold_sgd_into_gemm(Fuse *F) {
         for (int k = 0; k < g->n; k++) members += F->e->group[k] == grp;
         bool assigned = F->nusers[v] == 1 && g->nodes[F->users[v][0]].op == OP_ASSIGN &&
                         g->nodes[F->users[v][0]].in[0] == leaf;
-        if (members == 2 && assigned && shape_eq(sub->shape, mm->shape)) F->e->group[i] = grp;
+        if (members != 2 || !assigned || !shape_eq(sub->shape, mm->shape)) continue;
+        F->e->group[i] = grp;
+        F->e->folds = xrealloc(F->e->folds, (size_t)(F->e->nfolds + 1) * sizeof *F->e->folds);
+        F->e->folds[F->e->nfolds++] = (GemmFold){i, v, -c->attr.cnst.value};
     }
 }
 
@@ -108,15 +111,16 @@ void pass_fuse(Program *p, Entry *e) {
     F.nusers = xmalloc((size_t)g->n * sizeof *F.nusers);
     ir_users(g, F.users, F.nusers);
     e->group = arena_alloc(g->arena, (size_t)g->n * sizeof(int));
+    e->folded = arena_alloc(g->arena, (size_t)g->n * sizeof(bool));
     for (int i = 0; i < g->n; i++) e->group[i] = -1;
     int ngroups = 0;
     for (int i = g->n - 1; i >= 0; i--) {
         const Node *n = &g->nodes[i];
         OpKind k = op_info[n->op].kind;
-        if (!e->live[i] || e->group[i] != -1) continue;
+        if (!e->live[i] || e->group[i] != -1 || e->folded[i]) continue;
         if (k == OK_LEAF || k == OK_VIEW || k == OK_ASSIGN || node_is_inline(n)) continue;
         if (folds_into_gemm(&F, i)) {
-            e->group[i] = -2;
+            e->folded[i] = true;
             continue;
         }
         int grp = ngroups++;

@@ -56,11 +56,22 @@ typedef struct {
     Device dev;
 } Buffer;
 
+/* An SGD step p - lr * (A @ B) computed by the GEMM itself: C = dst's buffer (p's own memory
+ * when the update is in place), alpha = -lr, beta = 1; the gradient is never stored. */
+typedef struct {
+    int gemm;           /* the MATMUL node */
+    int dst;            /* the SUB node p - lr * (A @ B) */
+    double alpha;       /* -lr */
+} GemmFold;
+
 typedef struct {
     EntryKind kind;
     const char *name;           /* "train_step", "grad", "eval" */
     bool *live;                 /* nodes this entry computes */
     int *group;                 /* node -> launch, or -1 */
+    bool *folded;               /* a transpose its GEMMs read transposed: no launch, no memory */
+    GemmFold *folds;            /* SGD updates fused into their weight-gradient GEMM (fuse.c) */
+    int nfolds;
     Launch *launches;
     int nlaunch;
     Buffer *buf;                /* per node */

@@ -142,7 +142,10 @@ void program_free(Program *p) {
             free(e->launches[i].ins);
         }
         free(e->outputs);
+        free(e->folds);
         e->outputs = NULL;
+        e->folds = NULL;
+        e->nfolds = 0;
         e->nlaunch = e->noutputs = 0;
     }
 }

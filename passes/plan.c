@@ -29,7 +29,7 @@ static int64_t align_up(int64_t x) { return (x + ALIGN_ELEMS - 1) / ALIGN_ELEMS 
 
 static int storage_root(const Program *p, const Entry *e, int x) {
     const Node *n = &p->g->nodes[x];
-    if (n->op == OP_RESHAPE || e->group[x] == -2) return storage_root(p, e, n->in[0]);
+    if (n->op == OP_RESHAPE || e->folded[x]) return storage_root(p, e, n->in[0]);
     return x;
 }
 

@@ -25,7 +25,7 @@ typedef struct {
 static int producer(Sched *S, int x) {
     const Node *n = &S->g->nodes[x];
     if (S->e->group[x] >= 0) return S->e->group[x];
-    if (n->op == OP_RESHAPE || S->e->group[x] == -2) return producer(S, n->in[0]);
+    if (n->op == OP_RESHAPE || S->e->folded[x]) return producer(S, n->in[0]);
     return -1;
 }
 
@@ -85,15 +85,11 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
     }
     L->fold = -1;
     L->alpha = 1;
-    for (int i = 0; i < L->nnodes; i++)   /* a GEMM with a folded SGD update (fuse.c) */
-        if (g->nodes[L->nodes[i]].op == OP_MATMUL && L->nnodes == 3) {
-            int mm = L->nodes[i];
-            for (int j = 0; j < L->nnodes; j++) {
-                const Node *n = &g->nodes[L->nodes[j]];
-                if (n->op == OP_MUL) L->alpha = -g->nodes[n->in[0]].attr.cnst.value;
-                if (n->op == OP_SUB) L->fold = L->nodes[j];
-            }
-            L->root = mm;
+    for (int f = 0; f < S->e->nfolds; f++)   /* a GEMM with its SGD update (fuse.c) */
+        if (S->e->group[S->e->folds[f].gemm] == grp) {
+            L->root = S->e->folds[f].gemm;
+            L->fold = S->e->folds[f].dst;
+            L->alpha = S->e->folds[f].alpha;
         }
     const Node *r = &g->nodes[L->root];
     switch (op_info[r->op].kind) {
@@ -104,8 +100,8 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
         L->kind = L_GEMM;
         L->a = r->in[0];
         L->b = r->in[1];
-        if (S->e->group[L->a] == -2) { L->a = g->nodes[L->a].in[0]; L->ta = true; }
-        if (S->e->group[L->b] == -2) { L->b = g->nodes[L->b].in[0]; L->tb = true; }
+        if (S->e->folded[L->a]) { L->a = g->nodes[L->a].in[0]; L->ta = true; }
+        if (S->e->folded[L->b]) { L->b = g->nodes[L->b].in[0]; L->tb = true; }
         break;
     case OK_COPY: L->kind = L_COPY; break;
     default: break;
@@ -181,7 +177,7 @@ static bool readers_done_by(Sched *S, int leaf, int at, int except) {
         if (!S->e->live[u] || u == except) continue;
         const Node *un = &S->g->nodes[u];
         if (un->op == OP_ASSIGN) continue;
-        if (un->op == OP_RESHAPE || S->e->group[u] == -2) {
+        if (un->op == OP_RESHAPE || S->e->folded[u]) {
             if (!readers_done_by(S, u, at, except)) return false;
             continue;
         }

@@ -243,7 +243,7 @@ static void test_fusion_mlp(void) {
         Entry *en = &c->p.entry[k];
         for (int i = 0; i < g->n; i++)
             if (en->live[i] && g->nodes[i].op == OP_TRANSPOSE)
-                CHECK(en->group[i] == -2, "mlp/%s: transpose %%%d folded into its GEMM, found group %d", en->name, i,
+                CHECK(en->folded[i], "mlp/%s: transpose %%%d folded into its GEMM, found group %d", en->name, i,
                       en->group[i]);
         for (int l = 0; l < en->nlaunch; l++)
             for (int j = 0; j < en->launches[l].nnodes; j++)
@@ -275,7 +275,7 @@ static void test_fusion_mlp(void) {
             const Node *n = &nf->p.g->nodes[i];
             OpKind ok = op_info[n->op].kind;
             if (en->live[i] && ok != OK_LEAF && ok != OK_VIEW && ok != OK_ASSIGN && !node_is_inline(n) &&
-                en->group[i] != -2)
+                !en->folded[i])
                 ops++;
         }
         int assigns = 0;
@@ -314,7 +314,7 @@ static void test_fusion_barriers(void) {
 
 static int resolve(Entry *e, Graph *g, int x) {
     for (int guard = 0; guard < g->n; guard++) {
-        if (e->group[x] == -2) x = g->nodes[x].in[0];
+        if (e->folded[x]) x = g->nodes[x].in[0];
         else if (e->buf[x].kind == BUF_ALIAS) x = e->buf[x].alias;
         else break;
     }
