@@ -454,14 +454,10 @@ static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     }
     if (a->v[0].k == V_NUM) {  /* constant folding for shapes and initializer bounds */
         double x = a->v[0].num;
-        const char *what = arena_printf(E->a, "%s(%g)", fn, x);
-        switch (op) {
-        case OP_SQRT: return vfolded(E, sqrt(x), loc, what);
-        case OP_EXP: return vfolded(E, exp(x), loc, what);
-        case OP_LOG: return vfolded(E, log(x), loc, what);
-        case OP_TANH: return vfolded(E, tanh(x), loc, what);
-        default: break;
-        }
+        static const struct { Op op; double (*fn)(double); } fold[] = {
+            {OP_SQRT, sqrt}, {OP_EXP, exp}, {OP_LOG, log}, {OP_TANH, tanh}};
+        for (size_t i = 0; i < NNC_COUNTOF(fold); i++)
+            if (fold[i].op == op) return vfolded(E, fold[i].fn(x), loc, arena_printf(E->a, "%s(%g)", fn, x));
     }
     int x = tensor_arg(E, a, 0);
     if (x < 0 || !need_f32(E, x, fn, loc)) return verror;

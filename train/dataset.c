@@ -203,10 +203,10 @@ static bool load_source(const DataSource *s, const char *input, uint64_t seed, c
         a->data = d;
         return true;
     }
-    default:
-        snprintf(err, n, "input '%s' has no data source", input);
-        return false;
+    case SRC_NONE: break;
     }
+    snprintf(err, n, "input '%s' has no data source", input);
+    return false;
 }
 
 static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
