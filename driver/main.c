@@ -49,6 +49,7 @@ static void usage(FILE *f) {
           "compile and inspect:\n"
           "  --target cpu|cuda      device to run on (default: the model's train section, else cpu)\n"
           "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
+          "  --emit dot             draw the step for Graphviz (nnc m.nn --emit dot | dot -Tpng -o m.png)\n"
           "  --dump-after=PASS      print the graph after one pass and exit: parse autograd optimizer\n"
           "                         placement copies fuse schedule plan (or all)\n"
           "  --stats                print kernels, library calls, bytes moved and planned memory; exit\n"
@@ -198,8 +199,9 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         usage(stderr);
         exit(2);
     }
-    if (c->emit && strcmp(c->emit, "ir") && strcmp(c->emit, "c") && strcmp(c->emit, "cuda") && strcmp(c->emit, "ptx"))
-        cli_error("--emit takes ir, c, cuda or ptx, not '%s'", c->emit);
+    if (c->emit && strcmp(c->emit, "ir") && strcmp(c->emit, "dot") && strcmp(c->emit, "c") && strcmp(c->emit, "cuda") &&
+        strcmp(c->emit, "ptx"))
+        cli_error("--emit takes ir, dot, c, cuda or ptx, not '%s'", c->emit);
     if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
         cli_error("--target takes cpu or cuda, not '%s'", c->target);
     if (c->dump_after && !pipeline_has_pass(c->dump_after))
@@ -257,6 +259,10 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
     const Model *m = cp->m;
     /* --dump-after is an inspection flag like --emit ir: it prints the graph and exits */
     if ((c->emit && !strcmp(c->emit, "ir")) || (c->dump_after && !c->emit)) return 0;
+    if (c->emit && !strcmp(c->emit, "dot")) {
+        program_print_dot(p, stdout);
+        return 0;
+    }
     const Backend *be = cp->be;
     char err[8192];
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");

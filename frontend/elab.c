@@ -904,9 +904,12 @@ static Value call_instance(Elab *E, Inst *inst, Args *a, SrcLoc loc) {
     int i = 0;
     for (Name *p = inst->forward->params; p; p = p->next, i++) env_bind(E, env, p->s, a->v[i], p->loc);
     Value ret = {.k = V_ERROR, .num = -1};
+    int first = E->g->n;
     E->depth++;
     exec_stmts(E, env, inst, inst->forward->body, &ret);
     E->depth--;
+    for (int k = first; k < E->g->n; k++)   /* inner instances have named theirs already */
+        if (!E->g->nodes[k].scope) E->g->nodes[k].scope = inst->scope;
     if (ret.k == V_ERROR && ret.num == -1) {
         diag_error(E->d, inst->forward->loc, "forward() of block '%s' does not return a value", inst->def->name);
         return verror;
@@ -1209,6 +1212,7 @@ static void decl_param(Elab *E, Env *env, Inst *inst, Stmt *s) {
     }
     int n = graph_add(E->g, OP_PARAM, 0, NULL, sh, dt, s->loc);
     E->g->nodes[n].name = scoped(E, inst, s->name);
+    E->g->nodes[n].scope = inst ? inst->scope : NULL;
     /* a failed initializer was reported: the name is bound to an error, which silences its uses */
     env_bind(E, env, s->name, eval_init(E, env, &E->g->nodes[n], s->e) ? vtensor(n) : verror, s->loc);
 }

@@ -119,6 +119,7 @@ typedef struct {
     Shape shape;
     SrcLoc loc;
     const char *name;           /* leaves: scoped name ("fc1.weight"); else a let-binding name or NULL */
+    const char *scope;          /* the block instance that made it ("fc1", "enc.fc1"), or NULL */
     int grad;                   /* PARAM: node holding d(loss)/d(param) after autograd, or -1 */
     int origin;                 /* its id before the copies pass (the same on every target), or
                                    -1 for a COPY it inserted: how --check-against pairs values */

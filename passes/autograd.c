@@ -23,9 +23,11 @@ int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, co
     SrcLoc loc = like->loc;
     Phase ph = like->phase;
     Device dev = like->dev;
+    const char *scope = like->scope;
     int id = graph_add(g, op, nin, in, s, dt, loc);
     g->nodes[id].phase = ph;
     g->nodes[id].dev = dev;
+    g->nodes[id].scope = scope;
     return id;
 }
 

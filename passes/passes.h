@@ -110,6 +110,7 @@ extern const char *const pipeline_pass_names;
 bool pipeline_has_pass(const char *name);
 bool pipeline_run(Program *p, const PipelineOpts *o);
 void program_print(const Program *p, FILE *f);
+void program_print_dot(const Program *p, FILE *f);   /* dot.c: --emit dot */
 void program_free(Program *p);   /* what the passes allocated outside the graph's arena */
 
 /* graph-wide passes */

@@ -9,10 +9,13 @@ The directory a case lives in says what is expected:
                   stderr must equal NAME.err
   cli/NAME.args   nnc with the arguments in NAME.args (one per line) fails; stderr == NAME.err
   ok/NAME.nn      `nnc NAME.nn --emit ir` succeeds with empty stderr; stdout must equal NAME.ir
+  dot/NAME.nn     `nnc NAME.nn --emit dot` likewise, stdout == NAME.dot; and Graphviz's `dot`
+                  (when installed) must accept it
 Every case runs in its own directory with a relative path, so messages name `NAME.nn` as the
 user typed it.  A crash (a signal, or exit status >= 128) always fails."""
 import difflib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -31,10 +34,12 @@ def main():
         args = [base, "--quiet", "--no-cache"]
     elif kind == "ok":
         args = [base, "--emit", "ir"]
+    elif kind == "dot":
+        args = [base, "--emit", "dot"]
     else:
         sys.exit(f"{case}: unknown golden directory '{kind}'")
-    want_ok = kind == "ok"
-    expected = os.path.join(where, name + (".ir" if want_ok else ".err"))
+    want_ok = kind in ("ok", "dot")
+    expected = os.path.join(where, name + (".err" if not want_ok else ".ir" if kind == "ok" else ".dot"))
     env = dict(os.environ, HOME=os.environ.get("TMPDIR", "/tmp"))
     r = subprocess.run([nnc] + args, cwd=where, capture_output=True, text=True, timeout=240, env=env)
     got = r.stdout if want_ok else r.stderr
@@ -47,6 +52,10 @@ def main():
         failures.append(f"expected empty stderr, found:\n{r.stderr}")
     if not want_ok and r.returncode == 0:
         failures.append("expected a non-zero exit status, found 0")
+    if kind == "dot" and shutil.which("dot") and r.returncode == 0:
+        g = subprocess.run(["dot", "-Tsvg"], input=r.stdout, capture_output=True, text=True, timeout=60)
+        if g.returncode != 0:
+            failures.append(f"Graphviz refused the output: {g.stderr}")
     if os.environ.get("UPDATE") == "1" and not failures:
         with open(expected, "w") as f:
             f.write(got)
