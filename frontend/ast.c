@@ -71,6 +71,13 @@ Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name) {
     return e;
 }
 
+Expr *ast_tuple(ParseCtx *c, SrcLoc l, Arg *items) {
+    Expr *e = ast_expr(c, E_TUPLE, l);
+    e->args = items;
+    for (Arg *x = items; x; x = x->next) ast_nest(c, e, x->e);
+    return e;
+}
+
 Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e) {
     Arg *a = arena_alloc(c->arena, sizeof *a);
     a->kw = kw;
@@ -88,6 +95,13 @@ Arg *ast_args_append(Arg *list, Arg *a) {
     (list->tail ? list->tail : list)->next = a;
     list->tail = a;
     return list;
+}
+
+/* a in front of list (a list whose head knows its tail) */
+Arg *ast_args_prepend(Arg *a, Arg *list) {
+    a->next = list;
+    a->tail = list ? (list->tail ? list->tail : list) : a;
+    return a;
 }
 
 Name *ast_name(ParseCtx *c, SrcLoc l, const char *s) {

@@ -15,6 +15,7 @@ typedef enum {
     E_NEG,      /* -a */
     E_CALL,     /* a(args) */
     E_MEMBER,   /* a.str */
+    E_TUPLE,    /* (a, b, ...) or [a, b, ...]: args */
 } ExprKind;
 
 /* Expressions nest at most this deep (a sum of 1,000 terms written a + b + ... nests 1,000
@@ -95,6 +96,8 @@ Expr *ast_bin(ParseCtx *c, SrcLoc l, int op, Expr *a, Expr *b);
 Expr *ast_neg(ParseCtx *c, SrcLoc l, Expr *a);
 Expr *ast_call(ParseCtx *c, SrcLoc l, Expr *f, Arg *args);
 Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name);
+Expr *ast_tuple(ParseCtx *c, SrcLoc l, Arg *items);
+Arg *ast_args_prepend(Arg *a, Arg *list);
 Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e);
 Arg *ast_args_append(Arg *list, Arg *a);
 Name *ast_name(ParseCtx *c, SrcLoc l, const char *s);

@@ -17,7 +17,7 @@
 #include "ast.h"
 #include "frontend.h"
 
-typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM } VKind;
+typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE } VKind;
 
 typedef struct Env Env;
 typedef struct Inst {
@@ -27,7 +27,7 @@ typedef struct Inst {
     Stmt *forward;
 } Inst;
 
-typedef struct {
+typedef struct Value {
     VKind k;
     double num;
     const char *str;
@@ -36,6 +36,8 @@ typedef struct {
     Inst *inst;
     DataSource *src;
     OptConfig *opt;
+    struct Value *items;         /* V_TUPLE: (0, 2) or [0, 2] */
+    int nitems;
 } Value;
 
 typedef struct Binding {
@@ -158,7 +160,7 @@ static Binding *env_find(Env *env, const char *name) {
 
 static const char *kind_name(VKind k) {
     static const char *n[] = {"error", "number", "string", "tensor", "block", "block instance",
-                              "device", "data source", "optimizer"};
+                              "device", "data source", "optimizer", "tuple"};
     return n[k];
 }
 
@@ -211,8 +213,6 @@ static const char *did_you_mean(Elab *E, const char *best) {
     return best ? arena_printf(E->a, " (did you mean '%s'?)", best) : "";
 }
 
-/* Builtins that are compositions of ops, not ops (the ops' own come from ops.def). */
-static const char *const composite_names[] = {"mse_loss"};
 static const char *const train_fn_names[] = {"idx", "npy", "csv", "randn", "rand", "sgd", "adam", "adamw"};
 static const char *const keyword_names[] = {"true", "false", "cpu", "cuda"};
 
@@ -284,8 +284,15 @@ static Value matmul(Elab *E, Value a, Value b, SrcLoc loc) {
 
 static Value powc(Elab *E, Value a, Value b, SrcLoc loc) {
     if (a.k == V_NUM && b.k == V_NUM) return vfolded(E, pow(a.num, b.num), loc, "this power");
+    if (b.k == V_TENSOR) {   /* a tensor exponent: elementwise pow, broadcast */
+        int x = as_tensor(E, a, loc), y = b.node;
+        if (x < 0 || !need_f32(E, x, "**", loc) || !need_f32(E, y, "**", loc)) return verror;
+        int r = graph_add2(E->g, OP_POW, x, y, loc);
+        if (r < 0) diag_error(E->d, loc, "cannot raise %s to %s: shapes do not broadcast", tstr(E, x), tstr(E, y));
+        return r < 0 ? verror : vtensor(r);
+    }
     if (b.k != V_NUM) {
-        if (b.k != V_ERROR) diag_error(E->d, loc, "the exponent of ** must be a number, got a %s", kind_name(b.k));
+        if (b.k != V_ERROR) diag_error(E->d, loc, "the exponent of ** must be a number or a tensor, got a %s", kind_name(b.k));
         return verror;
     }
     int x = as_tensor(E, a, loc);
@@ -410,32 +417,57 @@ static int tensor_arg(Elab *E, Args *a, int i) {
     return as_tensor(E, a->v[i], a->loc[i]);
 }
 
-/* axis=k (negative counts from the end) or none: all axes.  Returns a bitmask. */
-static int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok) {
-    if (i < 0) return rank ? (1 << rank) - 1 : 0;
-    double x = num_arg(E, a, i, 0, ok);
-    int ax = *ok && fabs(x) <= IR_MAX_RANK ? (int)x : IR_MAX_RANK;   /* cast only what fits */
+/* One axis: k (negative counts from the end), as a bit. */
+static int64_t axis_bit(Elab *E, Value v, SrcLoc loc, int rank, bool *ok) {
+    if (v.k != V_NUM) {
+        diag_error(E->d, loc, "expected a number, got a %s", kind_name(v.k));
+        *ok = false;
+        return 0;
+    }
+    double x = v.num;
+    int ax = fabs(x) <= IR_MAX_RANK ? (int)x : IR_MAX_RANK;   /* cast only what fits */
     if (ax < 0) ax += rank;
-    if (!*ok || ax < 0 || ax >= rank || x != floor(x)) {
-        if (*ok) diag_error(E->d, a->loc[i], "axis %g is out of range for a tensor of rank %d", x, rank);
+    if (ax < 0 || ax >= rank || x != floor(x)) {
+        diag_error(E->d, loc, "axis %g is out of range for a tensor of rank %d", x, rank);
         *ok = false;
         return 0;
     }
     return (int64_t)1 << ax;
 }
 
-static Value reduce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+/* axis=k, axis=(j, k) or none: all axes.  Returns a bitmask. */
+static int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok) {
+    if (i < 0) return rank ? (1 << rank) - 1 : 0;
+    if (a->v[i].k == V_TUPLE) {
+        int64_t mask = 0;
+        for (int k = 0; k < a->v[i].nitems && *ok; k++) {
+            int64_t bit = axis_bit(E, a->v[i].items[k], a->loc[i], rank, ok);
+            if (*ok && (mask & bit)) {
+                diag_error(E->d, a->loc[i], "axis %g is given twice", a->v[i].items[k].num);
+                *ok = false;
+            }
+            mask |= bit;
+        }
+        return mask;
+    }
+    return axis_bit(E, a->v[i], a->loc[i], rank, ok);
+}
+
+/* The arguments of a reduction: reduce(x, axis = all | k | (j, k), keepdim = 0). */
+static bool reduce_args(Elab *E, const char *fn, Args *a, SrcLoc loc, int *x, int64_t *mask, bool *keep) {
     static const char *names[] = {"x", "axis", "keepdim"};
     int ix[3];
     bool ok = true;
-    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
-    int x = tensor_arg(E, a, ix[0]);
-    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
-    Shape s = E->g->nodes[x].shape;
-    int64_t mask = axes_arg(E, a, ix[1], s.rank, &ok);
-    bool keep = num_arg(E, a, ix[2], 0, &ok) != 0;
-    if (!ok) return verror;
-    Shape r = {0};
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return false;
+    *x = tensor_arg(E, a, ix[0]);
+    if (*x < 0 || !need_f32(E, *x, fn, loc)) return false;
+    *mask = axes_arg(E, a, ix[1], E->g->nodes[*x].shape.rank, &ok);
+    *keep = num_arg(E, a, ix[2], 0, &ok) != 0;
+    return ok;
+}
+
+static int reduce_node(Elab *E, Op op, int x, int64_t mask, bool keep, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape, r = {0};
     for (int i = 0; i < s.rank; i++) {
         if (!(mask >> i & 1)) r.d[r.rank++] = s.d[i];
         else if (keep) r.d[r.rank++] = 1;
@@ -444,7 +476,43 @@ static Value reduce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     int n = graph_add(E->g, op, 1, in, r, DT_F32, loc);
     E->g->nodes[n].attr.axes.mask = (uint32_t)mask;
     E->g->nodes[n].attr.axes.keepdim = keep;
-    return vtensor(n);
+    return n;
+}
+
+static Value reduce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    int x;
+    int64_t mask;
+    bool keep;
+    if (!reduce_args(E, fn, a, loc, &x, &mask, &keep)) return verror;
+    return vtensor(reduce_node(E, op, x, mask, keep, loc));
+}
+
+/* min(x, axis, keepdim) = -max(-x): the same NaN rule and tie-sharing gradient as max. */
+static Value read_min(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int x;
+    int64_t mask;
+    bool keep;
+    if (!reduce_args(E, fn, a, loc, &x, &mask, &keep)) return verror;
+    int m = reduce_node(E, OP_MAX, graph_add1(E->g, OP_NEG, x, loc), mask, keep, loc);
+    return vtensor(graph_add1(E->g, OP_NEG, m, loc));
+}
+
+/* logsumexp(x, axis, keepdim) = m + log(sum(exp(x - m))), m the max (no gradient flows through
+ * it: the result's gradient is softmax), 0 where it is infinite, as torch.logsumexp: large
+ * values do not overflow, and a row of -inf gives -inf. */
+static Value read_logsumexp(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int x;
+    int64_t mask;
+    bool keep;
+    if (!reduce_args(E, fn, a, loc, &x, &mask, &keep)) return verror;
+    int m = reduce_node(E, OP_MAX, x, mask, true, loc);
+    m = graph_add1(E->g, OP_FINITE_OR_ZERO, graph_add1(E->g, OP_DETACH, m, loc), loc);
+    int s = reduce_node(E, OP_SUM, graph_add1(E->g, OP_EXP, graph_add2(E->g, OP_SUB, x, m, loc), loc), mask, keep, loc);
+    if (!keep) {
+        int in[1] = {m};
+        m = graph_add(E->g, OP_RESHAPE, 1, in, E->g->nodes[s].shape, DT_F32, loc);
+    }
+    return vtensor(graph_add2(E->g, OP_ADD, graph_add1(E->g, OP_LOG, s, loc), m, loc));
 }
 
 static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
@@ -551,20 +619,48 @@ static Value transpose(Elab *E, Args *a, SrcLoc loc) {
 
 static bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out);
 
+/* A view of x with shape s; chains of reshapes read the original. */
+static int reshape_node(Elab *E, int x, Shape s, SrcLoc loc) {
+    /* reshape of a reshape reads the original: chains stay one long, so the passes that follow
+     * a reshape to its storage (recursively) never meet a long chain */
+    while (E->g->nodes[x].op == OP_RESHAPE) x = E->g->nodes[x].in[0];
+    int in[1] = {x};
+    return graph_add(E->g, OP_RESHAPE, 1, in, s, E->g->nodes[x].dtype, loc);
+}
+
+/* The new dimensions of reshape/view: numbers, the batch symbol, at most one -1 (inferred from
+ * the element count, as torch.reshape), one by one or as one tuple. */
+static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s) {
+    Value *v = a->v + 1;
+    int n = a->n - 1, infer = -1;
+    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
+    if (n > IR_MAX_RANK) {
+        diag_error(E->d, loc, "reshape(): at most %d dimensions", IR_MAX_RANK);
+        return false;
+    }
+    *s = (Shape){0};
+    for (int i = 0; i < n; i++) {
+        SrcLoc at = a->loc[i + 1 < a->n ? i + 1 : a->n - 1];
+        if (v[i].k == V_NUM && v[i].num == -1 && infer < 0) {
+            infer = s->rank;
+            s->d[s->rank++] = 1;
+        } else if (!eval_dim(E, v[i], at, true, &s->d[s->rank++]))
+            return false;
+    }
+    Shape from = E->g->nodes[x].shape;
+    int64_t have = shape_numel(from, 1), known = shape_numel(*s, 1);
+    if (infer >= 0 && known > 0 && have % known == 0) s->d[infer] = have / known;
+    return true;
+}
+
 static Value reshape(Elab *E, Args *a, SrcLoc loc) {
     if (a->n < 2) {
         diag_error(E->d, loc, "reshape() takes a tensor and its new dimensions");
         return verror;
     }
     int x = tensor_arg(E, a, 0);
-    if (x < 0) return verror;
-    Shape s = {0};
-    if (a->n - 1 > IR_MAX_RANK) {
-        diag_error(E->d, loc, "reshape(): at most %d dimensions", IR_MAX_RANK);
-        return verror;
-    }
-    for (int i = 1; i < a->n; i++)
-        if (!eval_dim(E, a->v[i], a->loc[i], true, &s.d[s.rank++])) return verror;
+    Shape s;
+    if (x < 0 || !reshape_dims(E, a, x, loc, &s)) return verror;
     Shape from = E->g->nodes[x].shape;
     bool fb = shape_batch_axis(from) >= 0, tb = shape_batch_axis(s) >= 0;
     if (fb != tb || shape_numel(from, 1) != shape_numel(s, 1)) {
@@ -572,11 +668,39 @@ static Value reshape(Elab *E, Args *a, SrcLoc loc) {
                    shape_str(s, E->g->nodes[x].dtype, E->g->batch_name, (char[96]){0}, 96));
         return verror;
     }
-    /* reshape of a reshape reads the original: chains stay one long, so the passes that follow
-     * a reshape to its storage (recursively) never meet a long chain */
-    while (E->g->nodes[x].op == OP_RESHAPE) x = E->g->nodes[x].in[0];
-    int in[1] = {x};
-    return vtensor(graph_add(E->g, OP_RESHAPE, 1, in, s, E->g->nodes[x].dtype, loc));
+    return vtensor(reshape_node(E, x, s, loc));
+}
+
+static Value read_view(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    (void)fn;
+    return reshape(E, a, loc);
+}
+
+/* flatten(x, start_dim = 0, end_dim = -1), as torch.flatten: the axes start..end become one.
+ * The batch axis cannot merge with others (its size is only known when the step runs). */
+static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "start_dim", "end_dim"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t lo = ix[1] < 0 ? 1 : axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
+    int64_t hi = ix[2] < 0 ? (int64_t)1 << (s.rank ? s.rank - 1 : 0) : axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok);
+    if (!ok || s.rank == 0) return ok ? vtensor(x) : verror;
+    int from = __builtin_ctzll((unsigned long long)lo), to = __builtin_ctzll((unsigned long long)hi);
+    Shape r = {0};
+    for (int i = 0; i < s.rank; i++) {
+        if (i <= from || i > to) r.d[r.rank++] = s.d[i];
+        else if (s.d[i] == DIM_BATCH || r.d[r.rank - 1] == DIM_BATCH) {
+            diag_error(E->d, loc, "%s(): cannot merge the batch axis of %s with others (start at the axis after it: "
+                       "flatten(x, 1))", fn, tstr(E, x));
+            return verror;
+        } else
+            r.d[r.rank - 1] *= s.d[i];
+    }
+    return vtensor(reshape_node(E, x, r, loc));
 }
 
 static Value to_device(Elab *E, Args *a, SrcLoc loc) {
@@ -763,8 +887,8 @@ static Value ew_call(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     bool ok = true;
     double p[3] = {0, 0, 0};
     for (int k = oi->arity; k < sf.n && k - oi->arity < 3; k++) {
-        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok);
-        ok = ok && check_finite(E, fn, sf.names[k], p[k - oi->arity], arg_loc(a, ix[k], loc));
+        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok);   /* defaults may be +-inf (clamp) */
+        ok = ok && (ix[k] < 0 || check_finite(E, fn, sf.names[k], p[k - oi->arity], a->loc[ix[k]]));
     }
     if (!ok) return verror;
     int r = oi->arity == 1 ? graph_add1(E->g, op, x[0], loc) : graph_add2(E->g, op, x[0], x[1], loc);
@@ -798,10 +922,25 @@ static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc)
 static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return reshape(E, a, loc); }
 static Value read_to(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return to_device(E, a, loc); }
 
+/* gelu(x, approximate = "none" | "tanh"), as torch.nn.functional.gelu */
+static Value read_gelu(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "approximate"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    const char *how = ix[1] >= 0 && a->v[ix[1]].k == V_STR ? a->v[ix[1]].str : ix[1] >= 0 ? "" : "none";
+    if (strcmp(how, "none") && strcmp(how, "tanh")) {
+        diag_error(E->d, a->loc[ix[1]], "gelu(): approximate is \"none\" or \"tanh\"");
+        return verror;
+    }
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    return vtensor(graph_add1(E->g, !strcmp(how, "tanh") ? OP_GELU_TANH : op, x, loc));
+}
+
 static Reader *custom_reader(Op op) {
     static const struct { Op op; Reader *read; } custom[] = {
         {OP_MATMUL, read_matmul}, {OP_POWC, read_pow}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
-        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to},
+        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to}, {OP_GELU, read_gelu},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;
@@ -822,6 +961,18 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return verror;
 }
 
+static Value read_mse(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    (void)fn;
+    return loss_mse(E, a, loc);
+}
+
+/* Builtins that are compositions of ops, not ops (the ops' own come from ops.def). */
+typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
+static const struct { const char *name; Composite *read; } composites[] = {
+    {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
+    {"view", read_view},
+};
+
 /* "did you mean": every op's surface name, then the compositions. */
 static const char *suggest_builtin(Elab *E, const char *fn, int *bd) {
     const char *best = NULL;
@@ -829,13 +980,15 @@ static const char *suggest_builtin(Elab *E, const char *fn, int *bd) {
         const char *sf = op_info[op].surface;
         if (sf) best = closest(fn, arena_printf(E->a, "%.*s", (int)strcspn(sf, "("), sf), best, bd);
     }
-    return suggest_list(fn, composite_names, NNC_COUNTOF(composite_names), best, bd);
+    for (size_t i = 0; i < NNC_COUNTOF(composites); i++) best = closest(fn, composites[i].name, best, bd);
+    return best;
 }
 
 static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int op = surface_op(fn);
     if (op >= 0) return call_op(E, (Op)op, fn, a, loc);
-    if (!strcmp(fn, "mse_loss")) return loss_mse(E, a, loc);
+    for (size_t i = 0; i < NNC_COUNTOF(composites); i++)
+        if (!strcmp(fn, composites[i].name)) return composites[i].read(E, fn, a, loc);
     if (E->in_train) {
         static const struct { const char *name; SourceKind k; } src[] = {
             {"idx", SRC_IDX}, {"npy", SRC_NPY}, {"csv", SRC_CSV}, {"randn", SRC_RANDN}, {"rand", SRC_RAND}};
@@ -917,6 +1070,22 @@ static Value call_instance(Elab *E, Inst *inst, Args *a, SrcLoc loc) {
     return ret;
 }
 
+/* A tensor's method: the builtin of that name with the tensor as its first argument. */
+static Value call_method(Elab *E, Value self, const char *fn, Args *a, SrcLoc loc) {
+    if (a->n == (int)NNC_COUNTOF(a->v)) {
+        diag_error(E->d, loc, "too many arguments");
+        return verror;
+    }
+    memmove(a->v + 1, a->v, (size_t)a->n * sizeof a->v[0]);
+    memmove(a->loc + 1, a->loc, (size_t)a->n * sizeof a->loc[0]);
+    memmove(a->kw + 1, a->kw, (size_t)a->n * sizeof a->kw[0]);
+    a->v[0] = self;
+    a->loc[0] = loc;
+    a->kw[0] = NULL;
+    a->n++;
+    return call_builtin(E, fn, a, loc);
+}
+
 static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
     Args a;
     if (!eval_args(E, env, e->args, &a, e->loc)) return verror;
@@ -934,9 +1103,41 @@ static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
         diag_error(E->d, e->loc, "'%s' is a %s, not something that can be called", e->a->str, kind_name(b->v.k));
         return verror;
     }
+    if (e->a->k == E_MEMBER) {   /* x.relu(), x.sum(axis = 1), x.view(B, -1): the builtin on x */
+        Value self = eval(E, env, e->a->a);
+        if (self.k == V_TENSOR) return call_method(E, self, e->a->str, &a, e->loc);
+    }
     Value f = eval(E, env, e->a);
     if (f.k == V_INST) return call_instance(E, f.inst, &a, e->loc);
     if (f.k != V_ERROR) diag_error(E->d, e->loc, "a %s cannot be called", kind_name(f.k));
+    return verror;
+}
+
+/* (a, b) and [a, b]: numbers, strings and the batch symbol, for axes and shapes. */
+static Value tuple(Elab *E, Env *env, Expr *e) {
+    Value t = {.k = V_TUPLE};
+    for (Arg *x = e->args; x; x = x->next) t.nitems++;
+    t.items = arena_alloc(E->a, (size_t)t.nitems * sizeof *t.items);
+    int k = 0;
+    for (Arg *x = e->args; x; x = x->next) {
+        t.items[k] = eval(E, env, x->e);
+        if (t.items[k].k == V_ERROR) return verror;
+        if (t.items[k].k != V_NUM && t.items[k].k != V_STR) {
+            diag_error(E->d, x->e->loc, "a tuple holds numbers (axes, sizes), not a %s", kind_name(t.items[k].k));
+            return verror;
+        }
+        k++;
+    }
+    return t;
+}
+
+/* x.T (a 2-d transpose, as torch's .T and .mT); methods are calls: x.relu(). */
+static Value tensor_member(Elab *E, Value self, Expr *e) {
+    if (!strcmp(e->str, "T") || !strcmp(e->str, "mT")) {
+        Args a = {.v = {self}, .loc = {e->loc}, .n = 1};
+        return transpose(E, &a, e->loc);
+    }
+    diag_error(E->d, e->loc, "'.%s': a tensor has .T; a builtin is called as a method: x.%s(...)", e->str, e->str);
     return verror;
 }
 
@@ -973,9 +1174,11 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
         return vtensor(graph_add1(E->g, OP_NEG, x, e->loc));
     }
     case E_CALL: return call(E, env, e, bind_as);
+    case E_TUPLE: return tuple(E, env, e);
     case E_MEMBER: {
         Value a = eval(E, env, e->a);
         if (a.k == V_ERROR) return verror;
+        if (a.k == V_TENSOR) return tensor_member(E, a, e);
         if (a.k != V_INST) {
             diag_error(E->d, e->loc, "'.%s': a %s has no members", e->str, kind_name(a.k));
             return verror;

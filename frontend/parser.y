@@ -42,7 +42,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
 %type <expr> expr postfix primary
-%type <arg> args arglist arg dims
+%type <arg> args arglist arg dims exprlist
 %type <name> names namelist
 %type <type> type
 %type <stmt> items item stmt stmts settings setting
@@ -116,6 +116,12 @@ primary: NUMBER                     { $$ = ast_num(ctx, L(@1), $1); }
        | STRING                     { $$ = ast_str(ctx, L(@1), $1); }
        | IDENT                      { $$ = ast_ident(ctx, L(@1), $1); }
        | '(' expr ')'               { $$ = $2; }
+       | '(' expr ',' ')'           { $$ = ast_tuple(ctx, L(@1), ast_arg(ctx, NULL, $2)); }
+       | '(' expr ',' exprlist ')'  { $$ = ast_tuple(ctx, L(@1), ast_args_prepend(ast_arg(ctx, NULL, $2), $4)); }
+       | '[' exprlist ']'           { $$ = ast_tuple(ctx, L(@1), $2); }
+;
+exprlist: expr                      { $$ = ast_arg(ctx, NULL, $1); }
+        | exprlist ',' expr         { $$ = ast_args_append($1, ast_arg(ctx, NULL, $3)); }
 ;
 args: %empty                        { $$ = NULL; }
     | arglist                       { $$ = $1; }

@@ -308,9 +308,9 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
         " * GEMMs run as cuBLAS calls and copies as memcpys, in the order of the schedule\n"
         " * (nnc MODEL --target cuda --emit ir shows it). */\n");
     if (o->f64)
-        str_puts(s, "typedef double real;\n#define EXP exp\n#define LOG log\n#define SQRT sqrt\n#define TANH tanh\n#define POW pow\n#define FABS fabs\n");
+        str_puts(s, "typedef double real;\n#define EXP exp\n#define LOG log\n#define SQRT sqrt\n#define TANH tanh\n#define POW pow\n#define FABS fabs\n#define ERF erf\n#define LOG1P log1p\n");
     else
-        str_puts(s, "typedef float real;\n#define EXP expf\n#define LOG logf\n#define SQRT sqrtf\n#define TANH tanhf\n#define POW powf\n#define FABS fabsf\n");
+        str_puts(s, "typedef float real;\n#define EXP expf\n#define LOG logf\n#define SQRT sqrtf\n#define TANH tanhf\n#define POW powf\n#define FABS fabsf\n#define ERF erff\n#define LOG1P log1pf\n");
     str_puts(s, prelude);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
     for (int k = 0; k < ENTRY_COUNT; k++) {

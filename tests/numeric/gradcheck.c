@@ -77,6 +77,22 @@ static const Case cases[] = {
     {"leaky_relu", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                    "loss = sum(leaky_relu(x @ W) * c) + sum(leaky_relu(x @ W, negative_slope = 0.3) * c)"
                    " + sum(leaky_relu(c, 2))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"gelu_softplus", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+                      "h = x @ W\nloss = sum(gelu(h) * c) + sum(gelu(h, approximate = \"tanh\") * c)"
+                      " + sum(softplus(h) * c) + sum(softplus(h, beta = 2, threshold = 1) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"clamp_square", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+                     "h = x @ W\nloss = sum(clamp(h, -0.7, 0.9) * c) + sum(clamp(h, min = 0.1) * c) + sum(square(h) * c)"
+                     TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"maximum_pow", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam V: f32[3, 6] = normal(0, 1)\n"
+                    "param c: f32[6] = normal(0, 1)\nh = x @ W\ng = x @ V\n"
+                    "loss = sum(maximum(h, g) * c) + sum(minimum(g, c) * h) + sum((sigmoid(h) + 0.5) ** tanh(g))"
+                    TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"logsumexp_min", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+                      "h = x @ W\nloss = sum(logsumexp(h, axis = 1)) + sum(logsumexp(h * c, axis = 0, keepdim = 1) * c)"
+                      " + sum(min(h, axis = 1)) + sum(h.sum(axis = (0, 1)) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"views", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\n"
+              "h = tanh(x @ W)\nloss = sum(reshape(h, B, 2, -1).sum(axis = 2) * 2) + sum(flatten(h.view(B, 3, 2), 1) * h)"
+              " + sum(W.T @ W.T.T)" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"sigmoid", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
                 "loss = sum(sigmoid(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"tanh", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"

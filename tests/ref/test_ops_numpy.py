@@ -40,6 +40,12 @@ def cross_entropy(z, y):
     return -log_softmax(z)[np.arange(len(y)), y].mean()
 
 
+def lse(z, axis, keepdims=False):
+    m = z.max(axis, keepdims=True)
+    r = np.log(np.exp(z - m).sum(axis, keepdims=True)) + m
+    return r if keepdims else r.squeeze(axis)
+
+
 def sigmoid(z):
     return 0.5 * (1 + np.tanh(0.5 * z))
 
@@ -105,6 +111,21 @@ CASES = [
      "output b = max(reshape(x, B, 2, 3), axis = 2)\noutput c = mean(reshape(x, B, 2, 3), axis = 0)\n"
      "output d = sum(reshape(x, B, 2, 3), axis = 1, keepdim = 1)\noutput e = reshape(reshape(x, B, 3, 2), B, 6)",
      [randn(B, 6)], [], None),
+    ("clamp_square", "input x: f32[B, 5]\noutput a = clamp(x, -0.5, 0.75)\noutput b = clamp(x, min = 0)\n"
+     "output c = clamp(x, max = -0.25)\noutput d = square(x)\noutput e = x.clamp(0.5, -0.5)", [X], [],
+     lambda: {"a": np.clip(X, -0.5, 0.75), "b": np.maximum(X, 0), "c": np.minimum(X, -0.25), "d": X * X,
+              "e": np.full_like(X, -0.5)}),
+    ("maximum_minimum_pow", "input x: f32[B, 5]\ninput c: f32[B, 1]\ninput p: f32[B, 5]\n"
+     "output a = maximum(x, c)\noutput b = minimum(c, x)\noutput d = p ** x\noutput e = p ** c",
+     [X, C1, POS], [], lambda: {"a": np.maximum(X, C1), "b": np.minimum(C1, X), "d": POS ** X, "e": POS ** C1}),
+    ("logsumexp_min", "input x: f32[B, 5]\ninput z: f32[B, 5]\noutput a = logsumexp(x, axis = 1)\n"
+     "output b = logsumexp(z, axis = 1, keepdim = 1)\noutput c = logsumexp(x)\noutput d = min(x, axis = 0)\n"
+     "output e = x.min()\noutput f = sum(x, axis = (0, 1))\noutput g = x.mean(axis = [1, 0])", [X, BIG], [],
+     lambda: {"a": lse(X, 1), "b": lse(BIG, 1, True), "c": lse(X.reshape(-1), 0), "d": X.min(0), "e": X.min(),
+              "f": X.sum(), "g": X.mean()}),
+    ("views_methods", "input x: f32[B, 6]\nparam w: f32[2, 3] = zeros()\noutput a = reshape(x, B, 3, -1)\n"
+     "output b = flatten(reshape(x, B, 2, 3), 1)\noutput c = x.view(B, 2, 3).sum(axis = 2)\noutput d = w.T\n"
+     "output e = x.relu().sum(1)\noutput f = reshape(w, (-1,))", [randn(B, 6)], [randn(2, 3)], None),
     ("softmax", "input x: f32[B, 5]\ninput z: f32[B, 5]\noutput a = softmax(x)\noutput b = softmax(z)\noutput c = softmax(z, axis = -1)",
      [X, BIG], [], lambda: {"a": softmax(X), "b": softmax(BIG), "c": softmax(BIG)}),
     ("log_softmax", "input x: f32[B, 5]\ninput z: f32[B, 5]\noutput a = log_softmax(x)\noutput b = log_softmax(z)\noutput c = exp(log_softmax(z, axis = 1))",
@@ -133,6 +154,10 @@ def expected(name, inputs, params):
         x = inputs[0]
         r = x.reshape(B, 2, 3)
         return {"r": r, "a": r.sum(1), "b": r.max(2), "c": r.mean(0), "d": r.sum(1, keepdims=True), "e": x}
+    if name == "views_methods":
+        x, w = inputs[0], params[0]
+        return {"a": x.reshape(B, 3, 2), "b": x, "c": x.reshape(B, 2, 3).sum(2), "d": w.T,
+                "e": np.maximum(x, 0).sum(1), "f": w.reshape(6)}
     if name == "reshape_transpose":
         w = params[0]
         return {"a": w.reshape(3, 5), "b": w.reshape(3, 5).T, "c": inputs[0].reshape(B, 3, 2), "d": w.T.reshape(15)}

@@ -105,8 +105,10 @@ static inline int __float_as_int(float x) { return nnc_emu_bits<int>(x); }
 extern "C" {
 double exp(double); double log(double); double sqrt(double); double tanh(double); double pow(double, double);
 double fabs(double); double fmax(double, double); double fmin(double, double); double erf(double);
+double log1p(double);
 float expf(float); float logf(float); float sqrtf(float); float tanhf(float); float powf(float, float);
 float fabsf(float); float fmaxf(float, float); float fminf(float, float); float erff(float);
+float log1pf(float);
 }
 static inline float exp(float x) { return expf(x); }
 static inline float log(float x) { return logf(x); }
@@ -117,6 +119,7 @@ static inline float fabs(float x) { return fabsf(x); }
 static inline float fmax(float x, float y) { return fmaxf(x, y); }
 static inline float fmin(float x, float y) { return fminf(x, y); }
 static inline float erf(float x) { return erff(x); }
+static inline float log1p(float x) { return log1pf(x); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __expf(float x) { return expf(x); }
