@@ -1,7 +1,7 @@
-/* expr.c - pieces of source text both renderers (C and CUDA) share: the scalar expression of
- * every elementwise op, taken from ops.def so the two targets cannot disagree (and so NaN and
- * Inf come out as PyTorch gives them on both), inline scalars,
- * dimensions, and the .nn lines that head each kernel. */
+/* expr.c - pieces of source text the kernel walker (kernel.c), both dialects and the model
+ * renderers share: the scalar expression of every elementwise op, taken from ops.def so the two
+ * targets cannot disagree (and so NaN and Inf come out as PyTorch gives them on both), inline
+ * scalars, dimensions and offsets, and the .nn lines that head each kernel. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -152,6 +152,13 @@ void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transpo
         any = true;
     }
     if (!any) str_puts(s, "0");
+}
+
+Shape launch_space_axes(const Launch *L, int64_t mask, bool in_mask) {
+    Shape k = {0};
+    for (int l = 0; l < L->space.rank; l++)
+        if (((mask >> l & 1) != 0) == in_mask) k.d[k.rank++] = L->space.d[l];
+    return k;
 }
 
 int64_t launch_reduce_mask(const Graph *g, const Launch *L) {
