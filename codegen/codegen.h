@@ -3,7 +3,8 @@
  * A backend turns a planned Program into something that runs, behind a small table of
  * functions (ggml's backend interface, QBE's Target): render the source, and build it into a
  * loaded model exposing nnc_model_abi.  Nothing above this interface asks which target it is
- * building for: the driver looks the backend up by the program's target. */
+ * building for: the driver looks the backend up by the program's target.  Both backends render
+ * their kernels with one walker and a dialect each (kernel.h). */
 #ifndef NNC_CODEGEN_H
 #define NNC_CODEGEN_H
 #include "../passes/passes.h"
@@ -52,6 +53,9 @@ void render_numel(Str *s, Shape sh);                         /* element count, b
 bool launch_has(const Launch *L, int node);
 /* The axes of a reduction launch's input space that it sums over (SUM_TO's from the shapes). */
 int64_t launch_reduce_mask(const Graph *g, const Launch *L);
+/* The launch space's axes in `mask` (in_mask) or not in it, in order: a reduction's reduced
+ * (or kept) extents. */
+Shape launch_space_axes(const Launch *L, int64_t mask, bool in_mask);
 /* Offset of node x's element at the space index (a0, a1, ...): right-aligned broadcast strides,
  * or the last two axes swapped for a transpose. */
 void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);

@@ -1,7 +1,7 @@
-/* expr.c - pieces of source text both renderers (C and CUDA) share: the scalar expression of
- * every elementwise op, taken from ops.def so the two targets cannot disagree (and so NaN and
- * Inf come out as PyTorch gives them on both), inline scalars,
- * dimensions, and the .nn lines that head each kernel. */
+/* expr.c - pieces of source text the kernel walker (kernel.c), both dialects and the model
+ * renderers share: the scalar expression of every elementwise op, taken from ops.def so the two
+ * targets cannot disagree (and so NaN and Inf come out as PyTorch gives them on both), inline
+ * scalars, dimensions and offsets, and the .nn lines that head each kernel. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -178,6 +178,13 @@ void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transpo
     if (!any) str_puts(s, "0");
 }
 
+Shape launch_space_axes(const Launch *L, int64_t mask, bool in_mask) {
+    Shape k = {0};
+    for (int l = 0; l < L->space.rank; l++)
+        if (((mask >> l & 1) != 0) == in_mask) k.d[k.rank++] = L->space.d[l];
+    return k;
+}
+
 int64_t launch_reduce_mask(const Graph *g, const Launch *L) {
     const Node *n = &g->nodes[L->root];
     if (n->op != OP_SUM_TO) return n->attr.axes.mask;
@@ -219,7 +226,8 @@ void launch_describe(Str *s, const Program *p, const Entry *e, int k, int out) {
     const Node *n = &g->nodes[out], *src = n;
     for (int i = 0; i < L->nnodes; i++)
         if (g->nodes[L->nodes[i]].loc.line) src = &g->nodes[L->nodes[i]];
-    str_printf(s, "%s (%s, %s:%d:%d, launch %d of %s)", op_info[n->op].name,
+    char nb[48];
+    str_printf(s, "%s (%s, %s:%d:%d, launch %d of %s)", node_op_name(n, nb),
                n->phase == PH_FORWARD ? "forward" : n->phase == PH_BACKWARD ? "backward" : "update",
                src->loc.file ? src->loc.file : "model", src->loc.line, src->loc.col, k, e->name);
 }

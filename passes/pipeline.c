@@ -106,7 +106,7 @@ static void launch_print(const Program *p, const Entry *e, const Launch *L, int 
     else {
         fprintf(f, " {");
         for (int i = 0; i < L->nnodes; i++)
-            fprintf(f, "%s%s %%%d", i ? ", " : "", op_info[g->nodes[L->nodes[i]].op].name, L->nodes[i]);
+            fprintf(f, "%s%s %%%d", i ? ", " : "", node_op_name(&g->nodes[L->nodes[i]], (char[48]){0}), L->nodes[i]);
         fprintf(f, "}");
     }
     fprintf(f, "  writes");

@@ -1,8 +1,9 @@
 /* cuda_backend.h - what the CUDA renderer, the NVRTC wrapper and the CUDA backend share.
  *
- * The renderer turns every kernel launch (L_EW, L_REDUCE, L_ROW) of every entry into one
- * `extern "C" __global__` function with the same parameter list, so the runtime launches them
- * all the same way; cuda_launch_dims() is the one place that decides their grid and block.
+ * The renderer (render_cuda.c, with the kernel walker speaking dialect_cuda.c) turns every
+ * kernel launch (L_EW, L_REDUCE, L_ROW) of every entry into one `extern "C" __global__`
+ * function with the same parameter list, so the runtime launches them all the same way;
+ * cuda_launch_dims() is the one place that decides their grid and block.
  * Copies, GEMMs and assignments are not kernels: the backend issues them as memcpys and cuBLAS
  * calls. */
 #ifndef NNC_CUDA_BACKEND_H

@@ -1,0 +1,300 @@
+/* dialect_c.c - how the kernel walker (kernel.c) speaks C, for the CPU target.
+ *
+ * A kernel is a static function of the model file that walks its index space serially: one
+ * loop per axis, or a flat loop the compiler vectorizes, with an OpenMP pragma on the outermost
+ * loop of kernels that can be large enough to pay for a thread team.  One thread owns each row
+ * of a row-wise kernel, so rows need no combining.  This file is the only place that spells the
+ * model struct's members in a kernel (m->params, m->state, m->act, m->step, m->status, m->msg)
+ * and the batch inputs (in[i]): the C host code around the kernels may change them here alone.
+ *
+ * Reductions keep two loop structures, both accumulating in double:
+ *   - when the kept axes come first (a suffix is reduced, the common case), each output is one
+ *     accumulator over a contiguous run: cache-friendly and threaded over the outputs;
+ *   - otherwise the input is walked in order and every point added into its output (a scatter),
+ *     which reads the input once, in memory order, whatever the axes.
+ * GEMMs are cblas calls, or plain loops when the product is too small to pay for one. */
+#include "../kernel.h"
+
+#define OMP_MIN_ELEMS 32768     /* a thread team pays off past this many elements */
+#define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
+
+/* Threads pay off only past `min_elems`; a kernel that can never get that large (at the
+ * compile-time batch bound) gets no OpenMP pragma, whose team set-up costs more than it. */
+static bool omp_worth(const Kernel *k, Shape sh, int64_t min_elems) {
+    return shape_numel(sh, k->g->batch_max) > min_elems;
+}
+
+/* The pragma's run-time test, for the batch the call gets. */
+static void omp_if(Str *cond, Shape sh, int64_t min_elems) {
+    render_numel(cond, sh);
+    str_printf(cond, " > %lld", (long long)min_elems);
+}
+
+static void c_ptr(const Kernel *k, Str *s, int x) {
+    x = kernel_resolve(k->e, x);
+    const Buffer *b = &k->e->buf[x];
+    switch (b->kind) {
+    case BUF_PARAM: str_printf(s, "(m->params + %lld)", (long long)b->offset); break;
+    case BUF_STATE: str_printf(s, "(m->state + %lld)", (long long)b->offset); break;
+    case BUF_ACT: str_printf(s, "((%s *)(m->act + %lld))", kernel_type(k, x), (long long)b->offset); break;
+    case BUF_INPUT: str_printf(s, "((const %s *)in[%d])", kernel_type(k, x), b->index); break;
+    default: str_printf(s, "NULL /* internal: node %d has no buffer */", x); break;
+    }
+}
+
+/* The model file declares cblas_?gemm itself, so that no BLAS header is needed to build it. */
+static void c_prelude(Str *s, const BuildOpts *o) {
+    str_puts(s, "\n");
+    kernel_math_prelude(s, o->f64);
+    str_printf(s, "void cblas_%cgemm(int, int, int, int, int, int, %s, const %s *, int, const %s *, int, %s, %s *, int);\n",
+               o->f64 ? 'd' : 's', o->f64 ? "double" : "float", o->f64 ? "double" : "float",
+               o->f64 ? "double" : "float", o->f64 ? "double" : "float", o->f64 ? "double" : "float");
+}
+
+static void c_open(const Kernel *k, const Launch *L, int index) {
+    str_printf(k->s, "static void %s_%s_%d(struct %s *m, const void *const *in, int64_t B) {\n"
+                     "    (void)m; (void)in; (void)B;\n", k->mn, k->e->name, index, k->mn);
+    (void)L;
+}
+
+/* ---- loops ---------------------------------------------------------------------------------- */
+
+/* for a<from> .. a<to - 1>, the first at `indent` (and under `omp_cond`'s pragma, if any). */
+static void open_loops(const Kernel *k, Shape sp, int from, int to, int indent, const char *omp_cond) {
+    for (int l = from; l < to; l++) {
+        if (l == from && omp_cond) str_printf(k->s, "    #pragma omp parallel for if (%s)\n", omp_cond);
+        str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", indent + 4 * (l - from), "", l, l);
+        render_dim(k->s, sp.d[l], "B");
+        str_printf(k->s, "; a%d++) {\n", l);
+    }
+}
+
+static void close_loops(const Kernel *k, int from, int to, int indent) {
+    for (int l = to - 1; l >= from; l--) str_printf(k->s, "%*s}\n", indent + 4 * (l - from), "");
+}
+
+static int c_space_open(const Kernel *k, Shape sp, bool flat) {
+    Str cond = {0};
+    bool omp = omp_worth(k, sp, OMP_MIN_ELEMS);
+    omp_if(&cond, sp, OMP_MIN_ELEMS);
+    if (flat) {
+        str_puts(k->s, "    const int64_t n = ");
+        render_numel(k->s, sp);
+        str_puts(k->s, ";\n");
+        if (omp) str_printf(k->s, "    #pragma omp parallel for simd if (%s)\n", cond.buf);
+        str_puts(k->s, "    for (int64_t i = 0; i < n; i++) {\n");
+    } else
+        open_loops(k, sp, 0, sp.rank, 4, omp ? cond.buf : NULL);
+    str_free(&cond);
+    return flat ? 8 : 4 + 4 * sp.rank;
+}
+
+static void c_space_close(const Kernel *k, Shape sp, bool flat) {
+    if (flat) str_puts(k->s, "    }\n");
+    else close_loops(k, 0, sp.rank, 4);
+}
+
+/* ---- reductions ----------------------------------------------------------------------------- */
+
+/* MEAN's 1 / (number of reduced elements), as a double expression. */
+static void reduce_scale(const Kernel *k, const Launch *L, int64_t mask, Str *s) {
+    if (k->g->nodes[L->root].op != OP_MEAN) {
+        str_puts(s, "1.0");
+        return;
+    }
+    int64_t n = 1;
+    bool b = false;
+    for (int l = 0; l < L->space.rank; l++)
+        if (mask >> l & 1) {
+            if (L->space.d[l] == DIM_BATCH) b = true;
+            else n *= L->space.d[l];
+        }
+    if (b) str_printf(s, "(1.0 / ((double)B * %lld))", (long long)n);
+    else str_printf(s, "(1.0 / %lld.0)", (long long)n);
+}
+
+/* The keepdim output offset of a point of the input space. */
+static void reduce_out_offset(const Launch *L, int64_t mask, Str *s) {
+    Shape k = L->space;
+    for (int l = 0; l < k.rank; l++)
+        if (mask >> l & 1) k.d[l] = 1;
+    bool any = false;
+    for (int l = 0; l < k.rank; l++) {
+        if (mask >> l & 1) continue;
+        int64_t st = 1;
+        bool b = false;
+        for (int j = l + 1; j < k.rank; j++) {
+            if (k.d[j] == DIM_BATCH) b = true;
+            else st *= k.d[j];
+        }
+        str_printf(s, "%sa%d * %s%lld", any ? " + " : "", l, b ? "B * " : "", (long long)st);
+        any = true;
+    }
+    if (!any) str_puts(s, "0");
+}
+
+/* The first `kept` axes are kept: one accumulator per output over its contiguous run. */
+static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char *oo, const char *scale) {
+    Shape sp = L->space, ks = sp;
+    ks.rank = kept;
+    Str cond = {0};
+    bool omp = kept && omp_worth(k, ks, OMP_MIN_ELEMS / 64);
+    omp_if(&cond, ks, OMP_MIN_ELEMS / 64);
+    open_loops(k, sp, 0, kept, 4, omp ? cond.buf : NULL);
+    int ind = 4 + 4 * kept;
+    kernel_reduce_acc(k, L, ind);
+    open_loops(k, sp, kept, sp.rank, ind, NULL);
+    char in[64];
+    snprintf(in, sizeof in, "%*s", ind + 4 * (sp.rank - kept), "");
+    kernel_reduce_point(k, L, in, "acc");
+    close_loops(k, kept, sp.rank, ind);
+    str_printf(k->s, "%*so0[%s] = (real)(acc * %s);\n", ind, "", oo, scale);
+    close_loops(k, 0, kept, 4);
+    str_free(&cond);
+}
+
+/* Any other axes: walk the input in memory order, adding every point into its output. */
+static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, const char *scale) {
+    Shape sp = L->space;
+    bool is_max = kernel_reduce_is_max(k, L);
+    str_puts(k->s, "    const int64_t nout = ");
+    render_numel(k->s, k->g->nodes[L->root].shape);
+    str_printf(k->s, ";\n    for (int64_t i = 0; i < nout; i++) o0[i] = %s%s;\n", is_max ? "-" : "", is_max ? k->d->inf : "0");
+    open_loops(k, sp, 0, sp.rank, 4, NULL);
+    char in[64];
+    snprintf(in, sizeof in, "%*s", 4 + 4 * sp.rank, "");
+    kernel_reduce_point(k, L, in, NULL);
+    if (is_max) str_printf(k->s, "%s{ real *q = &o0[%s]; ", in, oo);
+    else str_puts(k->s, in);
+    Str target = {0};
+    str_printf(&target, is_max ? "*q" : "o0[%s]", oo);
+    kernel_reduce_step(k, L, target.buf);
+    str_puts(k->s, is_max ? " }\n" : "\n");
+    close_loops(k, 0, sp.rank, 4);
+    if (k->g->nodes[L->root].op == OP_MEAN)
+        str_printf(k->s, "    for (int64_t i = 0; i < nout; i++) o0[i] = (real)(o0[i] * %s);\n", scale);
+    str_free(&target);
+}
+
+static void c_reduce(const Kernel *k, const Launch *L) {
+    int64_t mask = launch_reduce_mask(k->g, L);
+    int kept = 0;
+    bool suffix = true;
+    for (int l = 0; l < L->space.rank; l++)
+        if (!(mask >> l & 1)) suffix &= kept++ == l;
+    Str scale = {0}, oo = {0};
+    reduce_scale(k, L, mask, &scale);
+    reduce_out_offset(L, mask, &oo);
+    if (suffix) reduce_suffix(k, L, kept, oo.buf, scale.buf);
+    else reduce_scatter(k, L, oo.buf, scale.buf);
+    str_free(&scale);
+    str_free(&oo);
+}
+
+/* ---- rows ----------------------------------------------------------------------------------- */
+
+static void c_rows_open(const Kernel *k, int x, const char *omp) {
+    if (omp && omp_worth(k, k->g->nodes[x].shape, OMP_MIN_ELEMS))
+        str_printf(k->s, "    #pragma omp parallel for%s if (rows * C > %d)\n", omp, OMP_MIN_ELEMS);
+    str_puts(k->s, "    for (int64_t i = 0; i < rows; i++) {\n");
+}
+
+/* The rows may run on several threads: the last bad row found is reported, after them all. */
+static void c_bad_report(const Kernel *k) {
+    str_printf(k->s,
+        "    if (bad >= 0) {\n"
+        "        %s = 1;\n"
+        "        snprintf(%s, sizeof %s, \"cross_entropy: label %%d at row %%lld is outside [0, %%lld)\",\n"
+        "                 (int)T[bad], (long long)bad, (long long)C);\n"
+        "        return;\n"
+        "    }\n", k->d->status, k->d->msg, k->d->msg);
+}
+
+/* ---- library launches ----------------------------------------------------------------------- */
+
+static void dims_line(const Kernel *k, const char *decl, int64_t d, const char *end) {
+    str_printf(k->s, "%s(int)(", decl);
+    render_dim(k->s, d, "B");
+    str_printf(k->s, ")%s", end);
+}
+
+/* The fold C = p - lr * A@B starts C as p: copied unless the update is in place. */
+static void gemm_fold_init(const Kernel *k, const Launch *L) {
+    const Entry *e = k->e;
+    int leaf = k->g->nodes[L->fold].in[0];
+    int rl = kernel_resolve(e, leaf), rf = kernel_resolve(e, L->fold);
+    if (rl == rf || e->buf[rf].offset == e->buf[rl].offset) return;
+    str_puts(k->s, "    memcpy(C, ");
+    c_ptr(k, k->s, leaf);
+    str_puts(k->s, ", sizeof(real) * (size_t)M * (size_t)N);\n");
+}
+
+static void c_gemm(const Kernel *k, const Launch *L) {
+    const Graph *g = k->g;
+    Shape c = g->nodes[L->root].shape, a = g->nodes[L->a].shape, b = g->nodes[L->b].shape;
+    kernel_ptr_line(k, "const real *A", L->a);
+    kernel_ptr_line(k, "const real *Bm", L->b);
+    kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
+    dims_line(k, "    const int M = ", c.d[0], ", ");
+    dims_line(k, "N = ", c.d[1], ", ");
+    dims_line(k, "K = ", L->ta ? a.d[0] : a.d[1], ", ");
+    dims_line(k, "lda = ", a.d[1], ", ");
+    dims_line(k, "ldb = ", b.d[1], ";\n");
+    if (L->fold >= 0) gemm_fold_init(k, L);
+    int64_t bm = g->batch_max;
+    int64_t macs = shape_numel(c, bm) * (L->ta ? shape_numel(a, bm) / shape_numel(shape_of(1, &a.d[1]), bm)
+                                                 : shape_numel(shape_of(1, &a.d[1]), bm));
+    char alpha[RENDER_NUM_LEN];
+    render_num(alpha, L->alpha);
+    if (macs <= SMALL_GEMM_MACS) {   /* a library call costs more than this product */
+        str_printf(k->s,
+            "    for (int i = 0; i < M; i++)\n"
+            "        for (int j = 0; j < N; j++) {\n"
+            "            real acc = 0;\n"
+            "            for (int k = 0; k < K; k++) acc += A[%s] * Bm[%s];\n"
+            "            C[i * N + j] = %s(real)%s * acc;\n"
+            "        }\n",
+            L->ta ? "k * lda + i" : "i * lda + k", L->tb ? "j * ldb + k" : "k * ldb + j",
+            L->fold >= 0 ? "C[i * N + j] + " : "", alpha);
+        return;
+    }
+    str_printf(k->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n",
+               k->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111, alpha, L->fold >= 0 ? 1 : 0);
+}
+
+static void c_copy(const Kernel *k, int dst, int src) {
+    str_puts(k->s, "    memcpy(");
+    c_ptr(k, k->s, dst);
+    str_puts(k->s, ", ");
+    c_ptr(k, k->s, src);
+    str_puts(k->s, ", (size_t)");
+    render_numel(k->s, k->g->nodes[dst].shape);
+    str_printf(k->s, " * sizeof(%s));\n", kernel_type(k, dst));
+}
+
+const KernelDialect dialect_c = {
+    .name = "c",
+    .value = "real",
+    .inf = "INFINITY",                  /* math.h's */
+    /* the model struct, spelled here alone: the host code around the kernels owns it */
+    .step = "m->step", .status = "m->status", .msg = "m->msg", .ptr = c_ptr,
+    .qual = {" ", " restrict "},        /* restrict lets the compiler vectorize flat loops */
+    .prelude = c_prelude,
+    .open = c_open,
+    /* serial loops, the outermost split by OpenMP where the kernel can be large */
+    .space_open = c_space_open, .space_close = c_space_close, .reduce = c_reduce,
+    .row = {   /* one thread owns a row: nothing to combine, and every thread writes */
+        .open = c_rows_open,
+        .cols = "for (int64_t c = 0; c < C; c++)",
+        /* a NaN is not taken, yet it makes s NaN and so every output of its row */
+        .max_pick = "x[c] > mx ? x[c] : mx",
+        .leader = "", .writer = "",
+        /* the rows may run on several threads: the last bad row found is reported */
+        .bad_decl = "    int64_t bad = -1;\n",
+        .bad_record = "            #pragma omp critical\n"
+                      "            bad = i;\n",
+        .bad_report = c_bad_report,
+    },
+    .gemm = c_gemm,   /* cblas, or plain loops for small products */
+    .copy = c_copy,
+};

@@ -1,0 +1,363 @@
+/* kernel.c - the kernel renderer: one walker over a Launch for every target.
+ *
+ * A kernel is the same computation on every target; only its spelling and the way threads
+ * share the work differ, and those come from the target's KernelDialect (kernel.h).  So the
+ * parts that decide what a kernel computes exist once, here:
+ *   - the pointers a launch reads (i0, i1, ...) and writes (o0, o1, ...), the loads of its
+ *     inputs at a point (flat, broadcast or transposed) and the fused elementwise body, whose
+ *     scalar expressions come from the op table (expr.c);
+ *   - the reduction's accumulation (double, NaN winning a max as torch.amax);
+ *   - the row-wise kernels' arithmetic: max-subtracted, double-accumulated exp-sums for
+ *     softmax, log_softmax and cross-entropy (stable for any logits), the gradients, the
+ *     label-range check, and accuracy's argmax (the first maximum; NaN above everything).
+ * A dialect supplies the loops around these statements (kernel.h says which names they must
+ * define); the walker never asks which target it renders for. */
+#include <assert.h>
+
+#include "kernel.h"
+
+int kernel_resolve(const Entry *e, int x) {
+    while (e->buf[x].kind == BUF_ALIAS) x = e->buf[x].alias;
+    return x;
+}
+
+const char *kernel_type(const Kernel *k, int x) { return k->g->nodes[x].dtype == DT_I32 ? "int32_t" : "real"; }
+
+void kernel_ptr_line(const Kernel *k, const char *decl, int x) {
+    str_printf(k->s, "    %s = ", decl);
+    k->d->ptr(k, k->s, x);
+    str_puts(k->s, ";\n");
+}
+
+/* EXP, LOG, ...: the math the op table's expressions call, in the precision of `real`. */
+void kernel_math_prelude(Str *s, bool f64) {
+    static const char *const fn[][2] = {{"EXP", "exp"},   {"LOG", "log"},   {"SQRT", "sqrt"}, {"TANH", "tanh"},
+                                        {"POW", "pow"},   {"FABS", "fabs"}, {"ERF", "erf"},   {"LOG1P", "log1p"}};
+    str_printf(s, "typedef %s real;\n", f64 ? "double" : "float");
+    for (size_t i = 0; i < NNC_COUNTOF(fn); i++) str_printf(s, "#define %s %s%s\n", fn[i][0], fn[i][1], f64 ? "" : "f");
+}
+
+/* ---- pointers, loads and the fused body --------------------------------------------------- */
+
+static bool aliases_input(const Kernel *k, const Launch *L, int out) {
+    const Buffer *b = &k->e->buf[kernel_resolve(k->e, out)];
+    for (int j = 0; j < L->nins; j++) {
+        const Buffer *c = &k->e->buf[kernel_resolve(k->e, L->ins[j])];
+        if (c->kind == b->kind && c->offset == b->offset) return true;
+    }
+    return false;
+}
+
+/* i<j> for every input and (with `outs`) o<j> for every output; qual[1] only when no output
+ * is written over an input, which in-place updates and reused activations do. */
+static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
+    bool noalias = true;
+    for (int j = 0; j < L->nouts && noalias; j++) noalias = !aliases_input(k, L, L->outs[j]);
+    const char *q = k->d->qual[noalias];
+    char decl[96];
+    for (int j = 0; j < L->nins; j++) {
+        snprintf(decl, sizeof decl, "const %s *%si%d", kernel_type(k, L->ins[j]), q, j);
+        kernel_ptr_line(k, decl, L->ins[j]);
+    }
+    for (int j = 0; outs && j < L->nouts; j++) {
+        snprintf(decl, sizeof decl, "real *%so%d", q, j);
+        kernel_ptr_line(k, decl, L->outs[j]);
+    }
+}
+
+/* The expression a member's operand x is at this point: a value computed earlier in the same
+ * kernel (t<x>), an inline scalar, or a load (l<x>). */
+static void operand_name(const Kernel *k, const Launch *L, int x, char *buf, size_t n) {
+    if (launch_has(L, x)) snprintf(buf, n, "t%d", x);
+    else if (node_is_inline(&k->g->nodes[x])) {
+        Str tmp = {0};
+        render_inline_value(&tmp, k->g, x, k->d->step, "B");
+        snprintf(buf, n, "%s", tmp.buf);
+        str_free(&tmp);
+    } else snprintf(buf, n, "l%d", x);
+}
+
+/* The statements computing every group member (but `skip`) at one point of the space. */
+static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
+    char names[NNC_MAX_IN][256];
+    const char *ops[NNC_MAX_IN];
+    for (int i = 0; i < L->nnodes; i++) {
+        int id = L->nodes[i];
+        const Node *n = &k->g->nodes[id];
+        if (id == skip) continue;
+        for (int j = 0; j < n->nin; j++) {
+            operand_name(k, L, n->in[j], names[j], sizeof names[j]);
+            ops[j] = names[j];
+        }
+        str_printf(k->s, "%s%s t%d = ", ind, k->d->value, id);
+        render_ew_expr(k->s, k->g, id, ops);
+        str_puts(k->s, ";\n");
+    }
+}
+
+/* l<x> for every input: at i (flat: full-size) or 0 (a scalar), else at its broadcast offset. */
+static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, bool transposed, const char *ind) {
+    for (int j = 0; j < L->nins; j++) {
+        int x = L->ins[j];
+        Shape xs = k->g->nodes[x].shape;
+        str_printf(k->s, "%s%s l%d = (real)i%d[", ind, k->d->value, x, j);
+        if (flat) str_puts(k->s, shape_numel(xs, 2) == 1 && !shape_eq(xs, space) ? "0" : "i");
+        else render_load_offset(k->s, k->g, x, space, transposed);
+        str_puts(k->s, "];\n");
+    }
+}
+
+/* ---- elementwise ---------------------------------------------------------------------------- */
+
+/* A flat walk when every operand is full-size or a scalar (the C compiler vectorizes it, CUDA
+ * needs no index split); else per-axis indices and broadcast strides. */
+static void kernel_ew(const Kernel *k, const Launch *L) {
+    Shape sp = L->space;
+    bool transposed = k->g->nodes[L->root].op == OP_TRANSPOSE;
+    bool flat = !transposed;
+    for (int j = 0; j < L->nins; j++) {
+        Shape xs = k->g->nodes[L->ins[j]].shape;
+        flat &= shape_eq(xs, sp) || shape_numel(xs, 2) == 1;
+    }
+    flat |= sp.rank == 0;
+    decl_ptrs(k, L, true);
+    char ind[64];
+    snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat), "");
+    loads(k, L, sp, flat, transposed, ind);
+    body(k, L, ind, -1);
+    for (int j = 0; j < L->nouts; j++) {
+        str_printf(k->s, "%so%d[", ind, j);
+        if (flat) str_puts(k->s, "i");
+        else render_load_offset(k->s, k->g, L->outs[j], sp, false);
+        str_printf(k->s, "] = t%d;\n", L->outs[j]);
+    }
+    k->d->space_close(k, sp, flat);
+}
+
+/* ---- reductions ----------------------------------------------------------------------------- */
+
+bool kernel_reduce_is_max(const Kernel *k, const Launch *L) { return k->g->nodes[L->root].op == OP_MAX; }
+
+void kernel_reduce_acc(const Kernel *k, const Launch *L, int indent) {
+    if (kernel_reduce_is_max(k, L)) str_printf(k->s, "%*sdouble acc = -%s;\n", indent, "", k->d->inf);
+    else str_printf(k->s, "%*sdouble acc = 0.0;\n", indent, "");
+}
+
+/* A NaN wins a maximum (torch.amax): `v != v` takes it, and no later value beats it. */
+void kernel_reduce_step(const Kernel *k, const Launch *L, const char *target) {
+    char v[256];
+    operand_name(k, L, k->g->nodes[L->root].in[0], v, sizeof v);
+    if (kernel_reduce_is_max(k, L)) str_printf(k->s, "if (%s > %s || %s != %s) %s = %s;", v, target, v, v, target, v);
+    else str_printf(k->s, "%s += %s;", target, v);
+}
+
+void kernel_reduce_point(const Kernel *k, const Launch *L, const char *ind, const char *target) {
+    loads(k, L, L->space, false, false, ind);
+    body(k, L, ind, L->root);
+    if (!target) return;
+    str_puts(k->s, ind);
+    kernel_reduce_step(k, L, target);
+    str_puts(k->s, "\n");
+}
+
+static void kernel_reduce(const Kernel *k, const Launch *L) {
+    decl_ptrs(k, L, false);
+    kernel_ptr_line(k, "real *o0", L->root);
+    k->d->reduce(k, L);
+}
+
+/* ---- row-wise kernels ----------------------------------------------------------------------- */
+
+/* C (the last axis) and rows, for x's shape, then the dialect's own row set-up. */
+static void row_header(const Kernel *k, int x) {
+    Shape xs = k->g->nodes[x].shape;
+    str_puts(k->s, "    const int64_t C = ");
+    render_dim(k->s, xs.rank ? xs.d[xs.rank - 1] : 1, "B");
+    str_puts(k->s, ", rows = ");
+    render_numel(k->s, xs);
+    str_puts(k->s, " / C;\n");
+    if (k->d->row.setup) str_puts(k->s, k->d->row.setup);
+}
+
+/* "VAR = ALL(VAR);": every owner of the row gets the combined value. */
+static void row_all(const Kernel *k, const char *ind, const char *var, const char *all) {
+    if (all) str_printf(k->s, "%s%s = %s(%s);\n", ind, var, all, var);
+}
+
+/* double s = the sum of `term` over the row. */
+static void row_sum(const Kernel *k, const char *term) {
+    str_printf(k->s, "        double s = 0;\n        %s s += %s;\n", k->d->row.cols, term);
+    row_all(k, "        ", "s", k->d->row.sum_all);
+}
+
+/* mx, the row's maximum, and s, the double sum of exp(x - mx): every term is at most 1, so the
+ * sum cannot overflow whatever the logits. */
+static void row_max_sum(const Kernel *k) {
+    str_printf(k->s, "        real mx = -%s;\n        %s mx = %s;\n", k->d->inf, k->d->row.cols, k->d->row.max_pick);
+    row_all(k, "        ", "mx", k->d->row.max_all);
+    row_sum(k, "EXP(x[c] - mx)");
+}
+
+static void row_softmax(const Kernel *k, const Launch *L, bool log) {
+    int x = k->g->nodes[L->root].in[0];
+    row_header(k, x);
+    kernel_ptr_line(k, "const real *X", x);
+    kernel_ptr_line(k, "real *Y", L->root);
+    k->d->row.open(k, x, "");
+    str_puts(k->s, "        const real *x = X + i * C;\n"
+                   "        real *y = Y + i * C;\n");
+    row_max_sum(k);
+    if (log)
+        /* (x - mx) - log(s), not x - (mx + log(s)): with |mx| ~ 1e3 the sum would round away
+         * log(s)'s low bits (float32 ulp at 1000 is 6e-5) */
+        str_printf(k->s, "        const real ls = (real)log(s);\n"
+                         "        %s y[c] = (x[c] - mx) - ls;\n    }\n", k->d->row.cols);
+    else
+        str_printf(k->s, "        const real inv = (real)(1.0 / s);\n"
+                         "        %s y[c] = EXP(x[c] - mx) * inv;\n    }\n", k->d->row.cols);
+}
+
+/* softmax_grad(dy, y) = y * (dy - sum(dy * y));  log_softmax_grad(dy, y) = dy - exp(y) * sum(dy) */
+static void row_softmax_grad(const Kernel *k, const Launch *L, bool log) {
+    const Node *n = &k->g->nodes[L->root];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *DY", n->in[0]);
+    kernel_ptr_line(k, "const real *Yv", n->in[1]);
+    kernel_ptr_line(k, "real *DX", L->root);
+    k->d->row.open(k, n->in[0], "");
+    str_puts(k->s, "        const real *dy = DY + i * C, *y = Yv + i * C;\n"
+                   "        real *dx = DX + i * C;\n");
+    row_sum(k, log ? "dy[c]" : "(double)dy[c] * y[c]");
+    str_printf(k->s, "        %s dx[c] = %s;\n    }\n", k->d->row.cols,
+               log ? "dy[c] - EXP(y[c]) * (real)s" : "y[c] * (dy[c] - (real)s)");
+}
+
+/* dl, the gradient flowing into the loss: an inline scalar or a one-element buffer. */
+static void row_dloss(const Kernel *k, int g) {
+    str_puts(k->s, "    const double dl = (double)");
+    if (node_is_inline(&k->g->nodes[g])) render_inline_value(k->s, k->g, g, k->d->step, "B");
+    else {
+        str_puts(k->s, "*");
+        k->d->ptr(k, k->s, g);
+    }
+    str_puts(k->s, ";\n");
+}
+
+/* The part of a cross-entropy row after its max and exp-sum: the row's loss into `total` and,
+ * with `grad`, its gradient (softmax - onehot) * dloss / rows over the row.  G may be X (the
+ * logits die here): x[t] was read into xt before, and the owners sync before overwriting. */
+static void row_ce_tail(const Kernel *k, bool grad) {
+    str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
+    if (!grad) return;
+    if (k->d->row.sync) str_puts(k->s, k->d->row.sync);
+    str_printf(k->s, "        const real k = (real)(dl / (double)rows), inv = (real)(1.0 / s);\n"
+                     "        real *g = G + i * C;\n"
+                     "        %s g[c] = (EXP(x[c] - mx) * inv - (c == t ? 1 : 0)) * k;\n", k->d->row.cols);
+}
+
+/* Cross-entropy with mean reduction, and/or its gradient.  A label outside [0, C) skips its row
+ * and stops the step with a message, as PyTorch raises. */
+static void row_ce(const Kernel *k, int ce, int grad) {
+    const Node *n = &k->g->nodes[ce >= 0 ? ce : grad];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "const int32_t *T", n->in[1]);
+    if (ce >= 0) kernel_ptr_line(k, "real *LOSS", ce);
+    if (grad >= 0) {
+        kernel_ptr_line(k, "real *G", grad);
+        row_dloss(k, k->g->nodes[grad].in[2]);
+    }
+    str_puts(k->s, "    double total = 0;\n");
+    if (k->d->row.bad_decl) str_puts(k->s, k->d->row.bad_decl);
+    k->d->row.open(k, n->in[0], " reduction(+:total)");
+    str_printf(k->s, "        const real *x = X + i * C;\n"
+                     "        const int32_t t = T[i];\n"
+                     "        if (t < 0 || t >= C) {\n"
+                     "%s"
+                     "            continue;\n"
+                     "        }\n"
+                     "        const real xt = x[t];   /* read before the row is overwritten (G may be X) */\n",
+               k->d->row.bad_record ? k->d->row.bad_record : "");
+    row_max_sum(k);
+    row_ce_tail(k, grad >= 0);
+    str_puts(k->s, "    }\n");
+    if (k->d->row.bad_report) k->d->row.bad_report(k);
+    if (ce < 0) {
+        str_puts(k->s, "    (void)total;\n");
+        return;
+    }
+    row_all(k, "    ", "total", k->d->row.total_all);
+    str_printf(k->s, "    %sLOSS[0] = (real)(total / (double)rows);\n", k->d->row.writer);
+}
+
+/* Number of rows whose first maximal logit is the label (torch.argmax picks the first, and takes
+ * NaN as larger than everything: a row holding a NaN "predicts" its first NaN).  Each owner of a
+ * row keeps its best (value, index); owners combine by larger value (NaN above all, NaNs equal),
+ * then smaller index, which is order-free. */
+static void row_accuracy(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "const int32_t *T", n->in[1]);
+    kernel_ptr_line(k, "real *OUT", L->root);
+    str_puts(k->s, "    double hits = 0;\n");
+    k->d->row.open(k, n->in[0], NULL);
+    str_printf(k->s, "        const real *x = X + i * C;\n"
+                     "        real bv = -%s;\n"
+                     "        int64_t bi = -1;\n"
+                     "        %s\n"
+                     "            if (bi < 0 || x[c] > bv || (x[c] != x[c] && bv == bv)) { bv = x[c]; bi = c; }\n",
+               k->d->inf, k->d->row.cols);
+    if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
+    str_printf(k->s, "        %shits += bi == (int64_t)T[i];\n    }\n", k->d->row.leader);
+    row_all(k, "    ", "hits", k->d->row.total_all);
+    str_printf(k->s, "    %sOUT[0] = (real)hits;\n", k->d->row.writer);
+}
+
+static void kernel_row(const Kernel *k, const Launch *L) {
+    switch (k->g->nodes[L->root].op) {
+    case OP_SOFTMAX: row_softmax(k, L, false); break;
+    case OP_LOG_SOFTMAX: row_softmax(k, L, true); break;
+    case OP_SOFTMAX_GRAD: row_softmax_grad(k, L, false); break;
+    case OP_LSM_GRAD: row_softmax_grad(k, L, true); break;
+    case OP_CROSS_ENTROPY: row_ce(k, L->root, L->root2); break;
+    case OP_CE_GRAD: row_ce(k, -1, L->root); break;
+    case OP_ACCURACY: row_accuracy(k, L); break;
+    default: str_puts(k->s, "    /* internal: unknown row op */\n"); break;
+    }
+}
+
+/* ---- the kernel ----------------------------------------------------------------------------- */
+
+static const char *launch_kind_name(LaunchKind kind) {
+    static const char *const n[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign"};
+    return n[kind];
+}
+
+/* The kernel's head comment: what it computes and the .nn lines it came from. */
+static void kernel_comment(const Kernel *k, const Launch *L, int index) {
+    str_printf(k->s, "\n/* %s launch %d: %s", k->e->name, index, launch_kind_name(L->kind));
+    char nb[48];
+    for (int i = 0; i < L->nnodes; i++) str_printf(k->s, "%s%s", i ? ", " : " (", node_op_name(&k->g->nodes[L->nodes[i]], nb));
+    str_puts(k->s, ")\n");
+    render_source_lines(k->s, k->p, L, " *   ");
+    str_puts(k->s, " */\n");
+}
+
+/* GEMMs, copies and assignments reach only a dialect that renders them (the CUDA backend
+ * issues them as library calls and never asks for their kernel). */
+void kernel_render(const Kernel *k, const Launch *L, int index) {
+    const Node *root = &k->g->nodes[L->root];
+    assert(L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW || (k->d->gemm && k->d->copy));
+    kernel_comment(k, L, index);
+    k->d->open(k, L, index);
+    switch (L->kind) {
+    case L_EW: kernel_ew(k, L); break;
+    case L_REDUCE: kernel_reduce(k, L); break;
+    case L_ROW: kernel_row(k, L); break;
+    case L_GEMM: k->d->gemm(k, L); break;
+    case L_COPY: k->d->copy(k, L->root, root->in[0]); break;
+    case L_ASSIGN: k->d->copy(k, root->in[0], root->in[1]); break;
+    }
+    str_puts(k->s, "}\n");
+}

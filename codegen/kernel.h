@@ -1,0 +1,103 @@
+/* kernel.h - one kernel renderer (kernel.c) and the dialects it speaks (one per target).
+ *
+ * The walker in kernel.c turns a Launch into the text of one kernel: the pointers it reads and
+ * writes, the loads at a point of the index space, the fused elementwise body, the reduction's
+ * accumulation and the row-wise kernels' arithmetic.  Everything a target spells its own way
+ * comes from its KernelDialect: the signature, how the index space is walked (serial loops under
+ * an OpenMP pragma on the CPU, a grid-stride loop on CUDA), how the threads that share a row or
+ * a scalar combine their partial results, the pointer spellings and the prelude.  The idea is
+ * tinygrad's C-style renderer, one language descriptor per target.
+ *
+ * Invariants a dialect keeps, so that the walker's text is valid in it:
+ *   - a point's loop index is `i` (flat spaces) or `a0`, `a1`, ... (one per axis): space_open
+ *     defines them, and the walker indexes the operands with them;
+ *   - inside row.open's loop, `i` is the row and `C`/`rows` the row length and count (the walker
+ *     declares those two); row.cols visits the columns `c` this thread owns, and after max_all /
+ *     sum_all every thread sharing the row holds the row's maximum / sum;
+ *   - `real` and EXP/LOG/SQRT/TANH/POW come from the prelude, int32_t/int64_t from it or
+ *     the headers before it; the dialect's strings use only what its own prelude defines. */
+#ifndef NNC_KERNEL_H
+#define NNC_KERNEL_H
+#include "codegen.h"
+
+typedef struct KernelDialect KernelDialect;
+
+/* What one kernel is rendered from: a launch of entry `e` of program `p`, into `s`. */
+typedef struct Kernel {
+    const KernelDialect *d;
+    const Program *p;
+    const Graph *g;
+    const Entry *e;             /* the entry whose buffers the kernel addresses */
+    const BuildOpts *o;
+    const char *mn;             /* the model's C name (struct and function names) */
+    Str *s;
+} Kernel;
+
+struct KernelDialect {
+    const char *name;                                   /* "c", "cuda" */
+
+    /* ---- spellings ---- */
+    const char *value;          /* declares a point's temporaries: "real" | "const real" */
+    const char *inf;            /* +infinity as a real or double expression */
+    const char *step;           /* the optimizer step, an int64 expression */
+    const char *status, *msg;   /* the int a failed kernel sets, the char[256] it explains in;
+                                   NULL where errors go another way (CUDA's err[]) */
+    const char *qual[2];        /* between '*' and a pointer's name: [1] when no output of
+                                   the kernel aliases an input (C's restrict), else [0] */
+    void (*ptr)(const Kernel *k, Str *s, int x);        /* node x's buffer, a typed pointer */
+    /* `typedef ... real`, the math macros and the helpers the primitives below call. */
+    void (*prelude)(Str *s, const BuildOpts *o);
+    /* The kernel's signature and opening line, up to its body. */
+    void (*open)(const Kernel *k, const Launch *L, int index);
+
+    /* ---- index spaces ---- */
+    /* Opens a walk over every point of `sp`: flat, it defines `i` (the flat index), otherwise
+     * a0 .. a<rank-1>.  Returns the indentation of the loop body. */
+    int (*space_open)(const Kernel *k, Shape sp, bool flat);
+    void (*space_close)(const Kernel *k, Shape sp, bool flat);
+    /* A reduction's loops after `o0` is declared: they call kernel_reduce_point and write o0. */
+    void (*reduce)(const Kernel *k, const Launch *L);
+
+    /* ---- row-wise kernels: who owns a row, and how its owners combine ---- */
+    struct {
+        const char *setup;      /* declarations after C and rows (CUDA: the lane and warp) */
+        /* Opens the loop over the rows this thread works on (`omp`: the OpenMP clause of a
+         * threaded loop, "" for none, NULL for a loop that is never threaded). */
+        void (*open)(const Kernel *k, int x, const char *omp);
+        const char *cols;       /* loop header over the columns c this thread owns */
+        const char *max_pick;   /* the new mx given x[c] */
+        const char *max_all;    /* function giving all of a row's owners their maximum; NULL */
+        const char *sum_all;    /* ... their sum (double); NULL where one thread owns a row */
+        const char *argmax_all; /* statements combining the owners' (bv, bi) pairs; NULL */
+        const char *sync;       /* before overwriting a row that other owners read; NULL */
+        const char *leader;     /* guard: one owner of the row adds to a total ("" for all) */
+        const char *total_all;  /* function summing the threads' totals (double); NULL */
+        const char *writer;     /* guard: one thread writes a scalar result ("" for all) */
+        /* A label outside [0, C): declared before the rows, recorded in the row, reported
+         * after them (NULL: nothing to do there). */
+        const char *bad_decl, *bad_record;
+        void (*bad_report)(const Kernel *k);
+    } row;
+
+    /* ---- library launches (NULL where the backend issues them itself) ---- */
+    void (*gemm)(const Kernel *k, const Launch *L);
+    void (*copy)(const Kernel *k, int dst, int src);
+};
+
+extern const KernelDialect dialect_c;      /* codegen/cpu/dialect_c.c */
+extern const KernelDialect dialect_cuda;   /* codegen/cuda/dialect_cuda.c (CUDA builds only) */
+
+/* kernel.c: the walker. */
+void kernel_render(const Kernel *k, const Launch *L, int index);   /* comment, signature, body */
+void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
+int kernel_resolve(const Entry *e, int x);          /* the node whose buffer holds x (views) */
+const char *kernel_type(const Kernel *k, int x);    /* "real" or "int32_t" */
+void kernel_ptr_line(const Kernel *k, const char *decl, int x);     /* "    DECL = PTR;\n" */
+/* For a dialect's reduce: the loads and the fused prologue at the point a0, a1, ..., then (when
+ * `target` is not NULL) the accumulation of the reduced value into the lvalue `target`, each
+ * line indented by `ind`.  kernel_reduce_step is that accumulation alone, unindented. */
+void kernel_reduce_point(const Kernel *k, const Launch *L, const char *ind, const char *target);
+void kernel_reduce_step(const Kernel *k, const Launch *L, const char *target);   /* no indent */
+void kernel_reduce_acc(const Kernel *k, const Launch *L, int indent);   /* double acc = identity */
+bool kernel_reduce_is_max(const Kernel *k, const Launch *L);
+#endif
