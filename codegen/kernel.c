@@ -314,17 +314,31 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     str_printf(k->s, "    %sOUT[0] = (real)hits;\n", k->d->row.writer);
 }
 
+static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L, false); }
+static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
+static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
+static void row_log_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, true); }
+static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L->root, L->root2); }
+static void row_cross_entropy_bwd(const Kernel *k, const Launch *L) { row_ce(k, -1, L->root); }
+
+/* The kernel of each row-wise op (ops.def kind OK_ROW); a new row op adds its line. */
+static const struct {
+    Op op;
+    void (*render)(const Kernel *k, const Launch *L);
+} row_kernels[] = {
+    {OP_SOFTMAX, row_softmax_fwd},         {OP_LOG_SOFTMAX, row_log_softmax},
+    {OP_SOFTMAX_GRAD, row_softmax_bwd},    {OP_LSM_GRAD, row_log_softmax_bwd},
+    {OP_CROSS_ENTROPY, row_cross_entropy}, {OP_CE_GRAD, row_cross_entropy_bwd},
+    {OP_ACCURACY, row_accuracy},
+};
+
 static void kernel_row(const Kernel *k, const Launch *L) {
-    switch (k->g->nodes[L->root].op) {
-    case OP_SOFTMAX: row_softmax(k, L, false); break;
-    case OP_LOG_SOFTMAX: row_softmax(k, L, true); break;
-    case OP_SOFTMAX_GRAD: row_softmax_grad(k, L, false); break;
-    case OP_LSM_GRAD: row_softmax_grad(k, L, true); break;
-    case OP_CROSS_ENTROPY: row_ce(k, L->root, L->root2); break;
-    case OP_CE_GRAD: row_ce(k, -1, L->root); break;
-    case OP_ACCURACY: row_accuracy(k, L); break;
-    default: str_puts(k->s, "    /* internal: unknown row op */\n"); break;
-    }
+    for (size_t i = 0; i < NNC_COUNTOF(row_kernels); i++)
+        if (row_kernels[i].op == k->g->nodes[L->root].op) {
+            row_kernels[i].render(k, L);
+            return;
+        }
+    nnc_fatal("internal error: no row kernel for %s", op_info[k->g->nodes[L->root].op].name);
 }
 
 /* ---- the kernel ----------------------------------------------------------------------------- */

@@ -38,7 +38,7 @@ static void c_ptr(const Kernel *k, Str *s, int x) {
     case BUF_STATE: str_printf(s, "(m->state + %lld)", (long long)b->offset); break;
     case BUF_ACT: str_printf(s, "((%s *)(m->act + %lld))", kernel_type(k, x), (long long)b->offset); break;
     case BUF_INPUT: str_printf(s, "((const %s *)in[%d])", kernel_type(k, x), b->index); break;
-    default: str_printf(s, "NULL /* internal: node %d has no buffer */", x); break;
+    case BUF_NONE: case BUF_INLINE: case BUF_ALIAS: str_printf(s, "NULL /* internal: node %d has no buffer */", x); break;
     }
 }
 

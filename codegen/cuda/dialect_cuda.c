@@ -29,7 +29,9 @@ static void cuda_ptr(const Kernel *k, Str *s, int x) {
     case BUF_PARAM: str_printf(s, "(P + %lld)", (long long)b->offset); break;
     case BUF_STATE: str_printf(s, "(S + %lld)", (long long)b->offset); break;
     case BUF_ACT: str_printf(s, "((%s *)(A + %lld))", t, (long long)b->offset); break;
-    default: str_printf(s, "((%s *)0) /* internal: node %d has no buffer */", t, x); break;
+    case BUF_NONE: case BUF_INLINE: case BUF_INPUT: case BUF_ALIAS:
+        str_printf(s, "((%s *)0) /* internal: node %d has no buffer */", t, x);
+        break;
     }
 }
 
