@@ -1,10 +1,11 @@
 /* render_c.c - renders a planned Program as one standalone C file.
  *
- * Layout of the output: the RNG and ABI headers (embedded copies), a model struct holding the
- * three memory blocks, one static function per launch, one function per entry point that calls
- * its launches in order, the initializer, and the nnc_model_abi table.  The file depends on
- * libc, libm, OpenMP (optional: without -fopenmp the pragmas are ignored) and a CBLAS sgemm, so
- * the in-process build and the ahead-of-time library are the same code.
+ * This file renders the kernels (one static function per launch, over struct NAME: the
+ * kernels' view of the memory blocks) and one function per entry point that calls them in
+ * order; render_c_model.c renders everything around them from the model's description (the
+ * runtime that implements nnc_model_abi is include/nnc_runtime.h, embedded).  The file depends
+ * on libc, libm, OpenMP (optional: without -fopenmp the pragmas are ignored) and a CBLAS sgemm,
+ * so the in-process build and the ahead-of-time library are the same code.
  *
  * Elementwise groups become one loop nest: a flat loop when every operand is either full-size
  * or a scalar (the compiler vectorizes it), else one loop per axis with each operand indexed
@@ -12,7 +13,7 @@
  * elementwise prologue evaluated at every point. */
 #include <string.h>
 
-#include "../codegen.h"
+#include "cpu.h"
 
 #define OMP_MIN_ELEMS 32768
 #define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
@@ -379,8 +380,8 @@ static void render_numerics_check(const R *r, const Launch *L, int k) {
         str_puts(r->s, "; const int64_t nq = ");
         render_numel(r->s, n->shape);
         str_puts(r->s, ";\n      for (int64_t i = 0; i < nq; i++) if (!isfinite(q[i])) {\n"
-                       "        m->status = 4;\n"
-                       "        snprintf(m->msg, sizeof m->msg, \"%s at element %lld of %s at step %lld\",\n"
+                       "        m->status = NNC_STATUS_ARG;\n"
+                       "        snprintf(m->msg, sizeof m->msg, NNC_RT_NONFINITE_FMT,\n"
                        "                 isnan(q[i]) ? \"NaN\" : \"Inf\", (long long)i, \"");
         render_c_string_body(r->s, what.buf);
         str_puts(r->s, "\", (long long)m->step);\n        return m->status;\n      } }\n");
@@ -388,10 +389,11 @@ static void render_numerics_check(const R *r, const Launch *L, int k) {
     }
 }
 
+/* An entry's launches in schedule order.  A row-wise kernel's failed check (a label out of
+ * range) stops the call; the runtime has already advanced the step of a train_step. */
 static void render_entry(const R *r) {
     for (int k = 0; k < r->e->nlaunch; k++) render_launch(r, &r->e->launches[k], k);
     str_printf(r->s, "\nstatic int %s_run_%s(struct %s *m, const void *const *in, int64_t B) {\n", r->mn, r->e->name, r->mn);
-    if (r->e->kind == ENTRY_TRAIN) str_puts(r->s, "    m->step++;\n");
     for (int k = 0; k < r->e->nlaunch; k++) {
         str_printf(r->s, "    %s_%s_%d(m, in, B);\n", r->mn, r->e->name, k);
         if (r->e->launches[k].kind == L_ROW) str_puts(r->s, "    if (m->status) return m->status;\n");
@@ -400,4 +402,17 @@ static void render_entry(const R *r) {
     str_puts(r->s, "    return m->status;\n}\n");
 }
 
-#include "render_c_model.inc"
+/* The whole file: prelude, each entry's kernels and entry function, then the model's
+ * description, device and typed API (render_c_model.c), from one description. */
+void render_program(const Program *p, const BuildOpts *o, Str *s) {
+    Arena arena = {0};
+    const nnc_model_desc *d = model_desc_build(p, o->f64, NULL, &arena);
+    R r = {.p = p, .g = p->g, .o = o, .mn = model_c_name(p), .s = s};
+    render_c_prelude(s, p, o);
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        r.e = &p->entry[k];
+        if (d->entry[k].present) render_entry(&r);
+    }
+    render_c_model(s, p, d);
+    arena_free(&arena);
+}
