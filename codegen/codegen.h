@@ -9,6 +9,7 @@
 #define NNC_CODEGEN_H
 #include "../passes/passes.h"
 #include "../include/nnc_abi.h"
+#include "../include/nnc_runtime.h"
 
 typedef struct {
     bool f64;                   /* real = double: for finite-difference gradient checks */
@@ -45,6 +46,10 @@ typedef struct {
 extern const Backend backend_cpu;
 const Backend *backend_for(Device target);
 
+/* model_desc.c: the description of a planned program (include/nnc_runtime.h), allocated in `a`.
+ * The ABI's function pointers come from `fns` (NULL: none; a printed description names them). */
+nnc_model_desc *model_desc_build(const Program *p, bool f64, const nnc_model_abi *fns, Arena *a);
+
 /* expr.c: the op table's expression for node `id`, with `operand(k)` naming operand k. */
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands);
 void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, const char *batch_expr);
@@ -74,4 +79,5 @@ const char *render_num(char buf[RENDER_NUM_LEN], double x);
 /* Text of files embedded at build time (CMake turns them into C strings). */
 extern const char nnc_embed_rng_h[];
 extern const char nnc_embed_abi_h[];
+extern const char nnc_embed_runtime_h[];
 #endif

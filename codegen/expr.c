@@ -38,7 +38,7 @@ const char *render_num(char buf[RENDER_NUM_LEN], double x) {
 
 /* Writes template t: $0..$2 are operands[0..2], $g $y name operands through slot (DERIV),
  * $p $p1 $p2 the scalars p[]. */
-static void render_template(Str *s, const char *t, const char *const *operands, const int8_t *slot, const double *p) {
+static void render_expr_template(Str *s, const char *t, const char *const *operands, const int8_t *slot, const double *p) {
     for (; *t; t++) {
         if (t[0] != '$') {
             str_putc(s, *t);
@@ -64,7 +64,7 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
     const Node *n = &g->nodes[id];
     if (n->op == OP_DERIV) {
         const int8_t *slot = n->attr.deriv.slot;
-        render_template(s, op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt], operands, slot, n->attr.deriv.p);
+        render_expr_template(s, op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt], operands, slot, n->attr.deriv.p);
         return;
     }
     const char *sp = n->op == OP_POWC ? powc_special(n->attr.scalars.p[0]) : NULL;
@@ -75,7 +75,7 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
         return;
     }
     static const double none[3] = {0, 0, 0};
-    render_template(s, op_info[n->op].expr, operands, NULL,
+    render_expr_template(s, op_info[n->op].expr, operands, NULL,
                     op_info[n->op].attr == ATTR_SCALARS ? n->attr.scalars.p : none);
 }
 

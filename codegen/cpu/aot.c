@@ -1,7 +1,8 @@
 /* aot.c - ahead-of-time output: DIR/NAME.c, DIR/NAME.h and DIR/libNAME.a.
  *
- * The .c is exactly what the in-process path compiles; the header opens with a usage example
- * and declares the typed API.  The library is built without OpenMP, so it needs only libc,
+ * The .c is exactly what the in-process path compiles, runtime included (nnc_runtime.h is
+ * embedded, with static functions, so two models link into one program); the header opens with
+ * a usage example and declares the typed API, whose handle NAME_t is opaque.  The library is built without OpenMP, so it needs only libc,
  * libm and a CBLAS (link with -lopenblas -lm); build NAME.c yourself with -fopenmp for
  * threaded elementwise kernels. */
 #include <errno.h>
@@ -12,10 +13,55 @@
 
 #include "cpu.h"
 
-static void header(const Program *p, const BuildOpts *o, Str *h) {
+/* The usage example at the top of NAME.h, with the model's own inputs in the calls. */
+static void header_usage(const Program *p, const char *rt, const char *call, Str *h) {
     const char *mn = model_c_name(p);
+    str_printf(h, "/* %s.h - the %s model, compiled ahead of time by nnc.\n *\n *   #include \"%s.h\"\n", mn, mn, mn);
+    render_template(h, " *   @_t *m = @_create();              // or @_create_in(mem) with @_memory_bytes()\n"
+                       " *   @_init(m, 42);                      // parameters from a seed, as nnc does\n", mn);
+    str_printf(h, " *   if (%s_train_step(m, %sn) != 0)    // forward, backward, update\n", mn, call);
+    render_template(h, " *       fprintf(stderr, \"%s\\n\", @_error_message(m));\n"
+                       " *   printf(\"loss %f\\n\", @_loss(m));\n", mn);
+    str_printf(h, " *   %s_eval(m, %sn);                  // forward only\n", mn, call);
+    str_printf(h, " *   const %s *out = %s_output(m, \"loss\");   // an output of the last call, by name\n", rt, mn);
+    str_printf(h, " *   %s *w = %s_param(m, \"NAME\", &numel);     // parameters by their .nn names\n", rt, mn);
+    render_template(h, " *   @_free(m);\n *\n", mn);
+    str_printf(h, " * Build: cc app.c lib%s.a -lopenblas -lm.  n is the batch size, at most %d.\n", mn, p->g->batch_max);
+    render_template(h, " * Inputs are row-major arrays with the shapes in @_abi()->inputs.\n *\n", mn);
+}
+
+static const char header_contract_text[] =
+    " * Outputs belong to the call that last succeeded: _loss() is its loss (NAN if it has none,\n"
+    " * or if none succeeded), and _output() finds only its outputs -- train_step and grad give\n"
+    " * \"loss\" (grad also \"grad.PARAM\"), eval gives \"loss\", the metrics and the outputs; any\n"
+    " * other name is NULL.  The pointers stay valid until the next call.\n"
+    " *\n"
+    " * Errors: the int functions return 0 on success, 1 a failed check in a kernel (a label out\n"
+    " * of range), 2 a batch outside [1, max], 3 no such entry, 4 a NULL argument (the model, an\n"
+    " * input the call reads, a name).  Pointer functions return NULL (_loss NAN).  The message\n"
+    " * is in _error_message(m), which also takes NULL.  _create_in(mem) needs mem non-NULL and\n"
+    " * aligned for the element type (64 bytes is best); _free(NULL) does nothing. */\n"
+    "#ifndef @_H\n#define @_H\n#include <stddef.h>\n#include <stdint.h>\n\n";
+
+/* The declarations; the definitions are the typed API at the end of NAME.c (render_c_model.c). */
+static void header_api(const Program *p, const char *rt, const char *params, Str *h) {
+    const char *mn = model_c_name(p);
+    render_template(h, "\ntypedef struct @_model @_t;   /* opaque */\n"
+                       "const nnc_model_abi *@_abi(void);\n"
+                       "@_t *@_create(void);\n@_t *@_create_in(void *mem);\nvoid @_free(@_t *m);\n"
+                       "size_t @_memory_bytes(void);\nint @_init(@_t *m, uint64_t seed);\n", mn);
+    for (int k = 0; k < ENTRY_COUNT; k++) str_printf(h, "int %s_%s(%s_t *m, %sint64_t n);\n", mn, p->entry[k].name, mn, params);
+    render_template(h, "float @_loss(@_t *m);\n", mn);
+    str_printf(h, "const %s *%s_output(%s_t *m, const char *name);\n", rt, mn, mn);
+    str_printf(h, "%s *%s_param(%s_t *m, const char *name, int64_t *numel);\n", rt, mn, mn);
+    render_template(h, "const char *@_error_message(@_t *m);\n#endif\n", mn);
+}
+
+static void header(const Program *p, const BuildOpts *o, Str *h) {
     const char *rt = o->f64 ? "double" : "float";
     Str params = {0}, call = {0};
+    str_puts(&params, "");
+    str_puts(&call, "");
     for (int i = 0; i < p->g->n; i++) {
         const Node *n = &p->g->nodes[i];
         if (n->op != OP_INPUT) continue;
@@ -23,48 +69,10 @@ static void header(const Program *p, const BuildOpts *o, Str *h) {
         str_printf(&params, "const %s *in_%s, ", n->dtype == DT_I32 ? "int32_t" : rt, n->name);
         str_printf(&call, "in_%s, ", n->name);
     }
-    str_printf(h,
-        "/* %s.h - the %s model, compiled ahead of time by nnc.\n"
-        " *\n"
-        " *   #include \"%s.h\"\n"
-        " *   %s_t *m = %s_create();              // or %s_create_in(mem) with %s_memory_bytes()\n"
-        " *   %s_init(m, 42);                      // parameters from a seed, as nnc does\n"
-        " *   if (%s_train_step(m, %sn) != 0)    // forward, backward, update\n"
-        " *       fprintf(stderr, \"%%s\\n\", %s_error_message(m));\n"
-        " *   printf(\"loss %%f\\n\", %s_loss(m));\n"
-        " *   %s_eval(m, %sn);                  // forward only\n"
-        " *   const %s *out = %s_output(m, \"loss\");   // an output of the last call, by name\n"
-        " *   %s *w = %s_param(m, \"NAME\", &numel);     // parameters by their .nn names\n"
-        " *   %s_free(m);\n"
-        " *\n"
-        " * Build: cc app.c lib%s.a -lopenblas -lm.  n is the batch size, at most %d.\n"
-        " * Inputs are row-major arrays with the shapes in %s_abi()->inputs.\n"
-        " *\n"
-        " * Outputs belong to the call that last succeeded: _loss() is its loss (NAN if it has none,\n"
-        " * or if none succeeded), and _output() finds only its outputs -- train_step and grad give\n"
-        " * \"loss\" (grad also \"grad.PARAM\"), eval gives \"loss\", the metrics and the outputs; any\n"
-        " * other name is NULL.  The pointers stay valid until the next call.\n"
-        " *\n"
-        " * Errors: the int functions return 0 on success, 1 a failed check in a kernel (a label out\n"
-        " * of range), 2 a batch outside [1, max], 3 no such entry, 4 a NULL argument (the model, an\n"
-        " * input the call reads, a name).  Pointer functions return NULL (_loss NAN).  The message\n"
-        " * is in _error_message(m), which also takes NULL.  _create_in(mem) needs mem non-NULL and\n"
-        " * aligned for the element type (64 bytes is best); _free(NULL) does nothing. */\n"
-        "#ifndef %s_H\n#define %s_H\n#include <stddef.h>\n#include <stdint.h>\n\n",
-        mn, mn, mn, mn, mn, mn, mn, mn, mn, call.buf ? call.buf : "", mn, mn, mn, call.buf ? call.buf : "",
-        rt, mn, rt, mn, mn, mn, p->g->batch_max, mn, mn, mn);
+    header_usage(p, rt, call.buf, h);
+    render_template(h, header_contract_text, model_c_name(p));
     str_puts(h, nnc_embed_abi_h);
-    str_printf(h,
-        "\ntypedef struct %s %s_t;\n"
-        "const nnc_model_abi *%s_abi(void);\n"
-        "%s_t *%s_create(void);\n%s_t *%s_create_in(void *mem);\nvoid %s_free(%s_t *m);\n"
-        "size_t %s_memory_bytes(void);\nint %s_init(%s_t *m, uint64_t seed);\n"
-        "int %s_train_step(%s_t *m, %sint64_t n);\nint %s_grad(%s_t *m, %sint64_t n);\nint %s_eval(%s_t *m, %sint64_t n);\n"
-        "float %s_loss(%s_t *m);\nconst %s *%s_output(%s_t *m, const char *name);\n"
-        "%s *%s_param(%s_t *m, const char *name, int64_t *numel);\nconst char *%s_error_message(%s_t *m);\n"
-        "#endif\n",
-        mn, mn, mn, mn, mn, mn, mn, mn, mn, mn, mn, mn, mn, mn, params.buf ? params.buf : "", mn, mn,
-        params.buf ? params.buf : "", mn, mn, params.buf ? params.buf : "", mn, mn, rt, mn, mn, rt, mn, mn, mn, mn);
+    header_api(p, rt, params.buf, h);
     str_free(&params);
     str_free(&call);
 }

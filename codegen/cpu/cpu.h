@@ -6,6 +6,11 @@
 #include "../codegen.h"
 
 void render_program(const Program *p, const BuildOpts *o, Str *s);
+/* render_c_model.c: the generated C around the kernels (its file-top comment has the layout). */
+void render_c_prelude(Str *s, const Program *p, const BuildOpts *o);
+void render_c_model(Str *s, const Program *p, const nnc_model_desc *d);
+/* `text` with every '@' replaced by the model's C name `mn`. */
+void render_template(Str *s, const char *text, const char *mn);
 const char *cpu_cc(const BuildOpts *o);
 /* Shell-like words of CC or NNC_CFLAGS (quotes and backslash; no expansions), NULL-terminated. */
 char **cpu_split_words(const char *s, int *count);

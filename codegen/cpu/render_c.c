@@ -1,22 +1,15 @@
 /* render_c.c - renders a planned Program as one standalone C file.
  *
- * Layout of the output: the RNG and ABI headers (embedded copies), a model struct holding the
- * three memory blocks, one static function per launch, one function per entry point that calls
- * its launches in order, the initializer, and the nnc_model_abi table.  The file depends on
- * libc, libm, OpenMP (optional: without -fopenmp the pragmas are ignored) and a CBLAS sgemm, so
- * the in-process build and the ahead-of-time library are the same code.
- *
- * The launch functions are the kernel walker's (kernel.c) in the C dialect (dialect_c.c); this
- * file strings them together into entry points, and render_c_model.inc writes the model around
- * them.  Both speak of the model's members only through the dialect's spellings. */
+ * This file strings the kernels into entry points: the launch functions are the kernel
+ * walker's (kernel.c) in the C dialect (dialect_c.c), over struct NAME, the kernels' view of the
+ * memory blocks; one function per entry point calls them in order.  render_c_model.c renders
+ * everything around them from the model's description (the runtime that implements
+ * nnc_model_abi is include/nnc_runtime.h, embedded).  The file depends on libc, libm, OpenMP
+ * (optional: without -fopenmp the pragmas are ignored) and a CBLAS sgemm, so the in-process
+ * build and the ahead-of-time library are the same code.  Both parts speak of the model's
+ * members only through the dialect's spellings. */
 #include "../kernel.h"
-
-/* The model part's name for a kernel context; its dialect is set by render_entry. */
-typedef Kernel R;
-
-static int resolve(const R *r, int x) { return kernel_resolve(r->e, x); }
-
-static void ptr(const R *r, Str *s, int x) { dialect_c.ptr(r, s, x); }
+#include "cpu.h"
 
 /* --check-numerics: after a launch, the first NaN or Inf in what it wrote stops the step with
  * the op, its .nn line and the step, as torch.autograd.detect_anomaly would. */
@@ -33,8 +26,8 @@ static void render_numerics_check(const Kernel *k, const Launch *L, int index) {
         str_puts(k->s, "; const int64_t nq = ");
         render_numel(k->s, n->shape);
         str_printf(k->s, ";\n      for (int64_t i = 0; i < nq; i++) if (!isfinite(q[i])) {\n"
-                         "        %s = 4;\n"
-                         "        snprintf(%s, sizeof %s, \"%%s at element %%lld of %%s at step %%lld\",\n"
+                         "        %s = NNC_STATUS_ARG;\n"
+                         "        snprintf(%s, sizeof %s, NNC_RT_NONFINITE_FMT,\n"
                          "                 isnan(q[i]) ? \"NaN\" : \"Inf\", (long long)i, \"", d->status, d->msg, d->msg);
         render_c_string_body(k->s, what.buf);
         str_printf(k->s, "\", (long long)%s);\n        return %s;\n      } }\n", d->step, d->status);
@@ -42,14 +35,14 @@ static void render_numerics_check(const Kernel *k, const Launch *L, int index) {
     }
 }
 
-/* The entry point: every launch in order; a row-wise kernel can fail (a bad label). */
-static void render_entry(const R *r) {
+/* An entry's launches in schedule order.  A row-wise kernel's failed check (a label out of
+ * range) stops the call; the runtime has already advanced the step of a train_step. */
+static void render_entry(const Kernel *r) {
     Kernel k = *r;
     k.d = &dialect_c;
     const char *status = k.d->status;
     for (int i = 0; i < k.e->nlaunch; i++) kernel_render(&k, &k.e->launches[i], i);
     str_printf(k.s, "\nstatic int %s_run_%s(struct %s *m, const void *const *in, int64_t B) {\n", k.mn, k.e->name, k.mn);
-    if (k.e->kind == ENTRY_TRAIN) str_printf(k.s, "    %s++;\n", k.d->step);
     for (int i = 0; i < k.e->nlaunch; i++) {
         str_printf(k.s, "    %s_%s_%d(m, in, B);\n", k.mn, k.e->name, i);
         if (k.e->launches[i].kind == L_ROW) str_printf(k.s, "    if (%s) return %s;\n", status, status);
@@ -58,4 +51,17 @@ static void render_entry(const R *r) {
     str_printf(k.s, "    return %s;\n}\n", status);
 }
 
-#include "render_c_model.inc"
+/* The whole file: prelude, each entry's kernels and entry function, then the model's
+ * description, device and typed API (render_c_model.c), from one description. */
+void render_program(const Program *p, const BuildOpts *o, Str *s) {
+    Arena arena = {0};
+    const nnc_model_desc *d = model_desc_build(p, o->f64, NULL, &arena);
+    Kernel r = {.p = p, .g = p->g, .o = o, .mn = model_c_name(p), .s = s};
+    render_c_prelude(s, p, o);
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        r.e = &p->entry[k];
+        if (d->entry[k].present) render_entry(&r);
+    }
+    render_c_model(s, p, d);
+    arena_free(&arena);
+}

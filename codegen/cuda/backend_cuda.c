@@ -1,21 +1,26 @@
 /* backend_cuda.c - the CUDA backend: NVRTC kernels, cuBLAS GEMMs, explicit copies, graphs.
  *
+ * The model's host side (nnc_model_abi: tensor tables, initialisation, checks, outputs, the
+ * step) is the shared runtime, include/nnc_runtime.h, over the description model_desc.c builds;
+ * this file is the CUDA device under it (nnc_device_ops): pinned host memory, copies between the
+ * host mirrors and device blocks, and running an entry.
+ *
  * load() opens the driver with dlopen (no CUDA library is linked, so a CUDA-enabled nnc runs
  * on machines without one and says plainly when there is no driver or device), compiles the
  * rendered source for the device's sm_XY with NVRTC (cached on disk by a hash of the source,
- * the architecture, the NVRTC version and the flags), allocates the blocks the memory planner
- * sized, and returns a model exposing nnc_model_abi:
- *   - device memory: parameters, optimizer state, one activation block (act_elems[DEV_CUDA]),
- *     the step counter and the error flag;
- *   - host memory: parameter and state mirrors (param()/state() return them; sync() moves
- *     them), the host activation block (values copied back, e.g. the loss) and pinned staging
- *     for the batch inputs, all pinned so the copies are asynchronous and capturable.
+ * the architecture, the NVRTC version and the flags), and allocates:
+ *   - device memory: parameters, optimizer state, one activation block (the description's
+ *     block sizes), the step counter and the error flag;
+ *   - pinned host memory: the runtime's host blocks (parameter and state mirrors, host
+ *     activations such as the loss copied back) and output copies, through host_alloc, and
+ *     this file's staging for the batch inputs, so that every copy is asynchronous on the
+ *     compute stream and capturable.
  * run() issues an entry's launches in schedule order on one stream: copies as async memcpys,
  * kernels with cuLaunchKernel, GEMMs with cuBLAS, assignments as device memcpys.  The first run
  * of an entry at a batch size goes direct; the next one captures the sequence as a CUDA graph
  * (keyed by the batch size, which the cuBLAS calls bake in) and later runs replay it.  If
  * capture fails the entry stays on direct launches.  Every CUDA and cuBLAS call is checked by
- * a macro that reports the call and its site (llm.c's cudaCheck). */
+ * a macro that reports the call and its site (llm.c's cudaCheck) into the instance's message. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -31,6 +36,8 @@
 #include "../../include/nnc_rng.h"
 #include "../../io/cache.h"
 #include "cuda_backend.h"
+#define NNC_RUNTIME_IMPLEMENTATION   /* the runtime's functions, static in this file */
+#include "../../include/nnc_runtime.h"
 
 #define GRAPH_SLOTS 4
 #define BLAS_WORKSPACE (32u << 20)
@@ -160,16 +167,21 @@ static bool cuda_open(void) {
     return true;
 }
 
-/* ---- the model ------------------------------------------------------------------------------ */
+/* ---- the device state ------------------------------------------------------------------------ */
 
 typedef struct {
     int64_t B;
     CUgraphExec exec;
 } GraphSlot;
 
+/* What the CUDA device keeps for one instance (nnc_rt.dev).  The runtime owns the host blocks
+ * (parameter and state mirrors, host activations) and the output copies, in pinned memory from
+ * cuda_host_alloc; everything in device memory, and the pinned staging the kernels' copies and
+ * captured graphs read, is here. */
 typedef struct {
     const Program *p;
-    nnc_model_abi abi;
+    nnc_rt *rt;                                 /* the instance: messages, step, host blocks */
+    nnc_model_desc *desc;                       /* built from p, in `arena` */
     size_t rb;                                  /* bytes per real */
     bool f64, tf32;
     CUdevice dev;
@@ -181,32 +193,22 @@ typedef struct {
     bool check_numerics;                        /* --check-numerics: test every output after its launch */
     CUdeviceptr dFirst;                         /* ... the first non-finite index found */
     unsigned long long *hFirst;                 /* ... read back (pinned) */
-    CUdeviceptr dP, dS, dA, dStep, dErr, dWork;
-    void *hP, *hS;                              /* mirrors (pinned) */
+    CUdeviceptr dBlock[NNC_BLOCK_COUNT];        /* params, state, act (the host block is the runtime's) */
+    CUdeviceptr dStep, dErr, dWork;
     long long *hStep;                           /* pinned staging for the step counter */
-    char *hA;                                   /* host activations (pinned) */
-    void **hIn;                                 /* pinned input staging */
+    void **hIn;                                 /* pinned input staging, sized at batch_max */
     int *hErr;                                  /* pinned error flag readback */
-    int *in_node;                               /* input i's node */
-    int64_t *param_off, *state_off;
-    void **out_stage[ENTRY_COUNT];
-    bool *out_fresh[ENTRY_COUNT];
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
     int next_slot[ENTRY_COUNT];
-    int64_t lastB[ENTRY_COUNT];
-    int64_t step;
-    int status;
-    char msg[1024];
-    Arena arena;                                /* tensor tables */
+    Arena arena;                                /* the description, kernel tables */
 } CudaModel;
 
 static void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file, int line) {
     const char *name = "?", *desc = "?";
     if (cu.GetErrorName) cu.GetErrorName(r, &name);
     if (cu.GetErrorString) cu.GetErrorString(r, &desc);
-    snprintf(m->msg, sizeof m->msg, "CUDA error %d (%s: %s) at %s:%d: %s", (int)r, name, desc, file, line, call);
-    m->status = 4;
+    nnc_rt_fail(m->rt, NNC_STATUS_ARG, "CUDA error %d (%s: %s) at %s:%d: %s", (int)r, name, desc, file, line, call);
 }
 
 #define CU(call)                                                         \
@@ -218,15 +220,14 @@ static void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file
         }                                                                \
     } while (0)
 
-#define BLAS(call)                                                                            \
-    do {                                                                                      \
-        cublasStatus_t s_ = (call);                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
-            snprintf(m->msg, sizeof m->msg, "cuBLAS error %d at %s:%d: %s", (int)s_, __FILE__, \
-                     __LINE__, #call);                                                        \
-            m->status = 4;                                                                    \
-            return false;                                                                     \
-        }                                                                                     \
+#define BLAS(call)                                                                                  \
+    do {                                                                                            \
+        cublasStatus_t s_ = (call);                                                                 \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                          \
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "cuBLAS error %d at %s:%d: %s", (int)s_, __FILE__, __LINE__, \
+                        #call);                                                                     \
+            return false;                                                                           \
+        }                                                                                           \
     } while (0)
 
 static size_t elem_bytes(const CudaModel *m, int node) {
@@ -239,14 +240,15 @@ static int64_t dim_at(int64_t d, int64_t B) { return d == DIM_BATCH ? B : d; }
 static bool where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h) {
     x = cuda_resolve(e, x);
     const Buffer *b = &e->buf[x];
+    const int64_t at = b->offset * (int64_t)m->rb;
     *d = 0;
     *h = NULL;
     switch (b->kind) {
-    case BUF_PARAM: *d = m->dP + (CUdeviceptr)b->offset * m->rb; return true;
-    case BUF_STATE: *d = m->dS + (CUdeviceptr)b->offset * m->rb; return true;
+    case BUF_PARAM: *d = m->dBlock[NNC_BLOCK_PARAMS] + (CUdeviceptr)at; return true;
+    case BUF_STATE: *d = m->dBlock[NNC_BLOCK_STATE] + (CUdeviceptr)at; return true;
     case BUF_ACT:
-        if (b->dev == DEV_CUDA) *d = m->dA + (CUdeviceptr)b->offset * m->rb;
-        else *h = m->hA + b->offset * (int64_t)m->rb;
+        if (b->dev == DEV_CUDA) *d = m->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)at;
+        else *h = m->rt->host[NNC_BLOCK_HOST] + at;
         return true;
     case BUF_INPUT: *h = m->hIn[b->index]; return true;
     default: return false;
@@ -266,7 +268,7 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     CUdeviceptr dd, ds;
     char *hd, *hs;
     if (!where(m, e, dst, &dd, &hd) || !where(m, e, src, &ds, &hs)) {
-        snprintf(m->msg, sizeof m->msg, "internal: copy of node %d into node %d has no buffer", src, dst);
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: copy of node %d into node %d has no buffer", src, dst);
         return false;
     }
     size_t bytes = (size_t)shape_numel(m->p->g->nodes[dst].shape, B) * elem_bytes(m, dst);
@@ -274,7 +276,7 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     else if (!hs && hd) CU(cu.MemcpyDtoHAsync(hd, ds, bytes, m->st));
     else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->st));
     else {
-        snprintf(m->msg, sizeof m->msg, "internal: a host-to-host copy reached the CUDA backend");
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a host-to-host copy reached the CUDA backend");
         return false;
     }
     return true;
@@ -314,7 +316,8 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
 static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     CudaDims d = cuda_launch_dims(m->p, e, &e->launches[k], B);
     long long Bv = B;
-    void *args[] = {&m->dP, &m->dS, &m->dA, &Bv, &m->dStep, &m->dErr};
+    CUdeviceptr *blk = m->dBlock;
+    void *args[] = {&blk[NNC_BLOCK_PARAMS], &blk[NNC_BLOCK_STATE], &blk[NNC_BLOCK_ACT], &Bv, &m->dStep, &m->dErr};
     CU(cu.LaunchKernel(m->fn[e->kind][k], d.grid, 1, 1, d.block, 1, 1, 0, m->st, args, NULL));
     return true;
 }
@@ -345,10 +348,9 @@ static bool check_launch(CudaModel *m, const Entry *e, int k, int64_t B) {
         v = m->f64 ? *(double *)m->hFirst : *(float *)m->hFirst;
         Str what = {0};
         launch_describe(&what, m->p, e, k, o);
-        snprintf(m->msg, sizeof m->msg, "%s at element %llu of %s at step %lld", v != v ? "NaN" : "Inf", i, what.buf,
-                 (long long)m->step);
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, NNC_RT_NONFINITE_FMT, v != v ? "NaN" : "Inf", (long long)i, what.buf,
+                    (long long)m->rt->step);
         str_free(&what);
-        m->status = 4;
         return false;
     }
     return true;
@@ -385,8 +387,8 @@ static bool capture(CudaModel *m, const Entry *e, int64_t B, CUgraphExec *exec) 
     ok = ok && rc == CUDA_SUCCESS && graph && cu.GraphInstantiate(exec, graph, 0) == CUDA_SUCCESS;
     if (graph) cu.GraphDestroy(graph);
     if (!ok) {
-        m->status = 0;
-        m->msg[0] = 0;
+        m->rt->status = 0;
+        m->rt->msg[0] = 0;
     }
     return ok;
 }
@@ -416,249 +418,124 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
     return true;
 }
 
-/* ---- nnc_model_abi --------------------------------------------------------------------------- */
+/* ---- the device operations (nnc_device_ops) -------------------------------------------------- */
 
-static int cuda_run(void *mv, int entry, const void *const *in, int64_t B) {
-    CudaModel *m = mv;
-    if (!m) return 4;
-    const Program *p = m->p;
-    m->status = 0;
-    m->msg[0] = 0;
-    if (B < 1 || B > p->g->batch_max) {
-        snprintf(m->msg, sizeof m->msg, "batch of %lld rows is outside [1, %d]", (long long)B, p->g->batch_max);
-        return m->status = 2;
-    }
-    if (entry < 0 || entry >= ENTRY_COUNT || (!p->entry[entry].nlaunch && !p->entry[entry].noutputs)) {
-        snprintf(m->msg, sizeof m->msg, "this model has no such entry point (no loss to train?)");
-        return m->status = 3;
-    }
-    const Entry *e = &p->entry[entry];
-    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS) {
-        snprintf(m->msg, sizeof m->msg, "cannot make the CUDA context current");
-        return m->status = 4;
-    }
-    for (int i = 0; i < m->abi.ninputs; i++) {   /* the pinned staging the captured copies read */
-        int x = m->in_node[i];
-        if (!e->live[x]) continue;
-        if (!in || !in[i]) {
-            snprintf(m->msg, sizeof m->msg, "input '%s' is NULL, and %s reads it", m->abi.inputs[i].name, e->name);
-            return m->status = 4;
-        }
-        memcpy(m->hIn[i], in[i], (size_t)shape_numel(p->g->nodes[x].shape, B) * elem_bytes(m, x));
-    }
-    if (entry == ENTRY_TRAIN) m->step++;
-    for (int k = 0; k < e->noutputs; k++) m->out_fresh[entry][k] = false;
-    m->lastB[entry] = B;
-    bool ok = launch_entry(m, e, B);
-    CUresult rc = cu.StreamSynchronize(m->st);
-    if (ok && rc != CUDA_SUCCESS) {
-        cu_fail(m, rc, "cuStreamSynchronize(stream) after the step", __FILE__, __LINE__);
-        ok = false;
-    }
-    if (!ok) return m->status ? m->status : (m->status = 4);
-    if (m->has_ce[entry] && m->hErr[0]) {
-        snprintf(m->msg, sizeof m->msg, "cross_entropy: label %d at row %lld is outside [0, %lld)", m->hErr[2],
-                 (long long)m->hErr[1], (long long)m->hErr[3]);
-        return m->status = 1;
-    }
-    return 0;
-}
-
-static void *cuda_create(void *mem) {
-    (void)mem;   /* a CUDA model is created by the backend's load(), with its device memory */
-    return NULL;
-}
-
-static void cuda_destroy(void *mv);
-
-/* The same Philox initialisation as the generated C (render_c_model.inc's render_init), on
- * the host mirrors, then uploaded: CPU and CUDA start from identical parameters. */
-static void init_params(CudaModel *m, uint64_t seed) {
-    const Graph *g = m->p->g;
-    const Entry *e = &m->p->entry[ENTRY_EVAL];
-    for (int i = 0; i < g->n; i++) {
-        const Node *n = &g->nodes[i];
-        if (n->op != OP_PARAM) continue;
-        int64_t cnt = shape_numel(n->shape, 1);
-        const double a = n->attr.init.a, b = n->attr.init.b;
-        const uint64_t h = nnc_rng_hash(n->name);
-        for (int64_t k = 0; k < cnt; k++) {
-            double v;
-            switch (n->attr.init.kind) {
-            case INIT_ZEROS: v = 0; break;
-            case INIT_ONES: v = 1; break;
-            case INIT_CONSTANT: v = a; break;
-            case INIT_UNIFORM: v = a + (b - a) * nnc_rng_uniform(seed, h, (uint64_t)k); break;
-            default: v = a + b * nnc_rng_normal(seed, h, (uint64_t)k); break;
-            }
-            if (m->f64) ((double *)m->hP)[e->buf[i].offset + k] = v;
-            else ((float *)m->hP)[e->buf[i].offset + k] = (float)v;
-        }
-    }
-}
-
-/* Every copy goes on the compute stream, from pinned memory, then the host waits for it.  A
- * synchronous cuMemcpyHtoD would run on the legacy stream, which a CU_STREAM_NON_BLOCKING
- * stream does not wait for: the first kernel could read parameters (or Adam's step) before
- * they landed.  Ordering on one stream makes "copied, then used" hold by construction. */
-static bool sync_dir(CudaModel *m, int direction) {
-    if (direction == NNC_SYNC_TO_HOST) {
-        if (m->abi.param_bytes) CU(cu.MemcpyDtoHAsync(m->hP, m->dP, m->abi.param_bytes, m->st));
-        if (m->abi.state_bytes) CU(cu.MemcpyDtoHAsync(m->hS, m->dS, m->abi.state_bytes, m->st));
-    } else {
-        if (m->abi.param_bytes) CU(cu.MemcpyHtoDAsync(m->dP, m->hP, m->abi.param_bytes, m->st));
-        if (m->abi.state_bytes) CU(cu.MemcpyHtoDAsync(m->dS, m->hS, m->abi.state_bytes, m->st));
-    }
+/* Every host<->device copy goes on the compute stream, from pinned memory, then the host waits
+ * for it.  A synchronous cuMemcpyHtoD would run on the legacy stream, which a
+ * CU_STREAM_NON_BLOCKING stream does not wait for: the first kernel could read parameters (or
+ * Adam's step) before they landed.  Ordering on one stream makes "copied, then used" hold by
+ * construction. */
+static bool copy_block(CudaModel *m, int block, int64_t offset, void *host, size_t bytes, int direction) {
+    CU(cu.CtxSetCurrent(m->ctx));
+    CUdeviceptr d = m->dBlock[block] + (CUdeviceptr)offset;
+    if (direction == NNC_SYNC_TO_HOST) CU(cu.MemcpyDtoHAsync(host, d, bytes, m->st));
+    else CU(cu.MemcpyHtoDAsync(d, host, bytes, m->st));
     CU(cu.StreamSynchronize(m->st));
     return true;
 }
 
-static void cuda_sync(void *mv, int direction) {
-    CudaModel *m = mv;
-    if (!m) return;
-    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || !sync_dir(m, direction))
-        fprintf(stderr, "nnc: error: %s\n", m->msg[0] ? m->msg : "cannot make the CUDA context current");
+static int cuda_copy(nnc_rt *rt, int block, int64_t offset, void *host, size_t bytes, int direction) {
+    return copy_block(rt->dev, block, offset, host, bytes, direction) ? 0 : rt->status;
 }
 
-static bool set_step(CudaModel *m, int64_t s) {
-    m->step = s;
-    *m->hStep = s;
+/* The step lives in device memory too, so a captured graph replays with the current step. */
+static bool upload_step(CudaModel *m) {
+    CU(cu.CtxSetCurrent(m->ctx));
+    *m->hStep = m->rt->step;
     CU(cu.MemcpyHtoDAsync(m->dStep, m->hStep, sizeof *m->hStep, m->st));
     CU(cu.StreamSynchronize(m->st));
     return true;
 }
 
-static void cuda_set_step(void *mv, int64_t s) {
-    CudaModel *m = mv;
+static int cuda_set_step(nnc_rt *rt) { return upload_step(rt->dev) ? 0 : rt->status; }
+
+static size_t nonzero(size_t b) { return b ? b : 64; }
+
+/* Pinned: copies from and to it are asynchronous on the stream, and a graph can capture them. */
+static void *cuda_host_alloc(nnc_rt *rt, size_t bytes) {
+    CudaModel *m = rt->dev;
+    void *p = NULL;
+    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || cu.MemAllocHost(&p, nonzero(bytes)) != CUDA_SUCCESS) return NULL;
+    memset(p, 0, nonzero(bytes));
+    return p;
+}
+
+/* Only once the stream is idle: no copy may still read or write the memory. */
+static void cuda_host_free(nnc_rt *rt, void *p) {
+    CudaModel *m = rt->dev;
+    cu.CtxSetCurrent(m->ctx);
+    cu.StreamSynchronize(m->st);
+    cu.MemFreeHost(p);
+}
+
+/* The batch into the pinned staging the (captured) input copies read. */
+static void stage_inputs(CudaModel *m, int entry, const void *const *in, int64_t B) {
+    const nnc_model_desc *d = m->desc;
+    for (int i = 0; i < d->abi.ninputs; i++)
+        if (d->entry[entry].reads[i]) memcpy(m->hIn[i], in[i], nnc_rt_bytes(d, &d->abi.inputs[i], B));
+}
+
+/* The runtime has checked the batch and the inputs and advanced the step. */
+static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
+    CudaModel *m = rt->dev;
+    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS) return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
+    stage_inputs(m, entry, in, B);
+    bool ok = launch_entry(m, &m->p->entry[entry], B);
+    CUresult rc = cu.StreamSynchronize(m->st);
+    if (ok && rc != CUDA_SUCCESS) {
+        cu_fail(m, rc, "cuStreamSynchronize(stream) after the step", __FILE__, __LINE__);
+        ok = false;
+    }
+    if (!ok) return rt->status ? rt->status : NNC_STATUS_ARG;
+    if (m->has_ce[entry] && m->hErr[0])
+        return nnc_rt_fail(rt, NNC_STATUS_CHECK, NNC_RT_LABEL_FMT, m->hErr[2], (long long)m->hErr[1],
+                           (long long)m->hErr[3]);
+    return 0;
+}
+
+/* Everything the device allocated, then the description (in the arena) with it. */
+static void cuda_close(nnc_rt *rt) {
+    CudaModel *m = rt->dev;
     if (!m) return;
-    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || !set_step(m, s)) fprintf(stderr, "nnc: error: %s\n", m->msg);
+    if (m->ctx) cu.CtxSetCurrent(m->ctx);
+    if (m->st) cu.StreamSynchronize(m->st);
+    for (int k = 0; k < ENTRY_COUNT; k++)
+        for (int s = 0; s < GRAPH_SLOTS; s++)
+            if (m->graph[k][s].exec) cu.GraphExecDestroy(m->graph[k][s].exec);
+    if (m->blas) cu.BlasDestroy(m->blas);
+    CUdeviceptr dev[] = {m->dBlock[0], m->dBlock[1], m->dBlock[2], m->dBlock[3], m->dStep, m->dErr, m->dWork, m->dFirst};
+    for (size_t i = 0; i < NNC_COUNTOF(dev); i++)
+        if (dev[i]) cu.MemFree(dev[i]);
+    for (int i = 0; m->hIn && i < m->desc->abi.ninputs; i++)
+        if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
+    void *pinned[] = {m->hErr, m->hStep, m->hFirst};
+    for (size_t i = 0; i < NNC_COUNTOF(pinned); i++)
+        if (pinned[i]) cu.MemFreeHost(pinned[i]);
+    if (m->mod) cu.ModuleUnload(m->mod);
+    if (m->st) cu.StreamDestroy(m->st);
+    if (m->ctx) cu.PrimaryCtxRelease(m->dev);
+    arena_free(&m->arena);
+    free(m);
+    rt->dev = NULL;
 }
 
-static int64_t cuda_get_step(void *mv) { return mv ? ((CudaModel *)mv)->step : 0; }
-static const char *cuda_error(void *mv) { return mv ? ((CudaModel *)mv)->msg : "no model (NULL)"; }
+/* Parameters, state and activations are device memory; the host block and the mirrors are the
+ * runtime's, in pinned memory. */
+static const nnc_device_ops cuda_device = {
+    .name = "cuda",
+    .device_blocks = 1u << NNC_BLOCK_PARAMS | 1u << NNC_BLOCK_STATE | 1u << NNC_BLOCK_ACT,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy = cuda_copy,
+    .set_step = cuda_set_step,
+    .run = cuda_run,
+    .close = cuda_close,
+};
 
-static void cuda_init(void *mv, uint64_t seed) {
-    CudaModel *m = mv;
-    if (!m) return;
-    init_params(m, seed);
-    memset(m->hS, 0, m->abi.state_bytes);
-    m->status = 0;
-    cuda_sync(m, NNC_SYNC_TO_DEVICE);
-    cuda_set_step(m, 0);
-}
-
-static void *cuda_param(void *mv, int i) {
-    CudaModel *m = mv;
-    return m && i >= 0 && i < m->abi.nparams ? (char *)m->hP + m->param_off[i] * (int64_t)m->rb : NULL;
-}
-
-static void *cuda_state(void *mv, int i) {
-    CudaModel *m = mv;
-    return m && i >= 0 && i < m->abi.nstates ? (char *)m->hS + m->state_off[i] * (int64_t)m->rb : NULL;
-}
-
-/* Host pointers: values already on the host directly, device values copied into staging. */
-static const void *cuda_output(void *mv, int entry, int k) {
-    CudaModel *m = mv;
-    if (!m || entry < 0 || entry >= ENTRY_COUNT || k < 0 || k >= m->abi.noutputs[entry]) return NULL;
-    const Entry *e = &m->p->entry[entry];
-    int x = cuda_resolve(e, e->outputs[k]);
-    if (e->buf[x].kind == BUF_INLINE || e->buf[x].kind == BUF_INPUT) return NULL;
-    CUdeviceptr d;
-    char *h;
-    if (!where(m, e, x, &d, &h)) return NULL;
-    if (h) return h;
-    if (!m->out_fresh[entry][k]) {
-        size_t bytes = (size_t)shape_numel(m->p->g->nodes[x].shape, m->lastB[entry] ? m->lastB[entry] : 1) * elem_bytes(m, x);
-        if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS ||
-            cu.MemcpyDtoHAsync(m->out_stage[entry][k], d, bytes, m->st) != CUDA_SUCCESS ||
-            cu.StreamSynchronize(m->st) != CUDA_SUCCESS)
-            return NULL;
-        m->out_fresh[entry][k] = true;
-    }
-    return m->out_stage[entry][k];
-}
-
-/* ---- tensor tables (the same names and order as the generated C) -------------------------- */
-
-static nnc_tensor_info info_of(const CudaModel *m, const char *name, const Node *n) {
-    nnc_tensor_info t = {name, n->dtype == DT_I32 ? NNC_TYPE_I32 : m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, n->shape.rank, {0}};
-    for (int i = 0; i < n->shape.rank; i++) t.dims[i] = n->shape.d[i];
-    return t;
-}
-
-static const char *output_name(CudaModel *m, const Entry *e, int k) {
-    const Graph *g = m->p->g;
-    int node = e->outputs[k];
-    if (node == g->loss && k == 0) return "loss";
-    /* eval lists the loss, then every named output in order (passes/select.c): by position, as
-     * the C renderer names them, so an output that is also the loss keeps its own name */
-    if (e->kind == ENTRY_EVAL && k - (g->loss >= 0) < g->nouts) return g->outs[k - (g->loss >= 0)].name;
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == OP_PARAM && g->nodes[i].grad == node)
-            return arena_printf(&m->arena, "grad.%s", g->nodes[i].name);
-    return "?";
-}
-
-static void build_tables(CudaModel *m) {
-    const Program *p = m->p;
-    const Graph *g = p->g;
-    const Entry *ev = &p->entry[ENTRY_EVAL];
-    int np = 0, ns = 0, ni = 0;
-    for (int i = 0; i < g->n; i++) {
-        np += g->nodes[i].op == OP_PARAM;
-        ns += g->nodes[i].op == OP_STATE;
-        ni += g->nodes[i].op == OP_INPUT;
-    }
-    nnc_tensor_info *in = arena_alloc(&m->arena, (size_t)(ni + 1) * sizeof *in);
-    nnc_tensor_info *pa = arena_alloc(&m->arena, (size_t)(np + 1) * sizeof *pa);
-    nnc_tensor_info *sa = arena_alloc(&m->arena, (size_t)(ns + 1) * sizeof *sa);
-    m->in_node = arena_alloc(&m->arena, (size_t)(ni + 1) * sizeof(int));
-    m->param_off = arena_alloc(&m->arena, (size_t)(np + 1) * sizeof(int64_t));
-    m->state_off = arena_alloc(&m->arena, (size_t)(ns + 1) * sizeof(int64_t));
-    int a = 0, b = 0, c = 0;
-    for (int i = 0; i < g->n; i++) {
-        const Node *n = &g->nodes[i];
-        if (n->op == OP_INPUT) { m->in_node[a] = i; in[a++] = info_of(m, n->name, n); }
-        if (n->op == OP_PARAM) { m->param_off[b] = ev->buf[i].offset; pa[b++] = info_of(m, n->name, n); }
-        if (n->op == OP_STATE) { m->state_off[c] = ev->buf[i].offset; sa[c++] = info_of(m, n->name, n); }
-    }
-    nnc_model_abi *A = &m->abi;
-    memset(A, 0, sizeof *A);
-    A->abi_version = NNC_ABI_VERSION;
-    A->name = model_c_name(p);
-    A->real_bytes = (int)m->rb;
-    A->batch_max = g->batch_max;
-    A->ninputs = ni;
-    A->nparams = np;
-    A->nstates = ns;
-    A->inputs = in;
-    A->params = pa;
-    A->states = sa;
-    int64_t act[2] = {0, 0};
-    for (int k = 0; k < ENTRY_COUNT; k++) {
-        const Entry *e = &p->entry[k];
-        nnc_tensor_info *o = arena_alloc(&m->arena, (size_t)(e->noutputs + 1) * sizeof *o);
-        for (int j = 0; j < e->noutputs; j++) o[j] = info_of(m, output_name(m, e, j), &g->nodes[e->outputs[j]]);
-        A->noutputs[k] = e->noutputs;
-        A->outputs[k] = o;
-        for (int d = 0; d < 2; d++)
-            if (e->act_elems[d] > act[d]) act[d] = e->act_elems[d];
-    }
-    A->param_bytes = (size_t)p->param_elems * m->rb;
-    A->state_bytes = (size_t)p->state_elems * m->rb;
-    A->act_bytes = (size_t)(act[0] + act[1]) * m->rb;
-    A->create = cuda_create;
-    A->destroy = cuda_destroy;
-    A->init = cuda_init;
-    A->run = cuda_run;
-    A->param = cuda_param;
-    A->state = cuda_state;
-    A->output = cuda_output;
-    A->get_step = cuda_get_step;
-    A->set_step = cuda_set_step;
-    A->error = cuda_error;
-    A->sync = cuda_sync;
+/* nnc_model_abi.create: a CUDA model is created by the backend's load(), with its device. */
+static void *cuda_create(void *mem) {
+    (void)mem;
+    return NULL;
 }
 
 /* ---- load ----------------------------------------------------------------------------------- */
@@ -755,18 +632,12 @@ static bool load_module(CudaModel *m, const char *cubin) {
     return true;
 }
 
-static size_t nonzero(size_t b) { return b ? b : 64; }
-
-static bool alloc_memory(CudaModel *m) {
-    const nnc_model_abi *A = &m->abi;
-    const Program *p = m->p;
-    int64_t act[2] = {0, 0};
-    for (int k = 0; k < ENTRY_COUNT; k++)
-        for (int d = 0; d < 2; d++)
-            if (p->entry[k].act_elems[d] > act[d]) act[d] = p->entry[k].act_elems[d];
-    CU(cu.MemAlloc(&m->dP, nonzero(A->param_bytes)));
-    CU(cu.MemAlloc(&m->dS, nonzero(A->state_bytes)));
-    CU(cu.MemAlloc(&m->dA, nonzero((size_t)act[DEV_CUDA] * m->rb)));
+/* Device blocks as the description sizes them, the step, the error flag, cuBLAS's workspace,
+ * and pinned staging for the inputs (the host blocks come from the runtime, nnc_rt_alloc). */
+static bool alloc_device(CudaModel *m) {
+    const nnc_model_desc *d = m->desc;
+    for (int b = 0; b < NNC_BLOCK_COUNT; b++)
+        if (nnc_rt_on_device(&cuda_device, b)) CU(cu.MemAlloc(&m->dBlock[b], nonzero(d->block_bytes[b])));
     CU(cu.MemAlloc(&m->dStep, 64));
     CU(cu.MemAlloc(&m->dErr, 64));
     CU(cu.MemAlloc(&m->dWork, BLAS_WORKSPACE));
@@ -774,28 +645,12 @@ static bool alloc_memory(CudaModel *m) {
     CU(cu.MemAllocHost((void **)&m->hFirst, 64));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(m->blas, (void *)m->dWork, BLAS_WORKSPACE));
-    CU(cu.MemAllocHost(&m->hP, nonzero(A->param_bytes)));
-    CU(cu.MemAllocHost(&m->hS, nonzero(A->state_bytes)));
     CU(cu.MemAllocHost((void **)&m->hStep, sizeof *m->hStep));
-    memset(m->hP, 0, nonzero(A->param_bytes));
-    memset(m->hS, 0, nonzero(A->state_bytes));
-    CU(cu.MemAllocHost((void **)&m->hA, nonzero((size_t)act[DEV_CPU] * m->rb)));
     CU(cu.MemAllocHost((void **)&m->hErr, 64));
     memset(m->hErr, 0, 64);
-    m->hIn = arena_alloc(&m->arena, (size_t)(A->ninputs + 1) * sizeof(void *));
-    for (int i = 0; i < A->ninputs; i++) {
-        int x = m->in_node[i];
-        CU(cu.MemAllocHost(&m->hIn[i], nonzero((size_t)shape_numel(p->g->nodes[x].shape, p->g->batch_max) * elem_bytes(m, x))));
-    }
-    for (int k = 0; k < ENTRY_COUNT; k++) {
-        const Entry *e = &p->entry[k];
-        m->out_stage[k] = arena_alloc(&m->arena, (size_t)(e->noutputs + 1) * sizeof(void *));
-        m->out_fresh[k] = arena_alloc(&m->arena, (size_t)(e->noutputs + 1));
-        for (int j = 0; j < e->noutputs; j++) {
-            int x = e->outputs[j];
-            CU(cu.MemAllocHost(&m->out_stage[k][j], (size_t)shape_numel(p->g->nodes[x].shape, p->g->batch_max) * elem_bytes(m, x) + 8));
-        }
-    }
+    m->hIn = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(void *));
+    for (int i = 0; i < d->abi.ninputs; i++)
+        CU(cu.MemAllocHost(&m->hIn[i], nonzero(nnc_rt_bytes(d, &d->abi.inputs[i], d->abi.batch_max))));
     return true;
 }
 
@@ -814,85 +669,79 @@ static bool open_device(CudaModel *m, char *arch, size_t archlen) {
     return true;
 }
 
-static LoadedModel *cuda_load(const Program *p, const BuildOpts *o, char *err, size_t n) {
-    if (!cuda_open()) {
-        snprintf(err, n, "%s", cu.why);
-        return NULL;
-    }
-    if (!cuda_nvrtc_available(err, n) || !check_placement(p, err, n)) return NULL;
+/* The instance, before any device work: its description, and the runtime's instance that every
+ * later failure reports into. */
+static CudaModel *cuda_model_new(const Program *p, const BuildOpts *o) {
     CudaModel *m = xcalloc(1, sizeof *m);
     m->p = p;
     m->f64 = o->f64;
     m->tf32 = o->tf32;
     m->check_numerics = o->check_numerics;
     m->rb = o->f64 ? 8 : 4;
-    build_tables(m);
-    LoadedModel *lm = xcalloc(1, sizeof *lm);
-    lm->abi = &m->abi;
-    lm->m = m;
-    lm->handle = m;
+    const nnc_model_abi fns = {NNC_RT_ABI_FUNCTIONS(cuda_create)};
+    m->desc = model_desc_build(p, o->f64, &fns, &m->arena);
+    if (!(m->rt = nnc_rt_new(m->desc, &cuda_device, m))) {
+        arena_free(&m->arena);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static double seconds_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* The device, the module (compiled or from the cache), device memory, then the runtime's host
+ * memory.  A compile failure's log is in err already; anything else is the instance's message. */
+static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *err, size_t n) {
     char arch[32];
-    Str src = {0};
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     bool ok = open_device(m, arch, sizeof arch);
     char *cubin = NULL;
     if (ok) {
-        cuda_render(p, o, &src);
-        cubin = get_cubin(p, o, src.buf, arch, lm, err, n);
-        if (!cubin) {
-            str_free(&src);
-            cuda_destroy(m);
-            free(lm);
-            return NULL;
-        }
+        Str src = {0};
+        cuda_render(m->p, o, &src);
+        cubin = get_cubin(m->p, o, src.buf, arch, lm, err, n);
+        str_free(&src);
+        if (!cubin) return false;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    lm->compile_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    ok = ok && load_module(m, cubin) && alloc_memory(m);
+    lm->compile_seconds = seconds_since(&t0);
+    ok = ok && load_module(m, cubin) && alloc_device(m) && nnc_rt_alloc(m->rt, NULL) == 0;
     free(cubin);
-    str_free(&src);
-    if (!ok) {
-        snprintf(err, n, "%s", m->msg);
-        cuda_destroy(m);
+    if (!ok) snprintf(err, n, "%s", m->rt->msg);
+    return ok;
+}
+
+static LoadedModel *cuda_load(const Program *p, const BuildOpts *o, char *err, size_t n) {
+    if (!cuda_open()) {
+        snprintf(err, n, "%s", cu.why);
+        return NULL;
+    }
+    if (!cuda_nvrtc_available(err, n) || !check_placement(p, err, n)) return NULL;
+    CudaModel *m = cuda_model_new(p, o);
+    if (!m) {
+        snprintf(err, n, "out of memory");
+        return NULL;
+    }
+    LoadedModel *lm = xcalloc(1, sizeof *lm);
+    if (!cuda_setup(m, o, lm, err, n)) {
+        nnc_rt_destroy(m->rt);
         free(lm);
         return NULL;
     }
+    lm->abi = &m->desc->abi;
+    lm->m = m->rt;
+    lm->handle = m;
     return lm;
-}
-
-static void cuda_destroy(void *mv) {
-    CudaModel *m = mv;
-    if (!m) return;
-    if (m->ctx) cu.CtxSetCurrent(m->ctx);
-    if (m->st) cu.StreamSynchronize(m->st);
-    for (int k = 0; k < ENTRY_COUNT; k++) {
-        for (int s = 0; s < GRAPH_SLOTS; s++)
-            if (m->graph[k][s].exec) cu.GraphExecDestroy(m->graph[k][s].exec);
-        for (int j = 0; m->out_stage[k] && j < m->p->entry[k].noutputs; j++)
-            if (m->out_stage[k][j]) cu.MemFreeHost(m->out_stage[k][j]);
-    }
-    if (m->blas) cu.BlasDestroy(m->blas);
-    CUdeviceptr dev[] = {m->dP, m->dS, m->dA, m->dStep, m->dErr, m->dWork, m->dFirst};
-    for (size_t i = 0; i < NNC_COUNTOF(dev); i++)
-        if (dev[i]) cu.MemFree(dev[i]);
-    for (int i = 0; m->hIn && i < m->abi.ninputs; i++)
-        if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
-    if (m->hA) cu.MemFreeHost(m->hA);
-    if (m->hErr) cu.MemFreeHost(m->hErr);
-    if (m->mod) cu.ModuleUnload(m->mod);
-    if (m->st) cu.StreamDestroy(m->st);
-    if (m->ctx) cu.PrimaryCtxRelease(m->dev);
-    void *pinned[] = {m->hP, m->hS, m->hStep, m->hFirst};
-    for (size_t i = 0; i < NNC_COUNTOF(pinned); i++)
-        if (pinned[i]) cu.MemFreeHost(pinned[i]);
-    arena_free(&m->arena);
-    free(m);
 }
 
 static void cuda_unload(LoadedModel *lm) {
     if (!lm) return;
-    cuda_destroy(lm->m);
+    nnc_rt_destroy(lm->m);
     free(lm);
 }
 

@@ -1,0 +1,154 @@
+/* model_desc.c - the description of a compiled model (nnc_model_desc, include/nnc_runtime.h),
+ * built once from a planned Program.
+ *
+ * Everything the host side of a model needs to know, as data: the ABI's tensor tables (inputs,
+ * parameters, state, each entry's outputs with their names), where every parameter, state and
+ * output lives (block and byte offset), each parameter's initializer, the size of every memory
+ * block, which inputs each entry reads, and whether it advances the step.  The runtime
+ * (nnc_runtime.h) implements nnc_model_abi over it; the C backend prints it as initializers
+ * (codegen/cpu/render_c_model.c) and the CUDA backend uses it as built.  So each of these
+ * facts is computed here and nowhere else:
+ *   - output names: "loss", "grad.<param>", eval's named outputs by position;
+ *   - parameter and state offsets (the plan's, the same in every entry);
+ *   - block sizes: the activation block is the largest any entry needs, per device.
+ * Everything lives in the caller's arena. */
+#include "codegen.h"
+
+_Static_assert(NNC_INIT_ZEROS == (int)INIT_ZEROS && NNC_INIT_ONES == (int)INIT_ONES &&
+               NNC_INIT_CONSTANT == (int)INIT_CONSTANT && NNC_INIT_UNIFORM == (int)INIT_UNIFORM &&
+               NNC_INIT_NORMAL == (int)INIT_NORMAL, "the runtime's initializer numbers are the IR's");
+_Static_assert(NNC_ENTRY_TRAIN == (int)ENTRY_TRAIN && NNC_ENTRY_GRAD == (int)ENTRY_GRAD &&
+               NNC_ENTRY_EVAL == (int)ENTRY_EVAL && ENTRY_COUNT == 3, "the ABI's entry numbers are the schedule's");
+
+typedef struct {
+    const Program *p;
+    size_t rb;                  /* bytes per real */
+    Arena *a;
+    nnc_model_desc *d;
+} Build;
+
+static nnc_tensor_info info_of(const Build *b, const char *name, const Node *n) {
+    nnc_tensor_info t = {name, n->dtype == DT_I32 ? NNC_TYPE_I32 : b->rb == 8 ? NNC_TYPE_F64 : NNC_TYPE_F32,
+                         n->shape.rank, {0}};
+    for (int i = 0; i < n->shape.rank; i++) t.dims[i] = n->shape.d[i];
+    return t;
+}
+
+/* The name output k of entry e goes by.  Eval lists the loss, then every named output in order
+ * (passes/select.c): by position, so that 'output r = cross_entropy(...)' used as the loss is
+ * still found as "r". */
+static const char *output_name(const Build *b, const Entry *e, int k) {
+    const Graph *g = b->p->g;
+    int node = e->outputs[k];
+    if (node == g->loss && k == 0) return "loss";
+    if (e->kind == ENTRY_EVAL && k - (g->loss >= 0) < g->nouts) return g->outs[k - (g->loss >= 0)].name;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_PARAM && g->nodes[i].grad == node) return arena_printf(b->a, "grad.%s", g->nodes[i].name);
+    return "?";
+}
+
+/* Where node x's value is after a call of entry e.  On a device target, an activation the
+ * schedule keeps on the host (a value copied back, such as the loss) is in the host block. */
+static nnc_place place_of(const Build *b, const Entry *e, int x) {
+    while (e->buf[x].kind == BUF_ALIAS) x = e->buf[x].alias;
+    const Buffer *u = &e->buf[x];
+    int64_t at = u->offset * (int64_t)b->rb;
+    switch (u->kind) {
+    case BUF_PARAM: return (nnc_place){NNC_BLOCK_PARAMS, at};
+    case BUF_STATE: return (nnc_place){NNC_BLOCK_STATE, at};
+    case BUF_ACT:
+        return (nnc_place){b->p->target != DEV_CPU && u->dev == DEV_CPU ? NNC_BLOCK_HOST : NNC_BLOCK_ACT, at};
+    default: return (nnc_place){NNC_BLOCK_NONE, 0};   /* inline, input, or never materialized */
+    }
+}
+
+static int count_op(const Graph *g, Op op) {
+    int n = 0;
+    for (int i = 0; i < g->n; i++) n += g->nodes[i].op == op;
+    return n;
+}
+
+/* Inputs, parameters and state in graph order, which is the order run() takes inputs in. */
+static void build_leaves(Build *b) {
+    const Graph *g = b->p->g;
+    const Entry *ev = &b->p->entry[ENTRY_EVAL];   /* leaves sit at the same offsets in every entry */
+    nnc_model_abi *A = &b->d->abi;
+    A->ninputs = count_op(g, OP_INPUT);
+    A->nparams = count_op(g, OP_PARAM);
+    A->nstates = count_op(g, OP_STATE);
+    nnc_tensor_info *in = arena_alloc(b->a, (size_t)(A->ninputs + 1) * sizeof *in);
+    nnc_tensor_info *pa = arena_alloc(b->a, (size_t)(A->nparams + 1) * sizeof *pa);
+    nnc_tensor_info *st = arena_alloc(b->a, (size_t)(A->nstates + 1) * sizeof *st);
+    nnc_leaf_desc *pl = arena_alloc(b->a, (size_t)(A->nparams + 1) * sizeof *pl);
+    nnc_leaf_desc *sl = arena_alloc(b->a, (size_t)(A->nstates + 1) * sizeof *sl);
+    int ni = 0, np = 0, ns = 0;
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        int64_t at = ev->buf[i].offset * (int64_t)b->rb;
+        if (n->op == OP_INPUT) in[ni++] = info_of(b, n->name, n);
+        if (n->op == OP_PARAM) {
+            pl[np] = (nnc_leaf_desc){at, (int)n->attr.init.kind, n->attr.init.a, n->attr.init.b};
+            pa[np++] = info_of(b, n->name, n);
+        }
+        if (n->op == OP_STATE) {
+            sl[ns] = (nnc_leaf_desc){at, NNC_INIT_ZEROS, 0, 0};
+            st[ns++] = info_of(b, n->name, n);
+        }
+    }
+    A->inputs = in;
+    A->params = pa;
+    A->states = st;
+    b->d->param = pl;
+    b->d->state = sl;
+}
+
+static void build_entry(Build *b, int k) {
+    const Entry *e = &b->p->entry[k];
+    const Graph *g = b->p->g;
+    nnc_entry_desc *E = &b->d->entry[k];
+    nnc_tensor_info *out = arena_alloc(b->a, (size_t)(e->noutputs + 1) * sizeof *out);
+    nnc_place *at = arena_alloc(b->a, (size_t)(e->noutputs + 1) * sizeof *at);
+    unsigned char *reads = arena_alloc(b->a, (size_t)b->d->abi.ninputs + 1);
+    for (int j = 0; j < e->noutputs; j++) {
+        out[j] = info_of(b, output_name(b, e, j), &g->nodes[e->outputs[j]]);
+        at[j] = place_of(b, e, e->outputs[j]);
+    }
+    for (int i = 0, slot = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_INPUT) reads[slot++] = e->live && e->live[i];
+    *E = (nnc_entry_desc){e->name, e->nlaunch > 0 || e->noutputs > 0, k == ENTRY_TRAIN, reads, at};
+    b->d->abi.noutputs[k] = e->noutputs;
+    b->d->abi.outputs[k] = out;
+}
+
+/* Parameters and state have one size; activations the largest any entry needs, on the target
+ * and (a device target only) on the host. */
+static void build_blocks(Build *b) {
+    const Program *p = b->p;
+    int64_t act[2] = {0, 0};
+    for (int k = 0; k < ENTRY_COUNT; k++)
+        for (int dev = 0; dev < 2; dev++)
+            if (p->entry[k].act_elems[dev] > act[dev]) act[dev] = p->entry[k].act_elems[dev];
+    size_t *bytes = b->d->block_bytes;
+    bytes[NNC_BLOCK_PARAMS] = (size_t)p->param_elems * b->rb;
+    bytes[NNC_BLOCK_STATE] = (size_t)p->state_elems * b->rb;
+    bytes[NNC_BLOCK_ACT] = (size_t)act[p->target] * b->rb;
+    bytes[NNC_BLOCK_HOST] = p->target == DEV_CPU ? 0 : (size_t)act[DEV_CPU] * b->rb;
+    nnc_model_abi *A = &b->d->abi;
+    A->param_bytes = bytes[NNC_BLOCK_PARAMS];
+    A->state_bytes = bytes[NNC_BLOCK_STATE];
+    A->act_bytes = bytes[NNC_BLOCK_ACT] + bytes[NNC_BLOCK_HOST];
+}
+
+nnc_model_desc *model_desc_build(const Program *p, bool f64, const nnc_model_abi *fns, Arena *a) {
+    Build b = {p, f64 ? 8 : 4, a, arena_alloc(a, sizeof(nnc_model_desc))};
+    if (fns) b.d->abi = *fns;
+    nnc_model_abi *A = &b.d->abi;
+    A->abi_version = NNC_ABI_VERSION;
+    A->name = model_c_name(p);
+    A->real_bytes = (int)b.rb;
+    A->batch_max = p->g->batch_max;
+    build_leaves(&b);
+    for (int k = 0; k < ENTRY_COUNT; k++) build_entry(&b, k);
+    build_blocks(&b);
+    return b.d;
+}

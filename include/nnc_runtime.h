@@ -1,0 +1,487 @@
+/* nnc_runtime.h - the host side of every compiled model: nnc_model_abi over a description.
+ *
+ * Codegen produces data, not logic: an nnc_model_desc (tensors with names, shapes and block
+ * offsets, parameter initializers, block sizes, each entry's outputs and the inputs it reads)
+ * and a device that can run an entry.  This file is everything else, once: creating and
+ * destroying an instance, Philox initialisation, the batch bound, NULL checks, status codes and
+ * messages, output lookup (host memory directly, device memory through a host copy), the
+ * parameter/state mirrors and the step counter.  A device is a small table of operations
+ * (nnc_device_ops, after ggml's ggml_backend_i): host memory, copies to and from its own
+ * memory, and running an entry.  The CPU device is trivial (host memory is its memory, run
+ * calls the generated entry function); the CUDA backend's device keeps NVRTC kernels, cuBLAS,
+ * graphs and its error flag (codegen/cuda/backend_cuda.c).
+ *
+ * Two sections, in the single-file-library style: the types (always), and the functions, only
+ * where NNC_RUNTIME_IMPLEMENTATION is defined before the include.  Generated C and each
+ * ahead-of-time library paste an exact copy of this file (codegen embeds it, like nnc_rng.h),
+ * and the CUDA backend includes it, so it needs libc only.  Every function is static (two models
+ * linked into one program never clash) and marked unused where the compiler allows, since a
+ * device uses only some of them.  Include nnc_abi.h and nnc_rng.h first: a pasted copy cannot
+ * #include its neighbours.
+ *
+ * Invariants:
+ *   - offsets and sizes in a description are bytes; an f32 tensor is `real_bytes` wide, i32 4;
+ *   - the host memory of the parameter and state blocks is what param()/state() return: the
+ *     blocks themselves on a host device, mirrors moved by sync() on another;
+ *   - an instance's outputs are current only for the entry in `last`, the call that last
+ *     succeeded; a device-memory output is copied to the host once per call, when first read. */
+#ifndef NNC_RUNTIME_H
+#define NNC_RUNTIME_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef NNC_ABI_H
+#error "include nnc_abi.h before nnc_runtime.h"
+#endif
+
+#define NNC_RT_MSG_LEN 1024   /* room for a CUDA call with its site, or a NaN's op and line */
+
+/* What run() and the typed API return; the message is in error(). */
+enum {
+    NNC_STATUS_OK = 0,      /* the call succeeded */
+    NNC_STATUS_CHECK = 1,   /* a check inside a kernel failed: a label outside [0, classes) */
+    NNC_STATUS_BATCH = 2,   /* the batch is outside [1, batch_max] */
+    NNC_STATUS_ENTRY = 3,   /* the model has no such entry point (no loss: eval only) */
+    NNC_STATUS_ARG = 4,     /* a NULL argument, a non-finite value (--check-numerics), a device error */
+};
+
+/* The messages of the checks inside a call, the same on every target (kernels and devices
+ * format them): a label out of range (NNC_STATUS_CHECK) and, with --check-numerics, the first
+ * NaN or Inf a launch wrote (NNC_STATUS_ARG): "NaN", element, what wrote it, step. */
+#define NNC_RT_LABEL_FMT "cross_entropy: label %d at row %lld is outside [0, %lld)"
+#define NNC_RT_NONFINITE_FMT "%s at element %lld of %s at step %lld"
+
+/* The memory blocks a model uses; sizes per model in nnc_model_desc.block_bytes. */
+enum {
+    NNC_BLOCK_PARAMS = 0,   /* parameters, by offset */
+    NNC_BLOCK_STATE = 1,    /* optimizer state (momentum, Adam's moments) */
+    NNC_BLOCK_ACT = 2,      /* activations on the target (reused by liveness within a call) */
+    NNC_BLOCK_HOST = 3,     /* activations a device target keeps on the host (the loss copied back) */
+    NNC_BLOCK_COUNT = 4,
+    NNC_BLOCK_NONE = -1,    /* no memory: an inline constant, or a batch input */
+};
+
+/* Parameter initializers (torch.nn.init's; Kaiming and Xavier arrive as uniform or normal). */
+enum {
+    NNC_INIT_ZEROS = 0,     /* 0 */
+    NNC_INIT_ONES = 1,      /* 1 */
+    NNC_INIT_CONSTANT = 2,  /* a */
+    NNC_INIT_UNIFORM = 3,   /* U(a, b) */
+    NNC_INIT_NORMAL = 4,    /* N(a, b^2) */
+};
+
+typedef struct {
+    int block;              /* NNC_BLOCK_*, or NNC_BLOCK_NONE */
+    int64_t offset;         /* bytes from the block's start */
+} nnc_place;
+
+typedef struct {
+    int64_t offset;         /* bytes into the parameter (or state) block */
+    int init;               /* NNC_INIT_*: Philox stream nnc_rng_hash(name), element index */
+    double a, b;            /* the initializer's arguments */
+} nnc_leaf_desc;
+
+typedef struct {
+    const char *name;           /* "train_step", "grad", "eval": as the typed API names it */
+    int present;                /* 0: the model has no such entry */
+    int advances_step;          /* 1: the step counter goes up by one before the entry runs */
+    const unsigned char *reads; /* per input: 1 when the entry reads it (then it must not be NULL) */
+    const nnc_place *outputs;   /* per output (abi.outputs[entry]): where it is after a call */
+} nnc_entry_desc;
+
+/* A compiled model, as data.  Tensor arrays end with a zeroed element, so none is empty. */
+typedef struct nnc_model_desc {
+    nnc_model_abi abi;                      /* exported as is: names, shapes, sizes, functions */
+    size_t block_bytes[NNC_BLOCK_COUNT];    /* each block's size (0: unused) */
+    const nnc_leaf_desc *param, *state;     /* parallel to abi.params, abi.states */
+    nnc_entry_desc entry[3];                /* by NNC_ENTRY_* */
+} nnc_model_desc;
+
+typedef struct nnc_rt nnc_rt;
+
+/* What a device does for the runtime.  Operations return 0, or a status with the message left
+ * by nnc_rt_fail.  Operations a device does not need are NULL. */
+typedef struct nnc_device_ops {
+    const char *name;
+    unsigned device_blocks;     /* bit b: block b is in the device's own memory (allocated by the
+                                   device); params and state then have host mirrors, act none */
+    /* Zeroed host memory the runtime hands out or copies through (CUDA: pinned, so that copies
+     * are asynchronous on the compute stream and can be captured). */
+    void *(*host_alloc)(nnc_rt *rt, size_t bytes);
+    void (*host_free)(nnc_rt *rt, void *p);
+    /* bytes at `offset` of a device block to or from host memory (NNC_SYNC_TO_*); waits */
+    int (*copy)(nnc_rt *rt, int block, int64_t offset, void *host, size_t bytes, int direction);
+    int (*set_step)(nnc_rt *rt);    /* the device's copy of rt->step */
+    /* Runs an entry that exists on inputs that are checked; rt->step is already advanced. */
+    int (*run)(nnc_rt *rt, int entry, const void *const *in, int64_t batch);
+    void (*close)(nnc_rt *rt);      /* the device's own memory and state; rt->dev is gone after */
+} nnc_device_ops;
+
+/* An output in device memory: its host copy, and whether it is this call's. */
+typedef struct {
+    size_t at;              /* bytes into nnc_rt.stage */
+    int fresh;
+} nnc_rt_stage;
+
+/* An instance: the void *m of every nnc_model_abi function. */
+struct nnc_rt {
+    const nnc_model_desc *d;
+    const nnc_device_ops *ops;
+    void *dev;                      /* the device's own state (NULL on the CPU) */
+    char *host[NNC_BLOCK_COUNT];    /* each block's host memory, or NULL (device activations) */
+    void *owned;                    /* the host blocks when the runtime allocated them */
+    char *stage;                    /* host copies of device-memory outputs */
+    nnc_rt_stage *stages[3];        /* per entry and output */
+    int64_t batch[3];               /* each entry's last batch: sizes its outputs */
+    int64_t step;                   /* optimizer steps taken */
+    int status;
+    int last;                       /* the entry whose outputs are current, or -1 */
+    char msg[NNC_RT_MSG_LEN];
+};
+#endif /* NNC_RUNTIME_H */
+
+#if defined(NNC_RUNTIME_IMPLEMENTATION) && !defined(NNC_RUNTIME_IMPLEMENTED)
+#define NNC_RUNTIME_IMPLEMENTED
+#ifndef NNC_RNG_H
+#error "include nnc_rng.h before the implementation of nnc_runtime.h"
+#endif
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define NNC_RT_FN static __attribute__((unused))
+#define NNC_RT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define NNC_RT_FN static
+#define NNC_RT_PRINTF(f, a)
+#endif
+
+/* ---- sizes ---------------------------------------------------------------------------------- */
+
+NNC_RT_FN int64_t nnc_rt_numel(const nnc_tensor_info *t, int64_t batch) {
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) n *= t->dims[i] < 0 ? batch : t->dims[i];
+    return n;
+}
+
+NNC_RT_FN size_t nnc_rt_bytes(const nnc_model_desc *d, const nnc_tensor_info *t, int64_t batch) {
+    return (size_t)nnc_rt_numel(t, batch) * (t->dtype == NNC_TYPE_I32 ? 4u : (size_t)d->abi.real_bytes);
+}
+
+NNC_RT_FN int nnc_rt_on_device(const nnc_device_ops *ops, int block) {
+    return block >= 0 && (ops->device_blocks >> block & 1u);
+}
+
+/* Whether the runtime keeps host memory for a block: all but device activations. */
+NNC_RT_FN int nnc_rt_has_host(const nnc_device_ops *ops, int block) {
+    return block != NNC_BLOCK_ACT || !nnc_rt_on_device(ops, block);
+}
+
+/* The host memory an instance needs for its blocks, in block order with no gaps: what
+ * create(mem) carves and NAME_memory_bytes() reports. */
+NNC_RT_FN size_t nnc_rt_host_bytes(const nnc_model_desc *d, const nnc_device_ops *ops) {
+    size_t n = 0;
+    for (int b = 0; b < NNC_BLOCK_COUNT; b++)
+        if (nnc_rt_has_host(ops, b)) n += d->block_bytes[b];
+    return n;
+}
+
+static size_t nnc_rt_round64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* ---- status and messages --------------------------------------------------------------------- */
+
+NNC_RT_FN NNC_RT_PRINTF(3, 4) int nnc_rt_fail(nnc_rt *rt, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rt->msg, sizeof rt->msg, fmt, ap);
+    va_end(ap);
+    return rt->status = status;
+}
+
+/* Status 4 for a NULL argument of the typed function NAME_fn; the message names it. */
+NNC_RT_FN int nnc_rt_null_arg(nnc_rt *rt, const char *fn, const char *what) {
+    return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_%s: %s is NULL", rt->d->abi.name, fn, what);
+}
+
+/* ---- create and destroy ---------------------------------------------------------------------- */
+
+/* An instance with no memory yet: a device that sets itself up first (CUDA) reports into it. */
+NNC_RT_FN nnc_rt *nnc_rt_new(const nnc_model_desc *d, const nnc_device_ops *ops, void *dev) {
+    nnc_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) return NULL;
+    rt->d = d;
+    rt->ops = ops;
+    rt->dev = dev;
+    rt->last = -1;
+    return rt;
+}
+
+/* Host copies for the outputs the device keeps in its own memory, sized at batch_max. */
+static int nnc_rt_alloc_stages(nnc_rt *rt) {
+    const nnc_model_desc *d = rt->d;
+    size_t total = 0;
+    for (int k = 0; k < 3; k++) {
+        rt->stages[k] = calloc((size_t)d->abi.noutputs[k] + 1, sizeof *rt->stages[k]);
+        if (!rt->stages[k]) return nnc_rt_fail(rt, NNC_STATUS_ARG, "out of memory");
+        for (int j = 0; j < d->abi.noutputs[k]; j++) {
+            if (!nnc_rt_on_device(rt->ops, d->entry[k].outputs[j].block)) continue;
+            rt->stages[k][j].at = total;
+            total += nnc_rt_round64(nnc_rt_bytes(d, &d->abi.outputs[k][j], d->abi.batch_max));
+        }
+    }
+    if (total && !(rt->stage = rt->ops->host_alloc(rt, total)))
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot allocate %zu bytes of host memory", total);
+    return 0;
+}
+
+/* The host blocks, from `mem` (NULL: allocated and zeroed), and the output copies. */
+NNC_RT_FN int nnc_rt_alloc(nnc_rt *rt, void *mem) {
+    size_t bytes = nnc_rt_host_bytes(rt->d, rt->ops);
+    if (!mem && !(mem = rt->owned = rt->ops->host_alloc(rt, bytes)))
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot allocate %zu bytes of host memory", bytes);
+    size_t at = 0;
+    for (int b = 0; b < NNC_BLOCK_COUNT; b++)
+        if (nnc_rt_has_host(rt->ops, b)) {
+            rt->host[b] = (char *)mem + at;
+            at += rt->d->block_bytes[b];
+        }
+    return nnc_rt_alloc_stages(rt);
+}
+
+NNC_RT_FN void nnc_rt_destroy(void *m) {
+    nnc_rt *rt = m;
+    if (!rt) return;
+    if (rt->stage) rt->ops->host_free(rt, rt->stage);
+    if (rt->owned) rt->ops->host_free(rt, rt->owned);
+    for (int k = 0; k < 3; k++) free(rt->stages[k]);
+    if (rt->ops->close) rt->ops->close(rt);
+    free(rt);
+}
+
+/* create(mem): mem NULL, or nnc_rt_host_bytes() aligned for the element type (else NULL). */
+NNC_RT_FN void *nnc_rt_create(const nnc_model_desc *d, const nnc_device_ops *ops, void *mem) {
+    if (mem && (uintptr_t)mem % (uintptr_t)d->abi.real_bytes) return NULL;
+    nnc_rt *rt = nnc_rt_new(d, ops, NULL);
+    if (rt && nnc_rt_alloc(rt, mem)) {
+        nnc_rt_destroy(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+/* ---- parameters, state, step ------------------------------------------------------------------ */
+
+NNC_RT_FN void *nnc_rt_param(void *m, int i) {
+    nnc_rt *rt = m;
+    return rt && i >= 0 && i < rt->d->abi.nparams ? rt->host[NNC_BLOCK_PARAMS] + rt->d->param[i].offset : NULL;
+}
+
+NNC_RT_FN void *nnc_rt_state(void *m, int i) {
+    nnc_rt *rt = m;
+    return rt && i >= 0 && i < rt->d->abi.nstates ? rt->host[NNC_BLOCK_STATE] + rt->d->state[i].offset : NULL;
+}
+
+/* Parameter and state mirrors to or from a device that keeps its own; nothing on the CPU.
+ * sync() has no status to return, so a failure is also printed. */
+NNC_RT_FN void nnc_rt_sync(void *m, int direction) {
+    nnc_rt *rt = m;
+    if (!rt) return;
+    for (int b = NNC_BLOCK_PARAMS; b <= NNC_BLOCK_STATE; b++) {
+        size_t bytes = rt->d->block_bytes[b];
+        if (bytes && nnc_rt_on_device(rt->ops, b) && rt->ops->copy(rt, b, 0, rt->host[b], bytes, direction)) {
+            fprintf(stderr, "nnc: error: %s\n", rt->msg);
+            return;
+        }
+    }
+}
+
+NNC_RT_FN int64_t nnc_rt_get_step(void *m) { return m ? ((nnc_rt *)m)->step : 0; }
+
+NNC_RT_FN void nnc_rt_set_step(void *m, int64_t step) {
+    nnc_rt *rt = m;
+    if (!rt) return;
+    rt->step = step;
+    if (rt->ops->set_step && rt->ops->set_step(rt)) fprintf(stderr, "nnc: error: %s\n", rt->msg);
+}
+
+/* Element k of parameter i: the same bits on every target and in tests/ref/philox.py. */
+static double nnc_rt_init_value(const nnc_leaf_desc *p, uint64_t seed, uint64_t stream, int64_t k) {
+    switch (p->init) {
+    case NNC_INIT_ZEROS: return 0;
+    case NNC_INIT_ONES: return 1;
+    case NNC_INIT_CONSTANT: return p->a;
+    case NNC_INIT_UNIFORM: return p->a + (p->b - p->a) * nnc_rng_uniform(seed, stream, (uint64_t)k);
+    default: return p->a + p->b * nnc_rng_normal(seed, stream, (uint64_t)k);
+    }
+}
+
+static void nnc_rt_init_param(nnc_rt *rt, int i, uint64_t seed) {
+    const nnc_tensor_info *t = &rt->d->abi.params[i];
+    const nnc_leaf_desc *p = &rt->d->param[i];
+    const uint64_t stream = nnc_rng_hash(t->name);
+    char *at = rt->host[NNC_BLOCK_PARAMS] + p->offset;
+    const int64_t n = nnc_rt_numel(t, 1);
+    for (int64_t k = 0; k < n; k++) {
+        const double v = nnc_rt_init_value(p, seed, stream, k);
+        if (rt->d->abi.real_bytes == 8) ((double *)(void *)at)[k] = v;
+        else ((float *)(void *)at)[k] = (float)v;
+    }
+}
+
+/* Parameters from the seed, state zeroed, step 0, no current outputs; then to the device. */
+NNC_RT_FN void nnc_rt_init(void *m, uint64_t seed) {
+    nnc_rt *rt = m;
+    if (!rt) return;
+    for (int i = 0; i < rt->d->abi.nparams; i++) nnc_rt_init_param(rt, i, seed);
+    if (rt->d->block_bytes[NNC_BLOCK_STATE]) memset(rt->host[NNC_BLOCK_STATE], 0, rt->d->block_bytes[NNC_BLOCK_STATE]);
+    rt->status = 0;
+    rt->last = -1;
+    nnc_rt_sync(rt, NNC_SYNC_TO_DEVICE);
+    nnc_rt_set_step(rt, 0);
+}
+
+/* ---- run and outputs ------------------------------------------------------------------------- */
+
+/* What every entry checks before the device sees it: the batch, the entry, its inputs. */
+static int nnc_rt_check_call(nnc_rt *rt, int entry, const void *const *in, int64_t batch) {
+    const nnc_model_desc *d = rt->d;
+    if (batch < 1 || batch > d->abi.batch_max)
+        return nnc_rt_fail(rt, NNC_STATUS_BATCH, "batch of %lld rows is outside [1, %lld]", (long long)batch,
+                           (long long)d->abi.batch_max);
+    if (entry < 0 || entry > 2 || !d->entry[entry].present)
+        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "this model has no such entry point (no loss to train?)");
+    /* only the inputs this entry reads must be given (eval of a model whose labels feed only
+     * the loss still needs them: the loss is an eval output) */
+    for (int i = 0; i < d->abi.ninputs; i++)
+        if (d->entry[entry].reads[i] && (!in || !in[i]))
+            return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_%s: input '%s' is NULL", d->abi.name, d->entry[entry].name,
+                               d->abi.inputs[i].name);
+    return 0;
+}
+
+NNC_RT_FN int nnc_rt_run(void *m, int entry, const void *const *in, int64_t batch) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    rt->status = 0;
+    rt->last = -1;
+    rt->msg[0] = 0;
+    if (nnc_rt_check_call(rt, entry, in, batch)) return rt->status;
+    if (rt->d->entry[entry].advances_step) rt->step++;
+    rt->batch[entry] = batch;
+    for (int j = 0; j < rt->d->abi.noutputs[entry]; j++) rt->stages[entry][j].fresh = 0;
+    const int rc = rt->ops->run(rt, entry, in, batch);
+    if (rc) return rt->status = rc;
+    rt->last = entry;
+    return 0;
+}
+
+/* A host pointer to output k of an entry: host memory directly, device memory copied over. */
+NNC_RT_FN const void *nnc_rt_output(void *m, int entry, int k) {
+    nnc_rt *rt = m;
+    if (!rt || entry < 0 || entry > 2 || k < 0 || k >= rt->d->abi.noutputs[entry]) return NULL;
+    const nnc_place *at = &rt->d->entry[entry].outputs[k];
+    if (at->block == NNC_BLOCK_NONE) return NULL;
+    if (!nnc_rt_on_device(rt->ops, at->block)) return rt->host[at->block] + at->offset;
+    nnc_rt_stage *s = &rt->stages[entry][k];
+    if (!s->fresh) {
+        const int64_t batch = rt->batch[entry] ? rt->batch[entry] : 1;
+        const size_t bytes = nnc_rt_bytes(rt->d, &rt->d->abi.outputs[entry][k], batch);
+        if (rt->ops->copy(rt, at->block, at->offset, rt->stage + s->at, bytes, NNC_SYNC_TO_HOST)) return NULL;
+        s->fresh = 1;
+    }
+    return rt->stage + s->at;
+}
+
+NNC_RT_FN const char *nnc_rt_error(void *m) {
+    return m ? ((nnc_rt *)m)->msg : "the model is NULL (did create fail?)";
+}
+
+/* The ABI table's functions, as designated initializers: a description printed as C uses them
+ * in its initializer, the CUDA backend in a compound literal. */
+#define NNC_RT_ABI_FUNCTIONS(create_fn)                                                          \
+    .create = (create_fn), .destroy = nnc_rt_destroy, .init = nnc_rt_init, .run = nnc_rt_run,   \
+    .param = nnc_rt_param, .state = nnc_rt_state, .output = nnc_rt_output,                      \
+    .get_step = nnc_rt_get_step, .set_step = nnc_rt_set_step, .error = nnc_rt_error,            \
+    .sync = nnc_rt_sync
+
+/* ---- the typed API's behaviour (an ahead-of-time header declares NAME_init, NAME_output, ...) */
+
+static const char *const nnc_rt_entry_fn_names[3] = {"train_step", "grad", "eval"};
+
+NNC_RT_FN int nnc_rt_init_model(void *m, uint64_t seed) {
+    if (!m) return NNC_STATUS_ARG;
+    nnc_rt_init(m, seed);
+    return 0;
+}
+
+/* An output of the call that last succeeded (each entry has its own: the loss, the gradients
+ * for grad, the metrics and outputs for eval), never another entry's. */
+NNC_RT_FN const void *nnc_rt_output_named(void *m, const char *name) {
+    nnc_rt *rt = m;
+    if (!rt) return NULL;
+    if (!name) {
+        nnc_rt_null_arg(rt, "output", "name");
+        return NULL;
+    }
+    const char *mn = rt->d->abi.name;
+    if (rt->last < 0) {
+        snprintf(rt->msg, sizeof rt->msg, "%s_output(\"%.100s\"): no train_step, grad or eval has succeeded since create/init",
+                 mn, name);
+        return NULL;
+    }
+    const nnc_tensor_info *t = rt->d->abi.outputs[rt->last];
+    for (int k = 0; k < rt->d->abi.noutputs[rt->last]; k++)
+        if (!strcmp(t[k].name, name)) return nnc_rt_output(rt, rt->last, k);
+    snprintf(rt->msg, sizeof rt->msg, "%s_output: '%.100s' is not an output of %s_%s, the last call", mn, name, mn,
+             nnc_rt_entry_fn_names[rt->last]);
+    return NULL;
+}
+
+/* The last successful call's loss; NAN when there is none. */
+NNC_RT_FN double nnc_rt_loss(void *m) {
+    nnc_rt *rt = m;
+    if (!rt || rt->last < 0 || rt->d->abi.noutputs[rt->last] < 1 || strcmp(rt->d->abi.outputs[rt->last][0].name, "loss"))
+        return NAN;
+    const void *l = nnc_rt_output(rt, rt->last, 0);
+    if (!l) return NAN;
+    return rt->d->abi.real_bytes == 8 ? *(const double *)l : (double)*(const float *)l;
+}
+
+NNC_RT_FN void *nnc_rt_param_named(void *m, const char *name, int64_t *numel) {
+    nnc_rt *rt = m;
+    if (numel) *numel = 0;
+    if (!rt) return NULL;
+    if (!name) {
+        nnc_rt_null_arg(rt, "param", "name");
+        return NULL;
+    }
+    for (int i = 0; i < rt->d->abi.nparams; i++)
+        if (!strcmp(rt->d->abi.params[i].name, name)) {
+            if (numel) *numel = nnc_rt_numel(&rt->d->abi.params[i], 1);
+            return nnc_rt_param(rt, i);
+        }
+    snprintf(rt->msg, sizeof rt->msg, "%s_param: no parameter named '%.100s'", rt->d->abi.name, name);
+    return NULL;
+}
+
+/* ---- the CPU as a device: host memory is its memory; run is the generated entry dispatch ------ */
+
+NNC_RT_FN void *nnc_rt_host_alloc(nnc_rt *rt, size_t bytes) {
+    (void)rt;
+    size_t n = nnc_rt_round64(bytes ? bytes : 1);   /* C11: a multiple of the alignment */
+    void *p = aligned_alloc(64, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+NNC_RT_FN void nnc_rt_host_free(nnc_rt *rt, void *p) {
+    (void)rt;
+    free(p);
+}
+
+#define NNC_RT_CPU_DEVICE(run_fn) \
+    {.name = "cpu", .device_blocks = 0, .host_alloc = nnc_rt_host_alloc, .host_free = nnc_rt_host_free, .run = (run_fn)}
+#endif /* NNC_RUNTIME_IMPLEMENTATION */
