@@ -58,8 +58,9 @@ static nnc_place place_of(const Build *b, const Entry *e, int x) {
     case BUF_STATE: return (nnc_place){NNC_BLOCK_STATE, at};
     case BUF_ACT:
         return (nnc_place){b->p->target != DEV_CPU && u->dev == DEV_CPU ? NNC_BLOCK_HOST : NNC_BLOCK_ACT, at};
-    default: return (nnc_place){NNC_BLOCK_NONE, 0};   /* inline, input, or never materialized */
+    case BUF_NONE: case BUF_INLINE: case BUF_INPUT: case BUF_ALIAS: break;   /* no memory of the model's */
     }
+    return (nnc_place){NNC_BLOCK_NONE, 0};
 }
 
 static int count_op(const Graph *g, Op op) {

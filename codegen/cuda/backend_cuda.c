@@ -251,8 +251,9 @@ static bool where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h)
         else *h = m->rt->host[NNC_BLOCK_HOST] + at;
         return true;
     case BUF_INPUT: *h = m->hIn[b->index]; return true;
-    default: return false;
+    case BUF_NONE: case BUF_INLINE: case BUF_ALIAS: return false;
     }
+    return false;
 }
 
 static bool on_device(const Entry *e, int x) {
