@@ -497,6 +497,40 @@ static Value read_min(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(graph_add1(E->g, OP_NEG, m, loc));
 }
 
+/* layer_norm(x, weight, bias, eps = 1e-5), as torch.nn.functional.layer_norm with
+ * normalized_shape = weight's shape: (x - mean) / sqrt(var + eps) * weight + bias over the last
+ * weight-rank axes (the last axis without a weight), the variance biased as torch's. */
+static Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "weight", "bias", "eps"};
+    int ix[4];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), w = ix[1] >= 0 ? tensor_arg(E, a, ix[1]) : -2;
+    int b = ix[2] >= 0 ? tensor_arg(E, a, ix[2]) : -2;
+    double eps = num_arg(E, a, ix[3], 1e-5, &ok);
+    if (x < 0 || w == -1 || b == -1 || !ok || !need_f32(E, x, fn, loc)) return verror;
+    if (ix[3] >= 0 && !check_range(E, fn, "eps", eps, 0, true, INFINITY, false, a->loc[ix[3]])) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int k = w >= 0 ? E->g->nodes[w].shape.rank : 1;
+    for (int j = 0; w >= 0 && j < k; j++)
+        if (k > s.rank || E->g->nodes[w].shape.d[j] != s.d[s.rank - k + j]) {
+            diag_error(E->d, loc, "%s(): weight %s must be the last axes of %s", fn, tstr(E, w), tstr(E, x));
+            return verror;
+        }
+    if (s.rank < k || k < 1 || (b >= 0 && !shape_eq(E->g->nodes[b].shape, E->g->nodes[w >= 0 ? w : x].shape))) {
+        diag_error(E->d, loc, "%s(): bias must have weight's shape, and x at least its rank", fn);
+        return verror;
+    }
+    int64_t mask = ((int64_t)1 << s.rank) - ((int64_t)1 << (s.rank - k));
+    int mean = reduce_node(E, OP_MEAN, x, mask, true, loc);
+    int d = graph_add2(E->g, OP_SUB, x, mean, loc);
+    int var = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, d, d, loc), mask, true, loc);
+    int y = graph_add2(E->g, OP_DIV, d, graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc), loc);
+    if (w >= 0) y = graph_add2(E->g, OP_MUL, y, w, loc);
+    if (b >= 0) y = graph_add2(E->g, OP_ADD, y, b, loc);
+    return vtensor(y);
+}
+
 /* logsumexp(x, axis, keepdim) = m + log(sum(exp(x - m))), m the max (no gradient flows through
  * it: the result's gradient is softmax), 0 where it is infinite, as torch.logsumexp: large
  * values do not overflow, and a row of -inf gives -inf. */
@@ -690,6 +724,10 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int64_t hi = ix[2] < 0 ? (int64_t)1 << (s.rank ? s.rank - 1 : 0) : axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok);
     if (!ok || s.rank == 0) return ok ? vtensor(x) : verror;
     int from = __builtin_ctzll((unsigned long long)lo), to = __builtin_ctzll((unsigned long long)hi);
+    if (from > to) {
+        diag_error(E->d, loc, "%s(): start_dim (axis %d) comes after end_dim (axis %d)", fn, from, to);
+        return verror;
+    }
     Shape r = {0};
     for (int i = 0; i < s.rank; i++) {
         if (i <= from || i > to) r.d[r.rank++] = s.d[i];
@@ -970,6 +1008,7 @@ static Value read_mse(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
 static const struct { const char *name; Composite *read; } composites[] = {
     {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
+    {"layer_norm", read_layer_norm},
     {"view", read_view},
 };
 

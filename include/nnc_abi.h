@@ -1,7 +1,7 @@
 /* nnc_abi.h - the interface every compiled nnc model exports, on any backend.
  *
  * A model is an opaque handle plus this table of functions and tensor descriptions.  The
- * runtime (training loop, checkpoints, metrics) talks to models only through it, so it never
+ * trainer (training loop, checkpoints, metrics) talks to models only through it, so it never
  * knows whether the step runs as generated C, from an ahead-of-time library, or as CUDA
  * kernels.  The generated C and each AOT header carry a copy of this text (codegen embeds this
  * file), guarded so the two copies never clash. */

@@ -90,6 +90,10 @@ static const Case cases[] = {
     {"logsumexp_min", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                       "h = x @ W\nloss = sum(logsumexp(h, axis = 1)) + sum(logsumexp(h * c, axis = 0, keepdim = 1) * c)"
                       " + sum(min(h, axis = 1)) + sum(h.sum(axis = (0, 1)) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"layer_norm", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam g: f32[6] = normal(1, 0.5)\n"
+                   "param b: f32[6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\nh = x @ W\n"
+                   "loss = sum(layer_norm(h, g, b) * c) + sum(layer_norm(h, eps = 0.1) * c)"
+                   " + sum(tanh(layer_norm(reshape(h, B, 2, 3), reshape(g, 2, 3), eps = 0.01)))" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"views", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\n"
               "h = tanh(x @ W)\nloss = sum(reshape(h, B, 2, -1).sum(axis = 2) * 2) + sum(flatten(h.view(B, 3, 2), 1) * h)"
               " + sum(W.T @ W.T.T)" TRAIN("data x = randn(8, 3)"), 0, 0},

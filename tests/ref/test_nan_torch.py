@@ -80,6 +80,7 @@ CASES = [
     ew("clamp", "clamp(p, -1, 1.5)", lambda t: torch.clamp(t["p"], -1, 1.5)),
     ew("clamp_min", "clamp(q, min = 0)", lambda t: torch.clamp(t["q"], min=0)),
     ew("square", "square(p)", lambda t: torch.square(t["p"])),
+    ew("layer_norm", "layer_norm(p)", lambda t: F.layer_norm(t["p"], (C,))),
     ew("maximum", "maximum(p, q)", lambda t: torch.maximum(t["p"], t["q"])),
     ew("minimum", "minimum(p, q)", lambda t: torch.minimum(t["p"], t["q"])),
     ew("pow_tensor", "p ** q", lambda t: t["p"] ** t["q"]),

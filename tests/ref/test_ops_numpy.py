@@ -123,6 +123,9 @@ CASES = [
      "output e = x.min()\noutput f = sum(x, axis = (0, 1))\noutput g = x.mean(axis = [1, 0])", [X, BIG], [],
      lambda: {"a": lse(X, 1), "b": lse(BIG, 1, True), "c": lse(X.reshape(-1), 0), "d": X.min(0), "e": X.min(),
               "f": X.sum(), "g": X.mean()}),
+    ("layer_norm", "input x: f32[B, 5]\nparam w: f32[5] = zeros()\nparam b: f32[5] = zeros()\n"
+     "output a = layer_norm(x)\noutput c = layer_norm(x, w, b, eps = 0.01)\noutput d = x.layer_norm(w)",
+     [X], [V5, randn(5)], None),
     ("views_methods", "input x: f32[B, 6]\nparam w: f32[2, 3] = zeros()\noutput a = reshape(x, B, 3, -1)\n"
      "output b = flatten(reshape(x, B, 2, 3), 1)\noutput c = x.view(B, 2, 3).sum(axis = 2)\noutput d = w.T\n"
      "output e = x.relu().sum(1)\noutput f = reshape(w, (-1,))", [randn(B, 6)], [randn(2, 3)], None),
@@ -154,6 +157,13 @@ def expected(name, inputs, params):
         x = inputs[0]
         r = x.reshape(B, 2, 3)
         return {"r": r, "a": r.sum(1), "b": r.max(2), "c": r.mean(0), "d": r.sum(1, keepdims=True), "e": x}
+    if name == "layer_norm":
+        x, (w, b) = inputs[0], params
+
+        def ln(z, eps=1e-5):
+            m = z.mean(-1, keepdims=True)
+            return (z - m) / np.sqrt(((z - m) ** 2).mean(-1, keepdims=True) + eps)
+        return {"a": ln(x), "c": ln(x, 0.01) * w + b, "d": ln(x) * w}
     if name == "views_methods":
         x, w = inputs[0], params[0]
         return {"a": x.reshape(B, 3, 2), "b": x, "c": x.reshape(B, 2, 3).sum(2), "d": w.T,
