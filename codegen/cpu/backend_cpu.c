@@ -224,7 +224,17 @@ static bool compile_in(const Cache *b, const Cache *cache, const char *name, con
 }
 
 /* dlopen + the ABI check.  RTLD_NODELETE: see the top of this file. */
+/* OpenMP's worker threads spin between kernels by default, and OpenBLAS's own pool spins too:
+ * on a machine with few cores the two pools take turns burning the same cores.  Measured on 2
+ * cores (nnc MODEL --bench 200), passive waiting made the 784-1024-1024-10 step 43 ms -> 18 ms
+ * and the 784-128-10 step 0.30 ms -> 0.24 ms.  So, unless the user chose a policy, models wait
+ * passively; libgomp reads the variable when the model object first loads it, just below. */
+static void choose_omp_wait_policy(void) {
+    if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+}
+
 static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *err, size_t n) {
+    choose_omp_wait_policy();
     lm->handle = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!lm->handle) {
         snprintf(err, n, "cannot load %s: %s", so, dlerror());
