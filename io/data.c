@@ -65,7 +65,7 @@ static const struct {
 _Static_assert(sizeof dtype_info / sizeof dtype_info[0] == NNC_DT_COUNT,
                "dtype_info must cover nnc_dtype");
 
-int data_dtype_valid(nnc_dtype t)
+static int data_dtype_valid(nnc_dtype t)
 {
     return (int)t >= 0 && (int)t < NNC_DT_COUNT;
 }
@@ -81,7 +81,7 @@ const char *nnc_dtype_name(nnc_dtype t)
 }
 
 /* Product of dims into *n; -1 if a dim is negative or the product overflows. */
-int data_dims_numel(const int64_t *dims, int rank, int64_t *n)
+static int data_dims_numel(const int64_t *dims, int rank, int64_t *n)
 {
     int64_t p = 1;
     int i;
@@ -267,7 +267,7 @@ static int file_read_failed(data_file *f, int zerr, const char *msg, char *err, 
 }
 
 /* gzread's end of file may hide an error (a cut deflate stream). */
-int data_file_check_error(data_file *f, char *err, size_t errlen)
+static int data_file_check_error(data_file *f, char *err, size_t errlen)
 {
     int zerr = Z_OK;
     const char *msg = gzerror(f->gz, &zerr);

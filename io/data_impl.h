@@ -20,8 +20,6 @@ typedef struct {
 __attribute__((format(printf, 3, 4)))
 void data_err(char *err, size_t errlen, const char *fmt, ...);
 const char *data_name(const char *name);
-int data_dtype_valid(nnc_dtype t);
-int data_dims_numel(const int64_t *dims, int rank, int64_t *n);
 int data_dims_bytes(const int64_t *dims, int rank, size_t esize, size_t *bytes);
 const char *data_dims_str(const int64_t *dims, int rank, char *buf, size_t n);
 void data_array_clear(nnc_array *a);
@@ -36,5 +34,4 @@ int data_file_close(data_file *f, int rc, char *err, size_t errlen);
 int data_file_read_upto(data_file *f, uint8_t **buf, size_t *len, size_t *cap, size_t want,
                      char *err, size_t errlen);
 int data_file_read_all(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen);
-int data_file_check_error(data_file *f, char *err, size_t errlen);
 #endif
