@@ -870,6 +870,174 @@ static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) 
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
+
+/* ---- convolution and pooling (NCHW, as torch.nn.functional) -------------------------------- */
+
+/* An int argument or a pair of them ("stride = 2", "padding = (1, 2)"): out[0] height, out[1]
+ * width; at least `lo`. */
+static bool pair_arg(Elab *E, const char *fn, const char *name, Args *a, int i, int dflt, int lo, int32_t out[2]) {
+    out[0] = out[1] = dflt;
+    if (i < 0) return true;
+    const Value *v = &a->v[i];
+    int n = v->k == V_TUPLE ? v->nitems : 1;
+    if (n != 1 && n != 2) {
+        diag_error(E->d, a->loc[i], "%s(): %s is a number or a pair (height, width), got %d values", fn, name, n);
+        return false;
+    }
+    for (int k = 0; k < 2; k++) {
+        const Value *x = v->k == V_TUPLE ? &v->items[n == 1 ? 0 : k] : v;
+        if (x->k != V_NUM || x->num != floor(x->num) || x->num < lo || x->num > 1 << 20) {
+            if (x->k != V_NUM) diag_error(E->d, a->loc[i], "%s(): %s must be an integer, got a %s", fn, name, kind_name(x->k));
+            else diag_error(E->d, a->loc[i], "%s(): %s must be an integer >= %d, got %g", fn, name, lo, x->num);
+            return false;
+        }
+        out[k] = (int32_t)x->num;
+    }
+    return true;
+}
+
+/* An NCHW input: rank 4, f32, and only the batch axis (the first) may be symbolic. */
+static bool nchw_arg(Elab *E, const char *fn, int x, SrcLoc loc) {
+    if (!need_f32(E, x, fn, loc)) return false;
+    Shape s = E->g->nodes[x].shape;
+    if (s.rank != 4 || s.d[1] == DIM_BATCH || s.d[2] == DIM_BATCH || s.d[3] == DIM_BATCH) {
+        diag_error(E->d, loc, "%s(): expected an NCHW tensor [batch, channels, height, width], got %s%s", fn, tstr(E, x),
+                   s.rank == 2 ? " (reshape it first: reshape(x, B, 1, 28, 28))" : "");
+        return false;
+    }
+    return true;
+}
+
+/* The output size of the window over x; an empty output is an error, as in torch. */
+static bool window_out(Elab *E, const char *fn, int x, const Attr *at, int64_t kh, int64_t kw, Shape *out, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape;
+    int64_t oh = spatial_out_dim(s.d[2], (int)kh, at->win.s[0], at->win.p[0], at->win.d[0]);
+    int64_t ow = spatial_out_dim(s.d[3], (int)kw, at->win.s[1], at->win.p[1], at->win.d[1]);
+    if (oh < 1 || ow < 1) {
+        diag_error(E->d, loc, "%s(): the %lldx%lld window (dilation %d,%d) does not fit in the %lldx%lld input padded by %d,%d: "
+                   "the output would be empty", fn, (long long)kh, (long long)kw, at->win.d[0], at->win.d[1],
+                   (long long)s.d[2], (long long)s.d[3], at->win.p[0], at->win.p[1]);
+        return false;
+    }
+    *out = s;
+    out->d[2] = oh;
+    out->d[3] = ow;
+    return true;
+}
+
+/* conv2d(x, weight, bias, stride = 1, padding = 0, dilation = 1, groups = 1), as
+ * torch.nn.functional.conv2d: x [N, C, H, W], weight [OC, C / groups, KH, KW], bias [OC];
+ * padding may also be "valid" (0) or "same" (stride 1, an output as large as the input). */
+static Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "weight", "bias", "stride", "padding", "dilation", "groups"};
+    int ix[7];
+    if (!bind_args(E, fn, a, names, 7, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), w = tensor_arg(E, a, ix[1]);
+    int b = ix[2] >= 0 ? tensor_arg(E, a, ix[2]) : -2;
+    if (x < 0 || w < 0 || b == -1 || !nchw_arg(E, fn, x, loc) || !need_f32(E, w, fn, loc)) return verror;
+    Attr at = {0};
+    bool ok = pair_arg(E, fn, "stride", a, ix[3], 1, 1, at.win.s) && pair_arg(E, fn, "dilation", a, ix[5], 1, 1, at.win.d);
+    const char *same = ix[4] >= 0 && a->v[ix[4]].k == V_STR ? a->v[ix[4]].str : NULL;
+    if (same && strcmp(same, "same") && strcmp(same, "valid")) {
+        diag_error(E->d, a->loc[ix[4]], "%s(): padding is a number, a pair, \"same\" or \"valid\", got \"%s\"", fn, same);
+        return verror;
+    }
+    ok = ok && (same || pair_arg(E, fn, "padding", a, ix[4], 0, 0, at.win.p));
+    double groups = 1;
+    if (ok && ix[6] >= 0) {
+        groups = num_arg(E, a, ix[6], 1, &ok);
+        if (ok && (groups != floor(groups) || groups < 1 || groups > 1 << 20)) {
+            diag_error(E->d, a->loc[ix[6]], "%s(): groups must be a positive integer, got %g", fn, groups);
+            ok = false;
+        }
+    }
+    if (!ok) return verror;
+    at.win.groups = (int32_t)groups;
+    Shape xs = E->g->nodes[x].shape, ws = E->g->nodes[w].shape;
+    if (ws.rank != 4 || shape_batch_axis(ws) >= 0 || ws.d[0] % at.win.groups || xs.d[1] != ws.d[1] * at.win.groups) {
+        diag_error(E->d, loc, "%s(): weight %s does not fit input %s: expected [out_channels, %lld, kh, kw] with out_channels "
+                   "a multiple of groups = %d", fn, tstr(E, w), tstr(E, x), (long long)(xs.d[1] / at.win.groups), at.win.groups);
+        return verror;
+    }
+    if (xs.d[1] % at.win.groups) {
+        diag_error(E->d, loc, "%s(): the input's %lld channels do not split into groups = %d", fn, (long long)xs.d[1], at.win.groups);
+        return verror;
+    }
+    if (same && !strcmp(same, "same")) {
+        for (int k = 0; k < 2; k++) {
+            int64_t span = (int64_t)at.win.d[k] * (ws.d[2 + k] - 1);
+            if (at.win.s[k] != 1) {
+                diag_error(E->d, a->loc[ix[4]], "%s(): padding=\"same\" needs stride 1, as in torch", fn);
+                return verror;
+            }
+            if (span % 2) {
+                diag_error(E->d, a->loc[ix[4]], "%s(): padding=\"same\" with an even kernel needs more padding on one side "
+                           "than the other, which nnc does not do; pad explicitly", fn);
+                return verror;
+            }
+            at.win.p[k] = (int32_t)(span / 2);
+        }
+    }
+    Shape ys;
+    if (!window_out(E, fn, x, &at, ws.d[2], ws.d[3], &ys, loc)) return verror;
+    ys.d[1] = ws.d[0];
+    int in[2] = {x, w};
+    int y = graph_add(E->g, op, 2, in, ys, DT_F32, loc);
+    E->g->nodes[y].attr = at;
+    if (b < 0) return vtensor(y);
+    Shape bs = E->g->nodes[b].shape;
+    if (bs.rank != 1 || bs.d[0] != ws.d[0] || !need_f32(E, b, fn, loc)) {
+        diag_error(E->d, loc, "%s(): bias %s should be [%lld], one per output channel", fn, tstr(E, b), (long long)ws.d[0]);
+        return verror;
+    }
+    int64_t bd[3] = {ws.d[0], 1, 1};
+    return vtensor(graph_add2(E->g, OP_ADD, y, reshape_node(E, b, shape_of(3, bd), loc), loc));
+}
+
+/* max_pool2d(x, kernel_size, stride = kernel_size, padding = 0, dilation = 1) and
+ * avg_pool2d(x, kernel_size, stride = kernel_size, padding = 0), as torch (floor mode; the
+ * average counts the zero padding, torch's count_include_pad default). */
+static Value read_pool2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "kernel_size", "stride", "padding", "dilation"};
+    int ix[5] = {-1, -1, -1, -1, -1};   /* avg_pool2d has no dilation: ix[4] stays -1 */
+    if (!bind_args(E, fn, a, names, op == OP_MAX_POOL2D ? 5 : 4, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !nchw_arg(E, fn, x, loc)) return verror;
+    Attr at = {0};
+    if (!pair_arg(E, fn, "kernel_size", a, ix[1], 1, 1, at.win.k) ||
+        !pair_arg(E, fn, "padding", a, ix[3], 0, 0, at.win.p) || !pair_arg(E, fn, "dilation", a, ix[4], 1, 1, at.win.d))
+        return verror;
+    if (ix[2] < 0) memcpy(at.win.s, at.win.k, sizeof at.win.s);
+    else if (!pair_arg(E, fn, "stride", a, ix[2], 1, 1, at.win.s)) return verror;
+    for (int k = 0; k < 2; k++)
+        if (at.win.p[k] * 2 > at.win.k[k]) {
+            diag_error(E->d, arg_loc(a, ix[3], loc), "%s(): padding %d is more than half the kernel size %d, as torch refuses",
+                       fn, at.win.p[k], at.win.k[k]);
+            return verror;
+        }
+    at.win.groups = 1;
+    Shape ys;
+    if (!window_out(E, fn, x, &at, at.win.k[0], at.win.k[1], &ys, loc)) return verror;
+    int y = graph_add(E->g, op, 1, &x, ys, DT_F32, loc);
+    E->g->nodes[y].attr = at;
+    return vtensor(y);
+}
+
+/* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
+static Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "output_size"};
+    int ix[2];
+    int32_t size[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !nchw_arg(E, fn, x, loc) || !pair_arg(E, fn, "output_size", a, ix[1], 1, 1, size)) return verror;
+    if (size[0] != 1 || size[1] != 1) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): only output_size 1 (global average pooling) is supported", fn);
+        return verror;
+    }
+    return vtensor(reduce_node(E, OP_MEAN, x, 0xc, true, loc));
+}
+
 /* ---- builtins from ops.def ------------------------------------------------------------------ */
 
 /* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
@@ -979,6 +1147,7 @@ static Reader *custom_reader(Op op) {
     static const struct { Op op; Reader *read; } custom[] = {
         {OP_MATMUL, read_matmul}, {OP_POWC, read_pow}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
         {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to}, {OP_GELU, read_gelu},
+        {OP_CONV2D, read_conv2d}, {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;
@@ -993,7 +1162,7 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     case OK_EW: return ew_call(E, op, fn, a, loc);
     case OK_REDUCE: return reduce(E, op, fn, a, loc);
     case OK_ROW: return rowwise(E, op, fn, a, loc);
-    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: break;
+    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_SPATIAL: break;
     }
     diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);
     return verror;
@@ -1008,7 +1177,7 @@ static Value read_mse(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
 static const struct { const char *name; Composite *read; } composites[] = {
     {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
-    {"layer_norm", read_layer_norm},
+    {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
     {"view", read_view},
 };
 

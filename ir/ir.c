@@ -196,7 +196,35 @@ static void ir_print_attr(const Node *n, FILE *f) {
     case ATTR_AXES: fprintf(f, " axes=0x%x%s", (unsigned)a->axes.mask, a->axes.keepdim ? " keepdim" : ""); break;
     case ATTR_INIT: break;
     case ATTR_DERIV: break;   /* in the name: relu_grad */
+    case ATTR_WINDOW:
+        if (n->op == OP_MAX_POOL2D || n->op == OP_MAX_POOL2D_GRAD || n->op == OP_AVG_POOL2D ||
+            n->op == OP_AVG_POOL2D_GRAD)
+            fprintf(f, " kernel=%dx%d", a->win.k[0], a->win.k[1]);
+        fprintf(f, " stride=%d,%d padding=%d,%d", a->win.s[0], a->win.s[1], a->win.p[0], a->win.p[1]);
+        if (a->win.d[0] != 1 || a->win.d[1] != 1) fprintf(f, " dilation=%d,%d", a->win.d[0], a->win.d[1]);
+        if (a->win.groups > 1) fprintf(f, " groups=%d", a->win.groups);
+        break;
     }
+}
+
+int64_t spatial_out_dim(int64_t in, int k, int s, int p, int d) {
+    int64_t span = in + 2 * (int64_t)p - (int64_t)d * (k - 1) - 1;
+    return span < 0 ? 0 : span / s + 1;
+}
+
+SpatialGeom spatial_geom(const Graph *g, const Node *n) {
+    const Attr *a = &n->attr;
+    Shape x, y, w = {0};
+    if (n->op == OP_CONV2D) { x = g->nodes[n->in[0]].shape; w = g->nodes[n->in[1]].shape; y = n->shape; }
+    else if (n->op == OP_CONV2D_DX) { x = n->shape; w = g->nodes[n->in[1]].shape; y = g->nodes[n->in[0]].shape; }
+    else if (n->op == OP_CONV2D_DW) { x = g->nodes[n->in[1]].shape; w = n->shape; y = g->nodes[n->in[0]].shape; }
+    else if (n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D) { x = g->nodes[n->in[0]].shape; y = n->shape; }
+    else { x = n->shape; y = g->nodes[n->in[0]].shape; }   /* the pooling gradients: dy first */
+    SpatialGeom s = {x.d[0], x.d[1], x.d[2], x.d[3], y.d[1], y.d[2], y.d[3],
+                     w.rank ? w.d[2] : a->win.k[0], w.rank ? w.d[3] : a->win.k[1],
+                     a->win.s[0], a->win.s[1], a->win.p[0], a->win.p[1], a->win.d[0], a->win.d[1],
+                     a->win.groups > 0 ? a->win.groups : 1};
+    return s;
 }
 
 void ir_print(const Graph *g, FILE *f, const bool *live) {
@@ -266,6 +294,16 @@ bool ir_verify(const Graph *g, const char *pass) {
             if (a.rank != 2 || b.rank != 2 || a.d[1] != b.d[0] || n->shape.d[0] != a.d[0] ||
                 n->shape.d[1] != b.d[1])
                 return verify_fail(g, i, pass, "matmul shapes");
+        }
+        if (oi->kind == OK_SPATIAL) {
+            SpatialGeom q = spatial_geom(g, n);
+            Shape x = n->op == OP_CONV2D || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D
+                          ? g->nodes[n->in[0]].shape : n->op == OP_CONV2D_DW ? g->nodes[n->in[1]].shape : n->shape;
+            if (x.rank != 4 || q.SH < 1 || q.SW < 1 || q.DH < 1 || q.DW < 1 || q.PH < 0 || q.PW < 0 ||
+                q.OH != spatial_out_dim(q.H, (int)q.KH, (int)q.SH, (int)q.PH, (int)q.DH) ||
+                q.OW != spatial_out_dim(q.W, (int)q.KW, (int)q.SW, (int)q.PW, (int)q.DW) ||
+                q.C % q.G || q.OC % q.G)
+                return verify_fail(g, i, pass, "spatial geometry");
         }
         if (n->op == OP_ASSIGN && !shape_eq(g->nodes[n->in[0]].shape, g->nodes[n->in[1]].shape))
             return verify_fail(g, i, pass, "assign shapes differ");

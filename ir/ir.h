@@ -32,6 +32,7 @@ typedef enum {
     OK_REDUCE,  /* reduction over axes */
     OK_ROW,     /* row-wise kernel over the last axis */
     OK_MATMUL,  /* library call (BLAS / cuBLAS) */
+    OK_SPATIAL, /* convolution and pooling over NCHW tensors: their own launch (L_SPATIAL) */
     OK_VIEW,    /* reinterpret shape, no data movement */
     OK_COPY,    /* host <-> device */
     OK_ASSIGN,  /* in-place write of a persistent leaf */
@@ -46,6 +47,7 @@ typedef enum {
     ATTR_AXES,       /* axes: the reduced axes and keepdim */
     ATTR_INIT,       /* init: a parameter's initializer and its arguments */
     ATTR_DERIV,      /* deriv: which op's gradient, for which operand, read from where */
+    ATTR_WINDOW,     /* win: a convolution's or pooling's window geometry */
 } AttrKind;
 
 typedef struct {
@@ -99,6 +101,11 @@ typedef union {
         double p[3];                                         /* its scalars */
         int8_t slot[DERIV_NSYM];                             /* operand index of $g $0 $1 $y, or -1 */
     } deriv;
+    struct {
+        int32_t k[2];        /* pooling window (height, width); a convolution's is its weight's */
+        int32_t s[2], p[2], d[2];                            /* stride, zero padding, dilation */
+        int32_t groups;      /* convolution: channel groups */
+    } win;
 } Attr;
 
 typedef struct {
@@ -157,6 +164,16 @@ bool shape_eq(Shape a, Shape b);
 bool shape_broadcast(Shape a, Shape b, Shape *out);
 int shape_batch_axis(Shape s);                 /* -1 if none */
 char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n);  /* "f32[B,784]" */
+
+/* The geometry of a spatial op (OK_SPATIAL), whichever of its forms n is: input x [N, C, H, W],
+ * output [N, OC, OH, OW], window KH x KW (a convolution's weight is [OC, C / G, KH, KW]; pooling
+ * has OC = C), stride, padding, dilation, groups.  N is DIM_BATCH when x has the batch axis. */
+typedef struct {
+    int64_t N, C, H, W, OC, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, G;
+} SpatialGeom;
+SpatialGeom spatial_geom(const Graph *g, const Node *n);
+/* Output size along one axis, as torch: floor((in + 2p - d (k - 1) - 1) / s) + 1 (< 1: empty). */
+int64_t spatial_out_dim(int64_t in, int k, int s, int p, int d);
 
 /* printing and checking */
 void ir_print(const Graph *g, FILE *f, const bool *live);

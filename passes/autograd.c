@@ -271,6 +271,31 @@ static void grad_matmul(Ad *A, int id, int g) {
     if (A->needs[b]) accumulate(A, b, matmul(A, transpose(A, a), g));
 }
 
+/* A spatial op's gradient: its backward form over the same window (attr.win). */
+static int spatial(Ad *A, Op op, int nin, int a, int b, Shape s) {
+    int in[2] = {a, b};
+    int r = mk(A, op, nin, in, s);
+    A->g->nodes[r].attr.win = A->at->attr.win;
+    return r;
+}
+
+/* dx = col2im(W^T @ dy), dW = dy @ im2col(x)^T, as the chunked GEMMs of codegen/spatial.c. */
+static void grad_conv2d(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0), w = opnd(A, id, 1);
+    if (A->needs[x]) accumulate(A, x, spatial(A, OP_CONV2D_DX, 2, g, w, opshape(A, id, 0)));
+    if (A->needs[w]) accumulate(A, w, spatial(A, OP_CONV2D_DW, 2, g, x, opshape(A, id, 1)));
+}
+
+/* To the first maximum of each window, as torch's saved indices (found again from x). */
+static void grad_max_pool2d(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0);
+    accumulate(A, x, spatial(A, OP_MAX_POOL2D_GRAD, 2, g, x, opshape(A, id, 0)));
+}
+
+static void grad_avg_pool2d(Ad *A, int id, int g) {
+    accumulate(A, opnd(A, id, 0), spatial(A, OP_AVG_POOL2D_GRAD, 1, g, -1, opshape(A, id, 0)));
+}
+
 /* The backward op of a row-wise op reads the incoming gradient and the op's own result. */
 static void grad_row(Ad *A, int id, int g, Op back) {
     int in[2] = {g, id};

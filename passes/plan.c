@@ -99,6 +99,22 @@ static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, cons
     return false;
 }
 
+/* A convolution's column buffers: im2col's [C KH KW, S OH OW] and the product's [OC, S OH OW]
+ * for S samples at a time, S as large as a budget allows, so the memory stays bounded at any
+ * batch (darknet and Caffe take one sample at a time; a few at a time makes wider GEMMs). */
+#define CONV_SCRATCH_BUDGET ((int64_t)1 << 22)   /* elements: 16 MiB of f32 */
+
+static void plan_conv_scratch(const Program *p, Launch *L) {
+    const Node *r = &p->g->nodes[L->root];
+    if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) return;
+    SpatialGeom q = spatial_geom(p->g, r);
+    int64_t n = q.N == DIM_BATCH ? p->g->batch_max : q.N;
+    int64_t per = (q.C * q.KH * q.KW + q.OC) * q.OH * q.OW;
+    int64_t s = per > 0 ? CONV_SCRATCH_BUDGET / per : n;
+    L->chunk = s < 1 ? 1 : s > n ? (n > 0 ? n : 1) : s;
+    L->scratch_elems = L->chunk * per;
+}
+
 void pass_plan(Program *p, Entry *e) {
     Graph *g = p->g;
     e->buf = arena_alloc(g->arena, (size_t)g->n * sizeof(Buffer));
@@ -131,6 +147,15 @@ void pass_plan(Program *p, Entry *e) {
             int lst = last[o] < k ? k : last[o];
             if (!reuse_input(p, e, L, k, last, A, o, lst))
                 b->offset = arena1_alloc(&A[b->dev], align_up(b->elems), lst, o, k);
+        }
+        if (L->kind == L_SPATIAL) {
+            Launch *W = &e->launches[k];
+            plan_conv_scratch(p, W);
+            if (W->scratch_elems) {
+                Device dev = g->nodes[L->root].dev;
+                W->scratch = arena1_alloc(&A[dev], align_up(W->scratch_elems), k, -1, k);
+                e->naive_elems += align_up(W->scratch_elems);
+            }
         }
     }
     for (int i = 0; i < g->n; i++)

@@ -153,6 +153,42 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
     str_free(&cond);
 }
 
+/* The last axis reduced along with some leading ones, and a middle one kept (a convolution's
+ * bias gradient: [N, C, H, W] -> [C]): per output, in parallel, a double accumulator over the
+ * reduced axes in memory order. */
+static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const char *oo, const char *scale) {
+    Shape sp = L->space;
+    int ind = 4;
+    Str cond = {0};
+    Shape ks = {0};
+    for (int l = 0; l < sp.rank; l++)
+        if (!(mask >> l & 1)) ks.d[ks.rank++] = sp.d[l];
+    bool omp = omp_worth(k, sp, OMP_MIN_ELEMS) && ks.rank;
+    if (omp) {
+        omp_if(&cond, sp, OMP_MIN_ELEMS);
+        str_printf(k->s, "    #pragma omp parallel for collapse(%d) if (%s)\n", ks.rank, cond.buf);
+    }
+    for (int pass = 0; pass < 2; pass++) {   /* the kept axes, then the reduced ones */
+        if (pass == 1) kernel_reduce_acc(k, L, ind);
+        for (int l = 0; l < sp.rank; l++) {
+            if (!(mask >> l & 1) != (pass == 0)) continue;
+            str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", ind, "", l, l);
+            render_dim(k->s, sp.d[l], "B");
+            str_printf(k->s, "; a%d++) {\n", l);
+            ind += 4;
+        }
+        if (pass == 0) continue;
+        char in[64];
+        snprintf(in, sizeof in, "%*s", ind, "");
+        kernel_reduce_point(k, L, in, "acc");
+        for (int l = 0; l < sp.rank; l++)
+            if (mask >> l & 1) str_printf(k->s, "%*s}\n", ind -= 4, "");
+    }
+    str_printf(k->s, "%*so0[%s] = (real)(acc * %s);\n", ind, "", oo, scale);
+    while (ind > 4) str_printf(k->s, "%*s}\n", ind -= 4, "");
+    str_free(&cond);
+}
+
 /* Any other axes: walk the input in memory order, adding every point into its output. */
 static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, const char *scale) {
     Shape sp = L->space;
@@ -186,6 +222,7 @@ static void c_reduce(const Kernel *k, const Launch *L) {
     reduce_scale(k, L, mask, &scale);
     reduce_out_offset(L, mask, &oo);
     if (suffix) reduce_suffix(k, L, kept, oo.buf, scale.buf);
+    else if (L->space.rank && mask >> (L->space.rank - 1) & 1) reduce_gather(k, L, mask, oo.buf, scale.buf);
     else reduce_scatter(k, L, oo.buf, scale.buf);
     str_free(&scale);
     str_free(&oo);
@@ -272,6 +309,86 @@ static void c_copy(const Kernel *k, int dst, int src) {
     str_printf(k->s, " * sizeof(%s));\n", kernel_type(k, dst));
 }
 
+
+/* ---- convolution and pooling (codegen/spatial.c's helpers) --------------------------------- */
+
+static void geom_list(Str *s, const SpatialGeom *q) {
+    int64_t a[SPATIAL_GEOM_ARGS];
+    spatial_geom_args(q, a);
+    for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) str_printf(s, ", %lld", (long long)a[i]);
+}
+
+/* One row-major GEMM per group g: C_g = A_g op B_g (+ C_g when `beta` is "1"). */
+static void group_gemms(const Kernel *k, int64_t G, bool ta, bool tb, const char *M, const char *N, const char *K,
+                        const char *A, const char *lda, const char *Bm, const char *ldb, const char *beta,
+                        const char *Cm, const char *ldc) {
+    str_printf(k->s, "        for (int64_t g = 0; g < %lld; g++)\n"
+                     "            cblas_%cgemm(101, %d, %d, (int)(%s), (int)(%s), (int)(%s), 1, %s, (int)(%s), %s, (int)(%s), %s, %s, (int)(%s));\n",
+               (long long)G, k->o->f64 ? 'd' : 's', ta ? 112 : 111, tb ? 112 : 111, M, N, K, A, lda, Bm, ldb, beta,
+               Cm, ldc);
+}
+
+static void c_spatial(const Kernel *k, const Launch *L) {
+    const Graph *g = k->g;
+    const Node *r = &g->nodes[L->root];
+    SpatialGeom q = spatial_geom(g, r);
+    Str geom = {0};
+    geom_list(&geom, &q);
+    if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) {
+        str_printf(k->s, "    %s(", spatial_helper_names[spatial_pool_helper(r->op)]);
+        for (int j = 0; j < r->nin; j++) {
+            k->d->ptr(k, k->s, r->in[j]);
+            str_puts(k->s, ", ");
+        }
+        k->d->ptr(k, k->s, L->root);
+        str_puts(k->s, ", ");
+        render_numel(k->s, r->shape);
+        str_printf(k->s, "%s);\n", geom.buf);
+        str_free(&geom);
+        return;
+    }
+    /* the convolutions: chunks of S samples through the scratch's column buffers */
+    const int64_t G = q.G, P = q.OH * q.OW, ckk = q.C / G * q.KH * q.KW, ocg = q.OC / G;
+    kernel_ptr_line(k, "const real *I0", r->in[0]);
+    kernel_ptr_line(k, "const real *I1", r->in[1]);
+    kernel_ptr_line(k, "real *O", L->root);
+    str_printf(k->s, "    real *col = m->act + %lld, *yt = col + %lld;\n", (long long)L->scratch,
+               (long long)(q.C * q.KH * q.KW * L->chunk * P));
+    str_puts(k->s, "    const int64_t N = ");
+    render_dim(k->s, q.N, "B");
+    str_printf(k->s, ";\n"
+                     "    for (int64_t n0 = 0; n0 < N; n0 += %lld) {\n"
+                     "        const int64_t S = N - n0 < %lld ? N - n0 : %lld, SP = S * %lld;\n",
+               (long long)L->chunk, (long long)L->chunk, (long long)L->chunk, (long long)P);
+    char wg[64], colg[64], ytg[64], ckks[32], ocgs[32];
+    snprintf(wg, sizeof wg, "%s + g * %lld", r->op == OP_CONV2D_DW ? "O" : "I1", (long long)(ocg * ckk));
+    snprintf(colg, sizeof colg, "col + g * %lld * SP", (long long)ckk);
+    snprintf(ytg, sizeof ytg, "yt + g * %lld * SP", (long long)ocg);
+    snprintf(ckks, sizeof ckks, "%lld", (long long)ckk);
+    snprintf(ocgs, sizeof ocgs, "%lld", (long long)ocg);
+    if (r->op == OP_CONV2D) {
+        str_printf(k->s, "        nnc_im2col(I0, col, %lld * SP, n0, S%s);\n", (long long)(q.C * q.KH * q.KW), geom.buf);
+        group_gemms(k, G, false, false, ocgs, "SP", ckks, wg, ckks, colg, "SP", "0", ytg, "SP");
+        str_printf(k->s, "        nnc_to_nchw(yt, O, %lld * SP, n0, S, %lld, %lld);\n", (long long)q.OC, (long long)q.OC,
+                   (long long)P);
+    } else if (r->op == OP_CONV2D_DX) {
+        str_printf(k->s, "        nnc_from_nchw(I0, yt, %lld * SP, n0, S, %lld, %lld);\n", (long long)q.OC,
+                   (long long)q.OC, (long long)P);
+        group_gemms(k, G, true, false, ckks, "SP", ocgs, wg, ckks, ytg, "SP", "0", colg, "SP");
+        str_printf(k->s, "        nnc_col2im(col, O, S * %lld, n0, S%s);\n", (long long)(q.C * q.H * q.W), geom.buf);
+    } else {
+        str_printf(k->s, "        nnc_im2col(I1, col, %lld * SP, n0, S%s);\n", (long long)(q.C * q.KH * q.KW), geom.buf);
+        str_printf(k->s, "        nnc_from_nchw(I0, yt, %lld * SP, n0, S, %lld, %lld);\n", (long long)q.OC,
+                   (long long)q.OC, (long long)P);
+        group_gemms(k, G, false, true, ocgs, ckks, "SP", ytg, "SP", colg, "SP", "n0 ? 1 : 0", wg, ckks);
+    }
+    str_puts(k->s, "    }\n");
+    if (r->op == OP_CONV2D_DW) {   /* an empty batch contributes nothing */
+        str_printf(k->s, "    if (N == 0) memset(O, 0, sizeof(real) * %lld);\n", (long long)(q.OC * ckk));
+    }
+    str_free(&geom);
+}
+
 const KernelDialect dialect_c = {
     .name = "c",
     .value = "real",
@@ -297,4 +414,5 @@ const KernelDialect dialect_c = {
     },
     .gemm = c_gemm,   /* cblas, or plain loops for small products */
     .copy = c_copy,
+    .spatial = c_spatial,
 };

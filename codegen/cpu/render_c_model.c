@@ -47,6 +47,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
     str_puts(s, "\n#define NNC_RUNTIME_IMPLEMENTATION\n");
     str_puts(s, nnc_embed_runtime_h);
     dialect_c.prelude(s, o);   /* real, the math macros, the cblas prototype: kernel.c's one table */
+    if (program_has_spatial(p)) spatial_helpers(s, false);
     render_template(s, frame_text, model_c_name(p));
 }
 

@@ -36,6 +36,7 @@
 #include "../../include/nnc_rng.h"
 #include "../../io/cache.h"
 #include "cuda_backend.h"
+#include "../kernel.h"
 #define NNC_RUNTIME_IMPLEMENTATION   /* the runtime's functions, static in this file */
 #include "../../include/nnc_runtime.h"
 
@@ -190,6 +191,7 @@ typedef struct {
     CUstream st;
     cublasHandle_t blas;
     CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
+    CUfunction spatial[SP_COUNT];               /* codegen/spatial.c's helpers, when the model has any */
     bool check_numerics;                        /* --check-numerics: test every output after its launch */
     CUdeviceptr dFirst;                         /* ... the first non-finite index found */
     unsigned long long *hFirst;                 /* ... read back (pinned) */
@@ -283,8 +285,23 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     return true;
 }
 
-/* Row-major C[M,N] = alpha op(A) op(B) (+ C) is column-major C^T = alpha op(B)^T op(A)^T (+ C^T):
- * swap the operands.  With a folded SGD update (fuse.c), C starts as the parameter. */
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C is column-major C^T = alpha op(B)^T op(A)^T +
+ * beta C^T: swap the operands. */
+static bool gemm_rm(CudaModel *m, bool ta, bool tb, int M, int N, int K, double alpha, CUdeviceptr pa, int lda,
+                    CUdeviceptr pb, int ldb, double beta, CUdeviceptr pc, int ldc) {
+    cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (m->f64) {
+        BLAS(cu.Dgemm(m->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, (const double *)pa, lda, &beta,
+                      (double *)pc, ldc));
+    } else {
+        const float al = (float)alpha, be = (float)beta;
+        BLAS(cu.Sgemm(m->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, (const float *)pa, lda, &be,
+                      (float *)pc, ldc));
+    }
+    return true;
+}
+
+/* With a folded SGD update (fuse.c), C starts as the parameter and the product adds to it. */
 static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
     const Graph *g = m->p->g;
     Shape c = g->nodes[L->root].shape, a = g->nodes[L->a].shape, b = g->nodes[L->b].shape;
@@ -301,16 +318,82 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
         where(m, e, g->nodes[L->fold].in[0], &pleaf, &h);
         if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, (size_t)M * (size_t)N * m->rb, m->st));
     }
-    cublasOperation_t oa = L->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = L->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (m->f64) {
-        const double alpha = L->alpha, beta = L->fold >= 0 ? 1 : 0;
-        BLAS(cu.Dgemm(m->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, (const double *)pa, lda, &beta,
-                      (double *)pc, N));
-    } else {
-        const float alpha = (float)L->alpha, beta = L->fold >= 0 ? 1.0f : 0.0f;
-        BLAS(cu.Sgemm(m->blas, ob, oa, N, M, K, &alpha, (const float *)pb, ldb, (const float *)pa, lda, &beta,
-                      (float *)pc, N));
+    return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, L->fold >= 0 ? 1 : 0, pc, N);
+}
+
+/* One of spatial.c's helpers over n elements: its pointers, n, its own integers (n0, S, ...),
+ * then the geometry when `q` is given. */
+static bool issue_helper(CudaModel *m, SpatialHelper h, CUdeviceptr *ptr, int nptr, int64_t n, int64_t *own, int nown,
+                         const SpatialGeom *q) {
+    int64_t geom[SPATIAL_GEOM_ARGS];
+    void *args[8 + SPATIAL_GEOM_ARGS];
+    int k = 0;
+    for (int i = 0; i < nptr; i++) args[k++] = &ptr[i];
+    args[k++] = &n;
+    for (int i = 0; i < nown; i++) args[k++] = &own[i];
+    if (q) {
+        spatial_geom_args(q, geom);
+        for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) args[k++] = &geom[i];
     }
+    int64_t blocks = (n + SPATIAL_THREADS - 1) / SPATIAL_THREADS;
+    unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
+    CU(cu.LaunchKernel(m->spatial[h], grid, 1, 1, SPATIAL_THREADS, 1, 1, 0, m->st, args, NULL));
+    return true;
+}
+
+/* A convolution (chunks of L->chunk samples through the scratch, as codegen/spatial.c lays
+ * out) or a pooling op (one helper). */
+static bool issue_spatial(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+    const Graph *g = m->p->g;
+    const Node *r = &g->nodes[L->root];
+    SpatialGeom q = spatial_geom(g, r);
+    CUdeviceptr in0 = 0, in1 = 0, out = 0;
+    char *h;
+    where(m, e, r->in[0], &in0, &h);
+    if (r->nin > 1) where(m, e, r->in[1], &in1, &h);
+    where(m, e, L->root, &out, &h);
+    if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) {
+        CUdeviceptr ptr[3] = {in0, in1, out};
+        if (r->nin == 1) ptr[1] = out;
+        return issue_helper(m, spatial_pool_helper(r->op), ptr, r->nin + 1, shape_numel(r->shape, B), NULL, 0, &q);
+    }
+    const int64_t G = q.G, P = q.OH * q.OW, ckk = q.C / G * q.KH * q.KW, ocg = q.OC / G, N = dim_at(q.N, B);
+    const CUdeviceptr col = m->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(L->scratch * (int64_t)m->rb);
+    const CUdeviceptr yt = col + (CUdeviceptr)(q.C * q.KH * q.KW * L->chunk * P * (int64_t)m->rb);
+    const CUdeviceptr w = r->op == OP_CONV2D_DW ? out : in1;
+    const int64_t wstep = ocg * ckk * (int64_t)m->rb;
+    for (int64_t n0 = 0; n0 < N; n0 += L->chunk) {
+        const int64_t S = N - n0 < L->chunk ? N - n0 : L->chunk, SP = S * P;
+        const int64_t colstep = ckk * SP * (int64_t)m->rb, ytstep = ocg * SP * (int64_t)m->rb;
+        int64_t chunk_args[2] = {n0, S}, nchw_args[4] = {n0, S, q.OC, P};
+        if (r->op == OP_CONV2D) {
+            CUdeviceptr a[2] = {in0, col}, b[2] = {yt, out};
+            if (!issue_helper(m, SP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q)) return false;
+            for (int64_t gi = 0; gi < G; gi++)
+                if (!gemm_rm(m, false, false, (int)ocg, (int)SP, (int)ckk, 1, w + gi * wstep, (int)ckk, col + gi * colstep,
+                             (int)SP, 0, yt + gi * ytstep, (int)SP))
+                    return false;
+            if (!issue_helper(m, SP_TO_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
+        } else if (r->op == OP_CONV2D_DX) {
+            CUdeviceptr a[2] = {in0, yt}, b[2] = {col, out};
+            if (!issue_helper(m, SP_FROM_NCHW, a, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
+            for (int64_t gi = 0; gi < G; gi++)
+                if (!gemm_rm(m, true, false, (int)ckk, (int)SP, (int)ocg, 1, w + gi * wstep, (int)ckk, yt + gi * ytstep,
+                             (int)SP, 0, col + gi * colstep, (int)SP))
+                    return false;
+            if (!issue_helper(m, SP_COL2IM, b, 2, S * q.C * q.H * q.W, chunk_args, 2, &q)) return false;
+        } else {
+            CUdeviceptr a[2] = {in1, col}, b[2] = {in0, yt};
+            if (!issue_helper(m, SP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q) ||
+                !issue_helper(m, SP_FROM_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL))
+                return false;
+            for (int64_t gi = 0; gi < G; gi++)
+                if (!gemm_rm(m, false, true, (int)ocg, (int)ckk, (int)SP, 1, yt + gi * ytstep, (int)SP, col + gi * colstep,
+                             (int)SP, n0 ? 1 : 0, w + gi * wstep, (int)ckk))
+                    return false;
+        }
+    }
+    if (r->op == OP_CONV2D_DW && N == 0) CU(cu.MemsetD32Async(out, 0, (size_t)(q.OC * ckk) * m->rb / 4, m->st));
     return true;
 }
 
@@ -370,6 +453,7 @@ static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         switch (L->kind) {
         case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
         case L_GEMM: ok = issue_gemm(m, e, L, B); break;
+        case L_SPATIAL: ok = issue_spatial(m, e, L, B); break;
         case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
@@ -618,6 +702,8 @@ static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleLoadData(&m->mod, cubin));
     CU(cu.ModuleGetFunction(&m->step_inc, m->mod, "nnc_step_inc"));
     if (m->check_numerics) CU(cu.ModuleGetFunction(&m->check_fn, m->mod, "nnc_check_finite"));
+    if (program_has_spatial(m->p))
+        for (int h = 0; h < SP_COUNT; h++) CU(cu.ModuleGetFunction(&m->spatial[h], m->mod, spatial_helper_names[h]));
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &m->p->entry[k];
         m->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));

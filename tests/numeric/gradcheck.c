@@ -165,6 +165,21 @@ static const Case cases[] = {
                  "param W2: f32[4, 6] = normal(0, 1)\nparam b2: f32[4] = normal(0, 1)\n"
                  "logits = relu(x @ transpose(W1) + b1) @ transpose(W2) + b2\nloss = cross_entropy(logits, y)"
                  TRAIN("data x = randn(8, 3)\n data y = randn(8)"), 4, 0},
+    {"conv2d", "input x: f32[B, 2, 5, 5]\nparam P: f32[2, 5, 5] = normal(0, 1)\nparam W: f32[3, 2, 3, 3] = normal(0, 0.5)\n"
+               "param b: f32[3] = normal(0, 1)\nparam c: f32[3, 5, 5] = normal(0, 1)\n"
+               "loss = sum(tanh(conv2d(x + P, W, b, padding = 1)) * c)" TRAIN("data x = randn(8, 2, 5, 5)"), 0, 0},
+    {"conv2d_groups_strided", "input x: f32[B, 4, 6, 6]\nparam P: f32[4, 6, 6] = normal(0, 1)\n"
+                              "param W: f32[6, 2, 3, 2] = normal(0, 0.5)\nparam c: f32[6, 2, 6] = normal(0, 1)\n"
+                              "loss = sum(tanh(conv2d(x + P, W, stride = (2, 1), padding = (0, 1), dilation = (1, 2), groups = 2)) * c)"
+                              TRAIN("data x = randn(8, 4, 6, 6)"), 0, 0},
+    {"max_pool2d", "input x: f32[B, 2, 5, 5]\nparam P: f32[2, 5, 5] = normal(0, 1)\nparam W: f32[3, 2, 3, 3] = normal(0, 0.5)\n"
+                   "param c: f32[3, 3, 3] = normal(0, 1)\n"
+                   "loss = sum(tanh(max_pool2d(conv2d(x + P, W, padding = 1), 3, stride = 2, padding = 1)) * c)"
+                   TRAIN("data x = randn(8, 2, 5, 5)"), 0, 0},
+    {"avg_pool2d", "input x: f32[B, 2, 5, 5]\nparam P: f32[2, 5, 5] = normal(0, 1)\nparam c: f32[2, 3, 3] = normal(0, 1)\n"
+                   "param d: f32[2, 1, 1] = normal(0, 1)\n"
+                   "loss = sum(tanh(avg_pool2d(x * P, 3, stride = 2, padding = 1)) * c) + sum(adaptive_avg_pool2d(x * P, 1) * d)"
+                   TRAIN("data x = randn(8, 2, 5, 5)"), 0, 0},
     {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"
                    "h = tanh(x @ W)\nloss = sum(h * h * h) + sum(tanh(h @ W) * h) + sum(W * W)" TRAIN("data x = randn(8, 3)"), 0, 0},
 };

@@ -1,0 +1,164 @@
+/* spatial.c - convolution and pooling: the helper routines both targets run.
+ *
+ * A convolution is im2col + GEMM, the way Caffe, darknet and ggml do it, over chunks of S
+ * samples (Launch.chunk, planned with its scratch by plan.c) so the column buffer stays bounded:
+ *   forward     col = im2col(x[n0 .. n0+S))          [C KH KW, S P]   (P = OH OW)
+ *               yt_g = W_g @ col_g                   [OC/G, S P] per group g
+ *               y[n0 .. n0+S) = to_nchw(yt)
+ *   grad input  dyt = from_nchw(dy[n0 ..]);  dcol_g = W_g^T @ dyt_g;  dx[n0 ..] = col2im(dcol)
+ *   grad weight col = im2col(x[n0 ..]);  dyt = from_nchw(dy[n0 ..]);  dW_g (+)= dyt_g @ col_g^T
+ * The GEMMs are the target's (cblas on the CPU, cuBLAS on CUDA); the chunk loops are the C
+ * dialect's (dialect_c.c) and the CUDA backend's (backend_cuda.c).  Pooling is one helper call.
+ *
+ * Each helper is one loop body over a flat index i < n, written once here in the C that both
+ * C99 and CUDA accept; the target wraps it: a static function with an OpenMP loop on the CPU,
+ * an `extern "C" __global__` kernel with a grid-stride loop on CUDA.  Every output element is
+ * written by exactly one i, as a gather (col2im and the pooling gradients sum over the windows
+ * that cover their element), so no atomics and no zeroing pass are needed. */
+#include <assert.h>
+#include <string.h>
+
+#include "kernel.h"
+
+/* The geometry parameters every helper takes after its own, in this order. */
+#define GEOM_PARAMS                                                                                 \
+    "int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t SH, " \
+    "int64_t SW, int64_t PH, int64_t PW, int64_t DH, int64_t DW"
+
+static const struct {
+    const char *name, *params, *body;
+} helpers[SP_COUNT] = {   /* in SpatialHelper's order */
+    /* col[(c KH + kh) KW + kw, s P + oh OW + ow] = x[n0 + s, c, oh SH - PH + kh DH, ...], 0 outside */
+    {"nnc_im2col", "const real *x, real *col, int64_t n, int64_t n0, int64_t S, " GEOM_PARAMS,
+     "        const int64_t P = OH * OW, cols = S * P, r = i / cols, q = i % cols;\n"
+     "        const int64_t s = q / P, oh = q % P / OW, ow = q % OW;\n"
+     "        const int64_t kw = r % KW, kh = r / KW % KH, c = r / (KW * KH);\n"
+     "        const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
+     "        col[i] = h >= 0 && h < H && w >= 0 && w < W ? x[(((n0 + s) * C + c) * H + h) * W + w] : (real)0;\n"},
+    /* dx[n0 + s, c, h, w] = the sum of the column entries that im2col copied from there */
+    {"nnc_col2im", "const real *col, real *dx, int64_t n, int64_t n0, int64_t S, " GEOM_PARAMS,
+     "        const int64_t w = i % W, h = i / W % H, c = i / (W * H) % C, s = i / (W * H * C);\n"
+     "        const int64_t P = OH * OW, cols = S * P;\n"
+     "        real acc = 0;\n"
+     "        for (int64_t kh = 0; kh < KH; kh++) {\n"
+     "            const int64_t th = h + PH - kh * DH;\n"
+     "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"
+     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+     "                const int64_t tw = w + PW - kw * DW;\n"
+     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+     "                acc += col[((c * KH + kh) * KW + kw) * cols + s * P + th / SH * OW + tw / SW];\n"
+     "            }\n"
+     "        }\n"
+     "        dx[n0 * C * H * W + i] = acc;\n"},
+    /* y[n0 + s, oc, p] = yt[oc, s P + p] */
+    {"nnc_to_nchw", "const real *yt, real *y, int64_t n, int64_t n0, int64_t S, int64_t OC, int64_t P",
+     "        const int64_t p = i % P, oc = i / P % OC, s = i / (P * OC);\n"
+     "        y[n0 * OC * P + i] = yt[oc * S * P + s * P + p];\n"},
+    /* dyt[oc, s P + p] = dy[n0 + s, oc, p] */
+    {"nnc_from_nchw", "const real *dy, real *dyt, int64_t n, int64_t n0, int64_t S, int64_t OC, int64_t P",
+     "        const int64_t p = i % P, oc = i / P % OC, s = i / (P * OC);\n"
+     "        dyt[oc * S * P + s * P + p] = dy[n0 * OC * P + i];\n"},
+    /* y[nc, oh, ow] = the window's maximum; NaN wins, as torch */
+    {"nnc_max_pool", "const real *x, real *y, int64_t n, " GEOM_PARAMS,
+     "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
+     "        const real *xp = x + i / (OW * OH) * H * W;\n"
+     "        real m = -NNC_SPATIAL_INF;\n"
+     "        for (int64_t kh = 0; kh < KH; kh++)\n"
+     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+     "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
+     "                if (h < 0 || h >= H || w < 0 || w >= W) continue;\n"
+     "                const real v = xp[h * W + w];\n"
+     "                if (v > m || v != v) m = v;\n"
+     "            }\n"
+     "        y[i] = m;\n"},
+    /* dx[nc, h, w] = the sum of dy over the windows whose maximum (torch's index: the first
+     * maximum, or the last NaN) is this element */
+    {"nnc_max_pool_grad", "const real *dy, const real *x, real *dx, int64_t n, " GEOM_PARAMS,
+     "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
+     "        const real *xp = x + nc * H * W;\n"
+     "        real acc = 0;\n"
+     "        for (int64_t kh = 0; kh < KH; kh++) {\n"
+     "            const int64_t th = h + PH - kh * DH;\n"
+     "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"
+     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+     "                const int64_t tw = w + PW - kw * DW;\n"
+     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+     "                const int64_t oh = th / SH, ow = tw / SW;\n"
+     "                int64_t best = -1;\n"
+     "                real bv = -NNC_SPATIAL_INF;\n"
+     "                for (int64_t jh = 0; jh < KH; jh++)\n"
+     "                    for (int64_t jw = 0; jw < KW; jw++) {\n"
+     "                        const int64_t hh = oh * SH - PH + jh * DH, ww = ow * SW - PW + jw * DW;\n"
+     "                        if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;\n"
+     "                        const real v = xp[hh * W + ww];\n"
+     "                        if (best < 0 || v > bv || v != v) { bv = v; best = hh * W + ww; }\n"
+     "                    }\n"
+     "                if (best == h * W + w) acc += dy[(nc * OH + oh) * OW + ow];\n"
+     "            }\n"
+     "        }\n"
+     "        dx[i] = acc;\n"},
+    /* y = the window's mean, the zero padding counted (torch's count_include_pad) */
+    {"nnc_avg_pool", "const real *x, real *y, int64_t n, " GEOM_PARAMS,
+     "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
+     "        const real *xp = x + i / (OW * OH) * H * W;\n"
+     "        real acc = 0;\n"
+     "        for (int64_t kh = 0; kh < KH; kh++)\n"
+     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+     "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
+     "                if (h >= 0 && h < H && w >= 0 && w < W) acc += xp[h * W + w];\n"
+     "            }\n"
+     "        y[i] = acc / (real)(KH * KW);\n"},
+    {"nnc_avg_pool_grad", "const real *dy, real *dx, int64_t n, " GEOM_PARAMS,
+     "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
+     "        real acc = 0;\n"
+     "        for (int64_t kh = 0; kh < KH; kh++) {\n"
+     "            const int64_t th = h + PH - kh * DH;\n"
+     "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"
+     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+     "                const int64_t tw = w + PW - kw * DW;\n"
+     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+     "                acc += dy[(nc * OH + th / SH) * OW + tw / SW];\n"
+     "            }\n"
+     "        }\n"
+     "        dx[i] = acc / (real)(KH * KW);\n"},
+};
+
+const char *const spatial_helper_names[SP_COUNT] = {
+    "nnc_im2col", "nnc_col2im", "nnc_to_nchw", "nnc_from_nchw",
+    "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad",
+};
+
+SpatialHelper spatial_pool_helper(Op op) {
+    return op == OP_MAX_POOL2D ? SP_MAX_POOL : op == OP_MAX_POOL2D_GRAD ? SP_MAX_POOL_GRAD
+           : op == OP_AVG_POOL2D ? SP_AVG_POOL : SP_AVG_POOL_GRAD;
+}
+
+bool program_has_spatial(const Program *p) {
+    for (int i = 0; i < p->g->n; i++)
+        if (op_info[p->g->nodes[i].op].kind == OK_SPATIAL) return true;
+    return false;
+}
+
+void spatial_helpers(Str *s, bool cuda) {
+    str_printf(s, "\n/* Convolution and pooling helpers (codegen/spatial.c): one element of a flat index space each. */\n"
+                  "#define NNC_SPATIAL_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
+    for (size_t h = 0; h < NNC_COUNTOF(helpers); h++) {
+        assert(!strcmp(helpers[h].name, spatial_helper_names[h]));
+        if (cuda)
+            str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n"
+                          "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n",
+                       SPATIAL_THREADS, helpers[h].name, helpers[h].params);
+        else
+            str_printf(s, "static void %s(%s) {\n"
+                          "    #pragma omp parallel for if (n > 16384)\n"
+                          "    for (int64_t i = 0; i < n; i++) {\n",
+                       helpers[h].name, helpers[h].params);
+        str_printf(s, "%s    }\n}\n", helpers[h].body);
+    }
+}
+
+void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]) {
+    const int64_t v[SPATIAL_GEOM_ARGS] = {q->C, q->H, q->W, q->OH, q->OW, q->KH, q->KW,
+                                          q->SH, q->SW, q->PH, q->PW, q->DH, q->DW};
+    for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) out[i] = v[i];
+}
