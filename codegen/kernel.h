@@ -82,23 +82,23 @@ struct KernelDialect {
     /* ---- library launches (NULL where the backend issues them itself) ---- */
     void (*gemm)(const Kernel *k, const Launch *L);
     void (*copy)(const Kernel *k, int dst, int src);
-    void (*spatial)(const Kernel *k, const Launch *L);  /* L_SPATIAL: calls of spatial.c's helpers */
+    void (*helper)(const Kernel *k, const Launch *L);  /* L_HELPER: calls of helpers.c's helpers */
 };
 
 extern const KernelDialect dialect_c;      /* codegen/cpu/dialect_c.c */
 extern const KernelDialect dialect_cuda;   /* codegen/cuda/dialect_cuda.c (CUDA builds only) */
 
-/* spatial.c: convolution and pooling helpers, the same loop bodies on both targets. */
-#define SPATIAL_THREADS 256
+/* helpers.c: convolution and pooling helpers, the same loop bodies on both targets. */
+#define HELPER_THREADS 256
 #define SPATIAL_GEOM_ARGS 13       /* C H W OH OW KH KW SH SW PH PW DH DW, after each helper's own */
 typedef enum {
-    SP_IM2COL, SP_COL2IM, SP_TO_NCHW, SP_FROM_NCHW,
-    SP_MAX_POOL, SP_MAX_POOL_GRAD, SP_AVG_POOL, SP_AVG_POOL_GRAD, SP_COUNT
-} SpatialHelper;
-extern const char *const spatial_helper_names[SP_COUNT];
-SpatialHelper spatial_pool_helper(Op op);   /* the one helper of a pooling op or its gradient */
-bool program_has_spatial(const Program *p);
-void spatial_helpers(Str *s, bool cuda);    /* static C functions, or CUDA kernels */
+    HP_IM2COL, HP_COL2IM, HP_TO_NCHW, HP_FROM_NCHW,
+    HP_MAX_POOL, HP_MAX_POOL_GRAD, HP_AVG_POOL, HP_AVG_POOL_GRAD, HP_DROPOUT_MASK, HP_COUNT
+} Helper;
+extern const char *const helper_names[HP_COUNT];
+Helper pool_helper(Op op);   /* the one helper of a pooling op or its gradient */
+bool program_has_helpers(const Program *p);
+void helper_prelude(Str *s, bool cuda);    /* static C functions, or CUDA kernels */
 void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]);
 
 /* kernel.c: the walker. */

@@ -1023,6 +1023,24 @@ static Value read_pool2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(y);
 }
 
+
+/* dropout(x, p = 0.5), as torch.nn.functional.dropout: x times a mask that training entries
+ * draw per step and evaluation makes 1 (passes' DROPOUT_MASK). */
+static Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "p"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    double p = num_arg(E, a, ix[1], 0.5, &ok);
+    if (x < 0 || !ok || !need_f32(E, x, fn, loc) || !check_range(E, fn, "p", p, 0, false, 1, false, arg_loc(a, ix[1], loc)))
+        return verror;
+    if (p == 0) return vtensor(x);
+    int mask = graph_add(E->g, OP_DROPOUT_MASK, 0, NULL, E->g->nodes[x].shape, DT_F32, loc);
+    E->g->nodes[mask].attr.scalars.p[0] = p;
+    return vtensor(graph_add2(E->g, OP_MUL, x, mask, loc));
+}
+
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
 static Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "output_size"};
@@ -1162,7 +1180,7 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     case OK_EW: return ew_call(E, op, fn, a, loc);
     case OK_REDUCE: return reduce(E, op, fn, a, loc);
     case OK_ROW: return rowwise(E, op, fn, a, loc);
-    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_SPATIAL: break;
+    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_HELPER: break;
     }
     diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);
     return verror;
@@ -1178,6 +1196,7 @@ typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
 static const struct { const char *name; Composite *read; } composites[] = {
     {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
     {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
+    {"dropout", read_dropout},
     {"view", read_view},
 };
 

@@ -134,6 +134,7 @@ struct nnc_rt {
     nnc_rt_stage *stages[3];        /* per entry and output */
     int64_t batch[3];               /* each entry's last batch: sizes its outputs */
     int64_t step;                   /* optimizer steps taken */
+    uint64_t seed;                  /* of the last init: with the step, it keys dropout masks */
     int status;
     int last;                       /* the entry whose outputs are current, or -1 */
     char msg[NNC_RT_MSG_LEN];
@@ -335,6 +336,7 @@ static void nnc_rt_init_param(nnc_rt *rt, int i, uint64_t seed) {
 NNC_RT_FN void nnc_rt_init(void *m, uint64_t seed) {
     nnc_rt *rt = m;
     if (!rt) return;
+    rt->seed = seed;
     for (int i = 0; i < rt->d->abi.nparams; i++) nnc_rt_init_param(rt, i, seed);
     if (rt->d->block_bytes[NNC_BLOCK_STATE]) memset(rt->host[NNC_BLOCK_STATE], 0, rt->d->block_bytes[NNC_BLOCK_STATE]);
     rt->status = 0;

@@ -295,7 +295,7 @@ bool ir_verify(const Graph *g, const char *pass) {
                 n->shape.d[1] != b.d[1])
                 return verify_fail(g, i, pass, "matmul shapes");
         }
-        if (oi->kind == OK_SPATIAL) {
+        if (oi->attr == ATTR_WINDOW) {
             SpatialGeom q = spatial_geom(g, n);
             Shape x = n->op == OP_CONV2D || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D
                           ? g->nodes[n->in[0]].shape : n->op == OP_CONV2D_DW ? g->nodes[n->in[1]].shape : n->shape;

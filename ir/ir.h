@@ -32,7 +32,8 @@ typedef enum {
     OK_REDUCE,  /* reduction over axes */
     OK_ROW,     /* row-wise kernel over the last axis */
     OK_MATMUL,  /* library call (BLAS / cuBLAS) */
-    OK_SPATIAL, /* convolution and pooling over NCHW tensors: their own launch (L_SPATIAL) */
+    OK_HELPER,  /* one of codegen/helpers.c's routines, its own launch (L_HELPER): convolution,
+                   pooling, dropout masks */
     OK_VIEW,    /* reinterpret shape, no data movement */
     OK_COPY,    /* host <-> device */
     OK_ASSIGN,  /* in-place write of a persistent leaf */
@@ -165,7 +166,7 @@ bool shape_broadcast(Shape a, Shape b, Shape *out);
 int shape_batch_axis(Shape s);                 /* -1 if none */
 char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n);  /* "f32[B,784]" */
 
-/* The geometry of a spatial op (OK_SPATIAL), whichever of its forms n is: input x [N, C, H, W],
+/* The geometry of a convolution or pooling op, whichever of its forms n is: input x [N, C, H, W],
  * output [N, OC, OH, OW], window KH x KW (a convolution's weight is [OC, C / G, KH, KW]; pooling
  * has OC = C), stride, padding, dilation, groups.  N is DIM_BATCH when x has the batch axis. */
 typedef struct {

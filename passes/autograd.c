@@ -279,7 +279,7 @@ static int spatial(Ad *A, Op op, int nin, int a, int b, Shape s) {
     return r;
 }
 
-/* dx = col2im(W^T @ dy), dW = dy @ im2col(x)^T, as the chunked GEMMs of codegen/spatial.c. */
+/* dx = col2im(W^T @ dy), dW = dy @ im2col(x)^T, as the chunked GEMMs of codegen/helpers.c. */
 static void grad_conv2d(Ad *A, int id, int g) {
     int x = opnd(A, id, 0), w = opnd(A, id, 1);
     if (A->needs[x]) accumulate(A, x, spatial(A, OP_CONV2D_DX, 2, g, w, opshape(A, id, 0)));

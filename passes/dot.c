@@ -50,7 +50,7 @@ static void dot_node(const Graph *g, const Entry *e, int i, FILE *f) {
     }
     dot_text(f, shape_str(n->shape, n->dtype, g->batch_name, sb, sizeof sb));
     const char *shape = n->op == OP_INPUT ? "box" : n->op == OP_PARAM || n->op == OP_STATE ? "box3d"
-                        : n->op == OP_ASSIGN ? "invhouse" : k == OK_MATMUL ? "hexagon" : k == OK_SPATIAL ? "octagon" : "ellipse";
+                        : n->op == OP_ASSIGN ? "invhouse" : k == OK_MATMUL ? "hexagon" : k == OK_HELPER ? "octagon" : "ellipse";
     fprintf(f, "\", shape=%s, fillcolor=\"%s\", style=\"filled,%s\"];\n", shape, dot_fill[n->dev], dot_border[n->phase]);
 }
 

@@ -20,8 +20,8 @@ typedef enum {
     L_GEMM,     /* C[root] = op(A) @ op(B) with A = a (transposed if ta), B = b (if tb) */
     L_COPY,     /* host <-> device copy of root's operand into root */
     L_ASSIGN,   /* copy value into the persistent leaf it updates (when it could not be in place) */
-    L_SPATIAL,  /* convolution or pooling (root): the spatial helpers, and for a convolution GEMMs
-                   over chunks of `chunk` samples in `scratch` (codegen/spatial.c) */
+    L_HELPER,   /* root computed by codegen/helpers.c's routines: convolution (helpers and GEMMs
+                   over chunks of `chunk` samples in `scratch`), pooling, a dropout mask */
 } LaunchKind;
 
 typedef struct {
@@ -37,7 +37,7 @@ typedef struct {
     int fold;           /* GEMM: the SGD update p - lr * (A @ B) computed in the product: the
                            node whose buffer is C (the new p, normally p's own memory), else -1 */
     int phase;
-    int64_t chunk;      /* L_SPATIAL convolutions: samples per im2col + GEMM round */
+    int64_t chunk;      /* L_HELPER convolutions: samples per im2col + GEMM round */
     int64_t scratch;    /* ... and the column buffers' offset in the activation block, */
     int64_t scratch_elems;  /* their size (plan.c; live during this launch only) */
 } Launch;

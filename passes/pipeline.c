@@ -92,7 +92,7 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
 }
 
 static const char *kind_name(LaunchKind k) {
-    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign", "spatial"};
+    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign", "helper"};
     return n[k];
 }
 

@@ -148,7 +148,7 @@ void pass_plan(Program *p, Entry *e) {
             if (!reuse_input(p, e, L, k, last, A, o, lst))
                 b->offset = arena1_alloc(&A[b->dev], align_up(b->elems), lst, o, k);
         }
-        if (L->kind == L_SPATIAL) {
+        if (L->kind == L_HELPER) {
             Launch *W = &e->launches[k];
             plan_conv_scratch(p, W);
             if (W->scratch_elems) {

@@ -104,7 +104,7 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
         if (S->e->folded[L->b]) { L->b = g->nodes[L->b].in[0]; L->tb = true; }
         break;
     case OK_COPY: L->kind = L_COPY; break;
-    case OK_SPATIAL: L->kind = L_SPATIAL; L->space = r->shape; break;
+    case OK_HELPER: L->kind = L_HELPER; L->space = r->shape; break;
     case OK_LEAF: case OK_VIEW: case OK_ASSIGN: break;   /* never a group's root */
     }
 }

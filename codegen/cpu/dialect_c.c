@@ -310,7 +310,7 @@ static void c_copy(const Kernel *k, int dst, int src) {
 }
 
 
-/* ---- convolution and pooling (codegen/spatial.c's helpers) --------------------------------- */
+/* ---- convolution and pooling (codegen/helpers.c's helpers) --------------------------------- */
 
 static void geom_list(Str *s, const SpatialGeom *q) {
     int64_t a[SPATIAL_GEOM_ARGS];
@@ -328,14 +328,24 @@ static void group_gemms(const Kernel *k, int64_t G, bool ta, bool tb, const char
                Cm, ldc);
 }
 
-static void c_spatial(const Kernel *k, const Launch *L) {
+static void c_helper(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
     const Node *r = &g->nodes[L->root];
+    if (r->op == OP_DROPOUT_MASK) {   /* a training entry draws it; evaluation passes x through */
+        char p[RENDER_NUM_LEN];
+        str_printf(k->s, "    %s(", helper_names[HP_DROPOUT_MASK]);
+        k->d->ptr(k, k->s, L->root);
+        str_puts(k->s, ", ");
+        render_numel(k->s, r->shape);
+        str_printf(k->s, ", (const int64_t[2]){m->step, (int64_t)m->seed}, %d, %s, %d);\n", r->origin,
+                   render_num(p, r->attr.scalars.p[0]), k->e->kind != ENTRY_EVAL);
+        return;
+    }
     SpatialGeom q = spatial_geom(g, r);
     Str geom = {0};
     geom_list(&geom, &q);
     if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) {
-        str_printf(k->s, "    %s(", spatial_helper_names[spatial_pool_helper(r->op)]);
+        str_printf(k->s, "    %s(", helper_names[pool_helper(r->op)]);
         for (int j = 0; j < r->nin; j++) {
             k->d->ptr(k, k->s, r->in[j]);
             str_puts(k->s, ", ");
@@ -414,5 +424,5 @@ const KernelDialect dialect_c = {
     },
     .gemm = c_gemm,   /* cblas, or plain loops for small products */
     .copy = c_copy,
-    .spatial = c_spatial,
+    .helper = c_helper,
 };

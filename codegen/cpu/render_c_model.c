@@ -29,6 +29,7 @@ static const char frame_text[] =
     "struct @ {\n"
     "    real *params, *state, *act;\n"
     "    int64_t step;\n"
+    "    uint64_t seed;\n"
     "    int status;\n"
     "    char msg[NNC_RT_MSG_LEN];\n"
     "};\n";
@@ -47,7 +48,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
     str_puts(s, "\n#define NNC_RUNTIME_IMPLEMENTATION\n");
     str_puts(s, nnc_embed_runtime_h);
     dialect_c.prelude(s, o);   /* real, the math macros, the cblas prototype: kernel.c's one table */
-    if (program_has_spatial(p)) spatial_helpers(s, false);
+    if (program_has_helpers(p)) helper_prelude(s, false);
     render_template(s, frame_text, model_c_name(p));
 }
 
@@ -56,7 +57,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
 static const char cpu_device_text[] =
     "    struct @ m = {\n"
     "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE], (real *)rt->host[NNC_BLOCK_ACT],\n"
-    "        rt->step, 0, {0},\n"
+    "        rt->step, rt->seed, 0, {0},\n"
     "    };\n"
     "    const int rc = entries[entry](&m, in, B);\n"
     "    return rc ? nnc_rt_fail(rt, rc, \"%s\", m.msg) : 0;\n"

@@ -191,13 +191,13 @@ typedef struct {
     CUstream st;
     cublasHandle_t blas;
     CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
-    CUfunction spatial[SP_COUNT];               /* codegen/spatial.c's helpers, when the model has any */
+    CUfunction helper[HP_COUNT];               /* codegen/helpers.c's helpers, when the model has any */
     bool check_numerics;                        /* --check-numerics: test every output after its launch */
     CUdeviceptr dFirst;                         /* ... the first non-finite index found */
     unsigned long long *hFirst;                 /* ... read back (pinned) */
     CUdeviceptr dBlock[NNC_BLOCK_COUNT];        /* params, state, act (the host block is the runtime's) */
     CUdeviceptr dStep, dErr, dWork;
-    long long *hStep;                           /* pinned staging for the step counter */
+    long long *hStep;                           /* pinned staging for the step counter and the seed */
     void **hIn;                                 /* pinned input staging, sized at batch_max */
     int *hErr;                                  /* pinned error flag readback */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
@@ -321,9 +321,9 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, L->fold >= 0 ? 1 : 0, pc, N);
 }
 
-/* One of spatial.c's helpers over n elements: its pointers, n, its own integers (n0, S, ...),
+/* One of helpers.c's helpers over n elements: its pointers, n, its own integers (n0, S, ...),
  * then the geometry when `q` is given. */
-static bool issue_helper(CudaModel *m, SpatialHelper h, CUdeviceptr *ptr, int nptr, int64_t n, int64_t *own, int nown,
+static bool issue_helper(CudaModel *m, Helper h, CUdeviceptr *ptr, int nptr, int64_t n, int64_t *own, int nown,
                          const SpatialGeom *q) {
     int64_t geom[SPATIAL_GEOM_ARGS];
     void *args[8 + SPATIAL_GEOM_ARGS];
@@ -335,27 +335,38 @@ static bool issue_helper(CudaModel *m, SpatialHelper h, CUdeviceptr *ptr, int np
         spatial_geom_args(q, geom);
         for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) args[k++] = &geom[i];
     }
-    int64_t blocks = (n + SPATIAL_THREADS - 1) / SPATIAL_THREADS;
+    int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
     unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
-    CU(cu.LaunchKernel(m->spatial[h], grid, 1, 1, SPATIAL_THREADS, 1, 1, 0, m->st, args, NULL));
+    CU(cu.LaunchKernel(m->helper[h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
     return true;
 }
 
-/* A convolution (chunks of L->chunk samples through the scratch, as codegen/spatial.c lays
+/* A convolution (chunks of L->chunk samples through the scratch, as codegen/helpers.c lays
  * out) or a pooling op (one helper). */
-static bool issue_spatial(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
     const Graph *g = m->p->g;
     const Node *r = &g->nodes[L->root];
-    SpatialGeom q = spatial_geom(g, r);
     CUdeviceptr in0 = 0, in1 = 0, out = 0;
     char *h;
+    if (r->op == OP_DROPOUT_MASK) {   /* a training entry draws it; evaluation passes x through */
+        where(m, e, L->root, &out, &h);
+        int64_t n = shape_numel(r->shape, B), node = r->origin;
+        double p = r->attr.scalars.p[0];
+        int training = e->kind != ENTRY_EVAL;
+        void *args[] = {&out, &n, &m->dStep, &node, &p, &training};
+        int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
+        unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
+        CU(cu.LaunchKernel(m->helper[HP_DROPOUT_MASK], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
+        return true;
+    }
+    SpatialGeom q = spatial_geom(g, r);
     where(m, e, r->in[0], &in0, &h);
     if (r->nin > 1) where(m, e, r->in[1], &in1, &h);
     where(m, e, L->root, &out, &h);
     if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) {
         CUdeviceptr ptr[3] = {in0, in1, out};
         if (r->nin == 1) ptr[1] = out;
-        return issue_helper(m, spatial_pool_helper(r->op), ptr, r->nin + 1, shape_numel(r->shape, B), NULL, 0, &q);
+        return issue_helper(m, pool_helper(r->op), ptr, r->nin + 1, shape_numel(r->shape, B), NULL, 0, &q);
     }
     const int64_t G = q.G, P = q.OH * q.OW, ckk = q.C / G * q.KH * q.KW, ocg = q.OC / G, N = dim_at(q.N, B);
     const CUdeviceptr col = m->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(L->scratch * (int64_t)m->rb);
@@ -368,24 +379,24 @@ static bool issue_spatial(CudaModel *m, const Entry *e, const Launch *L, int64_t
         int64_t chunk_args[2] = {n0, S}, nchw_args[4] = {n0, S, q.OC, P};
         if (r->op == OP_CONV2D) {
             CUdeviceptr a[2] = {in0, col}, b[2] = {yt, out};
-            if (!issue_helper(m, SP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q)) return false;
+            if (!issue_helper(m, HP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q)) return false;
             for (int64_t gi = 0; gi < G; gi++)
                 if (!gemm_rm(m, false, false, (int)ocg, (int)SP, (int)ckk, 1, w + gi * wstep, (int)ckk, col + gi * colstep,
                              (int)SP, 0, yt + gi * ytstep, (int)SP))
                     return false;
-            if (!issue_helper(m, SP_TO_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
+            if (!issue_helper(m, HP_TO_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
         } else if (r->op == OP_CONV2D_DX) {
             CUdeviceptr a[2] = {in0, yt}, b[2] = {col, out};
-            if (!issue_helper(m, SP_FROM_NCHW, a, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
+            if (!issue_helper(m, HP_FROM_NCHW, a, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
             for (int64_t gi = 0; gi < G; gi++)
                 if (!gemm_rm(m, true, false, (int)ckk, (int)SP, (int)ocg, 1, w + gi * wstep, (int)ckk, yt + gi * ytstep,
                              (int)SP, 0, col + gi * colstep, (int)SP))
                     return false;
-            if (!issue_helper(m, SP_COL2IM, b, 2, S * q.C * q.H * q.W, chunk_args, 2, &q)) return false;
+            if (!issue_helper(m, HP_COL2IM, b, 2, S * q.C * q.H * q.W, chunk_args, 2, &q)) return false;
         } else {
             CUdeviceptr a[2] = {in1, col}, b[2] = {in0, yt};
-            if (!issue_helper(m, SP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q) ||
-                !issue_helper(m, SP_FROM_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL))
+            if (!issue_helper(m, HP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q) ||
+                !issue_helper(m, HP_FROM_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL))
                 return false;
             for (int64_t gi = 0; gi < G; gi++)
                 if (!gemm_rm(m, false, true, (int)ocg, (int)ckk, (int)SP, 1, yt + gi * ytstep, (int)SP, col + gi * colstep,
@@ -453,7 +464,7 @@ static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         switch (L->kind) {
         case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
         case L_GEMM: ok = issue_gemm(m, e, L, B); break;
-        case L_SPATIAL: ok = issue_spatial(m, e, L, B); break;
+        case L_HELPER: ok = issue_helper_launch(m, e, L, B); break;
         case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
@@ -526,8 +537,9 @@ static int cuda_copy(nnc_rt *rt, int block, int64_t offset, void *host, size_t b
 /* The step lives in device memory too, so a captured graph replays with the current step. */
 static bool upload_step(CudaModel *m) {
     CU(cu.CtxSetCurrent(m->ctx));
-    *m->hStep = m->rt->step;
-    CU(cu.MemcpyHtoDAsync(m->dStep, m->hStep, sizeof *m->hStep, m->st));
+    m->hStep[0] = m->rt->step;
+    m->hStep[1] = (long long)m->rt->seed;   /* dropout masks read it next to the step */
+    CU(cu.MemcpyHtoDAsync(m->dStep, m->hStep, 2 * sizeof *m->hStep, m->st));
     CU(cu.StreamSynchronize(m->st));
     return true;
 }
@@ -702,8 +714,8 @@ static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleLoadData(&m->mod, cubin));
     CU(cu.ModuleGetFunction(&m->step_inc, m->mod, "nnc_step_inc"));
     if (m->check_numerics) CU(cu.ModuleGetFunction(&m->check_fn, m->mod, "nnc_check_finite"));
-    if (program_has_spatial(m->p))
-        for (int h = 0; h < SP_COUNT; h++) CU(cu.ModuleGetFunction(&m->spatial[h], m->mod, spatial_helper_names[h]));
+    if (program_has_helpers(m->p))
+        for (int h = 0; h < HP_COUNT; h++) CU(cu.ModuleGetFunction(&m->helper[h], m->mod, helper_names[h]));
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &m->p->entry[k];
         m->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));
@@ -732,7 +744,7 @@ static bool alloc_device(CudaModel *m) {
     CU(cu.MemAllocHost((void **)&m->hFirst, 64));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(m->blas, (void *)m->dWork, BLAS_WORKSPACE));
-    CU(cu.MemAllocHost((void **)&m->hStep, sizeof *m->hStep));
+    CU(cu.MemAllocHost((void **)&m->hStep, 2 * sizeof *m->hStep));
     CU(cu.MemAllocHost((void **)&m->hErr, 64));
     memset(m->hErr, 0, 64);
     m->hIn = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(void *));

@@ -55,7 +55,7 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
         " * GEMMs run as cuBLAS calls and copies as memcpys, in the order of the schedule\n"
         " * (nnc MODEL --target cuda --emit ir shows it). */\n");
     dialect_cuda.prelude(s, o);
-    if (program_has_spatial(p)) spatial_helpers(s, true);
+    if (program_has_helpers(p)) helper_prelude(s, true);
     str_puts(s, step_inc);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
     for (int e = 0; e < ENTRY_COUNT; e++) {

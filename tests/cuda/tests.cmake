@@ -87,7 +87,10 @@ if(TARGET nnc_emu_cuda)
   # conv2d and pooling on the CUDA helpers and cuBLAS, against torch
   add_test(NAME conv_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_conv_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
-  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_explicit emu_cli nan_torch_emu conv_torch_emu PROPERTIES
+  add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
+           --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
+  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_explicit emu_cli nan_torch_emu conv_torch_emu
+                       dropout_philox_emu PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)
 endif()

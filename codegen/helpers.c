@@ -1,4 +1,4 @@
-/* spatial.c - convolution and pooling: the helper routines both targets run.
+/* helpers.c - convolution and pooling: the helper routines both targets run.
  *
  * A convolution is im2col + GEMM, the way Caffe, darknet and ggml do it, over chunks of S
  * samples (Launch.chunk, planned with its scratch by plan.c) so the column buffer stays bounded:
@@ -27,7 +27,7 @@
 
 static const struct {
     const char *name, *params, *body;
-} helpers[SP_COUNT] = {   /* in SpatialHelper's order */
+} helpers[HP_COUNT] = {   /* in Helper's order */
     /* col[(c KH + kh) KW + kw, s P + oh OW + ow] = x[n0 + s, c, oh SH - PH + kh DH, ...], 0 outside */
     {"nnc_im2col", "const real *x, real *col, int64_t n, int64_t n0, int64_t S, " GEOM_PARAMS,
      "        const int64_t P = OH * OW, cols = S * P, r = i / cols, q = i % cols;\n"
@@ -121,33 +121,53 @@ static const struct {
      "            }\n"
      "        }\n"
      "        dx[i] = acc / (real)(KH * KW);\n"},
+    /* dropout's mask in training: u = include/nnc_rng.h's nnc_rng_uniform(seed, stream, i), with
+     * stream = FNV-1a over (node, step) and ctl = {step, seed}; (u >= p) / (1 - p) */
+    {"nnc_dropout_mask", "real *mask, int64_t n, const int64_t *ctl, int64_t node, double p, int training",
+     "        if (!training) { mask[i] = 1; continue; }\n"
+     "        const unsigned long long seed = (unsigned long long)ctl[1];\n"
+     "        unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)node) * 0x100000001b3ULL;\n"
+     "        st = (st ^ (unsigned long long)ctl[0]) * 0x100000001b3ULL;\n"
+     "        unsigned int c0 = (unsigned int)i, c1 = (unsigned int)((unsigned long long)i >> 32);\n"
+     "        unsigned int c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
+     "        unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
+     "        for (int r = 0; r < 10; r++) {   /* Philox4x32-10 */\n"
+     "            if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
+     "            const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
+     "            c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
+     "            c1 = (unsigned int)p1;\n"
+     "            c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
+     "            c3 = (unsigned int)p0;\n"
+     "        }\n"
+     "        const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
+     "        mask[i] = u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"},
 };
 
-const char *const spatial_helper_names[SP_COUNT] = {
+const char *const helper_names[HP_COUNT] = {
     "nnc_im2col", "nnc_col2im", "nnc_to_nchw", "nnc_from_nchw",
-    "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad",
+    "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad", "nnc_dropout_mask",
 };
 
-SpatialHelper spatial_pool_helper(Op op) {
-    return op == OP_MAX_POOL2D ? SP_MAX_POOL : op == OP_MAX_POOL2D_GRAD ? SP_MAX_POOL_GRAD
-           : op == OP_AVG_POOL2D ? SP_AVG_POOL : SP_AVG_POOL_GRAD;
+Helper pool_helper(Op op) {
+    return op == OP_MAX_POOL2D ? HP_MAX_POOL : op == OP_MAX_POOL2D_GRAD ? HP_MAX_POOL_GRAD
+           : op == OP_AVG_POOL2D ? HP_AVG_POOL : HP_AVG_POOL_GRAD;
 }
 
-bool program_has_spatial(const Program *p) {
+bool program_has_helpers(const Program *p) {
     for (int i = 0; i < p->g->n; i++)
-        if (op_info[p->g->nodes[i].op].kind == OK_SPATIAL) return true;
+        if (op_info[p->g->nodes[i].op].kind == OK_HELPER) return true;
     return false;
 }
 
-void spatial_helpers(Str *s, bool cuda) {
-    str_printf(s, "\n/* Convolution and pooling helpers (codegen/spatial.c): one element of a flat index space each. */\n"
+void helper_prelude(Str *s, bool cuda) {
+    str_printf(s, "\n/* Convolution and pooling helpers (codegen/helpers.c): one element of a flat index space each. */\n"
                   "#define NNC_SPATIAL_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
     for (size_t h = 0; h < NNC_COUNTOF(helpers); h++) {
-        assert(!strcmp(helpers[h].name, spatial_helper_names[h]));
+        assert(!strcmp(helpers[h].name, helper_names[h]));
         if (cuda)
             str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n"
                           "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n",
-                       SPATIAL_THREADS, helpers[h].name, helpers[h].params);
+                       HELPER_THREADS, helpers[h].name, helpers[h].params);
         else
             str_printf(s, "static void %s(%s) {\n"
                           "    #pragma omp parallel for if (n > 16384)\n"
