@@ -14,7 +14,8 @@
  * C99 and CUDA accept; the target wraps it: a static function with an OpenMP loop on the CPU,
  * an `extern "C" __global__` kernel with a grid-stride loop on CUDA.  Every output element is
  * written by exactly one i, as a gather (col2im and the pooling gradients sum over the windows
- * that cover their element), so no atomics and no zeroing pass are needed. */
+ * that cover their element), so no atomics and no zeroing pass are needed.  The CPU runs its
+ * own loop nests of the hot ones (cpu_bodies): same results, up to the order of additions. */
 #include <assert.h>
 #include <string.h>
 
@@ -62,7 +63,7 @@ static const struct {
     {"nnc_max_pool", "const real *x, real *y, int64_t n, " GEOM_PARAMS,
      "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
      "        const real *xp = x + i / (OW * OH) * H * W;\n"
-     "        real m = -NNC_SPATIAL_INF;\n"
+     "        real m = -NNC_HELPER_INF;\n"
      "        for (int64_t kh = 0; kh < KH; kh++)\n"
      "            for (int64_t kw = 0; kw < KW; kw++) {\n"
      "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
@@ -85,7 +86,7 @@ static const struct {
      "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
      "                const int64_t oh = th / SH, ow = tw / SW;\n"
      "                int64_t best = -1;\n"
-     "                real bv = -NNC_SPATIAL_INF;\n"
+     "                real bv = -NNC_HELPER_INF;\n"
      "                for (int64_t jh = 0; jh < KH; jh++)\n"
      "                    for (int64_t jw = 0; jw < KW; jw++) {\n"
      "                        const int64_t hh = oh * SH - PH + jh * DH, ww = ow * SW - PW + jw * DW;\n"
@@ -143,6 +144,113 @@ static const struct {
      "        mask[i] = u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"},
 };
 
+/* The CPU's own versions of the hot helpers: the same signature and result, as loop nests that
+ * divide once per row, not once per element (integer division costs more than the copy), and
+ * the gradients as scatters within a plane one thread owns (no race, no window search per
+ * input element).  NULL: the flat body above serves. */
+static const char *const cpu_bodies[HP_COUNT] = {
+    [HP_IM2COL] =
+    "    (void)n;\n"
+    "    const int64_t P = OH * OW, cols = S * P;\n"
+    "    #pragma omp parallel for collapse(2) if (C * KH * KW * cols > 16384)\n"
+    "    for (int64_t r = 0; r < C * KH * KW; r++)\n"
+    "        for (int64_t s = 0; s < S; s++) {\n"
+    "            const int64_t kw = r % KW, kh = r / KW % KH, c = r / (KW * KH);\n"
+    "            const real *xp = x + ((n0 + s) * C + c) * H * W;\n"
+    "            real *out = col + r * cols + s * P;\n"
+    "            for (int64_t oh = 0; oh < OH; oh++) {\n"
+    "                const int64_t h = oh * SH - PH + kh * DH;\n"
+    "                real *o = out + oh * OW;\n"
+    "                if (h < 0 || h >= H) {\n"
+    "                    for (int64_t ow = 0; ow < OW; ow++) o[ow] = 0;\n"
+    "                    continue;\n"
+    "                }\n"
+    "                const real *xr = xp + h * W;\n"
+    "                for (int64_t ow = 0; ow < OW; ow++) {\n"
+    "                    const int64_t w = ow * SW - PW + kw * DW;\n"
+    "                    o[ow] = w >= 0 && w < W ? xr[w] : (real)0;\n"
+    "                }\n"
+    "            }\n"
+    "        }\n",
+    [HP_COL2IM] =
+    "    (void)n;\n"
+    "    const int64_t P = OH * OW, cols = S * P;\n"
+    "    #pragma omp parallel for collapse(2) if (S * C * H * W > 16384)\n"
+    "    for (int64_t s = 0; s < S; s++)\n"
+    "        for (int64_t c = 0; c < C; c++) {\n"
+    "            real *d = dx + ((n0 + s) * C + c) * H * W;\n"
+    "            for (int64_t j = 0; j < H * W; j++) d[j] = 0;\n"
+    "            for (int64_t kh = 0; kh < KH; kh++)\n"
+    "                for (int64_t kw = 0; kw < KW; kw++) {\n"
+    "                    const real *cr = col + ((c * KH + kh) * KW + kw) * cols + s * P;\n"
+    "                    for (int64_t oh = 0; oh < OH; oh++) {\n"
+    "                        const int64_t h = oh * SH - PH + kh * DH;\n"
+    "                        if (h < 0 || h >= H) continue;\n"
+    "                        for (int64_t ow = 0; ow < OW; ow++) {\n"
+    "                            const int64_t w = ow * SW - PW + kw * DW;\n"
+    "                            if (w >= 0 && w < W) d[h * W + w] += cr[oh * OW + ow];\n"
+    "                        }\n"
+    "                    }\n"
+    "                }\n"
+    "        }\n",
+    [HP_TO_NCHW] =
+    "    (void)n;\n"
+    "    #pragma omp parallel for collapse(2) if (S * OC * P > 16384)\n"
+    "    for (int64_t s = 0; s < S; s++)\n"
+    "        for (int64_t oc = 0; oc < OC; oc++)\n"
+    "            memcpy(y + ((n0 + s) * OC + oc) * P, yt + oc * S * P + s * P, sizeof(real) * (size_t)P);\n",
+    [HP_FROM_NCHW] =
+    "    (void)n;\n"
+    "    #pragma omp parallel for collapse(2) if (S * OC * P > 16384)\n"
+    "    for (int64_t s = 0; s < S; s++)\n"
+    "        for (int64_t oc = 0; oc < OC; oc++)\n"
+    "            memcpy(dyt + oc * S * P + s * P, dy + ((n0 + s) * OC + oc) * P, sizeof(real) * (size_t)P);\n",
+    [HP_MAX_POOL] =
+    "    #pragma omp parallel for if (n > 16384)\n"
+    "    for (int64_t nc = 0; nc < n / (OH * OW); nc++) {\n"
+    "        const real *xp = x + nc * H * W;\n"
+    "        real *yp = y + nc * OH * OW;\n"
+    "        for (int64_t oh = 0; oh < OH; oh++)\n"
+    "            for (int64_t ow = 0; ow < OW; ow++) {\n"
+    "                real m = -NNC_HELPER_INF;\n"
+    "                for (int64_t kh = 0; kh < KH; kh++) {\n"
+    "                    const int64_t h = oh * SH - PH + kh * DH;\n"
+    "                    if (h < 0 || h >= H) continue;\n"
+    "                    for (int64_t kw = 0; kw < KW; kw++) {\n"
+    "                        const int64_t w = ow * SW - PW + kw * DW;\n"
+    "                        if (w < 0 || w >= W) continue;\n"
+    "                        const real v = xp[h * W + w];\n"
+    "                        if (v > m || v != v) m = v;\n"
+    "                    }\n"
+    "                }\n"
+    "                yp[oh * OW + ow] = m;\n"
+    "            }\n"
+    "    }\n",
+    [HP_MAX_POOL_GRAD] =
+    "    #pragma omp parallel for if (n > 16384)\n"
+    "    for (int64_t nc = 0; nc < n / (H * W); nc++) {\n"
+    "        const real *xp = x + nc * H * W, *dyp = dy + nc * OH * OW;\n"
+    "        real *d = dx + nc * H * W;\n"
+    "        for (int64_t j = 0; j < H * W; j++) d[j] = 0;\n"
+    "        for (int64_t oh = 0; oh < OH; oh++)\n"
+    "            for (int64_t ow = 0; ow < OW; ow++) {\n"
+    "                int64_t best = -1;\n"
+    "                real bv = -NNC_HELPER_INF;\n"
+    "                for (int64_t kh = 0; kh < KH; kh++) {\n"
+    "                    const int64_t h = oh * SH - PH + kh * DH;\n"
+    "                    if (h < 0 || h >= H) continue;\n"
+    "                    for (int64_t kw = 0; kw < KW; kw++) {\n"
+    "                        const int64_t w = ow * SW - PW + kw * DW;\n"
+    "                        if (w < 0 || w >= W) continue;\n"
+    "                        const real v = xp[h * W + w];\n"
+    "                        if (best < 0 || v > bv || v != v) { bv = v; best = h * W + w; }\n"
+    "                    }\n"
+    "                }\n"
+    "                if (best >= 0) d[best] += dyp[oh * OW + ow];\n"
+    "            }\n"
+    "    }\n",
+};
+
 const char *const helper_names[HP_COUNT] = {
     "nnc_im2col", "nnc_col2im", "nnc_to_nchw", "nnc_from_nchw",
     "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad", "nnc_dropout_mask",
@@ -161,14 +269,17 @@ bool program_has_helpers(const Program *p) {
 
 void helper_prelude(Str *s, bool cuda) {
     str_printf(s, "\n/* Convolution and pooling helpers (codegen/helpers.c): one element of a flat index space each. */\n"
-                  "#define NNC_SPATIAL_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
+                  "#define NNC_HELPER_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
     for (size_t h = 0; h < NNC_COUNTOF(helpers); h++) {
         assert(!strcmp(helpers[h].name, helper_names[h]));
         if (cuda)
             str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n"
                           "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n",
                        HELPER_THREADS, helpers[h].name, helpers[h].params);
-        else
+        else if (cpu_bodies[h]) {
+            str_printf(s, "static void %s(%s) {\n%s}\n", helpers[h].name, helpers[h].params, cpu_bodies[h]);
+            continue;
+        } else
             str_printf(s, "static void %s(%s) {\n"
                           "    #pragma omp parallel for if (n > 16384)\n"
                           "    for (int64_t i = 0; i < n; i++) {\n",

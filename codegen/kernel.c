@@ -13,6 +13,7 @@
  * A dialect supplies the loops around these statements (kernel.h says which names they must
  * define); the walker never asks which target it renders for. */
 #include <assert.h>
+#include <stdlib.h>
 
 #include "kernel.h"
 
@@ -63,12 +64,28 @@ static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
         snprintf(decl, sizeof decl, "real *%so%d", q, j);
         kernel_ptr_line(k, decl, L->outs[j]);
     }
+    /* step-dependent scalars (Adam's 1 - beta^t) once per kernel, not once per element: pow()
+     * may set errno, so the C compiler would not hoist it out of the loop */
+    bool *done = xcalloc((size_t)k->g->n, 1);
+    for (int i = 0; i < L->nnodes; i++) {
+        const Node *n = &k->g->nodes[L->nodes[i]];
+        for (int j = 0; j < n->nin; j++) {
+            int x = n->in[j];
+            if (k->g->nodes[x].op != OP_STEPVAL || done[x]) continue;
+            done[x] = true;
+            str_printf(k->s, "    %s s%d = ", k->d->value, x);
+            render_inline_value(k->s, k->g, x, k->d->step, "B");
+            str_puts(k->s, ";\n");
+        }
+    }
+    free(done);
 }
 
 /* The expression a member's operand x is at this point: a value computed earlier in the same
  * kernel (t<x>), an inline scalar, or a load (l<x>). */
 static void operand_name(const Kernel *k, const Launch *L, int x, char *buf, size_t n) {
     if (launch_has(L, x)) snprintf(buf, n, "t%d", x);
+    else if (k->g->nodes[x].op == OP_STEPVAL) snprintf(buf, n, "s%d", x);   /* decl_ptrs' */
     else if (node_is_inline(&k->g->nodes[x])) {
         Str tmp = {0};
         render_inline_value(&tmp, k->g, x, k->d->step, "B");

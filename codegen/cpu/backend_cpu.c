@@ -228,9 +228,14 @@ static bool compile_in(const Cache *b, const Cache *cache, const char *name, con
  * on a machine with few cores the two pools take turns burning the same cores.  Measured on 2
  * cores (nnc MODEL --bench 200), passive waiting made the 784-1024-1024-10 step 43 ms -> 18 ms
  * and the 784-128-10 step 0.30 ms -> 0.24 ms.  So, unless the user chose a policy, models wait
- * passively; libgomp reads the variable when the model object first loads it, just below. */
+ * passively; libgomp reads the variable when the model object first loads it, just below.
+ * OpenBLAS's workers yield-spin for 2^28 cycles (about 0.1 s) after each GEMM before they sleep,
+ * taking the cores from the OpenMP helpers that run between a convolution's GEMMs: 2^10 cycles
+ * made the convnet.nn step at batch 64 114 ms -> 72-79 ms, the MLPs unchanged within noise.
+ * OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when the model object loads it; a user's value wins. */
 static void choose_omp_wait_policy(void) {
     if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "10", 0);
 }
 
 static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *err, size_t n) {
