@@ -59,6 +59,7 @@ typedef struct {
 typedef enum {
     S_INPUT,    /* input name: type */
     S_PARAM,    /* param name: type = e */
+    S_BUFFER,   /* buffer name: type = e (persistent, saved, not trained) */
     S_LET,      /* name = e */
     S_OUTPUT,   /* output name [= e] */
     S_RETURN,   /* return e */

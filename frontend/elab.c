@@ -1041,6 +1041,85 @@ static Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(graph_add2(E->g, OP_MUL, x, mask, loc));
 }
 
+
+/* batch_norm(x, running_mean, running_var, weight, bias, momentum = 0.1, eps = 1e-5), as
+ * torch.nn.functional.batch_norm over axis 1 of [N, C] or [N, C, H, W]: in training entries the
+ * batch's statistics normalize x, and the train step moves the running buffers toward them
+ * (running_var with the unbiased variance, as torch); in evaluation the running statistics
+ * normalize x.  running_mean and running_var are `buffer`s of [C]; weight and bias optional. */
+static Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "running_mean", "running_var", "weight", "bias", "momentum", "eps"};
+    int ix[7];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 7, ix, 3, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), rm = tensor_arg(E, a, ix[1]), rv = tensor_arg(E, a, ix[2]);
+    int w = ix[3] >= 0 ? tensor_arg(E, a, ix[3]) : -2, b = ix[4] >= 0 ? tensor_arg(E, a, ix[4]) : -2;
+    double mom = num_arg(E, a, ix[5], 0.1, &ok), eps = num_arg(E, a, ix[6], 1e-5, &ok);
+    if (x < 0 || rm < 0 || rv < 0 || w == -1 || b == -1 || !ok || !need_f32(E, x, fn, loc)) return verror;
+    if (!check_range(E, fn, "momentum", mom, 0, false, 1, false, arg_loc(a, ix[5], loc)) ||
+        !check_range(E, fn, "eps", eps, 0, true, INFINITY, false, arg_loc(a, ix[6], loc)))
+        return verror;
+    Graph *g = E->g;
+    Shape xs = g->nodes[x].shape;
+    if ((xs.rank != 2 && xs.rank != 4) || xs.d[1] == DIM_BATCH) {
+        diag_error(E->d, loc, "%s(): expected [N, C] or [N, C, H, W], got %s", fn, tstr(E, x));
+        return verror;
+    }
+    int64_t C = xs.d[1];
+    const int stats[4] = {rm, rv, w, b};
+    for (int k = 0; k < 4; k++) {
+        int t = stats[k];
+        if (t < 0) continue;
+        const Node *tn = &g->nodes[t];
+        if (tn->shape.rank != 1 || tn->shape.d[0] != C || tn->dtype != DT_F32) {
+            diag_error(E->d, arg_loc(a, ix[1 + k], loc), "%s(): %s %s should be f32[%lld], one per channel", fn,
+                       names[1 + k], tstr(E, t), (long long)C);
+            return verror;
+        }
+        if (k < 2 && (tn->op != OP_PARAM || !tn->frozen)) {
+            diag_error(E->d, arg_loc(a, ix[1 + k], loc), "%s(): %s must be a buffer (declared 'buffer %s: f32[%lld] = %s'), "
+                       "which the train step updates", fn, names[1 + k], names[1 + k], (long long)C,
+                       k ? "ones()" : "zeros()");
+            return verror;
+        }
+    }
+    /* statistics over every axis but the channels, kept as [1, C(, 1, 1)] to broadcast */
+    int64_t mask = xs.rank == 4 ? 0xd : 0x1;
+    double per = xs.rank == 4 ? (double)(xs.d[2] * xs.d[3]) : 1;   /* reduced elements per sample */
+    Shape ks = {0};
+    ks.rank = xs.rank - 1;   /* [C] or [C, 1, 1]: aligned on the right against x */
+    ks.d[0] = C;
+    for (int i = 1; i < ks.rank; i++) ks.d[i] = 1;
+    int mean = reduce_node(E, OP_MEAN, x, mask, true, loc);
+    int d = graph_add2(g, OP_SUB, x, mean, loc);
+    int var = reduce_node(E, OP_MEAN, graph_add2(g, OP_MUL, d, d, loc), mask, true, loc);
+    int epsc = graph_const(g, eps, loc);
+    int train = graph_add2(g, OP_DIV, d, graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, var, epsc, loc), loc), loc);
+    int rmk = reshape_node(E, rm, ks, loc), rvk = reshape_node(E, rv, ks, loc);
+    int eval = graph_add2(g, OP_DIV, graph_add2(g, OP_SUB, x, rmk, loc),
+                          graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, rvk, epsc, loc), loc), loc);
+    int in[2] = {train, eval};
+    int y = graph_add(g, OP_MODE, 2, in, xs, DT_F32, loc);
+    if (w >= 0) y = graph_add2(g, OP_MUL, y, reshape_node(E, w, ks, loc), loc);
+    if (b >= 0) y = graph_add2(g, OP_ADD, y, reshape_node(E, b, ks, loc), loc);
+    /* the running statistics' update, in the train step only: r = (1 - m) r + m s, with the
+     * unbiased variance var * n / (n - 1), n = B * per: var / (1 - 1 / n) */
+    Shape cs = shape_of(1, &C);
+    int keep = graph_const(g, 1 - mom, loc), mc = graph_const(g, mom, loc);
+    int inv_n = graph_const(g, 1 / per, loc);
+    g->nodes[inv_n].attr.cnst.batch_power = -1;
+    int unbiased = graph_add2(g, OP_DIV, var, graph_add2(g, OP_SUB, graph_const(g, 1, loc), inv_n, loc), loc);
+    const int src[2] = {mean, unbiased}, dst[2] = {rm, rv};
+    for (int k = 0; k < 2; k++) {
+        int s = reshape_node(E, graph_add1(g, OP_DETACH, src[k], loc), cs, loc);
+        int upd = graph_add2(g, OP_ADD, graph_add2(g, OP_MUL, dst[k], keep, loc), graph_add2(g, OP_MUL, s, mc, loc), loc);
+        int as[2] = {dst[k], upd};
+        int an = graph_add(g, OP_ASSIGN, 2, as, cs, DT_F32, loc);
+        g->nodes[an].phase = PH_UPDATE;
+    }
+    return vtensor(y);
+}
+
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
 static Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "output_size"};
@@ -1196,7 +1275,7 @@ typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
 static const struct { const char *name; Composite *read; } composites[] = {
     {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
     {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
-    {"dropout", read_dropout},
+    {"dropout", read_dropout}, {"batch_norm", read_batch_norm},
     {"view", read_view},
 };
 
@@ -1636,11 +1715,12 @@ static void decl_param(Elab *E, Env *env, Inst *inst, Stmt *s) {
         return;
     }
     if (dt != DT_F32) {
-        diag_error(E->d, s->type->loc, "parameters are f32");
+        diag_error(E->d, s->type->loc, "%s are f32", s->k == S_BUFFER ? "buffers" : "parameters");
         env_bind(E, env, s->name, verror, s->loc);
         return;
     }
     int n = graph_add(E->g, OP_PARAM, 0, NULL, sh, dt, s->loc);
+    E->g->nodes[n].frozen = s->k == S_BUFFER;
     E->g->nodes[n].name = scoped(E, inst, s->name);
     E->g->nodes[n].scope = inst ? inst->scope : NULL;
     /* a failed initializer was reported: the name is bound to an error, which silences its uses */
@@ -1689,7 +1769,7 @@ static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
     for (; s && !E->over_budget && !diag_stopped(E->d); s = s->next) {
         switch (s->k) {
         case S_INPUT: decl_input(E, env, inst, s); break;
-        case S_PARAM: decl_param(E, env, inst, s); break;
+        case S_PARAM: case S_BUFFER: decl_param(E, env, inst, s); break;
         case S_LET: stmt_let(E, env, inst, s); break;
         case S_RETURN:
             if (!ret) {

@@ -37,7 +37,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token <num> NUMBER "number"
 %token <str> IDENT "identifier"
 %token <str> STRING "string"
-%token BLOCK "'block'" INPUT "'input'" PARAM "'param'" OUTPUT "'output'" RETURN "'return'"
+%token BLOCK "'block'" INPUT "'input'" PARAM "'param'" BUFFER "'buffer'" OUTPUT "'output'" RETURN "'return'"
 %token FORWARD "'forward'" TRAIN "'train'" POW "'**'"
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
@@ -68,6 +68,8 @@ stmts: %empty                       { $$ = NULL; }
 stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4, NULL); }
     | PARAM IDENT ':' type '=' expr { $$ = ast_stmt(ctx, S_PARAM, L(@2), $2, $4, $6); }
     | PARAM IDENT ':' type          { $$ = ast_stmt(ctx, S_PARAM, L(@2), $2, $4, NULL); }
+    | BUFFER IDENT ':' type '=' expr { $$ = ast_stmt(ctx, S_BUFFER, L(@2), $2, $4, $6); }
+    | BUFFER IDENT ':' type         { $$ = ast_stmt(ctx, S_BUFFER, L(@2), $2, $4, NULL); }
     | IDENT '=' expr                { $$ = ast_stmt(ctx, S_LET, L(@1), $1, NULL, $3); }
     | OUTPUT IDENT                  { $$ = ast_stmt(ctx, S_OUTPUT, L(@2), $2, NULL, NULL); }
     | OUTPUT IDENT '=' expr         { $$ = ast_stmt(ctx, S_OUTPUT, L(@2), $2, NULL, $4); }

@@ -121,6 +121,8 @@ typedef struct {
     Phase phase;
     bool dev_fixed;             /* placed by the user (to(x, cuda)); placement keeps it */
     bool user_copy;             /* a COPY the user asked for; --strict-devices allows it */
+    bool frozen;                /* PARAM declared `buffer`: persistent and saved, never trained
+                                   (batch norm's running statistics, torch's register_buffer) */
     int nin;
     int in[NNC_MAX_IN];
     Attr attr;                  /* typed by op_info[op].attr */

@@ -262,6 +262,9 @@ static void grad_mean(Ad *A, int id, int g) {
     accumulate(A, n.in[0], mk2(A, OP_MUL, unreduce(A, &n, g), reduce_count_const(A, &n)));
 }
 
+/* The gradient is a training-mode quantity: it flows to the training operand alone. */
+static void grad_mode(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), g); }
+
 static void grad_transpose(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), transpose(A, g)); }
 static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), mk(A, OP_RESHAPE, 1, &g, opshape(A, id, 0))); }
 
@@ -333,7 +336,7 @@ void pass_autograd(Graph *g) {
     A.needs = xcalloc((size_t)n0, 1);
     for (int i = 0; i < n0; i++) {
         A.grad[i] = -1;
-        A.needs[i] = g->nodes[i].op == OP_PARAM;
+        A.needs[i] = g->nodes[i].op == OP_PARAM && !g->nodes[i].frozen;
         for (int j = 0; j < g->nodes[i].nin; j++) A.needs[i] |= A.needs[g->nodes[i].in[j]];
     }
     A.at = &g->nodes[g->loss];

@@ -133,4 +133,7 @@ void pass_plan(Program *p, Entry *e);
 /* helpers shared by passes */
 int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, const Node *like);
 bool node_is_inline(const Node *n);        /* CONST or STEPVAL */
+/* The node whose memory x shares in entry e (a reshape's operand, a folded transpose's, the
+ * operand a MODE picks for the entry's mode), or -1 when x has its own. */
+int view_source(const Graph *g, const Entry *e, int x);
 #endif

@@ -28,9 +28,8 @@ typedef struct {
 static int64_t align_up(int64_t x) { return (x + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS; }
 
 static int storage_root(const Program *p, const Entry *e, int x) {
-    const Node *n = &p->g->nodes[x];
-    if (n->op == OP_RESHAPE || e->folded[x]) return storage_root(p, e, n->in[0]);
-    return x;
+    int v = view_source(p->g, e, x);
+    return v >= 0 ? storage_root(p, e, v) : x;
 }
 
 /* First fit among the blocks still live at launch k.  A->a is kept sorted by offset (the
@@ -159,7 +158,7 @@ void pass_plan(Program *p, Entry *e) {
         }
     }
     for (int i = 0; i < g->n; i++)
-        if (e->live[i] && g->nodes[i].op == OP_RESHAPE) {
+        if (e->live[i] && (g->nodes[i].op == OP_RESHAPE || g->nodes[i].op == OP_MODE)) {
             e->buf[i].kind = BUF_ALIAS;
             e->buf[i].alias = storage_root(p, e, i);
         }

@@ -23,10 +23,9 @@ typedef struct {
 } Sched;
 
 static int producer(Sched *S, int x) {
-    const Node *n = &S->g->nodes[x];
     if (S->e->group[x] >= 0) return S->e->group[x];
-    if (n->op == OP_RESHAPE || S->e->folded[x]) return producer(S, n->in[0]);
-    return -1;
+    int v = view_source(S->g, S->e, x);
+    return v >= 0 ? producer(S, v) : -1;
 }
 
 static void push(int **arr, int *n, int v) {
@@ -178,8 +177,9 @@ static bool readers_done_by(Sched *S, int leaf, int at, int except) {
         if (!S->e->live[u] || u == except) continue;
         const Node *un = &S->g->nodes[u];
         if (un->op == OP_ASSIGN) continue;
-        if (un->op == OP_RESHAPE || S->e->folded[u]) {
-            if (!readers_done_by(S, u, at, except)) return false;
+        int v = view_source(S->g, S->e, u);
+        if (v >= 0) {   /* a view reads leaf when it is its source in this entry */
+            if (v == leaf && !readers_done_by(S, u, at, except)) return false;
             continue;
         }
         int pl = producer(S, u);

@@ -2,7 +2,9 @@
  *
  *   train_step: the loss and every optimizer assignment (forward, backward, update);
  *   grad:       the loss and every parameter's gradient (no update; for gradient checks);
- *   eval:       the loss, metrics and outputs, with no gradient nodes at all (torch.no_grad). */
+ *   eval:       the loss, metrics and outputs, with no gradient nodes at all (torch.no_grad).
+ * train_step and grad run in training mode, eval in evaluation mode: of a MODE node only the
+ * operand of the entry's mode is computed. */
 #include <stdlib.h>
 
 #include "passes.h"
@@ -10,6 +12,13 @@
 static void add_output(Entry *e, int node) {
     e->outputs = xrealloc(e->outputs, (size_t)(e->noutputs + 1) * sizeof(int));
     e->outputs[e->noutputs++] = node;
+}
+
+int view_source(const Graph *g, const Entry *e, int x) {
+    const Node *n = &g->nodes[x];
+    if (n->op == OP_RESHAPE || (e->folded && e->folded[x])) return n->in[0];
+    if (n->op == OP_MODE) return n->in[e->kind == ENTRY_EVAL];
+    return -1;
 }
 
 void pass_select(Program *p, Entry *e, EntryKind k) {
@@ -27,7 +36,10 @@ void pass_select(Program *p, Entry *e, EntryKind k) {
     if (k == ENTRY_EVAL)
         for (int i = 0; i < g->nouts; i++) add_output(e, g->outs[i].node);
     for (int i = 0; i < e->noutputs; i++) e->live[e->outputs[i]] = true;
-    for (int i = g->n - 1; i >= 0; i--)
-        if (e->live[i])
+    for (int i = g->n - 1; i >= 0; i--) {
+        if (!e->live[i]) continue;
+        if (g->nodes[i].op == OP_MODE) e->live[view_source(g, e, i)] = true;
+        else
             for (int j = 0; j < g->nodes[i].nin; j++) e->live[g->nodes[i].in[j]] = true;
+    }
 }

@@ -3,7 +3,8 @@
  * Each case is a tiny .nn model with parameters and a scalar loss, compiled in float64 through
  * include/nnc.h.  For every element of every parameter, the gradient from NNC_ENTRY_GRAD
  * ("grad.<param>") is compared with (L(p + h) - L(p - h)) / 2h, the loss taken from
- * NNC_ENTRY_EVAL.  Every case runs fused and unfused.  Inputs are random normals (labels
+ * NNC_ENTRY_EVAL (for a model with a training mode, dropout or batch_norm, from NNC_ENTRY_GRAD:
+ * the training-mode loss).  Every case runs fused and unfused.  Inputs are random normals (labels
  * uniform over the classes), so relu kinks and max ties are hit with probability ~0.
  *
  * An element passes when |analytic - numeric| <= RTOL * max(|analytic|, |numeric|) + ATOL:
@@ -180,6 +181,15 @@ static const Case cases[] = {
                    "param d: f32[2, 1, 1] = normal(0, 1)\n"
                    "loss = sum(tanh(avg_pool2d(x * P, 3, stride = 2, padding = 1)) * c) + sum(adaptive_avg_pool2d(x * P, 1) * d)"
                    TRAIN("data x = randn(8, 2, 5, 5)"), 0, 0},
+    {"batch_norm", "input x: f32[B, 2, 3, 3]\ninput t: f32[B, 3]\nparam W: f32[3, 2, 2, 2] = normal(0, 0.5)\n"
+                   "param g: f32[3] = normal(1, 0.3)\nparam b: f32[3] = normal(0, 0.3)\n"
+                   "buffer running_mean: f32[3] = zeros()\nbuffer running_var: f32[3] = ones()\n"
+                   "param g1: f32[3] = normal(1, 0.3)\nbuffer running_mean1: f32[3] = zeros()\nbuffer running_var1: f32[3] = ones()\n"
+                   "h = batch_norm(conv2d(x, W), running_mean, running_var, g, b)\n"
+                   "z = batch_norm(mean(tanh(h), axis = (2, 3)), running_mean1, running_var1, g1)\n"
+                   "loss = sum(tanh(z) * t)" TRAIN("data x = randn(8, 2, 3, 3)\n data t = randn(8, 3)"), 0, 0},
+    {"dropout", "input x: f32[B, 6]\nparam W: f32[6, 5] = normal(0, 0.5)\nparam c: f32[5] = normal(0, 1)\n"
+                "loss = sum(tanh(dropout(tanh(x @ W), 0.4)) * c)" TRAIN("data x = randn(8, 6)"), 0, 0},
     {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"
                    "h = tanh(x @ W)\nloss = sum(h * h * h) + sum(tanh(h @ W) * h) + sum(W * W)" TRAIN("data x = randn(8, 3)"), 0, 0},
 };
@@ -200,15 +210,20 @@ static int64_t numel_of(const nnc_tensor_info *t, int64_t batch) {
     return k;
 }
 
-static double eval_loss(const nnc_model_abi *abi, void *m, const void *const *in, int *rc) {
-    int r = abi->run(m, NNC_ENTRY_EVAL, in, BATCH);
+/* The loss of `entry`: EVAL for the differences, unless the model has a training mode (dropout,
+ * batch_norm): then GRAD's, the training-mode loss the gradient is of (the step does not move,
+ * so dropout draws the same mask each call). */
+static double eval_loss(const nnc_model_abi *abi, void *m, int entry, const void *const *in, int *rc) {
+    int r = abi->run(m, entry, in, BATCH);
     if (r) {
         fprintf(stderr, "eval failed: %s\n", abi->error(m));
         *rc = 1;
         return NAN;
     }
-    return *(const double *)abi->output(m, NNC_ENTRY_EVAL, 0);
+    return *(const double *)abi->output(m, entry, 0);
 }
+
+static bool has_modes(const Case *c) { return strstr(c->src, "dropout(") || strstr(c->src, "batch_norm("); }
 
 /* Returns 0 when every gradient element agrees. */
 static int check_case(const Case *c, int fuse) {
@@ -259,17 +274,21 @@ static int check_case(const Case *c, int fuse) {
         const nnc_tensor_info *pt = &abi->params[p];
         char want[256];
         snprintf(want, sizeof want, "grad.%s", pt->name);
-        const nnc_tensor_info *ot = p + 1 < abi->noutputs[NNC_ENTRY_GRAD] ? &abi->outputs[NNC_ENTRY_GRAD][p + 1] : NULL;
-        if (!ot || strcmp(ot->name, want) || numel_of(ot, BATCH) != numel_of(pt, 1)) {
-            printf("FAIL %s: output %d of the GRAD entry is not %s\n", c->name, p + 1, want);
+        int o = -1;
+        for (int j = 1; j < abi->noutputs[NNC_ENTRY_GRAD]; j++)
+            if (!strcmp(abi->outputs[NNC_ENTRY_GRAD][j].name, want)) o = j;
+        if (o < 0 && strstr(pt->name, "running_")) continue;   /* a buffer: never trained */
+        if (o < 0 || numel_of(&abi->outputs[NNC_ENTRY_GRAD][o], BATCH) != numel_of(pt, 1)) {
+            printf("FAIL %s: the GRAD entry has no output %s\n", c->name, want);
             rc = 1;
             continue;
         }
         size_t bytes = (size_t)numel_of(pt, 1) * sizeof(double);
         grads[p] = malloc(bytes);
-        memcpy(grads[p], abi->output(m, NNC_ENTRY_GRAD, p + 1), bytes);
+        memcpy(grads[p], abi->output(m, NNC_ENTRY_GRAD, o), bytes);
     }
-    double loss_e = eval_loss(abi, m, in, &rc);
+    const int entry = has_modes(c) ? NNC_ENTRY_GRAD : NNC_ENTRY_EVAL;
+    double loss_e = eval_loss(abi, m, entry, in, &rc);
     double maxabs = fabs(loss_g - loss_e), maxrel = 0, maxerr = 0;
     if (maxabs > 1e-12 * (1 + fabs(loss_e))) {
         printf("FAIL %s: GRAD loss %.17g != EVAL loss %.17g\n", c->name, loss_g, loss_e);
@@ -285,9 +304,9 @@ static int check_case(const Case *c, int fuse) {
         for (int64_t k = 0; k < n; k++) {
             double w0 = w[k];
             w[k] = w0 + STEP;
-            double lp = eval_loss(abi, m, in, &rc);
+            double lp = eval_loss(abi, m, entry, in, &rc);
             w[k] = w0 - STEP;
-            double lm = eval_loss(abi, m, in, &rc);
+            double lm = eval_loss(abi, m, entry, in, &rc);
             w[k] = w0;
             double num = (lp - lm) / (2 * STEP), d = fabs(ga[k] - num);
             double scale = fmax(fabs(ga[k]), fabs(num));
