@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
 
-    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick]
+    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick] [--torch2 PYTHON]
 
 Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
 round many steps after a warm-up; the table gives the median over rounds of each round's
 median, the min-max spread, and the nnc/reference time ratio (below 1: nnc is faster).  It
 also measures the machine's ceilings (sgemm GFLOP/s, copy GB/s) in the same run, and writes
 bench/out/results.csv, bench/out/results.md and bench/out/chart.png (if matplotlib is there).
+
+--torch2 names a Python with PyTorch 2.x from PyPI (python3 -m venv V && V/bin/pip install torch):
+the convnet.nn step is measured against it, eager and torch.compile (oneDNN convolutions).
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
@@ -123,6 +126,20 @@ class Suite:
         self.add("start to first step, cold cache (vs import torch)", cold, imp, "import torch", "s")
         self.add("start to first step, warm cache (vs import torch)", warm, imp, "import torch", "s")
 
+    def convnet(self, batch, steps):
+        """models/convnet.nn's step against PyTorch 2.x eager and torch.compile, interleaved."""
+        n, e, c = [], [], []
+        for _ in range(self.a.rounds):
+            out, _ = self.nnc(os.path.join(ROOT, "models/convnet.nn"), "--bench", str(steps), "--batch", str(batch),
+                              "--threads", str(self.a.threads), "--quiet")
+            n.append(last_json(out)["median_us"] / 1e3)
+            for mode, acc in (("eager", e), ("compile", c)):
+                out, _ = run([self.a.torch2, os.path.join(HERE, "torch_convnet.py"), str(batch), str(self.a.threads),
+                              str(steps), mode], self.tenv)
+                acc.append(last_json(out)["median_us"] / 1e3)
+        self.add(f"convnet.nn batch {batch} (step)", n, e, "torch 2 eager", "ms")
+        self.add(f"convnet.nn batch {batch} (step)", n, c, "torch.compile", "ms")
+
     def memory(self):
         n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.env)]
         t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", str(self.a.threads)], self.tenv)]
@@ -142,7 +159,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="only the MLP step at batch 64")
-    ap.add_argument("--coretype", default="SkylakeX", help="OPENBLAS_CORETYPE for both sides ('' to inherit)")
+    avx512 = "avx512f" in open("/proc/cpuinfo").read()
+    ap.add_argument("--coretype", default="SkylakeX" if avx512 else "",
+                    help="OPENBLAS_CORETYPE for both sides ('' to inherit; SkylakeX on AVX-512 machines)")
+    ap.add_argument("--torch2", help="a Python with PyTorch 2.x (from PyPI) for the convnet cases")
     a = ap.parse_args()
     s = Suite(a)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
@@ -161,6 +181,9 @@ def main():
         s.epochs()
         s.startup()
         s.memory()
+    if a.torch2:
+        s.convnet(64, 20)
+        s.convnet(256, 10)
     large = [r for r in s.rows if "1024" in r["case"]]
     if large:
         gflops = 2.45e9 / (large[0]["nnc"] * 1e-6) / 1e9
