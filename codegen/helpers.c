@@ -142,6 +142,25 @@ static const struct {
      "        }\n"
      "        const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
      "        mask[i] = u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"},
+    /* y = the operands one after another along an axis: y[o, p, r] (outer, axis, inner) comes
+     * from the operand whose run holds p; unused operand pointers repeat the first */
+    {"nnc_concat", "const real *a0, const real *a1, const real *a2, const real *a3, real *y, int64_t n, "
+                   "int64_t inner, int64_t L, int64_t n0, int64_t n1, int64_t n2, int64_t n3",
+     "        const int64_t r = i % inner, p = i / inner % L, o = i / (inner * L);\n"
+     "        int64_t q = p, len = n0;\n"
+     "        const real *src = a0;\n"
+     "        if (q >= n0) { q -= n0; src = a1; len = n1;\n"
+     "            if (q >= n1) { q -= n1; src = a2; len = n2;\n"
+     "                if (q >= n2) { q -= n2; src = a3; len = n3; } } }\n"
+     "        y[i] = src[(o * len + q) * inner + r];\n"},
+    /* y[o, p, r] = x[o, start + p step, r] */
+    {"nnc_slice", "const real *x, real *y, int64_t n, int64_t inner, int64_t Ly, int64_t Lx, int64_t start, int64_t step",
+     "        const int64_t r = i % inner, p = i / inner % Ly, o = i / (inner * Ly);\n"
+     "        y[i] = x[(o * Lx + start + p * step) * inner + r];\n"},
+    /* dx[o, j, r] = dy[o, (j - start) / step, r] where j is a sliced position, else 0 */
+    {"nnc_slice_grad", "const real *dy, real *dx, int64_t n, int64_t inner, int64_t Ly, int64_t Lx, int64_t start, int64_t step",
+     "        const int64_t r = i % inner, j = i / inner % Lx, o = i / (inner * Lx), t = j - start;\n"
+     "        dx[i] = t >= 0 && t % step == 0 && t / step < Ly ? dy[(o * Ly + t / step) * inner + r] : (real)0;\n"},
 };
 
 /* The CPU's own versions of the hot helpers: the same signature and result, as loop nests that
@@ -271,6 +290,7 @@ static const char *const cpu_bodies[HP_COUNT] = {
 const char *const helper_names[HP_COUNT] = {
     "nnc_im2col", "nnc_col2im", "nnc_to_nchw", "nnc_from_nchw",
     "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad", "nnc_dropout_mask",
+    "nnc_concat", "nnc_slice", "nnc_slice_grad",
 };
 
 Helper pool_helper(Op op) {
@@ -303,6 +323,24 @@ void helper_prelude(Str *s, bool cuda) {
                        helpers[h].name, helpers[h].params);
         str_printf(s, "%s    }\n}\n", helpers[h].body);
     }
+}
+
+int helper_slice_args(const Graph *g, const Node *r, int64_t B, int64_t out[6]) {
+    const Shape *y = &r->shape, *x = &g->nodes[r->in[0]].shape;
+    int ax = r->attr.slice.axis, k = 0;
+    int64_t inner = 1;
+    for (int d = ax + 1; d < y->rank; d++) inner *= y->d[d] == DIM_BATCH ? B : y->d[d];
+    out[k++] = inner;
+    if (r->op == OP_CONCAT) {
+        out[k++] = y->d[ax];
+        for (int j = 0; j < 4; j++) out[k++] = j < r->nin ? g->nodes[r->in[j]].shape.d[ax] : 0;
+        return k;
+    }
+    out[k++] = r->op == OP_SLICE ? y->d[ax] : x->d[ax];   /* Ly: the sliced extent */
+    out[k++] = r->op == OP_SLICE ? x->d[ax] : y->d[ax];   /* Lx: the whole */
+    out[k++] = r->attr.slice.start;
+    out[k++] = r->attr.slice.step;
+    return k;
 }
 
 void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]) {

@@ -1120,6 +1120,114 @@ static Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(y);
 }
 
+
+/* ---- joining and cutting ------------------------------------------------------------------ */
+
+/* concat((a, b, ...), axis = 0), also cat(...), as torch.cat: the same shape but along axis;
+ * not along the batch axis (its length is only known when the step runs). */
+static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"tensors", "axis"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    Value t = a->v[ix[0]];
+    if (t.k != V_TUPLE || t.nitems < 1) {
+        diag_error(E->d, a->loc[ix[0]], "%s() takes a tuple of tensors: %s((a, b), axis = 1)", fn, fn);
+        return verror;
+    }
+    int x[64], n = t.nitems < 64 ? t.nitems : 64;
+    for (int k = 0; k < n; k++)
+        if ((x[k] = as_tensor(E, t.items[k], a->loc[ix[0]])) < 0 || !need_f32(E, x[k], fn, loc)) return verror;
+    Shape s0 = E->g->nodes[x[0]].shape;
+    int ax = ix[1] < 0 ? 0 : __builtin_ctzll((unsigned long long)axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s0.rank, &ok) | 1ull << 62);
+    if (!ok || s0.rank == 0) {
+        if (ok) diag_error(E->d, loc, "%s(): cannot join scalars", fn);
+        return verror;
+    }
+    if (s0.d[ax] == DIM_BATCH) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): cannot join along the batch axis of %s", fn, tstr(E, x[0]));
+        return verror;
+    }
+    for (int k = 1; k < n; k++) {
+        Shape s = E->g->nodes[x[k]].shape;
+        bool same = s.rank == s0.rank && s.d[ax] != DIM_BATCH;
+        for (int d = 0; same && d < s.rank; d++) same = d == ax || s.d[d] == s0.d[d];
+        if (!same) {
+            diag_error(E->d, loc, "%s(): %s and %s differ outside axis %d", fn, tstr(E, x[0]), tstr(E, x[k]), ax);
+            return verror;
+        }
+    }
+    int acc = x[0];
+    for (int k = 1; k < n;) {   /* four at a time, the first being what is joined so far */
+        int in[NNC_MAX_IN] = {acc}, m = 1;
+        Shape s = E->g->nodes[acc].shape;
+        while (m < NNC_MAX_IN && k < n) {
+            s.d[ax] += E->g->nodes[x[k]].shape.d[ax];
+            in[m++] = x[k++];
+        }
+        acc = graph_add(E->g, OP_CONCAT, m, in, s, DT_F32, loc);
+        E->g->nodes[acc].attr.slice.axis = ax;
+    }
+    return vtensor(acc);
+}
+
+static int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape;
+    if (start == 0 && step == 1 && len == s.d[ax]) return x;
+    s.d[ax] = len;
+    int y = graph_add(E->g, OP_SLICE, 1, &x, s, DT_F32, loc);
+    E->g->nodes[y].attr.slice.axis = ax;
+    E->g->nodes[y].attr.slice.start = start;
+    E->g->nodes[y].attr.slice.step = step;
+    return y;
+}
+
+/* narrow(x, axis, start, length) as torch.narrow, and slice(x, axis, start, stop, step = 1)
+ * as x[..., start:stop:step] (negative start/stop count from the end, as in Python). */
+static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    bool narrow = !strcmp(fn, "narrow");
+    static const char *sn[] = {"x", "axis", "start", "stop", "step"};
+    static const char *nn[] = {"x", "axis", "start", "length"};
+    int ix[5];
+    bool ok = true;
+    if (!bind_args(E, fn, a, narrow ? nn : sn, narrow ? 4 : 5, ix, narrow ? 4 : 3, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t bit = axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
+    if (!ok) return verror;
+    int ax = __builtin_ctzll((unsigned long long)bit);
+    if (s.d[ax] == DIM_BATCH) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): cannot cut the batch axis of %s", fn, tstr(E, x));
+        return verror;
+    }
+    double L = (double)s.d[ax];
+    double start = num_arg(E, a, ix[2], 0, &ok);
+    double stop = narrow ? start + num_arg(E, a, ix[3], 0, &ok) : num_arg(E, a, ix[3], L, &ok);
+    double step = narrow ? 1 : num_arg(E, a, ix[4], 1, &ok);
+    if (!ok) return verror;
+    if (start != floor(start) || stop != floor(stop) || step != floor(step) || step < 1 || fabs(start) > 1e15 ||
+        fabs(stop) > 1e15) {
+        diag_error(E->d, loc, "%s(): start, %s and step are integers, step at least 1", fn, narrow ? "length" : "stop");
+        return verror;
+    }
+    if (!narrow) {   /* Python's rules: negatives from the end, then clipped to [0, L] */
+        if (start < 0) start += L;
+        if (stop < 0) stop += L;
+        start = start < 0 ? 0 : start > L ? L : start;
+        stop = stop < 0 ? 0 : stop > L ? L : stop;
+    } else if (start < 0 || stop > L || stop < start) {
+        diag_error(E->d, loc, "%s(): [%g, %g) is outside axis %d of %s (length %g)", fn, start, stop, ax, tstr(E, x), L);
+        return verror;
+    }
+    int64_t len = stop > start ? (int64_t)((stop - start + step - 1) / step) : 0;
+    if (len < 1) {
+        diag_error(E->d, loc, "%s(): the slice of axis %d of %s is empty", fn, ax, tstr(E, x));
+        return verror;
+    }
+    return vtensor(slice_node(E, x, ax, (int64_t)start, len, (int64_t)step, loc));
+}
+
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
 static Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "output_size"};
@@ -1276,6 +1384,7 @@ static const struct { const char *name; Composite *read; } composites[] = {
     {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
     {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
     {"dropout", read_dropout}, {"batch_norm", read_batch_norm},
+    {"concat", read_concat}, {"cat", read_concat}, {"narrow", read_slice}, {"slice", read_slice},
     {"view", read_view},
 };
 
@@ -1419,7 +1528,8 @@ static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
     return verror;
 }
 
-/* (a, b) and [a, b]: numbers, strings and the batch symbol, for axes and shapes. */
+/* (a, b) and [a, b]: numbers, strings and the batch symbol, for axes and shapes; tensors, for
+ * concat((a, b)). */
 static Value tuple(Elab *E, Env *env, Expr *e) {
     Value t = {.k = V_TUPLE};
     for (Arg *x = e->args; x; x = x->next) t.nitems++;
@@ -1428,8 +1538,8 @@ static Value tuple(Elab *E, Env *env, Expr *e) {
     for (Arg *x = e->args; x; x = x->next) {
         t.items[k] = eval(E, env, x->e);
         if (t.items[k].k == V_ERROR) return verror;
-        if (t.items[k].k != V_NUM && t.items[k].k != V_STR) {
-            diag_error(E->d, x->e->loc, "a tuple holds numbers (axes, sizes), not a %s", kind_name(t.items[k].k));
+        if (t.items[k].k != V_NUM && t.items[k].k != V_STR && t.items[k].k != V_TENSOR) {
+            diag_error(E->d, x->e->loc, "a tuple holds numbers (axes, sizes) or tensors, not a %s", kind_name(t.items[k].k));
             return verror;
         }
         k++;

@@ -196,6 +196,10 @@ static void ir_print_attr(const Node *n, FILE *f) {
     case ATTR_AXES: fprintf(f, " axes=0x%x%s", (unsigned)a->axes.mask, a->axes.keepdim ? " keepdim" : ""); break;
     case ATTR_INIT: break;
     case ATTR_DERIV: break;   /* in the name: relu_grad */
+    case ATTR_SLICE:
+        fprintf(f, " axis=%d", a->slice.axis);
+        if (n->op != OP_CONCAT) fprintf(f, " start=%lld step=%lld", (long long)a->slice.start, (long long)a->slice.step);
+        break;
     case ATTR_WINDOW:
         if (n->op == OP_MAX_POOL2D || n->op == OP_MAX_POOL2D_GRAD || n->op == OP_AVG_POOL2D ||
             n->op == OP_AVG_POOL2D_GRAD)
@@ -304,6 +308,25 @@ bool ir_verify(const Graph *g, const char *pass) {
                 q.OW != spatial_out_dim(q.W, (int)q.KW, (int)q.SW, (int)q.PW, (int)q.DW) ||
                 q.C % q.G || q.OC % q.G)
                 return verify_fail(g, i, pass, "spatial geometry");
+        }
+        if (n->op == OP_CONCAT || n->op == OP_SLICE || n->op == OP_SLICE_GRAD) {
+            const Shape *y = &n->shape;
+            int ax = n->attr.slice.axis;
+            int64_t len = 0;
+            bool ok = ax >= 0 && ax < y->rank && y->d[ax] != DIM_BATCH && n->nin >= 1 && n->nin <= NNC_MAX_IN;
+            for (int j = 0; ok && j < n->nin; j++) {
+                const Shape *x = &g->nodes[n->in[j]].shape;
+                ok = x->rank == y->rank;
+                for (int d = 0; ok && d < y->rank; d++) ok = d == ax || x->d[d] == y->d[d];
+                len += ok ? x->d[ax] : 0;
+            }
+            if (ok && n->op == OP_CONCAT) ok = len == y->d[ax];
+            if (ok && n->op != OP_CONCAT) {
+                int64_t big = n->op == OP_SLICE ? len : y->d[ax], small = n->op == OP_SLICE ? y->d[ax] : len;
+                ok = n->attr.slice.step >= 1 && n->attr.slice.start >= 0 && small >= 1 &&
+                     n->attr.slice.start + (small - 1) * n->attr.slice.step < big;
+            }
+            if (!ok) return verify_fail(g, i, pass, "concat/slice shapes");
         }
         if (n->op == OP_ASSIGN && !shape_eq(g->nodes[n->in[0]].shape, g->nodes[n->in[1]].shape))
             return verify_fail(g, i, pass, "assign shapes differ");

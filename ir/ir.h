@@ -49,6 +49,7 @@ typedef enum {
     ATTR_INIT,       /* init: a parameter's initializer and its arguments */
     ATTR_DERIV,      /* deriv: which op's gradient, for which operand, read from where */
     ATTR_WINDOW,     /* win: a convolution's or pooling's window geometry */
+    ATTR_SLICE,      /* slice: the axis of a concat or slice, and the slice's start and step */
 } AttrKind;
 
 typedef struct {
@@ -107,6 +108,7 @@ typedef union {
         int32_t s[2], p[2], d[2];                            /* stride, zero padding, dilation */
         int32_t groups;      /* convolution: channel groups */
     } win;
+    struct { int32_t axis; int64_t start, step; } slice;
 } Attr;
 
 typedef struct {

@@ -299,6 +299,32 @@ static void grad_avg_pool2d(Ad *A, int id, int g) {
     accumulate(A, opnd(A, id, 0), spatial(A, OP_AVG_POOL2D_GRAD, 1, g, -1, opshape(A, id, 0)));
 }
 
+/* Each operand of a concat gets its slice of the gradient. */
+static void grad_concat(Ad *A, int id, int g) {
+    (void)id;
+    Node n = *A->at;
+    int64_t start = 0;
+    for (int k = 0; k < n.nin; k++) {
+        int x = n.in[k];
+        Shape xs = A->g->nodes[x].shape;
+        if (A->needs[x]) {
+            int s = mk(A, OP_SLICE, 1, &g, xs);
+            A->g->nodes[s].attr.slice.axis = n.attr.slice.axis;
+            A->g->nodes[s].attr.slice.start = start;
+            A->g->nodes[s].attr.slice.step = 1;
+            accumulate(A, x, s);
+        }
+        start += xs.d[n.attr.slice.axis];
+    }
+}
+
+static void grad_slice(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0);
+    int s = mk(A, OP_SLICE_GRAD, 1, &g, A->g->nodes[x].shape);
+    A->g->nodes[s].attr.slice = A->at->attr.slice;
+    accumulate(A, x, s);
+}
+
 /* The backward op of a row-wise op reads the incoming gradient and the op's own result. */
 static void grad_row(Ad *A, int id, int g, Op back) {
     int in[2] = {g, id};

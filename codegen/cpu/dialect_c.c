@@ -341,6 +341,30 @@ static void c_helper(const Kernel *k, const Launch *L) {
                    render_num(p, r->attr.scalars.p[0]), k->e->kind != ENTRY_EVAL);
         return;
     }
+    if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
+        /* the inner extent may hold the batch: computed from B; the rest are constants */
+        int64_t a[6];
+        int na = helper_slice_args(g, r, 1, a);
+        const Shape *y = &r->shape;
+        str_puts(k->s, "    const int64_t inner = 1");
+        for (int d = r->attr.slice.axis + 1; d < y->rank; d++) {
+            str_puts(k->s, " * ");
+            render_dim(k->s, y->d[d], "B");
+        }
+        Op op = r->op;
+        str_printf(k->s, ";\n    %s(", helper_names[op == OP_CONCAT ? HP_CONCAT : op == OP_SLICE ? HP_SLICE : HP_SLICE_GRAD]);
+        for (int j = 0; j < (op == OP_CONCAT ? 4 : 1); j++) {
+            k->d->ptr(k, k->s, r->in[j < r->nin ? j : 0]);
+            str_puts(k->s, ", ");
+        }
+        k->d->ptr(k, k->s, L->root);
+        str_puts(k->s, ", ");
+        render_numel(k->s, r->shape);
+        str_puts(k->s, ", inner");
+        for (int j = 1; j < na; j++) str_printf(k->s, ", %lld", (long long)a[j]);
+        str_puts(k->s, ");\n");
+        return;
+    }
     SpatialGeom q = spatial_geom(g, r);
     Str geom = {0};
     geom_list(&geom, &q);

@@ -359,6 +359,16 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         CU(cu.LaunchKernel(m->helper[HP_DROPOUT_MASK], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
         return true;
     }
+    if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
+        CUdeviceptr ptr[5];
+        int np = 0;
+        for (int j = 0; j < (r->op == OP_CONCAT ? 4 : 1); j++) where(m, e, r->in[j < r->nin ? j : 0], &ptr[np++], &h);
+        where(m, e, L->root, &ptr[np++], &h);
+        int64_t a[6];
+        int na = helper_slice_args(g, r, B, a);
+        Helper hp = r->op == OP_CONCAT ? HP_CONCAT : r->op == OP_SLICE ? HP_SLICE : HP_SLICE_GRAD;
+        return issue_helper(m, hp, ptr, np, shape_numel(r->shape, B), a, na, NULL);
+    }
     SpatialGeom q = spatial_geom(g, r);
     where(m, e, r->in[0], &in0, &h);
     if (r->nin > 1) where(m, e, r->in[1], &in1, &h);

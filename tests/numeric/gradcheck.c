@@ -188,6 +188,11 @@ static const Case cases[] = {
                    "h = batch_norm(conv2d(x, W), running_mean, running_var, g, b)\n"
                    "z = batch_norm(mean(tanh(h), axis = (2, 3)), running_mean1, running_var1, g1)\n"
                    "loss = sum(tanh(z) * t)" TRAIN("data x = randn(8, 2, 3, 3)\n data t = randn(8, 3)"), 0, 0},
+    {"concat_slice", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam V: f32[3, 2] = normal(0, 1)\n"
+                     "param c: f32[6] = normal(0, 1)\n"
+                     "h = concat((tanh(x @ W), x @ V, slice(x @ W, 1, 0, 4, 3)), axis = 1)\n"
+                     "loss = sum(tanh(narrow(h, 1, 1, 6)) * c) + sum(tanh(concat((x @ V, x @ V, x @ V, x @ V, x @ W), axis = 1)))"
+                     TRAIN("data x = randn(8, 3)"), 0, 0},
     {"dropout", "input x: f32[B, 6]\nparam W: f32[6, 5] = normal(0, 0.5)\nparam c: f32[5] = normal(0, 1)\n"
                 "loss = sum(tanh(dropout(tanh(x @ W), 0.4)) * c)" TRAIN("data x = randn(8, 6)"), 0, 0},
     {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"

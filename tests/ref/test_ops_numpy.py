@@ -67,6 +67,13 @@ C1 = randn(B, 1)
 
 # (name, declarations + output statements, inputs in declaration order, params, expected outputs)
 CASES = [
+    ("concat_slice", "input x: f32[B, 5]\nparam W: f32[5, 3] = zeros()\n"
+     "output a = concat((x, x @ W), axis = 1)\noutput b = slice(x, 1, 1, 5, 2)\noutput c = narrow(x, 1, 2, 3)\n"
+     "output d = cat((x, x * 2, x, x + 1, x, x), axis = -1)\noutput e = slice(x, -1, -3)\n"
+     "output f = concat((reshape(x, B, 5, 1), reshape(x * 3, B, 5, 1)), axis = 1)",
+     [X], [W], lambda: {"a": np.concatenate([X, X @ W], 1), "b": X[:, 1:5:2], "c": X[:, 2:5],
+                        "d": np.concatenate([X, X * 2, X, X + 1, X, X], -1), "e": X[:, -3:],
+                        "f": np.concatenate([X[:, :, None], 3 * X[:, :, None]], 1)}),
     ("matmul", "input x: f32[B, 5]\nparam W: f32[5, 3] = zeros()\noutput y = x @ W\noutput z = matmul(x, W)",
      [X], [W], lambda: {"y": X @ W, "z": X @ W}),
     ("matmul_transpose", "input x: f32[B, 5]\nparam W: f32[5, 3] = zeros()\nparam V: f32[3, 4] = zeros()\n"
