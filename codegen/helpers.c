@@ -161,6 +161,20 @@ static const struct {
     {"nnc_slice_grad", "const real *dy, real *dx, int64_t n, int64_t inner, int64_t Ly, int64_t Lx, int64_t start, int64_t step",
      "        const int64_t r = i % inner, j = i / inner % Lx, o = i / (inner * Lx), t = j - start;\n"
      "        dx[i] = t >= 0 && t % step == 0 && t / step < Ly ? dy[(o * Ly + t / step) * inner + r] : (real)0;\n"},
+    /* y[t, d] = w[idx[t], d]; an index outside [0, V) gives 0 and records the first one seen
+     * in err (1: the flag, then position, index, V) */
+    {"nnc_embedding", "const int32_t *idx, const real *w, real *y, int64_t n, int64_t D, int64_t V, int *err",
+     "        const int64_t t = i / D;\n"
+     "        const int v = idx[t];\n"
+     "        if (v < 0 || v >= V) {\n"
+     "            if (i % D == 0 && atomicCAS(err, 0, 2) == 0) { err[1] = (int)t; err[2] = v; err[3] = (int)V; }\n"
+     "            y[i] = 0;\n"
+     "        } else\n"
+     "            y[i] = w[v * D + i % D];\n"},
+    /* dw[idx[t], d] += dy[t, d] (dw zeroed first), with atomics: tokens may share a row */
+    {"nnc_embedding_grad", "const real *dy, const int32_t *idx, real *dw, int64_t n, int64_t D, int64_t V",
+     "        const int v = idx[i / D];\n"
+     "        if (v >= 0 && v < V) atomicAdd(&dw[v * D + i % D], dy[i]);\n"},
 };
 
 /* The CPU's own versions of the hot helpers: the same signature and result, as loop nests that
@@ -168,6 +182,32 @@ static const struct {
  * the gradients as scatters within a plane one thread owns (no race, no window search per
  * input element).  NULL: the flat body above serves. */
 static const char *const cpu_bodies[HP_COUNT] = {
+    /* the first bad position (lowest) wins, as the message names one */
+    [HP_EMBEDDING] =
+    "    int64_t bad = -1;\n"
+    "    #pragma omp parallel for if (n > 16384)\n"
+    "    for (int64_t t = 0; t < n / D; t++) {\n"
+    "        const int v = idx[t];\n"
+    "        if (v < 0 || v >= V) {\n"
+    "            memset(y + t * D, 0, sizeof(real) * (size_t)D);\n"
+    "            #pragma omp critical\n"
+    "            if (bad < 0 || t < bad) bad = t;\n"
+    "        } else\n"
+    "            memcpy(y + t * D, w + (int64_t)v * D, sizeof(real) * (size_t)D);\n"
+    "    }\n"
+    "    if (bad >= 0) { err[0] = 2; err[1] = (int)bad; err[2] = idx[bad]; err[3] = (int)V; }\n",
+    /* rows in token order (the same sums on every run), threads splitting the columns */
+    [HP_EMBEDDING_GRAD] =
+    "    memset(dw, 0, sizeof(real) * (size_t)(V * D));\n"
+    "    #pragma omp parallel for if (n > 16384)\n"
+    "    for (int64_t d0 = 0; d0 < D; d0 += 64) {\n"
+    "        const int64_t d1 = d0 + 64 < D ? d0 + 64 : D;\n"
+    "        for (int64_t t = 0; t < n / D; t++) {\n"
+    "            const int v = idx[t];\n"
+    "            if (v < 0 || v >= V) continue;\n"
+    "            for (int64_t d = d0; d < d1; d++) dw[v * D + d] += dy[t * D + d];\n"
+    "        }\n"
+    "    }\n",
     [HP_IM2COL] =
     "    (void)n;\n"
     "    const int64_t P = OH * OW, cols = S * P;\n"
@@ -290,7 +330,7 @@ static const char *const cpu_bodies[HP_COUNT] = {
 const char *const helper_names[HP_COUNT] = {
     "nnc_im2col", "nnc_col2im", "nnc_to_nchw", "nnc_from_nchw",
     "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad", "nnc_dropout_mask",
-    "nnc_concat", "nnc_slice", "nnc_slice_grad",
+    "nnc_concat", "nnc_slice", "nnc_slice_grad", "nnc_embedding", "nnc_embedding_grad",
 };
 
 Helper pool_helper(Op op) {

@@ -94,7 +94,7 @@ extern const KernelDialect dialect_cuda;   /* codegen/cuda/dialect_cuda.c (CUDA 
 typedef enum {
     HP_IM2COL, HP_COL2IM, HP_TO_NCHW, HP_FROM_NCHW,
     HP_MAX_POOL, HP_MAX_POOL_GRAD, HP_AVG_POOL, HP_AVG_POOL_GRAD, HP_DROPOUT_MASK,
-    HP_CONCAT, HP_SLICE, HP_SLICE_GRAD, HP_COUNT
+    HP_CONCAT, HP_SLICE, HP_SLICE_GRAD, HP_EMBEDDING, HP_EMBEDDING_GRAD, HP_COUNT
 } Helper;
 extern const char *const helper_names[HP_COUNT];
 Helper pool_helper(Op op);   /* the one helper of a pooling op or its gradient */

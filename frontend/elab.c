@@ -1348,11 +1348,41 @@ static Value read_gelu(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(graph_add1(E->g, !strcmp(how, "tanh") ? OP_GELU_TANH : op, x, loc));
 }
 
+
+/* embedding(indices, weight), as torch.nn.functional.embedding: indices i32 of any shape (up to
+ * 3 axes), weight [V, D]; the result is indices' shape with D appended. */
+static Value read_embedding(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"indices", "weight"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int idx = tensor_arg(E, a, ix[0]), w = tensor_arg(E, a, ix[1]);
+    if (idx < 0 || w < 0) return verror;
+    const Node *in = &E->g->nodes[idx], *wn = &E->g->nodes[w];
+    if (in->dtype != DT_I32) {
+        diag_error(E->d, a->loc[ix[0]], "%s(): indices are i32, got %s", fn, tstr(E, idx));
+        return verror;
+    }
+    if (wn->dtype != DT_F32 || wn->shape.rank != 2 || shape_batch_axis(wn->shape) >= 0) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): weight is f32[num_embeddings, embedding_dim], got %s", fn, tstr(E, w));
+        return verror;
+    }
+    if (in->shape.rank >= IR_MAX_RANK) {
+        diag_error(E->d, a->loc[ix[0]], "%s(): indices %s have too many axes: the result would have %d, at most %d", fn,
+                   tstr(E, idx), in->shape.rank + 1, IR_MAX_RANK);
+        return verror;
+    }
+    Shape s = in->shape;
+    s.d[s.rank++] = wn->shape.d[1];
+    int io[2] = {idx, w};
+    return vtensor(graph_add(E->g, op, 2, io, s, DT_F32, loc));
+}
+
 static Reader *custom_reader(Op op) {
     static const struct { Op op; Reader *read; } custom[] = {
         {OP_MATMUL, read_matmul}, {OP_POWC, read_pow}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
         {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to}, {OP_GELU, read_gelu},
         {OP_CONV2D, read_conv2d}, {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},
+        {OP_EMBEDDING, read_embedding},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;

@@ -39,7 +39,8 @@
 /* What run() and the typed API return; the message is in error(). */
 enum {
     NNC_STATUS_OK = 0,      /* the call succeeded */
-    NNC_STATUS_CHECK = 1,   /* a check inside a kernel failed: a label outside [0, classes) */
+    NNC_STATUS_CHECK = 1,   /* a check inside a kernel failed: a label outside [0, classes), an
+                               embedding index outside [0, rows) */
     NNC_STATUS_BATCH = 2,   /* the batch is outside [1, batch_max] */
     NNC_STATUS_ENTRY = 3,   /* the model has no such entry point (no loss: eval only) */
     NNC_STATUS_ARG = 4,     /* a NULL argument, a non-finite value (--check-numerics), a device error */
@@ -49,6 +50,7 @@ enum {
  * format them): a label out of range (NNC_STATUS_CHECK) and, with --check-numerics, the first
  * NaN or Inf a launch wrote (NNC_STATUS_ARG): "NaN", element, what wrote it, step. */
 #define NNC_RT_LABEL_FMT "cross_entropy: label %d at row %lld is outside [0, %lld)"
+#define NNC_RT_INDEX_FMT "embedding: index %d at position %lld is outside [0, %lld)"
 #define NNC_RT_NONFINITE_FMT "%s at element %lld of %s at step %lld"
 
 /* The memory blocks a model uses; sizes per model in nnc_model_desc.block_bytes. */

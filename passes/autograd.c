@@ -318,6 +318,11 @@ static void grad_concat(Ad *A, int id, int g) {
     }
 }
 
+static void grad_embedding(Ad *A, int id, int g) {
+    int w = opnd(A, id, 1), in[2] = {g, opnd(A, id, 0)};
+    accumulate(A, w, mk(A, OP_EMBEDDING_GRAD, 2, in, opshape(A, id, 1)));
+}
+
 static void grad_slice(Ad *A, int id, int g) {
     int x = opnd(A, id, 0);
     int s = mk(A, OP_SLICE_GRAD, 1, &g, A->g->nodes[x].shape);

@@ -341,6 +341,26 @@ static void c_helper(const Kernel *k, const Launch *L) {
                    render_num(p, r->attr.scalars.p[0]), k->e->kind != ENTRY_EVAL);
         return;
     }
+    if (r->op == OP_EMBEDDING || r->op == OP_EMBEDDING_GRAD) {
+        const Shape *ws = &g->nodes[r->op == OP_EMBEDDING ? r->in[1] : L->root].shape;
+        bool fwd = r->op == OP_EMBEDDING;
+        if (fwd) str_puts(k->s, "    int err[4] = {0, 0, 0, 0};\n");
+        str_printf(k->s, "    %s(", helper_names[fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD]);
+        for (int j = 0; j < 2; j++) {
+            k->d->ptr(k, k->s, r->in[j]);
+            str_puts(k->s, ", ");
+        }
+        k->d->ptr(k, k->s, L->root);
+        str_puts(k->s, ", ");
+        render_numel(k->s, fwd ? r->shape : g->nodes[r->in[0]].shape);
+        str_printf(k->s, ", %lld, %lld%s);\n", (long long)ws->d[1], (long long)ws->d[0], fwd ? ", err" : "");
+        if (fwd)
+            str_printf(k->s, "    if (err[0]) {\n"
+                             "        %s = NNC_STATUS_CHECK;\n"
+                             "        snprintf(%s, sizeof %s, NNC_RT_INDEX_FMT, err[2], (long long)err[1], (long long)err[3]);\n"
+                             "    }\n", k->d->status, k->d->msg, k->d->msg);
+        return;
+    }
     if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
         /* the inner extent may hold the batch: computed from B; the rest are constants */
         int64_t a[6];

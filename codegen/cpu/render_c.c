@@ -45,7 +45,9 @@ static void render_entry(const Kernel *r) {
     str_printf(k.s, "\nstatic int %s_run_%s(struct %s *m, const void *const *in, int64_t B) {\n", k.mn, k.e->name, k.mn);
     for (int i = 0; i < k.e->nlaunch; i++) {
         str_printf(k.s, "    %s_%s_%d(m, in, B);\n", k.mn, k.e->name, i);
-        if (k.e->launches[i].kind == L_ROW) str_printf(k.s, "    if (%s) return %s;\n", status, status);
+        const Launch *L = &k.e->launches[i];
+        if (L->kind == L_ROW || (L->kind == L_HELPER && k.g->nodes[L->root].op == OP_EMBEDDING))
+            str_printf(k.s, "    if (%s) return %s;\n", status, status);
         if (k.o->check_numerics) render_numerics_check(&k, &k.e->launches[i], i);
     }
     str_printf(k.s, "    return %s;\n}\n", status);

@@ -359,6 +359,25 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         CU(cu.LaunchKernel(m->helper[HP_DROPOUT_MASK], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
         return true;
     }
+    if (r->op == OP_EMBEDDING || r->op == OP_EMBEDDING_GRAD) {
+        bool fwd = r->op == OP_EMBEDDING;
+        const Shape *ws = &g->nodes[fwd ? r->in[1] : L->root].shape;
+        CUdeviceptr ptr[4];
+        where(m, e, r->in[0], &ptr[0], &h);
+        where(m, e, r->in[1], &ptr[1], &h);
+        where(m, e, L->root, &ptr[2], &h);
+        ptr[3] = m->dErr;
+        int64_t dv[2] = {ws->d[1], ws->d[0]};
+        int64_t n = shape_numel(fwd ? r->shape : g->nodes[r->in[0]].shape, B);
+        if (!fwd) CU(cu.MemsetD32Async(ptr[2], 0, (size_t)(dv[0] * dv[1]) * m->rb / 4, m->st));
+        /* the forward's last argument is the error flag, after D and V */
+        void *args[] = {&ptr[0], &ptr[1], &ptr[2], &n, &dv[0], &dv[1], &ptr[3]};
+        int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
+        unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
+        CU(cu.LaunchKernel(m->helper[fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD], grid, 1, 1, HELPER_THREADS, 1, 1, 0,
+                           m->st, args, NULL));
+        return true;
+    }
     if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
         CUdeviceptr ptr[5];
         int np = 0;
@@ -594,9 +613,9 @@ static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
         ok = false;
     }
     if (!ok) return rt->status ? rt->status : NNC_STATUS_ARG;
-    if (m->has_ce[entry] && m->hErr[0])
-        return nnc_rt_fail(rt, NNC_STATUS_CHECK, NNC_RT_LABEL_FMT, m->hErr[2], (long long)m->hErr[1],
-                           (long long)m->hErr[3]);
+    if (m->has_ce[entry] && m->hErr[0])   /* 1: a cross_entropy label, 2: an embedding index */
+        return nnc_rt_fail(rt, NNC_STATUS_CHECK, m->hErr[0] == 2 ? NNC_RT_INDEX_FMT : NNC_RT_LABEL_FMT, m->hErr[2],
+                           (long long)m->hErr[1], (long long)m->hErr[3]);
     return 0;
 }
 
@@ -731,6 +750,8 @@ static bool load_module(CudaModel *m, const char *cubin) {
         m->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));
         for (int i = 0; i < e->nlaunch; i++) {
             const Launch *L = &e->launches[i];
+            /* cross_entropy's labels and embedding's indices are checked on the device */
+            m->has_ce[k] |= L->kind == L_HELPER && m->p->g->nodes[L->root].op == OP_EMBEDDING;
             if (!cuda_launch_is_kernel(L)) continue;
             char name[256];
             cuda_kernel_name(name, sizeof name, m->p, e, i);

@@ -3,7 +3,8 @@
 #   --check-against cpu passes on a correct run and names the first wrong value when the
 #   emulator plants a wrong GEMM result; --check-numerics names the op and line on CUDA as on the
 #   CPU; a round trip through the host trains as on the CPU; --strict-devices
-#   refuses implicit crossings and accepts to(x, cuda).
+#   refuses implicit crossings and accepts to(x, cuda); an embedding index out of range stops the
+#   step; a convolutional model passes --check-against cpu.
 set -u
 nnc=$1; here=$(cd "$(dirname "$0")" && pwd); models=$here/../../models
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -47,6 +48,30 @@ has "error: 'X' is on cpu but this matmul runs on cuda; move it explicitly with 
 ok "$nnc" "$here/explicit.nn" --target cuda --strict-devices --epochs 1
 ok "$nnc" "$models/mlp.nn" --target cuda --stats
 has "host<->device copies"
+
+# an embedding index outside the table: the device flags it, the step stops, as on the CPU
+golden=$here/../golden/data
+(cd "$golden" && bad "$nnc" embedding_index.nn --target cuda)
+has "embedding: index 7 at position 7 is outside \[0, 5)"
+# a convolutional model (batch norm, dropout, pooling) checked value by value against the CPU
+cat >"$dir/conv.nn" <<'NN'
+input x: f32[B, 2, 6, 6]
+input t: f32[B, 3]
+param w: f32[3, 2, 3, 3] = normal(0, 0.5)
+param g: f32[3] = ones()
+buffer rm: f32[3] = zeros()
+buffer rv: f32[3] = ones()
+h = max_pool2d(relu(batch_norm(conv2d(x, w, padding = 1), rm, rv, g)), 2)
+loss = mse_loss(dropout(mean(h, axis = (2, 3)), 0.2), t)
+train {
+    data x = randn(8, 2, 6, 6)
+    data t = randn(8, 3)
+    batch = 4
+    minimize loss
+}
+NN
+ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 --check-against cpu
+has "check-against cpu: 4 steps"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -193,6 +193,9 @@ static const Case cases[] = {
                      "h = concat((tanh(x @ W), x @ V, slice(x @ W, 1, 0, 4, 3)), axis = 1)\n"
                      "loss = sum(tanh(narrow(h, 1, 1, 6)) * c) + sum(tanh(concat((x @ V, x @ V, x @ V, x @ V, x @ W), axis = 1)))"
                      TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"embedding", "input t: i32[B, 5]\ninput x: f32[B, 5, 3]\nparam E: f32[6, 3] = normal(0, 1)\n"
+                  "loss = sum(tanh(embedding(t, E)) * x) + sum(embedding(t, E) * embedding(t, E))"
+                  TRAIN("data t = randn(8, 5)\n data x = randn(8, 5, 3)"), 6, 0},
     {"dropout", "input x: f32[B, 6]\nparam W: f32[6, 5] = normal(0, 0.5)\nparam c: f32[5] = normal(0, 1)\n"
                 "loss = sum(tanh(dropout(tanh(x @ W), 0.4)) * c)" TRAIN("data x = randn(8, 6)"), 0, 0},
     {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"

@@ -66,7 +66,12 @@ V5 = randn(5)
 C1 = randn(B, 1)
 
 # (name, declarations + output statements, inputs in declaration order, params, expected outputs)
+TOK = np.array([[0, 6, 2], [5, 5, 1], [3, 0, 0], [6, 4, 2], [1, 1, 1], [2, 3, 4]], dtype=np.int32)
+EMB = randn(7, 4)
 CASES = [
+    ("embedding", "input t: i32[B, 3]\ninput y: i32[B]\nparam E: f32[7, 4] = zeros()\n"
+     "output a = embedding(t, E)\noutput b = embedding(y, E) * 2\noutput c = sum(embedding(t, E), axis = 1)",
+     [TOK, LABELS], [EMB], lambda: {"a": EMB[TOK], "b": 2 * EMB[LABELS], "c": EMB[TOK].sum(1)}),
     ("concat_slice", "input x: f32[B, 5]\nparam W: f32[5, 3] = zeros()\n"
      "output a = concat((x, x @ W), axis = 1)\noutput b = slice(x, 1, 1, 5, 2)\noutput c = narrow(x, 1, 2, 3)\n"
      "output d = cat((x, x * 2, x, x + 1, x, x), axis = -1)\noutput e = slice(x, -1, -3)\n"
