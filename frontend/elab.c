@@ -234,8 +234,8 @@ static int as_tensor(Elab *E, Value v, SrcLoc loc) {
 
 static bool need_f32(Elab *E, int node, const char *what, SrcLoc loc) {
     if (E->g->nodes[node].dtype == DT_F32) return true;
-    diag_error(E->d, loc, "%s expects f32, got %s (labels are i32: use them only in cross_entropy "
-               "or accuracy)", what, tstr(E, node));
+    diag_error(E->d, loc, "%s expects f32, got %s (labels and indices are i32: use them only in "
+               "cross_entropy, accuracy or embedding)", what, tstr(E, node));
     return false;
 }
 
@@ -253,8 +253,8 @@ static Value tensor_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
     if (x < 0 || y < 0) return verror;
     if (E->g->nodes[x].dtype != DT_F32 || E->g->nodes[y].dtype != DT_F32) {
-        diag_error(E->d, loc, "cannot %s %s and %s: arithmetic needs f32 (labels are i32: use them only in "
-                   "cross_entropy or accuracy)", binop_name(op), tstr(E, x), tstr(E, y));
+        diag_error(E->d, loc, "cannot %s %s and %s: arithmetic needs f32 (labels and indices are i32: use them "
+                   "only in cross_entropy, accuracy or embedding)", binop_name(op), tstr(E, x), tstr(E, y));
         return verror;
     }
     Op o = op == '+' ? OP_ADD : op == '-' ? OP_SUB : op == '*' ? OP_MUL : OP_DIV;
