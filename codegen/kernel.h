@@ -99,6 +99,9 @@ typedef enum {
 extern const char *const helper_names[HP_COUNT];
 Helper pool_helper(Op op);   /* the one helper of a pooling op or its gradient */
 bool program_has_helpers(const Program *p);
+/* The C target's f32 convolutions call oneDNN (nnc built with libdnnl): its support text. */
+bool helper_uses_dnnl(const Program *p, const BuildOpts *o);
+void helper_dnnl_prelude(Str *s);
 /* A concat's or slice's integer arguments after n, for batch B (its inner extent uses it):
  * concat: inner, L, n0..n3; slice and its gradient: inner, Ly, Lx, start, step.  Returns how
  * many. */

@@ -11,10 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../kernel.h"
 #include "cpu.h"
 
 /* The usage example at the top of NAME.h, with the model's own inputs in the calls. */
-static void header_usage(const Program *p, const char *rt, const char *call, Str *h) {
+static void header_usage(const Program *p, const BuildOpts *o, const char *rt, const char *call, Str *h) {
     const char *mn = model_c_name(p);
     str_printf(h, "/* %s.h - the %s model, compiled ahead of time by nnc.\n *\n *   #include \"%s.h\"\n", mn, mn, mn);
     render_template(h, " *   @_t *m = @_create();              // or @_create_in(mem) with @_memory_bytes()\n"
@@ -26,7 +27,8 @@ static void header_usage(const Program *p, const char *rt, const char *call, Str
     str_printf(h, " *   const %s *out = %s_output(m, \"loss\");   // an output of the last call, by name\n", rt, mn);
     str_printf(h, " *   %s *w = %s_param(m, \"NAME\", &numel);     // parameters by their .nn names\n", rt, mn);
     render_template(h, " *   @_free(m);\n *\n", mn);
-    str_printf(h, " * Build: cc app.c lib%s.a -lopenblas -lm.  n is the batch size, at most %d.\n", mn, p->g->batch_max);
+    str_printf(h, " * Build: cc app.c lib%s.a%s -lopenblas -lm.  n is the batch size, at most %d.\n", mn,
+               helper_uses_dnnl(p, o) ? " -ldnnl -lpthread" : "", p->g->batch_max);
     render_template(h, " * Inputs are row-major arrays with the shapes in @_abi()->inputs.\n *\n", mn);
 }
 
@@ -69,7 +71,7 @@ static void header(const Program *p, const BuildOpts *o, Str *h) {
         str_printf(&params, "const %s *in_%s, ", n->dtype == DT_I32 ? "int32_t" : rt, n->name);
         str_printf(&call, "in_%s, ", n->name);
     }
-    header_usage(p, rt, call.buf, h);
+    header_usage(p, o, rt, call.buf, h);
     render_template(h, header_contract_text, model_c_name(p));
     str_puts(h, nnc_embed_abi_h);
     header_api(p, rt, params.buf, h);

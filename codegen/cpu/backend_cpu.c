@@ -169,7 +169,11 @@ static bool compile_so(char **cc, char **extra, const char *src, const char *so,
     for (size_t i = 0; i < sizeof cpu_flags / sizeof *cpu_flags; i++) argv_push(&argv, &a, &cap, cpu_flags[i]);
     if (gcc) argv_push(&argv, &a, &cap, "-fno-ipa-icf");
     for (char **w = extra; *w; w++) argv_push(&argv, &a, &cap, *w);
+#ifdef NNC_DNNL_LIB   /* linked only when the model calls it (its convolutions) */
+    const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-Wl,--as-needed", NNC_DNNL_LIB, "-Wl,--no-as-needed", "-lm"};
+#else
     const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-lm"};
+#endif
     for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) argv_push(&argv, &a, &cap, tail[i]);
     int rc = cpu_run_tool(argv, log);
     free(argv);
@@ -201,7 +205,11 @@ static uint64_t cache_key(const char *src, char **cc, char **extra) {
     }
     h = hash_words(extra, h);
     for (size_t i = 0; i < sizeof cpu_flags / sizeof *cpu_flags; i++) h = hash_fnv1a(cpu_flags[i], strlen(cpu_flags[i]) + 1, h);
-    static const char version[] = NNC_BLAS_LIB " v2";
+#ifdef NNC_DNNL_LIB
+    static const char version[] = NNC_BLAS_LIB " " NNC_DNNL_LIB " v3";
+#else
+    static const char version[] = NNC_BLAS_LIB " v3";
+#endif
     return hash_fnv1a(version, sizeof version, h);
 }
 

@@ -410,8 +410,18 @@ static void c_helper(const Kernel *k, const Launch *L) {
                (long long)(q.C * q.KH * q.KW * L->chunk * P));
     str_puts(k->s, "    const int64_t N = ");
     render_dim(k->s, q.N, "B");
-    str_printf(k->s, ";\n"
-                     "    for (int64_t n0 = 0; n0 < N; n0 += %lld) {\n"
+    str_puts(k->s, ";\n");
+    if (helper_uses_dnnl(k->p, k->o)) {   /* oneDNN, or the im2col code below if it refuses */
+        str_printf(k->s, "    static nnc_dnnl_cache dnnl_cache;\n"
+                         "    const int64_t dg[16] = {N, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
+                         "%lld, %lld, %lld};\n"
+                         "    if (N > 0 && nnc_dnnl_conv(&dnnl_cache, %d, dg, I0, I1, O) == 0) return;\n",
+                   (long long)q.C, (long long)q.H, (long long)q.W, (long long)q.OC, (long long)q.OH, (long long)q.OW,
+                   (long long)q.KH, (long long)q.KW, (long long)q.SH, (long long)q.SW, (long long)q.PH, (long long)q.PW,
+                   (long long)q.DH, (long long)q.DW, (long long)q.G,
+                   r->op == OP_CONV2D ? 0 : r->op == OP_CONV2D_DX ? 1 : 2);
+    }
+    str_printf(k->s, "    for (int64_t n0 = 0; n0 < N; n0 += %lld) {\n"
                      "        const int64_t S = N - n0 < %lld ? N - n0 : %lld, SP = S * %lld;\n",
                (long long)L->chunk, (long long)L->chunk, (long long)L->chunk, (long long)P);
     char wg[64], colg[64], ytg[64], ckks[32], ocgs[32];
