@@ -163,6 +163,7 @@ def main():
     ap.add_argument("--coretype", default="SkylakeX" if avx512 else "",
                     help="OPENBLAS_CORETYPE for both sides ('' to inherit; SkylakeX on AVX-512 machines)")
     ap.add_argument("--torch2", help="a Python with PyTorch 2.x (from PyPI) for the convnet cases")
+    ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
     a = ap.parse_args()
     s = Suite(a)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
@@ -172,9 +173,10 @@ def main():
     print(f"machine: {os.cpu_count()} cores, {a.threads} threads; sgemm {ceil['sgemm2048_gflops']} GFLOP/s "
           f"(2048^3), copy {ceil['copy_gbs']} GB/s; OPENBLAS_CORETYPE={s.env.get('OPENBLAS_CORETYPE', 'default')}")
     print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
-    s.mlp("models/mlp.nn", "784,128,10", 64, 300)
-    s.fusion("models/mlp.nn", 64, 300)
-    if not a.quick:
+    if not a.convnet_only:
+        s.mlp("models/mlp.nn", "784,128,10", 64, 300)
+        s.fusion("models/mlp.nn", 64, 300)
+    if not a.quick and not a.convnet_only:
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         s.linreg()
