@@ -103,13 +103,21 @@ static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, cons
  * batch (darknet and Caffe take one sample at a time; a few at a time makes wider GEMMs). */
 #define CONV_SCRATCH_BUDGET ((int64_t)1 << 22)   /* elements: 16 MiB of f32 */
 
+/* The budget; NNC_TEST_CONV_SCRATCH (elements) lowers it so that tests can run several
+ * chunks on small tensors (tests/ref/test_conv_torch.py). */
+static int64_t conv_scratch_budget(void) {
+    const char *v = getenv("NNC_TEST_CONV_SCRATCH");
+    long long b = v ? atoll(v) : 0;
+    return b > 0 && b < CONV_SCRATCH_BUDGET ? (int64_t)b : CONV_SCRATCH_BUDGET;
+}
+
 static void plan_conv_scratch(const Program *p, Launch *L) {
     const Node *r = &p->g->nodes[L->root];
     if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) return;
     SpatialGeom q = spatial_geom(p->g, r);
     int64_t n = q.N == DIM_BATCH ? p->g->batch_max : q.N;
     int64_t per = (q.C * q.KH * q.KW + q.OC) * q.OH * q.OW;
-    int64_t s = per > 0 ? CONV_SCRATCH_BUDGET / per : n;
+    int64_t s = per > 0 ? conv_scratch_budget() / per : n;
     L->chunk = s < 1 ? 1 : s > n ? (n > 0 ? n : 1) : s;
     L->scratch_elems = L->chunk * per;
 }
