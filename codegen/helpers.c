@@ -26,6 +26,16 @@
     "int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t SH, " \
     "int64_t SW, int64_t PH, int64_t PW, int64_t DH, int64_t DW"
 
+/* Opens the loops over the windows that cover input element (h, w): output (th / SH, tw / SW)
+ * for each kernel offset (kh, kw) that lands on it; the body closes both braces. */
+#define COVERING                                                                \
+    "        for (int64_t kh = 0; kh < KH; kh++) {\n"                           \
+    "            const int64_t th = h + PH - kh * DH;\n"                        \
+    "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"           \
+    "            for (int64_t kw = 0; kw < KW; kw++) {\n"                       \
+    "                const int64_t tw = w + PW - kw * DW;\n"                    \
+    "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+
 static const struct {
     const char *name, *params, *body;
 } helpers[HP_COUNT] = {   /* in Helper's order */
@@ -41,12 +51,7 @@ static const struct {
      "        const int64_t w = i % W, h = i / W % H, c = i / (W * H) % C, s = i / (W * H * C);\n"
      "        const int64_t P = OH * OW, cols = S * P;\n"
      "        real acc = 0;\n"
-     "        for (int64_t kh = 0; kh < KH; kh++) {\n"
-     "            const int64_t th = h + PH - kh * DH;\n"
-     "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"
-     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
-     "                const int64_t tw = w + PW - kw * DW;\n"
-     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+     COVERING
      "                acc += col[((c * KH + kh) * KW + kw) * cols + s * P + th / SH * OW + tw / SW];\n"
      "            }\n"
      "        }\n"
@@ -78,12 +83,7 @@ static const struct {
      "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
      "        const real *xp = x + nc * H * W;\n"
      "        real acc = 0;\n"
-     "        for (int64_t kh = 0; kh < KH; kh++) {\n"
-     "            const int64_t th = h + PH - kh * DH;\n"
-     "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"
-     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
-     "                const int64_t tw = w + PW - kw * DW;\n"
-     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+     COVERING
      "                const int64_t oh = th / SH, ow = tw / SW;\n"
      "                int64_t best = -1;\n"
      "                real bv = -NNC_HELPER_INF;\n"
@@ -112,12 +112,7 @@ static const struct {
     {"nnc_avg_pool_grad", "const real *dy, real *dx, int64_t n, " GEOM_PARAMS,
      "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
      "        real acc = 0;\n"
-     "        for (int64_t kh = 0; kh < KH; kh++) {\n"
-     "            const int64_t th = h + PH - kh * DH;\n"
-     "            if (th < 0 || th % SH || th / SH >= OH) continue;\n"
-     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
-     "                const int64_t tw = w + PW - kw * DW;\n"
-     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
+     COVERING
      "                acc += dy[(nc * OH + th / SH) * OW + tw / SW];\n"
      "            }\n"
      "        }\n"
