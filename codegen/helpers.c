@@ -172,6 +172,16 @@ static const struct {
      "        if (v >= 0 && v < V) atomicAdd(&dw[v * D + i % D], dy[i]);\n"},
 };
 
+/* Opens the loops over the input elements (h, w) of output (oh, ow)'s window that lie inside
+ * the input (CPU bodies' indentation); the body closes both braces. */
+#define WINDOW                                                                  \
+    "                for (int64_t kh = 0; kh < KH; kh++) {\n"                   \
+    "                    const int64_t h = oh * SH - PH + kh * DH;\n"           \
+    "                    if (h < 0 || h >= H) continue;\n"                      \
+    "                    for (int64_t kw = 0; kw < KW; kw++) {\n"               \
+    "                        const int64_t w = ow * SW - PW + kw * DW;\n"       \
+    "                        if (w < 0 || w >= W) continue;\n"
+
 /* The CPU's own versions of the hot helpers: the same signature and result, as loop nests that
  * divide once per row, not once per element (integer division costs more than the copy), and
  * the gradients as scatters within a plane one thread owns (no race, no window search per
@@ -284,12 +294,7 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "        for (int64_t oh = 0; oh < OH; oh++)\n"
     "            for (int64_t ow = 0; ow < OW; ow++) {\n"
     "                real m = -NNC_HELPER_INF;\n"
-    "                for (int64_t kh = 0; kh < KH; kh++) {\n"
-    "                    const int64_t h = oh * SH - PH + kh * DH;\n"
-    "                    if (h < 0 || h >= H) continue;\n"
-    "                    for (int64_t kw = 0; kw < KW; kw++) {\n"
-    "                        const int64_t w = ow * SW - PW + kw * DW;\n"
-    "                        if (w < 0 || w >= W) continue;\n"
+    WINDOW
     "                        const real v = xp[h * W + w];\n"
     "                        if (v > m || v != v) m = v;\n"
     "                    }\n"
@@ -307,12 +312,7 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "            for (int64_t ow = 0; ow < OW; ow++) {\n"
     "                int64_t best = -1;\n"
     "                real bv = -NNC_HELPER_INF;\n"
-    "                for (int64_t kh = 0; kh < KH; kh++) {\n"
-    "                    const int64_t h = oh * SH - PH + kh * DH;\n"
-    "                    if (h < 0 || h >= H) continue;\n"
-    "                    for (int64_t kw = 0; kw < KW; kw++) {\n"
-    "                        const int64_t w = ow * SW - PW + kw * DW;\n"
-    "                        if (w < 0 || w >= W) continue;\n"
+    WINDOW
     "                        const real v = xp[h * W + w];\n"
     "                        if (best < 0 || v > bv || v != v) { bv = v; best = h * W + w; }\n"
     "                    }\n"

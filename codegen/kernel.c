@@ -13,7 +13,6 @@
  * A dialect supplies the loops around these statements (kernel.h says which names they must
  * define); the walker never asks which target it renders for. */
 #include <assert.h>
-#include <stdlib.h>
 
 #include "kernel.h"
 
@@ -66,19 +65,21 @@ static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
     }
     /* step-dependent scalars (Adam's 1 - beta^t) once per kernel, not once per element: pow()
      * may set errno, so the C compiler would not hoist it out of the loop */
-    bool *done = xcalloc((size_t)k->g->n, 1);
     for (int i = 0; i < L->nnodes; i++) {
         const Node *n = &k->g->nodes[L->nodes[i]];
         for (int j = 0; j < n->nin; j++) {
             int x = n->in[j];
-            if (k->g->nodes[x].op != OP_STEPVAL || done[x]) continue;
-            done[x] = true;
+            bool seen = k->g->nodes[x].op != OP_STEPVAL;   /* declared already by an earlier use? */
+            for (int i2 = 0; i2 <= i && !seen; i2++) {
+                const Node *m = &k->g->nodes[L->nodes[i2]];
+                for (int j2 = 0; j2 < (i2 == i ? j : m->nin) && !seen; j2++) seen = m->in[j2] == x;
+            }
+            if (seen) continue;
             str_printf(k->s, "    %s s%d = ", k->d->value, x);
             render_inline_value(k->s, k->g, x, k->d->step, "B");
             str_puts(k->s, ";\n");
         }
     }
-    free(done);
 }
 
 /* The expression a member's operand x is at this point: a value computed earlier in the same

@@ -1139,11 +1139,13 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     for (int k = 0; k < n; k++)
         if ((x[k] = as_tensor(E, t.items[k], a->loc[ix[0]])) < 0 || !need_f32(E, x[k], fn, loc)) return verror;
     Shape s0 = E->g->nodes[x[0]].shape;
-    int ax = ix[1] < 0 ? 0 : __builtin_ctzll((unsigned long long)axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s0.rank, &ok) | 1ull << 62);
-    if (!ok || s0.rank == 0) {
-        if (ok) diag_error(E->d, loc, "%s(): cannot join scalars", fn);
+    if (s0.rank == 0) {
+        diag_error(E->d, loc, "%s(): cannot join scalars", fn);
         return verror;
     }
+    int64_t bit = ix[1] < 0 ? 1 : axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s0.rank, &ok);
+    if (!ok) return verror;
+    int ax = __builtin_ctzll((unsigned long long)bit);
     if (s0.d[ax] == DIM_BATCH) {
         diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): cannot join along the batch axis of %s", fn, tstr(E, x[0]));
         return verror;

@@ -241,13 +241,13 @@ static bool compile_in(const Cache *b, const Cache *cache, const char *name, con
  * taking the cores from the OpenMP helpers that run between a convolution's GEMMs: 2^10 cycles
  * made the convnet.nn step at batch 64 114 ms -> 72-79 ms, the MLPs unchanged within noise.
  * OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when the model object loads it; a user's value wins. */
-static void choose_omp_wait_policy(void) {
+static void choose_thread_waits(void) {
     if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "10", 0);
 }
 
 static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *err, size_t n) {
-    choose_omp_wait_policy();
+    choose_thread_waits();
     lm->handle = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!lm->handle) {
         snprintf(err, n, "cannot load %s: %s", so, dlerror());

@@ -321,6 +321,14 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, L->fold >= 0 ? 1 : 0, pc, N);
 }
 
+/* Helper h over n elements (a grid-stride loop: the grid is capped), with its arguments. */
+static bool launch_helper(CudaModel *m, Helper h, int64_t n, void **args) {
+    int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
+    unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
+    CU(cu.LaunchKernel(m->helper[h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
+    return true;
+}
+
 /* One of helpers.c's helpers over n elements: its pointers, n, its own integers (n0, S, ...),
  * then the geometry when `q` is given. */
 static bool issue_helper(CudaModel *m, Helper h, CUdeviceptr *ptr, int nptr, int64_t n, int64_t *own, int nown,
@@ -335,10 +343,7 @@ static bool issue_helper(CudaModel *m, Helper h, CUdeviceptr *ptr, int nptr, int
         spatial_geom_args(q, geom);
         for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) args[k++] = &geom[i];
     }
-    int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
-    unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
-    CU(cu.LaunchKernel(m->helper[h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
-    return true;
+    return launch_helper(m, h, n, args);
 }
 
 /* A convolution (chunks of L->chunk samples through the scratch, as codegen/helpers.c lays
@@ -354,10 +359,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         double p = r->attr.scalars.p[0];
         int training = e->kind != ENTRY_EVAL;
         void *args[] = {&out, &n, &m->dStep, &node, &p, &training};
-        int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
-        unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
-        CU(cu.LaunchKernel(m->helper[HP_DROPOUT_MASK], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
-        return true;
+        return launch_helper(m, HP_DROPOUT_MASK, n, args);
     }
     if (r->op == OP_EMBEDDING || r->op == OP_EMBEDDING_GRAD) {
         bool fwd = r->op == OP_EMBEDDING;
@@ -372,11 +374,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         if (!fwd) CU(cu.MemsetD32Async(ptr[2], 0, (size_t)(dv[0] * dv[1]) * m->rb / 4, m->st));
         /* the forward's last argument is the error flag, after D and V */
         void *args[] = {&ptr[0], &ptr[1], &ptr[2], &n, &dv[0], &dv[1], &ptr[3]};
-        int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
-        unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
-        CU(cu.LaunchKernel(m->helper[fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD], grid, 1, 1, HELPER_THREADS, 1, 1, 0,
-                           m->st, args, NULL));
-        return true;
+        return launch_helper(m, fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD, n, args);
     }
     if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
         CUdeviceptr ptr[5];
