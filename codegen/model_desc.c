@@ -92,7 +92,7 @@ static void build_leaves(Build *b) {
             pa[np++] = info_of(b, n->name, n);
         }
         if (n->op == OP_STATE) {
-            sl[ns] = (nnc_leaf_desc){at, NNC_INIT_ZEROS, 0, 0};
+            sl[ns] = (nnc_leaf_desc){at, (int)n->attr.init.kind, n->attr.init.a, n->attr.init.b};
             st[ns++] = info_of(b, n->name, n);
         }
     }

@@ -17,7 +17,7 @@
 #include "ast.h"
 #include "frontend.h"
 
-typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE } VKind;
+typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED } VKind;
 
 typedef struct Env Env;
 typedef struct Inst {
@@ -36,6 +36,7 @@ typedef struct Value {
     Inst *inst;
     DataSource *src;
     OptConfig *opt;
+    SchedConfig *sched;
     struct Value *items;         /* V_TUPLE: (0, 2) or [0, 2] */
     int nitems;
 } Value;
@@ -160,7 +161,7 @@ static Binding *env_find(Env *env, const char *name) {
 
 static const char *kind_name(VKind k) {
     static const char *n[] = {"error", "number", "string", "tensor", "block", "block instance",
-                              "device", "data source", "optimizer", "tuple"};
+                              "device", "data source", "optimizer", "tuple", "learning-rate schedule"};
     return n[k];
 }
 
@@ -213,7 +214,9 @@ static const char *did_you_mean(Elab *E, const char *best) {
     return best ? arena_printf(E->a, " (did you mean '%s'?)", best) : "";
 }
 
-static const char *const train_fn_names[] = {"idx", "npy", "csv", "randn", "rand", "sgd", "adam", "adamw"};
+static const char *const train_fn_names[] = {"idx",   "npy",     "csv",            "randn",     "rand",
+                                             "sgd",   "adam",    "adamw",          "step_lr",   "exponential_lr",
+                                             "cosine_lr", "linear_lr"};
 static const char *const keyword_names[] = {"true", "false", "cpu", "cuda"};
 
 static const char *tstr(Elab *E, int node) {
@@ -403,6 +406,14 @@ static bool check_range(Elab *E, const char *fn, const char *name, double x, dou
     else
         diag_error(E->d, loc, "%s(): %s must be in %c%.10g, %.10g%c, got %.10g", fn, name, lo_open ? '(' : '[', lo, hi,
                    hi_open ? ')' : ']', x);
+    return false;
+}
+
+/* A whole number in [1, hi]: a count of epochs. */
+static bool check_count(Elab *E, const char *fn, const char *name, double x, double hi, SrcLoc loc) {
+    if (!check_range(E, fn, name, x, 1, false, hi, false, loc)) return false;
+    if (x == floor(x)) return true;
+    diag_error(E->d, loc, "%s(): %s must be an integer, got %.10g", fn, name, x);
     return false;
 }
 
@@ -866,6 +877,47 @@ static Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) 
     }
     ok = ok && optimizer_check(E, fn, o, a, ix, loc);
     return ok ? (Value){.k = V_OPTIM, .opt = o} : verror;
+}
+
+/* torch.optim.lr_scheduler's StepLR, ExponentialLR, CosineAnnealingLR and LinearLR, stepped
+ * once per epoch, with the checks their constructors make (LinearLR's factors) and the ones a
+ * compiled rate needs (finite, and never negative). */
+static Value schedule(Elab *E, SchedKind k, const char *fn, Args *a, SrcLoc loc) {
+    static const char *step[] = {"step_size", "gamma"};
+    static const char *expo[] = {"gamma"};
+    static const char *cosine[] = {"T_max", "eta_min"};
+    static const char *linear[] = {"start_factor", "end_factor", "total_iters"};
+    const char *const *names[] = {NULL, step, expo, cosine, linear};
+    const int nnames[] = {0, 2, 1, 2, 3}, required[] = {0, 1, 1, 0, 0};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names[k], nnames[k], ix, required[k], loc)) return verror;
+    SchedConfig *s = arena_alloc(E->a, sizeof *s);
+    s->kind = k;
+    s->loc = loc;
+    const double inf = INFINITY, imax = 1 << 30;
+    if (k == SCHED_STEP) {
+        s->step_size = num_arg(E, a, ix[0], 1, &ok);
+        s->gamma = num_arg(E, a, ix[1], 0.1, &ok);
+        ok = ok && check_count(E, fn, "step_size", s->step_size, imax, arg_loc(a, ix[0], loc)) &
+                       check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[1], loc));
+    } else if (k == SCHED_EXPONENTIAL) {
+        s->gamma = num_arg(E, a, ix[0], 0, &ok);
+        ok = ok && check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[0], loc));
+    } else if (k == SCHED_COSINE) {
+        s->t_max = num_arg(E, a, ix[0], 0, &ok);   /* 0: the run's epochs */
+        s->eta_min = num_arg(E, a, ix[1], 0, &ok);
+        ok = ok && (ix[0] < 0 || check_count(E, fn, "T_max", s->t_max, imax, arg_loc(a, ix[0], loc))) &
+                       check_range(E, fn, "eta_min", s->eta_min, 0, false, inf, true, arg_loc(a, ix[1], loc));
+    } else {
+        s->start_factor = num_arg(E, a, ix[0], 1.0 / 3, &ok);
+        s->end_factor = num_arg(E, a, ix[1], 1, &ok);
+        s->total_iters = num_arg(E, a, ix[2], 5, &ok);
+        ok = ok && check_range(E, fn, "start_factor", s->start_factor, 0, true, 1, false, arg_loc(a, ix[0], loc)) &
+                       check_range(E, fn, "end_factor", s->end_factor, 0, false, 1, false, arg_loc(a, ix[1], loc)) &
+                       check_count(E, fn, "total_iters", s->total_iters, imax, arg_loc(a, ix[2], loc));
+    }
+    return ok ? (Value){.k = V_SCHED, .sched = s} : verror;
 }
 
 /* ---- calls -------------------------------------------------------------------------------- */
@@ -1444,6 +1496,11 @@ static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         if (!strcmp(fn, "sgd")) return optimizer(E, OPT_SGD, fn, a, loc);
         if (!strcmp(fn, "adam")) return optimizer(E, OPT_ADAM, fn, a, loc);
         if (!strcmp(fn, "adamw")) return optimizer(E, OPT_ADAMW, fn, a, loc);
+        static const struct { const char *name; SchedKind k; } sch[] = {
+            {"step_lr", SCHED_STEP}, {"exponential_lr", SCHED_EXPONENTIAL}, {"cosine_lr", SCHED_COSINE},
+            {"linear_lr", SCHED_LINEAR}};
+        for (size_t i = 0; i < NNC_COUNTOF(sch); i++)
+            if (!strcmp(fn, sch[i].name)) return schedule(E, sch[i].k, fn, a, loc);
     }
     int bd = 3;
     const char *best = suggest_builtin(E, fn, &bd);
@@ -2062,13 +2119,19 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected sgd(...), adam(...) or adamw(...)");
         } else
             t->opt = *v.opt;
+    } else if (!strcmp(k, "lr_schedule")) {
+        if (v.k != V_SCHED) {
+            if (v.k != V_ERROR)
+                diag_error(E->d, s->e->loc, "expected step_lr(...), exponential_lr(...), cosine_lr(...) or linear_lr(...)");
+        } else
+            t->sched = *v.sched;
     } else {
-        static const char *const keys[] = {"data", "test", "batch", "epochs", "optimizer", "minimize",
-                                           "metric", "seed", "shuffle", "device"};
+        static const char *const keys[] = {"data", "test", "batch", "epochs", "optimizer", "lr_schedule",
+                                           "minimize", "metric", "seed", "shuffle", "device"};
         int bd = 3;
         const char *best = suggest_list(k, keys, NNC_COUNTOF(keys), NULL, &bd);
-        diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, minimize, "
-                   "metric, seed, shuffle, device)", k, did_you_mean(E, best));
+        diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, lr_schedule, "
+                   "minimize, metric, seed, shuffle, device)", k, did_you_mean(E, best));
     }
 }
 
@@ -2089,6 +2152,7 @@ static void read_train(Elab *E, Stmt *prog) {
         t->loc = s->loc;
         for (Stmt *x = s->body; x && !E->over_budget && !diag_stopped(E->d); x = x->next) train_setting(E, t, x);
     }
+    t->opt.lr_state = t->sched.kind != SCHED_NONE;
 }
 
 /* A parameter that nothing uses is a mistake.  One used only by an output or a metric is

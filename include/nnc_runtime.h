@@ -321,11 +321,10 @@ static double nnc_rt_init_value(const nnc_leaf_desc *p, uint64_t seed, uint64_t 
     }
 }
 
-static void nnc_rt_init_param(nnc_rt *rt, int i, uint64_t seed) {
-    const nnc_tensor_info *t = &rt->d->abi.params[i];
-    const nnc_leaf_desc *p = &rt->d->param[i];
+/* A parameter or state tensor from its initializer (state: zeros, or a scheduled lr's rate). */
+static void nnc_rt_init_leaf(nnc_rt *rt, int block, const nnc_tensor_info *t, const nnc_leaf_desc *p, uint64_t seed) {
     const uint64_t stream = nnc_rng_hash(t->name);
-    char *at = rt->host[NNC_BLOCK_PARAMS] + p->offset;
+    char *at = rt->host[block] + p->offset;
     const int64_t n = nnc_rt_numel(t, 1);
     for (int64_t k = 0; k < n; k++) {
         const double v = nnc_rt_init_value(p, seed, stream, k);
@@ -334,13 +333,17 @@ static void nnc_rt_init_param(nnc_rt *rt, int i, uint64_t seed) {
     }
 }
 
-/* Parameters from the seed, state zeroed, step 0, no current outputs; then to the device. */
+/* Parameters from the seed, state zeroed (a scheduled lr: its rate), step 0, no current outputs; then to the device. */
 NNC_RT_FN void nnc_rt_init(void *m, uint64_t seed) {
     nnc_rt *rt = m;
     if (!rt) return;
     rt->seed = seed;
-    for (int i = 0; i < rt->d->abi.nparams; i++) nnc_rt_init_param(rt, i, seed);
+    for (int i = 0; i < rt->d->abi.nparams; i++)
+        nnc_rt_init_leaf(rt, NNC_BLOCK_PARAMS, &rt->d->abi.params[i], &rt->d->param[i], seed);
     if (rt->d->block_bytes[NNC_BLOCK_STATE]) memset(rt->host[NNC_BLOCK_STATE], 0, rt->d->block_bytes[NNC_BLOCK_STATE]);
+    for (int i = 0; i < rt->d->abi.nstates; i++)
+        if (rt->d->state[i].init != NNC_INIT_ZEROS)
+            nnc_rt_init_leaf(rt, NNC_BLOCK_STATE, &rt->d->abi.states[i], &rt->d->state[i], seed);
     rt->status = 0;
     rt->last = -1;
     nnc_rt_sync(rt, NNC_SYNC_TO_DEVICE);
@@ -469,6 +472,26 @@ NNC_RT_FN void *nnc_rt_param_named(void *m, const char *name, int64_t *numel) {
         }
     snprintf(rt->msg, sizeof rt->msg, "%s_param: no parameter named '%.100s'", rt->d->abi.name, name);
     return NULL;
+}
+
+/* NAME_set_lr: the learning rate of the next steps, as torch's param_group["lr"] = lr.  Only a
+ * model built with an lr_schedule keeps its rate as state ("lr"); another has it compiled in. */
+NNC_RT_FN int nnc_rt_set_lr(void *m, double lr) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    const nnc_model_desc *d = rt->d;
+    if (!(lr >= 0 && lr < INFINITY)) return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_set_lr: the rate %g is not a finite number >= 0", d->abi.name, lr);
+    for (int i = 0; i < d->abi.nstates; i++) {
+        if (strcmp(d->abi.states[i].name, "lr")) continue;
+        char *at = rt->host[NNC_BLOCK_STATE] + d->state[i].offset;
+        if (d->abi.real_bytes == 8) *(double *)(void *)at = lr;
+        else *(float *)(void *)at = (float)lr;
+        if (nnc_rt_on_device(rt->ops, NNC_BLOCK_STATE))
+            return rt->ops->copy(rt, NNC_BLOCK_STATE, d->state[i].offset, at, (size_t)d->abi.real_bytes, NNC_SYNC_TO_DEVICE);
+        return 0;
+    }
+    return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_set_lr: this model's learning rate is a constant compiled into its update; "
+                       "build it from a train section with an lr_schedule to set it", d->abi.name);
 }
 
 /* ---- the CPU as a device: host memory is its memory; run is the generated entry dispatch ------ */

@@ -37,8 +37,27 @@ typedef struct {
     OptKind kind;
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
     bool nesterov;
+    bool lr_state;               /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
     SrcLoc loc;
 } OptConfig;
+
+/* torch.optim.lr_scheduler's epoch schedules, in their closed forms (sched_lr): the learning
+ * rate of epoch e (0 for the first) from the optimizer's lr.  With one, the rate is optimizer
+ * state ("lr", saved as optimizer.lr) that the trainer sets before each epoch. */
+typedef enum {
+    SCHED_NONE,
+    SCHED_STEP,          /* step_lr(step_size, gamma=0.1): lr * gamma^floor(e / step_size) */
+    SCHED_EXPONENTIAL,   /* exponential_lr(gamma): lr * gamma^e */
+    SCHED_COSINE,        /* cosine_lr(T_max=epochs, eta_min=0): eta_min + (lr - eta_min)(1 + cos(pi e / T_max)) / 2 */
+    SCHED_LINEAR,        /* linear_lr(start_factor=1/3, end_factor=1, total_iters=5):
+                            lr * (start + (end - start) min(e, total) / total) */
+} SchedKind;
+
+typedef struct {
+    SchedKind kind;
+    double step_size, gamma, t_max, eta_min, start_factor, end_factor, total_iters;   /* t_max 0: epochs */
+    SrcLoc loc;
+} SchedConfig;
 
 typedef struct {
     bool present;                /* the model has a train section */
@@ -50,6 +69,7 @@ typedef struct {
     Device device;
     bool shuffle;
     OptConfig opt;
+    SchedConfig sched;
     SrcLoc loc;
 } TrainConfig;
 

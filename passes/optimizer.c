@@ -13,6 +13,7 @@
 typedef struct {
     Graph *g;
     Node like;
+    int lr;          /* the state "lr" when a schedule sets the rate, else -1: the constant */
 } Up;
 
 static int up_node(Up *U, Op op, int nin, const int *in, Shape s) {
@@ -45,6 +46,11 @@ static int state(Up *U, int p, const char *suffix) {
     return s;
 }
 
+/* The learning rate: the constant o->lr, or the state tensor a schedule writes. */
+static int lr_of(Up *U, const OptConfig *o) {
+    return U->lr >= 0 ? U->lr : upc(U, o->lr);
+}
+
 static void assign(Up *U, int dst, int v) {
     int in[2] = {dst, v};
     up_node(U, OP_ASSIGN, 2, in, U->g->nodes[dst].shape);
@@ -65,7 +71,7 @@ static void sgd(Up *U, const OptConfig *o, int p, int g) {
         assign(U, buf, nb);
         d = o->nesterov ? up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->momentum), nb)) : nb;
     }
-    assign(U, p, up2(U, OP_SUB, p, up2(U, OP_MUL, upc(U, o->lr), d)));
+    assign(U, p, up2(U, OP_SUB, p, up2(U, OP_MUL, lr_of(U, o), d)));
 }
 
 /* torch.optim.Adam / AdamW (amsgrad off):
@@ -76,7 +82,8 @@ static void adam(Up *U, const OptConfig *o, int p, int g) {
     if (o->weight_decay != 0 && o->kind == OPT_ADAM)
         d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
     if (o->weight_decay != 0 && o->kind == OPT_ADAMW)
-        pp = up2(U, OP_MUL, p, upc(U, 1 - o->lr * o->weight_decay));
+        pp = up2(U, OP_MUL, p, U->lr >= 0 ? up2(U, OP_SUB, upc(U, 1), up2(U, OP_MUL, U->lr, upc(U, o->weight_decay)))
+                                          : upc(U, 1 - o->lr * o->weight_decay));
     int m = state(U, p, "exp_avg");
     int v = state(U, p, "exp_avg_sq");
     int bm = up2(U, OP_MUL, upc(U, o->beta1), m);
@@ -91,15 +98,30 @@ static void adam(Up *U, const OptConfig *o, int p, int g) {
     int bc2s = up_node(U, OP_SQRT, 1, &bc2, shape_scalar());
     int vhat = up2(U, OP_DIV, sq, bc2s);
     int denom = up2(U, OP_ADD, vhat, upc(U, o->eps));
-    int step = up2(U, OP_DIV, upc(U, o->lr), bc1);
+    int step = up2(U, OP_DIV, lr_of(U, o), bc1);
     assign(U, p, up2(U, OP_SUB, pp, up2(U, OP_MUL, step, up2(U, OP_DIV, nm, denom))));
 }
 
+/* The state "lr" (saved as optimizer.lr, as torch keeps a param group's lr in the optimizer's
+ * state_dict), initialised to the optimizer's rate; the trainer writes each epoch's. */
+static int lr_state(Graph *g, const OptConfig *o, const Node *like) {
+    int s = graph_node_at(g, OP_STATE, 0, NULL, shape_scalar(), DT_F32, like);
+    Node *n = &g->nodes[s];
+    n->phase = PH_UPDATE;
+    n->name = "lr";
+    n->scope = NULL;
+    if (o->loc.line) n->loc = o->loc;
+    n->attr.init.kind = INIT_CONSTANT;
+    n->attr.init.a = o->lr;
+    return s;
+}
+
 void pass_optimizer(Graph *g, const OptConfig *o) {
-    int n0 = g->n;
+    int n0 = g->n, lr = -1;
     for (int p = 0; p < n0; p++) {
         if (g->nodes[p].op != OP_PARAM || g->nodes[p].grad < 0) continue;
-        Up U = {.g = g, .like = g->nodes[p]};
+        if (o->lr_state && lr < 0) lr = lr_state(g, o, &g->nodes[p]);
+        Up U = {.g = g, .like = g->nodes[p], .lr = lr};
         U.like.phase = PH_UPDATE;
         U.like.loc = o->loc.line ? o->loc : g->nodes[p].loc;
         if (o->kind == OPT_SGD) sgd(&U, o, p, g->nodes[p].grad);

@@ -49,7 +49,43 @@ typedef struct {
     int64_t *perm;              /* the epoch's sample order, allocated once */
     bool metrics_failed;        /* a metrics write failed (reported once) */
     void **direct;              /* zero-copy batch pointers into the dataset */
+    double lr;                  /* the epoch's learning rate, when a schedule sets it */
 } Run;
+
+double sched_lr(const SchedConfig *s, double lr, int e, int epochs) {
+    switch (s->kind) {
+    case SCHED_NONE: break;
+    case SCHED_STEP: return lr * pow(s->gamma, floor(e / s->step_size));
+    case SCHED_EXPONENTIAL: return lr * pow(s->gamma, e);
+    case SCHED_COSINE: {
+        double tmax = s->t_max > 0 ? s->t_max : epochs > 0 ? epochs : 1;
+        return s->eta_min + (lr - s->eta_min) * (1 + cos(M_PI * e / tmax)) / 2;
+    }
+    case SCHED_LINEAR: {
+        double f = e < s->total_iters ? e / s->total_iters : 1;
+        return lr * (s->start_factor + (s->end_factor - s->start_factor) * f);
+    }
+    }
+    return lr;
+}
+
+/* Before epoch `epoch` (1 for the first) under a schedule: the optimizer state "lr" set to
+ * what torch's scheduler gives after epoch - 1 scheduler.step() calls.  A device keeps its own
+ * copy, so the mirrors go up to the host first (the parameters there may be stale). */
+static void set_epoch_lr(Run *R, int epoch) {
+    const TrainConfig *t = &R->m->train;
+    const nnc_model_abi *a = R->lm->abi;
+    if (t->sched.kind == SCHED_NONE || !t->opt.lr_state) return;
+    for (int i = 0; i < a->nstates; i++) {
+        if (strcmp(a->states[i].name, "lr")) continue;
+        R->lr = sched_lr(&t->sched, t->opt.lr, epoch - 1, R->o->epochs);
+        a->sync(R->lm->m, NNC_SYNC_TO_HOST);
+        void *p = a->state(R->lm->m, i);
+        if (a->real_bytes == 8) *(double *)p = R->lr;
+        else *(float *)p = (float)R->lr;
+        a->sync(R->lm->m, NNC_SYNC_TO_DEVICE);
+    }
+}
 
 static double read_scalar(const ModelRef *lm, int entry, int k) {
     const void *p = lm->abi->output(lm->m, entry, k);
@@ -194,6 +230,7 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
                     printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
                        is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
         }
+        if (R->m->train.sched.kind != SCHED_NONE) printf("  lr %.4g", R->lr);
         printf("  %.2fs\n", secs);
         fflush(stdout);
     }
@@ -204,6 +241,7 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
             for (int j = 0; j < g->nouts && j < 16; j++)
                 if (ev->out[j].scalar) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
         }
+        if (R->m->train.sched.kind != SCHED_NONE) fprintf(R->metrics, ",\"lr\":%.9g", R->lr);
         fprintf(R->metrics, ",\"seconds\":%.6f}\n", secs);
         if (secs - R->last_flush > 0.5) {   /* a tail -f sees progress; tiny epochs pay no syscall */
             fflush(R->metrics);
@@ -568,6 +606,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
             EvalResult ev = {0};
+            set_epoch_lr(&R, e);
             if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
             else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;

@@ -33,6 +33,9 @@ double train_now(void);
 
 /* Returns the process exit status. */
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o);
+/* A schedule's learning rate for 0-based epoch e of a run of `epochs`, from the base rate lr
+ * (torch.optim.lr_scheduler's closed forms; SCHED_NONE: lr). */
+double sched_lr(const SchedConfig *s, double lr, int e, int epochs);
 /* Where training stands, saved in a checkpoint's metadata so a resumed run continues exactly. */
 typedef struct {
     int epoch;                  /* 1-based epoch in progress (or just finished, with samples = n) */

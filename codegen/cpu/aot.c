@@ -56,7 +56,8 @@ static void header_api(const Program *p, const char *rt, const char *params, Str
     render_template(h, "float @_loss(@_t *m);\n", mn);
     str_printf(h, "const %s *%s_output(%s_t *m, const char *name);\n", rt, mn, mn);
     str_printf(h, "%s *%s_param(%s_t *m, const char *name, int64_t *numel);\n", rt, mn, mn);
-    render_template(h, "const char *@_error_message(@_t *m);\n#endif\n", mn);
+    render_template(h, "int @_set_lr(@_t *m, double lr);   /* models with an lr_schedule: the rate from now on */\n"
+                       "const char *@_error_message(@_t *m);\n#endif\n", mn);
 }
 
 static void header(const Program *p, const BuildOpts *o, Str *h) {

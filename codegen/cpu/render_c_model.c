@@ -179,6 +179,7 @@ static const char typed_api_text[] =
     "float @_loss(@_t *m) { return (float)nnc_rt_loss(m); }\n"
     "const real *@_output(@_t *m, const char *name) { return nnc_rt_output_named(m, name); }\n"
     "real *@_param(@_t *m, const char *name, int64_t *numel) { return nnc_rt_param_named(m, name, numel); }\n"
+    "int @_set_lr(@_t *m, double lr) { return nnc_rt_set_lr(m, lr); }\n"
     "const char *@_error_message(@_t *m) { return nnc_rt_error(m); }\n";
 
 /* NAME_train_step(m, x, y, n), NAME_grad and NAME_eval: the inputs by name, then the batch.

@@ -81,6 +81,9 @@ if(TARGET nnc_emu_cuda)
            ${CMAKE_SOURCE_DIR}/models/mlp.nn --epochs 1)
   add_test(NAME emu_train_linreg COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${CMAKE_SOURCE_DIR}/models/linreg.nn --epochs 50)
+  # a learning-rate schedule: the rate is device state the trainer rewrites each epoch
+  add_test(NAME emu_train_linsched COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${CMAKE_SOURCE_DIR}/tests/numeric/linsched.nn --epochs 30)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
@@ -92,7 +95,7 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
-  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_explicit emu_cli nan_torch_emu conv_torch_emu
+  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_linsched emu_train_explicit emu_cli nan_torch_emu conv_torch_emu
                        dropout_philox_emu PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)

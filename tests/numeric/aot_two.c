@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "linreg.h"
+#include "linsched.h"
 #include "mlp.h"
 
 static int failed, passed;
@@ -44,6 +45,21 @@ int main(void) {
           "each instance reports its own errors with its own name");
     int64_t n = 0;
     check(linreg_param(b, "W", &n) && n == 10 && !mlp_param(a, "W", &n), "parameters by name, per model");
+    /* a model built with an lr_schedule keeps its rate as state: set_lr(0) freezes it */
+    linsched_t *c = linsched_create();
+    linsched_init(c, 1);
+    const float *lr = linsched_abi()->state(c, 0);
+    check(!strcmp(linsched_abi()->states[0].name, "lr") && lr && *lr == 0.01f, "the scheduled rate is state 'lr', from the optimizer's");
+    float *w = linsched_param(c, "W", &n), w0 = w[3];
+    check(linsched_set_lr(c, 0) == 0 && *lr == 0 && linsched_train_step(c, X, y, 100) == 0 && w[3] == w0,
+          "set_lr(0): a step leaves the weights alone");
+    check(linsched_set_lr(c, 0.05) == 0 && *lr == 0.05f && linsched_train_step(c, X, y, 100) == 0 && w[3] != w0,
+          "set_lr(0.05): the next step moves them");
+    check(linsched_set_lr(c, -1) == 4 && strstr(linsched_error_message(c), "not a finite number") &&
+          linsched_set_lr(c, NAN) == 4 && linsched_set_lr(NULL, 0.1) == 4, "set_lr refuses a negative or NaN rate, and NULL");
+    check(linreg_set_lr(b, 0.1) == 4 && strstr(linreg_error_message(b), "lr_schedule"),
+          "set_lr on a model whose rate is compiled in says how to make it settable");
+    linsched_free(c);
     mlp_free(a);
     linreg_free(b);
     printf("%d passed, %d failed\n", passed, failed);

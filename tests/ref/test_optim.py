@@ -39,6 +39,15 @@ CONFIGS = [
     ("adam_weight_decay", "adam(lr = 0.01, weight_decay = 0.1)", dict(kind="adam", lr=0.01, weight_decay=0.1)),
     ("adamw", "adamw(lr = 0.01)", dict(kind="adamw", lr=0.01, weight_decay=1e-2)),
     ("adamw_weight_decay", "adamw(lr = 0.02, weight_decay = 0.3)", dict(kind="adamw", lr=0.02, weight_decay=0.3)),
+    # learning-rate schedules (one step per epoch here, so each epoch's rate is one step's)
+    ("sgd_step_lr", "sgd(lr = 0.1, momentum = 0.9)\n    lr_schedule = step_lr(step_size = 3, gamma = 0.5)",
+     dict(kind="sgd", lr=0.1, momentum=0.9, sched=("step", dict(step_size=3, gamma=0.5)))),
+    ("adam_exponential_lr", "adam(lr = 0.05)\n    lr_schedule = exponential_lr(gamma = 0.8)",
+     dict(kind="adam", lr=0.05, sched=("exponential", dict(gamma=0.8)))),
+    ("adamw_cosine_lr", "adamw(lr = 0.05, weight_decay = 0.2)\n    lr_schedule = cosine_lr(eta_min = 0.001)",
+     dict(kind="adamw", lr=0.05, weight_decay=0.2, sched=("cosine", dict(T_max=STEPS, eta_min=0.001)))),
+    ("sgd_linear_lr", "sgd(lr = 0.2, weight_decay = 0.01)\n    lr_schedule = linear_lr(start_factor = 0.25, total_iters = 4)",
+     dict(kind="sgd", lr=0.2, weight_decay=0.01, sched=("linear", dict(start_factor=0.25, end_factor=1.0, total_iters=4)))),
 ]
 
 MODEL = """input X: f32[N, %d]
@@ -65,9 +74,35 @@ def grads(X, y, W, b):
     return ((P - y) ** 2).mean(), X.T @ dP, dP.sum(0)
 
 
+def sched_lr(cfg, e):
+    """The rate of 0-based epoch e: torch.optim.lr_scheduler's closed forms (_get_closed_form_lr)."""
+    lr = cfg["lr"]
+    if "sched" not in cfg:
+        return lr
+    kind, a = cfg["sched"]
+    if kind == "step":
+        return lr * a["gamma"] ** (e // a["step_size"])
+    if kind == "exponential":
+        return lr * a["gamma"] ** e
+    if kind == "cosine":
+        return a["eta_min"] + (lr - a["eta_min"]) * (1 + np.cos(np.pi * e / a["T_max"])) / 2
+    f = min(e, a["total_iters"]) / a["total_iters"]
+    return lr * (a["start_factor"] + (a["end_factor"] - a["start_factor"]) * f)
+
+
+def torch_scheduler(cfg, opt):
+    import torch
+    if "sched" not in cfg:
+        return None
+    kind, a = cfg["sched"]
+    S = torch.optim.lr_scheduler
+    cls = {"step": S.StepLR, "exponential": S.ExponentialLR, "cosine": S.CosineAnnealingLR, "linear": S.LinearLR}[kind]
+    return cls(opt, **a)
+
+
 def numpy_optim(cfg, X, y, params):
     """torch.optim's single-tensor update rules (torch/optim/sgd.py, adam.py, adamw.py, 1.13)."""
-    lr, wd = cfg["lr"], cfg.get("weight_decay", 0.0)
+    wd = cfg.get("weight_decay", 0.0)
     mom, damp, nest = cfg.get("momentum", 0.0), cfg.get("dampening", 0.0), cfg.get("nesterov", False)
     b1, b2 = cfg.get("betas", (0.9, 0.999))
     eps = cfg.get("eps", 1e-8)
@@ -75,6 +110,7 @@ def numpy_optim(cfg, X, y, params):
     state = {k: {} for k in p}
     losses = []
     for t in range(1, STEPS + 1):
+        lr = sched_lr(cfg, t - 1)
         loss, gW, gb = grads(X, y, p["W"], p["b"])
         losses.append(loss)
         for k, g in (("W", gW), ("b", gb)):
@@ -95,7 +131,7 @@ def numpy_optim(cfg, X, y, params):
                 bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
                 denom = np.sqrt(s["exp_avg_sq"]) / np.sqrt(bc2) + eps
                 p[k] = p[k] - (lr / bc1) * s["exp_avg"] / denom
-    return p, state, losses
+    return p, state, losses, [sched_lr(cfg, e) for e in range(STEPS)]
 
 
 def torch_optim(cfg, X, y, params):
@@ -110,17 +146,21 @@ def torch_optim(cfg, X, y, params):
     else:
         cls = torch.optim.Adam if cfg["kind"] == "adam" else torch.optim.AdamW
         opt = cls([W, b], betas=cfg.get("betas", (0.9, 0.999)), eps=cfg.get("eps", 1e-8), **kw)
-    losses = []
+    sched = torch_scheduler(cfg, opt)
+    losses, rates = [], []
     for _ in range(STEPS):
+        rates.append(opt.param_groups[0]["lr"])
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(Xt @ W + b, yt)
         loss.backward()
         opt.step()
+        if sched:
+            sched.step()
         losses.append(loss.item())
     state = {}
     for k, t in (("W", W), ("b", b)):
         state[k] = {n: v.detach().numpy().copy() for n, v in opt.state[t].items() if n != "step" and v is not None}
-    return {"W": W.detach().numpy().copy(), "b": b.detach().numpy().copy()}, state, losses
+    return {"W": W.detach().numpy().copy(), "b": b.detach().numpy().copy()}, state, losses, rates
 
 
 def relerr(a, b):
@@ -143,7 +183,7 @@ def run_config(nnc, tmp, name, spec, cfg, f64, have_torch):
     nnc_ref.run_nnc(nnc, ["m.nn", "--save", "final.safetensors", "--metrics", "m.jsonl"] + extra, d)
     init, _ = nnc_ref.load_safetensors(os.path.join(d, "init.safetensors"))
     final, meta = nnc_ref.load_safetensors(os.path.join(d, "final.safetensors"))
-    losses, _ = nnc_ref.read_metrics(os.path.join(d, "m.jsonl"))
+    losses, epochs = nnc_ref.read_metrics(os.path.join(d, "m.jsonl"))
     params = {"W": init["W"], "b": init["b"]}
     X64, y64 = X.astype(np.float64), y.astype(np.float64)
     refs = [("numpy", numpy_optim(cfg, X64, y64, params))]
@@ -155,8 +195,12 @@ def run_config(nnc, tmp, name, spec, cfg, f64, have_torch):
     if len(losses) != STEPS:
         print("FAIL %-20s %s: %d step losses in --metrics, want %d" % (name, mode, len(losses), STEPS))
         return False
-    for rname, (p, state, rl) in refs:
+    for rname, (p, state, rl, rates) in refs:
         errs = {"W": relerr(final["W"], p["W"]), "b": relerr(final["b"], p["b"]), "loss": relerr(losses, rl)}
+        if "sched" in cfg:   # each epoch's rate as --metrics reports it, and the one the checkpoint keeps
+            got = [r.get("lr", float("nan")) for r in epochs]
+            errs["lr"] = relerr(got, rates) if len(got) == STEPS else float("inf")
+            errs["optimizer.lr"] = relerr(final.get("optimizer.lr", np.nan), rates[-1])
         for k in ("W", "b"):
             for sname, v in state[k].items():
                 key = "optimizer.%s.%s" % (k, sname)
@@ -166,7 +210,7 @@ def run_config(nnc, tmp, name, spec, cfg, f64, have_torch):
                     continue
                 errs[key] = relerr(final[key], v)
         # --metrics prints losses with %.9g: they carry 9 significant digits, whatever the precision
-        bad = {k: v for k, v in errs.items() if not v <= (max(tol, LOSS_PRINT_RTOL) if k == "loss" else tol)}
+        bad = {k: v for k, v in errs.items() if not v <= (max(tol, LOSS_PRINT_RTOL) if k in ("loss", "lr") else tol)}
         worst = max(errs.values())
         print("%s %-20s %s vs %-5s %d steps  max rel %.3g  (%s)" % ("ok  " if not bad else "FAIL", name, mode, rname, STEPS,
                                                                   worst, ", ".join("%s %.2g" % kv for kv in errs.items())))
