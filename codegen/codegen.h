@@ -64,6 +64,21 @@ Shape launch_space_axes(const Launch *L, int64_t mask, bool in_mask);
 /* Offset of node x's element at the space index (a0, a1, ...): right-aligned broadcast strides,
  * or the last two axes swapped for a transpose. */
 void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);
+/* The matrices of a GEMM launch: for g < G (the product of lead[]), C_g = alpha op(A_g) op(B_g)
+ * (+ C_g with a folded update), each [m, n], the inner extent k; A and B stored row-major with
+ * row strides lda and ldb (A as [k, m] when ta), C with n.  Dims may be DIM_BATCH.  A shared
+ * operand (2-d) is the same matrix for every g; with `sum` (matmul_is_sum) the G products add
+ * into one C.  Two shapes are one library call: rows_merged (B shared, A not transposed: A and
+ * C are [G*m, ...]) and k_merged (a sum with A transposed and B not: the inner extent is G*k). */
+typedef struct {
+    int nlead;
+    int64_t lead[IR_MAX_RANK];
+    int64_t m, n, k, lda, ldb;
+    bool a_shared, b_shared, sum, rows_merged, k_merged;
+} GemmGeom;
+GemmGeom gemm_geom(const Graph *g, const Launch *L);
+int64_t gemm_count(const GemmGeom *q, int64_t batch);    /* G */
+void render_gemm_count(Str *s, const GemmGeom *q);       /* G as a C expression of B */
 void render_source_lines(Str *s, const Program *p, const Launch *L, const char *prefix);
 void render_comment_text(Str *s, const char *text);     /* user text inside a generated comment */
 void render_c_string_body(Str *s, const char *text);    /* ... inside a "string literal" (escaped) */

@@ -154,6 +154,40 @@ void render_numel(Str *s, Shape sh) {
     else str_printf(s, "%lldLL", (long long)k);
 }
 
+GemmGeom gemm_geom(const Graph *g, const Launch *L) {
+    Shape a = g->nodes[L->a].shape, b = g->nodes[L->b].shape, c = g->nodes[L->root].shape;
+    GemmGeom q = {0};
+    q.sum = matmul_is_sum(a, b, c);
+    Shape lead = q.sum ? a : c;
+    q.nlead = lead.rank - 2;
+    for (int i = 0; i < q.nlead; i++) q.lead[i] = lead.d[i];
+    q.m = c.d[c.rank - 2];
+    q.n = c.d[c.rank - 1];
+    q.k = L->ta ? a.d[a.rank - 2] : a.d[a.rank - 1];
+    q.lda = a.d[a.rank - 1];
+    q.ldb = b.d[b.rank - 1];
+    q.a_shared = a.rank == 2 && q.nlead > 0;
+    q.b_shared = b.rank == 2 && q.nlead > 0;
+    q.rows_merged = q.b_shared && !L->ta && !q.sum;
+    q.k_merged = q.sum && L->ta && !L->tb;
+    return q;
+}
+
+int64_t gemm_count(const GemmGeom *q, int64_t batch) {
+    int64_t G = 1;
+    for (int i = 0; i < q->nlead; i++) G *= q->lead[i] == DIM_BATCH ? batch : q->lead[i];
+    return G;
+}
+
+void render_gemm_count(Str *s, const GemmGeom *q) {
+    int64_t k = 1;
+    bool b = false;
+    for (int i = 0; i < q->nlead; i++)
+        if (q->lead[i] == DIM_BATCH) b = true;
+        else k *= q->lead[i];
+    str_printf(s, "%s%lldLL", b ? "(int64_t)B * " : "", (long long)k);
+}
+
 bool launch_has(const Launch *L, int x) {
     for (int i = 0; i < L->nnodes; i++)
         if (L->nodes[i] == x) return true;
@@ -164,7 +198,7 @@ void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transpo
     Shape xs = g->nodes[x].shape;
     bool any = false;
     for (int l = 0; l < space.rank; l++) {
-        int a = transposed ? 1 - l : l - (space.rank - xs.rank);
+        int a = !transposed ? l - (space.rank - xs.rank) : l < space.rank - 2 ? l : 2 * space.rank - 3 - l;
         if (a < 0 || xs.d[a] == 1) continue;
         int64_t k = 1;
         bool b = false;

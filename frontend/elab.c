@@ -274,15 +274,14 @@ static Value matmul(Elab *E, Value a, Value b, SrcLoc loc) {
     int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
     if (x < 0 || y < 0) return verror;
     if (!need_f32(E, x, "matmul", loc) || !need_f32(E, y, "matmul", loc)) return verror;
-    Shape sa = E->g->nodes[x].shape, sb = E->g->nodes[y].shape;
-    if (sa.rank != 2 || sb.rank != 2 || sa.d[1] != sb.d[0] || sb.d[1] == DIM_BATCH ||
-        (sa.d[0] == DIM_BATCH && sa.d[1] == DIM_BATCH)) {
-        diag_error(E->d, loc, "cannot multiply %s by %s: matmul needs [M,K] @ [K,N]", tstr(E, x), tstr(E, y));
+    Shape sa = E->g->nodes[x].shape, sb = E->g->nodes[y].shape, sc;
+    if (!matmul_shape(sa, sb, &sc)) {
+        diag_error(E->d, loc, "cannot multiply %s by %s: matmul needs [M,K] @ [K,N], batched as [...,M,K] @ [...,K,N] "
+                   "with the same leading axes or one 2-d operand", tstr(E, x), tstr(E, y));
         return verror;
     }
-    int64_t d[2] = {sa.d[0], sb.d[1]};
     int in[2] = {x, y};
-    return vtensor(graph_add(E->g, OP_MATMUL, 2, in, shape_of(2, d), DT_F32, loc));
+    return vtensor(graph_add(E->g, OP_MATMUL, 2, in, sc, DT_F32, loc));
 }
 
 static Value powc(Elab *E, Value a, Value b, SrcLoc loc) {
@@ -651,15 +650,18 @@ static Value transpose(Elab *E, Args *a, SrcLoc loc) {
     int x = tensor_arg(E, a, 0);
     if (x < 0) return verror;
     Shape s = E->g->nodes[x].shape;
-    if (s.rank != 2) {
-        diag_error(E->d, loc, "transpose() needs a 2-d tensor, got %s", tstr(E, x));
+    if (s.rank < 2) {
+        diag_error(E->d, loc, "transpose() swaps the last two axes: it needs a tensor of 2 or more dimensions, got %s",
+                   tstr(E, x));
         return verror;
     }
     /* transpose(transpose(a)) is a: no chains of views for the passes to walk */
     if (E->g->nodes[x].op == OP_TRANSPOSE) return vtensor(E->g->nodes[x].in[0]);
-    int64_t d[2] = {s.d[1], s.d[0]};
+    int64_t t = s.d[s.rank - 1];
+    s.d[s.rank - 1] = s.d[s.rank - 2];
+    s.d[s.rank - 2] = t;
     int in[1] = {x};
-    return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, shape_of(2, d), E->g->nodes[x].dtype, loc));
+    return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, s, E->g->nodes[x].dtype, loc));
 }
 
 static bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out);
@@ -1636,8 +1638,14 @@ static Value tuple(Elab *E, Env *env, Expr *e) {
     return t;
 }
 
-/* x.T (a 2-d transpose, as torch's .T and .mT); methods are calls: x.relu(). */
+/* x.T (a 2-d transpose, as torch's .T) and x.mT (the last two axes, as torch's .mT); methods
+ * are calls: x.relu(). */
 static Value tensor_member(Elab *E, Value self, Expr *e) {
+    if (!strcmp(e->str, "T") && self.k == V_TENSOR && E->g->nodes[self.node].shape.rank > 2) {
+        diag_error(E->d, e->loc, "'.T' is for 2-d tensors (torch's reverses every axis of %s); .mT or transpose() "
+                   "swaps the last two", tstr(E, self.node));
+        return verror;
+    }
     if (!strcmp(e->str, "T") || !strcmp(e->str, "mT")) {
         Args a = {.v = {self}, .loc = {e->loc}, .n = 1};
         return transpose(E, &a, e->loc);

@@ -128,6 +128,28 @@ bool shape_broadcast(Shape a, Shape b, Shape *out) {
     return true;
 }
 
+bool matmul_shape(Shape a, Shape b, Shape *out) {
+    if (a.rank < 2 || b.rank < 2 || a.d[a.rank - 1] != b.d[b.rank - 2] || b.d[b.rank - 1] == DIM_BATCH) return false;
+    Shape lead = a.rank >= b.rank ? a : b;   /* the operand whose leading axes the result has */
+    if (a.rank > 2 && b.rank > 2) {
+        if (a.rank != b.rank) return false;
+        for (int i = 0; i < a.rank - 2; i++)
+            if (a.d[i] != b.d[i]) return false;
+    }
+    Shape r = lead;
+    r.d[r.rank - 2] = a.d[a.rank - 2];
+    r.d[r.rank - 1] = b.d[b.rank - 1];
+    int batch_axes = 0;
+    for (int i = 0; i < r.rank; i++) batch_axes += r.d[i] == DIM_BATCH;
+    if (batch_axes > 1) return false;
+    *out = r;
+    return true;
+}
+
+bool matmul_is_sum(Shape a, Shape b, Shape c) {
+    return c.rank == 2 && a.rank > 2 && a.rank == b.rank;
+}
+
 int shape_batch_axis(Shape s) {
     for (int i = 0; i < s.rank; i++)
         if (s.d[i] == DIM_BATCH) return i;
@@ -294,10 +316,11 @@ bool ir_verify(const Graph *g, const char *pass) {
                 return verify_fail(g, i, pass, "shape is not the broadcast of its operands");
         }
         if (n->op == OP_MATMUL) {
-            Shape a = g->nodes[n->in[0]].shape, b = g->nodes[n->in[1]].shape;
-            if (a.rank != 2 || b.rank != 2 || a.d[1] != b.d[0] || n->shape.d[0] != a.d[0] ||
-                n->shape.d[1] != b.d[1])
-                return verify_fail(g, i, pass, "matmul shapes");
+            Shape a = g->nodes[n->in[0]].shape, b = g->nodes[n->in[1]].shape, c;
+            bool fits = matmul_shape(a, b, &c) &&
+                        (shape_eq(c, n->shape) || (matmul_is_sum(a, b, n->shape) && n->shape.d[0] == c.d[c.rank - 2] &&
+                                                   n->shape.d[1] == c.d[c.rank - 1]));
+            if (!fits) return verify_fail(g, i, pass, "matmul shapes");
         }
         if (oi->attr == ATTR_WINDOW) {
             SpatialGeom q = spatial_geom(g, n);

@@ -168,6 +168,13 @@ int64_t shape_numel(Shape s, int64_t batch);   /* DIM_BATCH counts as batch */
 bool shape_eq(Shape a, Shape b);
 bool shape_broadcast(Shape a, Shape b, Shape *out);
 int shape_batch_axis(Shape s);                 /* -1 if none */
+/* a @ b as torch.matmul for ranks 2 to 4: [..., M, K] @ [..., K, N] -> [..., M, N], where a
+ * and b have the same leading axes or one of them is 2-d (one matrix for every matrix of the
+ * other).  False when they do not fit.  (Besides that shape, a MATMUL node may be 2-d [M, N]
+ * over operands with the same leading axes: the sum of their products, matmul_is_sum -- the
+ * gradient of a shared 2-d operand, as autograd builds it.) */
+bool matmul_shape(Shape a, Shape b, Shape *out);
+bool matmul_is_sum(Shape a, Shape b, Shape c);
 char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n);  /* "f32[B,784]" */
 
 /* The geometry of a convolution or pooling op, whichever of its forms n is: input x [N, C, H, W],

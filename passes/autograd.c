@@ -72,24 +72,36 @@ static int expand(Ad *A, int g, Shape s) {
     return mk(A, OP_EXPAND, 1, &g, s);
 }
 
+/* The last two axes swapped. */
+static Shape swap_last(Shape s) {
+    int64_t t = s.d[s.rank - 1];
+    s.d[s.rank - 1] = s.d[s.rank - 2];
+    s.d[s.rank - 2] = t;
+    return s;
+}
+
+/* a @ b, or with `sum` the sum of the products over the leading axes (a 2-d result). */
+static int matmul_to(Ad *A, int a, int b, bool sum) {
+    int in[2] = {a, b};
+    Shape s;
+    matmul_shape(A->g->nodes[a].shape, A->g->nodes[b].shape, &s);
+    if (sum) s = shape_of(2, &s.d[s.rank - 2]);
+    return mk(A, OP_MATMUL, 2, in, s);
+}
+
+static int matmul(Ad *A, int a, int b) { return matmul_to(A, a, b, false); }
+
 static int transpose(Ad *A, int x) {
     Node *n = &A->g->nodes[x];
     if (n->op == OP_TRANSPOSE) return n->in[0];
     if (n->op == OP_MATMUL && n->phase == PH_BACKWARD) {   /* built by us, used only here */
+        bool sum = matmul_is_sum(A->g->nodes[n->in[0]].shape, A->g->nodes[n->in[1]].shape, n->shape);
         int in[2];   /* in order: initializers are not sequenced */
         in[0] = transpose(A, n->in[1]);
         in[1] = transpose(A, n->in[0]);
-        int64_t d[2] = {A->g->nodes[in[0]].shape.d[0], A->g->nodes[in[1]].shape.d[1]};
-        return mk(A, OP_MATMUL, 2, in, shape_of(2, d));
+        return matmul_to(A, in[0], in[1], sum);
     }
-    int64_t d[2] = {n->shape.d[1], n->shape.d[0]};
-    return mk(A, OP_TRANSPOSE, 1, &x, shape_of(2, d));
-}
-
-static int matmul(Ad *A, int a, int b) {
-    int in[2] = {a, b};
-    int64_t d[2] = {A->g->nodes[a].shape.d[0], A->g->nodes[b].shape.d[1]};
-    return mk(A, OP_MATMUL, 2, in, shape_of(2, d));
+    return mk(A, OP_TRANSPOSE, 1, &x, swap_last(n->shape));
 }
 
 static void accumulate(Ad *A, int x, int gx) {
@@ -268,10 +280,18 @@ static void grad_mode(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), g); 
 static void grad_transpose(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), transpose(A, g)); }
 static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), mk(A, OP_RESHAPE, 1, &g, opshape(A, id, 0))); }
 
+/* dA = G @ B^T, dB = A^T @ G, per matrix of a batched product.  A 2-d operand shared by every
+ * matrix of the other gets the sum over the batch: for B (a layer's weight under [B,T,K] @ [K,N])
+ * one product whose contraction runs over the leading axes too; for A the batched products
+ * summed (SUM_TO). */
 static void grad_matmul(Ad *A, int id, int g) {
     int a = opnd(A, id, 0), b = opnd(A, id, 1);
-    if (A->needs[a]) accumulate(A, a, matmul(A, g, transpose(A, b)));
-    if (A->needs[b]) accumulate(A, b, matmul(A, transpose(A, a), g));
+    int r = A->g->nodes[id].shape.rank;
+    if (A->needs[a]) accumulate(A, a, sum_to(A, matmul(A, g, transpose(A, b)), A->g->nodes[a].shape));
+    if (A->needs[b]) {
+        bool shared = A->g->nodes[b].shape.rank < r;
+        accumulate(A, b, matmul_to(A, transpose(A, a), g, shared));
+    }
 }
 
 /* A spatial op's gradient: its backward form over the same window (attr.win). */

@@ -263,40 +263,80 @@ static void gemm_fold_init(const Kernel *k, const Launch *L) {
     if (rl == rf || e->buf[rf].offset == e->buf[rl].offset) return;
     str_puts(k->s, "    memcpy(C, ");
     c_ptr(k, k->s, leaf);
-    str_puts(k->s, ", sizeof(real) * (size_t)M * (size_t)N);\n");
+    str_puts(k->s, ", sizeof(real) * (size_t)(");
+    render_numel(k->s, k->g->nodes[L->fold].shape);
+    str_puts(k->s, "));\n");
 }
 
+/* A GEMM launch: one cblas call (a plain product, or a batch that is one product: gemm_geom's
+ * rows_merged, k_merged), a loop of calls over the batch's matrices, or plain loops when the
+ * whole product is too small for a library call. */
 static void c_gemm(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
-    Shape c = g->nodes[L->root].shape, a = g->nodes[L->a].shape, b = g->nodes[L->b].shape;
+    GemmGeom q = gemm_geom(g, L);
     kernel_ptr_line(k, "const real *A", L->a);
     kernel_ptr_line(k, "const real *Bm", L->b);
     kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
-    dims_line(k, "    const int M = ", c.d[0], ", ");
-    dims_line(k, "N = ", c.d[1], ", ");
-    dims_line(k, "K = ", L->ta ? a.d[0] : a.d[1], ", ");
-    dims_line(k, "lda = ", a.d[1], ", ");
-    dims_line(k, "ldb = ", b.d[1], ";\n");
+    dims_line(k, "    const int M = ", q.m, ", ");
+    dims_line(k, "N = ", q.n, ", ");
+    dims_line(k, "K = ", q.k, ", ");
+    dims_line(k, "lda = ", q.lda, ", ");
+    dims_line(k, "ldb = ", q.ldb, ";\n");
+    bool batched = q.nlead > 0;
+    if (batched) {
+        str_puts(k->s, "    const int64_t G = ");
+        render_gemm_count(k->s, &q);
+        str_printf(k->s, ", sa = %s, sb = %s, sc = %s;\n", q.a_shared ? "0" : "(int64_t)M * K",
+                   q.b_shared ? "0" : "(int64_t)K * N", q.sum ? "0" : "(int64_t)M * N");
+    }
     if (L->fold >= 0) gemm_fold_init(k, L);
     int64_t bm = g->batch_max;
-    int64_t macs = shape_numel(c, bm) * (L->ta ? shape_numel(a, bm) / shape_numel(shape_of(1, &a.d[1]), bm)
-                                                 : shape_numel(shape_of(1, &a.d[1]), bm));
+    int64_t dm = q.m == DIM_BATCH ? bm : q.m, dn = q.n == DIM_BATCH ? bm : q.n, dk = q.k == DIM_BATCH ? bm : q.k;
+    int64_t macs = gemm_count(&q, bm) * dm * dn * dk;
     char alpha[RENDER_NUM_LEN];
     render_num(alpha, L->alpha);
+    const char *ia = L->ta ? "k * lda + i" : "i * lda + k", *ib = L->tb ? "j * ldb + k" : "k * ldb + j";
+    char f = k->o->f64 ? 'd' : 's';
+    int ta = L->ta ? 112 : 111, tb = L->tb ? 112 : 111;
     if (macs <= SMALL_GEMM_MACS) {   /* a library call costs more than this product */
+        if (!batched) {
+            str_printf(k->s,
+                "    for (int i = 0; i < M; i++)\n"
+                "        for (int j = 0; j < N; j++) {\n"
+                "            real acc = 0;\n"
+                "            for (int k = 0; k < K; k++) acc += A[%s] * Bm[%s];\n"
+                "            C[i * N + j] = %s(real)%s * acc;\n"
+                "        }\n", ia, ib, L->fold >= 0 ? "C[i * N + j] + " : "", alpha);
+            return;
+        }
+        /* a sum's first product overwrites C (unless an update is folded in), the rest add */
+        const char *keep = L->fold >= 0 ? "1" : q.sum ? "g > 0" : "0";
         str_printf(k->s,
-            "    for (int i = 0; i < M; i++)\n"
-            "        for (int j = 0; j < N; j++) {\n"
-            "            real acc = 0;\n"
-            "            for (int k = 0; k < K; k++) acc += A[%s] * Bm[%s];\n"
-            "            C[i * N + j] = %s(real)%s * acc;\n"
-            "        }\n",
-            L->ta ? "k * lda + i" : "i * lda + k", L->tb ? "j * ldb + k" : "k * ldb + j",
-            L->fold >= 0 ? "C[i * N + j] + " : "", alpha);
+            "    for (int64_t g = 0; g < G; g++)\n"
+            "        for (int i = 0; i < M; i++)\n"
+            "            for (int j = 0; j < N; j++) {\n"
+            "                real acc = 0;\n"
+            "                for (int k = 0; k < K; k++) acc += A[g * sa + %s] * Bm[g * sb + %s];\n"
+            "                real *c = &C[g * sc + i * N + j];\n"
+            "                *c = (%s ? *c : (real)0) + (real)%s * acc;\n"
+            "            }\n", ia, ib, keep, alpha);
         return;
     }
-    str_printf(k->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n",
-               k->o->f64 ? 'd' : 's', L->ta ? 112 : 111, L->tb ? 112 : 111, alpha, L->fold >= 0 ? 1 : 0);
+    int beta = L->fold >= 0 ? 1 : 0;
+    if (!batched)
+        str_printf(k->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f, ta, tb,
+                   alpha, beta);
+    else if (q.rows_merged)   /* [G*M, K] @ [K, N]: one product */
+        str_printf(k->s, "    cblas_%cgemm(101, %d, %d, (int)(G * M), N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f,
+                   ta, tb, alpha, beta);
+    else if (q.k_merged)      /* sum over g of A_g^T B_g = [G*K, M]^T @ [G*K, N] */
+        str_printf(k->s, "    cblas_%cgemm(101, %d, %d, M, N, (int)(G * K), (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f,
+                   ta, tb, alpha, beta);
+    else
+        str_printf(k->s,
+            "    for (int64_t g = 0; g < G; g++)\n"
+            "        cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A + g * sa, lda, Bm + g * sb, ldb, %s, C + g * sc, N);\n",
+            f, ta, tb, alpha, beta ? "1" : q.sum ? "g > 0" : "0");
 }
 
 static void c_copy(const Kernel *k, int dst, int src) {

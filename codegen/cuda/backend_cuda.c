@@ -91,6 +91,12 @@ static struct {
                             const float *, int, const float *, int, const float *, float *, int);
     cublasStatus_t (*Dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
                             const double *, int, const double *, int, const double *, double *, int);
+    cublasStatus_t (*SgemmB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                             const float *, int, long long, const float *, int, long long, const float *, float *, int,
+                             long long, int);
+    cublasStatus_t (*DgemmB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                             const double *, int, long long, const double *, int, long long, const double *, double *,
+                             int, long long, int);
 } cu;
 
 static bool sym(void *h, void **field, const char *name, const char *lib) {
@@ -144,6 +150,7 @@ static bool load_blas(void) {
     SYM(h, BlasSetStream, "cublasSetStream_v2", L); SYM(h, BlasSetMathMode, "cublasSetMathMode", L);
     SYM(h, BlasSetWorkspace, "cublasSetWorkspace_v2", L);
     SYM(h, Sgemm, "cublasSgemm_v2", L); SYM(h, Dgemm, "cublasDgemm_v2", L);
+    SYM(h, SgemmB, "cublasSgemmStridedBatched", L); SYM(h, DgemmB, "cublasDgemmStridedBatched", L);
     return true;
 }
 
@@ -301,13 +308,32 @@ static bool gemm_rm(CudaModel *m, bool ta, bool tb, int M, int N, int K, double 
     return true;
 }
 
-/* With a folded SGD update (fuse.c), C starts as the parameter and the product adds to it. */
+/* G row-major products at once (strides in elements; 0: one matrix for all), as one strided
+ * batched call on the swapped operands. */
+static bool gemm_rm_batched(CudaModel *m, bool ta, bool tb, int M, int N, int K, double alpha, CUdeviceptr pa, int lda,
+                            long long sa, CUdeviceptr pb, int ldb, long long sb, double beta, CUdeviceptr pc,
+                            long long sc, int G) {
+    cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (m->f64) {
+        BLAS(cu.DgemmB(m->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, sb, (const double *)pa, lda, sa, &beta,
+                       (double *)pc, N, sc, G));
+    } else {
+        const float al = (float)alpha, be = (float)beta;
+        BLAS(cu.SgemmB(m->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, sb, (const float *)pa, lda, sa, &be,
+                       (float *)pc, N, sc, G));
+    }
+    return true;
+}
+
+/* With a folded SGD update (fuse.c), C starts as the parameter and the product adds to it.
+ * A batched product (gemm_geom) is one call when it is one product, a strided batched call,
+ * or -- a sum that is not one product -- a call per matrix adding into C. */
 static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
     const Graph *g = m->p->g;
-    Shape c = g->nodes[L->root].shape, a = g->nodes[L->a].shape, b = g->nodes[L->b].shape;
-    int M = (int)dim_at(c.d[0], B), N = (int)dim_at(c.d[1], B);
-    int K = (int)dim_at(L->ta ? a.d[0] : a.d[1], B);
-    int lda = (int)dim_at(a.d[1], B), ldb = (int)dim_at(b.d[1], B);
+    GemmGeom q = gemm_geom(g, L);
+    int M = (int)dim_at(q.m, B), N = (int)dim_at(q.n, B), K = (int)dim_at(q.k, B);
+    int lda = (int)dim_at(q.lda, B), ldb = (int)dim_at(q.ldb, B);
+    int64_t G = gemm_count(&q, B);
     CUdeviceptr pa, pb, pc, pleaf;
     char *h;
     int cnode = L->fold >= 0 ? L->fold : L->root;
@@ -316,9 +342,22 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     where(m, e, cnode, &pc, &h);
     if (L->fold >= 0) {
         where(m, e, g->nodes[L->fold].in[0], &pleaf, &h);
-        if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, (size_t)M * (size_t)N * m->rb, m->st));
+        size_t bytes = (size_t)shape_numel(g->nodes[L->fold].shape, B) * m->rb;
+        if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, bytes, m->st));
     }
-    return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, L->fold >= 0 ? 1 : 0, pc, N);
+    double beta = L->fold >= 0 ? 1 : 0;
+    if (q.nlead == 0) return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
+    if (q.rows_merged) return gemm_rm(m, L->ta, L->tb, (int)(G * M), N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
+    if (q.k_merged) return gemm_rm(m, L->ta, L->tb, M, N, (int)(G * K), L->alpha, pa, lda, pb, ldb, beta, pc, N);
+    long long sa = q.a_shared ? 0 : (long long)M * K, sb = q.b_shared ? 0 : (long long)K * N;
+    if (!q.sum)
+        return gemm_rm_batched(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N,
+                               (int)G);
+    for (int64_t i = 0; i < G; i++)
+        if (!gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa + (CUdeviceptr)(i * sa) * m->rb, lda,
+                     pb + (CUdeviceptr)(i * sb) * m->rb, ldb, i > 0 ? 1 : beta, pc, N))
+            return false;
+    return true;
 }
 
 /* Helper h over n elements (a grid-stride loop: the grid is capped), with its arguments. */

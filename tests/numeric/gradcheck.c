@@ -49,6 +49,24 @@ static const Case cases[] = {
                          "loss = sum(tanh(h)) + sum(tanh(transpose(W) @ transpose(V)) * transpose(V @ W))" TRAIN("data x = randn(8, 3)"), 0, 0},
     {"matmul_chain", "input x: f32[B, 3]\nparam W1: f32[3, 6] = normal(0, 1)\nparam W2: f32[6, 2] = normal(0, 1)\n"
                      "loss = sum(sigmoid(tanh(x @ W1) @ W2))" TRAIN("data x = randn(8, 3)"), 0, 0},
+    /* batched products: a shared 2-d weight (its gradient one product over the batch), a shared
+     * left operand (batched products summed), both batched with folded and stored transposes,
+     * rank 4; the large ones go through BLAS, the small ones through plain loops */
+    {"matmul_batched_shared", "input x: f32[B, 4, 3]\nparam P: f32[4, 3] = normal(0, 1)\nparam W: f32[3, 5] = normal(0, 1)\n"
+                              "param V: f32[2, 4] = normal(0, 1)\nparam c: f32[2, 5] = normal(0, 1)\n"
+                              "loss = sum(tanh(V @ tanh((x + P) @ W)) * c)" TRAIN("data x = randn(8, 4, 3)"), 0, 0},
+    {"matmul_batched", "input x: f32[B, 4, 3]\nparam Q: f32[4, 3] = normal(0, 1)\nparam c: f32[4, 3] = normal(0, 1)\n"
+                       "h1 = tanh(x + Q)\nh2 = tanh(x * Q)\ns = h1 @ transpose(h2)\n"
+                       "loss = sum(tanh(s @ h1) * c) + sum(tanh(transpose(s)) * s) + sum(tanh(h2.mT @ h1))"
+                       TRAIN("data x = randn(8, 4, 3)"), 0, 0},
+    {"matmul_rank4", "input x: f32[B, 2, 3, 4]\nparam P: f32[2, 3, 4] = normal(0, 1)\nparam V: f32[3, 2] = normal(0, 1)\n"
+                     "h = tanh(x + P)\nloss = sum(tanh((h @ transpose(h)) @ V)) + sum(tanh(transpose(h) @ h) * 0.5)"
+                     TRAIN("data x = randn(8, 2, 3, 4)"), 0, 0},
+    {"matmul_batched_blas", "input x: f32[B, 8, 16]\nparam P: f32[16, 20] = normal(0, 0.3)\nparam W: f32[16, 40] = normal(0, 0.3)\n"
+                            "param c: f32[8, 40] = normal(0, 1)\nparam U: f32[8, 8] = normal(0, 0.3)\n"
+                            "g = tanh(x @ P)\nh = transpose(g) @ tanh(x @ W)\n"
+                            "loss = sum(tanh(tanh(x @ W) + U @ (x @ W)) * c) + sum(tanh(transpose(g) @ g) * 0.1) + sum(tanh(h) * 0.2)"
+                            TRAIN("data x = randn(8, 8, 16)"), 0, 0},
     {"add_row_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam b: f32[3] = normal(0, 1)\n"
                       "param c: f32[3] = normal(0, 1)\n"
                       "loss = sum(tanh(x @ W + b) * c) + sum(tanh(b + x @ W))" TRAIN("data x = randn(8, 3)"), 0, 0},

@@ -65,6 +65,11 @@ V34 = randn(3, 4)
 V5 = randn(5)
 C1 = randn(B, 1)
 
+X3 = randn(B, 4, 5)
+Z3 = randn(B, 8, 16)
+V24 = randn(2, 4)
+P1624 = randn(16, 24)
+
 # (name, declarations + output statements, inputs in declaration order, params, expected outputs)
 TOK = np.array([[0, 6, 2], [5, 5, 1], [3, 0, 0], [6, 4, 2], [1, 1, 1], [2, 3, 4]], dtype=np.int32)
 EMB = randn(7, 4)
@@ -85,6 +90,14 @@ CASES = [
      "output y = transpose(x @ W) @ (x @ W)\noutput z = x @ transpose(transpose(W))\noutput t = transpose(x)\n"
      "output u = transpose(V) @ transpose(W)\noutput v = (x @ W) @ V",
      [X], [W, V34], None),
+    # batched products as torch.matmul: a shared weight, a shared left operand, both batched
+    # (with transposes, folded or not), rank 4; X3 is large enough for BLAS
+    ("matmul_batched", "input x: f32[B, 4, 5]\ninput z: f32[B, 8, 16]\nparam W: f32[5, 3] = zeros()\n"
+     "param V: f32[2, 4] = zeros()\nparam P: f32[16, 24] = zeros()\n"
+     "output a = x @ W\noutput b = V @ x\noutput c = x @ transpose(x)\noutput d = transpose(x) @ x\n"
+     "output e = reshape(x, B, 2, 2, 5) @ transpose(reshape(x, B, 2, 2, 5))\noutput f = z @ P\n"
+     "output g = (z @ P).mT @ (z @ P)\noutput h = transpose(z @ P)",
+     [X3, Z3], [W, V24, P1624], None),
     ("add_sub_bcast", "input x: f32[B, 5]\ninput c: f32[B, 1]\nparam v: f32[5] = zeros()\n"
      "output a = x + v\noutput b = v - x\noutput d = x - c\noutput e = c + x\noutput f = x + 2.5\noutput g = 1 - x\noutput h = x + x",
      [X, C1], [V5], lambda: {"a": X + V5, "b": V5 - X, "d": X - C1, "e": C1 + X, "f": X + 2.5, "g": 1 - X, "h": 2 * X}),
@@ -187,6 +200,13 @@ def expected(name, inputs, params):
         x = inputs[0]
         w, v = params
         return {"y": (x @ w).T @ (x @ w), "z": x @ w, "t": x.T, "u": v.T @ w.T, "v": x @ w @ v}
+    if name == "matmul_batched":
+        x, z = inputs
+        w, v, p = params
+        r = x.reshape(B, 2, 2, 5)
+        return {"a": x @ w, "b": v @ x, "c": x @ x.transpose(0, 2, 1), "d": x.transpose(0, 2, 1) @ x,
+                "e": r @ r.transpose(0, 1, 3, 2), "f": z @ p, "g": (z @ p).transpose(0, 2, 1) @ (z @ p),
+                "h": (z @ p).transpose(0, 2, 1)}
     if name == "mlp_forward":
         x, y = inputs
         w1, b1, w2, b2 = params

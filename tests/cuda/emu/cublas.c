@@ -155,6 +155,43 @@ EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t oa, cub
     return gemm("cublasDgemm", h, oa, ob, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, sizeof(double));
 }
 
+/* The strided batched forms: `count` products at element strides sa, sb, sc (0: one matrix
+ * shared by every product), each checked and queued as one gemm. */
+static cublasStatus_t gemm_batched(const char *name, cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m,
+                                   int n, int k, double alpha, const char *A, int lda, long long sa, const char *B,
+                                   int ldb, long long sb, double beta, char *C, int ldc, long long sc, int count,
+                                   size_t elem) {
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (count < 0 || sa < 0 || sb < 0 || sc < 0) {
+        fprintf(stderr, "nnc-emu: %s: invalid value: batchCount=%d strides %lld %lld %lld\n", name, count, sa, sb, sc);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    for (int i = 0; i < count; i++) {
+        cublasStatus_t st = gemm(name, h, oa, ob, m, n, k, alpha, A + (size_t)(i * sa) * elem, lda,
+                                 B + (size_t)(i * sb) * elem, ldb, beta, C + (size_t)(i * sc) * elem, ldc, elem);
+        if (st != CUBLAS_STATUS_SUCCESS) return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m,
+                                                int n, int k, const float *alpha, const float *A, int lda,
+                                                long long sa, const float *B, int ldb, long long sb,
+                                                const float *beta, float *C, int ldc, long long sc, int count) {
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm_batched("cublasSgemmStridedBatched", h, oa, ob, m, n, k, *alpha, (const char *)A, lda, sa,
+                        (const char *)B, ldb, sb, *beta, (char *)C, ldc, sc, count, sizeof(float));
+}
+
+EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m,
+                                                int n, int k, const double *alpha, const double *A, int lda,
+                                                long long sa, const double *B, int ldb, long long sb,
+                                                const double *beta, double *C, int ldc, long long sc, int count) {
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm_batched("cublasDgemmStridedBatched", h, oa, ob, m, n, k, *alpha, (const char *)A, lda, sa,
+                        (const char *)B, ldb, sb, *beta, (char *)C, ldc, sc, count, sizeof(double));
+}
+
 /* GemmEx for the types nnc could use: all FP32 (FP32 or TF32 compute) or all FP64. */
 EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
                                    const void *alpha, const void *A, cudaDataType ta, int lda, const void *B,
