@@ -21,7 +21,66 @@ int kernel_resolve(const Entry *e, int x) {
     return x;
 }
 
-const char *kernel_type(const Kernel *k, int x) { return k->g->nodes[x].dtype == DT_I32 ? "int32_t" : "real"; }
+const char *kernel_type(const Kernel *k, int x) {
+    DType t = k->g->nodes[x].dtype;
+    return t == DT_I32 ? "int32_t" : DTYPE_IS_HALF(t) ? "unsigned short" : "real";
+}
+
+/* The conversions of kernel_half_prelude: a half load widened to real, a value rounded to the
+ * node's format, the bits stored. */
+static const char *half_fn(DType t, bool to_bits) {
+    if (t == DT_BF16) return to_bits ? "nnc_f32_bf16" : "nnc_bf16_f32";
+    return to_bits ? "nnc_f32_f16" : "nnc_f16_f32";
+}
+
+static bool program_has_half(const Program *p) {
+    for (int i = 0; i < p->g->n; i++)
+        if (DTYPE_IS_HALF(p->g->nodes[i].dtype)) return true;
+    return false;
+}
+
+/* bf16 and f16 as 16-bit patterns: to float exactly, from float rounded to nearest even (NaN
+ * stays NaN, overflow goes to infinity), the same bits on every target.  `hd` qualifies the
+ * functions: "static inline" in C, "__device__ __forceinline__" in CUDA. */
+void kernel_half_prelude(Str *s, const Program *p, const char *hd) {
+    if (!program_has_half(p)) return;
+    str_printf(s,
+        "\n/* bf16 and f16 tensors: 16-bit patterns, computed in float (round to nearest even on store) */\n"
+        "%s float nnc_bf16_f32(unsigned short h) {\n"
+        "    union { unsigned int u; float f; } v;\n"
+        "    v.u = (unsigned int)h << 16;\n"
+        "    return v.f;\n"
+        "}\n"
+        "%s unsigned short nnc_f32_bf16(float f) {\n"
+        "    union { float f; unsigned int u; } v;\n"
+        "    v.f = f;\n"
+        "    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((v.u >> 16) | 0x40u);   /* NaN */\n"
+        "    return (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);\n"
+        "}\n"
+        "%s float nnc_f16_f32(unsigned short h) {\n"
+        "    const unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+        "    union { unsigned int u; float f; } v;\n"
+        "    if (e == 0) {   /* zero or subnormal: m * 2^-24 */\n"
+        "        v.f = (float)m * 5.9604644775390625e-8f;\n"
+        "        v.u |= s;\n"
+        "        return v.f;\n"
+        "    }\n"
+        "    v.u = s | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));\n"
+        "    return v.f;\n"
+        "}\n"
+        "%s unsigned short nnc_f32_f16(float f) {\n"
+        "    union { float f; unsigned int u; } v, w;\n"
+        "    v.f = f;\n"
+        "    const unsigned int s = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu;\n"
+        "    if (a >= 0x47800000u) return (unsigned short)(s | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));\n"
+        "    if (a < 0x38800000u) {   /* below 2^-14: a subnormal half, rounded by the adder (ulp 2^-24 at 0.5) */\n"
+        "        w.u = a;\n"
+        "        w.f += 0.5f;\n"
+        "        return (unsigned short)(s | (w.u - 0x3f000000u));\n"
+        "    }\n"
+        "    return (unsigned short)(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));   /* rebias, round */\n"
+        "}\n", hd, hd, hd, hd);
+}
 
 void kernel_ptr_line(const Kernel *k, const char *decl, int x) {
     str_printf(k->s, "    %s = ", decl);
@@ -60,7 +119,7 @@ static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
         kernel_ptr_line(k, decl, L->ins[j]);
     }
     for (int j = 0; outs && j < L->nouts; j++) {
-        snprintf(decl, sizeof decl, "real *%so%d", q, j);
+        snprintf(decl, sizeof decl, "%s *%so%d", kernel_type(k, L->outs[j]), q, j);
         kernel_ptr_line(k, decl, L->outs[j]);
     }
     /* step-dependent scalars (Adam's 1 - beta^t) once per kernel, not once per element: pow()
@@ -108,8 +167,10 @@ static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
             ops[j] = names[j];
         }
         str_printf(k->s, "%s%s t%d = ", ind, k->d->value, id);
+        bool half = DTYPE_IS_HALF(n->dtype);   /* the value rounded to its format, as stored */
+        if (half) str_printf(k->s, "%s(%s(", half_fn(n->dtype, false), half_fn(n->dtype, true));
         render_ew_expr(k->s, k->g, id, ops);
-        str_puts(k->s, ";\n");
+        str_puts(k->s, half ? "));\n" : ";\n");
     }
 }
 
@@ -118,10 +179,12 @@ static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, bool
     for (int j = 0; j < L->nins; j++) {
         int x = L->ins[j];
         Shape xs = k->g->nodes[x].shape;
-        str_printf(k->s, "%s%s l%d = (real)i%d[", ind, k->d->value, x, j);
+        DType t = k->g->nodes[x].dtype;
+        if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s%s l%d = %s(i%d[", ind, k->d->value, x, half_fn(t, false), j);
+        else str_printf(k->s, "%s%s l%d = (real)i%d[", ind, k->d->value, x, j);
         if (flat) str_puts(k->s, shape_numel(xs, 2) == 1 && !shape_eq(xs, space) ? "0" : "i");
         else render_load_offset(k->s, k->g, x, space, transposed);
-        str_puts(k->s, "];\n");
+        str_puts(k->s, DTYPE_IS_HALF(t) ? "]);\n" : "];\n");
     }
 }
 
@@ -147,7 +210,9 @@ static void kernel_ew(const Kernel *k, const Launch *L) {
         str_printf(k->s, "%so%d[", ind, j);
         if (flat) str_puts(k->s, "i");
         else render_load_offset(k->s, k->g, L->outs[j], sp, false);
-        str_printf(k->s, "] = t%d;\n", L->outs[j]);
+        DType t = k->g->nodes[L->outs[j]].dtype;
+        if (DTYPE_IS_HALF(t)) str_printf(k->s, "] = %s(t%d);\n", half_fn(t, true), L->outs[j]);
+        else str_printf(k->s, "] = t%d;\n", L->outs[j]);
     }
     k->d->space_close(k, sp, flat);
 }

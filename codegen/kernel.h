@@ -112,6 +112,8 @@ void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]);
 /* kernel.c: the walker. */
 void kernel_render(const Kernel *k, const Launch *L, int index);   /* comment, signature, body */
 void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
+/* bf16/f16 conversions (nnc_bf16_f32, nnc_f32_bf16, ...), when the program has half tensors. */
+void kernel_half_prelude(Str *s, const Program *p, const char *qualifiers);
 int kernel_resolve(const Entry *e, int x);          /* the node whose buffer holds x (views) */
 const char *kernel_type(const Kernel *k, int x);    /* "real" or "int32_t" */
 void kernel_ptr_line(const Kernel *k, const char *decl, int x);     /* "    DECL = PTR;\n" */

@@ -23,11 +23,17 @@ nnc_options nnc_default_options(void) {
 /* Compiles into c, with diagnostics captured in err; false on failure. */
 static bool compile_captured(nnc_compiled *c, const char *file, const char *source, const nnc_options *o, char *err,
                              size_t errlen) {
+    if (o->precision < 0 || o->precision > 3 || (o->f64 && o->precision > 1)) {
+        snprintf(err, errlen, "nnc_compile: precision %d is not 0..3, or is half precision with f64\n", o->precision);
+        return false;
+    }
     char *dbuf = NULL;   /* open_memstream publishes it at fclose, so read it only after */
     size_t dlen = 0;
     FILE *df = open_memstream(&dbuf, &dlen);
     CompileOpts co = {.file = file, .source = source, .diag_out = df, .target = o->target ? "cuda" : "cpu",
-                      .over = {.has_batch = o->batch > 0, .batch = o->batch}, .fuse = o->fuse != 0,
+                      .over = {.has_batch = o->batch > 0, .batch = o->batch, .has_precision = o->precision > 0,
+                               .precision = o->precision > 0 ? (Precision)(o->precision - 1) : PREC_F32},
+                      .fuse = o->fuse != 0,
                       .strict_devices = o->strict_devices != 0};
     char msg[1024];
     bool ok = compile_model(&c->c, &co, msg, sizeof msg);

@@ -2094,6 +2094,16 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         diag_error(E->d, s->loc, "unexpected '%s' after '%s'", s->name2, k);
         return;
     }
+    if (!strcmp(k, "precision")) {   /* a dtype name, as torch.autocast(dtype=...) */
+        static const char *const names[] = {"f32", "bf16", "f16"};
+        for (int i = 0; i < 3; i++)
+            if (s->e->k == E_IDENT && !strcmp(s->e->str, names[i])) {
+                t->precision = (Precision)i;
+                return;
+            }
+        diag_error(E->d, s->e->loc, "precision is f32, bf16 or f16");
+        return;
+    }
     E->in_train = 1;
     Value v = eval(E, E->globals, s->e);
     E->in_train = 0;
@@ -2135,11 +2145,11 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             t->sched = *v.sched;
     } else {
         static const char *const keys[] = {"data", "test", "batch", "epochs", "optimizer", "lr_schedule",
-                                           "minimize", "metric", "seed", "shuffle", "device"};
+                                           "minimize", "metric", "seed", "shuffle", "device", "precision"};
         int bd = 3;
         const char *best = suggest_list(k, keys, NNC_COUNTOF(keys), NULL, &bd);
         diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, lr_schedule, "
-                   "minimize, metric, seed, shuffle, device)", k, did_you_mean(E, best));
+                   "minimize, metric, seed, shuffle, device, precision)", k, did_you_mean(E, best));
     }
 }
 

@@ -29,6 +29,7 @@ typedef struct {
     int strict_devices;
     int use_cache;          /* reuse compiled code from the kernel cache */
     const char *cc;         /* C compiler, default $CC or cc */
+    int precision;          /* 0: the train section's; 1 f32, 2 bf16, 3 f16 (as --precision) */
 } nnc_options;
 
 typedef struct nnc_compiled nnc_compiled;

@@ -59,6 +59,9 @@ typedef struct {
     SrcLoc loc;
 } SchedConfig;
 
+/* What products compute in (torch.autocast's lower precision; passes/autocast.c). */
+typedef enum { PREC_F32, PREC_BF16, PREC_F16 } Precision;
+
 typedef struct {
     bool present;                /* the model has a train section */
     DataBind *data;
@@ -70,6 +73,7 @@ typedef struct {
     bool shuffle;
     OptConfig opt;
     SchedConfig sched;
+    Precision precision;
     SrcLoc loc;
 } TrainConfig;
 

@@ -164,7 +164,7 @@ const char *node_op_name(const Node *n, char buf[48]) {
     return buf;
 }
 
-const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : "f32"; }
+const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : t == DT_BF16 ? "bf16" : t == DT_F16 ? "f16" : "f32"; }
 const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
 
 char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n) {

@@ -63,7 +63,11 @@ typedef struct {
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT];
 
-typedef enum { DT_F32, DT_I32 } DType;
+/* f32 tensors are `real` (float, or double under --f64); bf16 and f16 are stored as 16-bit
+ * patterns and computed in f32 (every kernel widens on load and rounds on store), as CUDA and
+ * PyTorch's CPU kernels do.  Only passes/autocast.c makes half tensors (precision = bf16|f16). */
+typedef enum { DT_F32, DT_I32, DT_BF16, DT_F16 } DType;
+#define DTYPE_IS_HALF(t) ((t) == DT_BF16 || (t) == DT_F16)
 typedef enum { DEV_CPU, DEV_CUDA } Device;
 typedef enum { PH_FORWARD, PH_BACKWARD, PH_UPDATE } Phase;
 

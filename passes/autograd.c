@@ -39,9 +39,25 @@ static Node ad_like(Ad *A) {
     return n;
 }
 
+/* A gradient node's type: f32, or under autocast the half kind when every float tensor operand
+ * has it (as passes/autocast.c types the forward).  Reductions give f32. */
+static DType grad_dtype(Ad *A, Op op, int nin, const int *in) {
+    if (op_info[op].kind != OK_EW && op_info[op].kind != OK_VIEW && op != OP_MATMUL) return DT_F32;
+    DType t = DT_F32;
+    bool any = false;
+    for (int j = 0; j < nin; j++) {
+        const Node *x = &A->g->nodes[in[j]];
+        if (x->dtype == DT_I32 || node_is_inline(x)) continue;
+        if (!any) t = x->dtype;
+        else if (t != x->dtype) t = DT_F32;
+        any = true;
+    }
+    return t;
+}
+
 static int mk(Ad *A, Op op, int nin, const int *in, Shape s) {
     Node like = ad_like(A);
-    return graph_node_at(A->g, op, nin, in, s, DT_F32, &like);
+    return graph_node_at(A->g, op, nin, in, s, grad_dtype(A, op, nin, in), &like);
 }
 
 static int mk1(Ad *A, Op op, int a) { return mk(A, op, 1, &a, A->g->nodes[a].shape); }
@@ -104,8 +120,14 @@ static int transpose(Ad *A, int x) {
     return mk(A, OP_TRANSPOSE, 1, &x, swap_last(n->shape));
 }
 
+/* x's gradient has x's type (torch: a half tensor's .grad is half, a parameter's f32). */
 static void accumulate(Ad *A, int x, int gx) {
     if (!A->needs[x] || gx < 0) return;
+    DType t = A->g->nodes[x].dtype;
+    if (A->g->nodes[gx].dtype != t && t != DT_I32) {
+        Node like = ad_like(A);
+        gx = graph_node_at(A->g, OP_CAST, 1, &gx, A->g->nodes[gx].shape, t, &like);
+    }
     A->grad[x] = A->grad[x] < 0 ? gx : mk2(A, OP_ADD, A->grad[x], gx);
 }
 
@@ -276,6 +298,13 @@ static void grad_mean(Ad *A, int id, int g) {
 
 /* The gradient is a training-mode quantity: it flows to the training operand alone. */
 static void grad_mode(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), g); }
+
+/* A cast between float types passes the gradient back in the operand's type (accumulate
+ * casts it); from i32 there is none. */
+static void grad_cast(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0);
+    if (A->g->nodes[x].dtype != DT_I32) accumulate(A, x, g);
+}
 
 static void grad_transpose(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), transpose(A, g)); }
 static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), mk(A, OP_RESHAPE, 1, &g, opshape(A, id, 0))); }

@@ -1,7 +1,7 @@
 /* passes.h - the compiler's passes and the schedule they hand to the backends.
  *
  * Graph-wide passes (run once, in pipeline.c's order):
- *   autograd -> optimizer -> placement -> copies
+ *   autocast (precision bf16/f16) -> autograd -> optimizer -> placement -> copies
  * Per-entry passes (run for each entry point: train step, grad, eval):
  *   fuse -> schedule -> plan
  * Each pass lives in its own file and has one entry point.  After the per-entry passes an
@@ -119,6 +119,7 @@ void program_print_dot(const Program *p, FILE *f);   /* dot.c: --emit dot */
 void program_free(Program *p);   /* what the passes allocated outside the graph's arena */
 
 /* graph-wide passes */
+void pass_autocast(Model *m, Precision prec);   /* rebuilds m->g: ids change */
 void pass_autograd(Graph *g);
 void pass_optimizer(Graph *g, const OptConfig *o);
 void pass_placement(Graph *g, Device target);

@@ -12,7 +12,7 @@
 #include "passes.h"
 
 /* The names --dump-after accepts, in pipeline order. */
-const char *const pipeline_pass_names = "parse autograd optimizer placement copies fuse schedule plan all";
+const char *const pipeline_pass_names = "parse autocast autograd optimizer placement copies fuse schedule plan all";
 
 bool pipeline_has_pass(const char *name) {
     size_t n = strlen(name);
@@ -44,7 +44,7 @@ static void keep_every_value(Program *p, Entry *e) {
         if (L->kind == L_COPY || L->kind == L_ASSIGN) continue;
         for (int j = 0; j < L->nouts; j++) {
             int x = L->outs[j];
-            if (is_out[x]) continue;
+            if (is_out[x] || DTYPE_IS_HALF(p->g->nodes[x].dtype)) continue;   /* the ABI has f32 and i32 */
             is_out[x] = true;
             e->outputs = xrealloc(e->outputs, (size_t)(e->noutputs + 1) * sizeof(int));
             e->outputs[e->noutputs++] = x;
@@ -59,6 +59,11 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     p->fuse = o->fuse;
     p->strict_devices = o->strict_devices;
     if (!after(p, o, "parse")) return false;
+    if (p->m->train.precision != PREC_F32) {
+        pass_autocast(p->m, p->m->train.precision);
+        g = p->g = p->m->g;
+        if (!after(p, o, "autocast")) return false;
+    }
     if (g->loss >= 0) {
         pass_autograd(g);
         if (!after(p, o, "autograd")) return false;

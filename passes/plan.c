@@ -27,6 +27,12 @@ typedef struct {
 
 static int64_t align_up(int64_t x) { return (x + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS; }
 
+/* Offsets count `real` elements; a bf16/f16 buffer of n elements takes (n + 1) / 2 of them
+ * (precision excludes --f64, so real is float wherever there are half tensors). */
+static int64_t slots(const Program *p, int x, int64_t elems) {
+    return DTYPE_IS_HALF(p->g->nodes[x].dtype) ? (elems + 1) / 2 : elems;
+}
+
 static int storage_root(const Program *p, const Entry *e, int x) {
     int v = view_source(p->g, e, x);
     return v >= 0 ? storage_root(p, e, v) : x;
@@ -84,6 +90,7 @@ static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, cons
         int x = L->ins[j], r = storage_root(p, e, x);
         const Buffer *rb = &e->buf[r];
         if (rb->kind != BUF_ACT || last[r] != k || rb->dev != b->dev || rb->elems != b->elems ||
+            DTYPE_IS_HALF(p->g->nodes[r].dtype) != DTYPE_IS_HALF(p->g->nodes[o].dtype) ||
             !shape_eq(p->g->nodes[x].shape, ew ? L->space : p->g->nodes[o].shape))
             continue;
         Arena1 *a = &A[b->dev];
@@ -122,6 +129,18 @@ static void plan_conv_scratch(const Program *p, Launch *L) {
     L->scratch_elems = L->chunk * per;
 }
 
+/* A CPU product with bf16/f16 operands or result runs as the f32 GEMM on widened copies (the
+ * CBLAS has no half GEMM): A, B and a half C as floats, live during the launch only. */
+static void plan_gemm_scratch(const Program *p, Launch *L) {
+    const Graph *g = p->g;
+    if (p->target != DEV_CPU) return;
+    int x[3] = {L->a, L->b, L->root};
+    int64_t n = 0;
+    for (int j = 0; j < 3; j++)
+        if (DTYPE_IS_HALF(g->nodes[x[j]].dtype)) n += shape_numel(g->nodes[x[j]].shape, g->batch_max);
+    L->scratch_elems = n;
+}
+
 void pass_plan(Program *p, Entry *e) {
     Graph *g = p->g;
     e->buf = arena_alloc(g->arena, (size_t)g->n * sizeof(Buffer));
@@ -150,14 +169,15 @@ void pass_plan(Program *p, Entry *e) {
             b->kind = BUF_ACT;
             b->elems = shape_numel(g->nodes[o].shape, g->batch_max);
             b->dev = g->nodes[o].dev;
-            e->naive_elems += align_up(b->elems);
+            int64_t size = align_up(slots(p, o, b->elems));
+            e->naive_elems += size;
             int lst = last[o] < k ? k : last[o];
-            if (!reuse_input(p, e, L, k, last, A, o, lst))
-                b->offset = arena1_alloc(&A[b->dev], align_up(b->elems), lst, o, k);
+            if (!reuse_input(p, e, L, k, last, A, o, lst)) b->offset = arena1_alloc(&A[b->dev], size, lst, o, k);
         }
-        if (L->kind == L_HELPER) {
+        if (L->kind == L_HELPER || L->kind == L_GEMM) {
             Launch *W = &e->launches[k];
-            plan_conv_scratch(p, W);
+            if (L->kind == L_GEMM) plan_gemm_scratch(p, W);
+            else plan_conv_scratch(p, W);
             if (W->scratch_elems) {
                 Device dev = g->nodes[L->root].dev;
                 W->scratch = arena1_alloc(&A[dev], align_up(W->scratch_elems), k, -1, k);

@@ -271,12 +271,58 @@ static void gemm_fold_init(const Kernel *k, const Launch *L) {
 /* A GEMM launch: one cblas call (a plain product, or a batch that is one product: gemm_geom's
  * rows_merged, k_merged), a loop of calls over the batch's matrices, or plain loops when the
  * whole product is too small for a library call. */
+/* A half operand widened into the launch's scratch (plan.c): "const real *NAME" over floats. */
+static void gemm_widen(const Kernel *k, const Launch *L, int x, const char *name, int64_t *at) {
+    const Node *n = &k->g->nodes[x];
+    if (!DTYPE_IS_HALF(n->dtype)) {
+        char decl[32];
+        snprintf(decl, sizeof decl, "const real *%s", name);
+        kernel_ptr_line(k, decl, x);
+        return;
+    }
+    str_printf(k->s, "    real *%s_w = m->act + %lld;\n", name, (long long)(L->scratch + *at));
+    str_puts(k->s, "    { const unsigned short *h = ");
+    c_ptr(k, k->s, x);
+    str_puts(k->s, "; const int64_t nh = ");
+    render_numel(k->s, n->shape);
+    str_printf(k->s, ";\n      #pragma omp parallel for if (nh > 65536)\n"
+                     "      for (int64_t z = 0; z < nh; z++) %s_w[z] = %s(h[z]); }\n",
+               name, n->dtype == DT_BF16 ? "nnc_bf16_f32" : "nnc_f16_f32");
+    str_printf(k->s, "    const real *%s = %s_w;\n", name, name);
+    *at += shape_numel(n->shape, k->g->batch_max);
+}
+
+/* A half result: the product went to scratch as floats; rounded into C. */
+static void gemm_narrow(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    if (!DTYPE_IS_HALF(n->dtype)) return;
+    str_puts(k->s, "    { unsigned short *h = ");
+    c_ptr(k, k->s, L->root);
+    str_puts(k->s, "; const int64_t nh = ");
+    render_numel(k->s, n->shape);
+    str_printf(k->s, ";\n      #pragma omp parallel for if (nh > 65536)\n"
+                     "      for (int64_t z = 0; z < nh; z++) h[z] = %s(C[z]); }\n",
+               n->dtype == DT_BF16 ? "nnc_f32_bf16" : "nnc_f32_f16");
+}
+
+static void c_gemm_body(const Kernel *k, const Launch *L);
+
+/* bf16/f16 operands run the f32 product on widened copies: correct, and no faster than f32 (the
+ * CBLAS has no half GEMM); a half result is rounded from the f32 one. */
 static void c_gemm(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
+    int64_t at = 0;
+    gemm_widen(k, L, L->a, "A", &at);
+    gemm_widen(k, L, L->b, "Bm", &at);
+    if (DTYPE_IS_HALF(g->nodes[L->root].dtype)) str_printf(k->s, "    real *C = m->act + %lld;\n", (long long)(L->scratch + at));
+    else kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
+    c_gemm_body(k, L);
+    gemm_narrow(k, L);
+}
+
+static void c_gemm_body(const Kernel *k, const Launch *L) {
+    const Graph *g = k->g;
     GemmGeom q = gemm_geom(g, L);
-    kernel_ptr_line(k, "const real *A", L->a);
-    kernel_ptr_line(k, "const real *Bm", L->b);
-    kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
     dims_line(k, "    const int M = ", q.m, ", ");
     dims_line(k, "N = ", q.n, ", ");
     dims_line(k, "K = ", q.k, ", ");

@@ -48,6 +48,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
     str_puts(s, "\n#define NNC_RUNTIME_IMPLEMENTATION\n");
     str_puts(s, nnc_embed_runtime_h);
     dialect_c.prelude(s, o);   /* real, the math macros, the cblas prototype: kernel.c's one table */
+    kernel_half_prelude(s, p, "static inline");
     if (program_has_helpers(p)) helper_prelude(s, false);
     if (helper_uses_dnnl(p, o)) helper_dnnl_prelude(s);
     render_template(s, frame_text, model_c_name(p));

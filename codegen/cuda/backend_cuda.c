@@ -91,6 +91,13 @@ static struct {
                             const float *, int, const float *, int, const float *, float *, int);
     cublasStatus_t (*Dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
                             const double *, int, const double *, int, const double *, double *, int);
+    cublasStatus_t (*GemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                             const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                             cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    cublasStatus_t (*GemmExB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
+                              const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
+                              cublasGemmAlgo_t);
     cublasStatus_t (*SgemmB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
                              const float *, int, long long, const float *, int, long long, const float *, float *, int,
                              long long, int);
@@ -151,6 +158,7 @@ static bool load_blas(void) {
     SYM(h, BlasSetWorkspace, "cublasSetWorkspace_v2", L);
     SYM(h, Sgemm, "cublasSgemm_v2", L); SYM(h, Dgemm, "cublasDgemm_v2", L);
     SYM(h, SgemmB, "cublasSgemmStridedBatched", L); SYM(h, DgemmB, "cublasDgemmStridedBatched", L);
+    SYM(h, GemmEx, "cublasGemmEx", L); SYM(h, GemmExB, "cublasGemmStridedBatchedEx", L);
     return true;
 }
 
@@ -240,8 +248,11 @@ static void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file
     } while (0)
 
 static size_t elem_bytes(const CudaModel *m, int node) {
-    return m->p->g->nodes[node].dtype == DT_I32 ? 4 : m->rb;
+    DType t = m->p->g->nodes[node].dtype;
+    return t == DT_I32 ? 4 : DTYPE_IS_HALF(t) ? 2 : m->rb;
 }
+
+static cudaDataType cuda_type(DType t) { return t == DT_BF16 ? CUDA_R_16BF : t == DT_F16 ? CUDA_R_16F : CUDA_R_32F; }
 
 static int64_t dim_at(int64_t d, int64_t B) { return d == DIM_BATCH ? B : d; }
 
@@ -308,6 +319,28 @@ static bool gemm_rm(CudaModel *m, bool ta, bool tb, int M, int N, int K, double 
     return true;
 }
 
+/* A product with bf16/f16 inputs (both of one kind) and FP32 accumulation, C half or f32: what
+ * torch.autocast's matmul runs; G > 1: strided batched (strides in elements). */
+static bool gemm_rm_half(CudaModel *m, const Launch *L, int M, int N, int K, CUdeviceptr pa, int lda, long long sa,
+                         CUdeviceptr pb, int ldb, long long sb, double beta, CUdeviceptr pc, long long sc, int G) {
+    const Graph *g = m->p->g;
+    cudaDataType tab = cuda_type(g->nodes[L->a].dtype), tc = cuda_type(g->nodes[L->root].dtype);
+    if (tab != cuda_type(g->nodes[L->b].dtype)) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal error: a product of %s and %s", dtype_name(g->nodes[L->a].dtype),
+                    dtype_name(g->nodes[L->b].dtype));
+        return false;
+    }
+    cublasOperation_t oa = L->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = L->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float al = (float)L->alpha, be = (float)beta;
+    if (G == 1)
+        BLAS(cu.GemmEx(m->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, (const void *)pa, tab, lda, &be,
+                       (void *)pc, tc, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        BLAS(cu.GemmExB(m->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, sb, (const void *)pa, tab, lda, sa,
+                        &be, (void *)pc, tc, N, sc, G, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return true;
+}
+
 /* G row-major products at once (strides in elements; 0: one matrix for all), as one strided
  * batched call on the swapped operands. */
 static bool gemm_rm_batched(CudaModel *m, bool ta, bool tb, int M, int N, int K, double alpha, CUdeviceptr pa, int lda,
@@ -346,6 +379,19 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
         if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, bytes, m->st));
     }
     double beta = L->fold >= 0 ? 1 : 0;
+    if (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype)) {
+        long long sa = q.a_shared ? 0 : (long long)M * K, sb = q.b_shared ? 0 : (long long)K * N;
+        if (q.nlead == 0) return gemm_rm_half(m, L, M, N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+        if (q.rows_merged) return gemm_rm_half(m, L, (int)(G * M), N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+        if (q.k_merged) return gemm_rm_half(m, L, M, N, (int)(G * K), pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+        if (!q.sum) return gemm_rm_half(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N, (int)G);
+        size_t eab = elem_bytes(m, L->a);
+        for (int64_t i = 0; i < G; i++)
+            if (!gemm_rm_half(m, L, M, N, K, pa + (CUdeviceptr)(i * sa) * eab, lda, 0, pb + (CUdeviceptr)(i * sb) * eab,
+                              ldb, 0, i > 0 ? 1 : beta, pc, 0, 1))
+                return false;
+        return true;
+    }
     if (q.nlead == 0) return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
     if (q.rows_merged) return gemm_rm(m, L->ta, L->tb, (int)(G * M), N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
     if (q.k_merged) return gemm_rm(m, L->ta, L->tb, M, N, (int)(G * K), L->alpha, pa, lda, pb, ldb, beta, pc, N);

@@ -55,6 +55,7 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
         " * GEMMs run as cuBLAS calls and copies as memcpys, in the order of the schedule\n"
         " * (nnc MODEL --target cuda --emit ir shows it). */\n");
     dialect_cuda.prelude(s, o);
+    kernel_half_prelude(s, p, "__device__ __forceinline__");
     if (program_has_helpers(p)) helper_prelude(s, true);
     str_puts(s, step_inc);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);

@@ -84,6 +84,14 @@ if(TARGET nnc_emu_cuda)
   # a learning-rate schedule: the rate is device state the trainer rewrites each epoch
   add_test(NAME emu_train_linsched COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${CMAKE_SOURCE_DIR}/tests/numeric/linsched.nn --epochs 30)
+  # precision = bf16 | f16: half products through GemmEx (plain and strided batched), the half
+  # kernels; rounding and gradients against torch as on the CPU
+  add_test(NAME emu_train_half_bf16 COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/half/attention_bf16.nn)
+  add_test(NAME emu_train_half_f16 COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/half/attention_f16.nn --tol 2e-3)
+  add_test(NAME half_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_half.py
+           --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda --parts ab)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
@@ -95,7 +103,8 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
-  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_linsched emu_train_explicit emu_cli nan_torch_emu conv_torch_emu
+  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
+                       half_torch_emu emu_train_explicit emu_cli nan_torch_emu conv_torch_emu
                        dropout_philox_emu PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)

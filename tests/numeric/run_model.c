@@ -1,7 +1,8 @@
 /* run_model.c - compile a .nn file through include/nnc.h, run one entry on inputs read from
  * .npy files, and write every output of that entry as OUTDIR/NAME.npy (float64 or int32).
  *
- *   run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--cuda] [--entry eval|grad|eval,grad] [--seed N]
+ *   run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--cuda] [--precision f32|bf16|f16]
+ *             [--entry eval|grad|eval,grad] [--seed N]
  *             [--load-params P0.npy,P1.npy,...] IN0.npy IN1.npy ...
  *
  * Inputs are given in the order the model declares them, already in the model's dtype
@@ -98,6 +99,10 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--f64")) o.f64 = 1;
         else if (!strcmp(argv[i], "--no-fuse")) o.fuse = 0;
         else if (!strcmp(argv[i], "--cuda")) o.target = 1;
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            const char *v = argv[++i];
+            o.precision = !strcmp(v, "f32") ? 1 : !strcmp(v, "bf16") ? 2 : !strcmp(v, "f16") ? 3 : -1;
+        }
         else if (!strcmp(argv[i], "--entry") && i + 1 < argc) {
             const char *v = argv[++i];
             nentries = 0;

@@ -80,7 +80,67 @@ typedef struct {
     double alpha, beta;
     const void *A, *B;
     void *C;
+    int half_ab, half_c;     /* GemmEx: A and B (and C) are bf16 (1) or f16 (2): computed in FP32 */
 } Gemm;
+
+/* bf16 and f16 to and from float, round to nearest even: what a GPU's conversions do (the same
+ * rules as the generated kernels' nnc_f32_bf16 and nnc_f32_f16). */
+static float half_to_f32(uint16_t h, int kind) {
+    union { uint32_t u; float f; } v;
+    if (kind == 1) {
+        v.u = (uint32_t)h << 16;
+        return v.f;
+    }
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) return (s ? -1.0f : 1.0f) * (float)m * 5.9604644775390625e-8f;
+    v.u = s | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+    return v.f;
+}
+
+static uint16_t f32_to_half(float f, int kind) {
+    union { float f; uint32_t u; } v = {f};
+    if (kind == 1) {
+        if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+        return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+    }
+    uint32_t s = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu;
+    if (a >= 0x47800000u) return (uint16_t)(s | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (a < 0x38800000u) {
+        union { uint32_t u; float f; } w = {a};
+        w.f += 0.5f;
+        return (uint16_t)(s | (w.u - 0x3f000000u));
+    }
+    return (uint16_t)(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));
+}
+
+/* A column-major half operand (rows x cols, leading dimension ld) widened into floats. */
+static float *widen(const void *p, int rows, int cols, int ld, int kind) {
+    size_t n = rows && cols ? (size_t)(cols - 1) * (size_t)ld + (size_t)rows : 0;
+    float *w = malloc((n ? n : 1) * sizeof *w);
+    if (!w) {
+        fprintf(stderr, "nnc-emu: out of host memory\n");
+        abort();
+    }
+    for (size_t i = 0; i < n; i++) w[i] = half_to_f32(((const uint16_t *)p)[i], kind);
+    return w;
+}
+
+static void run_gemm_half(const Gemm *g) {
+    int ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
+    float *A = widen(g->A, g->ta ? g->k : g->m, g->ta ? g->m : g->k, g->lda, g->half_ab);
+    float *B = widen(g->B, g->tb ? g->n : g->k, g->tb ? g->k : g->n, g->ldb, g->half_ab);
+    float *C = g->half_c ? widen(g->C, g->m, g->n, g->ldc, g->half_c) : g->C;
+    cblas_sgemm(CblasColMajor, ta, tb, g->m, g->n, g->k, (float)g->alpha, A, g->lda, B, g->ldb, (float)g->beta, C, g->ldc);
+    if (g->half_c)
+        for (int j = 0; j < g->n; j++)
+            for (int i = 0; i < g->m; i++) {
+                size_t at = (size_t)j * (size_t)g->ldc + (size_t)i;
+                ((uint16_t *)g->C)[at] = f32_to_half(C[at], g->half_c);
+            }
+    free(A);
+    free(B);
+    if (g->half_c) free(C);
+}
 
 /* NNC_EMU_FAULT_GEMM=N: the N-th GEMM this process runs (from 1) comes out with C[0] off by
  * 1e-3 relative -- a planted wrong result, so the tests can show that nnc's --check-against
@@ -95,6 +155,10 @@ static void plant_fault(const Gemm *g) {
 
 static void run_gemm(void *ctx) {
     const Gemm *g = ctx;
+    if (g->half_ab) {
+        run_gemm_half(g);
+        return;
+    }
     int ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
     if (g->dbl)
         cblas_dgemm(CblasColMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta, g->C, g->ldc);
@@ -112,9 +176,20 @@ static size_t span(int rows, int cols, int ld, size_t elem) {
     return rows && cols ? ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * elem : 0;
 }
 
+static cublasStatus_t gemm_types(const char *name, cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m,
+                                 int n, int k, double alpha, const void *A, int lda, const void *B, int ldb, double beta,
+                                 void *C, int ldc, size_t elem, int half_ab, int half_c);
+
 static cublasStatus_t gemm(const char *name, cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n,
                            int k, double alpha, const void *A, int lda, const void *B, int ldb, double beta, void *C,
                            int ldc, size_t elem) {
+    return gemm_types(name, h, oa, ob, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, elem, 0, 0);
+}
+
+/* elem: FP32/FP64 operands' size; with half_ab (and half_c) A and B (and C) are 2 bytes. */
+static cublasStatus_t gemm_types(const char *name, cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m,
+                                 int n, int k, double alpha, const void *A, int lda, const void *B, int ldb, double beta,
+                                 void *C, int ldc, size_t elem, int half_ab, int half_c) {
     if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
     int ra = oa == CUBLAS_OP_N ? m : k, ca = oa == CUBLAS_OP_N ? k : m;   /* A as stored */
     int rb = ob == CUBLAS_OP_N ? k : n, cb = ob == CUBLAS_OP_N ? n : k;
@@ -130,13 +205,15 @@ static cublasStatus_t gemm(const char *name, cublasHandle_t h, cublasOperation_t
     }
     if (!m || !n) return CUBLAS_STATUS_SUCCESS;
     char what[64];
+    size_t eab = half_ab ? 2 : elem, ec = half_c ? 2 : elem;
     snprintf(what, sizeof what, "%s operand A", name);
-    if (k && nnc_emu_check_range(A, span(ra, ca, lda, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (k && nnc_emu_check_range(A, span(ra, ca, lda, eab), what)) return CUBLAS_STATUS_INVALID_VALUE;
     snprintf(what, sizeof what, "%s operand B", name);
-    if (k && nnc_emu_check_range(B, span(rb, cb, ldb, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (k && nnc_emu_check_range(B, span(rb, cb, ldb, eab), what)) return CUBLAS_STATUS_INVALID_VALUE;
     snprintf(what, sizeof what, "%s operand C", name);
-    if (nnc_emu_check_range(C, span(m, n, ldc, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
-    Gemm g = {elem == 8, oa != CUBLAS_OP_N, ob != CUBLAS_OP_N, m, n, k, lda, ldb, ldc, alpha, beta, A, B, C};
+    if (nnc_emu_check_range(C, span(m, n, ldc, ec), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    Gemm g = {elem == 8, oa != CUBLAS_OP_N, ob != CUBLAS_OP_N, m, n, k, lda, ldb, ldc, alpha, beta, A, B, C,
+              half_ab, half_c};
     return nnc_emu_enqueue_host(h->stream, run_gemm, &g, sizeof g) ? CUBLAS_STATUS_EXECUTION_FAILED
                                                                     : CUBLAS_STATUS_SUCCESS;
 }
@@ -192,6 +269,34 @@ EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperatio
                         (const char *)B, ldb, sb, *beta, (char *)C, ldc, sc, count, sizeof(double));
 }
 
+static int half_kind(cudaDataType t) { return t == CUDA_R_16BF ? 1 : t == CUDA_R_16F ? 2 : 0; }
+
+/* The strided batched GemmEx, for BF16/F16 inputs with FP32 compute (FP32 or half C). */
+EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m,
+                                                 int n, int k, const void *alpha, const void *A, cudaDataType ta,
+                                                 int lda, long long sa, const void *B, cudaDataType tb, int ldb,
+                                                 long long sb, const void *beta, void *C, cudaDataType tc, int ldc,
+                                                 long long sc, int count, cublasComputeType_t compute,
+                                                 cublasGemmAlgo_t algo) {
+    (void)algo;
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!valid(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    int hab = half_kind(ta), hc = half_kind(tc);
+    if (!hab || tb != ta || !(tc == ta || tc == CUDA_R_32F) || compute != CUBLAS_COMPUTE_32F) {
+        fprintf(stderr, "nnc-emu: cublasGemmStridedBatchedEx: only BF16/F16 inputs with FP32 compute are emulated\n");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (count < 0 || sa < 0 || sb < 0 || sc < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    size_t ec = hc ? 2 : 4;
+    for (int i = 0; i < count; i++) {
+        cublasStatus_t st = gemm_types("cublasGemmStridedBatchedEx", h, oa, ob, m, n, k, *(const float *)alpha,
+                                       (const char *)A + (size_t)(i * sa) * 2, lda, (const char *)B + (size_t)(i * sb) * 2,
+                                       ldb, *(const float *)beta, (char *)C + (size_t)(i * sc) * ec, ldc, 4, hab, hc);
+        if (st != CUBLAS_STATUS_SUCCESS) return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 /* GemmEx for the types nnc could use: all FP32 (FP32 or TF32 compute) or all FP64. */
 EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t oa, cublasOperation_t ob, int m, int n, int k,
                                    const void *alpha, const void *A, cudaDataType ta, int lda, const void *B,
@@ -202,8 +307,14 @@ EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t oa, cubla
     int f32 = ta == CUDA_R_32F && tb == CUDA_R_32F && tc == CUDA_R_32F &&
               (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_FAST_TF32);
     int f64 = ta == CUDA_R_64F && tb == CUDA_R_64F && tc == CUDA_R_64F && compute == CUBLAS_COMPUTE_64F;
+    int hab = half_kind(ta), hc = half_kind(tc);
+    if (hab && tb == ta && (tc == ta || tc == CUDA_R_32F) && compute == CUBLAS_COMPUTE_32F) {
+        double al = *(const float *)alpha, be = *(const float *)beta;
+        return gemm_types("cublasGemmEx", h, oa, ob, m, n, k, al, A, lda, B, ldb, be, C, ldc, 4, hab, hc);
+    }
     if (!f32 && !f64) {
-        fprintf(stderr, "nnc-emu: cublasGemmEx: only all-FP32 or all-FP64 operands are emulated\n");
+        fprintf(stderr, "nnc-emu: cublasGemmEx: only all-FP32, all-FP64, or BF16/F16 inputs with FP32 compute are "
+                        "emulated\n");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     double al = f32 ? *(const float *)alpha : *(const double *)alpha, be = f32 ? *(const float *)beta : *(const double *)beta;

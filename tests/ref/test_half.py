@@ -1,0 +1,228 @@
+"""precision = bf16 | f16 (passes/autocast.c) against PyTorch and NumPy.
+
+  (a) rounding: x @ I (I the identity) under autocast is x rounded to the format -- the cast of
+      the product's operand and the rounding of its result -- and an elementwise chain after it
+      rounds every op, as torch's half ops do; bit-exact against torch's bfloat16 and NumPy's
+      float16 on ties, subnormals, overflow to infinity and signed zeros (a product's operand
+      that overflows makes its row NaN, inf * 0, as in torch; row 3 does that in f16);
+  (b) a classifier's loss and parameter gradients against torch.autocast("cpu") (torch 1.13
+      lowers F.linear to bf16; f16 is checked against the float32 reference) within the
+      format's tolerance;
+  (c) models/mlp.nn trained 3 epochs with --precision bf16 and f16 reaches the f32 run's test
+      accuracy within 0.5 points (the goal of issue 14), when Fashion-MNIST is installed.
+
+    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abc]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+ROUND_MODEL = """input x: f32[B, 8]
+param I: f32[8, 8] = zeros()
+output h = x @ I
+output d = (x @ I) * 3 - 1
+output r = relu(x @ I) * (x @ I)
+"""
+
+CLASSIFIER = """input x: f32[B, 12]
+input y: i32[B]
+param w1: f32[16, 12] = zeros()
+param b1: f32[16] = zeros()
+param w2: f32[5, 16] = zeros()
+param b2: f32[5] = zeros()
+logits = relu(x @ transpose(w1) + b1) @ transpose(w2) + b2
+loss = cross_entropy(logits, y)
+train {
+    data x = randn(32, 12)
+    data y = randn(32)
+    batch = 32
+    minimize loss
+}
+"""
+
+# bf16 eps 2^-8, f16 2^-11: results of a few ops may be a few units of the last place apart
+TOL = {"bf16": 1.6e-2, "f16": 2e-3}   # 4 units of the last place
+
+
+def run_model(exe, tmp, name, src, inputs, params, precision, entry, cuda):
+    d = os.path.join(tmp, "%s_%s%s" % (name, precision, "_cuda" if cuda else ""))
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, name + ".nn")
+    with open(path, "w") as f:
+        f.write(src)
+    files = []
+    for i, a in enumerate(inputs):
+        files.append(os.path.join(d, "in%d.npy" % i))
+        np.save(files[-1], a)
+    pf = []
+    for i, a in enumerate(params):
+        pf.append(os.path.join(d, "p%d.npy" % i))
+        np.save(pf[-1], a.astype(np.float32))
+    cmd = [exe, path, d, "--precision", precision, "--entry", entry, "--load-params", ",".join(pf)]
+    if cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + files, capture_output=True, text=True)
+    if r.returncode == 77:
+        return None
+    if r.returncode != 0:
+        raise RuntimeError("run_model failed (%d): %s" % (r.returncode, r.stderr))
+    return {n: np.load(os.path.join(d, n + ".npy")) for n in r.stdout.split()}
+
+
+def round_inputs():
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((6, 8)) * np.array([1, 10, 1e-3, 1e3, 1e-5, 3e4, 1, 1])).astype(np.float32)
+    bits = x.view(np.uint32)
+    bits[0, :4] = (bits[0, :4] & 0xFFFF0000) | 0x8000           # bf16 ties, even and odd upper halves
+    bits[0, 4:] = (bits[0, 4:] & 0xFFFFE000) | 0x1000           # f16 ties
+    # f16: the largest finite value, one that rounds down to it; products (* 3 in `d`) that
+    # overflow to infinity or round to 65504; the smallest normal and just below it
+    x[1, :] = [65504, 65519, 21840, 21834, -30000, 6.1035156e-5, 6.09e-5, -3e-8]
+    x[2, :] = [5.96e-8, 2.98e-8, 2.9802322e-8, 8.9e-8, -1e-7, 0.0, -0.0, 1e-40]  # f16 subnormals, ties to 0
+    x[3, :] = [3.3895314e38, -3.3e38, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -9, 255.5, 256.5, 1e-38, -7.0]
+    return x
+
+
+def to_format(x, precision):
+    """x (float32) rounded to the format and back, as torch / NumPy round (nearest even)."""
+    if precision == "f16":
+        with np.errstate(over="ignore"):
+            return x.astype(np.float16).astype(np.float32)
+    import torch
+    return torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    return np.array_equal(a.view(np.uint32), b.view(np.uint32)) or np.array_equal(a, b, equal_nan=True)
+
+
+def part_a(exe, tmp, cuda):
+    ok = True
+    x = round_inputs()
+    eye = np.eye(8, dtype=np.float32)
+    for precision in ("bf16", "f16"):
+        out = run_model(exe, tmp, "round", ROUND_MODEL, [x], [eye], precision, "eval", cuda)
+        if out is None:
+            print("SKIP (a) %s: no CUDA here" % precision)
+            continue
+        q = lambda v: to_format(np.asarray(v, np.float32), precision)  # noqa: E731
+        np.seterr(over="ignore", invalid="ignore")
+        h = q(q(x) @ eye)   # the operand cast, the product in f32 (-0 + 0 is +0), its rounding
+        want = {"h": h, "d": q(q(h * np.float32(3)) - np.float32(1)), "r": q(q(np.maximum(h, 0)) * h)}
+        for k, w in want.items():
+            got = out[k].astype(np.float32)
+            good = same_bits(got, w)
+            bad = np.argwhere(got.view(np.uint32) != w.view(np.uint32))
+            detail = "" if good else " first differs at %s: got %r want %r (x %r)" % (
+                tuple(bad[0]), got[tuple(bad[0])], w[tuple(bad[0])], x[tuple(bad[0])])
+            print("%s (a) %-4s %s: %d values bit-exact%s" % ("ok  " if good else "FAIL", precision, k, got.size, detail))
+            ok &= good
+    return ok
+
+
+def torch_classifier(x, y, params, dtype):
+    import torch
+    import torch.nn.functional as F
+    p = [torch.tensor(a, requires_grad=True) for a in params]
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    if dtype is None:
+        loss = F.cross_entropy(F.linear(F.relu(F.linear(xt, p[0], p[1])), p[2], p[3]), yt)
+    else:
+        with torch.autocast("cpu", dtype=dtype):
+            logits = F.linear(F.relu(F.linear(xt, p[0], p[1])), p[2], p[3])
+        loss = F.cross_entropy(logits.float(), yt)
+    loss.backward()
+    return float(loss), [t.grad.numpy() for t in p]
+
+
+def part_b(exe, tmp, cuda):
+    try:
+        import torch
+    except ImportError:
+        print("SKIP (b): torch is not installed")
+        return True
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((32, 12)).astype(np.float32)
+    y = rng.integers(0, 5, 32).astype(np.int32)
+    params = [(rng.standard_normal(s) * 0.4).astype(np.float32) for s in ((16, 12), (16,), (5, 16), (5,))]
+    names = ["w1", "b1", "w2", "b2"]
+    l32, g32 = torch_classifier(x, y, params, None)
+    ok = True
+    for precision in ("bf16", "f16"):
+        out = run_model(exe, tmp, "cls", CLASSIFIER, [x, y], params, precision, "grad", cuda)
+        if out is None:
+            print("SKIP (b) %s: no CUDA here" % precision)
+            continue
+        refs = [("f32", l32, g32)]
+        if precision == "bf16":
+            lb, gb = torch_classifier(x, y, params, torch.bfloat16)
+            refs.append(("torch.autocast", lb, gb))
+        for rname, lr, gr in refs:
+            errs = {"loss": abs(float(out["loss"]) - lr) / max(abs(lr), 1e-6)}
+            for n, g in zip(names, gr):
+                errs[n] = float(np.abs(out["grad." + n] - g).max() / max(np.abs(g).max(), 1e-6))
+            worst = max(errs.values())
+            good = worst <= TOL[precision]
+            print("%s (b) %-4s vs %-14s max rel %.3g (tolerance %g; %s)" % (
+                "ok  " if good else "FAIL", precision, rname, worst, TOL[precision],
+                ", ".join("%s %.2g" % kv for kv in errs.items())))
+            ok &= good
+    return ok
+
+
+def part_c(nnc, tmp, cuda):
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "mlp.nn")
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        print("SKIP (c): Debian's dataset-fashion-mnist is not installed")
+        return True
+    acc = {}
+    for precision in ("f32", "bf16", "f16"):
+        m = os.path.join(tmp, "mlp_%s.jsonl" % precision)
+        cmd = [nnc, model, "--precision", precision, "--epochs", "3", "--quiet", "--metrics", m]
+        if cuda:
+            cmd += ["--target", "cuda"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL (c) %s: nnc exited %d: %s" % (precision, r.returncode, r.stderr))
+            return False
+        epochs = [json.loads(line) for line in open(m) if '"epoch"' in line and '"type":"epoch"' in line]
+        acc[precision] = 100 * epochs[-1]["accuracy"]
+    ok = True
+    for precision in ("bf16", "f16"):
+        d = acc[precision] - acc["f32"]
+        good = abs(d) <= 0.5
+        print("%s (c) mlp.nn 3 epochs: %s %.2f%%, f32 %.2f%% (%+.2f points; goal within 0.5)" % (
+            "ok  " if good else "FAIL", precision, acc[precision], acc["f32"], d))
+        ok &= good
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-model", required=True)
+    ap.add_argument("--nnc", required=True)
+    ap.add_argument("--cuda", action="store_true")
+    ap.add_argument("--parts", default="abc", help="which parts, e.g. ab")
+    a = ap.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        if "a" in a.parts:
+            ok &= part_a(os.path.abspath(a.run_model), tmp, a.cuda)
+        if "b" in a.parts:
+            ok &= part_b(os.path.abspath(a.run_model), tmp, a.cuda)
+        if "c" in a.parts:
+            ok &= part_c(os.path.abspath(a.nnc), tmp, a.cuda)
+    print("passed" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
