@@ -17,7 +17,7 @@
 #include "ast.h"
 #include "frontend.h"
 
-typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED } VKind;
+typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED, V_SCALER } VKind;
 
 typedef struct Env Env;
 typedef struct Inst {
@@ -37,6 +37,7 @@ typedef struct Value {
     DataSource *src;
     OptConfig *opt;
     SchedConfig *sched;
+    ScalerConfig *scaler;
     struct Value *items;         /* V_TUPLE: (0, 2) or [0, 2] */
     int nitems;
 } Value;
@@ -161,7 +162,8 @@ static Binding *env_find(Env *env, const char *name) {
 
 static const char *kind_name(VKind k) {
     static const char *n[] = {"error", "number", "string", "tensor", "block", "block instance",
-                              "device", "data source", "optimizer", "tuple", "learning-rate schedule"};
+                              "device", "data source", "optimizer", "tuple", "learning-rate schedule",
+                              "loss scaler"};
     return n[k];
 }
 
@@ -216,7 +218,7 @@ static const char *did_you_mean(Elab *E, const char *best) {
 
 static const char *const train_fn_names[] = {"idx",   "npy",     "csv",            "randn",     "rand",
                                              "sgd",   "adam",    "adamw",          "step_lr",   "exponential_lr",
-                                             "cosine_lr", "linear_lr"};
+                                             "cosine_lr", "linear_lr", "dynamic"};
 static const char *const keyword_names[] = {"true", "false", "cpu", "cuda"};
 
 static const char *tstr(Elab *E, int node) {
@@ -922,6 +924,27 @@ static Value schedule(Elab *E, SchedKind k, const char *fn, Args *a, SrcLoc loc)
     return ok ? (Value){.k = V_SCHED, .sched = s} : verror;
 }
 
+/* torch.cuda.amp.GradScaler(init_scale=2**16, growth_factor=2, backoff_factor=0.5,
+ * growth_interval=2000), with its constructor's checks (growth > 1, backoff < 1). */
+static Value scaler(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"init_scale", "growth_factor", "backoff_factor", "growth_interval"};
+    int ix[4];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 0, loc)) return verror;
+    ScalerConfig *c = arena_alloc(E->a, sizeof *c);
+    c->on = true;
+    c->loc = loc;
+    c->init = num_arg(E, a, ix[0], 65536, &ok);
+    c->growth = num_arg(E, a, ix[1], 2, &ok);
+    c->backoff = num_arg(E, a, ix[2], 0.5, &ok);
+    c->interval = num_arg(E, a, ix[3], 2000, &ok);
+    ok = ok && check_range(E, fn, "init_scale", c->init, 0, true, 3e38, false, arg_loc(a, ix[0], loc)) &
+                   check_range(E, fn, "growth_factor", c->growth, 1, true, 1e6, false, arg_loc(a, ix[1], loc)) &
+                   check_range(E, fn, "backoff_factor", c->backoff, 0, true, 1, true, arg_loc(a, ix[2], loc)) &
+                   check_count(E, fn, "growth_interval", c->interval, 1 << 24, arg_loc(a, ix[3], loc));
+    return ok ? (Value){.k = V_SCALER, .scaler = c} : verror;
+}
+
 /* ---- calls -------------------------------------------------------------------------------- */
 
 
@@ -1503,6 +1526,7 @@ static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
             {"linear_lr", SCHED_LINEAR}};
         for (size_t i = 0; i < NNC_COUNTOF(sch); i++)
             if (!strcmp(fn, sch[i].name)) return schedule(E, sch[i].k, fn, a, loc);
+        if (!strcmp(fn, "dynamic")) return scaler(E, fn, a, loc);
     }
     int bd = 3;
     const char *best = suggest_builtin(E, fn, &bd);
@@ -2094,6 +2118,11 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         diag_error(E->d, s->loc, "unexpected '%s' after '%s'", s->name2, k);
         return;
     }
+    if (!strcmp(k, "loss_scale") && s->e->k == E_IDENT && !strcmp(s->e->str, "none")) {
+        t->scaler = (ScalerConfig){.on = false, .loc = s->e->loc};
+        t->scaler_set = true;
+        return;
+    }
     if (!strcmp(k, "precision")) {   /* a dtype name, as torch.autocast(dtype=...) */
         static const char *const names[] = {"f32", "bf16", "f16"};
         for (int i = 0; i < 3; i++)
@@ -2137,6 +2166,13 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected sgd(...), adam(...) or adamw(...)");
         } else
             t->opt = *v.opt;
+    } else if (!strcmp(k, "loss_scale")) {
+        if (v.k != V_SCALER) {
+            if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected dynamic(...) or none");
+        } else {
+            t->scaler = *v.scaler;
+            t->scaler_set = true;
+        }
     } else if (!strcmp(k, "lr_schedule")) {
         if (v.k != V_SCHED) {
             if (v.k != V_ERROR)
@@ -2144,12 +2180,13 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         } else
             t->sched = *v.sched;
     } else {
-        static const char *const keys[] = {"data", "test", "batch", "epochs", "optimizer", "lr_schedule",
-                                           "minimize", "metric", "seed", "shuffle", "device", "precision"};
+        static const char *const keys[] = {"data",   "test",   "batch",   "epochs",  "optimizer", "lr_schedule",
+                                           "minimize", "metric", "seed",  "shuffle", "device",    "precision",
+                                           "loss_scale"};
         int bd = 3;
         const char *best = suggest_list(k, keys, NNC_COUNTOF(keys), NULL, &bd);
         diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, lr_schedule, "
-                   "minimize, metric, seed, shuffle, device, precision)", k, did_you_mean(E, best));
+                   "minimize, metric, seed, shuffle, device, precision, loss_scale)", k, did_you_mean(E, best));
     }
 }
 

@@ -33,10 +33,23 @@ typedef struct {
 
 typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } OptKind;
 
+/* torch.cuda.amp.GradScaler's dynamic loss scaling: the loss's gradient seeded with `scale`,
+ * gradients unscaled before the update; a step whose gradients hold an inf or NaN is skipped
+ * and the scale multiplied by backoff, and after `interval` clean steps by growth.  On by
+ * default with precision = f16 (loss_scale = dynamic(...) or none in the train section). */
+typedef struct {
+    bool on;
+    double init, growth, backoff;
+    double interval;
+    SrcLoc loc;
+} ScalerConfig;
+
 typedef struct {
     OptKind kind;
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
     bool nesterov;
+    ScalerConfig scaler;         /* set from the train section's (pipeline.c) */
+    int scale;                   /* the state "scaler.scale" the loss's gradient is seeded with, or -1 */
     bool lr_state;               /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
     SrcLoc loc;
 } OptConfig;
@@ -74,6 +87,8 @@ typedef struct {
     OptConfig opt;
     SchedConfig sched;
     Precision precision;
+    ScalerConfig scaler;
+    bool scaler_set;             /* loss_scale was written (else: dynamic exactly with f16) */
     SrcLoc loc;
 } TrainConfig;
 

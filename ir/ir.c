@@ -32,6 +32,7 @@ Graph *graph_new(Arena *a) {
     Graph *g = arena_alloc(a, sizeof *g);
     g->arena = a;
     g->loss = -1;
+    g->loss_seed = -1;
     g->batch_max = 1;
     return g;
 }

@@ -420,7 +420,7 @@ void pass_autograd(Graph *g) {
         for (int j = 0; j < g->nodes[i].nin; j++) A.needs[i] |= A.needs[g->nodes[i].in[j]];
     }
     A.at = &g->nodes[g->loss];
-    A.grad[g->loss] = mkconst(&A, 1, 0);
+    A.grad[g->loss] = g->loss_seed >= 0 ? g->loss_seed : mkconst(&A, 1, 0);   /* a loss scale, or 1 */
     for (int i = g->loss; i >= 0; i--) {
         if (A.grad[i] < 0 || !A.needs[i] || g->nodes[i].op == OP_PARAM) continue;
         A.at = &g->nodes[i];   /* pointer may move as nodes are added: grad_rule copies it first */

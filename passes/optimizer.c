@@ -14,6 +14,8 @@ typedef struct {
     Graph *g;
     Node like;
     int lr;          /* the state "lr" when a schedule sets the rate, else -1: the constant */
+    int ok;          /* with a loss scaler: 1 when this step's gradients are finite, else -1 */
+    int skipped;     /* ... and the state counting the steps it skipped */
 } Up;
 
 static int up_node(Up *U, Op op, int nin, const int *in, Shape s) {
@@ -51,9 +53,28 @@ static int lr_of(Up *U, const OptConfig *o) {
     return U->lr >= 0 ? U->lr : upc(U, o->lr);
 }
 
-static void assign(Up *U, int dst, int v) {
+static void assign_raw(Up *U, int dst, int v) {
     int in[2] = {dst, v};
     up_node(U, OP_ASSIGN, 2, in, U->g->nodes[dst].shape);
+}
+
+static int select3(Up *U, int c, int a, int b) {
+    int in[3] = {c, a, b};
+    return up_node(U, OP_SELECT, 3, in, U->g->nodes[a].shape.rank >= U->g->nodes[b].shape.rank
+                                            ? U->g->nodes[a].shape : U->g->nodes[b].shape);
+}
+
+/* dst = v; with a loss scaler, dst keeps its value on a step whose gradients overflowed. */
+static void assign(Up *U, int dst, int v) {
+    assign_raw(U, dst, U->ok >= 0 ? select3(U, U->ok, v, dst) : v);
+}
+
+/* The optimizer's step count: t, or under a loss scaler t minus the skipped steps (torch's
+ * optimizers count only the steps GradScaler lets through). */
+static int opt_step(Up *U) {
+    int t = up_node(U, OP_STEPVAL, 0, NULL, shape_scalar());
+    U->g->nodes[t].attr.step.fn = STEP_T;
+    return U->skipped >= 0 ? up2(U, OP_SUB, t, U->skipped) : t;
 }
 
 /* torch.optim.SGD: d = g + wd*p; buf = m*buf + (1-damp)*d (buf = d at the first step);
@@ -63,7 +84,9 @@ static void sgd(Up *U, const OptConfig *o, int p, int g) {
     if (o->weight_decay != 0) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
     if (o->momentum != 0) {
         int buf = state(U, p, "momentum_buffer");
-        int damp = o->dampening != 0 ? stepval(U, STEP_FIRST_ONE, 1 - o->dampening) : upc(U, 1);
+        int damp = o->dampening == 0 ? upc(U, 1)
+                   : U->skipped >= 0 ? select3(U, up2(U, OP_EQ, opt_step(U), upc(U, 1)), upc(U, 1), upc(U, 1 - o->dampening))
+                                     : stepval(U, STEP_FIRST_ONE, 1 - o->dampening);
         /* one node per statement: C leaves the order of argument evaluation open, and node
          * numbering must not depend on the compiler */
         int mb = up2(U, OP_MUL, upc(U, o->momentum), buf);
@@ -92,8 +115,15 @@ static void adam(Up *U, const OptConfig *o, int p, int g) {
     int nv = up2(U, OP_ADD, bv, up2(U, OP_MUL, upc(U, 1 - o->beta2), up2(U, OP_MUL, d, d)));
     assign(U, m, nm);
     assign(U, v, nv);
-    int bc1 = stepval(U, STEP_ONE_MINUS_POW, o->beta1);
-    int bc2 = stepval(U, STEP_ONE_MINUS_POW, o->beta2);
+    int bc1, bc2;
+    if (U->skipped >= 0) {   /* 1 - beta^t of the steps taken: a tensor, since they are state */
+        int t = opt_step(U);
+        bc1 = up2(U, OP_SUB, upc(U, 1), up2(U, OP_POW, upc(U, o->beta1), t));
+        bc2 = up2(U, OP_SUB, upc(U, 1), up2(U, OP_POW, upc(U, o->beta2), t));
+    } else {
+        bc1 = stepval(U, STEP_ONE_MINUS_POW, o->beta1);
+        bc2 = stepval(U, STEP_ONE_MINUS_POW, o->beta2);
+    }
     int sq = up_node(U, OP_SQRT, 1, &nv, U->g->nodes[nv].shape);
     int bc2s = up_node(U, OP_SQRT, 1, &bc2, shape_scalar());
     int vhat = up2(U, OP_DIV, sq, bc2s);
@@ -116,15 +146,77 @@ static int lr_state(Graph *g, const OptConfig *o, const Node *like) {
     return s;
 }
 
+static int scalar_state(Graph *g, const Node *like, const char *name, double init) {
+    int s = graph_node_at(g, OP_STATE, 0, NULL, shape_scalar(), DT_F32, like);
+    Node *n = &g->nodes[s];
+    n->phase = PH_UPDATE;
+    n->name = name;
+    n->scope = NULL;
+    n->attr.init.kind = init != 0 ? INIT_CONSTANT : INIT_ZEROS;
+    n->attr.init.a = init;
+    return s;
+}
+
+/* GradScaler's unscale_ and found_inf (torch/cuda/amp/grad_scaler.py): every gradient times
+ * 1/scale (the parameters' grad become these, so the grad entry gives true gradients), and
+ * found = 1 when any of them holds an inf or NaN.  Returns ok = 1 - found. */
+static int scaler_unscale(Up *U, const OptConfig *o, int *found_out) {
+    Graph *g = U->g;
+    int inv = up2(U, OP_DIV, upc(U, 1), o->scale), found = -1;
+    for (int p = 0; p < g->n; p++) {
+        if (g->nodes[p].op != OP_PARAM || g->nodes[p].grad < 0) continue;
+        int gu = up2(U, OP_MUL, g->nodes[p].grad, inv);
+        g->nodes[p].grad = gu;
+        Shape sh = g->nodes[gu].shape;
+        int nf = up_node(U, OP_NONFINITE, 1, &gu, sh);
+        if (sh.rank > 0) {
+            int c = up_node(U, OP_SUM, 1, &nf, shape_scalar());
+            g->nodes[c].attr.axes.mask = (1u << sh.rank) - 1;
+            nf = c;
+        }
+        found = found < 0 ? nf : up2(U, OP_ADD, found, nf);
+    }
+    if (found < 0) found = upc(U, 0);   /* nothing to train */
+    *found_out = up2(U, OP_MINIMUM, found, upc(U, 1));
+    return up2(U, OP_SUB, upc(U, 1), *found_out);
+}
+
+/* GradScaler.update: backoff on an overflow (tracker 0); after `interval` clean steps growth
+ * (if the grown scale is finite) and tracker 0; else tracker + 1.  The skipped steps count. */
+static void scaler_update(Up *U, const OptConfig *o, int found, int tracker) {
+    const ScalerConfig *c = &o->scaler;
+    int S = o->scale, ok = U->ok;
+    int t1 = up2(U, OP_ADD, tracker, upc(U, 1));
+    int grow = up2(U, OP_EQ, t1, upc(U, c->interval));
+    int grown = up2(U, OP_MUL, S, upc(U, c->growth));
+    int big = up_node(U, OP_NONFINITE, 1, &grown, shape_scalar());
+    int s_ok = select3(U, grow, select3(U, big, S, grown), S);
+    assign_raw(U, S, select3(U, ok, s_ok, up2(U, OP_MUL, S, upc(U, c->backoff))));
+    assign_raw(U, tracker, select3(U, ok, select3(U, grow, upc(U, 0), t1), upc(U, 0)));
+    assign_raw(U, U->skipped, up2(U, OP_ADD, U->skipped, found));
+}
+
 void pass_optimizer(Graph *g, const OptConfig *o) {
-    int n0 = g->n, lr = -1;
+    int n0 = g->n, lr = -1, ok = -1, skipped = -1, found = -1, tracker = -1;
+    if (o->scale >= 0) {
+        Up S = {.g = g, .like = g->nodes[o->scale], .lr = -1, .ok = -1, .skipped = -1};
+        S.like.phase = PH_UPDATE;
+        tracker = scalar_state(g, &S.like, "scaler.growth_tracker", 0);
+        skipped = scalar_state(g, &S.like, "scaler.skipped_steps", 0);
+        ok = scaler_unscale(&S, o, &found);
+    }
     for (int p = 0; p < n0; p++) {
         if (g->nodes[p].op != OP_PARAM || g->nodes[p].grad < 0) continue;
         if (o->lr_state && lr < 0) lr = lr_state(g, o, &g->nodes[p]);
-        Up U = {.g = g, .like = g->nodes[p], .lr = lr};
+        Up U = {.g = g, .like = g->nodes[p], .lr = lr, .ok = ok, .skipped = skipped};
         U.like.phase = PH_UPDATE;
         U.like.loc = o->loc.line ? o->loc : g->nodes[p].loc;
         if (o->kind == OPT_SGD) sgd(&U, o, p, g->nodes[p].grad);
         else adam(&U, o, p, g->nodes[p].grad);
+    }
+    if (o->scale >= 0) {
+        Up U = {.g = g, .like = g->nodes[o->scale], .lr = -1, .ok = ok, .skipped = skipped};
+        U.like.phase = PH_UPDATE;
+        scaler_update(&U, o, found, tracker);
     }
 }

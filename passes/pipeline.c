@@ -65,6 +65,18 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
         if (!after(p, o, "autocast")) return false;
     }
     if (g->loss >= 0) {
+        TrainConfig *t = &p->m->train;
+        t->opt.scaler = t->scaler_set ? t->scaler : (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536,
+                                                                   .growth = 2, .backoff = 0.5, .interval = 2000};
+        t->opt.scale = -1;
+        if (t->opt.scaler.on) {   /* the loss's gradient starts at the scale (GradScaler.scale(loss)) */
+            int s = graph_add(g, OP_STATE, 0, NULL, shape_scalar(), DT_F32, g->nodes[g->loss].loc);
+            g->nodes[s].name = "scaler.scale";
+            g->nodes[s].phase = PH_BACKWARD;
+            g->nodes[s].attr.init.kind = INIT_CONSTANT;
+            g->nodes[s].attr.init.a = t->opt.scaler.init;
+            g->loss_seed = t->opt.scale = s;
+        }
         pass_autograd(g);
         if (!after(p, o, "autograd")) return false;
         pass_optimizer(g, &p->m->train.opt);

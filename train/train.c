@@ -50,7 +50,20 @@ typedef struct {
     bool metrics_failed;        /* a metrics write failed (reported once) */
     void **direct;              /* zero-copy batch pointers into the dataset */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
+    int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
 } Run;
+
+static int state_index(const nnc_model_abi *a, const char *name) {
+    for (int i = 0; i < a->nstates; i++)
+        if (!strcmp(a->states[i].name, name)) return i;
+    return -1;
+}
+
+/* A scalar state's value from the host mirror (the caller synced it). */
+static double state_scalar(const Run *R, int i) {
+    const void *p = R->lm->abi->state(R->lm->m, i);
+    return R->lm->abi->real_bytes == 8 ? *(const double *)p : (double)*(const float *)p;
+}
 
 double sched_lr(const SchedConfig *s, double lr, int e, int epochs) {
     switch (s->kind) {
@@ -231,6 +244,8 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
                        is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
         }
         if (R->m->train.sched.kind != SCHED_NONE) printf("  lr %.4g", R->lr);
+        if (R->scale_state >= 0)
+            printf("  scale %g skipped %.0f", state_scalar(R, R->scale_state), state_scalar(R, R->skipped_state));
         printf("  %.2fs\n", secs);
         fflush(stdout);
     }
@@ -242,6 +257,9 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
                 if (ev->out[j].scalar) fprintf(R->metrics, ",\"%s\":%.9g", g->outs[j].name, ev->metric[j]);
         }
         if (R->m->train.sched.kind != SCHED_NONE) fprintf(R->metrics, ",\"lr\":%.9g", R->lr);
+        if (R->scale_state >= 0)
+            fprintf(R->metrics, ",\"loss_scale\":%.9g,\"skipped_steps\":%.0f", state_scalar(R, R->scale_state),
+                    state_scalar(R, R->skipped_state));
         fprintf(R->metrics, ",\"seconds\":%.6f}\n", secs);
         if (secs - R->last_flush > 0.5) {   /* a tail -f sees progress; tiny epochs pay no syscall */
             fflush(R->metrics);
@@ -480,7 +498,13 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             fputc('\n', stderr);
             return false;
         }
-        if (R->metrics) fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
+        if (R->metrics && R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
+            abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
+            fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g,\"loss_scale\":%.9g,"
+                    "\"skipped_steps\":%.0f}\n", epoch, (long long)gstep, loss, state_scalar(R, R->scale_state),
+                    state_scalar(R, R->skipped_state));
+        } else if (R->metrics)
+            fprintf(R->metrics, "{\"type\":\"step\",\"epoch\":%d,\"step\":%lld,\"loss\":%.9g}\n", epoch, (long long)gstep, loss);
         if (!metrics_ok(R)) return false;
         double t = train_now();
         if (t - last_draw > 0.1 || s + 1 == steps) {
@@ -542,7 +566,9 @@ static void free_run(Run *R, const Dataset *d) {
 
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
-    Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now()};
+    Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .scale_state = state_index(lm->abi, "scaler.scale"),
+             .skipped_state = state_index(lm->abi, "scaler.skipped_steps")};
+    if (R.skipped_state < 0) R.scale_state = -1;
     Dataset train = {0}, test = {0};
     bool has_test = false;
     if (o->save_path && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
