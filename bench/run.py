@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
 
-    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick] [--torch2 PYTHON]
+    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only]
 
 Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
 round many steps after a warm-up; the table gives the median over rounds of each round's
@@ -84,6 +84,21 @@ class Suite:
             t.append(last_json(out)["median_us"])
         self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch", "us")
 
+    def precision(self, model, sizes, batch, steps):
+        """--precision bf16 against f32 (nnc, interleaved) and against torch.autocast bf16."""
+        b, f, t = [], [], []
+        for _ in range(self.a.rounds):
+            for prec, out in (("bf16", b), ("f32", f)):
+                o, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
+                                "--threads", str(self.a.threads), "--quiet", "--precision", prec)
+                out.append(last_json(o)["median_us"])
+            o, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp-bf16", sizes, str(batch), str(self.a.threads),
+                        str(steps)], self.tenv)
+            t.append(last_json(o)["median_us"])
+        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} step, bf16 vs f32", b, f, "nnc f32", "us")
+        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} step, bf16 vs torch.autocast bf16", b, t,
+                 "PyTorch autocast", "us")
+
     def fusion(self, model, batch, steps):
         """Fused against --no-fuse, the same model and batch, interleaved."""
         f, u = [], []
@@ -164,6 +179,7 @@ def main():
                     help="OPENBLAS_CORETYPE for both sides ('' to inherit; SkylakeX on AVX-512 machines)")
     ap.add_argument("--torch2", help="a Python with PyTorch 2.x (from PyPI) for the convnet cases")
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
+    ap.add_argument("--precision-only", action="store_true", help="only the bf16 cases")
     a = ap.parse_args()
     s = Suite(a)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
@@ -173,12 +189,15 @@ def main():
     print(f"machine: {os.cpu_count()} cores, {a.threads} threads; sgemm {ceil['sgemm2048_gflops']} GFLOP/s "
           f"(2048^3), copy {ceil['copy_gbs']} GB/s; OPENBLAS_CORETYPE={s.env.get('OPENBLAS_CORETYPE', 'default')}")
     print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
-    if not a.convnet_only:
+    if a.precision_only:
+        s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 40)
+    elif not a.convnet_only:
         s.mlp("models/mlp.nn", "784,128,10", 64, 300)
         s.fusion("models/mlp.nn", 64, 300)
-    if not a.quick and not a.convnet_only:
+    if not a.quick and not a.convnet_only and not a.precision_only:
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
+        s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         s.linreg()
         s.epochs()
         s.startup()

@@ -2,6 +2,7 @@
 JSON line out, so bench/run.py can interleave it with nnc in the same run.
 
   torch_ref.py mlp SIZES BATCH THREADS STEPS   e.g. mlp 784,128,10 64 2 300
+  torch_ref.py mlp-bf16 SIZES BATCH THREADS STEPS   the same under torch.autocast("cpu", bfloat16)
   torch_ref.py linreg-numpy | linreg-torch      1000 full-batch epochs, the NumPy example
   torch_ref.py epochs N THREADS                 N epochs of the 784-128-10 MLP on Fashion-MNIST
   torch_ref.py import                           seconds to `import torch`
@@ -11,7 +12,8 @@ import gzip, json, sys, time
 DATA = "/usr/share/datasets/fashion-mnist/"
 
 
-def mlp_step(sizes, batch, threads, steps):
+def mlp_step(sizes, batch, threads, steps, bf16=False):
+    import contextlib
     import torch
     torch.set_num_threads(threads)
     layers = []
@@ -25,7 +27,9 @@ def mlp_step(sizes, batch, threads, steps):
     for i in range(steps + 10):
         t = time.perf_counter()
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.float(), y)
         loss.backward()
         opt.step()
         if i >= 10:
@@ -93,8 +97,9 @@ def epochs(n, threads):
 
 def main():
     case = sys.argv[1]
-    if case == "mlp":
-        out = mlp_step([int(s) for s in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    if case in ("mlp", "mlp-bf16"):
+        out = mlp_step([int(s) for s in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
+                       case == "mlp-bf16")
     elif case.startswith("linreg-"):
         out = linreg(case[7:])
     elif case == "epochs":

@@ -57,6 +57,14 @@ static int cast_to(Ac *A, int x, DType to, const Node *like) {
     if (xn->dtype == to || !is_float(xn->dtype) || node_is_inline(xn)) return x;
     int memo = to == DT_F32 ? A->to_f32[x] : A->to_half[x];
     if (memo >= 0) return memo;
+    if (xn->op == OP_TRANSPOSE) {   /* cast, then transpose: the product still reads it transposed */
+        Node t = *xn;
+        t.in[0] = cast_to(A, xn->in[0], to, like);
+        t.dtype = to;
+        int id = append(A, &t);
+        *(to == DT_F32 ? &A->to_f32[x] : &A->to_half[x]) = id;
+        return id;
+    }
     Node c = {0};
     c.op = OP_CAST;
     c.dtype = to;

@@ -309,9 +309,47 @@ static void c_gemm_body(const Kernel *k, const Launch *L);
 
 /* bf16/f16 operands run the f32 product on widened copies: correct, and no faster than f32 (the
  * CBLAS has no half GEMM); a half result is rounded from the f32 one. */
+/* A bf16 product through oneDNN (helpers.c's nnc_dnnl_matmul), when the build has it: returns
+ * from the launch when oneDNN ran it, else falls through to the widening code. */
+static void gemm_dnnl_bf16(const Kernel *k, const Launch *L) {
+    const Graph *g = k->g;
+    if (!helper_uses_dnnl(k->p, k->o) || g->nodes[L->a].dtype != DT_BF16 || g->nodes[L->b].dtype != DT_BF16 ||
+        L->fold >= 0 || L->alpha != 1)
+        return;
+    GemmGeom q = gemm_geom(g, L);
+    if (q.sum && !q.k_merged) return;
+    str_puts(k->s, "    {   /* oneDNN's bf16 product */\n        static nnc_dnnl_mm mm;\n        const int64_t G = ");
+    render_gemm_count(k->s, &q);
+    str_puts(k->s, ", M = ");
+    render_dim(k->s, q.m, "B");
+    str_puts(k->s, ", N = ");
+    render_dim(k->s, q.n, "B");
+    str_puts(k->s, ", K = ");
+    render_dim(k->s, q.k, "B");
+    str_puts(k->s, ", lda = ");
+    render_dim(k->s, q.lda, "B");
+    str_puts(k->s, ", ldb = ");
+    render_dim(k->s, q.ldb, "B");
+    str_puts(k->s, ";\n");
+    const char *G = q.rows_merged || q.k_merged || q.nlead == 0 ? "1" : "G";
+    str_printf(k->s, "        const int64_t d[11] = {%s, %s, N, %s, lda, ldb, %s, %s, %d, %d, %d};\n", G,
+               q.rows_merged ? "G * M" : "M", q.k_merged ? "G * K" : "K",
+               q.a_shared || q.rows_merged || q.k_merged || q.nlead == 0 ? "0" : "M * K",
+               q.b_shared || q.k_merged || q.nlead == 0 ? "0" : "K * N", L->ta, L->tb,
+               g->nodes[L->root].dtype == DT_BF16);
+    str_puts(k->s, "        if (nnc_dnnl_matmul(&mm, d, ");
+    c_ptr(k, k->s, L->a);
+    str_puts(k->s, ", ");
+    c_ptr(k, k->s, L->b);
+    str_puts(k->s, ", ");
+    c_ptr(k, k->s, L->root);
+    str_puts(k->s, ") == 0) return;\n    }\n");
+}
+
 static void c_gemm(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
     int64_t at = 0;
+    gemm_dnnl_bf16(k, L);
     gemm_widen(k, L, L->a, "A", &at);
     gemm_widen(k, L, L->b, "Bm", &at);
     if (DTYPE_IS_HALF(g->nodes[L->root].dtype)) str_printf(k->s, "    real *C = m->act + %lld;\n", (long long)(L->scratch + at));
