@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../io/data.h"
 #include "../train/train.h"
 #include "check.h"
 #include "compile.h"
@@ -28,6 +29,7 @@ typedef struct {
     const char *save, *load, *metrics, *eval_out;
     const char *check_against;  /* --check-against cpu */
     double check_tol;
+    int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
@@ -66,6 +68,8 @@ static void usage(FILE *f) {
           "                         (and on Ctrl-C or SIGTERM, which stop at the end of the current\n"
           "                         step; exit status 130 or 143)\n"
           "  --save-every N         also write FILE every N steps (written atomically)\n"
+          "  --save-dtype T         f32 (default), or bf16/f16: FILE holds the parameters rounded to\n"
+          "                         T and no optimizer state (an export PyTorch loads; not resumable)\n"
           "  --resume               continue from FILE if it exists: same parameters, optimizer\n"
           "                         state, data order and position; ends bit-identical\n"
           "  --check-numerics       stop at the first kernel that produces NaN or Inf, naming its\n"
@@ -192,7 +196,13 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         else if (is_flag(a, "--check-against")) c->check_against = flag_value(argc, argv, &i, "--check-against");
         else if (is_flag(a, "--check-tol")) c->check_tol = parse_rate(f, flag_value(argc, argv, &i, f));
         else if (!strcmp(a, "--resume")) c->resume = true;
-        else if (is_flag(a, "--save-every")) c->save_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
+        else if (is_flag(a, "--save-dtype")) {
+            const char *v = flag_value(argc, argv, &i, f);
+            if (!strcmp(v, "f32")) c->save_half = 0;
+            else if (!strcmp(v, "bf16")) c->save_half = NNC_DT_BF16;
+            else if (!strcmp(v, "f16")) c->save_half = NNC_DT_F16;
+            else nnc_fatal("--save-dtype: expected f32, bf16 or f16, got '%s'", v);
+        } else if (is_flag(a, "--save-every")) c->save_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
         else if (!strcmp(a, "--stats")) c->stats = true;
         else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) c->quiet = true;
@@ -325,7 +335,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
     }
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c->quiet, .progress = isatty(2) && !c->quiet, .metrics_path = c->metrics,
-                    .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
+                    .save_half = c->save_half, .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
                     .bench_steps = (int)c->bench, .source_file = c->model, .t_process = t_process,
                     .save_every = c->save_every, .resume = c->resume, .cache_dir = bo.cache_dir};
     int rc = train_run(m, &(ModelRef){lm->abi, lm->m}, &to);
@@ -352,6 +362,10 @@ int main(int argc, char **argv) {
     parse_args(argc, argv, &c, &arena);
     if ((c.save_every || c.resume) && !c.save)
         nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
+    if (c.save_half && (!c.save || c.resume || c.save_every))
+        nnc_fatal("--save-dtype %s writes --save FILE's parameters in half precision, without the optimizer state: "
+                  "it needs --save, and a run cannot --resume or --save-every from such a file (save f32 "
+                  "checkpoints, and export at the end)", c.save_half == NNC_DT_BF16 ? "bf16" : "f16");
     size_t len;
     char *src = read_file(c.model, &len);
     if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));

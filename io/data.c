@@ -19,6 +19,7 @@
 #define _POSIX_C_SOURCE 200809L /* open, fstat under -std=c11 */
 
 #include "data_impl.h"
+#include "half.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +61,7 @@ static const struct {
 } dtype_info[] = {
     [NNC_DT_U8] = { "u8", 1 },  [NNC_DT_I8] = { "i8", 1 },   [NNC_DT_I16] = { "i16", 2 },
     [NNC_DT_I32] = { "i32", 4 }, [NNC_DT_I64] = { "i64", 8 }, [NNC_DT_F32] = { "f32", 4 },
-    [NNC_DT_F64] = { "f64", 8 },
+    [NNC_DT_F64] = { "f64", 8 }, [NNC_DT_BF16] = { "bf16", 2 }, [NNC_DT_F16] = { "f16", 2 },
 };
 _Static_assert(sizeof dtype_info / sizeof dtype_info[0] == NNC_DT_COUNT,
                "dtype_info must cover nnc_dtype");
@@ -351,6 +352,8 @@ static double elem_f64(const void *data, nnc_dtype t, size_t i)
     case NNC_DT_I64: return (double)((const int64_t *)data)[i];
     case NNC_DT_F32: return ((const float *)data)[i];
     case NNC_DT_F64: return ((const double *)data)[i];
+    case NNC_DT_BF16: return nnc_bf16_to_f32(((const uint16_t *)data)[i]);
+    case NNC_DT_F16: return nnc_f16_to_f32(((const uint16_t *)data)[i]);
     }
     return 0;
 }

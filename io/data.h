@@ -48,9 +48,11 @@ typedef enum {
     NNC_DT_I32, /* int32_t */
     NNC_DT_I64, /* int64_t */
     NNC_DT_F32, /* float */
-    NNC_DT_F64  /* double */
+    NNC_DT_F64, /* double */
+    NNC_DT_BF16, /* bfloat16 bits (uint16_t): checkpoints exported with --save-dtype */
+    NNC_DT_F16  /* IEEE float16 bits (uint16_t) */
 } nnc_dtype;
-#define NNC_DT_COUNT (NNC_DT_F64 + 1) /* for tables indexed by dtype */
+#define NNC_DT_COUNT (NNC_DT_F16 + 1) /* for tables indexed by dtype */
 
 typedef struct {
     nnc_dtype dtype;

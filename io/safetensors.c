@@ -68,7 +68,8 @@ static const struct {
     nnc_dtype dtype;
 } st_dtypes[] = {
     { "U8", NNC_DT_U8 },   { "I8", NNC_DT_I8 },   { "I16", NNC_DT_I16 }, { "I32", NNC_DT_I32 },
-    { "I64", NNC_DT_I64 }, { "F32", NNC_DT_F32 }, { "F64", NNC_DT_F64 },
+    { "I64", NNC_DT_I64 }, { "F32", NNC_DT_F32 }, { "F64", NNC_DT_F64 }, { "BF16", NNC_DT_BF16 },
+    { "F16", NNC_DT_F16 },
     { "BOOL", NNC_DT_U8 }, /* read-only alias: numpy/torch bools are one byte 0/1 */
 };
 

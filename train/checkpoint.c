@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/half.h"
 #include "../io/safetensors.h"
 #include "train.h"
 
@@ -48,7 +49,19 @@ bool checkpoint_params_finite(const ModelRef *lm, char *err, size_t n) {
     return params_finite_on_host(lm, err, n);
 }
 
-bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, char *err, size_t n) {
+/* A parameter rounded to bf16 or f16 (nearest even) for a half export: the buffer is malloc'd. */
+static void *to_half(const nnc_tensor_info *t, const void *src, int real_bytes, int half) {
+    int64_t cnt = 1;
+    for (int i = 0; i < t->rank; i++) cnt *= t->dims[i];
+    uint16_t *h = xmalloc((size_t)(cnt ? cnt : 1) * 2);
+    for (int64_t k = 0; k < cnt; k++) {
+        float v = real_bytes == 8 ? (float)((const double *)src)[k] : ((const float *)src)[k];
+        h[k] = half == NNC_DT_BF16 ? nnc_f32_to_bf16(v) : nnc_f32_to_f16(v);
+    }
+    return h;
+}
+
+bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, int half, char *err, size_t n) {
     const nnc_model_abi *a = lm->abi;
     a->sync(lm->m, NNC_SYNC_TO_HOST);
     char why[512];
@@ -56,11 +69,19 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, c
         snprintf(err, n, "%s: not saved: %s (the model diverged; a previous file there is left as it was)", path, why);
         return false;
     }
-    int total = a->nparams + a->nstates;
+    /* a half export holds the parameters only: it is for inference (or PyTorch), not resuming */
+    int total = a->nparams + (half ? 0 : a->nstates);
     nnc_st_tensor *ts = xcalloc((size_t)total + 1, sizeof *ts);
     char **names = xcalloc((size_t)total + 1, sizeof *names);
-    for (int i = 0; i < a->nparams; i++) to_st(&a->params[i], a->param(lm->m, i), a->real_bytes, &ts[i], a->params[i].name);
-    for (int i = 0; i < a->nstates; i++) {
+    void **owned = xcalloc((size_t)a->nparams + 1, sizeof *owned);
+    for (int i = 0; i < a->nparams; i++) {
+        to_st(&a->params[i], a->param(lm->m, i), a->real_bytes, &ts[i], a->params[i].name);
+        if (half && a->params[i].dtype != NNC_TYPE_I32) {
+            ts[i].data = owned[i] = to_half(&a->params[i], a->param(lm->m, i), a->real_bytes, half);
+            ts[i].dtype = (nnc_dtype)half;
+        }
+    }
+    for (int i = 0; i < a->nstates && !half; i++) {
         size_t len = strlen(a->states[i].name) + 16;
         names[i] = xmalloc(len);
         snprintf(names[i], len, "optimizer.%s", a->states[i].name);
@@ -74,9 +95,12 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, c
     snprintf(batch, sizeof batch, "%lld", (long long)a->batch_max);
     nnc_st_meta meta[] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step},
                           {"nnc_epoch", ep}, {"nnc_epoch_samples", pos}, {"nnc_seed", seed},
-                          {"nnc_batch", batch}};
-    int rc = nnc_st_save(path, ts, total, meta, (int)(sizeof meta / sizeof meta[0]), err, n);
+                          {"nnc_batch", batch}, {"nnc_export", half == NNC_DT_BF16 ? "bf16" : "f16"}};
+    int nmeta = (int)(sizeof meta / sizeof meta[0]) - (half ? 0 : 1);
+    int rc = nnc_st_save(path, ts, total, meta, nmeta, err, n);
     for (int i = 0; i < total; i++) free(names[i]);
+    for (int i = 0; i < a->nparams; i++) free(owned[i]);
+    free(owned);
     free(names);
     free(ts);
     return rc == 0;
@@ -103,6 +127,13 @@ static bool load_one(const nnc_st_file *f, const char *path, const char *name, c
         for (int64_t i = 0; i < cnt; i++) ((double *)dst)[i] = ((const float *)s->data)[i];
     else if (s->dtype == NNC_DT_F64 && real_bytes == 4)
         for (int64_t i = 0; i < cnt; i++) ((float *)dst)[i] = (float)((const double *)s->data)[i];
+    else if (s->dtype == NNC_DT_BF16 || s->dtype == NNC_DT_F16)   /* a half export, widened exactly */
+        for (int64_t i = 0; i < cnt; i++) {
+            uint16_t h = ((const uint16_t *)s->data)[i];
+            float v = s->dtype == NNC_DT_BF16 ? nnc_bf16_to_f32(h) : nnc_f16_to_f32(h);
+            if (real_bytes == 8) ((double *)dst)[i] = v;
+            else ((float *)dst)[i] = v;
+        }
     else {
         snprintf(err, n, "%s: tensor '%s' is %s, expected F32", path, name, nnc_dtype_name(s->dtype));
         return false;

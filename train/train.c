@@ -401,10 +401,10 @@ static bool rescue_create(char *buf, size_t n) {
  * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
 static bool save_now(Run *R) {
     char err[1024], why[1024], rescue[1100];
-    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, err, sizeof err)) return true;
+    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, R->o->save_half, err, sizeof err)) return true;
     fprintf(stderr, "nnc: error: %s\n", err);
     if (!checkpoint_params_finite(R->lm, why, sizeof why)) return false;   /* nothing worth keeping */
-    if (rescue_create(rescue, sizeof rescue) && checkpoint_save(R->lm, rescue, &R->pos, why, sizeof why))
+    if (rescue_create(rescue, sizeof rescue) && checkpoint_save(R->lm, rescue, &R->pos, R->o->save_half, why, sizeof why))
         fprintf(stderr, "nnc: the trained model was saved to %s instead\n", rescue);
     else {
         if (rescue[0]) unlink(rescue);

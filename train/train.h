@@ -27,6 +27,7 @@ typedef struct {
     long save_every;            /* > 0: checkpoint to save_path every N steps */
     bool resume;                /* continue from save_path if it exists */
     const char *cache_dir;      /* decompressed data files are cached here (NULL: no cache) */
+    int save_half;              /* --save-dtype: 0, or NNC_DT_BF16 / NNC_DT_F16 (parameters only) */
 } TrainOpts;
 
 double train_now(void);
@@ -45,7 +46,8 @@ typedef struct {
 } TrainPos;
 
 /* Writes parameters, optimizer state and tp (with the batch size, for the record). */
-bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, char *err, size_t n);
+/* half: 0, or NNC_DT_BF16 / NNC_DT_F16 for a parameters-only export in that type (--save-dtype). */
+bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, int half, char *err, size_t n);
 /* Reads them back; every metadata field is parsed strictly and range-checked (the error names
  * the file, the field, its value and the valid range).  tp->samples is checked against the
  * data set by the caller, which knows its size. */

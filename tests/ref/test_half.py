@@ -10,9 +10,10 @@
       format's tolerance;
   (c) models/mlp.nn trained 3 epochs with --precision bf16 and f16 reaches the f32 run's test
       accuracy within 0.5 points (the goal of issue 14), when Fashion-MNIST is installed;
-  (d) f16 dynamic loss scaling against a transcription of GradScaler over scripted overflows.
+  (d) f16 dynamic loss scaling against a transcription of GradScaler over scripted overflows;
+  (e) --save-dtype bf16|f16 exports PyTorch loads, rounded as torch rounds.
 
-    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abcd]
+    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abcde]
 """
 import argparse
 import json
@@ -297,12 +298,46 @@ def scaler_run(nnc, tmp, cuda, opt):
     return ok and same and kept
 
 
+def part_e(nnc, tmp):
+    """--save-dtype bf16|f16: the parameters rounded as torch rounds them, a file PyTorch loads."""
+    try:
+        import torch
+        from safetensors.torch import load_file
+    except ImportError:
+        print("SKIP (e): torch or safetensors is not installed")
+        return True
+    d = os.path.join(tmp, "export")
+    os.makedirs(d)
+    rng = np.random.default_rng(2)
+    np.save(os.path.join(d, "x.npy"), rng.standard_normal((16, 4)).astype(np.float32))
+    np.save(os.path.join(d, "y.npy"), rng.standard_normal((16, 1)).astype(np.float32))
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write((SCALER_MODEL % "adam(lr = 0.01)").replace("precision = f16", "precision = f32")
+                .replace("    loss_scale = dynamic(init_scale = 1024, growth_interval = 3)\n", ""))
+    ok = True
+    r = subprocess.run([nnc, "m.nn", "--quiet", "--save", "f32.st"], cwd=d, capture_output=True, text=True)
+    ref = load_file(os.path.join(d, "f32.st"))
+    for dt, tdt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+        r = subprocess.run([nnc, "m.nn", "--quiet", "--save", dt + ".st", "--save-dtype", dt], cwd=d,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL (e) --save-dtype %s: nnc exited %d: %s" % (dt, r.returncode, r.stderr))
+            ok = False
+            continue
+        got = load_file(os.path.join(d, dt + ".st"))
+        good = sorted(got) == ["W"] and got["W"].dtype == tdt and torch.equal(got["W"], ref["W"].to(tdt))
+        print("%s (e) --save-dtype %s: torch loads %s, equal to the f32 checkpoint's W rounded by torch, no "
+              "optimizer state" % ("ok  " if good else "FAIL", dt, {k: str(v.dtype) for k, v in got.items()}))
+        ok &= good
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-model", required=True)
     ap.add_argument("--nnc", required=True)
     ap.add_argument("--cuda", action="store_true")
-    ap.add_argument("--parts", default="abcd", help="which parts, e.g. ab")
+    ap.add_argument("--parts", default="abcde", help="which parts, e.g. ab")
     a = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -314,6 +349,8 @@ def main():
             ok &= part_c(os.path.abspath(a.nnc), tmp, a.cuda)
         if "d" in a.parts:
             ok &= part_d(os.path.abspath(a.nnc), tmp, a.cuda)
+        if "e" in a.parts and not a.cuda:
+            ok &= part_e(os.path.abspath(a.nnc), tmp)
     print("passed" if ok else "FAILED")
     return 0 if ok else 1
 
