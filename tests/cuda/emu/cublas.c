@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 
 #include "emu.h"
+#include "../../../io/half.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAGIC 0x6e6e6362u
@@ -83,35 +84,10 @@ typedef struct {
     int half_ab, half_c;     /* GemmEx: A and B (and C) are bf16 (1) or f16 (2): computed in FP32 */
 } Gemm;
 
-/* bf16 and f16 to and from float, round to nearest even: what a GPU's conversions do (the same
- * rules as the generated kernels' nnc_f32_bf16 and nnc_f32_f16). */
-static float half_to_f32(uint16_t h, int kind) {
-    union { uint32_t u; float f; } v;
-    if (kind == 1) {
-        v.u = (uint32_t)h << 16;
-        return v.f;
-    }
-    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) return (s ? -1.0f : 1.0f) * (float)m * 5.9604644775390625e-8f;
-    v.u = s | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
-    return v.f;
-}
-
-static uint16_t f32_to_half(float f, int kind) {
-    union { float f; uint32_t u; } v = {f};
-    if (kind == 1) {
-        if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
-        return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-    }
-    uint32_t s = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu;
-    if (a >= 0x47800000u) return (uint16_t)(s | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
-    if (a < 0x38800000u) {
-        union { uint32_t u; float f; } w = {a};
-        w.f += 0.5f;
-        return (uint16_t)(s | (w.u - 0x3f000000u));
-    }
-    return (uint16_t)(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));
-}
+/* bf16 and f16 to and from float, round to nearest even: io/half.h, the host side of the
+ * generated kernels' conversions. */
+static float half_to_f32(uint16_t h, int kind) { return kind == 1 ? nnc_bf16_to_f32(h) : nnc_f16_to_f32(h); }
+static uint16_t f32_to_half(float f, int kind) { return kind == 1 ? nnc_f32_to_bf16(f) : nnc_f32_to_f16(f); }
 
 /* A column-major half operand (rows x cols, leading dimension ld) widened into floats. */
 static float *widen(const void *p, int rows, int cols, int ld, int kind) {
