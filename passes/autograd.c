@@ -112,9 +112,9 @@ static int transpose(Ad *A, int x) {
     if (n->op == OP_TRANSPOSE) return n->in[0];
     if (n->op == OP_MATMUL && n->phase == PH_BACKWARD) {   /* built by us, used only here */
         bool sum = matmul_is_sum(A->g->nodes[n->in[0]].shape, A->g->nodes[n->in[1]].shape, n->shape);
-        int in[2];   /* in order: initializers are not sequenced */
-        in[0] = transpose(A, n->in[1]);
-        in[1] = transpose(A, n->in[0]);
+        int a = n->in[0], b = n->in[1], in[2];   /* read first: transpose() may move the array */
+        in[0] = transpose(A, b);                  /* in order: initializers are not sequenced */
+        in[1] = transpose(A, a);
         return matmul_to(A, in[0], in[1], sum);
     }
     return mk(A, OP_TRANSPOSE, 1, &x, swap_last(n->shape));
@@ -316,7 +316,10 @@ static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), m
 static void grad_matmul(Ad *A, int id, int g) {
     int a = opnd(A, id, 0), b = opnd(A, id, 1);
     int r = A->g->nodes[id].shape.rank;
-    if (A->needs[a]) accumulate(A, a, sum_to(A, matmul(A, g, transpose(A, b)), A->g->nodes[a].shape));
+    if (A->needs[a]) {   /* one call per statement: adding nodes may move the array a shape is read from */
+        int da = matmul(A, g, transpose(A, b));
+        accumulate(A, a, sum_to(A, da, A->g->nodes[a].shape));
+    }
     if (A->needs[b]) {
         bool shared = A->g->nodes[b].shape.rank < r;
         accumulate(A, b, matmul_to(A, transpose(A, a), g, shared));
