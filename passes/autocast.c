@@ -5,6 +5,9 @@
  *   - a matrix product takes its operands in half precision (a CAST of an f32 operand) and
  *     gives half; so does a bias added to a product's result (torch's linear and addmm, whose
  *     bias is part of the autocast op): the parameter is cast, the sum is half;
+ *   - a convolution too, as cuDNN's half convolutions compute: its operands rounded to half,
+ *     the product accumulated in f32 (the helper reads them cast back to f32, exactly) and its
+ *     result rounded to half -- the numbers of a half convolution, at the f32 one's speed;
  *   - an elementwise op is half when every tensor operand is half of the one kind (an inline
  *     scalar does not count, as a Python number does not promote), else f32: half + f32 is f32,
  *     torch's type promotion; views and copies keep their operand's type;
@@ -100,18 +103,29 @@ static bool fp32_op(Op op) {
     return op == OP_EXP || op == OP_LOG || op == OP_POW || op == OP_POWC || op == OP_SOFTPLUS;
 }
 
-/* A bias on a product, as torch's linear: half product +/- an f32 parameter. */
+/* A half product: a matmul, or a convolution's rounded result (a cast of an f32 CONV2D). */
+static bool half_product(const Ac *A, const Node *p) {
+    if (p->dtype != A->half) return false;
+    return p->op == OP_MATMUL || (p->op == OP_CAST && A->g->nodes[p->in[0]].op == OP_CONV2D);
+}
+
+/* A bias on a product, as torch's linear and conv2d: half product +/- an f32 parameter. */
 static bool linear_bias(const Ac *A, const Node *n) {
     if ((n->op != OP_ADD && n->op != OP_SUB) || n->nin != 2) return false;
     for (int j = 0; j < 2; j++) {
         const Node *p = &A->g->nodes[n->in[j]], *q = &A->g->nodes[n->in[1 - j]];
-        if (p->op == OP_MATMUL && p->dtype == A->half && q->op == OP_PARAM) return true;
+        if (q->op == OP_RESHAPE) q = &A->g->nodes[q->in[0]];   /* a conv bias, shaped [C, 1, 1] */
+        if (half_product(A, p) && q->op == OP_PARAM) return true;
     }
     return false;
 }
 
 static void lower(Ac *A, Node *n) {
     OpKind kind = op_info[n->op].kind;
+    if (n->op == OP_CONV2D) {   /* half operands, f32 accumulation: the helper reads them widened */
+        for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, cast_to(A, n->in[j], A->half, n), DT_F32, n);
+        return;
+    }
     if (n->op == OP_MATMUL || linear_bias(A, n)) {
         for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], A->half, n);
         n->dtype = A->half;
@@ -138,6 +152,7 @@ void pass_autocast(Model *m, Precision prec) {
         for (int j = 0; j < n.nin; j++) n.in[j] = map[n.in[j]];
         lower(&A, &n);
         map[i] = append(&A, &n);
+        if (n.op == OP_CONV2D) map[i] = cast_to(&A, map[i], A.half, &n);   /* its result rounded to half */
     }
     for (int k = 0; k < g->nouts; k++) {
         int x = map[g->outs[k].node];

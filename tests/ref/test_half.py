@@ -5,9 +5,11 @@
       rounds every op, as torch's half ops do; bit-exact against torch's bfloat16 and NumPy's
       float16 on ties, subnormals, overflow to infinity and signed zeros (a product's operand
       that overflows makes its row NaN, inf * 0, as in torch; row 3 does that in f16);
-  (b) a classifier's loss and parameter gradients against torch.autocast("cpu") (torch 1.13
-      lowers F.linear to bf16; f16 is checked against the float32 reference) within the
-      format's tolerance;
+  (b) a classifier's and a small convnet's loss and parameter gradients against
+      torch.autocast("cpu", bfloat16) within the format's tolerance (4 units of the last place),
+      and against float32 within that plus twice the distance of torch's own autocast from
+      float32 (a convolution's weight gradient sums many rounded terms); f16, which torch 1.13's
+      CPU autocast lacks, against float32;
   (c) models/mlp.nn trained 3 epochs with --precision bf16 and f16 reaches the f32 run's test
       accuracy within 0.5 points (the goal of issue 14), when Fashion-MNIST is installed;
   (d) f16 dynamic loss scaling against a transcription of GradScaler over scripted overflows;
@@ -45,6 +47,25 @@ train {
     data x = randn(32, 12)
     data y = randn(32)
     batch = 32
+    loss_scale = none
+    minimize loss
+}
+"""
+
+CONVNET = """input x: f32[B, 2, 8, 8]
+input y: i32[B]
+param cw: f32[4, 2, 3, 3] = zeros()
+param cb: f32[4] = zeros()
+param w: f32[5, 64] = zeros()
+param b: f32[5] = zeros()
+h = max_pool2d(relu(conv2d(x, cw, cb, padding = 1)), 2)
+logits = flatten(h, 1) @ transpose(w) + b
+loss = cross_entropy(logits, y)
+train {
+    data x = randn(16, 2, 8, 8)
+    data y = randn(16)
+    batch = 16
+    loss_scale = none
     minimize loss
 }
 """
@@ -148,6 +169,20 @@ def torch_classifier(x, y, params, dtype):
     return float(loss), [t.grad.numpy() for t in p]
 
 
+def torch_convnet(x, y, params, dtype):
+    import torch
+    import torch.nn.functional as F
+    p = [torch.tensor(a, requires_grad=True) for a in params]
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    import contextlib
+    with torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext():
+        h = F.max_pool2d(F.relu(F.conv2d(xt, p[0], p[1], padding=1)), 2)
+        logits = F.linear(h.flatten(1), p[2], p[3])
+    loss = F.cross_entropy(logits.float(), yt)
+    loss.backward()
+    return float(loss), [t.grad.numpy() for t in p]
+
+
 def part_b(exe, tmp, cuda):
     try:
         import torch
@@ -159,25 +194,42 @@ def part_b(exe, tmp, cuda):
     y = rng.integers(0, 5, 32).astype(np.int32)
     params = [(rng.standard_normal(s) * 0.4).astype(np.float32) for s in ((16, 12), (16,), (5, 16), (5,))]
     names = ["w1", "b1", "w2", "b2"]
-    l32, g32 = torch_classifier(x, y, params, None)
+    cx = rng.standard_normal((16, 2, 8, 8)).astype(np.float32)
+    cy = rng.integers(0, 5, 16).astype(np.int32)
+    cparams = [(rng.standard_normal(s) * 0.3).astype(np.float32) for s in ((4, 2, 3, 3), (4,), (5, 64), (5,))]
+    models = [("linear", CLASSIFIER, [x, y], params, names, torch_classifier),
+              ("conv", CONVNET, [cx, cy], cparams, ["cw", "cb", "w", "b"], torch_convnet)]
+    ok = True
+    for mname, src, ins, ps, pnames, ref in models:
+        ok &= check_model_b(exe, tmp, cuda, mname, src, ins, ps, pnames, ref)
+    return ok
+
+
+def check_model_b(exe, tmp, cuda, mname, src, ins, params, names, ref):
+    import torch
+    l32, g32 = ref(*ins, params, None)
     ok = True
     for precision in ("bf16", "f16"):
-        out = run_model(exe, tmp, "cls", CLASSIFIER, [x, y], params, precision, "grad", cuda)
+        out = run_model(exe, tmp, mname, src, ins, params, precision, "grad", cuda)
         if out is None:
             print("SKIP (b) %s: no CUDA here" % precision)
             continue
         refs = [("f32", l32, g32)]
+        slack = 0.0   # how far torch's own autocast lands from f32: nnc may be as far (and TOL)
         if precision == "bf16":
-            lb, gb = torch_classifier(x, y, params, torch.bfloat16)
+            lb, gb = ref(*ins, params, torch.bfloat16)
             refs.append(("torch.autocast", lb, gb))
+            slack = max([abs(lb - l32) / max(abs(l32), 1e-6)] +
+                        [float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6)) for a, b in zip(gb, g32)])
         for rname, lr, gr in refs:
             errs = {"loss": abs(float(out["loss"]) - lr) / max(abs(lr), 1e-6)}
             for n, g in zip(names, gr):
                 errs[n] = float(np.abs(out["grad." + n] - g).max() / max(np.abs(g).max(), 1e-6))
             worst = max(errs.values())
-            good = worst <= TOL[precision]
-            print("%s (b) %-4s vs %-14s max rel %.3g (tolerance %g; %s)" % (
-                "ok  " if good else "FAIL", precision, rname, worst, TOL[precision],
+            tol = TOL[precision] + (2 * slack if rname == "f32" else 0)
+            good = worst <= tol
+            print("%s (b) %-6s %-4s vs %-14s max rel %.3g (tolerance %.3g; %s)" % (
+                "ok  " if good else "FAIL", mname, precision, rname, worst, tol,
                 ", ".join("%s %.2g" % kv for kv in errs.items())))
             ok &= good
     return ok
