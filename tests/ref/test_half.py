@@ -13,9 +13,10 @@
   (c) models/mlp.nn trained 3 epochs with --precision bf16 and f16 reaches the f32 run's test
       accuracy within 0.5 points (the goal of issue 14), when Fashion-MNIST is installed;
   (d) f16 dynamic loss scaling against a transcription of GradScaler over scripted overflows;
-  (e) --save-dtype bf16|f16 exports PyTorch loads, rounded as torch rounds.
+  (e) --save-dtype bf16|f16 exports PyTorch loads, rounded as torch rounds;
+  (f) every elementwise op on half operands against the f32 op on the rounded operands.
 
-    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abcde]
+    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abcdef]
 """
 import argparse
 import json
@@ -350,6 +351,80 @@ def scaler_run(nnc, tmp, cuda, opt):
     return ok and same and kept
 
 
+OPS_MODEL = """input x: f32[B, 8]
+input z: f32[B, 8]
+param I: f32[8, 8] = zeros()
+h = x @ I
+p = abs(z) @ I + 0.25
+output neg = -h
+output abs_ = abs(h)
+output relu_ = relu(h)
+output leaky = leaky_relu(h, 0.2)
+output sigmoid_ = sigmoid(h)
+output gelu_ = gelu(h)
+output gelu_tanh = gelu(h, approximate = "tanh")
+output clamp_ = clamp(h, min = -0.5, max = 0.5)
+output square_ = square(h)
+output tanh_ = tanh(h)
+output sqrt_ = sqrt(p)
+output add = h + p
+output mul = h * p
+output div = h / p
+output max_ = maximum(h, p)
+output exp_ = exp(h)
+output log_ = log(p)
+output softplus_ = softplus(h)
+output pow_ = pow(h, 3)
+"""
+
+
+def part_f(exe, tmp, cuda):
+    """Every elementwise op on half operands: the ops autocast keeps in half give the f32 op on
+    the rounded operands, rounded (within one unit of the format's last place: the f32 math
+    libraries may differ in their last bit, and 1e-6 absolute); exp, log, softplus and pow (autocast's fp32 list)
+    give f32, within 1e-5."""
+    import math
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal((6, 8)) * 2).astype(np.float32)
+    z = (rng.standard_normal((6, 8)) * 2).astype(np.float32)
+    eye = np.eye(8, dtype=np.float32)
+    erf = np.vectorize(math.erf)
+    ok = True
+    for precision in ("bf16", "f16"):
+        out = run_model(exe, tmp, "ops", OPS_MODEL, [x, z], [eye], precision, "eval", cuda)
+        if out is None:
+            print("SKIP (f) %s: no CUDA here" % precision)
+            continue
+        q = lambda v: to_format(np.asarray(v, np.float32), precision)  # noqa: E731
+        h = q(x)
+        pz = q(q(np.abs(z)) + np.float32(0.25))
+        f = np.float32
+        half = {"neg": -h, "abs_": np.abs(h), "relu_": np.maximum(h, 0), "leaky": np.where(h > 0, h, h * f(0.2)),
+                "sigmoid_": 1 / (1 + np.exp(-h)), "gelu_": h * 0.5 * (1 + erf(h / np.sqrt(2))),
+                "gelu_tanh": 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3))),
+                "clamp_": np.clip(h, -0.5, 0.5), "square_": h * h, "tanh_": np.tanh(h), "sqrt_": np.sqrt(pz),
+                "add": h + pz, "mul": h * pz, "div": h / pz, "max_": np.maximum(h, pz)}
+        full = {"exp_": np.exp(h), "log_": np.log(pz), "softplus_": np.log1p(np.exp(h)), "pow_": h ** 3}
+        ulp = 2.0 ** (-8 if precision == "bf16" else -11)
+        bad = []
+        for k, w in half.items():
+            w = np.asarray(w, np.float64)
+            # + 1e-6: gelu's 1 + erf(x / sqrt 2) cancels to 0 in f32 below x = -5.8 (torch's too)
+            err = np.abs(out[k] - w) - ulp * np.abs(w) - 1e-6
+            if not (err <= 0).all() or not np.array_equal(out[k], q(out[k])):
+                bad.append("%s (max err %.3g)" % (k, float(np.max(np.abs(out[k] - w)))))
+        for k, w in full.items():
+            w = np.asarray(w, np.float64)
+            if not (np.abs(out[k] - w) <= 1e-5 * np.abs(w) + 1e-30).all():
+                bad.append("%s (f32, max err %.3g)" % (k, float(np.max(np.abs(out[k] - w)))))
+        good = not bad
+        print("%s (f) %-4s %d half ops within one unit of the last place and rounded to %s, %d f32 ops%s" % (
+            "ok  " if good else "FAIL", precision, len(half), precision, len(full),
+            "" if good else ": " + ", ".join(bad)))
+        ok &= good
+    return ok
+
+
 def part_e(nnc, tmp):
     """--save-dtype bf16|f16: the parameters rounded as torch rounds them, a file PyTorch loads."""
     try:
@@ -389,7 +464,7 @@ def main():
     ap.add_argument("--run-model", required=True)
     ap.add_argument("--nnc", required=True)
     ap.add_argument("--cuda", action="store_true")
-    ap.add_argument("--parts", default="abcde", help="which parts, e.g. ab")
+    ap.add_argument("--parts", default="abcdef", help="which parts, e.g. ab")
     a = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -403,6 +478,8 @@ def main():
             ok &= part_d(os.path.abspath(a.nnc), tmp, a.cuda)
         if "e" in a.parts and not a.cuda:
             ok &= part_e(os.path.abspath(a.nnc), tmp)
+        if "f" in a.parts:
+            ok &= part_f(os.path.abspath(a.run_model), tmp, a.cuda)
     print("passed" if ok else "FAILED")
     return 0 if ok else 1
 
