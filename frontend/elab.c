@@ -17,7 +17,8 @@
 #include "ast.h"
 #include "frontend.h"
 
-typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED, V_SCALER } VKind;
+typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED, V_SCALER,
+               V_DTYPE } VKind;
 
 typedef struct Env Env;
 typedef struct Inst {
@@ -163,7 +164,7 @@ static Binding *env_find(Env *env, const char *name) {
 static const char *kind_name(VKind k) {
     static const char *n[] = {"error", "number", "string", "tensor", "block", "block instance",
                               "device", "data source", "optimizer", "tuple", "learning-rate schedule",
-                              "loss scaler"};
+                              "loss scaler", "dtype"};
     return n[k];
 }
 
@@ -219,7 +220,7 @@ static const char *did_you_mean(Elab *E, const char *best) {
 static const char *const train_fn_names[] = {"idx",   "npy",     "csv",            "randn",     "rand",
                                              "sgd",   "adam",    "adamw",          "step_lr",   "exponential_lr",
                                              "cosine_lr", "linear_lr", "dynamic"};
-static const char *const keyword_names[] = {"true", "false", "cpu", "cuda"};
+static const char *const keyword_names[] = {"true", "false", "cpu", "cuda", "bf16", "f16", "f32"};
 
 static const char *tstr(Elab *E, int node) {
     char buf[96];
@@ -237,8 +238,11 @@ static int as_tensor(Elab *E, Value v, SrcLoc loc) {
     return -1;
 }
 
+static bool is_float_dtype(DType t) { return t == DT_F32 || DTYPE_IS_HALF(t); }
+
+/* A floating-point tensor: f32, or a bf16/f16 value made by to(x, bf16). */
 static bool need_f32(Elab *E, int node, const char *what, SrcLoc loc) {
-    if (E->g->nodes[node].dtype == DT_F32) return true;
+    if (is_float_dtype(E->g->nodes[node].dtype)) return true;
     diag_error(E->d, loc, "%s expects f32, got %s (labels and indices are i32: use them only in "
                "cross_entropy, accuracy or embedding)", what, tstr(E, node));
     return false;
@@ -257,7 +261,7 @@ static const char *binop_name(int op) {
 static Value tensor_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
     if (x < 0 || y < 0) return verror;
-    if (E->g->nodes[x].dtype != DT_F32 || E->g->nodes[y].dtype != DT_F32) {
+    if (!is_float_dtype(E->g->nodes[x].dtype) || !is_float_dtype(E->g->nodes[y].dtype)) {
         diag_error(E->d, loc, "cannot %s %s and %s: arithmetic needs f32 (labels and indices are i32: use them "
                    "only in cross_entropy, accuracy or embedding)", binop_name(op), tstr(E, x), tstr(E, y));
         return verror;
@@ -599,7 +603,7 @@ static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
 /* logits [N, C] f32 and labels [N] i32; shared by cross_entropy and accuracy. */
 static bool check_logits_labels(Elab *E, const char *fn, int lg, int lb, SrcLoc loc) {
     Node *L = &E->g->nodes[lg], *Y = &E->g->nodes[lb];
-    if (L->dtype != DT_F32 || L->shape.rank != 2) {
+    if (!is_float_dtype(L->dtype) || L->shape.rank != 2) {
         diag_error(E->d, loc, "%s() expects logits f32[N,C], got %s", fn, tstr(E, lg));
         return false;
     }
@@ -756,13 +760,21 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(reshape_node(E, x, r, loc));
 }
 
+/* to(x, cuda | cpu) places x, as x.to(device); to(x, bf16 | f16 | f32) converts it, as
+ * x.to(dtype) (rounding to nearest even; the ops after it follow torch's type promotion). */
 static Value to_device(Elab *E, Args *a, SrcLoc loc) {
-    if (a->n != 2 || a->v[1].k != V_DEVICE) {
-        diag_error(E->d, loc, "to() takes a tensor and a device: to(x, cuda)");
+    if (a->n != 2 || (a->v[1].k != V_DEVICE && a->v[1].k != V_DTYPE)) {
+        diag_error(E->d, loc, "to() takes a tensor and a device or a dtype: to(x, cuda), to(x, bf16)");
         return verror;
     }
     int x = tensor_arg(E, a, 0);
     if (x < 0) return verror;
+    if (a->v[1].k == V_DTYPE) {
+        DType t = (DType)a->v[1].num;
+        if (!need_f32(E, x, "to()", loc)) return verror;
+        if (E->g->nodes[x].dtype == t) return vtensor(x);
+        return vtensor(graph_add(E->g, OP_CAST, 1, &x, E->g->nodes[x].shape, t, loc));
+    }
     int n = graph_add1(E->g, OP_COPY, x, loc);
     E->g->nodes[n].dev = (Device)a->v[1].num;
     E->g->nodes[n].dev_fixed = true;
@@ -1685,6 +1697,9 @@ static Value ident(Elab *E, Env *env, Expr *e) {
     if (!strcmp(e->str, "false")) return vnum(0);
     if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};
     if (!strcmp(e->str, "cuda")) return (Value){.k = V_DEVICE, .num = DEV_CUDA};
+    if (!strcmp(e->str, "bf16")) return (Value){.k = V_DTYPE, .num = DT_BF16};
+    if (!strcmp(e->str, "f16")) return (Value){.k = V_DTYPE, .num = DT_F16};
+    if (!strcmp(e->str, "f32")) return (Value){.k = V_DTYPE, .num = DT_F32};
     if (E->g->batch_name && !strcmp(e->str, E->g->batch_name))   /* reshape(h, B, 8) */
         return (Value){.k = V_STR, .str = e->str};
     int bd = 3;
@@ -1787,7 +1802,12 @@ static bool eval_type(Elab *E, Env *env, TypeAst *t, bool is_input, Shape *s, DT
     if (!strcmp(t->dtype, "f32")) *dt = DT_F32;
     else if (!strcmp(t->dtype, "i32")) *dt = DT_I32;
     else {
-        diag_error(E->d, t->loc, "unknown type '%s' (expected f32 or i32)", t->dtype);
+        if (!strcmp(t->dtype, "bf16") || !strcmp(t->dtype, "f16"))
+            diag_error(E->d, t->loc, "inputs, parameters and buffers are f32 or i32 (parameters are the f32 master "
+                       "weights); a %s value comes from to(x, %s), or from precision = %s in the train section",
+                       t->dtype, t->dtype, t->dtype);
+        else
+            diag_error(E->d, t->loc, "unknown type '%s' (expected f32 or i32)", t->dtype);
         return false;
     }
     memset(s, 0, sizeof *s);

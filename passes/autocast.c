@@ -18,6 +18,10 @@
  * Parameters and optimizer state stay f32, the master weights: their half copies are CASTs
  * inside the step, and the gradients autograd sends back through a CAST are f32 again.
  *
+ * Without precision, the same pass types a model that converts values itself (to(x, bf16)):
+ * products of two half operands of one kind are half, mixed ones f32, and every other rule
+ * as above, so that kernels only ever see the types they handle.
+ *
  * New casts must come before their users, so the graph is rebuilt in order; node ids change,
  * and the loss, the outputs and the data bindings are renumbered.  Kernels compute half values
  * in f32 and round each half node's value to its format (codegen/kernel.c). */
@@ -28,6 +32,7 @@
 
 typedef struct {
     Graph *g;
+    bool autocast;              /* precision bf16/f16; else only the types to(x, bf16) made */
     DType half;
     int *to_half, *to_f32;      /* new id -> its cast, or -1 (one cast per value and type) */
     int cap;
@@ -122,15 +127,22 @@ static bool linear_bias(const Ac *A, const Node *n) {
 
 static void lower(Ac *A, Node *n) {
     OpKind kind = op_info[n->op].kind;
-    if (n->op == OP_CONV2D) {   /* half operands, f32 accumulation: the helper reads them widened */
+    if (!A->autocast && n->op == OP_MATMUL) {   /* half @ half of one kind is half; else f32 */
+        DType a = A->g->nodes[n->in[0]].dtype, b = A->g->nodes[n->in[1]].dtype;
+        n->dtype = a == b && DTYPE_IS_HALF(a) ? a : DT_F32;
+        for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], n->dtype, n);
+        return;
+    }
+    if (!A->autocast && n->op == OP_CAST) return;   /* the user's to(x, dtype) */
+    if (A->autocast && n->op == OP_CONV2D) {   /* half operands, f32 accumulation: the helper reads them widened */
         for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, cast_to(A, n->in[j], A->half, n), DT_F32, n);
         return;
     }
-    if (n->op == OP_MATMUL || linear_bias(A, n)) {
+    if (A->autocast && (n->op == OP_MATMUL || linear_bias(A, n))) {
         for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], A->half, n);
         n->dtype = A->half;
     } else if ((kind == OK_EW && !fp32_op(n->op)) || kind == OK_VIEW || kind == OK_COPY) {
-        if (n->dtype != DT_F32) return;   /* i32 results (none yet) keep their type */
+        if (!is_float(n->dtype)) return;   /* i32 results (none yet) keep their type */
         n->dtype = join(A, n, DT_F32);
         if (n->dtype == DT_F32)           /* mixed: the half operands promote */
             for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], DT_F32, n);
@@ -138,10 +150,12 @@ static void lower(Ac *A, Node *n) {
         for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], DT_F32, n);
 }
 
-void pass_autocast(Model *m, Precision prec) {
-    if (prec == PREC_F32) return;
+bool pass_autocast(Model *m, Precision prec) {
     Graph *g = m->g;
-    Ac A = {.g = g, .half = prec == PREC_BF16 ? DT_BF16 : DT_F16};
+    bool any_half = false;
+    for (int i = 0; i < g->n; i++) any_half |= DTYPE_IS_HALF(g->nodes[i].dtype);
+    if (prec == PREC_F32 && !any_half) return false;
+    Ac A = {.g = g, .autocast = prec != PREC_F32, .half = prec == PREC_BF16 ? DT_BF16 : DT_F16};
     Node *old = g->nodes;
     int n0 = g->n;
     g->nodes = NULL;
@@ -152,7 +166,7 @@ void pass_autocast(Model *m, Precision prec) {
         for (int j = 0; j < n.nin; j++) n.in[j] = map[n.in[j]];
         lower(&A, &n);
         map[i] = append(&A, &n);
-        if (n.op == OP_CONV2D) map[i] = cast_to(&A, map[i], A.half, &n);   /* its result rounded to half */
+        if (A.autocast && n.op == OP_CONV2D) map[i] = cast_to(&A, map[i], A.half, &n);   /* its result rounded to half */
     }
     for (int k = 0; k < g->nouts; k++) {
         int x = map[g->outs[k].node];
@@ -167,4 +181,5 @@ void pass_autocast(Model *m, Precision prec) {
     free(map);
     free(A.to_half);
     free(A.to_f32);
+    return true;
 }

@@ -119,7 +119,7 @@ void program_print_dot(const Program *p, FILE *f);   /* dot.c: --emit dot */
 void program_free(Program *p);   /* what the passes allocated outside the graph's arena */
 
 /* graph-wide passes */
-void pass_autocast(Model *m, Precision prec);   /* rebuilds m->g: ids change */
+bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); false: nothing to do */
 void pass_autograd(Graph *g);
 void pass_optimizer(Graph *g, const OptConfig *o);
 void pass_placement(Graph *g, Device target);

@@ -59,11 +59,8 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     p->fuse = o->fuse;
     p->strict_devices = o->strict_devices;
     if (!after(p, o, "parse")) return false;
-    if (p->m->train.precision != PREC_F32) {
-        pass_autocast(p->m, p->m->train.precision);
-        g = p->g = p->m->g;
-        if (!after(p, o, "autocast")) return false;
-    }
+    /* nothing to do (and nothing printed) without precision or a to(x, bf16) */
+    if (pass_autocast(p->m, p->m->train.precision) && !after(p, o, "autocast")) return false;
     if (g->loss >= 0) {
         TrainConfig *t = &p->m->train;
         t->opt.scaler = t->scaler_set ? t->scaler : (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536,

@@ -91,7 +91,7 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_train_half_f16 COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/half/attention_f16.nn --tol 2e-3)
   add_test(NAME half_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_half.py
-           --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda --parts abdf)
+           --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda --parts abdfg)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)

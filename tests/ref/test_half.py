@@ -14,9 +14,10 @@
       accuracy within 0.5 points (the goal of issue 14), when Fashion-MNIST is installed;
   (d) f16 dynamic loss scaling against a transcription of GradScaler over scripted overflows;
   (e) --save-dtype bf16|f16 exports PyTorch loads, rounded as torch rounds;
-  (f) every elementwise op on half operands against the f32 op on the rounded operands.
+  (f) every elementwise op on half operands against the f32 op on the rounded operands;
+  (g) to(x, bf16 | f16) written in a model: rounding, half ops, products, promotion.
 
-    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abcdef]
+    test_half.py --run-model PATH --nnc PATH [--cuda] [--parts abcdefg]
 """
 import argparse
 import json
@@ -425,6 +426,38 @@ def part_f(exe, tmp, cuda):
     return ok
 
 
+CAST_MODEL = """input x: f32[B, 8]
+param I: f32[8, 8] = zeros()
+output b = to(x, bf16) * 3 - 1
+output h = to(x, f16) @ to(I, f16)
+output m = x.to(bf16) @ I
+output r = relu(to(x, f16)) + to(x, bf16)
+"""
+
+
+def part_g(exe, tmp, cuda):
+    """to(x, bf16 | f16) in a model without precision: the conversion rounds, ops on half values
+    stay half (rounded each), a product of two halves is half, and mixed types promote to f32
+    as torch's type promotion does."""
+    x = round_inputs()[:2]
+    x[1, :] = np.abs(x[1, :]) % 300
+    eye = np.eye(8, dtype=np.float32)
+    out = run_model(exe, tmp, "casts", CAST_MODEL, [x], [eye], "f32", "eval", cuda)
+    if out is None:
+        print("SKIP (g): no CUDA here")
+        return True
+    bf = lambda v: to_format(np.asarray(v, np.float32), "bf16")  # noqa: E731
+    hf = lambda v: to_format(np.asarray(v, np.float32), "f16")  # noqa: E731
+    want = {"b": bf(bf(bf(x) * np.float32(3)) - np.float32(1)), "h": hf(hf(x) @ hf(eye)), "m": bf(x) @ eye,
+            "r": np.maximum(hf(x), 0) + bf(x)}
+    ok = True
+    for k, w in want.items():
+        good = same_bits(out[k], w)
+        print("%s (g) to(x, dtype): %s bit-exact" % ("ok  " if good else "FAIL", k))
+        ok &= good
+    return ok
+
+
 def part_e(nnc, tmp):
     """--save-dtype bf16|f16: the parameters rounded as torch rounds them, a file PyTorch loads."""
     try:
@@ -464,7 +497,7 @@ def main():
     ap.add_argument("--run-model", required=True)
     ap.add_argument("--nnc", required=True)
     ap.add_argument("--cuda", action="store_true")
-    ap.add_argument("--parts", default="abcdef", help="which parts, e.g. ab")
+    ap.add_argument("--parts", default="abcdefg", help="which parts, e.g. ab")
     a = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -480,6 +513,8 @@ def main():
             ok &= part_e(os.path.abspath(a.nnc), tmp)
         if "f" in a.parts:
             ok &= part_f(os.path.abspath(a.run_model), tmp, a.cuda)
+        if "g" in a.parts:
+            ok &= part_g(os.path.abspath(a.run_model), tmp, a.cuda)
     print("passed" if ok else "FAILED")
     return 0 if ok else 1
 
