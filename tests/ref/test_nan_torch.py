@@ -109,6 +109,12 @@ CASES = [
     red("min_via_max", "-max(-p, axis = 1)", lambda t: -torch.amax(-t["p"], 1)),
     red("min_axis1", "min(p, axis = 1)", lambda t: torch.amin(t["p"], 1)),
     red("sum_axes", "sum(q, axis = (0, 1))", lambda t: t["q"].sum((0, 1))),
+    # max pooling's first maximum and NaN rule: 2x2 windows tiling a 6x4 corner of p (the CPU's
+    # fast path), and overlapping padded 3x3 windows over all of it (the general loops)
+    red("max_pool_2x2", "reshape(max_pool2d(reshape(narrow(narrow(p, 0, 0, 6), 1, 0, 4), 1, 1, 6, 4), 2), 3, 2)",
+        lambda t: F.max_pool2d(t["p"][:6, :4].reshape(1, 1, 6, 4), 2).reshape(3, 2)),
+    red("max_pool_3x3", "reshape(max_pool2d(reshape(q, 1, 1, 7, 5), 3, stride = 2, padding = 1), 4, 3)",
+        lambda t: F.max_pool2d(t["q"].reshape(1, 1, 7, 5), 3, stride=2, padding=1).reshape(4, 3)),
     red("logsumexp", "logsumexp(p, axis = 1)", lambda t: torch.logsumexp(t["p"], 1)),
     red("logsumexp_q", "logsumexp(q, axis = 0, keepdim = 1)", lambda t: torch.logsumexp(t["q"], 0, keepdim=True)),
     ew("max_sub", "p - max(p, axis = 1, keepdim = 1)", lambda t: t["p"] - torch.amax(t["p"], 1, keepdim=True)),
