@@ -167,8 +167,8 @@ static void test_header_validation(void)
     static const struct {
         const char *json, *want, *what;
     } bad[] = {
-        { "{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}",
-          "h.st: offset 22: tensor 'a': dtype 'BF16' is not supported", "unknown dtype" },
+        { "{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+          "h.st: offset 22: tensor 'a': dtype 'F8_E4M3' is not supported", "unknown dtype" },
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}",
           "h.st: tensor 'a': shape [2] of F32 needs 8 bytes, but data_offsets [0, 4] hold 4",
           "size mismatch" },
