@@ -915,23 +915,29 @@ static Value schedule(Elab *E, SchedKind k, const char *fn, Args *a, SrcLoc loc)
     if (k == SCHED_STEP) {
         s->step_size = num_arg(E, a, ix[0], 1, &ok);
         s->gamma = num_arg(E, a, ix[1], 0.1, &ok);
-        ok = ok && check_count(E, fn, "step_size", s->step_size, imax, arg_loc(a, ix[0], loc)) &
-                       check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[1], loc));
+        if (ok) {   /* every check reports: &= rather than && */
+            ok &= check_count(E, fn, "step_size", s->step_size, imax, arg_loc(a, ix[0], loc));
+            ok &= check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[1], loc));
+        }
     } else if (k == SCHED_EXPONENTIAL) {
         s->gamma = num_arg(E, a, ix[0], 0, &ok);
         ok = ok && check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[0], loc));
     } else if (k == SCHED_COSINE) {
         s->t_max = num_arg(E, a, ix[0], 0, &ok);   /* 0: the run's epochs */
         s->eta_min = num_arg(E, a, ix[1], 0, &ok);
-        ok = ok && (ix[0] < 0 || check_count(E, fn, "T_max", s->t_max, imax, arg_loc(a, ix[0], loc))) &
-                       check_range(E, fn, "eta_min", s->eta_min, 0, false, inf, true, arg_loc(a, ix[1], loc));
+        if (ok) {
+            if (ix[0] >= 0) ok &= check_count(E, fn, "T_max", s->t_max, imax, arg_loc(a, ix[0], loc));
+            ok &= check_range(E, fn, "eta_min", s->eta_min, 0, false, inf, true, arg_loc(a, ix[1], loc));
+        }
     } else {
         s->start_factor = num_arg(E, a, ix[0], 1.0 / 3, &ok);
         s->end_factor = num_arg(E, a, ix[1], 1, &ok);
         s->total_iters = num_arg(E, a, ix[2], 5, &ok);
-        ok = ok && check_range(E, fn, "start_factor", s->start_factor, 0, true, 1, false, arg_loc(a, ix[0], loc)) &
-                       check_range(E, fn, "end_factor", s->end_factor, 0, false, 1, false, arg_loc(a, ix[1], loc)) &
-                       check_count(E, fn, "total_iters", s->total_iters, imax, arg_loc(a, ix[2], loc));
+        if (ok) {
+            ok &= check_range(E, fn, "start_factor", s->start_factor, 0, true, 1, false, arg_loc(a, ix[0], loc));
+            ok &= check_range(E, fn, "end_factor", s->end_factor, 0, false, 1, false, arg_loc(a, ix[1], loc));
+            ok &= check_count(E, fn, "total_iters", s->total_iters, imax, arg_loc(a, ix[2], loc));
+        }
     }
     return ok ? (Value){.k = V_SCHED, .sched = s} : verror;
 }
@@ -950,10 +956,12 @@ static Value scaler(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     c->growth = num_arg(E, a, ix[1], 2, &ok);
     c->backoff = num_arg(E, a, ix[2], 0.5, &ok);
     c->interval = num_arg(E, a, ix[3], 2000, &ok);
-    ok = ok && check_range(E, fn, "init_scale", c->init, 0, true, 3e38, false, arg_loc(a, ix[0], loc)) &
-                   check_range(E, fn, "growth_factor", c->growth, 1, true, 1e6, false, arg_loc(a, ix[1], loc)) &
-                   check_range(E, fn, "backoff_factor", c->backoff, 0, true, 1, true, arg_loc(a, ix[2], loc)) &
-                   check_count(E, fn, "growth_interval", c->interval, 1 << 24, arg_loc(a, ix[3], loc));
+    if (ok) {   /* every check reports: &= rather than && */
+        ok &= check_range(E, fn, "init_scale", c->init, 0, true, 3e38, false, arg_loc(a, ix[0], loc));
+        ok &= check_range(E, fn, "growth_factor", c->growth, 1, true, 1e6, false, arg_loc(a, ix[1], loc));
+        ok &= check_range(E, fn, "backoff_factor", c->backoff, 0, true, 1, true, arg_loc(a, ix[2], loc));
+        ok &= check_count(E, fn, "growth_interval", c->interval, 1 << 24, arg_loc(a, ix[3], loc));
+    }
     return ok ? (Value){.k = V_SCALER, .scaler = c} : verror;
 }
 
