@@ -151,6 +151,19 @@ bool matmul_is_sum(Shape a, Shape b, Shape c) {
     return c.rank == 2 && a.rank > 2 && a.rank == b.rank;
 }
 
+DType dtype_join(const Graph *g, int nin, const int *in, DType dflt) {
+    DType t = dflt;
+    bool any = false;
+    for (int j = 0; j < nin; j++) {
+        const Node *x = &g->nodes[in[j]];
+        if (x->dtype == DT_I32 || x->op == OP_CONST || x->op == OP_STEPVAL) continue;
+        if (!any) t = x->dtype;
+        else if (t != x->dtype) t = DT_F32;
+        any = true;
+    }
+    return t;
+}
+
 int shape_batch_axis(Shape s) {
     for (int i = 0; i < s.rank; i++)
         if (s.d[i] == DIM_BATCH) return i;

@@ -180,6 +180,10 @@ int shape_batch_axis(Shape s);                 /* -1 if none */
  * gradient of a shared 2-d operand, as autograd builds it.) */
 bool matmul_shape(Shape a, Shape b, Shape *out);
 bool matmul_is_sum(Shape a, Shape b, Shape c);
+/* torch's type promotion for an elementwise op over these operands: the half kind when every
+ * float tensor operand has it (inline scalars do not count, as Python numbers do not promote),
+ * f32 when they differ, `dflt` when there is no float tensor operand. */
+DType dtype_join(const Graph *g, int nin, const int *in, DType dflt);
 char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n);  /* "f32[B,784]" */
 
 /* The geometry of a convolution or pooling op, whichever of its forms n is: input x [N, C, H, W],

@@ -89,21 +89,6 @@ static int cast_to(Ac *A, int x, DType to, const Node *like) {
     return id;
 }
 
-/* The type of an elementwise op over these operands: the half kind when every float tensor
- * operand has it, else f32; `dflt` when there is no float tensor operand. */
-static DType join(const Ac *A, const Node *n, DType dflt) {
-    DType t = dflt;
-    bool any = false;
-    for (int j = 0; j < n->nin; j++) {
-        const Node *x = &A->g->nodes[n->in[j]];
-        if (!is_float(x->dtype) || node_is_inline(x)) continue;
-        if (!any) t = x->dtype;
-        else if (t != x->dtype) t = DT_F32;
-        any = true;
-    }
-    return t;
-}
-
 static bool fp32_op(Op op) {
     return op == OP_EXP || op == OP_LOG || op == OP_POW || op == OP_POWC || op == OP_SOFTPLUS;
 }
@@ -143,7 +128,7 @@ static void lower(Ac *A, Node *n) {
         n->dtype = A->half;
     } else if ((kind == OK_EW && !fp32_op(n->op)) || kind == OK_VIEW || kind == OK_COPY) {
         if (!is_float(n->dtype)) return;   /* i32 results (none yet) keep their type */
-        n->dtype = join(A, n, DT_F32);
+        n->dtype = dtype_join(A->g, n->nin, n->in, DT_F32);
         if (n->dtype == DT_F32)           /* mixed: the half operands promote */
             for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], DT_F32, n);
     } else

@@ -39,20 +39,11 @@ static Node ad_like(Ad *A) {
     return n;
 }
 
-/* A gradient node's type: f32, or under autocast the half kind when every float tensor operand
- * has it (as passes/autocast.c types the forward).  Reductions give f32. */
+/* A gradient node's type: as passes/autocast.c types the forward (dtype_join); reductions,
+ * row-wise kernels and helpers give f32. */
 static DType grad_dtype(Ad *A, Op op, int nin, const int *in) {
     if (op_info[op].kind != OK_EW && op_info[op].kind != OK_VIEW && op != OP_MATMUL) return DT_F32;
-    DType t = DT_F32;
-    bool any = false;
-    for (int j = 0; j < nin; j++) {
-        const Node *x = &A->g->nodes[in[j]];
-        if (x->dtype == DT_I32 || node_is_inline(x)) continue;
-        if (!any) t = x->dtype;
-        else if (t != x->dtype) t = DT_F32;
-        any = true;
-    }
-    return t;
+    return dtype_join(A->g, nin, in, DT_F32);
 }
 
 static int mk(Ad *A, Op op, int nin, const int *in, Shape s) {

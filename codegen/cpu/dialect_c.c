@@ -268,9 +268,6 @@ static void gemm_fold_init(const Kernel *k, const Launch *L) {
     str_puts(k->s, "));\n");
 }
 
-/* A GEMM launch: one cblas call (a plain product, or a batch that is one product: gemm_geom's
- * rows_merged, k_merged), a loop of calls over the batch's matrices, or plain loops when the
- * whole product is too small for a library call. */
 /* A half operand widened into the launch's scratch (plan.c): "const real *NAME" over floats. */
 static void gemm_widen(const Kernel *k, const Launch *L, int x, const char *name, int64_t *at) {
     const Node *n = &k->g->nodes[x];
@@ -307,8 +304,6 @@ static void gemm_narrow(const Kernel *k, const Launch *L) {
 
 static void c_gemm_body(const Kernel *k, const Launch *L);
 
-/* bf16/f16 operands run the f32 product on widened copies: correct, and no faster than f32 (the
- * CBLAS has no half GEMM); a half result is rounded from the f32 one. */
 /* A bf16 product through oneDNN (helpers.c's nnc_dnnl_matmul), when the build has it: returns
  * from the launch when oneDNN ran it, else falls through to the widening code. */
 static void gemm_dnnl_bf16(const Kernel *k, const Launch *L) {
@@ -346,6 +341,9 @@ static void gemm_dnnl_bf16(const Kernel *k, const Launch *L) {
     str_puts(k->s, ") == 0) return;\n    }\n");
 }
 
+/* bf16 products through oneDNN where the build has it; other bf16/f16 operands run the f32
+ * product on widened copies (correct, no faster than f32: the CBLAS has no half GEMM), a half
+ * result rounded from the f32 one. */
 static void c_gemm(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
     int64_t at = 0;
@@ -358,6 +356,9 @@ static void c_gemm(const Kernel *k, const Launch *L) {
     gemm_narrow(k, L);
 }
 
+/* A GEMM launch on f32 operands: one cblas call (a plain product, or a batch that is one
+ * product: gemm_geom's rows_merged, k_merged), a loop of calls over the batch's matrices, or
+ * plain loops when the whole product is too small for a library call. */
 static void c_gemm_body(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
     GemmGeom q = gemm_geom(g, L);

@@ -358,6 +358,16 @@ static bool gemm_rm_batched(CudaModel *m, bool ta, bool tb, int M, int N, int K,
     return true;
 }
 
+/* G products of launch L (G = 1: one), with half inputs through GemmEx, else S/Dgemm. */
+static bool gemm_call(CudaModel *m, const Launch *L, int M, int N, int K, CUdeviceptr pa, int lda, long long sa,
+                      CUdeviceptr pb, int ldb, long long sb, double beta, CUdeviceptr pc, long long sc, int G) {
+    const Graph *g = m->p->g;
+    if (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype))
+        return gemm_rm_half(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, sc, G);
+    if (G == 1) return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
+    return gemm_rm_batched(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, sa, pb, ldb, sb, beta, pc, sc, G);
+}
+
 /* With a folded SGD update (fuse.c), C starts as the parameter and the product adds to it.
  * A batched product (gemm_geom) is one call when it is one product, a strided batched call,
  * or -- a sum that is not one product -- a call per matrix adding into C. */
@@ -379,29 +389,15 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
         if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, bytes, m->st));
     }
     double beta = L->fold >= 0 ? 1 : 0;
-    if (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype)) {
-        long long sa = q.a_shared ? 0 : (long long)M * K, sb = q.b_shared ? 0 : (long long)K * N;
-        if (q.nlead == 0) return gemm_rm_half(m, L, M, N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
-        if (q.rows_merged) return gemm_rm_half(m, L, (int)(G * M), N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
-        if (q.k_merged) return gemm_rm_half(m, L, M, N, (int)(G * K), pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
-        if (!q.sum) return gemm_rm_half(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N, (int)G);
-        size_t eab = elem_bytes(m, L->a);
-        for (int64_t i = 0; i < G; i++)
-            if (!gemm_rm_half(m, L, M, N, K, pa + (CUdeviceptr)(i * sa) * eab, lda, 0, pb + (CUdeviceptr)(i * sb) * eab,
-                              ldb, 0, i > 0 ? 1 : beta, pc, 0, 1))
-                return false;
-        return true;
-    }
-    if (q.nlead == 0) return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
-    if (q.rows_merged) return gemm_rm(m, L->ta, L->tb, (int)(G * M), N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
-    if (q.k_merged) return gemm_rm(m, L->ta, L->tb, M, N, (int)(G * K), L->alpha, pa, lda, pb, ldb, beta, pc, N);
     long long sa = q.a_shared ? 0 : (long long)M * K, sb = q.b_shared ? 0 : (long long)K * N;
-    if (!q.sum)
-        return gemm_rm_batched(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N,
-                               (int)G);
+    if (q.nlead == 0) return gemm_call(m, L, M, N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+    if (q.rows_merged) return gemm_call(m, L, (int)(G * M), N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+    if (q.k_merged) return gemm_call(m, L, M, N, (int)(G * K), pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+    if (!q.sum) return gemm_call(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N, (int)G);
+    size_t eab = elem_bytes(m, L->a);
     for (int64_t i = 0; i < G; i++)
-        if (!gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa + (CUdeviceptr)(i * sa) * m->rb, lda,
-                     pb + (CUdeviceptr)(i * sb) * m->rb, ldb, i > 0 ? 1 : beta, pc, N))
+        if (!gemm_call(m, L, M, N, K, pa + (CUdeviceptr)(i * sa) * eab, lda, 0, pb + (CUdeviceptr)(i * sb) * eab, ldb, 0,
+                       i > 0 ? 1 : beta, pc, 0, 1))
             return false;
     return true;
 }
