@@ -184,7 +184,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             if (!strcmp(v, "f32")) c->over.precision = PREC_F32;
             else if (!strcmp(v, "bf16")) c->over.precision = PREC_BF16;
             else if (!strcmp(v, "f16")) c->over.precision = PREC_F16;
-            else nnc_fatal("--precision: expected f32, bf16 or f16, got '%s'", v);
+            else cli_error("--precision: expected f32, bf16 or f16, got '%s'", v);
             c->over.has_precision = true;
         } else if (is_flag(a, "--momentum")) {
             c->over.momentum = parse_rate(f, flag_value(argc, argv, &i, f));
@@ -201,7 +201,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             if (!strcmp(v, "f32")) c->save_half = 0;
             else if (!strcmp(v, "bf16")) c->save_half = NNC_DT_BF16;
             else if (!strcmp(v, "f16")) c->save_half = NNC_DT_F16;
-            else nnc_fatal("--save-dtype: expected f32, bf16 or f16, got '%s'", v);
+            else cli_error("--save-dtype: expected f32, bf16 or f16, got '%s'", v);
         } else if (is_flag(a, "--save-every")) c->save_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
         else if (!strcmp(a, "--stats")) c->stats = true;
         else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
