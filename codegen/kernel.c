@@ -427,7 +427,8 @@ static void kernel_row(const Kernel *k, const Launch *L) {
 /* ---- the kernel ----------------------------------------------------------------------------- */
 
 static const char *launch_kind_name(LaunchKind kind) {
-    static const char *const n[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign", "helper"};
+    static const char *const n[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign", "helper",
+                                       "allreduce"};
     return n[kind];
 }
 
@@ -445,7 +446,8 @@ static void kernel_comment(const Kernel *k, const Launch *L, int index) {
  * issues them as library calls and never asks for their kernel). */
 void kernel_render(const Kernel *k, const Launch *L, int index) {
     const Node *root = &k->g->nodes[L->root];
-    assert(L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW || (k->d->gemm && k->d->copy && k->d->helper));
+    assert(L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW ||
+           (k->d->gemm && k->d->copy && k->d->helper && k->d->collective));
     kernel_comment(k, L, index);
     k->d->open(k, L, index);
     switch (L->kind) {
@@ -456,6 +458,7 @@ void kernel_render(const Kernel *k, const Launch *L, int index) {
     case L_COPY: k->d->copy(k, L->root, root->in[0]); break;
     case L_ASSIGN: k->d->copy(k, root->in[0], root->in[1]); break;
     case L_HELPER: k->d->helper(k, L); break;
+    case L_COLLECTIVE: k->d->collective(k, L); break;
     }
     str_puts(k->s, "}\n");
 }

@@ -83,6 +83,7 @@ struct KernelDialect {
     void (*gemm)(const Kernel *k, const Launch *L);
     void (*copy)(const Kernel *k, int dst, int src);
     void (*helper)(const Kernel *k, const Launch *L);  /* L_HELPER: calls of helpers.c's helpers */
+    void (*collective)(const Kernel *k, const Launch *L);   /* L_COLLECTIVE: the host's nnc_comm */
 };
 
 extern const KernelDialect dialect_c;      /* codegen/cpu/dialect_c.c */

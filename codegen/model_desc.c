@@ -148,6 +148,9 @@ nnc_model_desc *model_desc_build(const Program *p, bool f64, const nnc_model_abi
     A->name = model_c_name(p);
     A->real_bytes = (int)b.rb;
     A->batch_max = p->g->batch_max;
+    const Entry *t = &p->entry[ENTRY_TRAIN];
+    for (int k = 0; k < t->nlaunch; k++)
+        A->collectives += t->launches[k].kind == L_COLLECTIVE && p->g->nodes[t->launches[k].root].op == OP_ALLREDUCE_START;
     build_leaves(&b);
     for (int k = 0; k < ENTRY_COUNT; k++) build_entry(&b, k);
     build_blocks(&b);

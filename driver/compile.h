@@ -29,6 +29,12 @@ typedef struct {
     const char *target;         /* "cpu" or "cuda"; NULL: the train section's device */
     TrainOverrides over;
     bool fuse, strict_devices, keep_values;
+    /* Data parallel (under mpirun): `world` processes share every batch of the train section,
+     * so each compiles for its share (ceil(batch / world) rows) with allreduce nodes between
+     * the gradients and the update, exchanged in buckets of bucket_bytes (0: 25 MiB). */
+    bool data_parallel;
+    int world;
+    int64_t bucket_bytes;
     const char *dump_after;     /* --dump-after PASS (or "all": --emit ir) */
     FILE *dump;
 } CompileOpts;

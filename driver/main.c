@@ -4,6 +4,7 @@
  *
  * The order is always: read flags -> load the model (diagnostics) -> apply overrides to the
  * train section -> run the passes -> one of: --emit, --stats, -o (AOT), train/eval. */
+#define _GNU_SOURCE   /* sched_getaffinity: the cores this process may use */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "../io/data.h"
@@ -29,6 +31,7 @@ typedef struct {
     const char *save, *load, *metrics, *eval_out;
     const char *check_against;  /* --check-against cpu */
     double check_tol;
+    double bucket_mb;           /* --bucket-mb: data parallel's gradient buckets (0: 25) */
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum */
@@ -52,8 +55,8 @@ static void usage(FILE *f) {
           "  --target cpu|cuda      device to run on (default: the model's train section, else cpu)\n"
           "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
           "  --emit dot             draw the step for Graphviz (nnc m.nn --emit dot | dot -Tpng -o m.png)\n"
-          "  --dump-after=PASS      print the graph after one pass and exit: parse autograd optimizer\n"
-          "                         placement copies fuse schedule plan (or all)\n"
+          "  --dump-after=PASS      print the graph after one pass and exit: parse autocast autograd\n"
+          "                         allreduce optimizer placement copies fuse schedule plan (or all)\n"
           "  --stats                print kernels, library calls, bytes moved and planned memory; exit\n"
           "  --no-fuse              one kernel per op (to compare against fused code)\n"
           "  --strict-devices       error on any CPU/GPU crossing not written as to(x, device)\n"
@@ -85,11 +88,17 @@ static void usage(FILE *f) {
           "                         whole set, and the loss and metrics as metadata (safetensors)\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
           "  --bench N              time N training steps on one batch, print JSON, exit\n"
-          "  --threads N            threads for kernels and BLAS (default: all cores)\n"
+          "  --threads N            threads for kernels and BLAS (default: all cores; under mpirun,\n"
+          "                         the cores over the processes on the machine)\n"
           "  --quiet                no progress output\n"
           "  --no-cache             do not use the compiled-kernel cache\n"
           "                         (default $XDG_CACHE_HOME/nnc or ~/.cache/nnc)\n"
           "  --tf32                 allow TF32 tensor-core math on CUDA\n"
+          "\n"
+          "several processes (mpirun -np N nnc MODEL.nn ...: data parallel, as DDP):\n"
+          "  each process takes its share of every batch (--batch stays the global batch), the\n"
+          "  gradients are averaged over them; process 0 prints and writes metrics and checkpoints\n"
+          "  --bucket-mb X          gradients exchanged in buckets of about X MiB (default 25)\n"
           "  --version, --help\n", f);
 }
 
@@ -101,6 +110,9 @@ static void version(void) {
     printf(" (built without the CUDA toolkit: no cuda target)");
 #endif
     printf("\nblas: %s\n", NNC_BLAS_LIB);
+    const char *mpi = comm_library();
+    if (mpi) printf("parallel: %s (mpirun -np N nnc ...: data-parallel training)\n", mpi);
+    else printf("parallel: none (built without MPI: mpirun cannot share a run between processes)\n");
 }
 
 static const char *flag_value(int argc, char **argv, int *i, const char *name) {
@@ -176,6 +188,10 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             c->over.has_seed = true;
         } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
         else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+        else if (is_flag(a, "--bucket-mb")) {
+            c->bucket_mb = parse_rate(f, flag_value(argc, argv, &i, f));
+            if (!(c->bucket_mb > 0 && c->bucket_mb <= 65536)) cli_error("--bucket-mb: expects a size in MiB in (0, 65536], got %g", c->bucket_mb);
+        }
         else if (is_flag(a, "--lr")) {
             c->over.lr = parse_rate(f, flag_value(argc, argv, &i, f));
             c->over.has_lr = true;
@@ -247,7 +263,7 @@ static void print_stats(const Program *p) {
             else if (L->kind == L_COPY) {
                 copies++;
                 copied += 4 * shape_numel(p->g->nodes[L->root].shape, p->g->batch_max);
-            } else kernels++;
+            } else if (L->kind != L_COLLECTIVE) kernels++;
             for (int j = 0; j < L->nins; j++) rd += 4 * shape_numel(p->g->nodes[L->ins[j]].shape, p->g->batch_max);
             for (int j = 0; j < L->nouts; j++) wr += 4 * shape_numel(p->g->nodes[L->outs[j]].shape, p->g->batch_max);
         }
@@ -256,6 +272,17 @@ static void print_stats(const Program *p) {
                e->name, kernels, calls, rd, wr, 4 * (e->act_elems[0] + e->act_elems[1]), 4 * e->naive_elems);
         if (copies)
             printf("%-10s %3d host<->device copies, %" PRId64 " B per call\n", "", copies, copied);
+        int reduces = 0;
+        int64_t reduced = 0;
+        for (int i = 0; i < e->nlaunch; i++) {
+            const Launch *L = &e->launches[i];
+            if (L->kind != L_COLLECTIVE || p->g->nodes[L->root].op != OP_ALLREDUCE_START) continue;
+            reduces++;
+            reduced += 4 * shape_numel(p->g->nodes[L->root].shape, p->g->batch_max);
+        }
+        if (reduces && k == ENTRY_TRAIN)
+            printf("%-10s %3d gradients allreduced in %d bucket%s, %" PRId64 " B per process per step\n", "", reduces,
+                   p->nbuckets, p->nbuckets == 1 ? "" : "s", reduced);
     }
     printf("parameters %" PRId64 " B  optimizer state %" PRId64 " B\n", 4 * p->param_elems, 4 * p->state_elems);
 }
@@ -274,9 +301,11 @@ static void choose_blas_kernels(void) {
 
 /* After the passes: emit, print stats, build ahead of time, or train.  `ref` is the CPU
  * reference of --check-against, compiled from the same text. */
-static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
+static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm *comm) {
     Program *p = &cp->p;
     const Model *m = cp->m;
+    int rank = comm_rank(comm);
+    if (rank != 0 && (c->emit || c->dump_after || c->stats || c->out_dir)) return 0;   /* process 0 shows it */
     /* --dump-after is an inspection flag like --emit ir: it prints the graph and exits */
     if ((c->emit && !strcmp(c->emit, "ir")) || (c->dump_after && !c->emit)) return 0;
     if (c->emit && !strcmp(c->emit, "dot")) {
@@ -286,9 +315,16 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
     const Backend *be = cp->be;
     char err[8192];
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
-    if (c->threads > 0) {
+    long threads = c->threads;
+    if (threads <= 0 && comm) {   /* the processes on this machine share its cores */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+        threads = cores / comm_local_size(comm) > 0 ? cores / comm_local_size(comm) : 1;
+    }
+    if (threads > 0) {
         char t[32];
-        snprintf(t, sizeof t, "%ld", c->threads);
+        snprintf(t, sizeof t, "%ld", threads);
         setenv("OMP_NUM_THREADS", t, 1);
         setenv("OPENBLAS_NUM_THREADS", t, 1);
     }
@@ -322,7 +358,16 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
         return 0;
     }
     if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c->model);
-    LoadedModel *lm = compile_load(cp, &bo, err, sizeof err);
+    /* data parallel: process 0 builds (or finds) the code first, the others then find it cached */
+    LoadedModel *lm = rank == 0 ? compile_load(cp, &bo, err, sizeof err) : NULL;
+    int built = rank != 0 || lm != NULL;
+    if (comm) comm_bcast_int(comm, &built);
+    if (!built) {
+        if (rank == 0) fprintf(stderr, "nnc: error: %s\n", err);
+        comm_mark_agreed(comm);
+        return 1;
+    }
+    if (rank != 0) lm = compile_load(cp, &bo, err, sizeof err);
     if (!lm) nnc_fatal("%s", err);
     if (ref) {   /* --check-against cpu */
         LoadedModel *cpu = compile_load(ref, &bo, err, sizeof err);
@@ -337,20 +382,33 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process) {
                     .quiet = c->quiet, .progress = isatty(2) && !c->quiet, .metrics_path = c->metrics,
                     .save_half = c->save_half, .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
                     .bench_steps = (int)c->bench, .source_file = c->model, .t_process = t_process,
-                    .save_every = c->save_every, .resume = c->resume, .cache_dir = bo.cache_dir};
+                    .save_every = c->save_every, .resume = c->resume, .cache_dir = bo.cache_dir,
+                    .comm = comm, .global_batch = m->train.batch, .no_write = rank != 0};
+    if (rank != 0) {   /* process 0 prints and writes for the run */
+        to.quiet = true;
+        to.progress = false;
+        to.metrics_path = NULL;
+        to.eval_out = NULL;
+    }
     int rc = train_run(m, &(ModelRef){lm->abi, lm->m}, &to);
     if (ref) check_pair_finish(lm, c->quiet ? NULL : stderr);
     else be->unload(lm);
     return rc;
 }
 
-static void compile_or_exit(Compiled *cp, const CompileOpts *o, char *src) {
+/* Every process of a data-parallel run compiles the same text and fails the same way: process
+ * 0 says why, and all leave the job together. */
+static void compile_or_exit(Compiled *cp, const CompileOpts *o, char *src, Comm *comm) {
     char err[1024];
     if (compile_model(cp, o, err, sizeof err)) return;
-    if (err[0]) fprintf(stderr, "nnc: error: %s\n", err);
-    else fprintf(stderr, "%d error%s\n", cp->diag.errors ? cp->diag.errors : 1, cp->diag.errors > 1 ? "s" : "");
+    if (comm_rank(comm) == 0) {
+        if (err[0]) fprintf(stderr, "nnc: error: %s\n", err);
+        else fprintf(stderr, "%d error%s\n", cp->diag.errors ? cp->diag.errors : 1, cp->diag.errors > 1 ? "s" : "");
+    }
     compile_free(cp);
     free(src);
+    comm_mark_agreed(comm);
+    comm_finish(comm, 1);
     exit(1);
 }
 
@@ -360,6 +418,10 @@ int main(int argc, char **argv) {
     Cli c = {0};
     Arena arena = {0};
     parse_args(argc, argv, &c, &arena);
+    char cerr[512];
+    Comm *comm = comm_init(&argc, &argv, cerr, sizeof cerr);   /* NULL: not under mpirun */
+    if (!comm && cerr[0]) nnc_fatal("%s", cerr);
+    FILE *quiet_diag = comm_rank(comm) != 0 ? fopen("/dev/null", "w") : NULL;   /* process 0 reports */
     if ((c.save_every || c.resume) && !c.save)
         nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");
     if (c.save_half && (!c.save || c.resume || c.save_every))
@@ -371,23 +433,27 @@ int main(int argc, char **argv) {
     if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
     /* --check-numerics checks every op's output, so it compiles one kernel per op */
-    CompileOpts o = {.file = c.model, .source = src, .diag_out = stderr, .target = c.target, .over = c.over,
-                     .fuse = !c.no_fuse && !c.check_numerics && !c.check_against, .strict_devices = c.strict,
-                     .keep_values = c.check_against != NULL, .dump_after = c.dump_after, .dump = stdout};
+    CompileOpts o = {.file = c.model, .source = src, .diag_out = quiet_diag ? quiet_diag : stderr, .target = c.target,
+                     .over = c.over, .fuse = !c.no_fuse && !c.check_numerics && !c.check_against,
+                     .strict_devices = c.strict, .keep_values = c.check_against != NULL, .dump_after = c.dump_after,
+                     .dump = comm_rank(comm) == 0 ? stdout : NULL, .data_parallel = comm != NULL,
+                     .world = comm_size(comm), .bucket_bytes = (int64_t)(c.bucket_mb * 1048576)};
     if (c.emit && !strcmp(c.emit, "ir")) o.dump_after = "all";
     Compiled cp, ref;
-    compile_or_exit(&cp, &o, src);
+    compile_or_exit(&cp, &o, src, comm);
     if (c.check_against) {   /* the same model again, compiled for the CPU as the reference */
         CompileOpts ro = o;
         ro.target = "cpu";
         ro.dump_after = NULL;
         ro.strict_devices = false;
-        compile_or_exit(&ref, &ro, src);
+        compile_or_exit(&ref, &ro, src, comm);
     }
-    int rc = act(&c, &cp, c.check_against ? &ref : NULL, t_process);
+    int rc = act(&c, &cp, c.check_against ? &ref : NULL, t_process, comm);
     if (c.check_against) compile_free(&ref);
     compile_free(&cp);
     arena_free(&arena);
     free(src);
+    if (quiet_diag) fclose(quiet_diag);
+    comm_finish(comm, rc);
     return rc;
 }

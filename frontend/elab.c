@@ -1496,7 +1496,7 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     case OK_EW: return ew_call(E, op, fn, a, loc);
     case OK_REDUCE: return reduce(E, op, fn, a, loc);
     case OK_ROW: return rowwise(E, op, fn, a, loc);
-    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_HELPER: break;
+    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_HELPER: case OK_COLLECTIVE: break;
     }
     diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);
     return verror;

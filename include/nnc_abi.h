@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NNC_ABI_VERSION 1
+#define NNC_ABI_VERSION 2
 
 enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2 };
 enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2 };
@@ -22,6 +22,23 @@ typedef struct {
     int rank;
     int64_t dims[4];      /* -1 marks the batch dimension */
 } nnc_tensor_info;
+
+/* Collectives for data-parallel training, supplied by the host: nnc's trainer under mpirun, or
+ * an application that embeds a model and has its own communicator.  A model compiled for data-
+ * parallel training (`collectives` > 0) calls them from its train step, for each trainable
+ * parameter's gradient (buf: count elements of dtype NNC_TYPE_*, in host memory on the CPU):
+ *   start(ctx, bucket, buf, count, dtype, last)   this process's gradient is ready: scale it by
+ *       the process's share of the global batch (its rows / all rows) and add it to `bucket`;
+ *       when `last` is 1 the bucket is complete and its sum over the processes may begin;
+ *   wait(ctx, bucket, buf, count, dtype)          on return buf holds the bucket's sum for it.
+ * Every process calls them in the same order; buf stays untouched between its start and wait.
+ * They return 0, or non-zero to fail the step.  Without set_comm (or with NULL) a model with
+ * collectives trains alone: the calls are skipped. */
+typedef struct nnc_comm {
+    void *ctx;
+    int (*start)(void *ctx, int bucket, void *buf, int64_t count, int dtype, int last);
+    int (*wait)(void *ctx, int bucket, void *buf, int64_t count, int dtype);
+} nnc_comm;
 
 typedef struct nnc_model_abi {
     uint32_t abi_version;
@@ -47,5 +64,7 @@ typedef struct nnc_model_abi {
      * NNC_SYNC_TO_HOST before reading param()/state(), NNC_SYNC_TO_DEVICE after writing them.
      * A no-op on the CPU. */
     void (*sync)(void *m, int direction);
+    int collectives;              /* allreduces per train step (0: not built for data parallel) */
+    void (*set_comm)(void *m, const nnc_comm *comm);   /* the host's collectives (above), or NULL */
 } nnc_model_abi;
 #endif

@@ -139,6 +139,7 @@ struct nnc_rt {
     uint64_t seed;                  /* of the last init: with the step, it keys dropout masks */
     int status;
     int last;                       /* the entry whose outputs are current, or -1 */
+    const nnc_comm *comm;           /* the host's collectives (data parallel), or NULL */
     char msg[NNC_RT_MSG_LEN];
 };
 #endif /* NNC_RUNTIME_H */
@@ -406,13 +407,17 @@ NNC_RT_FN const char *nnc_rt_error(void *m) {
     return m ? ((nnc_rt *)m)->msg : "the model is NULL (did create fail?)";
 }
 
+NNC_RT_FN void nnc_rt_set_comm(void *m, const nnc_comm *comm) {
+    if (m) ((nnc_rt *)m)->comm = comm;
+}
+
 /* The ABI table's functions, as designated initializers: a description printed as C uses them
  * in its initializer, the CUDA backend in a compound literal. */
 #define NNC_RT_ABI_FUNCTIONS(create_fn)                                                          \
     .create = (create_fn), .destroy = nnc_rt_destroy, .init = nnc_rt_init, .run = nnc_rt_run,   \
     .param = nnc_rt_param, .state = nnc_rt_state, .output = nnc_rt_output,                      \
     .get_step = nnc_rt_get_step, .set_step = nnc_rt_set_step, .error = nnc_rt_error,            \
-    .sync = nnc_rt_sync
+    .sync = nnc_rt_sync, .set_comm = nnc_rt_set_comm
 
 /* ---- the typed API's behaviour (an ahead-of-time header declares NAME_init, NAME_output, ...) */
 

@@ -37,6 +37,7 @@ typedef enum {
     OK_VIEW,    /* reinterpret shape, no data movement */
     OK_COPY,    /* host <-> device */
     OK_ASSIGN,  /* in-place write of a persistent leaf */
+    OK_COLLECTIVE,  /* a collective over the processes of a data-parallel run (L_COLLECTIVE) */
 } OpKind;
 
 /* Which record of Node.attr an op uses (ops.def's attr column). */

@@ -78,7 +78,8 @@ static void dot_edges(const Graph *g, const Entry *e, int i, FILE *f) {
 /* Launches of more than one node are clusters: the kernels fusion made. */
 static void dot_clusters(const Program *p, const Entry *e, FILE *f) {
     const Graph *g = p->g;
-    static const char *const kind[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign"};
+    static const char *const kind[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign", "helper",
+                                               "allreduce"};
     for (int k = 0; k < e->nlaunch; k++) {
         const Launch *L = &e->launches[k];
         int drawn = 0;

@@ -1,7 +1,8 @@
 /* passes.h - the compiler's passes and the schedule they hand to the backends.
  *
  * Graph-wide passes (run once, in pipeline.c's order):
- *   autocast (precision bf16/f16) -> autograd -> optimizer -> placement -> copies
+ *   autocast (precision bf16/f16) -> autograd -> allreduce (under MPI) -> optimizer -> placement
+ *   -> copies
  * Per-entry passes (run for each entry point: train step, grad, eval):
  *   fuse -> schedule -> plan
  * Each pass lives in its own file and has one entry point.  After the per-entry passes an
@@ -22,6 +23,8 @@ typedef enum {
     L_ASSIGN,   /* copy value into the persistent leaf it updates (when it could not be in place) */
     L_HELPER,   /* root computed by codegen/helpers.c's routines: convolution (helpers and GEMMs
                    over chunks of `chunk` samples in `scratch`), pooling, a dropout mask */
+    L_COLLECTIVE,   /* root is an ALLREDUCE_START (its bucket's part, `bucket_last` when the bucket
+                       is complete) or an ALLREDUCE_WAIT: a call of the host's nnc_comm */
 } LaunchKind;
 
 typedef struct {
@@ -37,9 +40,12 @@ typedef struct {
     int fold;           /* GEMM: the SGD update p - lr * (A @ B) computed in the product: the
                            node whose buffer is C (the new p, normally p's own memory), else -1 */
     int phase;
+    int rank;           /* schedule.c's tie-break within a phase: 0 an allreduce start, 2 a wait, 1 else */
     int64_t chunk;      /* L_HELPER convolutions: samples per im2col + GEMM round */
     int64_t scratch;    /* ... and the column buffers' offset in the activation block, */
     int64_t scratch_elems;  /* their size (plan.c; live during this launch only) */
+    int bucket;         /* L_COLLECTIVE: the bucket (schedule.c numbers them in start order) */
+    bool bucket_last;   /* ... this start completes its bucket: the exchange begins */
 } Launch;
 
 typedef enum {
@@ -94,6 +100,9 @@ typedef struct {
     Device target;
     bool fuse;
     bool strict_devices;
+    bool data_parallel;         /* gradients averaged over processes (passes/allreduce.c) */
+    int64_t bucket_bytes;       /* ... exchanged in buckets of about this size */
+    int nbuckets;               /* ... the train step's buckets */
     int64_t param_elems, state_elems;
     Entry entry[ENTRY_COUNT];
 } Program;
@@ -102,6 +111,8 @@ typedef struct {
     Device target;
     bool fuse;
     bool strict_devices;
+    bool data_parallel;         /* under MPI: allreduce nodes between gradients and the update */
+    int64_t bucket_bytes;       /* their bucket size (0: 25 MiB, DDP's bucket_cap_mb) */
     bool verify;                /* ir_verify after every pass (on in tests and debug builds) */
     bool keep_values;           /* every launch's result is also an entry output, kept to the end
                                    of the call (--check-against: compare every value) */
@@ -121,6 +132,7 @@ void program_free(Program *p);   /* what the passes allocated outside the graph'
 /* graph-wide passes */
 bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); false: nothing to do */
 void pass_autograd(Graph *g);
+void pass_allreduce(Graph *g);                  /* data-parallel runs only */
 void pass_optimizer(Graph *g, const OptConfig *o);
 void pass_placement(Graph *g, Device target);
 bool pass_copies(Graph *g, Diag *d, bool strict);

@@ -1,6 +1,6 @@
 /* pipeline.c - the whole compiler as one readable list of passes (QBE's main.c is the model).
  *
- *   autograd -> optimizer -> placement -> copies        (graph-wide)
+ *   autograd -> [allreduce] -> optimizer -> placement -> copies        (graph-wide)
  *   select -> fuse -> schedule -> plan                    (per entry: train_step, grad, eval)
  *
  * With --dump-after=PASS (or --emit ir, which dumps after every pass) the graph is printed
@@ -12,7 +12,7 @@
 #include "passes.h"
 
 /* The names --dump-after accepts, in pipeline order. */
-const char *const pipeline_pass_names = "parse autocast autograd optimizer placement copies fuse schedule plan all";
+const char *const pipeline_pass_names = "parse autocast autograd allreduce optimizer placement copies fuse schedule plan all";
 
 bool pipeline_has_pass(const char *name) {
     size_t n = strlen(name);
@@ -58,6 +58,8 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     p->target = o->target;
     p->fuse = o->fuse;
     p->strict_devices = o->strict_devices;
+    p->data_parallel = o->data_parallel && g->loss >= 0;
+    p->bucket_bytes = o->bucket_bytes > 0 ? o->bucket_bytes : (int64_t)25 << 20;
     if (!after(p, o, "parse")) return false;
     /* nothing to do (and nothing printed) without precision or a to(x, bf16) */
     if (pass_autocast(p->m, p->m->train.precision) && !after(p, o, "autocast")) return false;
@@ -76,6 +78,10 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
         }
         pass_autograd(g);
         if (!after(p, o, "autograd")) return false;
+        if (o->data_parallel) {   /* under MPI: gradients averaged over the processes */
+            pass_allreduce(g);
+            if (!after(p, o, "allreduce")) return false;
+        }
         pass_optimizer(g, &p->m->train.opt);
         if (!after(p, o, "optimizer")) return false;
     }
@@ -106,7 +112,7 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
 }
 
 static const char *kind_name(LaunchKind k) {
-    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign", "helper"};
+    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign", "helper", "collect"};
     return n[k];
 }
 

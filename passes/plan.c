@@ -81,10 +81,10 @@ static void plan_persistent(Program *p, Entry *e) {
 
 /* A kernel may write its result over an input that dies in it when every point is read before
  * it is written: elementwise kernels (same index), and row-wise kernels, which read a whole
- * row before writing that row. */
+ * row before writing that row.  An allreduce's halves work in place this way. */
 static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, const int *last, Arena1 *A, int o, int lst) {
     bool ew = L->kind == L_EW && p->g->nodes[L->root].op != OP_TRANSPOSE;
-    if (!ew && L->kind != L_ROW) return false;
+    if (!ew && L->kind != L_ROW && L->kind != L_COLLECTIVE) return false;
     Buffer *b = &e->buf[o];
     for (int j = 0; j < L->nins; j++) {
         int x = L->ins[j], r = storage_root(p, e, x);

@@ -104,13 +104,23 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
         break;
     case OK_COPY: L->kind = L_COPY; break;
     case OK_HELPER: L->kind = L_HELPER; L->space = r->shape; break;
+    case OK_COLLECTIVE: L->kind = L_COLLECTIVE; L->space = r->shape; break;
     case OK_LEAF: case OK_VIEW: case OK_ASSIGN: break;   /* never a group's root */
     }
 }
 
-/* Launch a runs before launch b when both are ready: the lower (phase, root). */
+/* Among ready launches of a phase, an allreduce's start goes first (the exchange begins as
+ * soon as its gradient exists) and its wait last (the update that needs it comes as late as it
+ * can), so communication overlaps the rest of the step. */
+static int launch_rank(const Graph *g, const Launch *L) {
+    if (L->kind != L_COLLECTIVE) return 1;
+    return g->nodes[L->root].op == OP_ALLREDUCE_START ? 0 : 2;
+}
+
+/* Launch a runs before launch b when both are ready: the lower (phase, rank, root). */
 static bool launch_first(const Launch *tmp, int a, int b) {
-    return tmp[a].phase < tmp[b].phase || (tmp[a].phase == tmp[b].phase && tmp[a].root < tmp[b].root);
+    if (tmp[a].phase != tmp[b].phase) return tmp[a].phase < tmp[b].phase;
+    return tmp[a].rank != tmp[b].rank ? tmp[a].rank < tmp[b].rank : tmp[a].root < tmp[b].root;
 }
 
 /* A binary min-heap of ready launches, so ordering costs O(n log n), not O(n^2): a graph of
@@ -151,6 +161,7 @@ static void order_launches(Sched *S, Launch *tmp) {
             if (nsucc[pl] > before) indeg[l]++;
         }
     S->e->launches = arena_alloc(S->g->arena, (size_t)(n + S->g->n) * sizeof(Launch));
+    for (int l = 0; l < n; l++) tmp[l].rank = launch_rank(S->g, &tmp[l]);
     for (int l = 0; l < n; l++)
         if (!indeg[l]) heap_push(ready, &nready, l, tmp);
     for (int step = 0; step < n; step++) {
@@ -224,6 +235,35 @@ static void place_assigns(Sched *S) {
     }
 }
 
+/* Buckets, in the order the starts run (the same on every process, which runs the same
+ * schedule): a bucket closes when it holds bucket_bytes or at the last start.  A wait has its
+ * start's bucket. */
+static void number_buckets(Program *p, Entry *e) {
+    const Graph *g = p->g;
+    int last = -1, b = 0;
+    int64_t fill = 0;
+    for (int k = 0; k < e->nlaunch; k++)
+        if (e->launches[k].kind == L_COLLECTIVE && g->nodes[e->launches[k].root].op == OP_ALLREDUCE_START) last = k;
+    for (int k = 0; k <= last; k++) {
+        Launch *L = &e->launches[k];
+        if (L->kind != L_COLLECTIVE || g->nodes[L->root].op != OP_ALLREDUCE_START) continue;
+        const Node *r = &g->nodes[L->root];
+        fill += shape_numel(r->shape, g->batch_max) * 4;
+        L->bucket = b;
+        L->bucket_last = fill >= p->bucket_bytes || k == last;
+        if (L->bucket_last) {
+            b++;
+            fill = 0;
+        }
+    }
+    for (int k = 0; k < e->nlaunch; k++) {
+        Launch *L = &e->launches[k];
+        if (L->kind != L_COLLECTIVE || g->nodes[L->root].op != OP_ALLREDUCE_WAIT) continue;
+        L->bucket = e->launches[e->group[g->nodes[L->root].in[0]]].bucket;
+    }
+    if (e->kind == ENTRY_TRAIN) p->nbuckets = b;
+}
+
 void pass_schedule(Program *p, Entry *e) {
     Graph *g = p->g;
     Sched S = {.p = p, .g = g, .e = e};
@@ -256,6 +296,7 @@ void pass_schedule(Program *p, Entry *e) {
     for (int i = 0; i < g->n; i++)
         if (e->group[i] >= 0) e->group[i] = S.order[e->group[i]];
     for (int l = 0; l < S.ngroups; l++) S.order[l] = l;
+    number_buckets(p, e);
     place_assigns(&S);
     free(tmp);
     free(S.order);

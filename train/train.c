@@ -51,6 +51,9 @@ typedef struct {
     void **direct;              /* zero-copy batch pointers into the dataset */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
+    Comm *comm;                 /* data parallel: the processes (NULL: this one alone) */
+    int rank, size;
+    int64_t gbatch;             /* rows of a global batch, split over the processes */
 } Run;
 
 static int state_index(const nnc_model_abi *a, const char *name) {
@@ -200,8 +203,12 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
     int nout = abi->noutputs[NNC_ENTRY_EVAL];
     res->has_loss = R->m->g->loss >= 0;
     eval_out_init(R, res, d->n);
+    /* data parallel: batch b is process b % size's, and the sums are added up after (every
+     * process computes everything when --eval-out gathers per-sample outputs) */
+    bool shard = R->size > 1 && !R->o->eval_out;
     for (int64_t s = 0; s < d->n; s += B) {
         int64_t rows = d->n - s < B ? d->n - s : B;
+        if (shard && (s / B) % R->size != R->rank) continue;
         for (int64_t r = 0; r < rows; r++) R->idx[r] = s + r;
         gather(R, d, R->idx, rows);
         if (!run_step(R, NNC_ENTRY_EVAL, rows)) return false;
@@ -215,6 +222,14 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
             double v = read_scalar(R->lm, NNC_ENTRY_EVAL, k);
             res->metric[j] += is_count_metric(R->m, j) ? v : v * (double)rows;
         }
+    }
+    if (shard) {
+        double v[17];
+        v[0] = res->loss;
+        memcpy(v + 1, res->metric, sizeof res->metric);
+        if (!comm_sum(R->comm, v, 17)) return false;
+        res->loss = v[0];
+        memcpy(res->metric, v + 1, sizeof res->metric);
     }
     res->loss /= (double)d->n;
     for (int j = 0; j < R->m->g->nouts && j < 16; j++) res->metric[j] /= (double)d->n;
@@ -401,6 +416,7 @@ static bool rescue_create(char *buf, size_t n) {
  * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
 static bool save_now(Run *R) {
     char err[1024], why[1024], rescue[1100];
+    if (R->o->no_write) return true;   /* data parallel: process 0 writes */
     if (checkpoint_save(R->lm, R->o->save_path, &R->pos, R->o->save_half, err, sizeof err)) return true;
     fprintf(stderr, "nnc: error: %s\n", err);
     if (!checkpoint_params_finite(R->lm, why, sizeof why)) return false;   /* nothing worth keeping */
@@ -446,6 +462,8 @@ static bool save_dest_check(const char *path, char *err, size_t n) {
 static bool params_finite(Run *R, int epoch) {
     char err[512];
     if (checkpoint_params_finite(R->lm, err, sizeof err)) return true;
+    comm_mark_agreed(R->comm);   /* the parameters are the same everywhere */
+    if (R->o->no_write) return false;
     if (R->o->progress) fputc('\n', stderr);
     fprintf(stderr, "nnc: error: %s after epoch %d, step %lld; training stopped, nothing saved "
                     "(lower the learning rate, or find the op with --check-numerics)\n",
@@ -457,7 +475,7 @@ static bool params_finite(Run *R, int epoch) {
  * are counted from there, so a resumed run may use another batch size). */
 static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
-    int64_t B = abi->batch_max, steps = (d->n - start + B - 1) / B;
+    int64_t B = R->gbatch, steps = (d->n - start + B - 1) / B;
     int64_t done_rows = 0;
     int64_t *perm = R->perm;
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
@@ -467,20 +485,33 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     for (int64_t s = 0; s < steps; s++) {
         int64_t at = start + s * B, rows = d->n - at < B ? d->n - at : B;
         done_rows += rows;
+        /* this process's share: rows [lo, hi) of the batch, weighted by its part of it (a
+         * share of nothing, in a last batch smaller than the processes, runs one row at 0) */
+        int64_t lo = rows * R->rank / R->size, mine = rows * (R->rank + 1) / R->size - lo;
+        int64_t off = at + (mine ? lo : 0), use = mine ? mine : 1;
+        comm_set_weight(R->comm, (double)mine / (double)rows);
         bool ok;
-        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, at, R->direct)) {
+        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, off, R->direct)) {
             void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
             R->bufs = R->direct;
-            ok = run_step(R, NNC_ENTRY_TRAIN, rows);
+            ok = run_step(R, NNC_ENTRY_TRAIN, use);
             R->bufs = saved;
         } else {
-            gather(R, d, perm + at, rows);
-            ok = run_step(R, NNC_ENTRY_TRAIN, rows);
+            gather(R, d, perm + off, use);
+            ok = run_step(R, NNC_ENTRY_TRAIN, use);
         }
         if (!ok) return false;
         double loss = read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
+        if (R->size > 1) {   /* the batch's loss, and a stop any process was asked for: for all */
+            double v[3] = {mine ? loss * (double)mine : 0, interrupted != 0, interrupted == SIGTERM};
+            if (!comm_sum(R->comm, v, 3)) return false;
+            loss = v[0] / (double)rows;
+            if (v[1] > 0) interrupted = v[2] > 0 ? SIGTERM : SIGINT;
+        }
         int64_t gstep = abi->get_step(R->lm->m);
         if (!isfinite(loss)) {
+            comm_mark_agreed(R->comm);
+            if (R->o->no_write) return false;
             if (R->o->progress) fputc('\n', stderr);
             fprintf(stderr, "nnc: error: the loss became %s at epoch %d, step %lld; training stopped "
                             "(lower the learning rate, or find the op with --check-numerics)\n",
@@ -491,6 +522,8 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed};
         if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) return false;
         if (interrupted) {
+            comm_mark_agreed(R->comm);
+            if (R->o->no_write) return false;   /* process 0 says it */
             if (R->o->progress) fputc('\n', stderr);
             fprintf(stderr, "nnc: %s at epoch %d, step %lld", interrupted == SIGTERM ? "terminated" : "interrupted",
                     epoch, (long long)gstep);
@@ -532,27 +565,65 @@ static int compare_double(const void *a, const void *b) {
 }
 
 /* --bench N: time N training steps on the first batch after a warm-up; one JSON line out. */
+/* Data parallel: each process times its share of the batch, and the time its collectives took
+ * (waiting for the other processes included) is reported beside: the allreduce's share. */
 static int bench(Run *R, const Dataset *d) {
-    int64_t B = R->lm->abi->batch_max, rows = d->n < B ? d->n : B;
-    for (int64_t r = 0; r < rows; r++) R->idx[r] = r;
-    gather(R, d, R->idx, rows);
+    int64_t B = R->gbatch, rows = d->n < B ? d->n : B;
+    int64_t lo = rows * R->rank / R->size, mine = rows * (R->rank + 1) / R->size - lo, use = mine ? mine : 1;
+    for (int64_t r = 0; r < use; r++) R->idx[r] = (mine ? lo : 0) + r;
+    gather(R, d, R->idx, use);
+    comm_set_weight(R->comm, (double)mine / (double)rows);
     int n = R->o->bench_steps;
-    double *t = xmalloc((size_t)n * sizeof *t);
+    double *t = xmalloc((size_t)n * sizeof *t), *c = xmalloc((size_t)n * sizeof *c);
     double first = 0;
     for (int i = 0; i < 10; i++) {
-        if (!run_step(R, NNC_ENTRY_TRAIN, rows)) return 1;
+        if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         if (i == 0) first = train_now() - R->o->t_process;
     }
+    comm_take_seconds(R->comm);
     for (int i = 0; i < n; i++) {
         double a = train_now();
-        if (!run_step(R, NNC_ENTRY_TRAIN, rows)) return 1;
+        if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         t[i] = train_now() - a;
+        c[i] = comm_take_seconds(R->comm);
     }
     qsort(t, (size_t)n, sizeof *t, compare_double);
-    printf("{\"steps\":%d,\"batch\":%lld,\"median_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"first_step_s\":%.6f}\n",
-           n, (long long)rows, 1e6 * t[n / 2], 1e6 * t[0], 1e6 * t[n - 1], first);
+    qsort(c, (size_t)n, sizeof *c, compare_double);
+    if (R->rank == 0) {
+        printf("{\"steps\":%d,\"batch\":%lld,\"median_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"first_step_s\":%.6f",
+               n, (long long)rows, 1e6 * t[n / 2], 1e6 * t[0], 1e6 * t[n - 1], first);
+        if (R->comm) printf(",\"processes\":%d,\"allreduce_median_us\":%.3f", R->size, 1e6 * c[n / 2]);
+        printf("}\n");
+    }
     free(t);
+    free(c);
     return 0;
+}
+
+/* Data parallel: every process must start from the same parameters and optimizer state (the
+ * same seed, the same checkpoint); a checksum of both is compared across them, and a mismatch
+ * stops all of them before the first step. */
+static bool same_start(Run *R) {
+    const nnc_model_abi *a = R->lm->abi;
+    a->sync(R->lm->m, NNC_SYNC_TO_HOST);
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a over the bytes */
+    for (int i = 0; i < a->nparams + a->nstates; i++) {
+        const nnc_tensor_info *t = i < a->nparams ? &a->params[i] : &a->states[i - a->nparams];
+        const unsigned char *p = i < a->nparams ? a->param(R->lm->m, i) : a->state(R->lm->m, i - a->nparams);
+        int64_t n = 1;
+        for (int k = 0; k < t->rank; k++) n *= t->dims[k];
+        size_t bytes = (size_t)n * (t->dtype == NNC_TYPE_I32 ? 4 : (size_t)a->real_bytes);
+        for (size_t k = 0; k < bytes; k++) h = (h ^ p[k]) * 1099511628211ULL;
+    }
+    uint64_t lo, hi;
+    if (!comm_agree_u64(R->comm, h, &lo, &hi)) return false;
+    if (lo == hi) return true;
+    comm_mark_agreed(R->comm);
+    if (R->rank == 0)
+        fprintf(stderr, "nnc: error: the %d processes start from different parameters (checksums %016llx .. %016llx): "
+                        "every process must use the same seed and read the same checkpoint\n", R->size,
+                (unsigned long long)lo, (unsigned long long)hi);
+    return false;
 }
 
 static void free_run(Run *R, const Dataset *d) {
@@ -567,11 +638,13 @@ static void free_run(Run *R, const Dataset *d) {
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .scale_state = state_index(lm->abi, "scaler.scale"),
-             .skipped_state = state_index(lm->abi, "scaler.skipped_steps")};
+             .skipped_state = state_index(lm->abi, "scaler.skipped_steps"), .comm = o->comm,
+             .rank = comm_rank(o->comm), .size = comm_size(o->comm),
+             .gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max};
     if (R.skipped_state < 0) R.scale_state = -1;
     Dataset train = {0}, test = {0};
     bool has_test = false;
-    if (o->save_path && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
+    if (o->save_path && !o->no_write && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
         fprintf(stderr, "nnc: error: %s\n", err);
         return 1;
     }
@@ -595,7 +668,10 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     }
     alloc_bufs(&R, &train);
     int rc = 0;
-    if (o->metrics_path && !(R.metrics = fopen(o->metrics_path, "w"))) {
+    if (R.comm && lm->abi->set_comm) lm->abi->set_comm(lm->m, comm_abi(R.comm));
+    if (R.comm && !same_start(&R)) rc = 1;
+    if (rc) {
+    } else if (o->metrics_path && !(R.metrics = fopen(o->metrics_path, "w"))) {
         fprintf(stderr, "nnc: error: %s: cannot write metrics: ", o->metrics_path);
         perror(NULL);
         rc = 1;

@@ -2,6 +2,7 @@
 #ifndef NNC_TRAIN_H
 #define NNC_TRAIN_H
 #include "../include/nnc_abi.h"
+#include "comm.h"
 #include "dataset.h"
 
 /* A loaded model as the trainer sees it, on any backend: the ABI table and the instance. */
@@ -28,6 +29,12 @@ typedef struct {
     bool resume;                /* continue from save_path if it exists */
     const char *cache_dir;      /* decompressed data files are cached here (NULL: no cache) */
     int save_half;              /* --save-dtype: 0, or NNC_DT_BF16 / NNC_DT_F16 (parameters only) */
+    /* Data parallel (comm non-NULL): every global batch of `global_batch` rows is split over the
+     * processes, each running the step on its share; process 0 alone prints, writes metrics and
+     * checkpoints (the others have quiet, no metrics, and no_write). */
+    Comm *comm;
+    int64_t global_batch;
+    bool no_write;              /* never write --save (another process does) */
 } TrainOpts;
 
 double train_now(void);

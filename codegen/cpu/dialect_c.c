@@ -453,6 +453,29 @@ static void group_gemms(const Kernel *k, int64_t G, bool ta, bool tb, const char
                Cm, ldc);
 }
 
+/* ---- data parallel: an allreduce's two halves call the host's nnc_comm (nnc_abi.h) ---------- */
+
+/* Start: the gradient (copied first when the planner could not put the result over it) goes
+ * into its bucket; wait: the bucket's sum is back in the buffer.  No comm: one process, and the
+ * gradient is already the whole batch's. */
+static void c_collective(const Kernel *k, const Launch *L) {
+    const Node *r = &k->g->nodes[L->root];
+    bool start = r->op == OP_ALLREDUCE_START;
+    kernel_ptr_line(k, "real *X", r->in[0]);
+    kernel_ptr_line(k, "real *Y", L->root);
+    str_puts(k->s, "    const int64_t n = ");
+    render_numel(k->s, r->shape);
+    str_puts(k->s, ";\n    const int type = sizeof(real) == 8 ? NNC_TYPE_F64 : NNC_TYPE_F32;\n");
+    if (start) str_puts(k->s, "    if (Y != X) memcpy(Y, X, (size_t)n * sizeof(real));\n");
+    str_printf(k->s, "    if (m->comm && m->comm->%s(m->comm->ctx, %d, %s, n, type%s)) {\n", start ? "start" : "wait", L->bucket,
+               start ? "Y" : "X", start ? (L->bucket_last ? ", 1" : ", 0") : "");
+    str_printf(k->s, "        %s = NNC_STATUS_ARG;\n        snprintf(%s, sizeof %s, \"allreduce (%s) of the gradient of ",
+               k->d->status, k->d->msg, k->d->msg, start ? "start" : "wait");
+    render_c_string_body(k->s, r->name ? r->name : "a parameter");
+    str_puts(k->s, " failed\");\n    }\n");
+    if (!start) str_puts(k->s, "    if (Y != X) memcpy(Y, X, (size_t)n * sizeof(real));\n");
+}
+
 static void c_helper(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
     const Node *r = &g->nodes[L->root];
@@ -604,4 +627,5 @@ const KernelDialect dialect_c = {
     .gemm = c_gemm,   /* cblas, or plain loops for small products */
     .copy = c_copy,
     .helper = c_helper,
+    .collective = c_collective,
 };

@@ -28,6 +28,7 @@ static const char frame_text[] =
     " * the step, and where a failed check leaves its status and message (@_run copies them). */\n"
     "struct @ {\n"
     "    real *params, *state, *act;\n"
+    "    const nnc_comm *comm;   /* the host's collectives (a data-parallel step), or NULL */\n"
     "    int64_t step;\n"
     "    uint64_t seed;\n"
     "    int status;\n"
@@ -59,7 +60,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
 static const char cpu_device_text[] =
     "    struct @ m = {\n"
     "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE], (real *)rt->host[NNC_BLOCK_ACT],\n"
-    "        rt->step, rt->seed, 0, {0},\n"
+    "        rt->comm, rt->step, rt->seed, 0, {0},\n"
     "    };\n"
     "    const int rc = entries[entry](&m, in, B);\n"
     "    return rc ? nnc_rt_fail(rt, rc, \"%s\", m.msg) : 0;\n"
@@ -140,8 +141,8 @@ static void print_desc(Str *s, const char *mn, const nnc_model_desc *d) {
     render_template(s, "        .inputs = @_inputs, .params = @_params, .states = @_states,\n", mn);
     str_printf(s, "        .noutputs = {%d, %d, %d},\n        .outputs = {", A->noutputs[0], A->noutputs[1], A->noutputs[2]);
     for (int k = 0; k < ENTRY_COUNT; k++) str_printf(s, "%s%s_%s_outputs", k ? ", " : "", mn, d->entry[k].name);
-    str_printf(s, "},\n        .param_bytes = %zu, .state_bytes = %zu, .act_bytes = %zu,\n", A->param_bytes, A->state_bytes,
-               A->act_bytes);
+    str_printf(s, "},\n        .param_bytes = %zu, .state_bytes = %zu, .act_bytes = %zu, .collectives = %d,\n",
+               A->param_bytes, A->state_bytes, A->act_bytes, A->collectives);
     render_template(s, "        NNC_RT_ABI_FUNCTIONS(@_create_model),\n    },\n    .block_bytes = {", mn);
     for (int b = 0; b < NNC_BLOCK_COUNT; b++) str_printf(s, "%s%zu", b ? ", " : "", d->block_bytes[b]);
     render_template(s, "},\n    .param = @_param_leaves, .state = @_state_leaves,\n    .entry = {\n", mn);

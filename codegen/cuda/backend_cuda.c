@@ -573,6 +573,10 @@ static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
         case L_GEMM: ok = issue_gemm(m, e, L, B); break;
         case L_HELPER: ok = issue_helper_launch(m, e, L, B); break;
+        case L_COLLECTIVE:   /* the driver refuses data parallel on CUDA before it gets here */
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce: data-parallel training is not built for the cuda target yet");
+            ok = false;
+            break;
         case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
