@@ -19,6 +19,8 @@ typedef struct {
     bool verbose;
     bool tf32;
     bool check_numerics;        /* test every kernel's outputs for NaN/Inf (--check-numerics) */
+    int device;                 /* CUDA: the GPU, modulo the GPUs there are (under mpirun, each
+                                   process on a machine takes the next: its local rank) */
 } BuildOpts;
 
 typedef struct LoadedModel {

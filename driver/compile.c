@@ -39,11 +39,6 @@ bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n) {
     c->m = nn_load_model(&c->arena, &c->diag, file, o->source, nn_model_c_name(&c->arena, file));
     if (!c->m || !apply_overrides(c->m, &o->over, err, n)) return false;
     Device target = o->target ? (!strcmp(o->target, "cuda") ? DEV_CUDA : DEV_CPU) : c->m->train.device;
-    if (o->data_parallel && target == DEV_CUDA) {
-        snprintf(err, n, "data-parallel training (mpirun) runs on the cpu target for now: the cuda target has no "
-                         "NCCL allreduce yet (use --target cpu, or one process)");
-        return false;
-    }
     if (o->data_parallel && o->world > 1 && c->m->train.present)   /* each process's share of a batch */
         c->m->g->batch_max = (int)((c->m->train.batch + o->world - 1) / o->world);
     c->p = (Program){.m = c->m, .g = c->m->g, .diag = &c->diag};

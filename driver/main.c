@@ -332,7 +332,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         nnc_fatal("--f64 computes everything in double precision; it cannot be combined with precision %s",
                   m->train.precision == PREC_BF16 ? "bf16" : "f16");
     BuildOpts bo = {.f64 = c->f64, .cache_dir = compile_cache_dir(&cp->arena, !c->no_cache), .tf32 = c->tf32,
-                    .check_numerics = c->check_numerics};
+                    .check_numerics = c->check_numerics, .device = comm_local_rank(comm)};
     if (c->emit) {
         bool wants_cpu = !strcmp(c->emit, "c");
         if (wants_cpu != (p->target == DEV_CPU)) nnc_fatal("--emit %s needs --target %s", c->emit, wants_cpu ? "cpu" : "cuda");

@@ -47,7 +47,7 @@ typedef struct {
 } Bucket;
 
 struct Comm {
-    int rank, size, local_size;
+    int rank, size, local_size, local_rank;
     bool agreed;
     double weight;
     double seconds;
@@ -161,6 +161,7 @@ Comm *comm_init(int *argc, char ***argv, char *err, size_t n) {
     c->local_size = 1;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
         MPI_Comm_size(local, &c->local_size);
+        MPI_Comm_rank(local, &c->local_rank);
         MPI_Comm_free(&local);
     }
     c->weight = 1;
@@ -219,7 +220,7 @@ void comm_finish(Comm *c, int rc) {
 #else /* built without MPI: a launcher's processes cannot join each other */
 
 struct Comm {
-    int rank, size, local_size;
+    int rank, size, local_size, local_rank;
     bool agreed;
     double weight, seconds;
     nnc_comm abi;
@@ -248,6 +249,7 @@ void comm_finish(Comm *c, int rc) { (void)c, (void)rc; }
 int comm_rank(const Comm *c) { return c ? c->rank : 0; }
 int comm_size(const Comm *c) { return c ? c->size : 1; }
 int comm_local_size(const Comm *c) { return c ? c->local_size : 1; }
+int comm_local_rank(const Comm *c) { return c ? c->local_rank : 0; }
 const nnc_comm *comm_abi(Comm *c) { return c ? &c->abi : NULL; }
 
 void comm_mark_agreed(Comm *c) {

@@ -27,6 +27,7 @@ const char *comm_library(void);
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
 int comm_local_size(const Comm *c);   /* processes on this machine (for the default threads) */
+int comm_local_rank(const Comm *c);   /* this process among them (its GPU) */
 
 /* The collectives the step calls (pass to nnc_model_abi.set_comm).  Before each step the trainer
  * sets this process's share of the global batch: its rows over all rows. */

@@ -215,6 +215,8 @@ typedef struct {
     long long *hStep;                           /* pinned staging for the step counter and the seed */
     void **hIn;                                 /* pinned input staging, sized at batch_max */
     int *hErr;                                  /* pinned error flag readback */
+    char *hColl;                                /* data parallel: pinned staging of the gradients */
+    size_t *coll_at;                            /* ... per allreduce_start node, its bytes' offset */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
     int next_slot[ENTRY_COUNT];
@@ -298,6 +300,44 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->st));
     else {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a host-to-host copy reached the CUDA backend");
+        return false;
+    }
+    return true;
+}
+
+/* Data parallel (an allreduce's halves, passes/allreduce.c): the host's nnc_comm sums host
+ * memory, so a gradient goes through pinned staging -- down before its start, up after its
+ * wait -- as PyTorch's gloo backend does with CUDA tensors.  (NCCL, which sums in device
+ * memory, is not built yet.)  Without a comm the gradient is already the whole batch's. */
+static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+    const Node *r = &m->p->g->nodes[L->root];
+    bool start = r->op == OP_ALLREDUCE_START;
+    CUdeviceptr dx, dy;
+    char *hx, *hy;
+    if (!where(m, e, r->in[0], &dx, &hx) || !where(m, e, L->root, &dy, &hy) || hx || hy) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: an allreduce of node %d outside device memory", r->in[0]);
+        return false;
+    }
+    const int64_t count = shape_numel(r->shape, B);
+    const size_t bytes = (size_t)count * m->rb;
+    const nnc_comm *c = m->rt->comm;
+    if (!c) {
+        if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->st));
+        return true;
+    }
+    char *h = m->hColl + m->coll_at[start ? L->root : r->in[0]];
+    int type = m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, rc;
+    if (start) {
+        CU(cu.MemcpyDtoHAsync(h, dx, bytes, m->st));
+        CU(cu.StreamSynchronize(m->st));
+        rc = c->start(c->ctx, L->bucket, h, count, type, L->bucket_last);
+    } else {
+        rc = c->wait(c->ctx, L->bucket, h, count, type);
+        if (!rc) CU(cu.MemcpyHtoDAsync(dy, h, bytes, m->st));
+    }
+    if (rc) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait",
+                    r->name ? r->name : "a parameter");
         return false;
     }
     return true;
@@ -573,10 +613,7 @@ static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
         case L_GEMM: ok = issue_gemm(m, e, L, B); break;
         case L_HELPER: ok = issue_helper_launch(m, e, L, B); break;
-        case L_COLLECTIVE:   /* the driver refuses data parallel on CUDA before it gets here */
-            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce: data-parallel training is not built for the cuda target yet");
-            ok = false;
-            break;
+        case L_COLLECTIVE: ok = issue_collective(m, e, L, B); break;
         case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
@@ -717,7 +754,7 @@ static void cuda_close(nnc_rt *rt) {
         if (dev[i]) cu.MemFree(dev[i]);
     for (int i = 0; m->hIn && i < m->desc->abi.ninputs; i++)
         if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
-    void *pinned[] = {m->hErr, m->hStep, m->hFirst};
+    void *pinned[] = {m->hErr, m->hStep, m->hFirst, m->hColl};
     for (size_t i = 0; i < NNC_COUNTOF(pinned); i++)
         if (pinned[i]) cu.MemFreeHost(pinned[i]);
     if (m->mod) cu.ModuleUnload(m->mod);
@@ -835,6 +872,7 @@ static bool load_module(CudaModel *m, const char *cubin) {
             const Launch *L = &e->launches[i];
             /* cross_entropy's labels and embedding's indices are checked on the device */
             m->has_ce[k] |= L->kind == L_HELPER && m->p->g->nodes[L->root].op == OP_EMBEDDING;
+            m->no_graph[k] |= L->kind == L_COLLECTIVE;   /* the host takes part: no CUDA graph */
             if (!cuda_launch_is_kernel(L)) continue;
             char name[256];
             cuda_kernel_name(name, sizeof name, m->p, e, i);
@@ -861,15 +899,24 @@ static bool alloc_device(CudaModel *m) {
     CU(cu.MemAllocHost((void **)&m->hStep, 2 * sizeof *m->hStep));
     CU(cu.MemAllocHost((void **)&m->hErr, 64));
     memset(m->hErr, 0, 64);
+    size_t coll = 0;   /* every allreduce start's gradient, side by side */
+    m->coll_at = arena_alloc(&m->arena, (size_t)m->p->g->n * sizeof(size_t));
+    for (int i = 0; i < m->p->g->n; i++)
+        if (m->p->g->nodes[i].op == OP_ALLREDUCE_START) {
+            m->coll_at[i] = coll;
+            coll += (size_t)shape_numel(m->p->g->nodes[i].shape, m->p->g->batch_max) * m->rb;
+        }
+    if (coll) CU(cu.MemAllocHost((void **)&m->hColl, coll));
     m->hIn = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(void *));
     for (int i = 0; i < d->abi.ninputs; i++)
         CU(cu.MemAllocHost(&m->hIn[i], nonzero(nnc_rt_bytes(d, &d->abi.inputs[i], d->abi.batch_max))));
     return true;
 }
 
-static bool open_device(CudaModel *m, char *arch, size_t archlen) {
-    int major = 0, minor = 0;
-    CU(cu.DeviceGet(&m->dev, 0));
+static bool open_device(CudaModel *m, int ordinal, char *arch, size_t archlen) {
+    int major = 0, minor = 0, count = 0;
+    CU(cu.DeviceGetCount(&count));
+    CU(cu.DeviceGet(&m->dev, count > 0 ? ordinal % count : 0));
     CU(cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, m->dev));
     CU(cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, m->dev));
     snprintf(arch, archlen, "sm_%d%d", major, minor);
@@ -913,7 +960,7 @@ static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *
     char arch[32];
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    bool ok = open_device(m, arch, sizeof arch);
+    bool ok = open_device(m, o->device, arch, sizeof arch);
     char *cubin = NULL;
     if (ok) {
         Str src = {0};

@@ -5,7 +5,10 @@ processes resumes in 1 and the reverse; Fashion-MNIST's accuracy is the same; pr
 start from different parameters, or one that fails alone, end the job with an error instead of
 hanging.
 
-usage: mpi_test.py NNC   (exit 77, skipped, when this nnc has no MPI or mpirun is missing)"""
+With --cuda (run with the CUDA emulator's environment, tests/cuda/tests.cmake): the cuda
+target in 2 processes (gradients staged through the host) against the cpu target in one.
+
+usage: mpi_test.py NNC [--cuda]   (exit 77, skipped, when this nnc has no MPI or mpirun is missing)"""
 import json
 import os
 import shutil
@@ -93,7 +96,13 @@ def main():
         return 77
     d = tempfile.mkdtemp()
     try:
-        single([MODEL, "--metrics", "one.jsonl", "--save", "one.st"], d)
+        single([MODEL, "--metrics", "one.jsonl", "--save", "one.st", "--target", "cpu"], d)
+        if "--cuda" in sys.argv:
+            mpirun(2, [MODEL, "--target", "cuda", "--metrics", "cu.jsonl", "--save", "cu.st"], d)
+            same_run(os.path.join(d, "cu.jsonl"), os.path.join(d, "one.jsonl"), "cuda, 2 processes")
+            same_checkpoint(os.path.join(d, "cu.st"), os.path.join(d, "one.st"), "cuda, 2 processes")
+            print("mpi (cuda): %d failures" % len(failures))
+            return 1 if failures else 0
         for n in (2, 3):
             mpirun(n, [MODEL, "--metrics", "p%d.jsonl" % n, "--save", "p%d.st" % n], d)
             same_run(os.path.join(d, "p%d.jsonl" % n), os.path.join(d, "one.jsonl"), "%d processes" % n)
