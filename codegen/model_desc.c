@@ -125,14 +125,16 @@ static void build_entry(Build *b, int k) {
  * and (a device target only) on the host. */
 static void build_blocks(Build *b) {
     const Program *p = b->p;
-    int64_t act[2] = {0, 0};
+    int64_t act[NNC_MAX_DEVICES] = {0};
     for (int k = 0; k < ENTRY_COUNT; k++)
-        for (int dev = 0; dev < 2; dev++)
+        for (int dev = 0; dev < NNC_MAX_DEVICES; dev++)
             if (p->entry[k].act_elems[dev] > act[dev]) act[dev] = p->entry[k].act_elems[dev];
     size_t *bytes = b->d->block_bytes;
     bytes[NNC_BLOCK_PARAMS] = (size_t)p->param_elems * b->rb;
     bytes[NNC_BLOCK_STATE] = (size_t)p->state_elems * b->rb;
-    bytes[NNC_BLOCK_ACT] = (size_t)act[p->target] * b->rb;
+    int64_t on_target = p->target == DEV_CPU ? act[DEV_CPU] : 0;   /* the GPUs' blocks together */
+    for (int dev = DEV_CUDA; p->target != DEV_CPU && dev < NNC_MAX_DEVICES; dev++) on_target += act[dev];
+    bytes[NNC_BLOCK_ACT] = (size_t)on_target * b->rb;
     bytes[NNC_BLOCK_HOST] = p->target == DEV_CPU ? 0 : (size_t)act[DEV_CPU] * b->rb;
     nnc_model_abi *A = &b->d->abi;
     A->param_bytes = bytes[NNC_BLOCK_PARAMS];

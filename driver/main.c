@@ -255,23 +255,27 @@ static void print_stats(const Program *p) {
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &p->entry[k];
         if (!e->nlaunch) continue;
-        int kernels = 0, calls = 0, copies = 0;
-        int64_t rd = 0, wr = 0, copied = 0;
+        int kernels = 0, calls = 0, copies = 0, peer = 0;
+        int64_t rd = 0, wr = 0, copied = 0, peered = 0;
         for (int i = 0; i < e->nlaunch; i++) {
             const Launch *L = &e->launches[i];
             if (L->kind == L_GEMM) calls++;
             else if (L->kind == L_COPY) {
-                copies++;
-                copied += 4 * shape_numel(p->g->nodes[L->root].shape, p->g->batch_max);
+                const Node *r = &p->g->nodes[L->root];
+                bool gpus = DEV_IS_GPU(r->dev) && DEV_IS_GPU(p->g->nodes[r->in[0]].dev);
+                *(gpus ? &peer : &copies) += 1;
+                *(gpus ? &peered : &copied) += 4 * shape_numel(r->shape, p->g->batch_max);
             } else if (L->kind != L_COLLECTIVE) kernels++;
             for (int j = 0; j < L->nins; j++) rd += 4 * shape_numel(p->g->nodes[L->ins[j]].shape, p->g->batch_max);
             for (int j = 0; j < L->nouts; j++) wr += 4 * shape_numel(p->g->nodes[L->outs[j]].shape, p->g->batch_max);
         }
         printf("%-10s %3d kernels %3d library calls  reads %10" PRId64 " B  writes %10" PRId64
                " B  activations %9" PRId64 " B planned, %9" PRId64 " B unplanned\n",
-               e->name, kernels, calls, rd, wr, 4 * (e->act_elems[0] + e->act_elems[1]), 4 * e->naive_elems);
+               e->name, kernels, calls, rd, wr, 4 * e->act_total, 4 * e->naive_elems);
         if (copies)
             printf("%-10s %3d host<->device copies, %" PRId64 " B per call\n", "", copies, copied);
+        if (peer)
+            printf("%-10s %3d device<->device copies, %" PRId64 " B per call\n", "", peer, peered);
         int reduces = 0;
         int64_t reduced = 0;
         for (int i = 0; i < e->nlaunch; i++) {

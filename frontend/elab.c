@@ -26,6 +26,9 @@ typedef struct Inst {
     const char *scope;           /* "fc1", "enc.fc1" */
     Env *env;
     Stmt *forward;
+    int first, end;              /* the nodes its instantiation made (its parameters) */
+    bool placed;                 /* .to(device) / to(inst, device): parameters and forward there */
+    Device dev;
 } Inst;
 
 typedef struct Value {
@@ -762,7 +765,24 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 
 /* to(x, cuda | cpu) places x, as x.to(device); to(x, bf16 | f16 | f32) converts it, as
  * x.to(dtype) (rounding to nearest even; the ops after it follow torch's type promotion). */
+static Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc) {
+    if (dev.k != V_DEVICE) {
+        diag_error(E->d, loc, "a block instance moves to a device (to(%s, cuda(1))); its parameters stay f32 (for "
+                   "half precision: precision = bf16 in the train section)", inst->scope);
+        return verror;
+    }
+    inst->placed = true;
+    inst->dev = (Device)dev.num;
+    for (int k = inst->first; k < inst->end; k++)   /* its parameters, an inner instance's too */
+        if (E->g->nodes[k].op == OP_PARAM) {
+            E->g->nodes[k].dev = inst->dev;
+            E->g->nodes[k].dev_fixed = true;
+        }
+    return (Value){.k = V_INST, .inst = inst};
+}
+
 static Value to_device(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n == 2 && a->v[0].k == V_INST) return place_instance(E, a->v[0].inst, a->v[1], loc);
     if (a->n != 2 || (a->v[1].k != V_DEVICE && a->v[1].k != V_DTYPE)) {
         diag_error(E->d, loc, "to() takes a tensor and a device or a dtype: to(x, cuda), to(x, bf16)");
         return verror;
@@ -1548,6 +1568,14 @@ static Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
             if (!strcmp(fn, sch[i].name)) return schedule(E, sch[i].k, fn, a, loc);
         if (!strcmp(fn, "dynamic")) return scaler(E, fn, a, loc);
     }
+    if (!strcmp(fn, "cuda")) {   /* cuda(1): GPU 1, torch.device("cuda:1") */
+        if (a->n != 1 || a->v[0].k != V_NUM || a->v[0].num != floor(a->v[0].num) || a->v[0].num < 0 ||
+            a->v[0].num >= NNC_MAX_GPUS) {
+            diag_error(E->d, loc, "cuda(k) names GPU k, an integer from 0 to %d: cuda(1)", NNC_MAX_GPUS - 1);
+            return verror;
+        }
+        return (Value){.k = V_DEVICE, .num = DEV_GPU((int)a->v[0].num)};
+    }
     int bd = 3;
     const char *best = suggest_builtin(E, fn, &bd);
     if (E->in_train) best = suggest_list(fn, train_fn_names, NNC_COUNTOF(train_fn_names), best, &bd);
@@ -1585,9 +1613,11 @@ static Value instantiate(Elab *E, Stmt *def, Args *a, const char *scope, SrcLoc 
         }
         env_bind(E, inst->env, p->s, v, p->loc);
     }
+    inst->first = E->g->n;
     E->depth++;
     exec_stmts(E, inst->env, inst, def->body, NULL);
     E->depth--;
+    inst->end = E->g->n;
     return (Value){.k = V_INST, .inst = inst};
 }
 
@@ -1611,8 +1641,15 @@ static Value call_instance(Elab *E, Inst *inst, Args *a, SrcLoc loc) {
     E->depth++;
     exec_stmts(E, env, inst, inst->forward->body, &ret);
     E->depth--;
-    for (int k = first; k < E->g->n; k++)   /* inner instances have named theirs already */
-        if (!E->g->nodes[k].scope) E->g->nodes[k].scope = inst->scope;
+    for (int k = first; k < E->g->n; k++) {   /* inner instances have named theirs already */
+        Node *n = &E->g->nodes[k];
+        if (!n->scope) n->scope = inst->scope;
+        if (inst->placed && !n->dev_fixed) {   /* its computation on its device (an inner placed
+                                                  instance, or a to() inside, keeps its own) */
+            n->dev = inst->dev;
+            n->dev_fixed = true;
+        }
+    }
     if (ret.k == V_ERROR && ret.num == -1) {
         diag_error(E->d, inst->forward->loc, "forward() of block '%s' does not return a value", inst->def->name);
         return verror;
@@ -1650,11 +1687,17 @@ static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
             return instantiate(E, b->v.block, &a, bind_as, e->loc);
         }
         if (b->v.k == V_INST) return call_instance(E, b->v.inst, &a, e->loc);
+        if (b->v.k == V_ERROR) return verror;   /* its definition's error is reported */
         diag_error(E->d, e->loc, "'%s' is a %s, not something that can be called", e->a->str, kind_name(b->v.k));
         return verror;
     }
     if (e->a->k == E_MEMBER) {   /* x.relu(), x.sum(axis = 1), x.view(B, -1): the builtin on x */
-        Value self = eval(E, env, e->a->a);
+        /* fc2 = Linear(128, 10).to(cuda(1)): the instance is fc2, then it moves (torch's
+         * nn.Linear(...).to("cuda:1")) */
+        bool inst_to = bind_as && !strcmp(e->a->str, "to") && e->a->a->k == E_CALL;
+        Value self = inst_to ? call(E, env, e->a->a, bind_as) : eval(E, env, e->a->a);
+        if (self.k == V_INST && inst_to) return a.n == 1 ? place_instance(E, self.inst, a.v[0], e->loc) : to_device(E, &a, e->loc);
+        if (self.k == V_ERROR) return verror;
         if (self.k == V_TENSOR) return call_method(E, self, e->a->str, &a, e->loc);
     }
     Value f = eval(E, env, e->a);
@@ -2187,7 +2230,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             diag_error(E->d, s->e->loc, "'shuffle' is true or false");
         else if (setting_num(E, s, v, 0, 1, &x)) t->shuffle = x != 0;
     } else if (!strcmp(k, "device")) {
-        if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu or cuda");
+        if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu, cuda or cuda(k)");
         else t->device = (Device)v.num;
     } else if (!strcmp(k, "optimizer")) {
         if (v.k != V_OPTIM) {

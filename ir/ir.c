@@ -179,7 +179,17 @@ const char *node_op_name(const Node *n, char buf[48]) {
 }
 
 const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : t == DT_BF16 ? "bf16" : t == DT_F16 ? "f16" : "f32"; }
-const char *device_name(Device d) { return d == DEV_CUDA ? "cuda" : "cpu"; }
+const char *device_name(Device d) {
+    static const char *const names[NNC_MAX_DEVICES] = {"cpu", "cuda", "cuda:1", "cuda:2", "cuda:3", "cuda:4",
+                                                       "cuda:5", "cuda:6", "cuda:7"};
+    return (int)d >= 0 && (int)d < NNC_MAX_DEVICES ? names[d] : "?";
+}
+
+const char *device_spelling(Device d) {
+    static const char *const names[NNC_MAX_DEVICES] = {"cpu", "cuda", "cuda(1)", "cuda(2)", "cuda(3)", "cuda(4)",
+                                                       "cuda(5)", "cuda(6)", "cuda(7)"};
+    return (int)d >= 0 && (int)d < NNC_MAX_DEVICES ? names[d] : "?";
+}
 
 char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n) {
     size_t k = (size_t)snprintf(buf, n, "%s[", dtype_name(dt));

@@ -69,7 +69,14 @@ extern const OpInfo op_info[OP_COUNT];
  * PyTorch's CPU kernels do.  Only passes/autocast.c makes half tensors (precision = bf16|f16). */
 typedef enum { DT_F32, DT_I32, DT_BF16, DT_F16 } DType;
 #define DTYPE_IS_HALF(t) ((t) == DT_BF16 || (t) == DT_F16)
+/* A device: the host, or GPU k as DEV_CUDA + k (cuda:0 is DEV_CUDA, written "cuda"), as torch's
+ * torch.device("cuda:1").  Arrays over devices have NNC_MAX_DEVICES entries. */
 typedef enum { DEV_CPU, DEV_CUDA } Device;
+#define NNC_MAX_GPUS 8
+#define NNC_MAX_DEVICES (1 + NNC_MAX_GPUS)
+#define DEV_GPU(k) ((Device)(DEV_CUDA + (k)))     /* cuda:k */
+#define DEV_IS_GPU(d) ((int)(d) >= (int)DEV_CUDA)
+#define DEV_GPU_INDEX(d) ((int)(d) - (int)DEV_CUDA)
 typedef enum { PH_FORWARD, PH_BACKWARD, PH_UPDATE } Phase;
 
 /* PyTorch's initializers (torch.nn.init), applied by the generated init function. */
@@ -204,5 +211,6 @@ void ir_users(const Graph *g, int **users, int *nusers);  /* users[i]: array, nu
 const char *dtype_name(DType t);
 /* The op's name, or for a DERIV the op it differentiates: "relu_grad", "maximum_grad1". */
 const char *node_op_name(const Node *n, char buf[48]);
-const char *device_name(Device d);
+const char *device_name(Device d);        /* "cpu", "cuda", "cuda:1" (torch's names) */
+const char *device_spelling(Device d);    /* as a model writes it: "cpu", "cuda", "cuda(1)" */
 #endif

@@ -23,10 +23,12 @@ int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, co
     SrcLoc loc = like->loc;
     Phase ph = like->phase;
     Device dev = like->dev;
+    bool fixed = like->dev_fixed;   /* a gradient runs where its forward op ran (model parallel) */
     const char *scope = like->scope;
     int id = graph_add(g, op, nin, in, s, dt, loc);
     g->nodes[id].phase = ph;
     g->nodes[id].dev = dev;
+    g->nodes[id].dev_fixed = fixed;
     g->nodes[id].scope = scope;
     return id;
 }
@@ -391,7 +393,9 @@ static void grad_cross_entropy(Ad *A, int id, int g) {
 static void grad_copy(Ad *A, int id, int g) {
     int a = opnd(A, id, 0);
     int c = mk1(A, OP_COPY, g);
-    A->g->nodes[c].dev = A->g->nodes[a].dev;
+    A->g->nodes[c].dev = A->g->nodes[a].dev;   /* back where the operand is (placement decides
+                                                   where that is unless the user placed it) */
+    A->g->nodes[c].dev_fixed = A->g->nodes[a].dev_fixed;
     accumulate(A, a, c);
 }
 

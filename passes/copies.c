@@ -15,22 +15,22 @@ typedef struct {
     Node *nodes;
     int n, cap;
     int *map;           /* old id -> new id */
-    int *copy_of;       /* new id -> its copy on the other device, or -1 */
+    int *copy_of;       /* new id * NNC_MAX_DEVICES + device -> its copy there, or -1 */
 } Rebuild;
 
 static int rb_push(Rebuild *R, Node n) {
     if (R->n == R->cap) {
         R->cap = R->cap ? R->cap * 2 : 256;
         R->nodes = xrealloc(R->nodes, (size_t)R->cap * sizeof *R->nodes);
-        R->copy_of = xrealloc(R->copy_of, (size_t)R->cap * sizeof *R->copy_of);
+        R->copy_of = xrealloc(R->copy_of, (size_t)R->cap * NNC_MAX_DEVICES * sizeof *R->copy_of);
     }
     R->nodes[R->n] = n;
-    R->copy_of[R->n] = -1;
+    for (int d = 0; d < NNC_MAX_DEVICES; d++) R->copy_of[R->n * NNC_MAX_DEVICES + d] = -1;
     return R->n++;
 }
 
 static int rb_copy(Rebuild *R, int src, Device to, const Node *user) {
-    if (R->copy_of[src] >= 0) return R->copy_of[src];
+    if (R->copy_of[src * NNC_MAX_DEVICES + to] >= 0) return R->copy_of[src * NNC_MAX_DEVICES + to];
     Node c = {0};
     c.op = OP_COPY;
     c.nin = 1;
@@ -44,16 +44,21 @@ static int rb_copy(Rebuild *R, int src, Device to, const Node *user) {
     c.origin = -1;
     c.name = R->nodes[src].name;
     int id = rb_push(R, c);
-    R->copy_of[src] = id;
+    R->copy_of[src * NNC_MAX_DEVICES + to] = id;
     return id;
 }
 
 static bool crossing_error(Rebuild *R, Diag *d, const Node *user, int src) {
     const Node *s = &R->nodes[src];
-    const char *nm = s->name ? s->name : "an operand";
-    diag_error(d, user->loc, "'%s' is on %s but this %s runs on %s; move it explicitly with to(%s, %s)",
-               nm, device_name(s->dev), op_info[user->op].name, device_name(user->dev), nm,
-               device_name(user->dev));
+    char nb[48];
+    if (s->name)
+        diag_error(d, user->loc, "'%s' is on %s but this %s runs on %s; move it explicitly with to(%s, %s)",
+                   s->name, device_name(s->dev), op_info[user->op].name, device_name(user->dev), s->name,
+                   device_spelling(user->dev));
+    else
+        diag_error(d, user->loc, "the result of %s (line %d) is on %s but this %s runs on %s; move it explicitly "
+                   "with to(..., %s)", node_op_name(s, nb), s->loc.line, device_name(s->dev), op_info[user->op].name,
+                   device_name(user->dev), device_spelling(user->dev));
     return false;
 }
 
@@ -67,7 +72,10 @@ bool pass_copies(Graph *g, Diag *d, bool strict) {
             int src = R.map[n.in[j]];
             const Node *s = &R.nodes[src];
             bool crosses = s->dev != n.dev && !node_is_inline(s) && n.op != OP_COPY;
-            if (crosses && strict && R.copy_of[src] < 0) ok = crossing_error(&R, d, &n, src);   /* once per value */
+            /* once per value and device; the backward pass follows the forward (autograd moves
+             * a gradient back across the copies the user wrote, as torch's does) */
+            if (crosses && strict && n.phase == PH_FORWARD && R.copy_of[src * NNC_MAX_DEVICES + n.dev] < 0)
+                ok = crossing_error(&R, d, &n, src);
             n.in[j] = crosses ? rb_copy(&R, src, n.dev, &n) : src;
         }
         R.map[i] = rb_push(&R, n);

@@ -12,7 +12,8 @@
 
 #include "passes.h"
 
-static const char *const dot_fill[] = {[DEV_CPU] = "#dbe9f6", [DEV_CUDA] = "#d5efc0"};
+static const char *const dot_fill[NNC_MAX_DEVICES] = {"#dbe9f6", "#d5efc0", "#f9e0b0", "#f4c6c6", "#dcd0f0",
+                                                      "#c8ecec", "#f0d8e8", "#e8e8c0", "#d8d8d8"};
 static const char *const dot_border[] = {[PH_FORWARD] = "solid", [PH_BACKWARD] = "dashed", [PH_UPDATE] = "dotted"};
 
 /* Text inside a double-quoted DOT string: quotes and backslashes escaped, controls dropped. */

@@ -88,7 +88,8 @@ typedef struct {
     Buffer *buf;                /* per node */
     int *outputs;               /* nodes the caller reads after the call */
     int noutputs;
-    int64_t act_elems[2];       /* planned size of the activation block, per device */
+    int64_t act_elems[NNC_MAX_DEVICES];   /* planned size of the activation block, per device */
+    int64_t act_total;          /* ... over every device */
     int64_t naive_elems;        /* sum of every intermediate, for --stats */
     int *inplace;               /* value node -> the leaf it is written into (an in-place update), or -1 */
 } Entry;
@@ -104,6 +105,8 @@ typedef struct {
     int64_t bucket_bytes;       /* ... exchanged in buckets of about this size */
     int nbuckets;               /* ... the train step's buckets */
     int64_t param_elems, state_elems;
+    /* device d's parameters are [param_lo[d], param_hi[d]) of the block, its state likewise */
+    int64_t param_lo[NNC_MAX_DEVICES], param_hi[NNC_MAX_DEVICES], state_lo[NNC_MAX_DEVICES], state_hi[NNC_MAX_DEVICES];
     Entry entry[ENTRY_COUNT];
 } Program;
 

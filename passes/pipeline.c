@@ -147,7 +147,7 @@ void program_print(const Program *p, FILE *f) {
         const Entry *e = &p->entry[k];
         if (!e->nlaunch) continue;
         fprintf(f, "; ---- entry %s: %d launches, activations %" PRId64 " bytes planned (%" PRId64
-                   " unplanned) ----\n", e->name, e->nlaunch, e->act_elems[0] * 4 + e->act_elems[1] * 4,
+                   " unplanned) ----\n", e->name, e->nlaunch, e->act_total * 4,
                 e->naive_elems * 4);
         for (int i = 0; i < e->nlaunch; i++) launch_print(p, e, &e->launches[i], i, f);
     }

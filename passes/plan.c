@@ -61,6 +61,8 @@ static int64_t arena1_alloc(Arena1 *A, int64_t size, int last, int node, int k) 
     return off;
 }
 
+/* Parameters and state device by device, so that each device's share of a block is one range
+ * [lo, hi) (a GPU allocates only its own: model parallel); on one device, in node order. */
 static void plan_persistent(Program *p, Entry *e) {
     Graph *g = p->g;
     int64_t po = 0, so = 0;
@@ -70,10 +72,21 @@ static void plan_persistent(Program *p, Entry *e) {
         Buffer *b = &e->buf[i];
         b->dev = n->dev;
         b->elems = shape_numel(n->shape, g->batch_max);
-        if (n->op == OP_PARAM) { b->kind = BUF_PARAM; b->offset = po; po += align_up(b->elems); }
-        else if (n->op == OP_STATE) { b->kind = BUF_STATE; b->offset = so; so += align_up(b->elems); }
-        else if (n->op == OP_INPUT) { b->kind = BUF_INPUT; b->index = inputs++; }
+        if (n->op == OP_INPUT) { b->kind = BUF_INPUT; b->index = inputs++; }
         else if (node_is_inline(n)) b->kind = BUF_INLINE;
+    }
+    for (int d = 0; d < NNC_MAX_DEVICES; d++) {
+        p->param_lo[d] = po;
+        p->state_lo[d] = so;
+        for (int i = 0; i < g->n; i++) {
+            const Node *n = &g->nodes[i];
+            Buffer *b = &e->buf[i];
+            if ((int)n->dev != d) continue;
+            if (n->op == OP_PARAM) { b->kind = BUF_PARAM; b->offset = po; po += align_up(b->elems); }
+            else if (n->op == OP_STATE) { b->kind = BUF_STATE; b->offset = so; so += align_up(b->elems); }
+        }
+        p->param_hi[d] = po;
+        p->state_hi[d] = so;
     }
     p->param_elems = po;
     p->state_elems = so;
@@ -155,7 +168,7 @@ void pass_plan(Program *p, Entry *e) {
         }
     }
     for (int i = 0; i < e->noutputs; i++) last[storage_root(p, e, e->outputs[i])] = e->nlaunch + 1;
-    Arena1 A[2] = {{0}, {0}};
+    Arena1 A[NNC_MAX_DEVICES] = {{0}};
     e->naive_elems = 0;
     for (int k = 0; k < e->nlaunch; k++) {
         const Launch *L = &e->launches[k];
@@ -190,8 +203,10 @@ void pass_plan(Program *p, Entry *e) {
             e->buf[i].kind = BUF_ALIAS;
             e->buf[i].alias = storage_root(p, e, i);
         }
-    for (int d = 0; d < 2; d++) {
+    e->act_total = 0;
+    for (int d = 0; d < NNC_MAX_DEVICES; d++) {
         e->act_elems[d] = A[d].peak;
+        e->act_total += A[d].peak;
         free(A[d].a);
     }
     free(last);
