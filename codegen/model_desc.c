@@ -56,7 +56,8 @@ static nnc_place place_of(const Build *b, const Entry *e, int x) {
     switch (u->kind) {
     case BUF_PARAM: return (nnc_place){NNC_BLOCK_PARAMS, at};
     case BUF_STATE: return (nnc_place){NNC_BLOCK_STATE, at};
-    case BUF_ACT:
+    case BUF_ACT:   /* several GPUs: their activation blocks one after another */
+        if (DEV_IS_GPU(u->dev)) at += program_act_base(b->p, u->dev) * (int64_t)b->rb;
         return (nnc_place){b->p->target != DEV_CPU && u->dev == DEV_CPU ? NNC_BLOCK_HOST : NNC_BLOCK_ACT, at};
     case BUF_NONE: case BUF_INLINE: case BUF_INPUT: case BUF_ALIAS: break;   /* no memory of the model's */
     }

@@ -131,6 +131,10 @@ bool pipeline_run(Program *p, const PipelineOpts *o);
 void program_print(const Program *p, FILE *f);
 void program_print_dot(const Program *p, FILE *f);   /* dot.c: --emit dot */
 void program_free(Program *p);   /* what the passes allocated outside the graph's arena */
+/* plan.c: the largest activation block any entry needs on device d (elements), and where GPU
+ * d's begins when the GPUs' blocks are counted one after another (cuda:0 first). */
+int64_t program_act_peak(const Program *p, Device d);
+int64_t program_act_base(const Program *p, Device d);
 
 /* graph-wide passes */
 bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); false: nothing to do */

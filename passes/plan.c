@@ -154,6 +154,19 @@ static void plan_gemm_scratch(const Program *p, Launch *L) {
     L->scratch_elems = n;
 }
 
+int64_t program_act_peak(const Program *p, Device d) {
+    int64_t m = 0;
+    for (int k = 0; k < ENTRY_COUNT; k++)
+        if (p->entry[k].act_elems[d] > m) m = p->entry[k].act_elems[d];
+    return m;
+}
+
+int64_t program_act_base(const Program *p, Device d) {
+    int64_t at = 0;
+    for (int x = DEV_CUDA; x < (int)d; x++) at += program_act_peak(p, (Device)x);
+    return at;
+}
+
 void pass_plan(Program *p, Entry *e) {
     Graph *g = p->g;
     e->buf = arena_alloc(g->arena, (size_t)g->n * sizeof(Buffer));

@@ -69,6 +69,9 @@ static struct {
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+    CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+    CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned);
     CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
     CUresult (*StreamCreate)(CUstream *, unsigned);
     CUresult (*StreamDestroy)(CUstream);
@@ -140,6 +143,8 @@ static bool load_driver(void) {
     SYM(h, MemAllocHost, "cuMemAllocHost_v2", L); SYM(h, MemFreeHost, "cuMemFreeHost", L);
     SYM(h, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", L); SYM(h, MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", L);
     SYM(h, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", L); SYM(h, MemsetD32Async, "cuMemsetD32Async", L);
+    SYM(h, MemcpyPeerAsync, "cuMemcpyPeerAsync", L); SYM(h, DeviceCanAccessPeer, "cuDeviceCanAccessPeer", L);
+    SYM(h, CtxEnablePeerAccess, "cuCtxEnablePeerAccess", L);
     SYM(h, StreamCreate, "cuStreamCreate", L); SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);
     SYM(h, StreamSynchronize, "cuStreamSynchronize", L); SYM(h, LaunchKernel, "cuLaunchKernel", L);
     SYM(h, StreamBeginCapture, "cuStreamBeginCapture_v2", L); SYM(h, StreamEndCapture, "cuStreamEndCapture", L);
@@ -194,12 +199,13 @@ typedef struct {
  * (parameter and state mirrors, host activations) and the output copies, in pinned memory from
  * cuda_host_alloc; everything in device memory, and the pinned staging the kernels' copies and
  * captured graphs read, is here. */
+/* One GPU's share of an instance: its context, stream, cuBLAS handle, module (the same kernels
+ * loaded in every GPU's context) and memory.  A model on one GPU has one; a model split over
+ * several (model parallel, placement.c) has one per GPU it uses, each holding its own range of
+ * the parameter and state blocks (plan.c lays them out device by device) and its own
+ * activation block. */
 typedef struct {
-    const Program *p;
-    nnc_rt *rt;                                 /* the instance: messages, step, host blocks */
-    nnc_model_desc *desc;                       /* built from p, in `arena` */
-    size_t rb;                                  /* bytes per real */
-    bool f64, tf32;
+    bool used;
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
@@ -207,14 +213,28 @@ typedef struct {
     cublasHandle_t blas;
     CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
     CUfunction helper[HP_COUNT];               /* codegen/helpers.c's helpers, when the model has any */
-    bool check_numerics;                        /* --check-numerics: test every output after its launch */
-    CUdeviceptr dFirst;                         /* ... the first non-finite index found */
+    CUdeviceptr dFirst;                         /* --check-numerics: the first non-finite index found */
     unsigned long long *hFirst;                 /* ... read back (pinned) */
-    CUdeviceptr dBlock[NNC_BLOCK_COUNT];        /* params, state, act (the host block is the runtime's) */
+    CUdeviceptr dBlock[NNC_BLOCK_COUNT];        /* its params, state, act (the host block is the runtime's) */
+    int64_t lo[NNC_BLOCK_COUNT];                /* bytes of the whole block where its range starts */
+    size_t bytes[NNC_BLOCK_COUNT];              /* ... and its size */
     CUdeviceptr dStep, dErr, dWork;
     long long *hStep;                           /* pinned staging for the step counter and the seed */
-    void **hIn;                                 /* pinned input staging, sized at batch_max */
     int *hErr;                                  /* pinned error flag readback */
+} Gpu;
+
+typedef struct {
+    const Program *p;
+    nnc_rt *rt;                                 /* the instance: messages, step, host blocks */
+    nnc_model_desc *desc;                       /* built from p, in `arena` */
+    size_t rb;                                  /* bytes per real */
+    bool f64, tf32;
+    Gpu gpu[NNC_MAX_GPUS];                      /* by index: cuda:k is gpu[k] */
+    Gpu *cur;                                   /* the one work is issued to now (its context is current) */
+    int ngpus;                                  /* how many the model uses */
+    int base;                                   /* the physical GPU of cuda:0 (cuda:k is base + k) */
+    bool check_numerics;                        /* --check-numerics: test every output after its launch */
+    void **hIn;                                 /* pinned input staging, sized at batch_max */
     char *hColl;                                /* data parallel: pinned staging of the gradients */
     size_t *coll_at;                            /* ... per allreduce_start node, its bytes' offset */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
@@ -265,11 +285,12 @@ static bool where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h)
     const int64_t at = b->offset * (int64_t)m->rb;
     *d = 0;
     *h = NULL;
-    switch (b->kind) {
-    case BUF_PARAM: *d = m->dBlock[NNC_BLOCK_PARAMS] + (CUdeviceptr)at; return true;
-    case BUF_STATE: *d = m->dBlock[NNC_BLOCK_STATE] + (CUdeviceptr)at; return true;
+    Gpu *g = DEV_IS_GPU(b->dev) ? &m->gpu[DEV_GPU_INDEX(b->dev)] : NULL;
+    switch (b->kind) {   /* a GPU's range of the parameter and state blocks starts at its lo */
+    case BUF_PARAM: *d = g->dBlock[NNC_BLOCK_PARAMS] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_PARAMS]); return true;
+    case BUF_STATE: *d = g->dBlock[NNC_BLOCK_STATE] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_STATE]); return true;
     case BUF_ACT:
-        if (b->dev == DEV_CUDA) *d = m->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)at;
+        if (g) *d = g->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)at;
         else *h = m->rt->host[NNC_BLOCK_HOST] + at;
         return true;
     case BUF_INPUT: *h = m->hIn[b->index]; return true;
@@ -281,7 +302,7 @@ static bool where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h)
 static bool on_device(const Entry *e, int x) {
     x = cuda_resolve(e, x);
     const Buffer *b = &e->buf[x];
-    return b->kind == BUF_PARAM || b->kind == BUF_STATE || (b->kind == BUF_ACT && b->dev == DEV_CUDA) ||
+    return b->kind == BUF_PARAM || b->kind == BUF_STATE || (b->kind == BUF_ACT && DEV_IS_GPU(b->dev)) ||
            b->kind == BUF_INLINE;
 }
 
@@ -295,9 +316,13 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
         return false;
     }
     size_t bytes = (size_t)shape_numel(m->p->g->nodes[dst].shape, B) * elem_bytes(m, dst);
-    if (hs && !hd) CU(cu.MemcpyHtoDAsync(dd, hs, bytes, m->st));
-    else if (!hs && hd) CU(cu.MemcpyDtoHAsync(hd, ds, bytes, m->st));
-    else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->st));
+    const Buffer *bd = &e->buf[cuda_resolve(e, dst)], *bs = &e->buf[cuda_resolve(e, src)];
+    if (hs && !hd) CU(cu.MemcpyHtoDAsync(dd, hs, bytes, m->cur->st));
+    else if (!hs && hd) CU(cu.MemcpyDtoHAsync(hd, ds, bytes, m->cur->st));
+    else if (!hs && !hd && bd->dev != bs->dev)   /* GPU to GPU: peer access when the GPUs have it */
+        CU(cu.MemcpyPeerAsync(dd, m->gpu[DEV_GPU_INDEX(bd->dev)].ctx, ds, m->gpu[DEV_GPU_INDEX(bs->dev)].ctx, bytes,
+                              m->cur->st));
+    else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->cur->st));
     else {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a host-to-host copy reached the CUDA backend");
         return false;
@@ -322,18 +347,18 @@ static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int6
     const size_t bytes = (size_t)count * m->rb;
     const nnc_comm *c = m->rt->comm;
     if (!c) {
-        if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->st));
+        if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->cur->st));
         return true;
     }
     char *h = m->hColl + m->coll_at[start ? L->root : r->in[0]];
     int type = m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, rc;
     if (start) {
-        CU(cu.MemcpyDtoHAsync(h, dx, bytes, m->st));
-        CU(cu.StreamSynchronize(m->st));
+        CU(cu.MemcpyDtoHAsync(h, dx, bytes, m->cur->st));
+        CU(cu.StreamSynchronize(m->cur->st));
         rc = c->start(c->ctx, L->bucket, h, count, type, L->bucket_last);
     } else {
         rc = c->wait(c->ctx, L->bucket, h, count, type);
-        if (!rc) CU(cu.MemcpyHtoDAsync(dy, h, bytes, m->st));
+        if (!rc) CU(cu.MemcpyHtoDAsync(dy, h, bytes, m->cur->st));
     }
     if (rc) {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait",
@@ -349,11 +374,11 @@ static bool gemm_rm(CudaModel *m, bool ta, bool tb, int M, int N, int K, double 
                     CUdeviceptr pb, int ldb, double beta, CUdeviceptr pc, int ldc) {
     cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (m->f64) {
-        BLAS(cu.Dgemm(m->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, (const double *)pa, lda, &beta,
+        BLAS(cu.Dgemm(m->cur->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, (const double *)pa, lda, &beta,
                       (double *)pc, ldc));
     } else {
         const float al = (float)alpha, be = (float)beta;
-        BLAS(cu.Sgemm(m->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, (const float *)pa, lda, &be,
+        BLAS(cu.Sgemm(m->cur->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, (const float *)pa, lda, &be,
                       (float *)pc, ldc));
     }
     return true;
@@ -373,10 +398,10 @@ static bool gemm_rm_half(CudaModel *m, const Launch *L, int M, int N, int K, CUd
     cublasOperation_t oa = L->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = L->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     const float al = (float)L->alpha, be = (float)beta;
     if (G == 1)
-        BLAS(cu.GemmEx(m->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, (const void *)pa, tab, lda, &be,
+        BLAS(cu.GemmEx(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, (const void *)pa, tab, lda, &be,
                        (void *)pc, tc, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     else
-        BLAS(cu.GemmExB(m->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, sb, (const void *)pa, tab, lda, sa,
+        BLAS(cu.GemmExB(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, sb, (const void *)pa, tab, lda, sa,
                         &be, (void *)pc, tc, N, sc, G, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return true;
 }
@@ -388,11 +413,11 @@ static bool gemm_rm_batched(CudaModel *m, bool ta, bool tb, int M, int N, int K,
                             long long sc, int G) {
     cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (m->f64) {
-        BLAS(cu.DgemmB(m->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, sb, (const double *)pa, lda, sa, &beta,
+        BLAS(cu.DgemmB(m->cur->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, sb, (const double *)pa, lda, sa, &beta,
                        (double *)pc, N, sc, G));
     } else {
         const float al = (float)alpha, be = (float)beta;
-        BLAS(cu.SgemmB(m->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, sb, (const float *)pa, lda, sa, &be,
+        BLAS(cu.SgemmB(m->cur->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, sb, (const float *)pa, lda, sa, &be,
                        (float *)pc, N, sc, G));
     }
     return true;
@@ -426,7 +451,7 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     if (L->fold >= 0) {
         where(m, e, g->nodes[L->fold].in[0], &pleaf, &h);
         size_t bytes = (size_t)shape_numel(g->nodes[L->fold].shape, B) * m->rb;
-        if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, bytes, m->st));
+        if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, bytes, m->cur->st));
     }
     double beta = L->fold >= 0 ? 1 : 0;
     long long sa = q.a_shared ? 0 : (long long)M * K, sb = q.b_shared ? 0 : (long long)K * N;
@@ -446,7 +471,7 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
 static bool launch_helper(CudaModel *m, Helper h, int64_t n, void **args) {
     int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
     unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
-    CU(cu.LaunchKernel(m->helper[h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->st, args, NULL));
+    CU(cu.LaunchKernel(m->cur->helper[h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->cur->st, args, NULL));
     return true;
 }
 
@@ -479,7 +504,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         int64_t n = shape_numel(r->shape, B), node = r->origin;
         double p = r->attr.scalars.p[0];
         int training = e->kind != ENTRY_EVAL;
-        void *args[] = {&out, &n, &m->dStep, &node, &p, &training};
+        void *args[] = {&out, &n, &m->cur->dStep, &node, &p, &training};
         return launch_helper(m, HP_DROPOUT_MASK, n, args);
     }
     if (r->op == OP_EMBEDDING || r->op == OP_EMBEDDING_GRAD) {
@@ -489,10 +514,10 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         where(m, e, r->in[0], &ptr[0], &h);
         where(m, e, r->in[1], &ptr[1], &h);
         where(m, e, L->root, &ptr[2], &h);
-        ptr[3] = m->dErr;
+        ptr[3] = m->cur->dErr;
         int64_t dv[2] = {ws->d[1], ws->d[0]};
         int64_t n = shape_numel(fwd ? r->shape : g->nodes[r->in[0]].shape, B);
-        if (!fwd) CU(cu.MemsetD32Async(ptr[2], 0, (size_t)(dv[0] * dv[1]) * m->rb / 4, m->st));
+        if (!fwd) CU(cu.MemsetD32Async(ptr[2], 0, (size_t)(dv[0] * dv[1]) * m->rb / 4, m->cur->st));
         /* the forward's last argument is the error flag, after D and V */
         void *args[] = {&ptr[0], &ptr[1], &ptr[2], &n, &dv[0], &dv[1], &ptr[3]};
         return launch_helper(m, fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD, n, args);
@@ -517,7 +542,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         return issue_helper(m, pool_helper(r->op), ptr, r->nin + 1, shape_numel(r->shape, B), NULL, 0, &q);
     }
     const int64_t G = q.G, P = q.OH * q.OW, ckk = q.C / G * q.KH * q.KW, ocg = q.OC / G, N = dim_at(q.N, B);
-    const CUdeviceptr col = m->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(L->scratch * (int64_t)m->rb);
+    const CUdeviceptr col = m->cur->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(L->scratch * (int64_t)m->rb);
     const CUdeviceptr yt = col + (CUdeviceptr)(q.C * q.KH * q.KW * L->chunk * P * (int64_t)m->rb);
     const CUdeviceptr w = r->op == OP_CONV2D_DW ? out : in1;
     const int64_t wstep = ocg * ckk * (int64_t)m->rb;
@@ -552,16 +577,20 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
                     return false;
         }
     }
-    if (r->op == OP_CONV2D_DW && N == 0) CU(cu.MemsetD32Async(out, 0, (size_t)(q.OC * ckk) * m->rb / 4, m->st));
+    if (r->op == OP_CONV2D_DW && N == 0) CU(cu.MemsetD32Async(out, 0, (size_t)(q.OC * ckk) * m->rb / 4, m->cur->st));
     return true;
 }
 
 static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     CudaDims d = cuda_launch_dims(m->p, e, &e->launches[k], B);
     long long Bv = B;
-    CUdeviceptr *blk = m->dBlock;
-    void *args[] = {&blk[NNC_BLOCK_PARAMS], &blk[NNC_BLOCK_STATE], &blk[NNC_BLOCK_ACT], &Bv, &m->dStep, &m->dErr};
-    CU(cu.LaunchKernel(m->fn[e->kind][k], d.grid, 1, 1, d.block, 1, 1, 0, m->st, args, NULL));
+    /* kernels address parameters and state by their offset in the whole block (P + offset); a
+     * GPU holds its range of it, from lo */
+    Gpu *g = m->cur;
+    CUdeviceptr P = g->dBlock[NNC_BLOCK_PARAMS] - (CUdeviceptr)g->lo[NNC_BLOCK_PARAMS];
+    CUdeviceptr S = g->dBlock[NNC_BLOCK_STATE] - (CUdeviceptr)g->lo[NNC_BLOCK_STATE];
+    void *args[] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr};
+    CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, 1, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
     return true;
 }
 
@@ -577,18 +606,18 @@ static bool check_launch(CudaModel *m, const Entry *e, int k, int64_t B) {
         char *h;
         if (g->nodes[o].dtype != DT_F32 || !where(m, e, o, &d, &h) || h) continue;
         long long n = shape_numel(g->nodes[o].shape, B);
-        void *args[] = {&d, &n, &m->dFirst};
+        void *args[] = {&d, &n, &m->cur->dFirst};
         unsigned grid = (unsigned)((n + 255) / 256 > 4096 ? 4096 : (n + 255) / 256);
-        CU(cu.MemsetD32Async(m->dFirst, 0xffffffffu, 2, m->st));
-        CU(cu.LaunchKernel(m->check_fn, grid ? grid : 1, 1, 1, 256, 1, 1, 0, m->st, args, NULL));
-        CU(cu.MemcpyDtoHAsync(m->hFirst, m->dFirst, sizeof *m->hFirst, m->st));
-        CU(cu.StreamSynchronize(m->st));
-        unsigned long long i = *m->hFirst;
+        CU(cu.MemsetD32Async(m->cur->dFirst, 0xffffffffu, 2, m->cur->st));
+        CU(cu.LaunchKernel(m->cur->check_fn, grid ? grid : 1, 1, 1, 256, 1, 1, 0, m->cur->st, args, NULL));
+        CU(cu.MemcpyDtoHAsync(m->cur->hFirst, m->cur->dFirst, sizeof *m->cur->hFirst, m->cur->st));
+        CU(cu.StreamSynchronize(m->cur->st));
+        unsigned long long i = *m->cur->hFirst;
         if (i == ~0ull) continue;
         double v = 0;
-        CU(cu.MemcpyDtoHAsync(m->hFirst, d + i * m->rb, m->rb, m->st));
-        CU(cu.StreamSynchronize(m->st));
-        v = m->f64 ? *(double *)m->hFirst : *(float *)m->hFirst;
+        CU(cu.MemcpyDtoHAsync(m->cur->hFirst, d + i * m->rb, m->rb, m->cur->st));
+        CU(cu.StreamSynchronize(m->cur->st));
+        v = m->f64 ? *(double *)m->cur->hFirst : *(float *)m->cur->hFirst;
         Str what = {0};
         launch_describe(&what, m->p, e, k, o);
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, NNC_RT_NONFINITE_FMT, v != v ? "NaN" : "Inf", (long long)i, what.buf,
@@ -599,15 +628,40 @@ static bool check_launch(CudaModel *m, const Entry *e, int k, int64_t B) {
     return true;
 }
 
+/* Makes GPU g the one work is issued to.  Model parallel runs the schedule in order, so what
+ * the previous GPU queued is finished first (a stream of one context cannot wait for another's
+ * work in a captured graph either, and the GPUs take turns anyway in a model split by layers). */
+static bool use_gpu(CudaModel *m, Gpu *g) {
+    if (g == m->cur) return true;
+    CU(cu.StreamSynchronize(m->cur->st));
+    m->cur = g;
+    CU(cu.CtxSetCurrent(g->ctx));
+    return true;
+}
+
+/* The GPU a launch runs on: its result's (a copy to the host: its source's). */
+static Gpu *launch_gpu(CudaModel *m, const Launch *L) {
+    const Graph *g = m->p->g;
+    const Node *r = &g->nodes[L->root];
+    Device d = r->dev;
+    if (L->kind == L_COPY && !DEV_IS_GPU(d)) d = g->nodes[r->in[0]].dev;
+    return DEV_IS_GPU(d) ? &m->gpu[DEV_GPU_INDEX(d)] : m->cur;
+}
+
 static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
-    if (m->has_ce[e->kind]) CU(cu.MemsetD32Async(m->dErr, 0, 4, m->st));
-    if (e->kind == ENTRY_TRAIN) {
-        void *args[] = {&m->dStep};
-        CU(cu.LaunchKernel(m->step_inc, 1, 1, 1, 32, 1, 1, 0, m->st, args, NULL));
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {   /* each GPU's step counter and error flag */
+        Gpu *g = &m->gpu[i];
+        if (!g->used || !use_gpu(m, g)) continue;
+        if (m->has_ce[e->kind]) CU(cu.MemsetD32Async(g->dErr, 0, 4, g->st));
+        if (e->kind == ENTRY_TRAIN) {
+            void *args[] = {&g->dStep};
+            CU(cu.LaunchKernel(g->step_inc, 1, 1, 1, 32, 1, 1, 0, g->st, args, NULL));
+        }
     }
     for (int k = 0; k < e->nlaunch; k++) {
         const Launch *L = &e->launches[k];
         const Node *r = &m->p->g->nodes[L->root];
+        if (!use_gpu(m, launch_gpu(m, L))) return false;
         bool ok = true;
         switch (L->kind) {
         case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
@@ -619,16 +673,20 @@ static bool issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         }
         if (!ok || (m->check_numerics && !check_launch(m, e, k, B))) return false;
     }
-    if (m->has_ce[e->kind]) CU(cu.MemcpyDtoHAsync(m->hErr, m->dErr, 4 * sizeof(int), m->st));
+    for (int i = 0; m->has_ce[e->kind] && i < NNC_MAX_GPUS; i++) {
+        Gpu *g = &m->gpu[i];
+        if (!g->used || !use_gpu(m, g)) continue;
+        CU(cu.MemcpyDtoHAsync(g->hErr, g->dErr, 4 * sizeof(int), g->st));
+    }
     return true;
 }
 
 /* Captures the entry's launches as a graph for batch B; false (stream usable) on failure. */
 static bool capture(CudaModel *m, const Entry *e, int64_t B, CUgraphExec *exec) {
     CUgraph graph = NULL;
-    if (cu.StreamBeginCapture(m->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return false;
+    if (cu.StreamBeginCapture(m->cur->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) != CUDA_SUCCESS) return false;
     bool ok = issue_entry(m, e, B);
-    CUresult rc = cu.StreamEndCapture(m->st, &graph);
+    CUresult rc = cu.StreamEndCapture(m->cur->st, &graph);
     ok = ok && rc == CUDA_SUCCESS && graph && cu.GraphInstantiate(exec, graph, 0) == CUDA_SUCCESS;
     if (graph) cu.GraphDestroy(graph);
     if (!ok) {
@@ -642,7 +700,7 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
     int k = e->kind;
     for (int s = 0; s < GRAPH_SLOTS; s++)
         if (m->graph[k][s].exec && m->graph[k][s].B == B) {
-            CU(cu.GraphLaunch(m->graph[k][s].exec, m->st));
+            CU(cu.GraphLaunch(m->graph[k][s].exec, m->cur->st));
             return true;
         }
     if (!m->ran[k] || m->no_graph[k] || m->check_numerics || getenv("NNC_CUDA_NO_GRAPHS")) {
@@ -659,7 +717,7 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
     m->next_slot[k] = (m->next_slot[k] + 1) % GRAPH_SLOTS;
     if (slot->exec) cu.GraphExecDestroy(slot->exec);
     *slot = (GraphSlot){B, exec};
-    CU(cu.GraphLaunch(exec, m->st));
+    CU(cu.GraphLaunch(exec, m->cur->st));
     return true;
 }
 
@@ -671,11 +729,20 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
  * Adam's step) before they landed.  Ordering on one stream makes "copied, then used" hold by
  * construction. */
 static bool copy_block(CudaModel *m, int block, int64_t offset, void *host, size_t bytes, int direction) {
-    CU(cu.CtxSetCurrent(m->ctx));
-    CUdeviceptr d = m->dBlock[block] + (CUdeviceptr)offset;
-    if (direction == NNC_SYNC_TO_HOST) CU(cu.MemcpyDtoHAsync(host, d, bytes, m->st));
-    else CU(cu.MemcpyHtoDAsync(d, host, bytes, m->st));
-    CU(cu.StreamSynchronize(m->st));
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {   /* each GPU's part of [offset, offset + bytes) */
+        Gpu *g = &m->gpu[i];
+        int64_t lo = offset > g->lo[block] ? offset : g->lo[block];
+        int64_t hi = (int64_t)(offset + (int64_t)bytes), ghi = g->lo[block] + (int64_t)g->bytes[block];
+        if (hi > ghi) hi = ghi;
+        if (!g->used || hi <= lo) continue;
+        CU(cu.CtxSetCurrent(g->ctx));
+        CUdeviceptr d = g->dBlock[block] + (CUdeviceptr)(lo - g->lo[block]);
+        char *h = (char *)host + (lo - offset);
+        if (direction == NNC_SYNC_TO_HOST) CU(cu.MemcpyDtoHAsync(h, d, (size_t)(hi - lo), g->st));
+        else CU(cu.MemcpyHtoDAsync(d, h, (size_t)(hi - lo), g->st));
+        CU(cu.StreamSynchronize(g->st));
+    }
+    CU(cu.CtxSetCurrent(m->cur->ctx));
     return true;
 }
 
@@ -685,11 +752,16 @@ static int cuda_copy(nnc_rt *rt, int block, int64_t offset, void *host, size_t b
 
 /* The step lives in device memory too, so a captured graph replays with the current step. */
 static bool upload_step(CudaModel *m) {
-    CU(cu.CtxSetCurrent(m->ctx));
-    m->hStep[0] = m->rt->step;
-    m->hStep[1] = (long long)m->rt->seed;   /* dropout masks read it next to the step */
-    CU(cu.MemcpyHtoDAsync(m->dStep, m->hStep, 2 * sizeof *m->hStep, m->st));
-    CU(cu.StreamSynchronize(m->st));
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {   /* every GPU keeps its own copy */
+        Gpu *g = &m->gpu[i];
+        if (!g->used) continue;
+        CU(cu.CtxSetCurrent(g->ctx));
+        g->hStep[0] = m->rt->step;
+        g->hStep[1] = (long long)m->rt->seed;   /* dropout masks read it next to the step */
+        CU(cu.MemcpyHtoDAsync(g->dStep, g->hStep, 2 * sizeof *g->hStep, g->st));
+        CU(cu.StreamSynchronize(g->st));
+    }
+    CU(cu.CtxSetCurrent(m->cur->ctx));
     return true;
 }
 
@@ -701,16 +773,19 @@ static size_t nonzero(size_t b) { return b ? b : 64; }
 static void *cuda_host_alloc(nnc_rt *rt, size_t bytes) {
     CudaModel *m = rt->dev;
     void *p = NULL;
-    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS || cu.MemAllocHost(&p, nonzero(bytes)) != CUDA_SUCCESS) return NULL;
+    if (!m->cur || cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS || cu.MemAllocHost(&p, nonzero(bytes)) != CUDA_SUCCESS)
+        return NULL;
     memset(p, 0, nonzero(bytes));
     return p;
 }
 
-/* Only once the stream is idle: no copy may still read or write the memory. */
+/* Only once every GPU's stream is idle: no copy may still read or write the memory. */
 static void cuda_host_free(nnc_rt *rt, void *p) {
     CudaModel *m = rt->dev;
-    cu.CtxSetCurrent(m->ctx);
-    cu.StreamSynchronize(m->st);
+    for (int i = 0; i < NNC_MAX_GPUS; i++)
+        if (m->gpu[i].ctx && m->gpu[i].st && cu.CtxSetCurrent(m->gpu[i].ctx) == CUDA_SUCCESS)
+            cu.StreamSynchronize(m->gpu[i].st);
+    if (m->cur) cu.CtxSetCurrent(m->cur->ctx);
     cu.MemFreeHost(p);
 }
 
@@ -724,18 +799,27 @@ static void stage_inputs(CudaModel *m, int entry, const void *const *in, int64_t
 /* The runtime has checked the batch and the inputs and advanced the step. */
 static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
     CudaModel *m = rt->dev;
-    if (cu.CtxSetCurrent(m->ctx) != CUDA_SUCCESS) return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
+    if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS) return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
     stage_inputs(m, entry, in, B);
     bool ok = launch_entry(m, &m->p->entry[entry], B);
-    CUresult rc = cu.StreamSynchronize(m->st);
-    if (ok && rc != CUDA_SUCCESS) {
-        cu_fail(m, rc, "cuStreamSynchronize(stream) after the step", __FILE__, __LINE__);
-        ok = false;
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {
+        Gpu *g = &m->gpu[i];
+        if (!g->used) continue;
+        CUresult rc = cu.CtxSetCurrent(g->ctx);
+        if (rc == CUDA_SUCCESS) rc = cu.StreamSynchronize(g->st);
+        if (ok && rc != CUDA_SUCCESS) {
+            cu_fail(m, rc, "cuStreamSynchronize(stream) after the step", __FILE__, __LINE__);
+            ok = false;
+        }
     }
+    cu.CtxSetCurrent(m->cur->ctx);
     if (!ok) return rt->status ? rt->status : NNC_STATUS_ARG;
-    if (m->has_ce[entry] && m->hErr[0])   /* 1: a cross_entropy label, 2: an embedding index */
-        return nnc_rt_fail(rt, NNC_STATUS_CHECK, m->hErr[0] == 2 ? NNC_RT_INDEX_FMT : NNC_RT_LABEL_FMT, m->hErr[2],
-                           (long long)m->hErr[1], (long long)m->hErr[3]);
+    for (int i = 0; m->has_ce[entry] && i < NNC_MAX_GPUS; i++) {
+        const int *err = m->gpu[i].hErr;   /* 1: a cross_entropy label, 2: an embedding index */
+        if (m->gpu[i].used && err[0])
+            return nnc_rt_fail(rt, NNC_STATUS_CHECK, err[0] == 2 ? NNC_RT_INDEX_FMT : NNC_RT_LABEL_FMT, err[2],
+                               (long long)err[1], (long long)err[3]);
+    }
     return 0;
 }
 
@@ -743,23 +827,31 @@ static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
 static void cuda_close(nnc_rt *rt) {
     CudaModel *m = rt->dev;
     if (!m) return;
-    if (m->ctx) cu.CtxSetCurrent(m->ctx);
-    if (m->st) cu.StreamSynchronize(m->st);
+    for (int i = 0; i < NNC_MAX_GPUS; i++)   /* no work may still use what is freed below */
+        if (m->gpu[i].ctx && m->gpu[i].st && cu.CtxSetCurrent(m->gpu[i].ctx) == CUDA_SUCCESS)
+            cu.StreamSynchronize(m->gpu[i].st);
+    if (m->cur && m->cur->ctx) cu.CtxSetCurrent(m->cur->ctx);
     for (int k = 0; k < ENTRY_COUNT; k++)
         for (int s = 0; s < GRAPH_SLOTS; s++)
             if (m->graph[k][s].exec) cu.GraphExecDestroy(m->graph[k][s].exec);
-    if (m->blas) cu.BlasDestroy(m->blas);
-    CUdeviceptr dev[] = {m->dBlock[0], m->dBlock[1], m->dBlock[2], m->dBlock[3], m->dStep, m->dErr, m->dWork, m->dFirst};
-    for (size_t i = 0; i < NNC_COUNTOF(dev); i++)
-        if (dev[i]) cu.MemFree(dev[i]);
     for (int i = 0; m->hIn && i < m->desc->abi.ninputs; i++)
         if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
-    void *pinned[] = {m->hErr, m->hStep, m->hFirst, m->hColl};
-    for (size_t i = 0; i < NNC_COUNTOF(pinned); i++)
-        if (pinned[i]) cu.MemFreeHost(pinned[i]);
-    if (m->mod) cu.ModuleUnload(m->mod);
-    if (m->st) cu.StreamDestroy(m->st);
-    if (m->ctx) cu.PrimaryCtxRelease(m->dev);
+    if (m->hColl) cu.MemFreeHost(m->hColl);
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {
+        Gpu *g = &m->gpu[i];
+        if (!g->ctx) continue;
+        cu.CtxSetCurrent(g->ctx);
+        if (g->blas) cu.BlasDestroy(g->blas);
+        CUdeviceptr dev[] = {g->dBlock[0], g->dBlock[1], g->dBlock[2], g->dBlock[3], g->dStep, g->dErr, g->dWork, g->dFirst};
+        for (size_t j = 0; j < NNC_COUNTOF(dev); j++)
+            if (dev[j]) cu.MemFree(dev[j]);
+        void *pinned[] = {g->hErr, g->hStep, g->hFirst};
+        for (size_t j = 0; j < NNC_COUNTOF(pinned); j++)
+            if (pinned[j]) cu.MemFreeHost(pinned[j]);
+        if (g->mod) cu.ModuleUnload(g->mod);
+        if (g->st) cu.StreamDestroy(g->st);
+        cu.PrimaryCtxRelease(g->dev);
+    }
     arena_free(&m->arena);
     free(m);
     rt->dev = NULL;
@@ -860,14 +952,14 @@ static char *get_cubin(const Program *p, const BuildOpts *o, const char *src, co
 }
 
 static bool load_module(CudaModel *m, const char *cubin) {
-    CU(cu.ModuleLoadData(&m->mod, cubin));
-    CU(cu.ModuleGetFunction(&m->step_inc, m->mod, "nnc_step_inc"));
-    if (m->check_numerics) CU(cu.ModuleGetFunction(&m->check_fn, m->mod, "nnc_check_finite"));
+    CU(cu.ModuleLoadData(&m->cur->mod, cubin));
+    CU(cu.ModuleGetFunction(&m->cur->step_inc, m->cur->mod, "nnc_step_inc"));
+    if (m->check_numerics) CU(cu.ModuleGetFunction(&m->cur->check_fn, m->cur->mod, "nnc_check_finite"));
     if (program_has_helpers(m->p))
-        for (int h = 0; h < HP_COUNT; h++) CU(cu.ModuleGetFunction(&m->helper[h], m->mod, helper_names[h]));
+        for (int h = 0; h < HP_COUNT; h++) CU(cu.ModuleGetFunction(&m->cur->helper[h], m->cur->mod, helper_names[h]));
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &m->p->entry[k];
-        m->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));
+        m->cur->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));
         for (int i = 0; i < e->nlaunch; i++) {
             const Launch *L = &e->launches[i];
             /* cross_entropy's labels and embedding's indices are checked on the device */
@@ -876,29 +968,43 @@ static bool load_module(CudaModel *m, const char *cubin) {
             if (!cuda_launch_is_kernel(L)) continue;
             char name[256];
             cuda_kernel_name(name, sizeof name, m->p, e, i);
-            CU(cu.ModuleGetFunction(&m->fn[k][i], m->mod, name));
+            CU(cu.ModuleGetFunction(&m->cur->fn[k][i], m->cur->mod, name));
             m->has_ce[k] |= m->p->g->nodes[L->root].op == OP_CROSS_ENTROPY || m->p->g->nodes[L->root].op == OP_CE_GRAD;
         }
     }
     return true;
 }
 
-/* Device blocks as the description sizes them, the step, the error flag, cuBLAS's workspace,
- * and pinned staging for the inputs (the host blocks come from the runtime, nnc_rt_alloc). */
-static bool alloc_device(CudaModel *m) {
-    const nnc_model_desc *d = m->desc;
-    for (int b = 0; b < NNC_BLOCK_COUNT; b++)
-        if (nnc_rt_on_device(&cuda_device, b)) CU(cu.MemAlloc(&m->dBlock[b], nonzero(d->block_bytes[b])));
-    CU(cu.MemAlloc(&m->dStep, 64));
-    CU(cu.MemAlloc(&m->dErr, 64));
-    CU(cu.MemAlloc(&m->dWork, BLAS_WORKSPACE));
-    CU(cu.MemAlloc(&m->dFirst, 64));
-    CU(cu.MemAllocHost((void **)&m->hFirst, 64));
+/* GPU k's device memory: its ranges of the parameter and state blocks and its activation block
+ * (plan.c), the step, the error flag, cuBLAS's workspace. */
+static bool alloc_gpu(CudaModel *m, int k) {
+    const Program *p = m->p;
+    Gpu *g = &m->gpu[k];
+    Device d = DEV_GPU(k);
+    int64_t lo[3] = {p->param_lo[d], p->state_lo[d], program_act_base(p, d)};
+    int64_t hi[3] = {p->param_hi[d], p->state_hi[d], lo[2] + program_act_peak(p, d)};
+    for (int b = 0; b < 3; b++) {
+        g->lo[b] = lo[b] * (int64_t)m->rb;
+        g->bytes[b] = (size_t)(hi[b] - lo[b]) * m->rb;
+        CU(cu.MemAlloc(&g->dBlock[b], nonzero(g->bytes[b])));
+    }
+    CU(cu.MemAlloc(&g->dStep, 64));
+    CU(cu.MemAlloc(&g->dErr, 64));
+    CU(cu.MemAlloc(&g->dWork, BLAS_WORKSPACE));
+    CU(cu.MemAlloc(&g->dFirst, 64));
+    CU(cu.MemAllocHost((void **)&g->hFirst, 64));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
-    BLAS(cu.BlasSetWorkspace(m->blas, (void *)m->dWork, BLAS_WORKSPACE));
-    CU(cu.MemAllocHost((void **)&m->hStep, 2 * sizeof *m->hStep));
-    CU(cu.MemAllocHost((void **)&m->hErr, 64));
-    memset(m->hErr, 0, 64);
+    BLAS(cu.BlasSetWorkspace(g->blas, (void *)g->dWork, BLAS_WORKSPACE));
+    CU(cu.MemAllocHost((void **)&g->hStep, 2 * sizeof *g->hStep));
+    CU(cu.MemAllocHost((void **)&g->hErr, 64));
+    memset(g->hErr, 0, 64);
+    return true;
+}
+
+/* Pinned staging for the inputs and (data parallel) the gradients (the host blocks come from
+ * the runtime, nnc_rt_alloc). */
+static bool alloc_staging(CudaModel *m) {
+    const nnc_model_desc *d = m->desc;
     size_t coll = 0;   /* every allreduce start's gradient, side by side */
     m->coll_at = arena_alloc(&m->arena, (size_t)m->p->g->n * sizeof(size_t));
     for (int i = 0; i < m->p->g->n; i++)
@@ -913,19 +1019,37 @@ static bool alloc_device(CudaModel *m) {
     return true;
 }
 
+/* Copies between the GPUs a model uses go directly where the hardware allows (peer access);
+ * elsewhere cuMemcpyPeerAsync goes through the host. */
+static bool enable_peers(CudaModel *m) {
+    for (int i = 0; i < NNC_MAX_GPUS; i++)
+        for (int j = 0; j < NNC_MAX_GPUS; j++) {
+            Gpu *a = &m->gpu[i], *b = &m->gpu[j];
+            int can = 0;
+            if (i == j || !a->used || !b->used || a->dev == b->dev) continue;
+            CU(cu.DeviceCanAccessPeer(&can, a->dev, b->dev));
+            if (!can) continue;
+            CU(cu.CtxSetCurrent(a->ctx));
+            CUresult r = cu.CtxEnablePeerAccess(b->ctx, 0);
+            if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) CU(r);
+        }
+    return true;
+}
+
+/* m->cur: physical GPU `ordinal` (modulo the GPUs there are), its context, stream and cuBLAS. */
 static bool open_device(CudaModel *m, int ordinal, char *arch, size_t archlen) {
     int major = 0, minor = 0, count = 0;
     CU(cu.DeviceGetCount(&count));
-    CU(cu.DeviceGet(&m->dev, count > 0 ? ordinal % count : 0));
-    CU(cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, m->dev));
-    CU(cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, m->dev));
+    CU(cu.DeviceGet(&m->cur->dev, count > 0 ? ordinal % count : 0));
+    CU(cu.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, m->cur->dev));
+    CU(cu.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, m->cur->dev));
     snprintf(arch, archlen, "sm_%d%d", major, minor);
-    CU(cu.PrimaryCtxRetain(&m->ctx, m->dev));
-    CU(cu.CtxSetCurrent(m->ctx));
-    CU(cu.StreamCreate(&m->st, CU_STREAM_NON_BLOCKING));
-    BLAS(cu.BlasCreate(&m->blas));
-    BLAS(cu.BlasSetStream(m->blas, (cudaStream_t)m->st));
-    BLAS(cu.BlasSetMathMode(m->blas, m->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CU(cu.PrimaryCtxRetain(&m->cur->ctx, m->cur->dev));
+    CU(cu.CtxSetCurrent(m->cur->ctx));
+    CU(cu.StreamCreate(&m->cur->st, CU_STREAM_NON_BLOCKING));
+    BLAS(cu.BlasCreate(&m->cur->blas));
+    BLAS(cu.BlasSetStream(m->cur->blas, (cudaStream_t)m->cur->st));
+    BLAS(cu.BlasSetMathMode(m->cur->blas, m->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     return true;
 }
 
@@ -957,10 +1081,28 @@ static double seconds_since(const struct timespec *t0) {
 /* The device, the module (compiled or from the cache), device memory, then the runtime's host
  * memory.  A compile failure's log is in err already; anything else is the instance's message. */
 static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *err, size_t n) {
-    char arch[32];
+    char arch[32] = "", first_arch[32] = "";
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    bool ok = open_device(m, o->device, arch, sizeof arch);
+    for (int i = 0; i < m->p->g->n; i++)   /* the GPUs the model uses: cuda:k is GPU base + k */
+        if (DEV_IS_GPU(m->p->g->nodes[i].dev)) m->gpu[DEV_GPU_INDEX(m->p->g->nodes[i].dev)].used = true;
+    int any = 0;
+    for (int k = 0; k < NNC_MAX_GPUS; k++) any |= m->gpu[k].used;
+    if (!any) m->gpu[0].used = true;
+    bool ok = true;
+    for (int k = 0; k < NNC_MAX_GPUS && ok; k++) {
+        if (!m->gpu[k].used) continue;
+        m->cur = &m->gpu[k];
+        m->ngpus++;
+        ok = open_device(m, o->device + k, arch, sizeof arch);
+        if (ok && first_arch[0] && strcmp(arch, first_arch)) {
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "the model's GPUs differ in architecture (%s and %s); nnc compiles one "
+                        "set of kernels for all of them", first_arch, arch);
+            ok = false;
+        }
+        snprintf(first_arch, sizeof first_arch, "%s", arch);
+    }
+    ok = ok && enable_peers(m);
     char *cubin = NULL;
     if (ok) {
         Str src = {0};
@@ -970,7 +1112,14 @@ static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *
         if (!cubin) return false;
     }
     lm->compile_seconds = seconds_since(&t0);
-    ok = ok && load_module(m, cubin) && alloc_device(m) && nnc_rt_alloc(m->rt, NULL) == 0;
+    for (int k = NNC_MAX_GPUS - 1; k >= 0 && ok; k--) {   /* ends with the first: m->cur */
+        if (!m->gpu[k].used) continue;
+        m->cur = &m->gpu[k];
+        ok = cu.CtxSetCurrent(m->cur->ctx) == CUDA_SUCCESS && load_module(m, cubin) && alloc_gpu(m, k);
+    }
+    if (m->ngpus > 1)   /* the GPUs take turns, synchronized by the host: no CUDA graphs */
+        for (int k = 0; k < ENTRY_COUNT; k++) m->no_graph[k] = true;
+    ok = ok && alloc_staging(m) && nnc_rt_alloc(m->rt, NULL) == 0;
     free(cubin);
     if (!ok) snprintf(err, n, "%s", m->rt->msg);
     return ok;

@@ -21,7 +21,7 @@ static void cuda_ptr(const Kernel *k, Str *s, int x) {
     x = kernel_resolve(k->e, x);
     const Buffer *b = &k->e->buf[x];
     const char *t = kernel_type(k, x);
-    if (b->dev != DEV_CUDA && b->kind != BUF_PARAM && b->kind != BUF_STATE) {
+    if (!DEV_IS_GPU(b->dev) && b->kind != BUF_PARAM && b->kind != BUF_STATE) {
         str_printf(s, "((%s *)0) /* host value: the backend refuses to launch this */", t);
         return;
     }

@@ -103,6 +103,11 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
+  # model parallel: one model over two emulated GPUs, against the cpu target
+  add_test(NAME emu_train_split COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/split.nn --strict-devices)
+  set_tests_properties(emu_train_split PROPERTIES LABELS cuda-emu TIMEOUT 400
+                       ENVIRONMENT "${_emu_run_env};NNC_EMU_DEVICES=2")
   # data parallel on the cuda target: 2 processes, each with an emulated GPU
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)

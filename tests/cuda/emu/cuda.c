@@ -85,6 +85,7 @@ typedef struct {
     char *base, *map;
     size_t size, maplen;
     int pinned;
+    int dev;                      /* cuMemAlloc: the device of the context current then */
 } Alloc;
 
 typedef struct {
@@ -832,7 +833,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
     /* the end touches the guard page; 8-byte alignment keeps doubles aligned */
     char *base = m + page + body - ((size + 7) & ~(size_t)7);
     memset(base, 0xFF, (size + 7) & ~(size_t)7);
-    add_alloc((Alloc){base, m, size, len, 0});
+    add_alloc((Alloc){base, m, size, len, 0, cur_ctx});
     G.used += size;
     *p = (CUdeviceptr)(uintptr_t)base;
     return CUDA_SUCCESS;
@@ -863,7 +864,7 @@ EXPORT CUresult cuMemAllocHost_v2(void **p, size_t size) {
     if (!p || !size) return CUDA_ERROR_INVALID_VALUE;
     *p = aligned_alloc(64, (size + 63) & ~(size_t)63);
     if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
-    add_alloc((Alloc){*p, NULL, size, 0, 1});
+    add_alloc((Alloc){*p, NULL, size, 0, 1, -1});
     return CUDA_SUCCESS;
 }
 
@@ -964,6 +965,41 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
     CHECK_DEV(dst, n, "cuMemcpyDtoDAsync destination");
     CHECK_DEV(src, n, "cuMemcpyDtoDAsync source");
     enqueue(stream_of(s), copy_op((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n));
+    return CUDA_SUCCESS;
+}
+
+/* Between two devices' memory (several devices share one address space here, so the copy is a
+ * queued memcpy); each pointer must be in memory allocated on its context's device. */
+EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s) {
+    NEED_CTX();
+    if ((uintptr_t)dctx == 0 || (uintptr_t)dctx > (uintptr_t)G.ndev || (uintptr_t)sctx == 0 ||
+        (uintptr_t)sctx > (uintptr_t)G.ndev)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!n) return CUDA_SUCCESS;
+    CHECK_DEV(dst, n, "cuMemcpyPeerAsync destination");
+    CHECK_DEV(src, n, "cuMemcpyPeerAsync source");
+    const Alloc *ad = find_alloc((const void *)(uintptr_t)dst), *as = find_alloc((const void *)(uintptr_t)src);
+    if (ad->dev != (int)(uintptr_t)dctx - 1 || as->dev != (int)(uintptr_t)sctx - 1) {
+        say("cuMemcpyPeerAsync: the destination is memory of device %d (its context says %d), the source of device "
+            "%d (its context says %d)", ad->dev, (int)(uintptr_t)dctx - 1, as->dev, (int)(uintptr_t)sctx - 1);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    enqueue(stream_of(s), copy_op((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n));
+    return CUDA_SUCCESS;
+}
+
+/* Every emulated device reaches every other's memory (one address space). */
+EXPORT CUresult cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer) {
+    CHECK_INIT();
+    if (!can || d < 0 || d >= G.ndev || peer < 0 || peer >= G.ndev) return CUDA_ERROR_INVALID_DEVICE;
+    *can = d != peer;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+    NEED_CTX();
+    if (flags || (uintptr_t)peer == 0 || (uintptr_t)peer > (uintptr_t)G.ndev) return CUDA_ERROR_INVALID_VALUE;
+    if ((int)(uintptr_t)peer - 1 == cur_ctx) return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
 
