@@ -32,6 +32,8 @@ typedef struct {
     const char *check_against;  /* --check-against cpu */
     double check_tol;
     double bucket_mb;           /* --bucket-mb: data parallel's gradient buckets (0: 25) */
+    bool dist_mpi;              /* --dist-backend mpi: GPU gradients through the host, not NCCL */
+    bool data_parallel;         /* --data-parallel: the data-parallel step even in one process */
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum */
@@ -99,6 +101,10 @@ static void usage(FILE *f) {
           "  each process takes its share of every batch (--batch stays the global batch), the\n"
           "  gradients are averaged over them; process 0 prints and writes metrics and checkpoints\n"
           "  --bucket-mb X          gradients exchanged in buckets of about X MiB (default 25)\n"
+          "  --dist-backend B       with --target cuda: nccl (default, when libnccl.so.2 is found)\n"
+          "                         sums gradients on the GPUs; mpi sums them through host memory\n"
+          "  --data-parallel        the data-parallel step (allreduce nodes) without mpirun: one\n"
+          "                         process, to measure what the exchange costs\n"
           "  --version, --help\n", f);
 }
 
@@ -188,7 +194,12 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             c->over.has_seed = true;
         } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
         else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
-        else if (is_flag(a, "--bucket-mb")) {
+        else if (!strcmp(a, "--data-parallel")) c->data_parallel = true;
+        else if (is_flag(a, "--dist-backend")) {
+            const char *v = flag_value(argc, argv, &i, f);
+            if (strcmp(v, "nccl") && strcmp(v, "mpi")) cli_error("--dist-backend: expected nccl or mpi, got '%s'", v);
+            c->dist_mpi = !strcmp(v, "mpi");
+        } else if (is_flag(a, "--bucket-mb")) {
             c->bucket_mb = parse_rate(f, flag_value(argc, argv, &i, f));
             if (!(c->bucket_mb > 0 && c->bucket_mb <= 65536)) cli_error("--bucket-mb: expects a size in MiB in (0, 65536], got %g", c->bucket_mb);
         }
@@ -425,6 +436,8 @@ int main(int argc, char **argv) {
     char cerr[512];
     Comm *comm = comm_init(&argc, &argv, cerr, sizeof cerr);   /* NULL: not under mpirun */
     if (!comm && cerr[0]) nnc_fatal("%s", cerr);
+    if (!comm && c.data_parallel) comm = comm_solo();
+    comm_allow_device_sums(comm, !c.dist_mpi);
     FILE *quiet_diag = comm_rank(comm) != 0 ? fopen("/dev/null", "w") : NULL;   /* process 0 reports */
     if ((c.save_every || c.resume) && !c.save)
         nnc_fatal("--save-every and --resume need --save FILE (the checkpoint they write and read)");

@@ -33,11 +33,19 @@ typedef struct {
  *   wait(ctx, bucket, buf, count, dtype)          on return buf holds the bucket's sum for it.
  * Every process calls them in the same order; buf stays untouched between its start and wait.
  * They return 0, or non-zero to fail the step.  Without set_comm (or with NULL) a model with
- * collectives trains alone: the calls are skipped. */
+ * collectives trains alone: the calls are skipped.  A GPU target may sum in device memory with
+ * its own library (NCCL) instead, when device_sums is 1; it needs only the process's place, its
+ * share, and a way to give every process the library's id:
+ *   share(ctx)                   this process's rows / all rows of the current batch;
+ *   bcast(ctx, buf, bytes)       process 0's bytes at buf to every process (0 or an error). */
 typedef struct nnc_comm {
     void *ctx;
     int (*start)(void *ctx, int bucket, void *buf, int64_t count, int dtype, int last);
     int (*wait)(void *ctx, int bucket, void *buf, int64_t count, int dtype);
+    int rank, size;
+    int device_sums;
+    double (*share)(void *ctx);
+    int (*bcast)(void *ctx, void *buf, size_t bytes);
 } nnc_comm;
 
 typedef struct nnc_model_abi {

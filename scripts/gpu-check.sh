@@ -65,9 +65,19 @@ if [ "$HAVE_DATA" = 1 ]; then
         out=$(timeout 120 "$NNC" "$MODEL" --target "$t" --bench 200 2>&1) && row "nnc --target $t step, batch 64 (median)" "$(echo "$out" | json_field median_us) us" \
             || row "nnc --target $t --bench 200" "FAILED: $(echo "$out" | tail -1)"
     done
+    echo "== data parallel: NCCL with one process, the step with and without its allreduce nodes =="
+    for dp in "" --data-parallel; do
+        out=$(timeout 120 "$NNC" models/mlp_large.nn --target cuda --batch 1024 --bench 100 $dp 2>&1) \
+            && row "mlp_large batch 1024 step ${dp:-(plain)} (median)" "$(echo "$out" | json_field median_us) us" \
+            || row "mlp_large --bench 100 $dp" "FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
+    done
 else
     echo "== 3/4, 4/4: nnc steps skipped (no data) =="
 fi
+echo "== model parallel: tests/cuda/split.nn (cuda and cuda(1); one GPU serves both when there is one) =="
+out=$(timeout 300 python3 tests/cuda/emu_train.py "$NNC" tests/cuda/split.nn --strict-devices 2>&1) \
+    && row "split.nn over cuda, cuda(1) vs cpu" "$(echo "$out" | tail -1)" \
+    || row "split.nn over cuda, cuda(1)" "FAILED: $(echo "$out" | tail -3 | tr '\n' ' ')"
 out=$(timeout 180 python3 bench/torch_mlp_step.py --steps 200 --batch 64 2>&1) && row "PyTorch eager cuda step, batch 64 (median)" "$(echo "$out" | json_field median_us) us" \
     || row "PyTorch eager (bench/torch_mlp_step.py)" "FAILED: $(echo "$out" | tail -1)"
 

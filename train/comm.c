@@ -8,6 +8,8 @@
  * waits only where an update needs the sum. */
 #include "comm.h"
 
+#include "../ir/util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,23 +32,27 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-#ifdef NNC_HAVE_MPI
-
 typedef struct {
     void *buf;
     size_t bytes;
 } Piece;
 
+/* A bucket's exchange: with MPI its packed tensors and request (see the top of this file). */
 typedef struct {
     char *pack;              /* the bucket's tensors, back to back (several pieces only) */
     size_t cap, used;
     Piece *piece;
     int npieces, cap_pieces;
+#ifdef NNC_HAVE_MPI
     MPI_Request req;
+#endif
     bool active;             /* an allreduce is in flight */
 } Bucket;
 
+/* mpi: joined through MPI_Init; else a process alone (--data-parallel without mpirun), whose
+ * sums are its own values. */
 struct Comm {
+    bool mpi;
     int rank, size, local_size, local_rank;
     bool agreed;
     double weight;
@@ -55,6 +61,30 @@ struct Comm {
     Bucket *b;
     int nb;
 };
+
+static double comm_share(void *ctx) { return ((Comm *)ctx)->weight; }
+
+/* One process: the sum is the value, times its share (1). */
+static int solo_start(void *ctx, int bucket, void *buf, int64_t count, int dtype, int last) {
+    (void)ctx, (void)bucket, (void)buf, (void)count, (void)dtype, (void)last;
+    return 0;
+}
+static int solo_wait(void *ctx, int bucket, void *buf, int64_t count, int dtype) {
+    (void)ctx, (void)bucket, (void)buf, (void)count, (void)dtype;
+    return 0;
+}
+static int solo_bcast(void *ctx, void *buf, size_t bytes) { return (void)ctx, (void)buf, (void)bytes, 0; }
+
+Comm *comm_solo(void) {
+    Comm *c = xcalloc(1, sizeof *c);
+    c->size = c->local_size = 1;
+    c->weight = 1;
+    c->abi = (nnc_comm){.ctx = c, .start = solo_start, .wait = solo_wait, .rank = 0, .size = 1, .device_sums = 1,
+                        .share = comm_share, .bcast = solo_bcast};
+    return c;
+}
+
+#ifdef NNC_HAVE_MPI
 
 static MPI_Datatype mpi_type(int dtype) { return dtype == NNC_TYPE_F64 ? MPI_DOUBLE : MPI_FLOAT; }
 
@@ -142,6 +172,11 @@ static int comm_wait(void *ctx, int bucket, void *buf, int64_t count, int dtype)
     return 0;
 }
 
+static int comm_bcast_bytes(void *ctx, void *buf, size_t bytes) {
+    (void)ctx;
+    return bytes > 0x7fffffff || MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS;
+}
+
 Comm *comm_init(int *argc, char ***argv, char *err, size_t n) {
     err[0] = 0;
     if (!comm_launched()) return NULL;
@@ -155,6 +190,7 @@ Comm *comm_init(int *argc, char ***argv, char *err, size_t n) {
         snprintf(err, n, "out of memory");
         return NULL;
     }
+    c->mpi = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     MPI_Comm local;
@@ -165,7 +201,8 @@ Comm *comm_init(int *argc, char ***argv, char *err, size_t n) {
         MPI_Comm_free(&local);
     }
     c->weight = 1;
-    c->abi = (nnc_comm){.ctx = c, .start = comm_start, .wait = comm_wait};
+    c->abi = (nnc_comm){.ctx = c, .start = comm_start, .wait = comm_wait, .rank = c->rank, .size = c->size,
+                        .device_sums = 1, .share = comm_share, .bcast = comm_bcast_bytes};
     return c;
 }
 
@@ -179,6 +216,7 @@ const char *comm_library(void) {
 }
 
 bool comm_sum(Comm *c, double *v, int n) {
+    if (!c->mpi) return true;
     double t0 = now();
     bool ok = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS;
     c->seconds += now() - t0;
@@ -186,24 +224,23 @@ bool comm_sum(Comm *c, double *v, int n) {
 }
 
 bool comm_agree_u64(Comm *c, uint64_t v, uint64_t *lo, uint64_t *hi) {
-    (void)c;
+    if (!c->mpi) return *lo = *hi = v, true;
     return MPI_Allreduce(&v, lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD) == MPI_SUCCESS &&
            MPI_Allreduce(&v, hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) == MPI_SUCCESS;
 }
 
 bool comm_bcast_int(Comm *c, int *v) {
-    (void)c;
+    if (!c->mpi) return true;
     return MPI_Bcast(v, 1, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS;
 }
 
 void comm_barrier(Comm *c) {
-    (void)c;
-    MPI_Barrier(MPI_COMM_WORLD);
+    if (c->mpi) MPI_Barrier(MPI_COMM_WORLD);
 }
 
 void comm_finish(Comm *c, int rc) {
     if (!c) return;
-    if (rc != 0 && c->size > 1 && !c->agreed) {
+    if (c->mpi && rc != 0 && c->size > 1 && !c->agreed) {
         fflush(stdout);
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, rc);
@@ -213,18 +250,12 @@ void comm_finish(Comm *c, int rc) {
         free(c->b[i].piece);
     }
     free(c->b);
+    bool mpi = c->mpi;
     free(c);
-    MPI_Finalize();
+    if (mpi) MPI_Finalize();
 }
 
 #else /* built without MPI: a launcher's processes cannot join each other */
-
-struct Comm {
-    int rank, size, local_size, local_rank;
-    bool agreed;
-    double weight, seconds;
-    nnc_comm abi;
-};
 
 Comm *comm_init(int *argc, char ***argv, char *err, size_t n) {
     (void)argc, (void)argv;
@@ -242,7 +273,10 @@ bool comm_sum(Comm *c, double *v, int n) { return (void)c, (void)v, (void)n, tru
 bool comm_agree_u64(Comm *c, uint64_t v, uint64_t *lo, uint64_t *hi) { return (void)c, *lo = *hi = v, true; }
 bool comm_bcast_int(Comm *c, int *v) { return (void)c, (void)v, true; }
 void comm_barrier(Comm *c) { (void)c; }
-void comm_finish(Comm *c, int rc) { (void)c, (void)rc; }
+void comm_finish(Comm *c, int rc) {
+    (void)rc;
+    free(c);
+}
 
 #endif
 
@@ -254,6 +288,10 @@ const nnc_comm *comm_abi(Comm *c) { return c ? &c->abi : NULL; }
 
 void comm_mark_agreed(Comm *c) {
     if (c) c->agreed = true;
+}
+
+void comm_allow_device_sums(Comm *c, bool allow) {
+    if (c) c->abi.device_sums = allow;
 }
 
 void comm_set_weight(Comm *c, double share) {

@@ -24,6 +24,9 @@ bool comm_launched(void);
 Comm *comm_init(int *argc, char ***argv, char *err, size_t n);
 /* "Open MPI v4.1.4 ..." for --version, or NULL when built without MPI. */
 const char *comm_library(void);
+/* One process trained as one of a data-parallel job (--data-parallel without mpirun): the same
+ * compiled step with its collectives, which sum one value; no MPI needed. */
+Comm *comm_solo(void);
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
 int comm_local_size(const Comm *c);   /* processes on this machine (for the default threads) */
@@ -33,6 +36,9 @@ int comm_local_rank(const Comm *c);   /* this process among them (its GPU) */
  * sets this process's share of the global batch: its rows over all rows. */
 const nnc_comm *comm_abi(Comm *c);
 void comm_set_weight(Comm *c, double share);
+/* Whether a GPU target may sum gradients with NCCL (torch's backend="nccl", the default) or
+ * must go through the host's MPI (backend="mpi"). */
+void comm_allow_device_sums(Comm *c, bool allow);
 /* Seconds spent in the step's collectives since the last call (the bench reports it). */
 double comm_take_seconds(Comm *c);
 

@@ -236,6 +236,8 @@ typedef struct {
     bool check_numerics;                        /* --check-numerics: test every output after its launch */
     void **hIn;                                 /* pinned input staging, sized at batch_max */
     char *hColl;                                /* data parallel: pinned staging of the gradients */
+    NcclComm *nccl;                             /* ... or NCCL, which sums them on the GPU */
+    bool comm_chosen;                           /* ... which of the two, decided at the first */
     size_t *coll_at;                            /* ... per allreduce_start node, its bytes' offset */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
@@ -330,10 +332,40 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     return true;
 }
 
-/* Data parallel (an allreduce's halves, passes/allreduce.c): the host's nnc_comm sums host
- * memory, so a gradient goes through pinned staging -- down before its start, up after its
- * wait -- as PyTorch's gloo backend does with CUDA tensors.  (NCCL, which sums in device
- * memory, is not built yet.)  Without a comm the gradient is already the whole batch's. */
+/* How this run sums gradients, the same in every process: NCCL when process 0 has it (and the
+ * model is on one GPU), else the host's allreduce through pinned memory.  Process 0's choice
+ * goes to the others over the host's broadcast; one that cannot follow fails the step. */
+static bool choose_comm(CudaModel *m, const nnc_comm *c) {
+    m->comm_chosen = true;
+    const char *why = !c->device_sums ? "--dist-backend mpi" : m->ngpus > 1 ? "the model spans several GPUs" :
+                      !c->bcast || !c->share ? "the host offers no broadcast" : nccl_unavailable();
+    int use = why == NULL;
+    if (c->bcast && c->bcast(c->ctx, &use, sizeof use)) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: could not agree on NCCL with process 0");
+        return false;
+    }
+    if (use && why) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: process 0 sums gradients with NCCL, but process %d cannot: %s",
+                    c->rank, why);
+        return false;
+    }
+    char err[900];
+    if (use && !(m->nccl = nccl_init(c, err, sizeof err))) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: %s", err);
+        return false;
+    }
+    if (c->rank == 0)
+        fprintf(stderr, "nnc: data parallel over %d process%s: gradients summed %s%s\n", c->size, c->size == 1 ? "" : "es",
+                use ? "by NCCL on the GPUs" : "through host memory by MPI (no NCCL: ", use ? "" : why);
+    if (c->rank == 0 && !use) fputs(")\n", stderr);
+    return true;
+}
+
+/* Data parallel (an allreduce's halves, passes/allreduce.c).  With NCCL the start sums the
+ * gradient in place on the step's stream and the wait has nothing to do (stream order).  Else
+ * the host's nnc_comm sums host memory, so a gradient goes through pinned staging -- down
+ * before its start, up after its wait -- as PyTorch's gloo backend does with CUDA tensors.
+ * Without a comm the gradient is already the whole batch's. */
 static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
     const Node *r = &m->p->g->nodes[L->root];
     bool start = r->op == OP_ALLREDUCE_START;
@@ -346,8 +378,17 @@ static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int6
     const int64_t count = shape_numel(r->shape, B);
     const size_t bytes = (size_t)count * m->rb;
     const nnc_comm *c = m->rt->comm;
-    if (!c) {
+    const char *name = r->name ? r->name : "a parameter";
+    if (c && !m->comm_chosen && !choose_comm(m, c)) return false;
+    if (!c || m->nccl) {   /* on the GPU: the value moves to the result's buffer, summed there */
         if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->cur->st));
+        if (!c || !start) return true;
+        char err[600];
+        if (!nccl_allreduce(m->nccl, (void *)dy, (size_t)count, m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, c->share(c->ctx),
+                            (void *)m->cur->st, err, sizeof err)) {
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce of the gradient of %s: %s", name, err);
+            return false;
+        }
         return true;
     }
     char *h = m->hColl + m->coll_at[start ? L->root : r->in[0]];
@@ -361,8 +402,7 @@ static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int6
         if (!rc) CU(cu.MemcpyHtoDAsync(dy, h, bytes, m->cur->st));
     }
     if (rc) {
-        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait",
-                    r->name ? r->name : "a parameter");
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait", name);
         return false;
     }
     return true;
@@ -837,6 +877,7 @@ static void cuda_close(nnc_rt *rt) {
     for (int i = 0; m->hIn && i < m->desc->abi.ninputs; i++)
         if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
     if (m->hColl) cu.MemFreeHost(m->hColl);
+    nccl_free(m->nccl);
     for (int i = 0; i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->ctx) continue;

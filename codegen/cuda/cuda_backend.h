@@ -38,6 +38,15 @@ int cuda_resolve(const Entry *e, int x);
 void *cuda_libs_open(const char *what, const char *const *names, char *dir, size_t dirlen, char *why, size_t n);
 bool cuda_libs_preload(const char *dir, const char *file);
 int cuda_libs_search_dirs(char (*out)[512], int max);   /* the folders searched, in order */
+/* nccl.c: NCCL loaded with dlopen.  nccl_unavailable: NULL, or why libnccl cannot be used.
+ * nccl_init makes the communicator of c's processes on the current GPU (a collective: every
+ * process calls it); nccl_allreduce sums each process's buf times its share in place on
+ * `stream` (a CUstream). */
+typedef struct NcclComm NcclComm;
+const char *nccl_unavailable(void);
+NcclComm *nccl_init(const nnc_comm *c, char *err, size_t n);
+bool nccl_allreduce(NcclComm *k, void *buf, size_t count, int dtype, double share, void *stream, char *err, size_t n);
+void nccl_free(NcclComm *k);
 /* nvrtc.c: NVRTC loaded with dlopen; needs no driver and no device. */
 bool cuda_nvrtc_available(char *err, size_t n);
 int cuda_nvrtc_version(void);                       /* major * 1000 + minor * 10, or 0 */

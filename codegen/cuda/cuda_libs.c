@@ -54,7 +54,7 @@ static void toolkit_dirs(DirList *d, const char *root) {
 /* site-packages/nvidia/{cu13,cu12,cuda_nvrtc,cublas}/lib under one prefix pattern */
 static void wheel_dirs(DirList *d, const char *site_glob) {
     static const char *const sub[] = {"nvidia/cu13/lib", "nvidia/cu12/lib", "nvidia/cuda_nvrtc/lib",
-                                      "nvidia/cublas/lib"};
+                                      "nvidia/cublas/lib", "nvidia/nccl/lib"};
     char pat[600];
     for (size_t i = 0; i < NNC_COUNTOF(sub); i++) {
         glob_t gl;

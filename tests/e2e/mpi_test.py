@@ -97,12 +97,19 @@ def main():
     d = tempfile.mkdtemp()
     try:
         single([MODEL, "--metrics", "one.jsonl", "--save", "one.st", "--target", "cpu"], d)
-        if "--cuda" in sys.argv:
-            mpirun(2, [MODEL, "--target", "cuda", "--metrics", "cu.jsonl", "--save", "cu.st"], d)
-            same_run(os.path.join(d, "cu.jsonl"), os.path.join(d, "one.jsonl"), "cuda, 2 processes")
-            same_checkpoint(os.path.join(d, "cu.st"), os.path.join(d, "one.st"), "cuda, 2 processes")
+        if "--cuda" in sys.argv:   # NCCL (the emulator's, over MPI), then through host memory
+            for backend, says in (("nccl", "by NCCL on the GPUs"), ("mpi", "through host memory by MPI")):
+                args = [MODEL, "--target", "cuda", "--dist-backend", backend, "--metrics", backend + ".jsonl",
+                        "--save", backend + ".st"]
+                r = mpirun(2, args, d)
+                check(says in r.stderr, "cuda, --dist-backend %s: gradients summed %s" % (backend, says))
+                same_run(os.path.join(d, backend + ".jsonl"), os.path.join(d, "one.jsonl"), "cuda, " + backend)
+                same_checkpoint(os.path.join(d, backend + ".st"), os.path.join(d, "one.st"), "cuda, " + backend)
             print("mpi (cuda): %d failures" % len(failures))
             return 1 if failures else 0
+        single([MODEL, "--data-parallel", "--metrics", "solo.jsonl", "--save", "solo.st"], d)   # no mpirun
+        same_run(os.path.join(d, "solo.jsonl"), os.path.join(d, "one.jsonl"), "--data-parallel, 1 process")
+        same_checkpoint(os.path.join(d, "solo.st"), os.path.join(d, "one.st"), "--data-parallel, 1 process")
         for n in (2, 3):
             mpirun(n, [MODEL, "--metrics", "p%d.jsonl" % n, "--save", "p%d.st" % n], d)
             same_run(os.path.join(d, "p%d.jsonl" % n), os.path.join(d, "one.jsonl"), "%d processes" % n)

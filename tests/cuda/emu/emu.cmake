@@ -36,6 +36,12 @@ nnc_emu_lib(nnc_emu_nvrtc nvrtc.c libnvrtc.so.13)
 target_compile_definitions(nnc_emu_nvrtc PRIVATE NNC_EMU_REAL_NVRTC_DIR="${_emu_nvrtc_dir}")
 target_link_libraries(nnc_emu_nvrtc PRIVATE ${CMAKE_DL_LIBS} pthread)
 
+# NCCL over the MPI job nnc joins (data parallel on the cuda target), when MPI is there
+if(MPI_C_FOUND)
+  nnc_emu_lib(nnc_emu_nccl nccl.c libnccl.so.2)
+  target_link_libraries(nnc_emu_nccl PRIVATE nnc_emu_cuda MPI::MPI_C)
+endif()
+
 add_executable(emu_selftest ${_emu}/selftest.c)
 target_include_directories(emu_selftest SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
 target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
