@@ -72,6 +72,10 @@ static struct {
     CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
     CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
     CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
     CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
     CUresult (*StreamCreate)(CUstream *, unsigned);
     CUresult (*StreamDestroy)(CUstream);
@@ -145,6 +149,8 @@ static bool load_driver(void) {
     SYM(h, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", L); SYM(h, MemsetD32Async, "cuMemsetD32Async", L);
     SYM(h, MemcpyPeerAsync, "cuMemcpyPeerAsync", L); SYM(h, DeviceCanAccessPeer, "cuDeviceCanAccessPeer", L);
     SYM(h, CtxEnablePeerAccess, "cuCtxEnablePeerAccess", L);
+    SYM(h, EventCreate, "cuEventCreate", L); SYM(h, EventDestroy, "cuEventDestroy_v2", L);
+    SYM(h, EventRecord, "cuEventRecord", L); SYM(h, StreamWaitEvent, "cuStreamWaitEvent", L);
     SYM(h, StreamCreate, "cuStreamCreate", L); SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);
     SYM(h, StreamSynchronize, "cuStreamSynchronize", L); SYM(h, LaunchKernel, "cuLaunchKernel", L);
     SYM(h, StreamBeginCapture, "cuStreamBeginCapture_v2", L); SYM(h, StreamEndCapture, "cuStreamEndCapture", L);
@@ -236,7 +242,10 @@ typedef struct {
     bool check_numerics;                        /* --check-numerics: test every output after its launch */
     void **hIn;                                 /* pinned input staging, sized at batch_max */
     char *hColl;                                /* data parallel: pinned staging of the gradients */
-    NcclComm *nccl;                             /* ... or NCCL, which sums them on the GPU */
+    NcclComm *nccl;                             /* ... or NCCL, which sums them on the GPU, */
+    CUstream cst;                               /* ... on its own stream, to overlap the step */
+    CUevent *ready, *done;                      /* ... per allreduce_start: its gradient is there,
+                                                   and its sum is */
     bool comm_chosen;                           /* ... which of the two, decided at the first */
     size_t *coll_at;                            /* ... per allreduce_start node, its bytes' offset */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
@@ -354,6 +363,17 @@ static bool choose_comm(CudaModel *m, const nnc_comm *c) {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: %s", err);
         return false;
     }
+    if (use) {   /* NCCL's stream, and a pair of events per gradient to order it with the step's */
+        const Graph *g = m->p->g;
+        CU(cu.StreamCreate(&m->cst, CU_STREAM_NON_BLOCKING));
+        m->ready = arena_alloc(&m->arena, (size_t)g->n * sizeof(CUevent));
+        m->done = arena_alloc(&m->arena, (size_t)g->n * sizeof(CUevent));
+        for (int i = 0; i < g->n; i++)
+            if (g->nodes[i].op == OP_ALLREDUCE_START) {
+                CU(cu.EventCreate(&m->ready[i], CU_EVENT_DISABLE_TIMING));
+                CU(cu.EventCreate(&m->done[i], CU_EVENT_DISABLE_TIMING));
+            }
+    }
     if (c->rank == 0)
         fprintf(stderr, "nnc: data parallel over %d process%s: gradients summed %s%s\n", c->size, c->size == 1 ? "" : "es",
                 use ? "by NCCL on the GPUs" : "through host memory by MPI (no NCCL: ", use ? "" : why);
@@ -362,7 +382,8 @@ static bool choose_comm(CudaModel *m, const nnc_comm *c) {
 }
 
 /* Data parallel (an allreduce's halves, passes/allreduce.c).  With NCCL the start sums the
- * gradient in place on the step's stream and the wait has nothing to do (stream order).  Else
+ * gradient in place on NCCL's own stream once the step's stream has produced it, and the wait
+ * makes the step's stream wait for the sum: the backward pass goes on meanwhile.  Else
  * the host's nnc_comm sums host memory, so a gradient goes through pinned staging -- down
  * before its start, up after its wait -- as PyTorch's gloo backend does with CUDA tensors.
  * Without a comm the gradient is already the whole batch's. */
@@ -381,14 +402,19 @@ static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int6
     const char *name = r->name ? r->name : "a parameter";
     if (c && !m->comm_chosen && !choose_comm(m, c)) return false;
     if (!c || m->nccl) {   /* on the GPU: the value moves to the result's buffer, summed there */
+        int s0 = start ? L->root : r->in[0];
+        if (c && !start) CU(cu.StreamWaitEvent(m->cur->st, m->done[s0], 0));
         if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->cur->st));
         if (!c || !start) return true;
+        CU(cu.EventRecord(m->ready[s0], m->cur->st));
+        CU(cu.StreamWaitEvent(m->cst, m->ready[s0], 0));
         char err[600];
         if (!nccl_allreduce(m->nccl, (void *)dy, (size_t)count, m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, c->share(c->ctx),
-                            (void *)m->cur->st, err, sizeof err)) {
+                            (void *)m->cst, err, sizeof err)) {
             nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce of the gradient of %s: %s", name, err);
             return false;
         }
+        CU(cu.EventRecord(m->done[s0], m->cst));
         return true;
     }
     char *h = m->hColl + m->coll_at[start ? L->root : r->in[0]];
@@ -877,7 +903,13 @@ static void cuda_close(nnc_rt *rt) {
     for (int i = 0; m->hIn && i < m->desc->abi.ninputs; i++)
         if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
     if (m->hColl) cu.MemFreeHost(m->hColl);
+    if (m->cst) cu.StreamSynchronize(m->cst);
     nccl_free(m->nccl);
+    for (int i = 0; m->ready && i < m->p->g->n; i++) {
+        if (m->ready[i]) cu.EventDestroy(m->ready[i]);
+        if (m->done[i]) cu.EventDestroy(m->done[i]);
+    }
+    if (m->cst) cu.StreamDestroy(m->cst);
     for (int i = 0; i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->ctx) continue;

@@ -1,8 +1,8 @@
 /* nccl.c - the emulator's libnccl.so.2: NCCL's allreduce between processes, done with MPI.
  *
  * Device memory is host memory in the emulator, so a sum over the processes of a run is an
- * MPI_Allreduce on it, once the stream's earlier work has run (cuStreamSynchronize of the
- * emulated driver).  The processes are the MPI job nnc itself joined (MPI_COMM_WORLD, already
+ * MPI_Allreduce on it, queued on the stream like any other work (nnc_emu_enqueue_host): it runs
+ * after what the stream waits for, and what waits for it runs after it.  The processes are the MPI job nnc itself joined (MPI_COMM_WORLD, already
  * initialized; a communicator of one process needs none); a communicator must name the same
  * size and this process's rank, and its id
  * must be the one ncclGetUniqueId gave process 0 (each process checks it against the
@@ -117,6 +117,30 @@ EXPORT int ncclRedOpDestroy(int op, struct ncclComm *c) {
     return ncclSuccess;
 }
 
+/* The sum itself, run when the stream reaches it (so a stream that does not wait for the
+ * gradient sums stale memory, as a GPU would). */
+typedef struct {
+    const void *send;
+    void *recv;
+    size_t count;
+    int type, size;
+    double w;
+    int premul;
+} Sum;
+
+static void run_sum(void *ctx) {
+    const Sum *a = ctx;
+    size_t es = a->type == ncclFloat64 ? 8 : 4;
+    if (a->send != a->recv) memcpy(a->recv, a->send, a->count * es);
+    for (size_t i = 0; a->premul && i < a->count; i++) {
+        if (a->type == ncclFloat64) ((double *)a->recv)[i] *= a->w;
+        else ((float *)a->recv)[i] *= (float)a->w;
+    }
+    if (a->size > 1 && MPI_Allreduce(MPI_IN_PLACE, a->recv, (int)a->count, a->type == ncclFloat64 ? MPI_DOUBLE : MPI_FLOAT,
+                                     MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+        fprintf(stderr, "nnc-emu: ncclAllReduce: MPI_Allreduce failed\n");
+}
+
 EXPORT int ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, struct ncclComm *c, CUstream s) {
     size_t es = type == ncclFloat64 ? 8 : 4;
     if (!c || (type != ncclFloat32 && type != ncclFloat64) || count > 0x7fffffff) return ncclInvalidArgument;
@@ -124,15 +148,6 @@ EXPORT int ncclAllReduce(const void *send, void *recv, size_t count, int type, i
     if (count && (nnc_emu_check_range(send, count * es, "ncclAllReduce send buffer") ||
                   nnc_emu_check_range(recv, count * es, "ncclAllReduce receive buffer")))
         return ncclInvalidArgument;
-    if (cuStreamSynchronize(s) != CUDA_SUCCESS) return ncclSystemError;   /* the gradient is ready */
-    if (send != recv) memcpy(recv, send, count * es);
-    if (op != ncclSum) {
-        double w = c->premul[op - 1024];
-        for (size_t i = 0; i < count; i++)
-            if (type == ncclFloat64) ((double *)recv)[i] *= w;
-            else ((float *)recv)[i] *= (float)w;
-    }
-    if (c->size == 1) return ncclSuccess;
-    return MPI_Allreduce(MPI_IN_PLACE, recv, (int)count, type == ncclFloat64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM,
-                         MPI_COMM_WORLD) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+    Sum a = {send, recv, count, type, c->size, op != ncclSum ? c->premul[op - 1024] : 1, op != ncclSum};
+    return nnc_emu_enqueue_host(s, run_sum, &a, sizeof a) == CUDA_SUCCESS ? ncclSuccess : ncclSystemError;
 }
