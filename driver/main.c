@@ -4,7 +4,6 @@
  *
  * The order is always: read flags -> load the model (diagnostics) -> apply overrides to the
  * train section -> run the passes -> one of: --emit, --stats, -o (AOT), train/eval. */
-#define _GNU_SOURCE   /* sched_getaffinity: the cores this process may use */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "../io/data.h"
@@ -331,12 +329,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     char err[8192];
     if (!be) nnc_fatal("--target cuda: this nnc was built without the CUDA toolkit (see nnc --version)");
     long threads = c->threads;
-    if (threads <= 0 && comm) {   /* the processes on this machine share its cores */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
-        threads = cores / comm_local_size(comm) > 0 ? cores / comm_local_size(comm) : 1;
-    }
+    if (threads <= 0 && comm) threads = comm_threads(comm);   /* the processes on a machine share its cores */
     if (threads > 0) {
         char t[32];
         snprintf(t, sizeof t, "%ld", threads);

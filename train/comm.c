@@ -6,7 +6,11 @@
  * MPI_Iallreduce however many tensors it holds (DDP's buckets), and unpacked at its first wait.
  * The allreduce is non-blocking: the step goes on with the backward pass while it runs, and
  * waits only where an update needs the sum. */
+#define _GNU_SOURCE   /* sched_getaffinity: the cores this process may use */
 #include "comm.h"
+
+#include <sched.h>
+#include <unistd.h>
 
 #include "../ir/util.h"
 
@@ -284,6 +288,14 @@ int comm_rank(const Comm *c) { return c ? c->rank : 0; }
 int comm_size(const Comm *c) { return c ? c->size : 1; }
 int comm_local_size(const Comm *c) { return c ? c->local_size : 1; }
 int comm_local_rank(const Comm *c) { return c ? c->local_rank : 0; }
+
+int comm_threads(const Comm *c) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+    long t = cores / comm_local_size(c);
+    return t > 0 ? (int)t : 1;
+}
 const nnc_comm *comm_abi(Comm *c) { return c ? &c->abi : NULL; }
 
 void comm_mark_agreed(Comm *c) {

@@ -31,6 +31,8 @@ int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
 int comm_local_size(const Comm *c);   /* processes on this machine (for the default threads) */
 int comm_local_rank(const Comm *c);   /* this process among them (its GPU) */
+/* The cores this process may use (its affinity) over the processes on its machine, at least 1. */
+int comm_threads(const Comm *c);
 
 /* The collectives the step calls (pass to nnc_model_abi.set_comm).  Before each step the trainer
  * sets this process's share of the global batch: its rows over all rows. */
