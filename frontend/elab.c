@@ -1213,8 +1213,9 @@ static Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int epsc = graph_const(g, eps, loc);
     int train = graph_add2(g, OP_DIV, d, graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, var, epsc, loc), loc), loc);
     int rmk = reshape_node(E, rm, ks, loc), rvk = reshape_node(E, rv, ks, loc);
-    int eval = graph_add2(g, OP_DIV, graph_add2(g, OP_SUB, x, rmk, loc),
-                          graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, rvk, epsc, loc), loc), loc);
+    int centered = graph_add2(g, OP_SUB, x, rmk, loc);   /* one node per statement: ids must not
+                                                           depend on argument evaluation order */
+    int eval = graph_add2(g, OP_DIV, centered, graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, rvk, epsc, loc), loc), loc);
     int in[2] = {train, eval};
     int y = graph_add(g, OP_MODE, 2, in, xs, DT_F32, loc);
     if (w >= 0) y = graph_add2(g, OP_MUL, y, reshape_node(E, w, ks, loc), loc);
@@ -1229,7 +1230,8 @@ static Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     const int src[2] = {mean, unbiased}, dst[2] = {rm, rv};
     for (int k = 0; k < 2; k++) {
         int s = reshape_node(E, graph_add1(g, OP_DETACH, src[k], loc), cs, loc);
-        int upd = graph_add2(g, OP_ADD, graph_add2(g, OP_MUL, dst[k], keep, loc), graph_add2(g, OP_MUL, s, mc, loc), loc);
+        int old = graph_add2(g, OP_MUL, dst[k], keep, loc);
+        int upd = graph_add2(g, OP_ADD, old, graph_add2(g, OP_MUL, s, mc, loc), loc);
         int as[2] = {dst[k], upd};
         int an = graph_add(g, OP_ASSIGN, 2, as, cs, DT_F32, loc);
         g->nodes[an].phase = PH_UPDATE;

@@ -286,7 +286,9 @@ static void grad_sum(Ad *A, int id, int g) {
 
 static void grad_mean(Ad *A, int id, int g) {
     Node n = A->g->nodes[id];
-    accumulate(A, n.in[0], mk2(A, OP_MUL, unreduce(A, &n, g), reduce_count_const(A, &n)));
+    int u = unreduce(A, &n, g);   /* one node per statement: node ids must not depend on the
+                                     compiler's order of evaluating arguments */
+    accumulate(A, n.in[0], mk2(A, OP_MUL, u, reduce_count_const(A, &n)));
 }
 
 /* The gradient is a training-mode quantity: it flows to the training operand alone. */

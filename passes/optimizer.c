@@ -84,9 +84,15 @@ static void sgd(Up *U, const OptConfig *o, int p, int g) {
     if (o->weight_decay != 0) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
     if (o->momentum != 0) {
         int buf = state(U, p, "momentum_buffer");
-        int damp = o->dampening == 0 ? upc(U, 1)
-                   : U->skipped >= 0 ? select3(U, up2(U, OP_EQ, opt_step(U), upc(U, 1)), upc(U, 1), upc(U, 1 - o->dampening))
-                                     : stepval(U, STEP_FIRST_ONE, 1 - o->dampening);
+        int damp;
+        if (o->dampening == 0) damp = upc(U, 1);
+        else if (U->skipped >= 0) {   /* one node per statement (below) */
+            int t = opt_step(U);
+            int first = up2(U, OP_EQ, t, upc(U, 1));
+            int one = upc(U, 1);
+            damp = select3(U, first, one, upc(U, 1 - o->dampening));
+        } else
+            damp = stepval(U, STEP_FIRST_ONE, 1 - o->dampening);
         /* one node per statement: C leaves the order of argument evaluation open, and node
          * numbering must not depend on the compiler */
         int mb = up2(U, OP_MUL, upc(U, o->momentum), buf);
@@ -104,22 +110,30 @@ static void adam(Up *U, const OptConfig *o, int p, int g) {
     int d = g, pp = p;
     if (o->weight_decay != 0 && o->kind == OPT_ADAM)
         d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
-    if (o->weight_decay != 0 && o->kind == OPT_ADAMW)
-        pp = up2(U, OP_MUL, p, U->lr >= 0 ? up2(U, OP_SUB, upc(U, 1), up2(U, OP_MUL, U->lr, upc(U, o->weight_decay)))
-                                          : upc(U, 1 - o->lr * o->weight_decay));
+    if (o->weight_decay != 0 && o->kind == OPT_ADAMW) {
+        int f;
+        if (U->lr >= 0) {
+            int one = upc(U, 1);
+            f = up2(U, OP_SUB, one, up2(U, OP_MUL, U->lr, upc(U, o->weight_decay)));
+        } else
+            f = upc(U, 1 - o->lr * o->weight_decay);
+        pp = up2(U, OP_MUL, p, f);
+    }
     int m = state(U, p, "exp_avg");
     int v = state(U, p, "exp_avg_sq");
     int bm = up2(U, OP_MUL, upc(U, o->beta1), m);
     int nm = up2(U, OP_ADD, bm, up2(U, OP_MUL, upc(U, 1 - o->beta1), d));
     int bv = up2(U, OP_MUL, upc(U, o->beta2), v);
-    int nv = up2(U, OP_ADD, bv, up2(U, OP_MUL, upc(U, 1 - o->beta2), up2(U, OP_MUL, d, d)));
+    int c2 = upc(U, 1 - o->beta2);
+    int nv = up2(U, OP_ADD, bv, up2(U, OP_MUL, c2, up2(U, OP_MUL, d, d)));
     assign(U, m, nm);
     assign(U, v, nv);
     int bc1, bc2;
     if (U->skipped >= 0) {   /* 1 - beta^t of the steps taken: a tensor, since they are state */
         int t = opt_step(U);
-        bc1 = up2(U, OP_SUB, upc(U, 1), up2(U, OP_POW, upc(U, o->beta1), t));
-        bc2 = up2(U, OP_SUB, upc(U, 1), up2(U, OP_POW, upc(U, o->beta2), t));
+        int one = upc(U, 1);
+        bc1 = up2(U, OP_SUB, one, up2(U, OP_POW, upc(U, o->beta1), t));
+        bc2 = up2(U, OP_SUB, one, up2(U, OP_POW, upc(U, o->beta2), t));
     } else {
         bc1 = stepval(U, STEP_ONE_MINUS_POW, o->beta1);
         bc2 = stepval(U, STEP_ONE_MINUS_POW, o->beta2);
@@ -192,7 +206,8 @@ static void scaler_update(Up *U, const OptConfig *o, int found, int tracker) {
     int big = up_node(U, OP_NONFINITE, 1, &grown, shape_scalar());
     int s_ok = select3(U, grow, select3(U, big, S, grown), S);
     assign_raw(U, S, select3(U, ok, s_ok, up2(U, OP_MUL, S, upc(U, c->backoff))));
-    assign_raw(U, tracker, select3(U, ok, select3(U, grow, upc(U, 0), t1), upc(U, 0)));
+    int kept = select3(U, grow, upc(U, 0), t1);
+    assign_raw(U, tracker, select3(U, ok, kept, upc(U, 0)));
     assign_raw(U, U->skipped, up2(U, OP_ADD, U->skipped, found));
 }
 
