@@ -30,11 +30,6 @@ bool comm_launched(void) {
     return false;
 }
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct {
     void *buf;
@@ -89,6 +84,12 @@ Comm *comm_solo(void) {
 }
 
 #ifdef NNC_HAVE_MPI
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static MPI_Datatype mpi_type(int dtype) { return dtype == NNC_TYPE_F64 ? MPI_DOUBLE : MPI_FLOAT; }
 
