@@ -9,8 +9,15 @@ median, the min-max spread, and the nnc/reference time ratio (below 1: nnc is fa
 also measures the machine's ceilings (sgemm GFLOP/s, copy GB/s) in the same run, and writes
 bench/out/results.csv, bench/out/results.md and bench/out/chart.png (if matplotlib is there).
 
---torch2 names a Python with PyTorch 2.x from PyPI (python3 -m venv V && V/bin/pip install torch):
-the convnet.nn step is measured against it, eager and torch.compile (oneDNN convolutions).
+nnc runs with no environment variable of its own set (OMP_*, GOMP_*, OPENBLAS_*, ... are removed
+from its environment): what a user gets; its threads come from --threads, a flag of the command.
+The references keep the settings that are best for them (OMP_WAIT_POLICY=PASSIVE, the thread
+counts, OPENBLAS_CORETYPE for Debian's PyTorch 1.13, which shares the system OpenBLAS).
+
+PyTorch 2.x from PyPI (MKL, oneDNN, Inductor) is what a new user installs: every step case and the
+convnet are also measured against its eager mode and torch.compile.  --torch2 names a Python that
+has it; without one, run.py makes bench/out/torch2-venv (python3 -m venv, pip install torch numpy:
+about 5 GB from PyPI) and uses it, or says why not and goes on without (--no-torch2: do not try).
 """
 import argparse, json, os, shutil, subprocess, sys, tempfile, time
 
@@ -60,6 +67,9 @@ class Suite:
         if a.coretype:
             self.env["OPENBLAS_CORETYPE"] = a.coretype
         self.tenv = self.env
+        # nnc as a user runs it: none of the thread or BLAS variables set
+        drop = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "MKL_", "NNC_")
+        self.nenv = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
     def add(self, case, nnc, ref, refname, unit):
         r = {"case": case, "nnc": median(nnc), "nnc_min": min(nnc), "nnc_max": max(nnc),
@@ -70,11 +80,11 @@ class Suite:
         print(fmt_row(r), flush=True)
 
     def nnc(self, *args, env=None):
-        out, secs = run([self.a.nnc, *args], env or self.env)
+        out, secs = run([self.a.nnc, *args], env or self.nenv)
         return out, secs
 
     def mlp(self, model, sizes, batch, steps):
-        n, t = [], []
+        n, t, e, c = [], [], [], []
         for _ in range(self.a.rounds):
             out, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
                               "--threads", str(self.a.threads), "--quiet")
@@ -82,7 +92,14 @@ class Suite:
             out, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp", sizes, str(batch), str(self.a.threads),
                           str(steps)], self.tenv)
             t.append(last_json(out)["median_us"])
-        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch", "us")
+            for mode, acc in (("mlp", e), ("mlp-compile", c)) if self.a.torch2 else ():
+                out, _ = run([self.a.torch2, os.path.join(HERE, "torch_ref.py"), mode, sizes, str(batch),
+                              str(self.a.threads), str(steps)], self.tenv)
+                acc.append(last_json(out)["median_us"])
+        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch 1.13", "us")
+        if self.a.torch2:
+            self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, e, "torch 2 eager", "us")
+            self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, c, "torch.compile", "us")
 
     def precision(self, model, sizes, batch, steps):
         """--precision bf16 against f32 (nnc, interleaved) and against torch.autocast bf16."""
@@ -133,7 +150,7 @@ class Suite:
         cold, warm, imp = [], [], []
         for _ in range(self.a.rounds):
             tmp = tempfile.mkdtemp()
-            env = dict(self.env, XDG_CACHE_HOME=tmp)
+            env = dict(self.nenv, XDG_CACHE_HOME=tmp)
             cold.append(last_json(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--bench", "1", env=env)[0])["first_step_s"])
             warm.append(last_json(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--bench", "1", env=env)[0])["first_step_s"])
             shutil.rmtree(tmp)
@@ -156,7 +173,7 @@ class Suite:
         self.add(f"convnet.nn batch {batch} (step)", n, c, "torch.compile", "ms")
 
     def memory(self):
-        n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.env)]
+        n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.nenv)]
         t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", str(self.a.threads)], self.tenv)]
         self.add("peak RSS, 1 epoch Fashion-MNIST", n, t, "PyTorch", "MiB")
 
@@ -168,6 +185,25 @@ def fmt_row(r):
             f"{ref} | {r['unit']:<3} | {ratio} |")
 
 
+def torch2_python():
+    """bench/out/torch2-venv's Python with PyTorch 2.x, made on first use; None (said why) if it
+    cannot be made (no venv module, no network to PyPI)."""
+    venv = os.path.join(HERE, "out", "torch2-venv")
+    py = os.path.join(venv, "bin", "python")
+    probe = [py, "-c", "import torch, numpy; assert int(torch.__version__.split('.')[0]) >= 2"]
+    if os.path.exists(py) and subprocess.run(probe, capture_output=True).returncode == 0:
+        return py
+    print(f"making {venv} with PyTorch 2.x from PyPI (about 5 GB, a few minutes; --no-torch2 skips it)", flush=True)
+    steps = [[sys.executable if os.path.basename(sys.executable).startswith("python3") else PY, "-m", "venv", venv],
+             [os.path.join(venv, "bin", "pip"), "install", "-q", "torch", "numpy"]]
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"no PyTorch 2.x: `{' '.join(cmd)}` failed: {(r.stderr or r.stdout).strip()[-300:]}")
+            return None
+    return py if subprocess.run(probe, capture_output=True).returncode == 0 else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "nnc"))
@@ -177,10 +213,13 @@ def main():
     avx512 = "avx512f" in open("/proc/cpuinfo").read()
     ap.add_argument("--coretype", default="SkylakeX" if avx512 else "",
                     help="OPENBLAS_CORETYPE for both sides ('' to inherit; SkylakeX on AVX-512 machines)")
-    ap.add_argument("--torch2", help="a Python with PyTorch 2.x (from PyPI) for the convnet cases")
+    ap.add_argument("--torch2", help="a Python with PyTorch 2.x (from PyPI); default: bench/out/torch2-venv")
+    ap.add_argument("--no-torch2", action="store_true", help="do not measure against PyTorch 2.x")
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
     ap.add_argument("--precision-only", action="store_true", help="only the bf16 cases")
     a = ap.parse_args()
+    if not a.torch2 and not a.no_torch2:
+        a.torch2 = torch2_python()
     s = Suite(a)
     os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
     exe = os.path.join(HERE, "out", "ceilings")
@@ -202,7 +241,7 @@ def main():
         s.epochs()
         s.startup()
         s.memory()
-    if a.torch2:
+    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only)):
         s.convnet(64, 20)
         s.convnet(256, 10)
     large = [r for r in s.rows if "1024" in r["case"]]

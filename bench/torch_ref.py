@@ -3,6 +3,8 @@ JSON line out, so bench/run.py can interleave it with nnc in the same run.
 
   torch_ref.py mlp SIZES BATCH THREADS STEPS   e.g. mlp 784,128,10 64 2 300
   torch_ref.py mlp-bf16 SIZES BATCH THREADS STEPS   the same under torch.autocast("cpu", bfloat16)
+  torch_ref.py mlp-compile SIZES BATCH THREADS STEPS   the step under torch.compile (PyTorch 2.x):
+                                                 forward, backward and optimizer step compiled
   torch_ref.py linreg-numpy | linreg-torch      1000 full-batch epochs, the NumPy example
   torch_ref.py epochs N THREADS                 N epochs of the 784-128-10 MLP on Fashion-MNIST
   torch_ref.py import                           seconds to `import torch`
@@ -12,7 +14,7 @@ import gzip, json, sys, time
 DATA = "/usr/share/datasets/fashion-mnist/"
 
 
-def mlp_step(sizes, batch, threads, steps, bf16=False):
+def mlp_step(sizes, batch, threads, steps, bf16=False, compiled=False):
     import contextlib
     import torch
     torch.set_num_threads(threads)
@@ -23,20 +25,27 @@ def mlp_step(sizes, batch, threads, steps, bf16=False):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.rand(batch, sizes[0])
     y = torch.randint(0, sizes[-1], (batch,))
-    times = []
-    for i in range(steps + 10):
-        t = time.perf_counter()
+    def step():
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
             logits = model(x)
         loss = torch.nn.functional.cross_entropy(logits.float(), y)
         loss.backward()
         opt.step()
+        return loss
+
+    run = torch.compile(step) if compiled else step
+    times, first = [], None
+    for i in range(steps + 10):
+        t = time.perf_counter()
+        run()
+        if i == 0:
+            first = time.perf_counter() - t
         if i >= 10:
             times.append(time.perf_counter() - t)
     times.sort()
     return {"median_us": 1e6 * times[len(times) // 2], "min_us": 1e6 * times[0], "max_us": 1e6 * times[-1],
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "first_s": first, "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def linreg(kind):
@@ -97,9 +106,9 @@ def epochs(n, threads):
 
 def main():
     case = sys.argv[1]
-    if case in ("mlp", "mlp-bf16"):
+    if case in ("mlp", "mlp-bf16", "mlp-compile"):
         out = mlp_step([int(s) for s in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
-                       case == "mlp-bf16")
+                       case == "mlp-bf16", case == "mlp-compile")
     elif case.startswith("linreg-"):
         out = linreg(case[7:])
     elif case == "epochs":
