@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,6 +193,23 @@ bool cache_read(const Cache *c, const char *name, void **data, size_t *len) {
     return true;
 }
 
+/* The entry, mapped: the same checks as cache_read (a regular file of ours, opened without
+ * following a link); an empty file has nothing to map and is refused. */
+static bool cache_map_raw(const Cache *c, const char *name, void **map, size_t *len) {
+    *map = NULL;
+    *len = 0;
+    int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size > 0;
+    void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED) return false;
+    *map = p;
+    *len = (size_t)st.st_size;
+    return true;
+}
+
 static uint64_t sum_round(uint64_t h, uint64_t w) {
     h ^= w * 0x9e3779b97f4a7c15ULL;
     h = h << 31 | h >> 33;
@@ -221,6 +239,28 @@ static uint64_t checksum(const void *data, size_t len) {
 
 void cache_checksum_text(const void *data, size_t len, char out[64]) {
     snprintf(out, 64, "nnc-sum2 %zu %016" PRIx64 "\n", len, checksum(data, len));
+}
+
+bool cache_map(const Cache *c, const char *name, void **map, size_t *len) {
+    void *sum;
+    size_t sum_len;
+    char *sum_name = str_dup_printf("%s.sum", name);
+    bool ok = cache_read(c, sum_name, &sum, &sum_len);
+    free(sum_name);
+    if (!ok) return false;
+    ok = cache_map_raw(c, name, map, len);
+    if (ok) {   /* entries are replaced by rename, never written in place: the mapped inode keeps
+                   the bytes checked here for as long as it is mapped */
+        char want[64];
+        cache_checksum_text(*map, *len, want);
+        ok = sum_len == strlen(want) && !memcmp(sum, want, sum_len);
+        if (!ok) {
+            munmap(*map, *len);
+            *map = NULL;
+        }
+    }
+    free(sum);
+    return ok;
 }
 
 bool cache_get(const Cache *c, const char *name, void **data, size_t *len) {

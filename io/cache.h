@@ -46,6 +46,9 @@ char *cache_path(const Cache *c, const char *name);
 /* Reads entry NAME into *data (heap, NUL-terminated) if it is a regular file of ours whose
  * checksum matches NAME.sum; false otherwise (missing, corrupted, truncated, a symlink). */
 bool cache_get(const Cache *c, const char *name, void **data, size_t *len);
+/* The same without a copy: the entry mapped read-only (munmap(*map, *len) when done), for the
+ * large decompressed data sets, whose pages then come straight from the page cache. */
+bool cache_map(const Cache *c, const char *name, void **map, size_t *len);
 
 /* Publishes NAME (with mode `mode`, whatever the umask) and its checksum, atomically. */
 bool cache_put(const Cache *c, const char *name, const void *data, size_t len, mode_t mode);

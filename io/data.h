@@ -76,6 +76,10 @@ int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out,
                   size_t errlen);
 int nnc_parse_npy(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
                   size_t errlen);
+/* An 8-bit IDX in memory, checked as nnc_parse_idx checks it, without a copy: out->data points
+ * into buf (never free it; it lives as long as buf).  -1 with err for anything else. */
+int nnc_view_idx_u8(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
+                    size_t errlen);
 int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out,
                   char *err, size_t errlen);
 

@@ -113,6 +113,27 @@ static int idx_size_check(const idx_header *h, size_t len, const char *name, cha
     return 0;
 }
 
+int nnc_view_idx_u8(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
+                    size_t errlen)
+{
+    const uint8_t *b = buf;
+    idx_header h;
+    data_array_clear(out);
+    name = data_name(name);
+    if (idx_header_parse(b, len, name, &h, err, errlen) != 0 ||
+        idx_size_check(&h, len, name, err, errlen) != 0)
+        return -1;
+    if (h.dtype != NNC_DT_U8) {
+        data_err(err, errlen, "%s: expected 8-bit samples, found %s", name, nnc_dtype_name(h.dtype));
+        return -1;
+    }
+    out->dtype = h.dtype;
+    out->rank = h.rank;
+    for (int i = 0; i < h.rank; i++) out->dims[i] = h.dims[i];
+    out->data = (void *)(uintptr_t)(b + h.hdr_bytes);
+    return 0;
+}
+
 int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
                   size_t errlen)
 {

@@ -11,6 +11,8 @@ typedef struct {
     bool bytes;             /* 8-bit samples kept as they are and scaled per batch */
     float scale;
     char *cache_path;       /* malloc'd: where to cache these 8-bit samples once all loaded, or NULL */
+    void *map;              /* data lies in this mapped cache entry (munmap, not free), or NULL */
+    size_t map_len;
 } Column;
 
 typedef struct {

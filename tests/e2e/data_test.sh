@@ -166,6 +166,11 @@ mkidx c.idx.gz 4 3 1
 ok "$nnc" c.nn --quiet
 check test "$(ncache)" = 1
 check test "$(stat -c %a cache/nnc)" = 700
+# a hit (the entry mapped, not read) gives the data the .gz gives; a corrupted entry is not used
+ok "$nnc" c.nn --eval; hit=$(grep -o 'loss [0-9.e+-]*' out); check test -n "$hit"
+ok "$nnc" c.nn --eval --no-cache; check test "$(grep -o 'loss [0-9.e+-]*' out)" = "$hit"
+f=$(find cache/nnc -maxdepth 1 -name '*-data.idx'); printf '\x07' | dd of="$f" bs=1 seek=20 conv=notrunc 2>/dev/null
+ok "$nnc" c.nn --eval; check test "$(grep -o 'loss [0-9.e+-]*' out)" = "$hit"
 # replaced in place by a file of the same size, its mtime put back: the cache must not serve
 # the old data (shape [3, 4] no longer fits x: f32[N, 3])
 touch -r c.idx.gz ref; mkidx new.idx.gz 3 4 2; cp new.idx.gz c.idx.gz; touch -r ref c.idx.gz
