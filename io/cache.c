@@ -241,49 +241,38 @@ void cache_checksum_text(const void *data, size_t len, char out[64]) {
     snprintf(out, 64, "nnc-sum2 %zu %016" PRIx64 "\n", len, checksum(data, len));
 }
 
-bool cache_map(const Cache *c, const char *name, void **map, size_t *len) {
+/* Whether NAME.sum, written with the entry, matches its bytes now. */
+static bool sum_matches(const Cache *c, const char *name, const void *data, size_t len) {
     void *sum;
     size_t sum_len;
-    char *sum_name = str_dup_printf("%s.sum", name);
+    char *sum_name = str_dup_printf("%s.sum", name), want[64];
     bool ok = cache_read(c, sum_name, &sum, &sum_len);
     free(sum_name);
     if (!ok) return false;
-    ok = cache_map_raw(c, name, map, len);
-    if (ok) {   /* entries are replaced by rename, never written in place: the mapped inode keeps
-                   the bytes checked here for as long as it is mapped */
-        char want[64];
-        cache_checksum_text(*map, *len, want);
-        ok = sum_len == strlen(want) && !memcmp(sum, want, sum_len);
-        if (!ok) {
-            munmap(*map, *len);
-            *map = NULL;
-        }
-    }
+    cache_checksum_text(data, len, want);
+    ok = sum_len == strlen(want) && !memcmp(sum, want, sum_len);
     free(sum);
     return ok;
 }
 
+/* Entries are replaced by rename, never written in place: a mapped inode keeps the bytes
+ * checked here for as long as it is mapped. */
+bool cache_map(const Cache *c, const char *name, void **map, size_t *len) {
+    if (!cache_map_raw(c, name, map, len)) return false;
+    if (sum_matches(c, name, *map, *len)) return true;
+    munmap(*map, *len);
+    *map = NULL;
+    *len = 0;
+    return false;
+}
+
 bool cache_get(const Cache *c, const char *name, void **data, size_t *len) {
+    if (!cache_read(c, name, data, len)) return false;
+    if (sum_matches(c, name, *data, *len)) return true;
+    free(*data);
     *data = NULL;
     *len = 0;
-    void *sum;
-    size_t sum_len;
-    char *sum_name = str_dup_printf("%s.sum", name);
-    bool ok = cache_read(c, sum_name, &sum, &sum_len);
-    free(sum_name);
-    if (!ok) return false;
-    ok = cache_read(c, name, data, len);
-    if (ok) {
-        char want[64];
-        cache_checksum_text(*data, *len, want);
-        ok = sum_len == strlen(want) && !memcmp(sum, want, sum_len);
-        if (!ok) {
-            free(*data);
-            *data = NULL;
-        }
-    }
-    free(sum);
-    return ok;
+    return false;
 }
 
 static bool write_all(int fd, const void *data, size_t len) {
