@@ -59,6 +59,7 @@ add_test(NAME cuda_emit_ptx COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -D
          -P ${NNC_CUDA_TESTS}/emit_ptx.cmake)
 set_tests_properties(${_nnc_nvrtc_tests} cuda_no_device cuda_emit_ptx
                      PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
+set_tests_properties(${_nnc_nvrtc_tests} PROPERTIES COST 40)   # among the longest: started first under -j
 
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
 set_tests_properties(gpu_vs_cpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
