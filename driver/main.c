@@ -395,8 +395,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     if (rank != 0) {   /* process 0 prints and writes for the run */
         to.quiet = true;
         to.progress = false;
-        to.metrics_path = NULL;
-        to.eval_out = NULL;
+        to.metrics_path = NULL;   /* --eval-out stays: every process must shard evaluation alike */
     }
     int rc = train_run(m, &(ModelRef){lm->abi, lm->m}, &to);
     if (ref) check_pair_finish(lm, c->quiet ? NULL : stderr);

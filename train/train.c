@@ -681,7 +681,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         EvalResult ev;
         const Dataset *d = has_test ? &test : &train;
         if (!evaluate(&R, d, &ev)) rc = 1;
-        else if (o->eval_out && !write_eval_out(&R, d, &ev)) rc = 1;
+        else if (o->eval_out && !o->no_write && !write_eval_out(&R, d, &ev)) rc = 1;
         else report_eval(&R, d, has_test, &ev);
         eval_free(&ev);
     } else {

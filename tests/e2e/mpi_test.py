@@ -159,6 +159,23 @@ def main():
         mpirun(2, [MNIST, "--epochs", "1", "--batch", "61", "--metrics", "m2.jsonl"], d)
         same_run(os.path.join(d, "m2.jsonl"), os.path.join(d, "m1.jsonl"), "Fashion-MNIST, 2 processes")
 
+        # --eval under mpirun: sharded over the processes; with --eval-out every process computes
+        # all of it (each must decide alike, or one would wait for the others forever) and
+        # process 0 writes the file
+        for extra in ([], ["--eval-out", "ev2.st"]):
+            mpirun(2, [MODEL, "--load", "one.st", "--eval", "--metrics", "ev2.jsonl"] + extra, d)
+            single([MODEL, "--load", "one.st", "--eval", "--metrics", "ev1.jsonl"] + (["--eval-out", "ev1.st"] if extra else []), d)
+            _, e2 = read_metrics(os.path.join(d, "ev2.jsonl"))
+            _, e1 = read_metrics(os.path.join(d, "ev1.jsonl"))
+            check(abs(e2[-1]["loss"] - e1[-1]["loss"]) <= TOL * abs(e1[-1]["loss"]) and
+                  abs(e2[-1]["mae"] - e1[-1]["mae"]) <= TOL * abs(e1[-1]["mae"]),
+                  "--eval %sin 2 processes: loss %.7f mae %.7f (one process: %.7f %.7f)" %
+                  ("--eval-out " if extra else "", e2[-1]["loss"], e2[-1]["mae"], e1[-1]["loss"], e1[-1]["mae"]))
+        _, m2 = load_safetensors(os.path.join(d, "ev2.st"))
+        _, m1 = load_safetensors(os.path.join(d, "ev1.st"))
+        check(abs(float(m2["loss"]) - float(m1["loss"])) <= TOL * abs(float(m1["loss"])),
+              "--eval-out in 2 processes: process 0 wrote the set's loss %s (one process: %s)" % (m2["loss"], m1["loss"]))
+
         # processes that disagree, or one that fails alone: an error, never a hang
         r = mpirun(2, [], d, expect_ok=False, shell='exec "%s" "%s" --quiet --seed "$OMPI_COMM_WORLD_RANK"' % (NNC, MODEL))
         check(r.returncode != 0 and "start from different parameters" in r.stderr,
