@@ -113,10 +113,14 @@ static int idx_size_check(const idx_header *h, size_t len, const char *name, cha
     return 0;
 }
 
-/* The header of an IDX held in memory, and exactly its data bytes after it. */
-static int idx_checked(const uint8_t *b, size_t len, const char *name, idx_header *h, char *err, size_t errlen)
+/* The header of an IDX held in memory, checked against exactly its data bytes after it; out
+ * cleared, *name the name messages use. */
+static int idx_checked(const uint8_t *b, size_t len, const char **name, nnc_array *out, idx_header *h, char *err,
+                       size_t errlen)
 {
-    if (idx_header_parse(b, len, name, h, err, errlen) != 0 || idx_size_check(h, len, name, err, errlen) != 0)
+    data_array_clear(out);
+    *name = data_name(*name);
+    if (idx_header_parse(b, len, *name, h, err, errlen) != 0 || idx_size_check(h, len, *name, err, errlen) != 0)
         return -1;
     return 0;
 }
@@ -126,9 +130,7 @@ int nnc_view_idx_u8(const void *buf, size_t len, const char *name, nnc_array *ou
 {
     const uint8_t *b = buf;
     idx_header h;
-    data_array_clear(out);
-    name = data_name(name);
-    if (idx_checked(b, len, name, &h, err, errlen) != 0)
+    if (idx_checked(b, len, &name, out, &h, err, errlen) != 0)
         return -1;
     if (h.dtype != NNC_DT_U8) {
         data_err(err, errlen, "%s: expected 8-bit samples, found %s", name, nnc_dtype_name(h.dtype));
@@ -146,9 +148,7 @@ int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out,
 {
     const uint8_t *b = buf;
     idx_header h;
-    data_array_clear(out);
-    name = data_name(name);
-    if (idx_checked(b, len, name, &h, err, errlen) != 0)
+    if (idx_checked(b, len, &name, out, &h, err, errlen) != 0)
         return -1;
     if (data_array_alloc(out, h.dtype, h.rank, h.dims, h.data_bytes, name, err, errlen) != 0)
         return -1;

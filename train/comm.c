@@ -23,7 +23,9 @@
 #include <mpi.h>
 #endif
 
-bool comm_launched(void) {
+/* True when a launcher started this process as one of several (Open MPI, MPICH, PMIx,
+ * MVAPICH environment variables), whether or not this nnc can join them. */
+static bool comm_launched(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
         if (getenv(vars[i])) return true;
@@ -239,10 +241,6 @@ bool comm_bcast_int(Comm *c, int *v) {
     return MPI_Bcast(v, 1, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS;
 }
 
-void comm_barrier(Comm *c) {
-    if (c->mpi) MPI_Barrier(MPI_COMM_WORLD);
-}
-
 void comm_finish(Comm *c, int rc) {
     if (!c) return;
     if (c->mpi && rc != 0 && c->size > 1 && !c->agreed) {
@@ -277,7 +275,6 @@ const char *comm_library(void) { return NULL; }
 bool comm_sum(Comm *c, double *v, int n) { return (void)c, (void)v, (void)n, true; }
 bool comm_agree_u64(Comm *c, uint64_t v, uint64_t *lo, uint64_t *hi) { return (void)c, *lo = *hi = v, true; }
 bool comm_bcast_int(Comm *c, int *v) { return (void)c, (void)v, true; }
-void comm_barrier(Comm *c) { (void)c; }
 void comm_finish(Comm *c, int rc) {
     (void)rc;
     free(c);
@@ -287,14 +284,13 @@ void comm_finish(Comm *c, int rc) {
 
 int comm_rank(const Comm *c) { return c ? c->rank : 0; }
 int comm_size(const Comm *c) { return c ? c->size : 1; }
-int comm_local_size(const Comm *c) { return c ? c->local_size : 1; }
 int comm_local_rank(const Comm *c) { return c ? c->local_rank : 0; }
 
 int comm_threads(const Comm *c) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
-    long t = cores / comm_local_size(c);
+    long t = cores / (c ? c->local_size : 1);
     return t > 0 ? (int)t : 1;
 }
 const nnc_comm *comm_abi(Comm *c) { return c ? &c->abi : NULL; }

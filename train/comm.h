@@ -16,9 +16,6 @@
 
 typedef struct Comm Comm;
 
-/* True when a launcher started this process as one of several (Open MPI, MPICH, PMIx,
- * MVAPICH environment variables), whether or not this nnc can join them. */
-bool comm_launched(void);
 /* Joins the job.  NULL with err filled when launched by MPI but this nnc was built without it,
  * or when MPI fails to start; NULL with err empty when not launched by a launcher. */
 Comm *comm_init(int *argc, char ***argv, char *err, size_t n);
@@ -29,7 +26,6 @@ const char *comm_library(void);
 Comm *comm_solo(void);
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
-int comm_local_size(const Comm *c);   /* processes on this machine (for the default threads) */
 int comm_local_rank(const Comm *c);   /* this process among them (its GPU) */
 /* The cores this process may use (its affinity) over the processes on its machine, at least 1. */
 int comm_threads(const Comm *c);
@@ -48,7 +44,6 @@ double comm_take_seconds(Comm *c);
 bool comm_sum(Comm *c, double *v, int n);                       /* in place, over processes */
 bool comm_agree_u64(Comm *c, uint64_t v, uint64_t *lo, uint64_t *hi);   /* min and max of v */
 bool comm_bcast_int(Comm *c, int *v);                           /* process 0's value to all */
-void comm_barrier(Comm *c);
 
 /* The run is stopping with every process knowing it (a stop signal, a NaN loss: decisions
  * taken over comm_sum), so no process is left waiting in a collective. */

@@ -124,6 +124,19 @@ static void gather(Run *R, const Dataset *d, const int64_t *idx, int64_t rows) {
     }
 }
 
+/* This process's share of a global batch of `rows` rows: rows [lo, lo + mine), weighted by its
+ * part of the batch.  A share of nothing (a last batch smaller than the processes) runs one
+ * row at weight 0, so that the process still takes part in the step's collectives. */
+typedef struct {
+    int64_t first, use, mine;
+} Share;
+
+static Share share_of(Run *R, int64_t rows) {
+    int64_t lo = rows * R->rank / R->size, mine = rows * (R->rank + 1) / R->size - lo;
+    comm_set_weight(R->comm, (double)mine / (double)rows);
+    return (Share){mine ? lo : 0, mine ? mine : 1, mine};
+}
+
 static bool run_step(Run *R, int entry, int64_t rows) {
     int rc = R->lm->abi->run(R->lm->m, entry, (const void *const *)R->bufs, rows);
     if (rc != 0) {
@@ -485,11 +498,8 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     for (int64_t s = 0; s < steps; s++) {
         int64_t at = start + s * B, rows = d->n - at < B ? d->n - at : B;
         done_rows += rows;
-        /* this process's share: rows [lo, hi) of the batch, weighted by its part of it (a
-         * share of nothing, in a last batch smaller than the processes, runs one row at 0) */
-        int64_t lo = rows * R->rank / R->size, mine = rows * (R->rank + 1) / R->size - lo;
-        int64_t off = at + (mine ? lo : 0), use = mine ? mine : 1;
-        comm_set_weight(R->comm, (double)mine / (double)rows);
+        Share sh = share_of(R, rows);
+        int64_t off = at + sh.first, use = sh.use, mine = sh.mine;
         bool ok;
         if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, off, R->direct)) {
             void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
@@ -564,15 +574,15 @@ static int compare_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* --bench N: time N training steps on the first batch after a warm-up; one JSON line out. */
-/* Data parallel: each process times its share of the batch, and the time its collectives took
+/* --bench N: time N training steps on the first batch after a warm-up; one JSON line out.
+ * Data parallel: each process times its share of the batch, and the time its collectives took
  * (waiting for the other processes included) is reported beside: the allreduce's share. */
 static int bench(Run *R, const Dataset *d) {
     int64_t B = R->gbatch, rows = d->n < B ? d->n : B;
-    int64_t lo = rows * R->rank / R->size, mine = rows * (R->rank + 1) / R->size - lo, use = mine ? mine : 1;
-    for (int64_t r = 0; r < use; r++) R->idx[r] = (mine ? lo : 0) + r;
+    Share sh = share_of(R, rows);
+    int64_t use = sh.use;
+    for (int64_t r = 0; r < use; r++) R->idx[r] = sh.first + r;
     gather(R, d, R->idx, use);
-    comm_set_weight(R->comm, (double)mine / (double)rows);
     int n = R->o->bench_steps;
     double *t = xmalloc((size_t)n * sizeof *t), *c = xmalloc((size_t)n * sizeof *c);
     double first = 0;
