@@ -192,15 +192,20 @@ static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, bool
 
 /* A flat walk when every operand is full-size or a scalar (the C compiler vectorizes it, CUDA
  * needs no index split); else per-axis indices and broadcast strides. */
-static void kernel_ew(const Kernel *k, const Launch *L) {
+bool kernel_flat(const Kernel *k, const Launch *L) {
     Shape sp = L->space;
-    bool transposed = k->g->nodes[L->root].op == OP_TRANSPOSE;
-    bool flat = !transposed;
+    bool flat = k->g->nodes[L->root].op != OP_TRANSPOSE;
     for (int j = 0; j < L->nins; j++) {
         Shape xs = k->g->nodes[L->ins[j]].shape;
         flat &= shape_eq(xs, sp) || shape_numel(xs, 2) == 1;
     }
-    flat |= sp.rank == 0;
+    return flat || sp.rank == 0;
+}
+
+static void kernel_ew(const Kernel *k, const Launch *L) {
+    Shape sp = L->space;
+    bool transposed = k->g->nodes[L->root].op == OP_TRANSPOSE;
+    bool flat = kernel_flat(k, L);
     decl_ptrs(k, L, true);
     char ind[64];
     snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat), "");
@@ -235,7 +240,11 @@ void kernel_reduce_step(const Kernel *k, const Launch *L, const char *target) {
 }
 
 void kernel_reduce_point(const Kernel *k, const Launch *L, const char *ind, const char *target) {
-    loads(k, L, L->space, false, false, ind);
+    kernel_reduce_point_at(k, L, ind, target, false);
+}
+
+void kernel_reduce_point_at(const Kernel *k, const Launch *L, const char *ind, const char *target, bool flat) {
+    loads(k, L, L->space, flat, false, ind);
     body(k, L, ind, L->root);
     if (!target) return;
     str_puts(k->s, ind);

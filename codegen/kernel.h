@@ -122,6 +122,9 @@ void kernel_ptr_line(const Kernel *k, const char *decl, int x);     /* "    DECL
  * `target` is not NULL) the accumulation of the reduced value into the lvalue `target`, each
  * line indented by `ind`.  kernel_reduce_step is that accumulation alone, unindented. */
 void kernel_reduce_point(const Kernel *k, const Launch *L, const char *ind, const char *target);
+/* the same at flat index i (kernel_flat: every operand full-size or a scalar) */
+void kernel_reduce_point_at(const Kernel *k, const Launch *L, const char *ind, const char *target, bool flat);
+bool kernel_flat(const Kernel *k, const Launch *L);
 void kernel_reduce_step(const Kernel *k, const Launch *L, const char *target);   /* no indent */
 void kernel_reduce_acc(const Kernel *k, const Launch *L, int indent);   /* double acc = identity */
 bool kernel_reduce_is_max(const Kernel *k, const Launch *L);

@@ -17,6 +17,7 @@
 
 #define OMP_MIN_ELEMS 32768     /* a thread team pays off past this many elements */
 #define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
+#define SMALL_GEMM_ACC 4096     /* the most C elements such a loop sums on the stack */
 
 /* Threads pay off only past `min_elems`; a kernel that can never get that large (at the
  * compile-time batch bound) gets no OpenMP pragma, whose team set-up costs more than it. */
@@ -134,7 +135,31 @@ static void reduce_out_offset(const Launch *L, int64_t mask, Str *s) {
 }
 
 /* The first `kept` axes are kept: one accumulator per output over its contiguous run. */
+/* A sum of everything into one value (a loss's mean) when a flat index reaches every operand:
+ * eight double accumulators, each over every eighth element, so the sum vectorizes rather than
+ * waiting on one chain of additions; then the lanes in order, then the tail in order.  The
+ * order is fixed by the size alone, so every run and thread count sums alike. */
+static void reduce_lanes(const Kernel *k, const Launch *L, const char *oo, const char *scale) {
+    str_puts(k->s, "    const int64_t nflat = ");
+    render_numel(k->s, L->space);
+    str_puts(k->s, ";\n"
+                   "    double acc = 0.0, lane[8] = {0};\n"
+                   "    int64_t blk = 0;\n"
+                   "    for (; blk + 8 <= nflat; blk += 8)\n"
+                   "        for (int64_t i = blk; i < blk + 8; i++) {\n");
+    kernel_reduce_point_at(k, L, "            ", "lane[i - blk]", true);
+    str_puts(k->s, "        }\n"
+                   "    for (int l = 0; l < 8; l++) acc += lane[l];\n"
+                   "    for (int64_t i = blk; i < nflat; i++) {\n");
+    kernel_reduce_point_at(k, L, "        ", "acc", true);
+    str_printf(k->s, "    }\n    o0[%s] = (real)(acc * %s);\n", oo, scale);
+}
+
 static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char *oo, const char *scale) {
+    if (kept == 0 && !kernel_reduce_is_max(k, L) && kernel_flat(k, L)) {
+        reduce_lanes(k, L, oo, scale);
+        return;
+    }
     Shape sp = L->space, ks = sp;
     ks.rank = kept;
     Str cond = {0};
@@ -356,6 +381,48 @@ static void c_gemm(const Kernel *k, const Launch *L) {
     gemm_narrow(k, L);
 }
 
+/* A small product whose inner loop runs along a contiguous row, so that it vectorizes: i k j
+ * when B's rows are contiguous and wide enough, k j i when A is transposed (its columns are
+ * then contiguous: X^T @ dY, the weight gradient).  Each C element still sums its products in
+ * k order from zero, then takes alpha (and the folded update) as the dot-product loops do, so
+ * the result is bit for bit theirs. */
+static void small_gemm_vector(const Kernel *k, const Launch *L, int64_t mn, bool ikj, const char *alpha) {
+    str_printf(k->s, "    real acc[%lld];\n", (long long)mn);
+    str_puts(k->s, "    for (int t = 0; t < M * N; t++) acc[t] = 0;\n");
+    if (ikj)
+        str_printf(k->s,
+            "    for (int i = 0; i < M; i++)\n"
+            "        for (int k = 0; k < K; k++) {\n"
+            "            const real a = A[%s];\n"
+            "            for (int j = 0; j < N; j++) acc[i * N + j] += a * Bm[k * ldb + j];\n"
+            "        }\n", L->ta ? "k * lda + i" : "i * lda + k");
+    else
+        str_printf(k->s,
+            "    for (int k = 0; k < K; k++)\n"
+            "        for (int j = 0; j < N; j++) {\n"
+            "            const real b = Bm[%s];\n"
+            "            for (int i = 0; i < M; i++) acc[i * N + j] += A[k * lda + i] * b;\n"
+            "        }\n", L->tb ? "j * ldb + k" : "k * ldb + j");
+    str_printf(k->s, "    for (int t = 0; t < M * N; t++) C[t] = %s(real)%s * acc[t];\n", L->fold >= 0 ? "C[t] + " : "",
+               alpha);
+}
+
+/* A matrix-vector product (or a narrow one, N < 4) with A's rows contiguous: eight rows at a
+ * time, so that eight chains of additions run side by side rather than one row's chain waiting
+ * on itself.  Each element still sums in k order from zero, bit for bit the dot loop's sum. */
+static void small_gemm_rows8(const Kernel *k, const Launch *L, const char *ib, const char *alpha) {
+    str_printf(k->s,
+        "    for (int i = 0; i + 8 <= M; i += 8)\n"
+        "        for (int j = 0; j < N; j++) {\n"
+        "            real acc[8] = {0};\n"
+        "            for (int k = 0; k < K; k++) {\n"
+        "                const real b = Bm[%s];\n"
+        "                for (int r = 0; r < 8; r++) acc[r] += A[(i + r) * lda + k] * b;\n"
+        "            }\n"
+        "            for (int r = 0; r < 8; r++) C[(i + r) * N + j] = %s(real)%s * acc[r];\n"
+        "        }\n", ib, L->fold >= 0 ? "C[(i + r) * N + j] + " : "", alpha);
+}
+
 /* A GEMM launch on f32 operands: one cblas call (a plain product, or a batch that is one
  * product: gemm_geom's rows_merged, k_merged), a loop of calls over the batch's matrices, or
  * plain loops when the whole product is too small for a library call. */
@@ -384,14 +451,19 @@ static void c_gemm_body(const Kernel *k, const Launch *L) {
     char f = k->o->f64 ? 'd' : 's';
     int ta = L->ta ? 112 : 111, tb = L->tb ? 112 : 111;
     if (macs <= SMALL_GEMM_MACS) {   /* a library call costs more than this product */
+        if (!batched && dm * dn <= SMALL_GEMM_ACC && ((!L->tb && dn >= 4) || L->ta)) {
+            small_gemm_vector(k, L, dm * dn, !L->tb && dn >= 4, alpha);
+            return;
+        }
         if (!batched) {
+            if (!L->ta) small_gemm_rows8(k, L, ib, alpha);   /* rows from 8 on: the rest below */
             str_printf(k->s,
-                "    for (int i = 0; i < M; i++)\n"
+                "    for (int i = %s; i < M; i++)\n"
                 "        for (int j = 0; j < N; j++) {\n"
                 "            real acc = 0;\n"
                 "            for (int k = 0; k < K; k++) acc += A[%s] * Bm[%s];\n"
                 "            C[i * N + j] = %s(real)%s * acc;\n"
-                "        }\n", ia, ib, L->fold >= 0 ? "C[i * N + j] + " : "", alpha);
+                "        }\n", L->ta ? "0" : "M / 8 * 8", ia, ib, L->fold >= 0 ? "C[i * N + j] + " : "", alpha);
             return;
         }
         /* a sum's first product overwrites C (unless an update is folded in), the rest add */
