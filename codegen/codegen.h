@@ -21,6 +21,8 @@ typedef struct {
     bool check_numerics;        /* test every kernel's outputs for NaN/Inf (--check-numerics) */
     int device;                 /* CUDA: the GPU, modulo the GPUs there are (under mpirun, each
                                    process on a machine takes the next: its local rank) */
+    bool tiered;                /* CPU, on a cache miss: start on a quick -O1 build while the -O3
+                                   one compiles beside it (Backend.upgrade swaps it in) */
 } BuildOpts;
 
 typedef struct LoadedModel {
@@ -30,6 +32,7 @@ typedef struct LoadedModel {
     char so_path[1024];
     bool cache_hit;
     double compile_seconds;
+    void *tier;                 /* the backend's build in progress of a faster version, or NULL */
 } LoadedModel;
 
 typedef struct {
@@ -43,6 +46,11 @@ typedef struct {
     bool (*emit_asm)(const Program *p, const BuildOpts *o, Str *out, char *err, size_t n);
     /* Ahead of time (-o DIR): DIR/NAME.c, NAME.h and libNAME.a; NULL where the target has none. */
     bool (*build_library)(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
+    /* With lm->tier set: once the faster build is ready (wait: block until it is), load it, give
+     * it lm's parameters, state and step (and `seed`, which keys dropout), and swap it in.
+     * True when lm now runs the new build; lm->tier is NULL once nothing more will come.  NULL
+     * where the target never tiers. */
+    bool (*upgrade)(LoadedModel *lm, uint64_t seed, bool wait);
 } Backend;
 
 extern const Backend backend_cpu;

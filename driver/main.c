@@ -312,6 +312,22 @@ static void choose_blas_kernels(void) {
         setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
 }
 
+/* The trainer's view of a tiered start (Backend.upgrade): swapping in the faster build. */
+typedef struct {
+    const Backend *be;
+    LoadedModel *lm;
+    uint64_t seed;
+} Upgrade;
+
+static bool upgrade_ref(ModelRef *ref, bool wait) {
+    Upgrade *u = ref->upgrade_ctx;
+    bool swapped = u->be->upgrade(u->lm, u->seed, wait);
+    ref->abi = u->lm->abi;
+    ref->m = u->lm->m;
+    if (!u->lm->tier) ref->upgrade = NULL;
+    return swapped;
+}
+
 /* After the passes: emit, print stats, build ahead of time, or train.  `ref` is the CPU
  * reference of --check-against, compiled from the same text. */
 static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm *comm) {
@@ -340,7 +356,8 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         nnc_fatal("--f64 computes everything in double precision; it cannot be combined with precision %s",
                   m->train.precision == PREC_BF16 ? "bf16" : "f16");
     BuildOpts bo = {.f64 = c->f64, .cache_dir = compile_cache_dir(&cp->arena, !c->no_cache), .tf32 = c->tf32,
-                    .check_numerics = c->check_numerics, .device = comm_local_rank(comm)};
+                    .check_numerics = c->check_numerics, .device = comm_local_rank(comm),
+                    .tiered = !comm && !ref};   /* one process: the others would each build alike */
     if (c->emit) {
         bool wants_cpu = !strcmp(c->emit, "c");
         if (wants_cpu != (p->target == DEV_CPU)) nnc_fatal("--emit %s needs --target %s", c->emit, wants_cpu ? "cpu" : "cuda");
@@ -397,7 +414,9 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         to.progress = false;
         to.metrics_path = NULL;   /* --eval-out stays: every process must shard evaluation alike */
     }
-    int rc = train_run(m, &(ModelRef){lm->abi, lm->m}, &to);
+    Upgrade up = {be, lm, to.seed};
+    ModelRef mr = {lm->abi, lm->m, lm->tier ? upgrade_ref : NULL, &up};
+    int rc = train_run(m, &mr, &to);
     if (ref) check_pair_finish(lm, c->quiet ? NULL : stderr);
     else be->unload(lm);
     return rc;

@@ -23,6 +23,11 @@ void *xcalloc(size_t n, size_t m) {
     return p;
 }
 
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
 void *xrealloc(void *p, size_t n) {
     void *q = realloc(p, n ? n : 1);
     if (!q) nnc_fatal("out of memory allocating %zu bytes", n);

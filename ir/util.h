@@ -67,6 +67,7 @@ void nnc_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
 char *read_file(const char *path, size_t *len);   /* NULL with errno set on failure */
 uint64_t hash_fnv1a(const void *data, size_t n, uint64_t h);
 #define HASH_FNV_INIT 0xcbf29ce484222325ULL

@@ -57,6 +57,8 @@ typedef struct {
     Comm *comm;                 /* data parallel: the processes (NULL: this one alone) */
     int rank, size;
     int64_t gbatch;             /* rows of a global batch, split over the processes */
+    double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
+    long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
 } Run;
 
 static int state_index(const nnc_model_abi *a, const char *name) {
@@ -551,6 +553,21 @@ static bool params_finite(Run *R, int epoch) {
     return false;
 }
 
+/* Between steps: a faster build of the model, if one is on its way and ready (every 10 ms at
+ * most; a test may make one step wait for it). */
+static void poll_upgrade(Run *R) {
+    if (!R->lm->upgrade) return;
+    bool wait = R->wait_step >= 0 && R->lm->abi->get_step(R->lm->m) >= R->wait_step;
+    double t = train_now();
+    if (!wait && t - R->last_poll < 0.01) return;
+    R->last_poll = t;
+    if (R->lm->upgrade(R->lm, wait) && !R->o->quiet) {
+        if (R->o->progress) fputc('\n', stderr);
+        fprintf(stderr, "nnc: the -O3 build takes over after step %lld (it compiled while the -O1 build trained)\n",
+                (long long)R->lm->abi->get_step(R->lm->m));
+    }
+}
+
 /* Runs one epoch from sample `start` of its order (non-zero when resuming mid-epoch; batches
  * are counted from there, so a resumed run may use another batch size). */
 static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, double *mean_loss) {
@@ -562,6 +579,8 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     const bool bar = R->o->progress && !R->o->quiet;
     double sum = 0, t_start = bar ? train_now() : 0, last_draw = 0;
     for (int64_t s = 0; s < steps; s++) {
+        poll_upgrade(R);
+        abi = R->lm->abi;
         int64_t at = start + s * B, rows = d->n - at < B ? d->n - at : B;
         done_rows += rows;
         Share sh = share_of(R, rows);
@@ -661,6 +680,7 @@ static int bench(Run *R, const Dataset *d) {
     for (int i = 0; i < 10; i++) {
         if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         if (i == 0) first = train_now() - R->o->t_process;
+        if (i == 0 && R->lm->upgrade) R->lm->upgrade(R->lm, true);   /* time the build training ends on */
     }
     comm_take_seconds(R->comm);
     for (int i = 0; i < n; i++) {
@@ -723,7 +743,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .scale_state = state_index(lm->abi, "scaler.scale"),
              .skipped_state = state_index(lm->abi, "scaler.skipped_steps"), .comm = o->comm,
              .rank = comm_rank(o->comm), .size = comm_size(o->comm),
-             .gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max};
+             .gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max, .wait_step = -1};
+    const char *ws = getenv("NNC_TIER_WAIT_STEP");
+    if (ws && *ws) R.wait_step = strtol(ws, NULL, 10);
     if (R.skipped_state < 0) R.scale_state = -1;
     Dataset train = {0}, test = {0};
     bool has_test = false;

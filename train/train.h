@@ -5,10 +5,16 @@
 #include "comm.h"
 #include "dataset.h"
 
-/* A loaded model as the trainer sees it, on any backend: the ABI table and the instance. */
-typedef struct {
+/* A loaded model as the trainer sees it, on any backend: the ABI table and the instance.
+ * upgrade, when set, is a faster build of the same model on its way (the CPU's tiered start):
+ * the trainer calls it between steps; once that build is ready (wait: block until it is) it
+ * takes over the training so far and abi and m change.  It clears itself when no more will
+ * come. */
+typedef struct ModelRef {
     const nnc_model_abi *abi;
     void *m;
+    bool (*upgrade)(struct ModelRef *ref, bool wait);
+    void *upgrade_ctx;
 } ModelRef;
 
 typedef struct {

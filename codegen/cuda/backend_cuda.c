@@ -1252,4 +1252,4 @@ static bool cuda_emit_ptx(const Program *p, const BuildOpts *o, Str *out, char *
     return true;
 }
 
-const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx, NULL};
+const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx, NULL, NULL};

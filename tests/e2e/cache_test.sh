@@ -3,7 +3,8 @@
 # refused with a warning and a private fallback, planted symlinks are replaced and never
 # followed, truncated or corrupted objects are rebuilt, long cache paths never load stale
 # code, concurrent cold compiles all succeed, --no-cache never touches a shared /tmp path,
-# CC / NNC_CFLAGS are split into words, and a successful run always exits 0.
+# CC / NNC_CFLAGS are split into words, a successful run always exits 0, and a tiered start
+# (-O1 first, -O3 beside it) trains exactly as the -O3 build alone.
 set -u
 nnc=$1; here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d); trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -192,6 +193,25 @@ ok env XDG_CACHE_HOME="$dir/c12" "$nnc" "$dir/idxm.nn" --eval
 check '[ -n "$lossd" ] && [ "$(loss)" = "$lossd" ]' "a corrupted data cache entry was used: $(loss) != $lossd"
 ok env XDG_CACHE_HOME="$dir/c2" "$nnc" "$dir/idxm.nn" --eval
 check '[ -z "$(ls -A "$dir/c2/nnc")" ]' "data cached in a world-writable cache"
+
+# 13. A tiered start (cache miss): the -O1 build trains while the -O3 one compiles beside it and
+# takes over (here made to at step 2) with the training so far; both compute alike, so every
+# step's loss equals a run on the -O3 build throughout.  The -O3 object is in the cache at exit.
+steps() { grep '"type":"step"' "$1" | cut -d, -f1-4; }
+ok env XDG_CACHE_HOME="$dir/c13" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3 --metrics "$dir/tier.jsonl"
+has "takes over after step 2"
+check '[ -n "$(entry "$dir/c13")" ]' "no -O3 object in the cache after a tiered start"
+ok env XDG_CACHE_HOME="$dir/c13" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3 --metrics "$dir/full.jsonl"
+check '! grep -q "takes over" "$dir/out"' "a cache hit started on a quick build"
+check '[ "$(steps "$dir/tier.jsonl" | wc -l)" = 12 ] && [ "$(steps "$dir/tier.jsonl")" = "$(steps "$dir/full.jsonl")" ]' \
+      "the steps after the -O3 build took over differ from a run on it throughout"
+# ... and when the -O3 build fails, training finishes on the -O1 one and nothing is cached.
+printf '#!/bin/sh\nfor a; do [ "$a" = -O3 ] && { echo "no -O3 here" >&2; exit 1; }; done\nexec cc "$@"\n' > "$dir/cc-o1"
+chmod +x "$dir/cc-o1"
+ok env CC="$dir/cc-o1" XDG_CACHE_HOME="$dir/c14" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3 --metrics "$dir/o1.jsonl"
+has "the -O3 build failed, training goes on with the -O1 one"
+check '[ -z "$(entry "$dir/c14")" ] && [ "$(steps "$dir/o1.jsonl")" = "$(steps "$dir/full.jsonl")" ]' \
+      "a failed -O3 build left an entry, or the -O1 build trained differently"
 
 echo "cache: $pass passed, $fail failed"
 [ "$fail" = 0 ]
