@@ -22,7 +22,8 @@ typedef struct {
     int device;                 /* CUDA: the GPU, modulo the GPUs there are (under mpirun, each
                                    process on a machine takes the next: its local rank) */
     bool tiered;                /* CPU, on a cache miss: start on a quick -O1 build while the -O3
-                                   one compiles beside it (Backend.upgrade swaps it in) */
+                                   one compiles beside it (Backend.upgrade swaps it in); load
+                                   returns before the -O1 build is done (abi NULL) */
 } BuildOpts;
 
 typedef struct LoadedModel {
@@ -46,11 +47,12 @@ typedef struct {
     bool (*emit_asm)(const Program *p, const BuildOpts *o, Str *out, char *err, size_t n);
     /* Ahead of time (-o DIR): DIR/NAME.c, NAME.h and libNAME.a; NULL where the target has none. */
     bool (*build_library)(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
-    /* With lm->tier set: once the faster build is ready (wait: block until it is), load it, give
-     * it lm's parameters, state and step (and `seed`, which keys dropout), and swap it in.
-     * True when lm now runs the new build; lm->tier is NULL once nothing more will come.  NULL
-     * where the target never tiers. */
-    bool (*upgrade)(LoadedModel *lm, uint64_t seed, bool wait);
+    /* With lm->tier set.  lm->abi NULL (load returned with the quick build still compiling):
+     * wait for it and load it; false with err filled when it failed.  Else, once the faster
+     * build is ready (wait: block until it is), load it, give it lm's parameters, state and step
+     * (and `seed`, which keys dropout), and swap it in.  True when lm->abi and lm->m changed;
+     * lm->tier is NULL once nothing more will come.  NULL where the target never tiers. */
+    bool (*upgrade)(LoadedModel *lm, uint64_t seed, bool wait, char *err, size_t n);
 } Backend;
 
 extern const Backend backend_cpu;

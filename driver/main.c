@@ -319,9 +319,9 @@ typedef struct {
     uint64_t seed;
 } Upgrade;
 
-static bool upgrade_ref(ModelRef *ref, bool wait) {
+static bool upgrade_ref(ModelRef *ref, bool wait, char *err, size_t n) {
     Upgrade *u = ref->upgrade_ctx;
-    bool swapped = u->be->upgrade(u->lm, u->seed, wait);
+    bool swapped = u->be->upgrade(u->lm, u->seed, wait, err, n);
     ref->abi = u->lm->abi;
     ref->m = u->lm->m;
     if (!u->lm->tier) ref->upgrade = NULL;

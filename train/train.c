@@ -561,7 +561,8 @@ static void poll_upgrade(Run *R) {
     double t = train_now();
     if (!wait && t - R->last_poll < 0.01) return;
     R->last_poll = t;
-    if (R->lm->upgrade(R->lm, wait) && !R->o->quiet) {
+    char err[64];
+    if (R->lm->upgrade(R->lm, wait, err, sizeof err) && !R->o->quiet) {
         if (R->o->progress) fputc('\n', stderr);
         fprintf(stderr, "nnc: the -O3 build takes over after step %lld (it compiled while the -O1 build trained)\n",
                 (long long)R->lm->abi->get_step(R->lm->m));
@@ -680,7 +681,7 @@ static int bench(Run *R, const Dataset *d) {
     for (int i = 0; i < 10; i++) {
         if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         if (i == 0) first = train_now() - R->o->t_process;
-        if (i == 0 && R->lm->upgrade) R->lm->upgrade(R->lm, true);   /* time the build training ends on */
+        if (i == 0 && R->lm->upgrade) R->lm->upgrade(R->lm, true, NULL, 0);   /* time the build training ends on */
     }
     comm_take_seconds(R->comm);
     for (int i = 0; i < n; i++) {
@@ -740,13 +741,10 @@ static void free_run(Run *R, const Dataset *d) {
 
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
-    Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .scale_state = state_index(lm->abi, "scaler.scale"),
-             .skipped_state = state_index(lm->abi, "scaler.skipped_steps"), .comm = o->comm,
-             .rank = comm_rank(o->comm), .size = comm_size(o->comm),
-             .gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max, .wait_step = -1};
+    Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
+             .size = comm_size(o->comm), .wait_step = -1};
     const char *ws = getenv("NNC_TIER_WAIT_STEP");
     if (ws && *ws) R.wait_step = strtol(ws, NULL, 10);
-    if (R.skipped_state < 0) R.scale_state = -1;
     Dataset train = {0}, test = {0};
     bool has_test = false;
     if (o->save_path && !o->no_write && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
@@ -760,6 +758,16 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         dataset_free(&train);
         return 1;
     }
+    if (!lm->abi && !(lm->upgrade && lm->upgrade(lm, true, err, sizeof err) && lm->abi)) {   /* read while it compiled */
+        fprintf(stderr, "nnc: error: %s\n", err);
+        dataset_free(&train);
+        dataset_free(&test);
+        return 1;
+    }
+    R.scale_state = state_index(lm->abi, "scaler.scale");
+    R.skipped_state = state_index(lm->abi, "scaler.skipped_steps");
+    if (R.skipped_state < 0) R.scale_state = -1;
+    R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
     lm->abi->init(lm->m, o->seed);
     lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
     TrainPos start = {1, 0, o->seed};

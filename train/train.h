@@ -6,14 +6,15 @@
 #include "dataset.h"
 
 /* A loaded model as the trainer sees it, on any backend: the ABI table and the instance.
- * upgrade, when set, is a faster build of the same model on its way (the CPU's tiered start):
- * the trainer calls it between steps; once that build is ready (wait: block until it is) it
- * takes over the training so far and abi and m change.  It clears itself when no more will
- * come. */
+ * upgrade, when set, is a build of the model on its way (the CPU's tiered start).  With abi
+ * NULL the first build is still compiling: upgrade(wait) waits for it (false, err filled, when
+ * it failed).  Else a faster build is coming: the trainer calls upgrade between steps; once
+ * that build is ready (wait: block until it is) it takes over the training so far.  True when
+ * abi and m changed; upgrade clears itself when no more will come. */
 typedef struct ModelRef {
     const nnc_model_abi *abi;
     void *m;
-    bool (*upgrade)(struct ModelRef *ref, bool wait);
+    bool (*upgrade)(struct ModelRef *ref, bool wait, char *err, size_t n);
     void *upgrade_ctx;
 } ModelRef;
 

@@ -89,8 +89,8 @@ const char *cpu_cc(const BuildOpts *o) {
     return cc && *cc ? cc : "cc";
 }
 
-/* Runs argv, sending its output to `log`; returns the exit status or -1. */
-int cpu_run_tool(char *const *argv, const char *log) {
+/* Starts argv, sending its output to `log`; its pid, or -1. */
+pid_t cpu_spawn_tool(char *const *argv, const char *log) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (log) {
@@ -100,12 +100,18 @@ int cpu_run_tool(char *const *argv, const char *log) {
     pid_t pid;
     int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
+    return rc != 0 ? -1 : pid;
+}
+
+int cpu_wait_tool(pid_t pid) {
     int st;
+    if (pid < 0) return -1;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+int cpu_run_tool(char *const *argv, const char *log) { return cpu_wait_tool(cpu_spawn_tool(argv, log)); }
 
 bool cpu_write_file(const char *path, const char *text, char *err, size_t n) {
     FILE *f = fopen(path, "w");
@@ -160,10 +166,9 @@ static bool cc_is_gcc(char **cc, const char *log) {
     return gcc;
 }
 
-/* cc [CC words] FLAGS [NNC_CFLAGS words] -o so src BLAS -lm, with the log in `log`; `opt`
- * replaces FLAGS' -O3 (the quick first build of a tiered start). */
-static bool compile_so(char **cc, char **extra, const char *opt, const char *src, const char *so, const char *log,
-                       char *err, size_t n) {
+/* Starts cc [CC words] FLAGS [NNC_CFLAGS words] -o so src BLAS -lm, with the log in `log`;
+ * `opt` replaces FLAGS' -O3 (the quick first build of a tiered start).  Its pid, or -1. */
+static pid_t compile_start(char **cc, char **extra, const char *opt, const char *src, const char *so, const char *log) {
     char **argv = NULL;
     int a = 0, cap = 0;
     bool gcc = cc_is_gcc(cc, log);
@@ -178,14 +183,24 @@ static bool compile_so(char **cc, char **extra, const char *opt, const char *src
     const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-lm"};
 #endif
     for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) argv_push(&argv, &a, &cap, tail[i]);
-    int rc = cpu_run_tool(argv, log);
+    pid_t pid = cpu_spawn_tool(argv, log);
     free(argv);
-    if (rc < 0) snprintf(err, n, "cannot run the C compiler '%s' (set CC to one that exists)", cc[0]);
+    return pid;
+}
+
+/* The compiler's exit status `rc` (cpu_wait_tool) as a result: false with err saying why. */
+static bool compile_result(int rc, const char *cc0, const char *log, char *err, size_t n) {
+    if (rc < 0) snprintf(err, n, "cannot run the C compiler '%s' (set CC to one that exists)", cc0);
     else if (rc > 0) {
         snprintf(err, n, "the C compiler failed on the generated code, exit %d; its log:", rc);
         tail_log(log, err, n);
     }
     return rc == 0;
+}
+
+static bool compile_so(char **cc, char **extra, const char *opt, const char *src, const char *so, const char *log,
+                       char *err, size_t n) {
+    return compile_result(cpu_wait_tool(compile_start(cc, extra, opt, src, so, log)), cc[0], log, err, n);
 }
 
 static uint64_t hash_words(char **w, uint64_t h) {
@@ -275,18 +290,23 @@ static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *er
 /* ---- tiered start ----------------------------------------------------------------------------
  * On a cache miss the C compiler at -O3 is most of the time to the first step (0.46 s of about
  * 0.5 for models/mlp.nn; at -O1 it takes 0.21 s).  A tiered start compiles at -O1 and trains on
- * that build at once, while a child of nnc compiles at -O3 beside it and publishes the object
- * into the cache; between steps the trainer asks (Backend.upgrade), and the -O3 build takes
- * over with the parameters, state and step so far.  Both builds come from one source with
+ * that build, while a child of nnc compiles at -O3 beside it and publishes the object into the
+ * cache; between steps the trainer asks (Backend.upgrade), and the -O3 build takes over with
+ * the parameters, state and step so far.  Both builds come from one source with
  * -ffp-contract=off and no fast-math, so they compute alike, bit for bit: only the speed
- * changes.  The child is forked before the first build, while nnc has a single thread; it is
- * reniced so that the -O1 build and the training come first.  At the end of the run nnc waits
- * for it, so the next run finds the -O3 object in the cache and starts on it directly. */
+ * changes.  load() returns with the -O1 compiler still running (lm->abi NULL): the trainer
+ * reads its data meanwhile, then waits for it (upgrade with wait).  The child is forked
+ * before either build, while nnc has a single thread; it is reniced so that the -O1 build and
+ * the training come first.  At the end of the run nnc waits for it, so the next run finds the
+ * -O3 object in the cache and starts on it directly. */
 typedef struct {
     pid_t pid;        /* the child: compile at -O3, publish, exit 0 */
     char *cache_dir;  /* where it publishes */
     char *name;       /* the entry */
     char *mn;         /* the model's C name: its NAME_abi symbol */
+    pid_t quick;      /* the -O1 compiler, until its object is loaded (then -1) */
+    Cache priv;       /* the -O1 build's private directory (its object, log and source) */
+    char *cc0;        /* the compiler's first word, for messages */
 } Tier;
 
 static Tier *tier_start(const Cache *cache, const char *name, const char *src, char **cc, char **extra, const char *mn) {
@@ -303,16 +323,50 @@ static Tier *tier_start(const Cache *cache, const char *name, const char *src, c
         _exit(ok ? 0 : 1);
     }
     Tier *t = xcalloc(1, sizeof *t);
-    *t = (Tier){pid, xstrdup(cache->dir), xstrdup(name), xstrdup(mn)};
+    *t = (Tier){pid, xstrdup(cache->dir), xstrdup(name), xstrdup(mn), -1, {.dirfd = -1}, xstrdup(cc[0])};
     return t;
 }
 
-static void tier_free(Tier *t) {
+/* Waits for both compilers (the -O3 child publishes whatever it has) and frees t. */
+static void tier_end(Tier *t) {
     if (!t) return;
+    cpu_wait_tool(t->quick);
+    cpu_wait_tool(t->pid);
+    if (t->priv.dir) cache_close(&t->priv);
     free(t->cache_dir);
     free(t->name);
     free(t->mn);
+    free(t->cc0);
     free(t);
+}
+
+/* The -O1 compiler started in the private directory (the -O3 child already forked). */
+static bool quick_start(Tier *t, const char *src, char **cc, char **extra, char *err, size_t n) {
+    if (!cache_open(&t->priv, NULL, err, n)) return false;
+    char *cpath = cache_path(&t->priv, "model.c"), *log = cache_path(&t->priv, "build.log"),
+         *so = cache_path(&t->priv, t->name);
+    bool ok = cpu_write_file(cpath, src, err, n);
+    if (ok) t->quick = compile_start(cc, extra, "-O1", cpath, so, log);
+    free(cpath);
+    free(log);
+    free(so);
+    return ok;
+}
+
+/* Waits for the -O1 compiler and loads its object into lm. */
+static bool quick_finish(LoadedModel *lm, Tier *t, char *err, size_t n) {
+    char *log = cache_path(&t->priv, "build.log"), *so = cache_path(&t->priv, t->name);
+    int rc = cpu_wait_tool(t->quick);
+    t->quick = -1;
+    bool ok = compile_result(rc, t->cc0, log, err, n) && open_model(lm, so, t->mn, err, n);
+    if (ok && !(lm->m = lm->abi->create(NULL))) {
+        snprintf(err, n, "cannot allocate %zu bytes for the model", lm->abi->param_bytes + lm->abi->state_bytes + lm->abi->act_bytes);
+        ok = false;
+    }
+    free(log);
+    free(so);
+    cache_close(&t->priv);   /* the loaded object stays mapped after its file is removed */
+    return ok;
 }
 
 static size_t tensor_bytes(const nnc_tensor_info *t, int real_bytes) {
@@ -362,22 +416,31 @@ static bool tier_swap(LoadedModel *lm, const Tier *t, uint64_t seed) {
     return true;
 }
 
-static bool cpu_upgrade(LoadedModel *lm, uint64_t seed, bool wait) {
+static bool cpu_upgrade(LoadedModel *lm, uint64_t seed, bool wait, char *err, size_t n) {
     Tier *t = lm->tier;
     if (!t) return false;
+    if (!lm->abi) {   /* the -O1 build: the trainer cannot go on without it */
+        bool ok = quick_finish(lm, t, err, n);
+        if (!ok) {
+            tier_end(t);
+            lm->tier = NULL;
+        }
+        return ok;
+    }
     int st = 0;
     pid_t r;
     while ((r = waitpid(t->pid, &st, wait ? 0 : WNOHANG)) < 0 && errno == EINTR) {}
     if (r == 0) return false;   /* still compiling */
-    bool ok = r == t->pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 && tier_swap(lm, t, seed);
-    tier_free(t);
+    t->pid = -1;
+    bool ok = r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && tier_swap(lm, t, seed);
+    tier_end(t);
     lm->tier = NULL;
     return ok;
 }
 
-/* A verified cache entry, else a fresh build (which also replaces a bad entry): tiered, a
- * quick -O1 build in the private directory now and the -O3 one in a child (above); else the
- * -O3 build, published. */
+/* A verified cache entry, else a fresh build (which also replaces a bad entry): tiered, the -O3
+ * child forked and the -O1 compiler started (lm->abi stays NULL until upgrade); else the -O3
+ * build, published. */
 static bool find_or_build(LoadedModel *lm, Cache *cache, const char *name, const char *src, char **cc, char **extra,
                           const char *mn, bool tiered, char *err, size_t n) {
     void *data;
@@ -389,15 +452,19 @@ static bool find_or_build(LoadedModel *lm, Cache *cache, const char *name, const
         free(so);
         if (lm->cache_hit) return true;
     }
+    if (tiered && !cache->temporary && (lm->tier = tier_start(cache, name, src, cc, extra, mn))) {
+        if (quick_start(lm->tier, src, cc, extra, err, n)) return true;
+        tier_end(lm->tier);
+        lm->tier = NULL;
+        return false;
+    }
     Cache priv = {.dirfd = -1}, *b = cache;
     if (!cache->temporary) {
         if (!cache_open(&priv, NULL, err, n)) return false;
         b = &priv;
     }
-    if (tiered && !cache->temporary) lm->tier = tier_start(cache, name, src, cc, extra, mn);
     char *so = cache_path(b, name);
-    bool ok = compile_in(b, lm->tier ? b : cache, name, src, cc, extra, lm->tier ? "-O1" : "-O3", err, n) &&
-              open_model(lm, so, mn, err, n);
+    bool ok = compile_in(b, cache, name, src, cc, extra, "-O3", err, n) && open_model(lm, so, mn, err, n);
     free(so);
     cache_close(&priv);   /* the loaded object stays mapped after its file is removed */
     return ok;
@@ -425,7 +492,7 @@ static LoadedModel *cpu_load(const Program *p, const BuildOpts *o, char *err, si
         str_free(&name);
         cache_close(&cache);
     }
-    if (ok && !(lm->m = lm->abi->create(NULL))) {
+    if (ok && lm->abi && !(lm->m = lm->abi->create(NULL))) {   /* else the -O1 build is on its way */
         snprintf(err, n, "cannot allocate %zu bytes for the model", lm->abi->param_bytes + lm->abi->state_bytes + lm->abi->act_bytes);
         ok = false;
     }
@@ -442,11 +509,7 @@ static LoadedModel *cpu_load(const Program *p, const BuildOpts *o, char *err, si
 
 static void cpu_unload(LoadedModel *lm) {
     if (!lm) return;
-    Tier *t = lm->tier;
-    if (t) {   /* let the -O3 build finish publishing, for the next run */
-        while (waitpid(t->pid, NULL, 0) < 0 && errno == EINTR) {}
-        tier_free(t);
-    }
+    tier_end(lm->tier);   /* the -O3 build finishes publishing, for the next run */
     if (lm->abi && lm->m) lm->abi->destroy(lm->m);
     if (lm->handle) dlclose(lm->handle);
     free(lm);

@@ -16,6 +16,8 @@ const char *cpu_cc(const BuildOpts *o);
 char **cpu_split_words(const char *s, int *count);
 void cpu_words_free(char **words);
 int cpu_run_tool(char *const *argv, const char *log);
+pid_t cpu_spawn_tool(char *const *argv, const char *log);   /* started, or -1 */
+int cpu_wait_tool(pid_t pid);                               /* its exit status, or -1 */
 bool cpu_write_file(const char *path, const char *text, char *err, size_t n);
 bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
 #endif
