@@ -12,6 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
+static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                               "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                               "8081828384858687888990919293949596979899";
+
 #if defined(__SIZEOF_INT128__)
 typedef unsigned __int128 u128;
 
@@ -77,9 +81,11 @@ static int scaled(Binary v, int p, uint64_t *floor_out, int *up) {
     return 1;
 }
 
-/* the `len` decimal digits of n, leading zeros included */
+/* the `len` decimal digits of n, leading zeros included: two at a time */
 static void digits(char *s, uint64_t n, int len) {
-    for (int i = len - 1; i >= 0; i--, n /= 10) s[i] = (char)('0' + n % 10);
+    int i = len;
+    for (; i >= 2; i -= 2, n /= 100) memcpy(s + i - 2, pairs + 2 * (n % 100), 2);
+    if (i) s[0] = (char)('0' + n % 10);
 }
 
 /* %g's own layout of P digits d (no '#'): trailing zeros dropped, and the point with them */
@@ -156,6 +162,21 @@ static int fast_f(char *b, double x, int D) {
 static int fast_g(char *b, double x, int P) { (void)b, (void)x, (void)P; return -1; }
 static int fast_f(char *b, double x, int D) { (void)b, (void)x, (void)D; return -1; }
 #endif
+
+int numfmt_int(char b[24], long long v) {
+    char t[24];
+    int k = sizeof t;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    for (; u >= 100; u /= 100) k -= 2, memcpy(t + k, pairs + 2 * (u % 100), 2);
+    if (u >= 10) k -= 2, memcpy(t + k, pairs + 2 * u, 2);
+    else t[--k] = (char)('0' + u);
+    int n = 0;
+    if (v < 0) b[n++] = '-';
+    memcpy(b + n, t + k, sizeof t - (size_t)k);
+    n += (int)sizeof t - k;
+    b[n] = 0;
+    return n;
+}
 
 static int clamp_len(int n) { return n < 0 ? 0 : n >= NUMFMT_LEN ? NUMFMT_LEN - 1 : n; }
 

@@ -12,12 +12,15 @@
  *   char b[NUMFMT_LEN];
  *   numfmt_g(b, loss, 9);      // snprintf(b, sizeof b, "%.9g", loss)
  *   numfmt_f(b, seconds, 6);   // snprintf(b, sizeof b, "%.6f", seconds), |seconds| < 1e15
+ *   numfmt_int(b, step);       // snprintf(b, sizeof b, "%lld", step)
  */
 #ifndef NNC_NUMFMT_H
 #define NNC_NUMFMT_H
 
 #define NUMFMT_LEN 48   /* the longest result of either, with its NUL */
 
+/* "%lld" into b (24 bytes: 20 digits, a sign, the NUL); returns the length */
+int numfmt_int(char b[24], long long v);
 /* precision 1..17; returns the length written */
 int numfmt_g(char buf[NUMFMT_LEN], double x, int precision);
 /* decimals 0..17; |x| at least 1e15 goes to snprintf (returns the length, truncated to fit) */

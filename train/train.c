@@ -47,6 +47,7 @@ typedef struct {
     FILE *metrics;
     char *mbuf;                 /* metrics lines not yet handed to `metrics`: METRICS_BUF bytes */
     size_t mlen;
+    bool mflushed;              /* mbuf went to the stream since metrics_ok last looked */
     double t0;
     double last_flush;
     int64_t *perm;              /* the epoch's sample order, allocated once */
@@ -272,9 +273,11 @@ static void progress(Run *R, int epoch, int64_t step, int64_t steps, double loss
 static void metrics_flush(Run *R) {
     if (R->mlen) fwrite(R->mbuf, 1, R->mlen, R->metrics);
     R->mlen = 0;
+    R->mflushed = true;
 }
 
-static void metric_put(Run *R, const char *s, size_t len) {
+/* Most pieces are a few bytes (keys, digits): copied inline, without a call to memcpy. */
+static inline void metric_put(Run *R, const char *s, size_t len) {
     if (R->mlen + len > METRICS_BUF) {
         metrics_flush(R);
         if (len > METRICS_BUF) {   /* an output name longer than the buffer */
@@ -282,7 +285,10 @@ static void metric_put(Run *R, const char *s, size_t len) {
             return;
         }
     }
-    memcpy(R->mbuf + R->mlen, s, len);
+    char *d = R->mbuf + R->mlen;
+    if (len > 32) memcpy(d, s, len);
+    else
+        for (size_t i = 0; i < len; i++) d[i] = s[i];
     R->mlen += len;
 }
 
@@ -292,6 +298,7 @@ static void metric_open(Run *R, const char *type) {
     metric_put(R, "\"", 1);
 }
 
+/* ,"key": */
 static void metric_key(Run *R, const char *key) {
     metric_put(R, ",\"", 2);
     metric_put(R, key, strlen(key));
@@ -299,14 +306,10 @@ static void metric_key(Run *R, const char *key) {
 }
 
 static void metric_int(Run *R, const char *key, long long v) {
-    char b[24];
-    int n = sizeof b;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do b[--n] = (char)('0' + u % 10), u /= 10;
-    while (u);
-    if (v < 0) b[--n] = '-';
+    char b[NUMFMT_LEN];   /* 24 would do: more, so no compiler doubts metric_put's long copy */
+    int n = numfmt_int(b, v);
     metric_key(R, key);
-    metric_put(R, b + n, sizeof b - (size_t)n);
+    metric_put(R, b, (size_t)n);
 }
 
 static void metric_num(Run *R, const char *key, double v, bool fixed) {   /* %.9g, or %.6f */
@@ -445,17 +448,20 @@ static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *e
 }
 
 static void eval_free(EvalResult *ev) {
-    for (int j = 0; j < 16; j++) {
-        free(ev->out[j].data);
-        ev->out[j].data = NULL;
-    }
+    for (int j = 0; j < 16; j++)
+        if (ev->out[j].data) {
+            free(ev->out[j].data);
+            ev->out[j].data = NULL;
+        }
 }
 
 /* A full disk must not cut the metrics mid-line behind an exit status of 0: every write is
  * checked (through the stream's error flag, which a failed fprintf or flush sets), and the
  * first failure stops the run. */
 static bool metrics_ok(Run *R) {
-    if (!R->metrics || !ferror(R->metrics)) return true;
+    if (!R->metrics || !R->mflushed) return true;   /* the stream changes only when mbuf goes out */
+    R->mflushed = false;
+    if (!ferror(R->metrics)) return true;
     if (!R->metrics_failed) fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(errno ? errno : EIO));
     R->metrics_failed = true;
     return false;

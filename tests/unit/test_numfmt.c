@@ -2,10 +2,12 @@
  * test_numfmt.c - numfmt_g and numfmt_f give snprintf's "%.*g" and "%.*f" character for
  * character: on random float32 and float64 values over the whole range, on exact ties (where
  * the rounding must go to even, as glibc's does), next to powers of ten (where the exponent
- * changes when rounding carries), and on the values the fast path hands to snprintf.
+ * changes when rounding carries), and on the values the fast path hands to snprintf; and
+ * numfmt_int as "%lld".
  */
 #define _XOPEN_SOURCE 700
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -120,6 +122,18 @@ static void test_specials(void)
     CHECK(strlen(b) == NUMFMT_LEN - 1 && mismatches == before, "zeros, signs, limits, NaN and Inf as snprintf");
 }
 
+static void gen_ints(long i)   /* numfmt_int against %lld: every magnitude, both signs, the limits */
+{
+    static const long long edge[] = {0, 1, -1, 9, 10, 99, 100, 101, LLONG_MAX, LLONG_MIN, LLONG_MIN + 1};
+    long long v = i < 11 ? edge[i] : (long long)(next() >> (next() % 64));
+    if (i >= 11 && (i & 1)) v = -v;
+    char want[32], got[24];
+    snprintf(want, sizeof want, "%lld", v);
+    int n = numfmt_int(got, v);
+    compared++;
+    if ((strcmp(want, got) || n != (int)strlen(want)) && mismatches++ < 10) printf("  %%lld of %lld: got %s\n", v, got);
+}
+
 int main(void)
 {
     test_specials();
@@ -128,6 +142,7 @@ int main(void)
     run("1e-14 to 1e21, both signs", gen_decades, 1000000);
     run("halfway cases", gen_ties, 300000);
     run("next to powers of ten", gen_powers, 60000);
+    run("integers", gen_ints, 200000);
     printf("%ld comparisons, %ld different\n", compared, mismatches);
     return check_done();
 }
