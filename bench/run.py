@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
 
-    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only]
+    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only] [--startup-only]
 
 Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
 round many steps after a warm-up; the table gives the median over rounds of each round's
@@ -149,15 +149,24 @@ class Suite:
         self.add("3 epochs Fashion-MNIST, whole process (warm cache)", n, t, "PyTorch", "s")
 
     def startup(self):
-        cold, warm, imp = [], [], []
+        """Start to the first step: nothing cached (a fresh XDG_CACHE_HOME: the compiler and the
+        decompression of Fashion-MNIST), the data cached but not the code (a model edited, or
+        new), and everything cached."""
+        cold, code, warm, imp = [], [], [], []
+        mlp = os.path.join(ROOT, "models/mlp.nn")
         for _ in range(self.a.rounds):
             tmp = tempfile.mkdtemp()
             env = dict(self.nenv, XDG_CACHE_HOME=tmp)
-            cold.append(last_json(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--bench", "1", env=env)[0])["first_step_s"])
-            warm.append(last_json(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--bench", "1", env=env)[0])["first_step_s"])
+            cold.append(last_json(self.nnc(mlp, "--bench", "1", env=env)[0])["first_step_s"])
+            warm.append(last_json(self.nnc(mlp, "--bench", "1", env=env)[0])["first_step_s"])
+            for f in os.listdir(os.path.join(tmp, "nnc")):
+                if ".so" in f:
+                    os.remove(os.path.join(tmp, "nnc", f))
+            code.append(last_json(self.nnc(mlp, "--bench", "1", env=env)[0])["first_step_s"])
             shutil.rmtree(tmp)
             imp.append(last_json(run([PY, os.path.join(HERE, "torch_ref.py"), "import"], self.tenv)[0])["seconds"])
         self.add("start to first step, cold cache (vs import torch)", cold, imp, "import torch", "s")
+        self.add("start to first step, code not cached, data cached (vs import torch)", code, imp, "import torch", "s")
         self.add("start to first step, warm cache (vs import torch)", warm, imp, "import torch", "s")
 
     def convnet(self, batch, steps):
@@ -219,6 +228,7 @@ def main():
     ap.add_argument("--no-torch2", action="store_true", help="do not measure against PyTorch 2.x")
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
     ap.add_argument("--precision-only", action="store_true", help="only the bf16 cases")
+    ap.add_argument("--startup-only", action="store_true", help="only linear regression and the start-up cases")
     a = ap.parse_args()
     if not a.torch2 and not a.no_torch2:
         a.torch2 = torch2_python()
@@ -230,12 +240,15 @@ def main():
     print(f"machine: {os.cpu_count()} cores, {a.threads} threads; sgemm {ceil['sgemm2048_gflops']} GFLOP/s "
           f"(2048^3), copy {ceil['copy_gbs']} GB/s; OPENBLAS_CORETYPE={s.env.get('OPENBLAS_CORETYPE', 'default')}")
     print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
-    if a.precision_only:
+    if a.startup_only:
+        s.linreg()
+        s.startup()
+    elif a.precision_only:
         s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 40)
     elif not a.convnet_only:
         s.mlp("models/mlp.nn", "784,128,10", 64, 300)
         s.fusion("models/mlp.nn", 64, 300)
-    if not a.quick and not a.convnet_only and not a.precision_only:
+    if not a.quick and not a.convnet_only and not a.precision_only and not a.startup_only:
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
@@ -243,7 +256,7 @@ def main():
         s.epochs()
         s.startup()
         s.memory()
-    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only)):
+    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only or a.startup_only)):
         s.convnet(64, 20)
         s.convnet(256, 10)
     large = [r for r in s.rows if "1024" in r["case"]]
