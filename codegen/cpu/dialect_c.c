@@ -333,8 +333,8 @@ static void c_gemm_body(const Kernel *k, const Launch *L);
  * from the launch when oneDNN ran it, else falls through to the widening code. */
 static void gemm_dnnl_bf16(const Kernel *k, const Launch *L) {
     const Graph *g = k->g;
-    if (!helper_uses_dnnl(k->p, k->o) || g->nodes[L->a].dtype != DT_BF16 || g->nodes[L->b].dtype != DT_BF16 ||
-        L->fold >= 0 || L->alpha != 1)
+    if (g->nodes[L->a].dtype != DT_BF16 || g->nodes[L->b].dtype != DT_BF16 || L->fold >= 0 || L->alpha != 1 ||
+        !helper_uses_dnnl(k->p, k->o))   /* last: it scans the graph, and this runs per product */
         return;
     GemmGeom q = gemm_geom(g, L);
     if (q.sum && !q.k_merged) return;
