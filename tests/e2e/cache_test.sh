@@ -197,8 +197,10 @@ check '[ -z "$(ls -A "$dir/c2/nnc")" ]' "data cached in a world-writable cache"
 # 13. A tiered start (cache miss): the -O1 build trains while the -O3 one compiles beside it and
 # takes over (at step 2 at the latest: that step waits for it; sooner when it is ready sooner)
 # with the training so far; both compute alike, so every step's loss equals a run on the -O3
-# build throughout.  The -O3 object is in the cache at exit.
+# build throughout.  The -O3 object is in the cache at exit.  (Without NNC_CFLAGS: an -O level
+# there, as the sanitizer stage's -O0, would win over both tiers, and nnc then does not tier.)
 steps() { grep '"type":"step"' "$1" | cut -d, -f1-4; }
+saved_cflags=${NNC_CFLAGS-}; unset NNC_CFLAGS
 ok env XDG_CACHE_HOME="$dir/c13" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3 --metrics "$dir/tier.jsonl"
 has "takes over after step [012] "
 check '[ -n "$(entry "$dir/c13")" ]' "no -O3 object in the cache after a tiered start"
@@ -213,6 +215,9 @@ ok env CC="$dir/cc-o1" XDG_CACHE_HOME="$dir/c14" NNC_TIER_WAIT_STEP=2 "$nnc" "$m
 has "the -O3 build failed, training goes on with the -O1 one"
 check '[ -z "$(entry "$dir/c14")" ] && [ "$(steps "$dir/o1.jsonl")" = "$(steps "$dir/full.jsonl")" ]' \
       "a failed -O3 build left an entry, or the -O1 build trained differently"
+ok env XDG_CACHE_HOME="$dir/c15" NNC_CFLAGS=-O2 NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3
+check '! grep -q "takes over" "$dir/out"' "tiered although NNC_CFLAGS sets the -O level"
+[ -n "$saved_cflags" ] && export NNC_CFLAGS=$saved_cflags
 
 echo "cache: $pass passed, $fail failed"
 [ "$fail" = 0 ]
