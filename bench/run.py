@@ -51,7 +51,7 @@ def last_json(text):
     return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
 
 
-def median(xs):
+def median(xs):   # the middle one (the upper middle one of an even count)
     xs = sorted(xs)
     return xs[len(xs) // 2]
 
@@ -143,7 +143,7 @@ class Suite:
 
     def epochs(self):
         n, t = [], []
-        for _ in range(max(2, self.a.rounds // 2)):
+        for _ in range(max(3, self.a.rounds // 2 | 1)):
             n.append(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--quiet", "--threads", str(self.a.threads))[1])
             t.append(run([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "3", str(self.a.threads)], self.tenv)[1])
         self.add("3 epochs Fashion-MNIST, whole process (warm cache)", n, t, "PyTorch", "s")
