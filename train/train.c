@@ -139,7 +139,7 @@ typedef struct {
 
 static Share share_of(Run *R, int64_t rows) {
     int64_t lo = rows * R->rank / R->size, mine = rows * (R->rank + 1) / R->size - lo;
-    comm_set_weight(R->comm, (double)mine / (double)rows);
+    if (R->comm) comm_set_weight(R->comm, (double)mine / (double)rows);
     return (Share){mine ? lo : 0, mine ? mine : 1, mine};
 }
 
@@ -825,9 +825,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         sigaction(SIGINT, &sa, &old_int);
         sigaction(SIGTERM, &sa, &old_term);
         R.pos = (TrainPos){e0 - 1, train.n, o->seed};
+        EvalResult ev = {0};   /* evaluate() clears it; eval_free leaves no pointer behind */
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
-            EvalResult ev = {0};
             set_epoch_lr(&R, e);
             if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
             else if (!params_finite(&R, e)) rc = 1;
