@@ -48,6 +48,7 @@ typedef struct {
     char *mbuf;                 /* metrics lines not yet handed to `metrics`: METRICS_BUF bytes */
     size_t mlen;
     bool mflushed;              /* mbuf went to the stream since metrics_ok last looked */
+    unsigned mlines;            /* metrics lines written (the flush check every 64) */
     double t0;
     double last_flush;
     int64_t *perm;              /* the epoch's sample order, allocated once */
@@ -319,7 +320,19 @@ static void metric_num(Run *R, const char *key, double v, bool fixed) {   /* %.9
     metric_put(R, b, (size_t)n);
 }
 
-static void metric_close(Run *R) { metric_put(R, "}\n", 2); }
+/* A tail -f sees progress: at most every half second, lines go out (looked at every 64 lines
+ * and at every epoch's end, so a microsecond step reads no clock). */
+static void metrics_flush_due(Run *R, double secs) {
+    if (secs - R->last_flush <= 0.5) return;
+    metrics_flush(R);
+    fflush(R->metrics);
+    R->last_flush = secs;
+}
+
+static void metric_close(Run *R) {
+    metric_put(R, "}\n", 2);
+    if (!(++R->mlines & 63)) metrics_flush_due(R, train_now() - R->t0);
+}
 
 static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval) {
     const Graph *g = R->m->g;
@@ -341,28 +354,23 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         fflush(stdout);
     }
     if (R->metrics) {
-        Run *f = R;
-        metric_open(f, "epoch");
-        metric_int(f, "epoch", epoch);
-        metric_int(f, "step", step);
-        metric_num(f, "loss", train_loss, false);
+        metric_open(R, "epoch");
+        metric_int(R, "epoch", epoch);
+        metric_int(R, "step", step);
+        metric_num(R, "loss", train_loss, false);
         if (has_eval) {
-            if (ev->has_loss) metric_num(f, "test_loss", ev->loss, false);
+            if (ev->has_loss) metric_num(R, "test_loss", ev->loss, false);
             for (int j = 0; j < g->nouts && j < 16; j++)
-                if (ev->out[j].scalar) metric_num(f, g->outs[j].name, ev->metric[j], false);
+                if (ev->out[j].scalar) metric_num(R, g->outs[j].name, ev->metric[j], false);
         }
-        if (R->m->train.sched.kind != SCHED_NONE) metric_num(f, "lr", R->lr, false);
+        if (R->m->train.sched.kind != SCHED_NONE) metric_num(R, "lr", R->lr, false);
         if (R->scale_state >= 0) {
-            metric_num(f, "loss_scale", state_scalar(R, R->scale_state), false);
-            metric_int(f, "skipped_steps", (long long)state_scalar(R, R->skipped_state));
+            metric_num(R, "loss_scale", state_scalar(R, R->scale_state), false);
+            metric_int(R, "skipped_steps", (long long)state_scalar(R, R->skipped_state));
         }
-        metric_num(f, "seconds", secs, true);
-        metric_close(f);
-        if (secs - R->last_flush > 0.5) {   /* a tail -f sees progress; tiny epochs pay no syscall */
-            metrics_flush(R);
-            fflush(R->metrics);
-            R->last_flush = secs;
-        }
+        metric_num(R, "seconds", secs, true);
+        metric_close(R);
+        metrics_flush_due(R, secs);
     }
 }
 
@@ -456,8 +464,8 @@ static void eval_free(EvalResult *ev) {
 }
 
 /* A full disk must not cut the metrics mid-line behind an exit status of 0: every write is
- * checked (through the stream's error flag, which a failed fprintf or flush sets), and the
- * first failure stops the run. */
+ * checked (through the stream's error flag, which a failed write of mbuf or a flush sets), and
+ * the first failure stops the run. */
 static bool metrics_ok(Run *R) {
     if (!R->metrics || !R->mflushed) return true;   /* the stream changes only when mbuf goes out */
     R->mflushed = false;
