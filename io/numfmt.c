@@ -145,11 +145,7 @@ static int fast_f(char *b, double x, int D) {
     uint64_t ip = n / pow10_u64[D], fp = n % pow10_u64[D];
     int len = 0;
     if (signbit(x)) b[len++] = '-';
-    char t[24];
-    int k = 0;
-    do t[k++] = (char)('0' + ip % 10), ip /= 10;
-    while (ip);
-    while (k) b[len++] = t[--k];
+    len += numfmt_int(b + len, (long long)ip);   /* ip < 10^15 */
     if (D > 0) {
         b[len++] = '.';
         digits(b + len, fp, D);
