@@ -113,16 +113,8 @@ static bool compare_one(Pair *P, int k, int j, int64_t B) {
 static void copy_state(Pair *P) {
     const nnc_model_abi *G = P->gpu->abi, *C = P->cpu->abi;
     G->sync(P->gpu->m, NNC_SYNC_TO_HOST);
-    for (int i = 0; i < G->nparams; i++) {
-        int64_t n = 1;
-        for (int d = 0; d < G->params[i].rank; d++) n *= G->params[i].dims[d];
-        memcpy(C->param(P->cpu->m, i), G->param(P->gpu->m, i), (size_t)n * (size_t)G->real_bytes);
-    }
-    for (int i = 0; i < G->nstates; i++) {
-        int64_t n = 1;
-        for (int d = 0; d < G->states[i].rank; d++) n *= G->states[i].dims[d];
-        memcpy(C->state(P->cpu->m, i), G->state(P->gpu->m, i), (size_t)n * (size_t)G->real_bytes);
-    }
+    for (int i = 0; i < G->nparams; i++) memcpy(C->param(P->cpu->m, i), G->param(P->gpu->m, i), nnc_tensor_bytes(&G->params[i]));
+    for (int i = 0; i < G->nstates; i++) memcpy(C->state(P->cpu->m, i), G->state(P->gpu->m, i), nnc_tensor_bytes(&G->states[i]));
     C->set_step(P->cpu->m, G->get_step(P->gpu->m));
 }
 

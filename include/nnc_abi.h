@@ -23,6 +23,13 @@ typedef struct {
     int64_t dims[4];      /* -1 marks the batch dimension */
 } nnc_tensor_info;
 
+/* Bytes of a parameter's or a state's data (these have no batch axis). */
+static inline size_t nnc_tensor_bytes(const nnc_tensor_info *t) {
+    size_t n = t->dtype == NNC_TYPE_F64 ? 8 : 4;
+    for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
+    return n;
+}
+
 /* Collectives for data-parallel training, supplied by the host: nnc's trainer under mpirun, or
  * an application that embeds a model and has its own communicator.  A model compiled for data-
  * parallel training (`collectives` > 0) calls them from its train step, for each trainable

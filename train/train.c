@@ -727,10 +727,7 @@ static bool same_start(Run *R) {
     for (int i = 0; i < a->nparams + a->nstates; i++) {
         const nnc_tensor_info *t = i < a->nparams ? &a->params[i] : &a->states[i - a->nparams];
         const unsigned char *p = i < a->nparams ? a->param(R->lm->m, i) : a->state(R->lm->m, i - a->nparams);
-        int64_t n = 1;
-        for (int k = 0; k < t->rank; k++) n *= t->dims[k];
-        size_t bytes = (size_t)n * (t->dtype == NNC_TYPE_I32 ? 4 : (size_t)a->real_bytes);
-        for (size_t k = 0; k < bytes; k++) h = (h ^ p[k]) * 1099511628211ULL;
+        for (size_t k = 0, bytes = nnc_tensor_bytes(t); k < bytes; k++) h = (h ^ p[k]) * 1099511628211ULL;
     }
     uint64_t lo, hi;
     if (!comm_agree_u64(R->comm, h, &lo, &hi)) return false;

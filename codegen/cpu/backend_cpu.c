@@ -369,12 +369,6 @@ static bool quick_finish(LoadedModel *lm, Tier *t, char *err, size_t n) {
     return ok;
 }
 
-static size_t tensor_bytes(const nnc_tensor_info *t, int real_bytes) {
-    size_t n = t->dtype == NNC_TYPE_I32 ? 4 : t->dtype == NNC_TYPE_F64 ? 8 : (size_t)real_bytes;
-    for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
-    return n;
-}
-
 /* The new instance takes the old one's parameters, state, step and seed. */
 static bool tier_carry(const LoadedModel *from, LoadedModel *to, uint64_t seed) {
     const nnc_model_abi *a = from->abi, *b = to->abi;
@@ -383,8 +377,8 @@ static bool tier_carry(const LoadedModel *from, LoadedModel *to, uint64_t seed) 
         return false;
     b->init(to->m, seed);
     a->sync(from->m, NNC_SYNC_TO_HOST);
-    for (int i = 0; i < a->nparams; i++) memcpy(b->param(to->m, i), a->param(from->m, i), tensor_bytes(&a->params[i], a->real_bytes));
-    for (int i = 0; i < a->nstates; i++) memcpy(b->state(to->m, i), a->state(from->m, i), tensor_bytes(&a->states[i], a->real_bytes));
+    for (int i = 0; i < a->nparams; i++) memcpy(b->param(to->m, i), a->param(from->m, i), nnc_tensor_bytes(&a->params[i]));
+    for (int i = 0; i < a->nstates; i++) memcpy(b->state(to->m, i), a->state(from->m, i), nnc_tensor_bytes(&a->states[i]));
     b->set_step(to->m, a->get_step(from->m));
     b->sync(to->m, NNC_SYNC_TO_DEVICE);
     return true;
