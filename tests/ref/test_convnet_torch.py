@@ -5,6 +5,11 @@
    order, from the parameters nnc saves with --epochs 0, against torch.nn.functional with the
    same parameters, the same batches and the same dropout masks (Philox keyed by the seed, the
    step and the mask's node, computed here as codegen/helpers.c does): every loss to RTOL.
+   Only the first 10 steps: past them, f32 training of this net is chaotic at the 1e-4 level
+   (a ReLU or max-pool tie decided the other way grows).  On a Xeon with AVX-512 FP16, torch
+   1.13's own f32 losses were 1.15e-4 away from the same run in float64 at step 19, nnc's 1e-5
+   (the test then compared 20 steps to 1e-4 and failed there; on an AMD EPYC both agreed to
+   2e-7 for all 20).  Over the 10 steps they agree to ~1e-7 on both machines.
 2. convnet_bn.nn (batch norm) trained for 2 epochs on TRAIN_SLICE images must reach MIN_ACC
    on TEST_SLICE test images (evaluation mode: the running statistics), a check that the whole
    chain learns; the full accuracy runs are bench/convnets.sh's.
@@ -24,9 +29,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnc_ref  # noqa: E402
 
-STEPS = 20
+STEPS = 10
 BATCH = 64
-RTOL = 1e-4
+RTOL = 1e-5
 TRAIN_SLICE, TEST_SLICE, MIN_ACC = 3000, 1000, 72.0
 M64 = (1 << 64) - 1
 FNV_OFF, FNV_PRIME = 0xcbf29ce484222325, 0x100000001b3
