@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -88,11 +89,15 @@ static const char *unsafe_reason(int fd, char *why, size_t n) {
 /* Once per directory and process: the CPU code, cubins and data all ask for the cache. */
 static void warn_fallback(const char *dir, const char *why) {
     static char *warned;
-    if (warned && !strcmp(warned, dir)) return;
-    free(warned);
-    warned = str_dup_printf("%s", dir);
-    fprintf(stderr, "nnc: warning: not using the cache directory %s: %s; compiling in a private "
-                    "temporary directory instead\n", dir, why);
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;   /* the train and test sets load in two threads */
+    pthread_mutex_lock(&lock);
+    if (!warned || strcmp(warned, dir)) {
+        free(warned);
+        warned = str_dup_printf("%s", dir);
+        fprintf(stderr, "nnc: warning: not using the cache directory %s: %s; compiling in a private "
+                        "temporary directory instead\n", dir, why);
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 static bool open_private(Cache *c, char *err, size_t n) {

@@ -7,11 +7,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,7 +38,8 @@
  * size in the same second, even with its mtime put back, gets a new key.
  *
  * An entry is written only after the whole data set has loaded and passed every check (a
- * failed run leaves nothing behind).  Data entries take at most NNC_DATA_CACHE_MAX bytes
+ * failed run leaves nothing behind), by a background thread at a lower priority: checksumming
+ * and writing 47 MB took a third of the time to the first step when nothing was cached.  Data entries take at most NNC_DATA_CACHE_MAX bytes
  * (default 2 GiB): the least recently used (a hit refreshes an entry's mtime) are evicted to
  * make room, and data larger than the bound is not cached. */
 #define DATA_CACHE_MAX_DEFAULT ((uint64_t)2 << 30)
@@ -135,6 +139,52 @@ static void idx_cache_write(const char *cache_dir, const char *name, const void 
     cache_put(&c, name, buf, (size_t)bytes + 12, 0600);
     free(buf);
     cache_close(&c);
+}
+
+struct CacheWriter {
+    pthread_t thread;
+    const Column *cols;   /* their samples are only read, by both threads, until the join */
+    int ncols;
+    int64_t n;
+    char *cache_dir;
+};
+
+static void *cache_writes(void *arg) {
+    const struct CacheWriter *w = arg;
+#ifdef SYS_gettid   /* Linux: a nice value is per thread; the training steps go first */
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) setpriority(PRIO_PROCESS, tid, prio + 10 > 19 ? 19 : prio + 10);
+#endif
+    for (int c = 0; c < w->ncols; c++)
+        if (w->cols[c].cache_path)
+            idx_cache_write(w->cache_dir, w->cols[c].cache_path, w->cols[c].data, w->n, w->cols[c].row_elems);
+    return NULL;
+}
+
+/* Writes the pending entries in a thread, or right here when no thread can be had. */
+static void cache_writes_start(Dataset *d, const char *cache_dir) {
+    bool any = false;
+    for (int c = 0; c < d->ncols; c++) any |= d->cols[c].cache_path != NULL;
+    if (!any || !cache_dir) return;
+    struct CacheWriter *w = xcalloc(1, sizeof *w);
+    *w = (struct CacheWriter){.cols = d->cols, .ncols = d->ncols, .n = d->n, .cache_dir = xstrdup(cache_dir)};
+    if (pthread_create(&w->thread, NULL, cache_writes, w) == 0) {
+        d->writer = w;
+        return;
+    }
+    cache_writes(w);
+    free(w->cache_dir);
+    free(w);
+}
+
+static void cache_writes_join(Dataset *d) {
+    if (!d->writer) return;
+    pthread_join(d->writer->thread, NULL);
+    free(d->writer->cache_dir);
+    free(d->writer);
+    d->writer = NULL;
 }
 
 /* A .gz IDX file from the cache when it holds it; on a miss, *pending gets the entry name to
@@ -316,13 +366,12 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
         first = b->input;
         d->n = rows;
     }
-    for (int c = 0; c < d->ncols; c++)
-        if (d->cols[c].cache_path)
-            idx_cache_write(cache_dir, d->cols[c].cache_path, d->cols[c].data, d->n, d->cols[c].row_elems);
+    cache_writes_start(d, cache_dir);
     return true;
 }
 
 void dataset_free(Dataset *d) {
+    cache_writes_join(d);
     for (int i = 0; i < d->ncols; i++) {
         if (d->cols[i].map) munmap(d->cols[i].map, d->cols[i].map_len);
         else free(d->cols[i].data);

@@ -19,9 +19,12 @@ typedef struct {
     Column *cols;           /* in the order of the model's inputs */
     int ncols;
     int64_t n;              /* samples */
+    struct CacheWriter *writer;   /* the decompressed samples being cached in the background */
 } Dataset;
 
-/* Loads the train (test = false) or test sources of every input; false with `err` set. */
+/* Loads the train (test = false) or test sources of every input; false with `err` set.
+ * Safe to call for the train and the test set from two threads at once.  Decompressed .gz
+ * samples go into the data cache from a background thread, which dataset_free joins. */
 bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_dir, Dataset *d, char *err, size_t n);
 void dataset_free(Dataset *d);
 /* Copies samples idx[0..rows) of every column into bufs[c] (each row_elems * rows). */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -750,6 +751,40 @@ static void free_run(Run *R, const Dataset *d) {
     if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
 
+/* The test set, loaded in a thread beside the training set (a .gz's inflate is single-threaded). */
+typedef struct {
+    const Model *m;
+    uint64_t seed;
+    const char *cache_dir;
+    Dataset d;
+    bool ok;
+    char err[2048];
+} TestLoad;
+
+static void *load_test(void *arg) {
+    TestLoad *t = arg;
+    t->ok = dataset_load(t->m, true, t->seed, t->cache_dir, &t->d, t->err, sizeof t->err);
+    return NULL;
+}
+
+/* Both sets, or false with the error printed (the training set's first).  Both are checked
+ * before the first step, as when they loaded one after the other. */
+static bool load_data(const Model *m, const TrainOpts *o, bool has_test, Dataset *train, Dataset *test) {
+    char err[2048];
+    TestLoad tl = {.m = m, .seed = o->seed, .cache_dir = o->cache_dir, .ok = true};
+    pthread_t th;
+    bool threaded = has_test && pthread_create(&th, NULL, load_test, &tl) == 0;
+    bool ok = dataset_load(m, false, o->seed, o->cache_dir, train, err, sizeof err);
+    if (threaded) pthread_join(th, NULL);
+    else if (has_test && ok) load_test(&tl);
+    *test = tl.d;
+    if (ok && tl.ok) return true;
+    fprintf(stderr, "nnc: error: %s\n", ok ? tl.err : err);
+    dataset_free(train);
+    dataset_free(test);
+    return false;
+}
+
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
@@ -763,12 +798,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         return 1;
     }
     for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
-    if (!dataset_load(m, false, o->seed, o->cache_dir, &train, err, sizeof err) ||
-        (has_test && !dataset_load(m, true, o->seed, o->cache_dir, &test, err, sizeof err))) {
-        fprintf(stderr, "nnc: error: %s\n", err);
-        dataset_free(&train);
-        return 1;
-    }
+    if (!load_data(m, o, has_test, &train, &test)) return 1;
     if (!lm->abi && !(lm->upgrade && lm->upgrade(lm, true, err, sizeof err) && lm->abi)) {   /* read while it compiled */
         fprintf(stderr, "nnc: error: %s\n", err);
         dataset_free(&train);

@@ -4,7 +4,7 @@
 # followed, truncated or corrupted objects are rebuilt, long cache paths never load stale
 # code, concurrent cold compiles all succeed, --no-cache never touches a shared /tmp path,
 # CC / NNC_CFLAGS are split into words, a successful run always exits 0, and a tiered start
-# (-O1 first, -O3 beside it) trains exactly as the -O3 build alone.
+# (-O1 first, -O3 after it, beside the training) trains exactly as the -O3 build alone.
 set -u
 nnc=$1; here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d); trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -217,6 +217,14 @@ check '[ -z "$(entry "$dir/c14")" ] && [ "$(steps "$dir/o1.jsonl")" = "$(steps "
       "a failed -O3 build left an entry, or the -O1 build trained differently"
 ok env XDG_CACHE_HOME="$dir/c15" NNC_CFLAGS=-O2 NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3
 check '! grep -q "takes over" "$dir/out"' "tiered although NNC_CFLAGS sets the -O level"
+# 16. The -O3 compiler starts only once the -O1 one has exited (its gate), so that on a small
+# machine the quick build and the data have the cores to themselves.
+printf '#!/bin/sh\no=\nfor a; do case "$a" in -O1|-O3) o=$a;; esac; done\n[ -n "$o" ] && echo "start $o" >> %s\n%s "$@"; rc=$?\n[ -n "$o" ] && echo "end $o" >> %s\nexit $rc\n' \
+       "$dir/order" "${CC:-cc}" "$dir/order" > "$dir/cc-log"
+chmod +x "$dir/cc-log"
+ok env CC="$dir/cc-log" XDG_CACHE_HOME="$dir/c16" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 1
+check '[ "$(tr "\n" " " < "$dir/order")" = "start -O1 end -O1 start -O3 end -O3 " ]' \
+      "the -O3 compiler did not wait for the -O1 one: $(tr '\n' ' ' < "$dir/order")"
 [ -n "$saved_cflags" ] && export NNC_CFLAGS=$saved_cflags
 
 echo "cache: $pass passed, $fail failed"
