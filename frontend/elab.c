@@ -2246,6 +2246,15 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             t->scaler = *v.scaler;
             t->scaler_set = true;
         }
+    } else if (!strcmp(k, "clip_grad_norm") || !strcmp(k, "clip_grad_value")) {
+        bool norm = !strcmp(k, "clip_grad_norm");
+        if (v.k != V_NUM || !(v.num > 0)) {
+            if (v.k == V_NUM) diag_error(E->d, s->e->loc, "%s must be a number > 0, got %g", k, v.num);
+            else if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "%s must be a number > 0", k);
+        } else if (norm ? t->clip_value > 0 : t->clip_norm > 0)
+            diag_error(E->d, s->loc, "set clip_grad_norm or clip_grad_value, not both");
+        else
+            *(norm ? &t->clip_norm : &t->clip_value) = v.num;
     } else if (!strcmp(k, "lr_schedule")) {
         if (v.k != V_SCHED) {
             if (v.k != V_ERROR)
@@ -2255,11 +2264,12 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
     } else {
         static const char *const keys[] = {"data",   "test",   "batch",   "epochs",  "optimizer", "lr_schedule",
                                            "minimize", "metric", "seed",  "shuffle", "device",    "precision",
-                                           "loss_scale"};
+                                           "loss_scale", "clip_grad_norm", "clip_grad_value"};
         int bd = 3;
         const char *best = suggest_list(k, keys, NNC_COUNTOF(keys), NULL, &bd);
         diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, lr_schedule, "
-                   "minimize, metric, seed, shuffle, device, precision, loss_scale)", k, did_you_mean(E, best));
+                   "minimize, metric, seed, shuffle, device, precision, loss_scale, clip_grad_norm, clip_grad_value)",
+                   k, did_you_mean(E, best));
     }
 }
 

@@ -51,6 +51,8 @@ typedef struct {
     ScalerConfig scaler;         /* set from the train section's (pipeline.c) */
     int scale;                   /* the state "scaler.scale" the loss's gradient is seeded with, or -1 */
     bool lr_state;               /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
+    double clip_norm;            /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
+    double clip_value;           /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
     SrcLoc loc;
 } OptConfig;
 
@@ -89,6 +91,7 @@ typedef struct {
     Precision precision;
     ScalerConfig scaler;
     bool scaler_set;             /* loss_scale was written (else: dynamic exactly with f16) */
+    double clip_norm, clip_value;   /* clip_grad_norm / clip_grad_value (0: none), copied into opt */
     SrcLoc loc;
 } TrainConfig;
 

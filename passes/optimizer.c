@@ -7,6 +7,7 @@
  * backward pass and fusion can turn each parameter's whole update into one kernel.  Step-
  * dependent scalars (Adam's bias corrections) are STEPVAL nodes computed from the step counter. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "passes.h"
 
@@ -211,6 +212,54 @@ static void scaler_update(Up *U, const OptConfig *o, int found, int tracker) {
     assign_raw(U, U->skipped, up2(U, OP_ADD, U->skipped, found));
 }
 
+static Up clip_up(Graph *g, const OptConfig *o, int p) {
+    Up U = {.g = g, .like = g->nodes[p], .lr = -1, .ok = -1, .skipped = -1};
+    U.like.phase = PH_UPDATE;
+    U.like.loc = o->loc.line ? o->loc : g->nodes[p].loc;
+    return U;
+}
+
+/* torch.nn.utils.clip_grad_value_ (each element clamped to [-v, v]) or clip_grad_norm_ (norm
+ * type 2: every gradient times min(max_norm / (total + 1e-6), 1), total the L2 norm of all of
+ * them together; a NaN or inf total makes them NaN, as torch's with error_if_nonfinite off).
+ * gr[p] is parameter p's gradient, replaced by the clipped one; the nodes' own grad stays what
+ * backward gave (the grad entry's, as loss.backward()'s). */
+static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
+    int total = -1, first = -1;
+    for (int p = 0; p < n; p++) {
+        if (gr[p] < 0) continue;
+        Up U = clip_up(g, o, p);   /* a gradient's own work runs where its parameter lives */
+        if (o->clip_value > 0) {
+            int c = up_node(&U, OP_CLAMP, 1, &gr[p], g->nodes[gr[p]].shape);
+            g->nodes[c].attr.scalars.p[0] = -o->clip_value;
+            g->nodes[c].attr.scalars.p[1] = o->clip_value;
+            gr[p] = c;
+            continue;
+        }
+        Shape sh = g->nodes[gr[p]].shape;
+        int sq = up2(&U, OP_MUL, gr[p], gr[p]);
+        if (sh.rank > 0) {
+            int c = up_node(&U, OP_SUM, 1, &sq, shape_scalar());
+            g->nodes[c].attr.axes.mask = (1u << sh.rank) - 1;
+            sq = c;
+        }
+        if (first < 0) first = p;
+        Up F = clip_up(g, o, first);   /* the total on the first parameter's device */
+        total = total < 0 ? sq : up2(&F, OP_ADD, total, sq);
+    }
+    if (total < 0) return;
+    Up F = clip_up(g, o, first);
+    int norm = up_node(&F, OP_SQRT, 1, &total, shape_scalar());
+    int den = up2(&F, OP_ADD, norm, upc(&F, 1e-6));
+    int coef = up2(&F, OP_DIV, upc(&F, o->clip_norm), den);
+    coef = up2(&F, OP_MINIMUM, coef, upc(&F, 1));
+    for (int p = 0; p < n; p++)
+        if (gr[p] >= 0) {
+            Up U = clip_up(g, o, p);
+            gr[p] = up2(&U, OP_MUL, gr[p], coef);
+        }
+}
+
 void pass_optimizer(Graph *g, const OptConfig *o) {
     int n0 = g->n, lr = -1, ok = -1, skipped = -1, found = -1, tracker = -1;
     if (o->scale >= 0) {
@@ -220,15 +269,19 @@ void pass_optimizer(Graph *g, const OptConfig *o) {
         skipped = scalar_state(g, &S.like, "scaler.skipped_steps", 0);
         ok = scaler_unscale(&S, o, &found);
     }
+    int *gr = xmalloc((size_t)n0 * sizeof *gr);
+    for (int p = 0; p < n0; p++) gr[p] = g->nodes[p].op == OP_PARAM ? g->nodes[p].grad : -1;
+    if (o->clip_norm > 0 || o->clip_value > 0) clip_grads(g, o, gr, n0);
     for (int p = 0; p < n0; p++) {
-        if (g->nodes[p].op != OP_PARAM || g->nodes[p].grad < 0) continue;
+        if (gr[p] < 0) continue;
         if (o->lr_state && lr < 0) lr = lr_state(g, o, &g->nodes[p]);
         Up U = {.g = g, .like = g->nodes[p], .lr = lr, .ok = ok, .skipped = skipped};
         U.like.phase = PH_UPDATE;
         U.like.loc = o->loc.line ? o->loc : g->nodes[p].loc;
-        if (o->kind == OPT_SGD) sgd(&U, o, p, g->nodes[p].grad);
-        else adam(&U, o, p, g->nodes[p].grad);
+        if (o->kind == OPT_SGD) sgd(&U, o, p, gr[p]);
+        else adam(&U, o, p, gr[p]);
     }
+    free(gr);
     if (o->scale >= 0) {
         Up U = {.g = g, .like = g->nodes[o->scale], .lr = -1, .ok = ok, .skipped = skipped};
         U.like.phase = PH_UPDATE;

@@ -68,6 +68,8 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
         t->opt.scaler = t->scaler_set ? t->scaler : (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536,
                                                                    .growth = 2, .backoff = 0.5, .interval = 2000};
         t->opt.scale = -1;
+        t->opt.clip_norm = t->clip_norm;
+        t->opt.clip_value = t->clip_value;
         if (t->opt.scaler.on) {   /* the loss's gradient starts at the scale (GradScaler.scale(loss)) */
             int s = graph_add(g, OP_STATE, 0, NULL, shape_scalar(), DT_F32, g->nodes[g->loss].loc);
             g->nodes[s].name = "scaler.scale";

@@ -93,6 +93,9 @@ if(TARGET nnc_emu_cuda)
            ${NNC_CUDA_TESTS}/half/attention_f16.nn --tol 2e-3)
   add_test(NAME half_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_half.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda --parts abdfg)
+  # clip_grad_norm: a reduction over every gradient, then one scale for all of them
+  add_test(NAME emu_train_clip COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/clip.nn)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
@@ -112,7 +115,7 @@ if(TARGET nnc_emu_cuda)
   # data parallel on the cuda target: 2 processes, each with an emulated GPU
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
-  set_tests_properties(emu_train_mlp emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
+  set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
                        half_torch_emu emu_train_explicit emu_cli nan_torch_emu conv_torch_emu
                        dropout_philox_emu emu_mpi PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")

@@ -115,6 +115,21 @@ def main():
             same_run(os.path.join(d, "p%d.jsonl" % n), os.path.join(d, "one.jsonl"), "%d processes" % n)
             same_checkpoint(os.path.join(d, "p%d.st" % n), os.path.join(d, "one.st"), "%d processes" % n)
 
+        # clip_grad_norm: the norm of the averaged gradients (as DDP then clip_grad_norm_), the
+        # same in every process; SGD, which (unlike Adam) a uniform scale of the gradients moves
+        clipped = os.path.join(d, "clip.nn")
+        with open(MODEL) as f, open(clipped, "w") as g:
+            g.write(f.read().replace("optimizer = adam(lr = 0.01)",
+                                     "optimizer = sgd(lr = 0.05, momentum = 0.9)\n    clip_grad_norm = 0.05"))
+        single([clipped, "--metrics", "clip1.jsonl"], d)
+        mpirun(2, [clipped, "--metrics", "clip2.jsonl"], d)
+        same_run(os.path.join(d, "clip2.jsonl"), os.path.join(d, "clip1.jsonl"), "clip_grad_norm, 2 processes")
+        with open(MODEL) as f, open(os.path.join(d, "noclip.nn"), "w") as g:
+            g.write(f.read().replace("optimizer = adam(lr = 0.01)", "optimizer = sgd(lr = 0.05, momentum = 0.9)"))
+        single([os.path.join(d, "noclip.nn"), "--metrics", "noclip.jsonl"], d)
+        check(rel_err(read_metrics(os.path.join(d, "noclip.jsonl"))[0], read_metrics(os.path.join(d, "clip1.jsonl"))[0]) > 1e-3,
+              "clip_grad_norm = 0.05 changes the run (it clips)")
+
         # checkpoints move between process counts: 2 -> 1 and 1 -> 2, at an epoch's end
         mpirun(2, [MODEL, "--epochs", "1", "--save", "a.st"], d)
         single([MODEL, "--save", "a.st", "--resume"], d)

@@ -1,5 +1,5 @@
-"""nnc's optimizers against a NumPy transcription of torch.optim's update rules and against
-torch.optim itself (torch 1.13, float64).
+"""nnc's optimizers (and gradient clipping) against a NumPy transcription of torch.optim's
+update rules and against torch.optim itself (torch 1.13, float64).
 
 The model is a linear regression whose gradient NumPy computes in closed form:
     loss = mse_loss(X @ W + b, y),  dP = 2 (P - y) / numel,  dW = X^T dP,  db = sum(dP, 0)
@@ -48,6 +48,13 @@ CONFIGS = [
      dict(kind="adamw", lr=0.05, weight_decay=0.2, sched=("cosine", dict(T_max=STEPS, eta_min=0.001)))),
     ("sgd_linear_lr", "sgd(lr = 0.2, weight_decay = 0.01)\n    lr_schedule = linear_lr(start_factor = 0.25, total_iters = 4)",
      dict(kind="sgd", lr=0.2, weight_decay=0.01, sched=("linear", dict(start_factor=0.25, end_factor=1.0, total_iters=4)))),
+    # gradient clipping before the update (torch.nn.utils.clip_grad_norm_ / clip_grad_value_); the
+    # NumPy reference counts the steps it clipped, and a config that never clips fails
+    ("sgd_clip_norm", "sgd(lr = 0.1, momentum = 0.9)\n    clip_grad_norm = 0.5",
+     dict(kind="sgd", lr=0.1, momentum=0.9, clip_norm=0.5)),
+    ("adamw_clip_norm", "adamw(lr = 0.05, weight_decay = 0.1)\n    clip_grad_norm = 1.5",
+     dict(kind="adamw", lr=0.05, weight_decay=0.1, clip_norm=1.5)),
+    ("adam_clip_value", "adam(lr = 0.05)\n    clip_grad_value = 0.1", dict(kind="adam", lr=0.05, clip_value=0.1)),
 ]
 
 MODEL = """input X: f32[N, %d]
@@ -109,10 +116,19 @@ def numpy_optim(cfg, X, y, params):
     p = {k: v.copy() for k, v in params.items()}
     state = {k: {} for k in p}
     losses = []
+    clipped = 0
     for t in range(1, STEPS + 1):
         lr = sched_lr(cfg, t - 1)
         loss, gW, gb = grads(X, y, p["W"], p["b"])
         losses.append(loss)
+        if "clip_value" in cfg:   # clip_grad_value_: clamp(-v, v)
+            v = cfg["clip_value"]
+            clipped += bool((np.abs(gW) > v).any() or (np.abs(gb) > v).any())
+            gW, gb = np.clip(gW, -v, v), np.clip(gb, -v, v)
+        if "clip_norm" in cfg:    # clip_grad_norm_: times min(max_norm / (total + 1e-6), 1)
+            coef = min(cfg["clip_norm"] / (np.sqrt((gW * gW).sum() + (gb * gb).sum()) + 1e-6), 1.0)
+            clipped += coef < 1
+            gW, gb = gW * coef, gb * coef
         for k, g in (("W", gW), ("b", gb)):
             s = state[k]
             if cfg["kind"] == "sgd":
@@ -131,6 +147,8 @@ def numpy_optim(cfg, X, y, params):
                 bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
                 denom = np.sqrt(s["exp_avg_sq"]) / np.sqrt(bc2) + eps
                 p[k] = p[k] - (lr / bc1) * s["exp_avg"] / denom
+    if ("clip_norm" in cfg or "clip_value" in cfg) and not clipped:
+        raise RuntimeError("the config never clips: the test would not see clipping ignored")
     return p, state, losses, [sched_lr(cfg, e) for e in range(STEPS)]
 
 
@@ -153,6 +171,10 @@ def torch_optim(cfg, X, y, params):
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(Xt @ W + b, yt)
         loss.backward()
+        if "clip_norm" in cfg:
+            torch.nn.utils.clip_grad_norm_([W, b], cfg["clip_norm"])
+        if "clip_value" in cfg:
+            torch.nn.utils.clip_grad_value_([W, b], cfg["clip_value"])
         opt.step()
         if sched:
             sched.step()
