@@ -15,11 +15,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -298,10 +300,12 @@ static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *er
  * changes.  load() returns with the -O1 compiler still running (lm->abi NULL): the trainer
  * reads its data meanwhile, then waits for it (upgrade with wait).  The child is forked
  * before either build, while nnc has a single thread.  It starts compiling only when the -O1
- * compiler has exited (the gate: a pipe whose only write end that compiler inherits, so the
- * child's read returns end of file then), and reniced: on two cores the -O1 build and the
- * decompression of the training data each had a core to themselves only without it (the first
- * step of models/mlp.nn with nothing cached came ~0.1 s sooner).  At the end of the run nnc
+ * compiler has exited (the gate: nnc sends it that compiler's pid through a pipe, and it
+ * waits on a pidfd; a compiler that left a daemon behind, as sccache's, is still seen to
+ * exit), and reniced: on two cores the -O1 build and the decompression of the training data
+ * each had a core to themselves only without it (the first step of models/mlp.nn with
+ * nothing cached came ~0.1 s sooner).  No pid (the compiler did not start, nnc died) or no
+ * pidfd (an older kernel, a sandbox) opens the gate at once.  At the end of the run nnc
  * waits for it, so the next run finds the -O3 object in the cache and starts on it directly. */
 typedef struct {
     pid_t pid;        /* the child: compile at -O3, publish, exit 0 */
@@ -311,8 +315,25 @@ typedef struct {
     pid_t quick;      /* the -O1 compiler, until its object is loaded (then -1) */
     Cache priv;       /* the -O1 build's private directory (its object, log and source) */
     char *cc0;        /* the compiler's first word, for messages */
-    int gate;         /* the gate's write end, until the -O1 compiler holds it (then -1) */
+    int gate;         /* the gate's write end, until the -O1 compiler's pid is sent (then -1) */
 } Tier;
+
+/* In the -O3 child: until the -O1 compiler whose pid comes through the pipe has exited. */
+static void tier_gate_wait(int fd) {
+    pid_t quick;
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof quick && ((r = read(fd, (char *)&quick + got, sizeof quick - got)) > 0 || (r < 0 && errno == EINTR)))
+        if (r > 0) got += (size_t)r;
+    if (got < sizeof quick || quick <= 0) return;
+#ifdef SYS_pidfd_open   /* Linux 5.3: readable once the process has exited (a zombie counts) */
+    int pfd = (int)syscall(SYS_pidfd_open, quick, 0);
+    if (pfd < 0) return;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR) {}
+    close(pfd);
+#endif
+}
 
 static Tier *tier_start(const Cache *cache, const char *name, const char *src, char **cc, char **extra, const char *mn) {
     int gate[2];
@@ -327,10 +348,10 @@ static Tier *tier_start(const Cache *cache, const char *name, const char *src, c
         return NULL;
     }
     if (pid == 0) {
-        char err[2048], c;
+        char err[2048];
         Cache priv = {.dirfd = -1};
         close(gate[1]);
-        while (read(gate[0], &c, 1) < 0 && errno == EINTR) {}   /* end of file: the -O1 compiler is done */
+        tier_gate_wait(gate[0]);
         close(gate[0]);
         if (nice(5) < 0) {}   /* a lower priority only; failing to get it changes nothing else */
         bool ok = cache_open(&priv, NULL, err, sizeof err) && compile_in(&priv, cache, name, src, cc, extra, "-O3", err, sizeof err);
@@ -344,7 +365,7 @@ static Tier *tier_start(const Cache *cache, const char *name, const char *src, c
     return t;
 }
 
-/* Opens the gate now (the -O1 compiler did not start), or leaves its write end to that compiler. */
+/* Opens the gate: after the -O1 compiler's pid was sent, or at once when it did not start. */
 static void tier_gate_close(Tier *t) {
     if (t->gate >= 0) close(t->gate);
     t->gate = -1;
@@ -370,9 +391,8 @@ static bool quick_start(Tier *t, const char *src, char **cc, char **extra, char 
     char *cpath = cache_path(&t->priv, "model.c"), *log = cache_path(&t->priv, "build.log"),
          *so = cache_path(&t->priv, t->name);
     bool ok = cpu_write_file(cpath, src, err, n);
-    int held = ok ? fcntl(t->gate, F_DUPFD, 3) : -1;   /* without O_CLOEXEC: the compiler and its children keep it */
     if (ok) t->quick = compile_start(cc, extra, "-O1", cpath, so, log);
-    if (held >= 0) close(held);
+    if (t->quick > 0 && write(t->gate, &t->quick, sizeof t->quick) != (ssize_t)sizeof t->quick) {}   /* short: no gate */
     tier_gate_close(t);
     free(cpath);
     free(log);

@@ -225,6 +225,13 @@ chmod +x "$dir/cc-log"
 ok env CC="$dir/cc-log" XDG_CACHE_HOME="$dir/c16" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 1
 check '[ "$(tr "\n" " " < "$dir/order")" = "start -O1 end -O1 start -O3 end -O3 " ]' \
       "the -O3 compiler did not wait for the -O1 one: $(tr '\n' ' ' < "$dir/order")"
+# 17. ... and a compiler that leaves a process behind holding what it inherited (sccache's
+# server, ccache's storage helper) does not hold the -O3 build, nor nnc's exit, back.
+printf '#!/bin/sh\nsleep 60 </dev/null >/dev/null 2>&1 &\necho $! >> %s\nexec %s "$@"\n' "$dir/daemons" "${CC:-cc}" > "$dir/cc-daemon"
+chmod +x "$dir/cc-daemon"
+ok timeout 40 env CC="$dir/cc-daemon" XDG_CACHE_HOME="$dir/c17" "$nnc" "$m" --epochs 1
+check '[ -n "$(entry "$dir/c17")" ]' "no -O3 object in the cache beside a compiler that left a daemon"
+kill $(cat "$dir/daemons") 2>/dev/null
 [ -n "$saved_cflags" ] && export NNC_CFLAGS=$saved_cflags
 
 echo "cache: $pass passed, $fail failed"
