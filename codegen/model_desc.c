@@ -41,6 +41,7 @@ static const char *output_name(const Build *b, const Entry *e, int k) {
     const Graph *g = b->p->g;
     int node = e->outputs[k];
     if (node == g->loss && k == 0) return "loss";
+    if (node == g->grad_norm && e->kind == ENTRY_TRAIN) return "grad_norm";
     if (e->kind == ENTRY_EVAL && k - (g->loss >= 0) < g->nouts) return g->outs[k - (g->loss >= 0)].name;
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == OP_PARAM && g->nodes[i].grad == node) return arena_printf(b->a, "grad.%s", g->nodes[i].name);

@@ -33,6 +33,7 @@ Graph *graph_new(Arena *a) {
     g->arena = a;
     g->loss = -1;
     g->loss_seed = -1;
+    g->grad_norm = -1;
     g->batch_max = 1;
     return g;
 }

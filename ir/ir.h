@@ -160,6 +160,7 @@ typedef struct Graph {
     int n, cap;
     int loss;                   /* the scalar minimized, or -1 */
     int loss_seed;              /* the loss's gradient: a scalar node (a loss scale), or -1 for 1 */
+    int grad_norm;              /* clip_grad_norm's total norm, train_step's output "grad_norm", or -1 */
     NamedOut *outs;             /* metrics and outputs, evaluated by eval */
     int nouts;
     int batch_max;              /* value bound to DIM_BATCH when planning memory */

@@ -223,7 +223,8 @@ static Up clip_up(Graph *g, const OptConfig *o, int p) {
  * type 2: every gradient times min(max_norm / (total + 1e-6), 1), total the L2 norm of all of
  * them together; a NaN or inf total makes them NaN, as torch's with error_if_nonfinite off).
  * gr[p] is parameter p's gradient, replaced by the clipped one; the nodes' own grad stays what
- * backward gave (the grad entry's, as loss.backward()'s). */
+ * backward gave (the grad entry's, as loss.backward()'s).  The total norm, which torch's
+ * returns, is train_step's output "grad_norm" (--metrics reports it per step). */
 static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
     int total = -1, first = -1;
     for (int p = 0; p < n; p++) {
@@ -249,7 +250,7 @@ static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
     }
     if (total < 0) return;
     Up F = clip_up(g, o, first);
-    int norm = up_node(&F, OP_SQRT, 1, &total, shape_scalar());
+    int norm = g->grad_norm = up_node(&F, OP_SQRT, 1, &total, shape_scalar());
     int den = up2(&F, OP_ADD, norm, upc(&F, 1e-6));
     int coef = up2(&F, OP_DIV, upc(&F, o->clip_norm), den);
     coef = up2(&F, OP_MINIMUM, coef, upc(&F, 1));

@@ -1,6 +1,7 @@
 /* select.c - which nodes an entry point computes, and what it returns.
  *
- *   train_step: the loss and every optimizer assignment (forward, backward, update);
+ *   train_step: the loss and every optimizer assignment (forward, backward, update), and
+ *               clip_grad_norm's total norm;
  *   grad:       the loss and every parameter's gradient (no update; for gradient checks);
  *   eval:       the loss, metrics and outputs, with no gradient nodes at all (torch.no_grad).
  * train_step and grad run in training mode, eval in evaluation mode: of a MODE node only the
@@ -28,6 +29,7 @@ void pass_select(Program *p, Entry *e, EntryKind k) {
     e->name = names[k];
     e->live = arena_alloc(g->arena, (size_t)g->n);
     if (g->loss >= 0) add_output(e, g->loss);
+    if (k == ENTRY_TRAIN && g->grad_norm >= 0) add_output(e, g->grad_norm);
     for (int i = 0; i < g->n; i++) {
         const Node *n = &g->nodes[i];
         if (k == ENTRY_TRAIN && n->op == OP_ASSIGN) e->live[i] = true;

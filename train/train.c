@@ -57,6 +57,7 @@ typedef struct {
     void **direct;              /* zero-copy batch pointers into the dataset */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
+    int norm_out;                     /* train_step's output "grad_norm" (clip_grad_norm), or -1 */
     Comm *comm;                 /* data parallel: the processes (NULL: this one alone) */
     int rank, size;
     int64_t gbatch;             /* rows of a global batch, split over the processes */
@@ -314,9 +315,12 @@ static void metric_int(Run *R, const char *key, long long v) {
     metric_put(R, b, (size_t)n);
 }
 
-static void metric_num(Run *R, const char *key, double v, bool fixed) {   /* %.9g, or %.6f */
+/* %.9g, or %.6f; NaN and infinities as Python's json writes and reads them (NaN, Infinity,
+ * -Infinity: a skipped f16 step's gradient norm is one), not C's "nan". */
+static void metric_num(Run *R, const char *key, double v, bool fixed) {
     char b[NUMFMT_LEN];
-    int n = fixed ? numfmt_f(b, v, 6) : numfmt_g(b, v, 9);
+    int n = isnan(v) ? snprintf(b, sizeof b, "NaN") : isinf(v) ? snprintf(b, sizeof b, "%sInfinity", v < 0 ? "-" : "")
+          : fixed ? numfmt_f(b, v, 6) : numfmt_g(b, v, 9);
     metric_key(R, key);
     metric_put(R, b, (size_t)n);
 }
@@ -647,6 +651,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             metric_int(R, "epoch", epoch);
             metric_int(R, "step", gstep);
             metric_num(R, "loss", loss, false);
+            if (R->norm_out >= 0) metric_num(R, "grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out), false);
             if (R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
                 abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
                 metric_num(R, "loss_scale", state_scalar(R, R->scale_state), false);
@@ -808,6 +813,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     R.scale_state = state_index(lm->abi, "scaler.scale");
     R.skipped_state = state_index(lm->abi, "scaler.skipped_steps");
     if (R.skipped_state < 0) R.scale_state = -1;
+    R.norm_out = -1;
+    for (int k = 0; k < lm->abi->noutputs[NNC_ENTRY_TRAIN]; k++)
+        if (!strcmp(lm->abi->outputs[NNC_ENTRY_TRAIN][k].name, "grad_norm")) R.norm_out = k;
     R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
     lm->abi->init(lm->m, o->seed);
     lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);

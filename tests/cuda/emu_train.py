@@ -5,8 +5,9 @@
 
 Trains MODEL on --target cpu and on --target cuda from the same seed, each writing --metrics
 JSON lines, and requires: the same number of steps, every step's loss equal within `tol`
-relative (to max(|cpu loss|, 1e-6)), and every epoch's test loss and metrics (accuracy) equal
-within the same tolerance.  Prints the largest difference.  The environment decides which
+relative (to max(|cpu loss|, 1e-6)), every step's grad_norm, loss_scale and
+skipped_steps where the step reports them, and every epoch's test loss and metrics (accuracy)
+equal within the same tolerance.  Prints the largest difference.  The environment decides which
 libcuda/libcublas are used (the tests point LD_LIBRARY_PATH at the emulator)."""
 import json
 import os
@@ -47,11 +48,15 @@ def main():
         print("FAIL: %d steps on the cpu, %d on cuda" % (len(cs), len(gs)))
         return 1
     worst, where = 0.0, None
+    fails = 0
     for c, g in zip(cs, gs):
         rel = abs(c["loss"] - g["loss"]) / max(abs(c["loss"]), 1e-6)
         if rel > worst:
             worst, where = rel, c["step"]
-    fails = 0
+        for k in ("grad_norm", "loss_scale", "skipped_steps"):   # what else a step reports
+            if (k in c) != (k in g) or (k in c and abs(c[k] - g[k]) > tol * max(abs(c[k]), 1e-6)):
+                print("FAIL: step %s %s: cpu %s cuda %s" % (c["step"], k, c.get(k), g.get(k)))
+                fails += 1
     if worst > tol:
         print("FAIL: step %s loss differs by %.3g relative (tolerance %g)" % (where, worst, tol))
         fails += 1

@@ -11,6 +11,7 @@ references to RTOL64; in float32 to RTOL32 (relative to the tensor's largest ele
     test_optim.py --nnc PATH [-k SUBSTRING] [--precision f64|f32]   (default: both)
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -116,7 +117,7 @@ def numpy_optim(cfg, X, y, params):
     p = {k: v.copy() for k, v in params.items()}
     state = {k: {} for k in p}
     losses = []
-    clipped = 0
+    clipped, norms = 0, []
     for t in range(1, STEPS + 1):
         lr = sched_lr(cfg, t - 1)
         loss, gW, gb = grads(X, y, p["W"], p["b"])
@@ -126,7 +127,8 @@ def numpy_optim(cfg, X, y, params):
             clipped += bool((np.abs(gW) > v).any() or (np.abs(gb) > v).any())
             gW, gb = np.clip(gW, -v, v), np.clip(gb, -v, v)
         if "clip_norm" in cfg:    # clip_grad_norm_: times min(max_norm / (total + 1e-6), 1)
-            coef = min(cfg["clip_norm"] / (np.sqrt((gW * gW).sum() + (gb * gb).sum()) + 1e-6), 1.0)
+            norms.append(np.sqrt((gW * gW).sum() + (gb * gb).sum()))
+            coef = min(cfg["clip_norm"] / (norms[-1] + 1e-6), 1.0)
             clipped += coef < 1
             gW, gb = gW * coef, gb * coef
         for k, g in (("W", gW), ("b", gb)):
@@ -149,7 +151,7 @@ def numpy_optim(cfg, X, y, params):
                 p[k] = p[k] - (lr / bc1) * s["exp_avg"] / denom
     if ("clip_norm" in cfg or "clip_value" in cfg) and not clipped:
         raise RuntimeError("the config never clips: the test would not see clipping ignored")
-    return p, state, losses, [sched_lr(cfg, e) for e in range(STEPS)]
+    return p, state, losses, [sched_lr(cfg, e) for e in range(STEPS)], norms
 
 
 def torch_optim(cfg, X, y, params):
@@ -165,14 +167,14 @@ def torch_optim(cfg, X, y, params):
         cls = torch.optim.Adam if cfg["kind"] == "adam" else torch.optim.AdamW
         opt = cls([W, b], betas=cfg.get("betas", (0.9, 0.999)), eps=cfg.get("eps", 1e-8), **kw)
     sched = torch_scheduler(cfg, opt)
-    losses, rates = [], []
+    losses, rates, norms = [], [], []
     for _ in range(STEPS):
         rates.append(opt.param_groups[0]["lr"])
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(Xt @ W + b, yt)
         loss.backward()
         if "clip_norm" in cfg:
-            torch.nn.utils.clip_grad_norm_([W, b], cfg["clip_norm"])
+            norms.append(torch.nn.utils.clip_grad_norm_([W, b], cfg["clip_norm"]).item())
         if "clip_value" in cfg:
             torch.nn.utils.clip_grad_value_([W, b], cfg["clip_value"])
         opt.step()
@@ -182,7 +184,12 @@ def torch_optim(cfg, X, y, params):
     state = {}
     for k, t in (("W", W), ("b", b)):
         state[k] = {n: v.detach().numpy().copy() for n, v in opt.state[t].items() if n != "step" and v is not None}
-    return {"W": W.detach().numpy().copy(), "b": b.detach().numpy().copy()}, state, losses, rates
+    return {"W": W.detach().numpy().copy(), "b": b.detach().numpy().copy()}, state, losses, rates, norms
+
+
+def read_steps(path):
+    with open(path) as f:
+        return [r for r in map(json.loads, f) if r["type"] == "step"]
 
 
 def relerr(a, b):
@@ -217,8 +224,12 @@ def run_config(nnc, tmp, name, spec, cfg, f64, have_torch):
     if len(losses) != STEPS:
         print("FAIL %-20s %s: %d step losses in --metrics, want %d" % (name, mode, len(losses), STEPS))
         return False
-    for rname, (p, state, rl, rates) in refs:
+    steps = read_steps(os.path.join(d, "m.jsonl"))
+    for rname, (p, state, rl, rates, norms) in refs:
         errs = {"W": relerr(final["W"], p["W"]), "b": relerr(final["b"], p["b"]), "loss": relerr(losses, rl)}
+        if "clip_norm" in cfg:   # each step's total norm before clipping, as clip_grad_norm_ returns it
+            got = [r.get("grad_norm", float("nan")) for r in steps]
+            errs["grad_norm"] = relerr(got, norms) if len(got) == STEPS else float("inf")
         if "sched" in cfg:   # each epoch's rate as --metrics reports it, and the one the checkpoint keeps
             got = [r.get("lr", float("nan")) for r in epochs]
             errs["lr"] = relerr(got, rates) if len(got) == STEPS else float("inf")
@@ -232,7 +243,8 @@ def run_config(nnc, tmp, name, spec, cfg, f64, have_torch):
                     continue
                 errs[key] = relerr(final[key], v)
         # --metrics prints losses with %.9g: they carry 9 significant digits, whatever the precision
-        bad = {k: v for k, v in errs.items() if not v <= (max(tol, LOSS_PRINT_RTOL) if k in ("loss", "lr") else tol)}
+        bad = {k: v for k, v in errs.items()
+               if not v <= (max(tol, LOSS_PRINT_RTOL) if k in ("loss", "lr", "grad_norm") else tol)}
         worst = max(errs.values())
         print("%s %-20s %s vs %-5s %d steps  max rel %.3g  (%s)" % ("ok  " if not bad else "FAIL", name, mode, rname, STEPS,
                                                                   worst, ", ".join("%s %.2g" % kv for kv in errs.items())))
