@@ -86,6 +86,7 @@ bool pass_copies(Graph *g, Diag *d, bool strict) {
         g->loss = R.map[g->loss];
         if (R.nodes[g->loss].dev != DEV_CPU) g->loss = rb_copy(&R, g->loss, DEV_CPU, &R.nodes[g->loss]);
     }
+    if (g->grad_norm >= 0) g->grad_norm = R.map[g->grad_norm];   /* read where it is, on demand */
     for (int i = 0; i < g->nouts; i++) {
         int o = R.map[g->outs[i].node];
         g->outs[i].node = R.nodes[o].dev != DEV_CPU ? rb_copy(&R, o, DEV_CPU, &R.nodes[o]) : o;
