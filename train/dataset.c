@@ -39,9 +39,10 @@
  *
  * An entry is written only after the whole data set has loaded and passed every check (a
  * failed run leaves nothing behind), by a background thread at a lower priority: checksumming
- * and writing 47 MB took a third of the time to the first step when nothing was cached.  Data entries take at most NNC_DATA_CACHE_MAX bytes
- * (default 2 GiB): the least recently used (a hit refreshes an entry's mtime) are evicted to
- * make room, and data larger than the bound is not cached. */
+ * and writing 47 MB took a third of the time to the first step when nothing was cached.  Data
+ * entries take at most NNC_DATA_CACHE_MAX bytes (default 2 GiB): the least recently used (a
+ * hit refreshes an entry's mtime) are evicted to make room, and data larger than the bound is
+ * not cached. */
 #define DATA_CACHE_MAX_DEFAULT ((uint64_t)2 << 30)
 #define DATA_SUFFIX "-data.idx"
 

@@ -322,9 +322,11 @@ typedef struct {
 static void tier_gate_wait(int fd) {
     pid_t quick;
     size_t got = 0;
-    ssize_t r;
-    while (got < sizeof quick && ((r = read(fd, (char *)&quick + got, sizeof quick - got)) > 0 || (r < 0 && errno == EINTR)))
+    while (got < sizeof quick) {
+        ssize_t r = read(fd, (char *)&quick + got, sizeof quick - got);
         if (r > 0) got += (size_t)r;
+        else if (r == 0 || errno != EINTR) break;   /* end of file: no compiler to wait for */
+    }
     if (got < sizeof quick || quick <= 0) return;
 #ifdef SYS_pidfd_open   /* Linux 5.3: readable once the process has exited (a zombie counts) */
     int pfd = (int)syscall(SYS_pidfd_open, quick, 0);
