@@ -213,6 +213,11 @@ sed 's|data x = idx("c.idx.gz")|&\n    test x = idx("empty.idx")|' c.nn > et.nn
 bad "$nnc" et.nn --eval;                              has "empty.idx: input 'x' has no samples (the test set is empty)"
 bad "$nnc" et.nn --quiet --save et.st;                has "the test set is empty"
 check test ! -e et.st
+# the test set loads in a thread beside the training set: with both bad, the training set's
+# error is the one reported, every time
+sed 's|data x = idx("c.idx.gz")|data x = idx("missing.idx.gz")\n    test x = idx("empty.idx")|' c.nn > bt.nn
+bad "$nnc" bt.nn --quiet;                             has "missing.idx.gz: cannot open"
+check sh -c "! grep -q empty.idx out"
 
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]
