@@ -15,6 +15,10 @@ static bool apply_overrides(Model *m, const TrainOverrides *o, char *err, size_t
     if (o->has_seed) t->seed = (uint64_t)o->seed;
     if (o->has_lr) t->opt.lr = o->lr;
     if (o->has_precision) t->precision = o->precision;
+    if (o->has_clip) {
+        t->clip_norm = o->clip_norm;
+        t->clip_value = 0;
+    }
     if (o->has_momentum) {
         if (t->opt.kind != OPT_SGD) {
             snprintf(err, n, "--momentum: applies to sgd; this model uses adam");

@@ -15,10 +15,11 @@
 
 /* Values that replace the train section's: an explicit value wins over the file's, 0 included. */
 typedef struct {
-    bool has_epochs, has_batch, has_seed, has_lr, has_momentum, has_precision;
+    bool has_epochs, has_batch, has_seed, has_lr, has_momentum, has_precision, has_clip;
     long epochs, batch;
     unsigned long long seed;
     double lr, momentum;
+    double clip_norm;   /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
     Precision precision;
 } TrainOverrides;
 

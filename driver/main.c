@@ -34,7 +34,7 @@ typedef struct {
     bool data_parallel;         /* --data-parallel: the data-parallel step even in one process */
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
-    TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum */
+    TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
 } Cli;
 
@@ -67,6 +67,8 @@ static void usage(FILE *f) {
           "  --epochs N  --batch N  --lr X  --momentum X  --seed N\n"
           "  --precision P          f32, bf16 or f16: matrix products (and what follows them) in\n"
           "                         half precision, as torch.autocast; f32 master weights\n"
+          "  --clip-grad-norm X     clip_grad_norm = X in place of the file's clipping (0: none);\n"
+          "                         --metrics then reports each step's grad_norm\n"
           "  --save FILE            write parameters and optimizer state (safetensors) at the end\n"
           "                         (and on Ctrl-C or SIGTERM, which stop at the end of the current\n"
           "                         step; exit status 130 or 143)\n"
@@ -214,6 +216,9 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         } else if (is_flag(a, "--momentum")) {
             c->over.momentum = parse_rate(f, flag_value(argc, argv, &i, f));
             c->over.has_momentum = true;
+        } else if (is_flag(a, "--clip-grad-norm")) {
+            c->over.clip_norm = parse_rate(f, flag_value(argc, argv, &i, f));
+            c->over.has_clip = true;
         }
         else if (!strcmp(a, "--eval")) c->eval = true;
         else if (is_flag(a, "--eval-out")) c->eval_out = flag_value(argc, argv, &i, "--eval-out");

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""overrides_test.py - flags win over the train section, 0 included, and a parameter used only
-by an output or a metric is allowed and left untouched by training (PyTorch: grad None, skipped).
+"""overrides_test.py - flags win over the train section, 0 included (--epochs, --lr,
+--clip-grad-norm), and a parameter used only by an output or a metric is allowed and left
+untouched by training (PyTorch: grad None, skipped).
 
     overrides_test.py NNC
 
@@ -37,6 +38,19 @@ def main():
         init = run("init", "--epochs", "0")        # the file says 2 epochs: 0 must win
         trained = run("trained")
         still = run("lr0", "--lr", "0")            # the file says lr = 0.1: 0 must win
+        # --clip-grad-norm: a small norm changes the run and --metrics reports grad_norm; 0 is
+        # no clipping, bit for bit the plain run
+        clipped = run("clip", "--clip-grad-norm", "0.01", "--metrics", os.path.join(d, "clip.jsonl"))
+        unclipped = run("clip0", "--clip-grad-norm", "0")
+        if trained and clipped and unclipped:
+            if clipped["W"] == trained["W"]:
+                failures.append("--clip-grad-norm 0.01 did not change the run")
+            if unclipped != trained:
+                failures.append("--clip-grad-norm 0 is not the run without clipping")
+            with open(os.path.join(d, "clip.jsonl")) as f:
+                steps = [json.loads(line) for line in f if '"type":"step"' in line]
+            if not steps or not all(r.get("grad_norm", 0) > 0 for r in steps):
+                failures.append("--clip-grad-norm: --metrics gave no grad_norm for some step")
         if init and trained and still:
             if trained["V"] != init["V"]:
                 failures.append("V (used only by an output and a metric) changed during training")
