@@ -22,11 +22,11 @@ target_compile_definitions(gpu_vs_cpu PRIVATE NNC_CUDA_OPS_DIR="${NNC_CUDA_TESTS
 set(_nnc_cuda_env "ASAN_OPTIONS=detect_leaks=0")
 # Each variant (fused, f64) is two tests, sm_80 and sm_90, so that ctest -j runs them side by
 # side and none is long.  The no-fuse variant (one kernel per op) is sm_90 only: its op
-# expressions are the fused kernels', which sm_80 compiles.  No PTX-only variant: an sm_XX compile makes compute_XX's PTX
-# on its way to the cubin, so compute_80 and compute_90 are covered.  The sanitizer build
-# checks nnc's passes and renderer on every model, and that NVRTC accepts what they render, for
-# compute_90 only: NVRTC is not instrumented, the source is the same as the normal build's, and
-# ptxas made the compile 2.4 times as long.
+# expressions are the fused kernels', which sm_80 compiles.  No PTX-only variant: an sm_XX
+# compile makes compute_XX's PTX on its way to the cubin, so compute_80 and compute_90 are
+# covered.  The sanitizer build checks nnc's passes and renderer on every model, and that NVRTC
+# accepts what they render, for compute_90 only: NVRTC is not instrumented, the source is the
+# same as the normal build's, and ptxas made the compile 2.4 times as long.
 if(NNC_SANITIZE)
   set(_nnc_nvrtc_archs "ptx90:--arch\;compute_90")
 else()
