@@ -19,7 +19,9 @@ convnet are also measured against its eager mode and torch.compile.  --torch2 na
 has it; without one, run.py makes bench/out/torch2-venv (python3 -m venv, pip install torch numpy:
 about 5 GB from PyPI) and uses it, or says why not and goes on without (--no-torch2: do not try).
 """
-import argparse, json, os, shutil, subprocess, sys, tempfile, time
+import argparse, json, os, subprocess, sys, tempfile, time
+
+import startup_ab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -68,8 +70,7 @@ class Suite:
             self.env["OPENBLAS_CORETYPE"] = a.coretype
         self.tenv = self.env
         # nnc as a user runs it: none of the thread or BLAS variables set
-        drop = ("OMP_", "GOMP_", "KMP_", "OPENBLAS_", "GOTO_", "MKL_", "NNC_")
-        self.nenv = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        self.nenv = startup_ab.user_env()
 
     def add(self, case, nnc, ref, refname, unit):
         r = {"case": case, "nnc": median(nnc), "nnc_min": min(nnc), "nnc_max": max(nnc),
@@ -151,19 +152,14 @@ class Suite:
     def startup(self):
         """Start to the first step: nothing cached (a fresh XDG_CACHE_HOME: the compiler and the
         decompression of Fashion-MNIST), the data cached but not the code (a model edited, or
-        new), and everything cached."""
+        new), and everything cached (startup_ab.starts)."""
         cold, code, warm, imp = [], [], [], []
         mlp = os.path.join(ROOT, "models/mlp.nn")
         for _ in range(self.a.rounds):
-            tmp = tempfile.mkdtemp()
-            env = dict(self.nenv, XDG_CACHE_HOME=tmp)
-            cold.append(last_json(self.nnc(mlp, "--bench", "1", env=env)[0])["first_step_s"])
-            warm.append(last_json(self.nnc(mlp, "--bench", "1", env=env)[0])["first_step_s"])
-            for f in os.listdir(os.path.join(tmp, "nnc")):
-                if ".so" in f:
-                    os.remove(os.path.join(tmp, "nnc", f))
-            code.append(last_json(self.nnc(mlp, "--bench", "1", env=env)[0])["first_step_s"])
-            shutil.rmtree(tmp)
+            c, d, w = startup_ab.starts(self.a.nnc, mlp, self.nenv)
+            cold.append(c)
+            code.append(d)
+            warm.append(w)
             imp.append(last_json(run([PY, os.path.join(HERE, "torch_ref.py"), "import"], self.tenv)[0])["seconds"])
         self.add("start to first step, cold cache (vs import torch)", cold, imp, "import torch", "s")
         self.add("start to first step, code not cached, data cached (vs import torch)", code, imp, "import torch", "s")
