@@ -226,7 +226,8 @@ static Up clip_up(Graph *g, const OptConfig *o, int p) {
  * backward gave (the grad entry's, as loss.backward()'s).  The total norm, which torch's
  * returns, is train_step's output "grad_norm" (--metrics reports it per step). */
 static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
-    int total = -1, first = -1;
+    int total = -1;
+    Up F;   /* the total, the norm and the scale: on the first parameter's device */
     for (int p = 0; p < n; p++) {
         if (gr[p] < 0) continue;
         Up U = clip_up(g, o, p);   /* a gradient's own work runs where its parameter lives */
@@ -244,12 +245,13 @@ static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
             g->nodes[c].attr.axes.mask = (1u << sh.rank) - 1;
             sq = c;
         }
-        if (first < 0) first = p;
-        Up F = clip_up(g, o, first);   /* the total on the first parameter's device */
-        total = total < 0 ? sq : up2(&F, OP_ADD, total, sq);
+        if (total < 0) {
+            F = clip_up(g, o, p);
+            total = sq;
+        } else
+            total = up2(&F, OP_ADD, total, sq);
     }
     if (total < 0) return;
-    Up F = clip_up(g, o, first);
     int norm = g->grad_norm = up_node(&F, OP_SQRT, 1, &total, shape_scalar());
     int den = up2(&F, OP_ADD, norm, upc(&F, 1e-6));
     int coef = up2(&F, OP_DIV, upc(&F, o->clip_norm), den);
