@@ -285,8 +285,13 @@ static Value matmul(Elab *E, Value a, Value b, SrcLoc loc) {
     if (!need_f32(E, x, "matmul", loc) || !need_f32(E, y, "matmul", loc)) return verror;
     Shape sa = E->g->nodes[x].shape, sb = E->g->nodes[y].shape, sc;
     if (!matmul_shape(sa, sb, &sc)) {
-        diag_error(E->d, loc, "cannot multiply %s by %s: matmul needs [M,K] @ [K,N], batched as [...,M,K] @ [...,K,N] "
-                   "with the same leading axes or one 2-d operand", tstr(E, x), tstr(E, y));
+        if (sa.rank >= 2 && sb.rank >= 2 && sa.d[sa.rank - 2] == DIM_BATCH && sb.d[sb.rank - 1] == DIM_BATCH &&
+            sa.d[sa.rank - 1] == sb.d[sb.rank - 2])
+            diag_error(E->d, loc, "cannot multiply %s by %s: the result would have the batch dimension twice "
+                       "(a tensor has at most one); transpose(a) @ b contracts the batch instead", tstr(E, x), tstr(E, y));
+        else
+            diag_error(E->d, loc, "cannot multiply %s by %s: matmul needs [M,K] @ [K,N], batched as [...,M,K] @ [...,K,N] "
+                       "with the same leading axes or one 2-d operand", tstr(E, x), tstr(E, y));
         return verror;
     }
     int in[2] = {x, y};

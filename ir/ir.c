@@ -131,7 +131,7 @@ bool shape_broadcast(Shape a, Shape b, Shape *out) {
 }
 
 bool matmul_shape(Shape a, Shape b, Shape *out) {
-    if (a.rank < 2 || b.rank < 2 || a.d[a.rank - 1] != b.d[b.rank - 2] || b.d[b.rank - 1] == DIM_BATCH) return false;
+    if (a.rank < 2 || b.rank < 2 || a.d[a.rank - 1] != b.d[b.rank - 2]) return false;
     Shape lead = a.rank >= b.rank ? a : b;   /* the operand whose leading axes the result has */
     if (a.rank > 2 && b.rank > 2) {
         if (a.rank != b.rank) return false;
@@ -345,7 +345,14 @@ bool ir_verify(const Graph *g, const char *pass) {
             bool fits = matmul_shape(a, b, &c) &&
                         (shape_eq(c, n->shape) || (matmul_is_sum(a, b, n->shape) && n->shape.d[0] == c.d[c.rank - 2] &&
                                                    n->shape.d[1] == c.d[c.rank - 1]));
-            if (!fits) return verify_fail(g, i, pass, "matmul shapes");
+            if (!fits) {
+                char sa[64], sb[64], sc[64], what[240];
+                snprintf(what, sizeof what, "matmul shapes: %s @ %s -> %s",
+                         shape_str(a, g->nodes[n->in[0]].dtype, "B", sa, sizeof sa),
+                         shape_str(b, g->nodes[n->in[1]].dtype, "B", sb, sizeof sb),
+                         shape_str(n->shape, n->dtype, "B", sc, sizeof sc));
+                return verify_fail(g, i, pass, what);
+            }
         }
         if (oi->attr == ATTR_WINDOW) {
             SpatialGeom q = spatial_geom(g, n);

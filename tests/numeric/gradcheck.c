@@ -67,6 +67,26 @@ static const Case cases[] = {
                             "g = tanh(x @ P)\nh = transpose(g) @ tanh(x @ W)\n"
                             "loss = sum(tanh(tanh(x @ W) + U @ (x @ W)) * c) + sum(tanh(transpose(g) @ g) * 0.1) + sum(tanh(h) * 0.2)"
                             TRAIN("data x = randn(8, 8, 16)"), 0, 0},
+    /* products contracting the batch axis (a Gram matrix over the batch, cross products, both
+     * sides, transposed) and with the batch axis last: their gradients are products of the same
+     * kinds, inside larger graphs (tests/ref/test_matmul_torch.py checks them against torch) */
+    {"batch_contract_gram", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam V: f32[4, 2] = normal(0, 1)\n"
+                            "h = x @ W\ngram = transpose(h) @ h\n"
+                            "loss = sum(gram * gram) * 0.01 + sum(tanh(h @ tanh(gram * 0.1)) @ V)"
+                            TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"batch_contract_cross", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam V: f32[3, 2] = normal(0, 1)\n"
+                             "param c: f32[4, 2] = normal(0, 1)\n"
+                             "h = tanh(x @ W)\nz = sigmoid(x @ V)\n"
+                             "loss = sum(tanh(transpose(h) @ z) * c) + sum(tanh(transpose(z) @ h) * transpose(c))"
+                             TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"batch_contract_last", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam U: f32[2, 4] = normal(0, 1)\n"
+                            "h = tanh(x @ W)\nr = U @ transpose(h)\n"
+                            "loss = sum(tanh(r) * transpose(x @ transpose(U @ transpose(W)))) + sum(tanh(r @ h))"
+                            TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"batch_contract_softmax", "input x: f32[B, 3]\nparam W: f32[3, 4] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
+                               "h = x @ W\na = softmax(transpose(h) @ h * 0.25, axis = 1)\n"
+                               "loss = sum(tanh(transpose(a @ transpose(h))) * c)"
+                               TRAIN("data x = randn(8, 3)"), 0, 0},
     {"add_row_bcast", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam b: f32[3] = normal(0, 1)\n"
                       "param c: f32[3] = normal(0, 1)\n"
                       "loss = sum(tanh(x @ W + b) * c) + sum(tanh(b + x @ W))" TRAIN("data x = randn(8, 3)"), 0, 0},
