@@ -48,12 +48,13 @@ typedef struct {
     FILE *metrics;
     char *mbuf;                 /* metrics lines not yet handed to `metrics`: METRICS_BUF bytes */
     size_t mlen;
-    bool mflushed;              /* mbuf went to the stream since metrics_ok last looked */
+    bool mflushed;              /* mbuf went to the stream since metrics_check last looked */
     unsigned mlines;            /* metrics lines written (the flush check every 64) */
     double t0;
     double last_flush;
     int64_t *perm;              /* the epoch's sample order, allocated once */
-    bool metrics_failed;        /* a metrics write failed (reported once) */
+    bool metrics_failed;        /* a metrics write failed: metrics closed, training goes on */
+    int64_t metrics_lost;       /* the step at which it failed */
     void **direct;              /* zero-copy batch pointers into the dataset */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
@@ -468,21 +469,32 @@ static void eval_free(EvalResult *ev) {
         }
 }
 
-/* A full disk must not cut the metrics mid-line behind an exit status of 0: every write is
- * checked (through the stream's error flag, which a failed write of mbuf or a flush sets), and
- * the first failure stops the run. */
-static bool metrics_ok(Run *R) {
-    if (!R->metrics || !R->mflushed) return true;   /* the stream changes only when mbuf goes out */
+/* A failed metrics write (a full disk: every write is checked through the stream's error flag,
+ * which a failed write of mbuf or a flush sets) must never cost the model: the metrics stop
+ * there with a warning, and training goes on to its end and its --save.  metrics_close then
+ * fails the run, so an incomplete file never hides behind an exit status of 0. */
+static void metrics_check(Run *R) {
+    if (!R->metrics || !R->mflushed) return;   /* the stream changes only when mbuf goes out */
     R->mflushed = false;
-    if (!ferror(R->metrics)) return true;
-    if (!R->metrics_failed) fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(errno ? errno : EIO));
+    if (!ferror(R->metrics)) return;
+    int e = errno ? errno : EIO;
+    if (R->o->progress) fputc('\n', stderr);
+    R->metrics_lost = R->lm->abi->get_step(R->lm->m);
+    fprintf(stderr, "nnc: warning: %s: cannot write metrics: %s; training goes on without them (step %lld)\n",
+            R->o->metrics_path, strerror(e), (long long)R->metrics_lost);
+    fclose(R->metrics);   /* fails too: what it held is lost either way */
+    R->metrics = NULL;
     R->metrics_failed = true;
-    return false;
 }
 
 /* Flushes and closes the metrics file; false (reported) when anything was lost. */
 static bool metrics_close(Run *R) {
-    if (!R->metrics) return true;
+    if (!R->metrics) {
+        if (R->metrics_failed)
+            fprintf(stderr, "nnc: error: %s: incomplete: writing metrics failed at step %lld (training went on)\n",
+                    R->o->metrics_path, (long long)R->metrics_lost);
+        return !R->metrics_failed;
+    }
     errno = 0;
     metrics_flush(R);
     bool ok = fflush(R->metrics) == 0 && !ferror(R->metrics);
@@ -490,8 +502,7 @@ static bool metrics_close(Run *R) {
     ok &= fclose(R->metrics) == 0;
     if (!e) e = errno;
     R->metrics = NULL;
-    if (!ok && !R->metrics_failed)
-        fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(e ? e : EIO));
+    if (!ok) fprintf(stderr, "nnc: error: %s: cannot write metrics: %s\n", R->o->metrics_path, strerror(e ? e : EIO));
     return ok;
 }
 
@@ -659,7 +670,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             }
             metric_close(R);
         }
-        if (!metrics_ok(R)) return false;
+        metrics_check(R);
         double t = bar ? train_now() : 0;
         if (bar && (t - last_draw > 0.1 || s + 1 == steps)) {
             progress(R, epoch, s + 1, steps, loss, (double)(done_rows) / (t - t_start + 1e-9));
@@ -877,7 +888,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
             eval_free(&ev);
-            if (rc == 0 && !metrics_ok(&R)) rc = 1;
+            metrics_check(&R);
         }
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);

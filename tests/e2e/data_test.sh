@@ -65,8 +65,14 @@ cp good.st keep.st
 bad "$nnc" m.nn --quiet --load nan.st --save good.st
 check cmp good.st keep.st        # the previous checkpoint is left as it was
 
-# --metrics: a write error (full disk) is an error, not a JSON file cut mid-line and exit 0
-bad "$nnc" m.nn --quiet --metrics /dev/full;          has "/dev/full: cannot write metrics: No space left on device"
+# --metrics: a write error (a full disk) costs the metrics, never the model: a warning, and
+# training goes on (300 epochs: the failure comes mid-run) to the checkpoint a run without
+# metrics saves; the status is still non-zero, so a file cut mid-line never passes for whole
+bad "$nnc" m.nn --quiet --epochs 300 --metrics /dev/full --save full.st
+has "/dev/full: cannot write metrics: No space left on device; training goes on without them (step "
+has "/dev/full: incomplete: writing metrics failed at step"
+ok "$nnc" m.nn --quiet --epochs 300 --save nofull.st
+check cmp full.st nofull.st
 
 # SIGTERM (a scheduler's stop) saves at the end of the step like SIGINT, and exits 143
 rm -f term.st term.jsonl
