@@ -976,10 +976,13 @@ static int st_file_read(const char *path, unsigned char **buf, size_t *len, char
                         size_t errlen)
 {
     struct stat st;
-    FILE *fp = fopen(path, "rb");
-    int e;
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; it is refused below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e;
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!fp) {
         st_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     e = fstat(fileno(fp), &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
@@ -1306,6 +1309,43 @@ static char *st_save_target(const char *path)
     return cur; /* a loop of links: the write fails with ELOOP-like errors and says so */
 }
 
+static const char *st_file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* A save replaces what is at `target` by rename(2), which would put the checkpoint in the place
+ * of a FIFO or a device (as root, /dev/null itself) and fail only after the whole write over a
+ * directory: nothing but a regular file (or nothing) may be there.  `path` is what the caller
+ * named, `target` where its links lead. */
+static int st_target_check(const char *path, const char *target, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(target, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    if (strcmp(path, target) != 0)
+        st_err(err, errlen, "%s: leads to %s, %s, not a regular file; not replaced", path, target,
+               st_file_kind(st.st_mode));
+    else
+        st_err(err, errlen, "%s: is %s, not a regular file; not replaced", path,
+               st_file_kind(st.st_mode));
+    return -1;
+}
+
+int nnc_st_dest_check(const char *path, char *err, size_t errlen)
+{
+    char *target = path && *path ? st_save_target(path) : NULL;
+    int rc;
+    if (!target) {
+        st_err(err, errlen, "%s: no path, or out of memory", path ? path : "(null)");
+        return -1;
+    }
+    rc = st_target_check(path, target, err, errlen);
+    free(target);
+    return rc;
+}
+
 /* Removes temporary files that an earlier save to `path` left behind when it was killed
  * (SIGKILL, power cut): only names of our own pattern "<file>.tmp.<pid>", only regular files
  * owned by this user, and only when no process <pid> exists any more. */
@@ -1381,8 +1421,11 @@ int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_m
         st_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    st_tmp_sweep(target);
-    rc = st_save_to(target, ts, n, meta, nmeta, err, errlen);
+    rc = st_target_check(path, target, err, errlen);
+    if (rc == 0) {
+        st_tmp_sweep(target);
+        rc = st_save_to(target, ts, n, meta, nmeta, err, errlen);
+    }
     free(target);
     return rc;
 }

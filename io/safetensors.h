@@ -63,6 +63,11 @@ typedef struct nnc_st_file nnc_st_file;
 int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
                 int nmeta, char *err, size_t errlen);
 
+/* 0 when a save to path may replace what is there: nothing, or a regular file (a symbolic
+ * link is followed, as nnc_st_save does); -1 with err filled for a FIFO, a device, a socket
+ * or a directory, which nnc_st_save refuses too (it never replaces them). */
+int nnc_st_dest_check(const char *path, char *err, size_t errlen);
+
 /* Return NULL with err filled if the file is unreadable, truncated,
  * malformed or fails its checksum.  nnc_st_parse copies what it keeps. */
 nnc_st_file *nnc_st_load(const char *path, char *err, size_t errlen);

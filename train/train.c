@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -541,18 +540,18 @@ static bool save_now(Run *R) {
     return false;
 }
 
-/* --save's directory must take a new file before hours of training are spent: a probe file is
- * created (O_EXCL, in the directory of the file the save will replace, links followed) and
- * removed again. */
+/* --save must be able to take the checkpoint before hours of training are spent: what is there
+ * now must be nothing or a regular file (never a FIFO, a device or a directory, which a save
+ * would replace or fail on), and its directory must take a new file: a probe file is created
+ * (O_EXCL, in the directory of the file the save will replace, links followed) and removed. */
 static bool save_dest_check(const char *path, char *err, size_t n) {
-    char *real = realpath(path, NULL), dir[4096], probe[4200];
-    const char *p = real ? real : path, *slash = strrchr(p, '/');
-    struct stat st;
-    if (real && stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, n, "--save %s: is a directory, expected a file name", path);
-        free(real);
+    char why[1024];
+    if (nnc_st_dest_check(path, why, sizeof why) != 0) {
+        snprintf(err, n, "--save %s (checked before training)", why);
         return false;
     }
+    char *real = realpath(path, NULL), dir[4096], probe[4200];
+    const char *p = real ? real : path, *slash = strrchr(p, '/');
     if (!slash) snprintf(dir, sizeof dir, ".");
     else snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
     free(real);

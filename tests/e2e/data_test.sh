@@ -126,6 +126,15 @@ check grep -q '"type":"epoch","epoch":2,"step":10,' mid.jsonl
 # --save: an unusable destination is found before training, not after it
 bad "$nnc" m.nn --quiet --save nodir/x.st;           has "save nodir/x.st: cannot create a file in directory 'nodir': No such file or directory (checked before training)"
 mkdir -p sub; bad "$nnc" m.nn --quiet --save sub;    has "save sub: is a directory"
+# ... nor a FIFO or a device, which a save would replace (as root, /dev/null itself); --load of
+# a FIFO is refused at once instead of waiting for a writer
+mkfifo fifo.st
+bad timeout 60 "$nnc" m.nn --quiet --save fifo.st;   has "save fifo.st: is a FIFO, not a regular file; not replaced (checked before training)"
+check test -p fifo.st
+bad timeout 60 "$nnc" m.nn --load fifo.st --eval;    has "fifo.st: cannot read: not a regular file"
+if mknod null.st c 1 3 2>/dev/null; then dev=null.st; else dev=/dev/null; fi   # /dev/null: only when not root
+bad "$nnc" m.nn --quiet --save "$dev";               has "is a character device, not a regular file; not replaced"
+check test -c "$dev"
 # ... and when the save fails anyway (here the directory vanishes during the run), the model
 # goes to a rescue file in $TMPDIR, named on stderr, and the status is non-zero
 mkdir -p gone resc; rm -f gone.jsonl

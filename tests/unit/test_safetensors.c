@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "check.h"
@@ -322,12 +323,12 @@ static void test_atomic_save(void)
           "a save that fails mid-write reports it");
     CHECK(still_first(path), "after the failed save the previous checkpoint is intact");
     CHECK(no_tmp_left(), "the temporary file was removed");
-    /* rename fails: the target is a directory */
+    /* the target is a directory: refused before anything is written */
     CHECK(mkdir(check_path("d.st"), 0755) == 0, "made a directory to save over");
     rc = nnc_st_save(check_path("d.st"), ts, 1, NULL, 0, err, sizeof err);
-    CHECK_ERR(rc, err, "write failed, previous file left as it was: Is a directory",
-              "rename over a directory fails cleanly");
-    CHECK(no_tmp_left(), "no temporary file left after a failed rename");
+    CHECK_ERR(rc, err, "d.st: is a directory, not a regular file; not replaced",
+              "a directory is not saved over");
+    CHECK(no_tmp_left(), "no temporary file left after a refused save");
     /* read-only directory (root ignores the mode, so only checkable as a user) */
     if (mkdir(dir, 0755) != 0)
         check_die("mkdir ro");
@@ -427,6 +428,38 @@ static void test_tmp_sweep(void)
     unlink(other);
 }
 
+/* A save never replaces a FIFO or a device (rename(2) would: as root, /dev/null itself), also
+ * through a link, and reading a FIFO is refused at once instead of waiting for a writer. */
+static void test_special_targets(void)
+{
+    char err[512] = "", lnk[600];
+    const char *fifo = check_path("fifo.st"), *dev = check_path("null.st");
+    struct stat st;
+    int rc;
+    if (mkfifo(fifo, 0600) != 0)
+        check_die("mkfifo");
+    rc = nnc_st_save(fifo, ts, 1, NULL, 0, err, sizeof err);
+    CHECK_ERR(rc, err, "fifo.st: is a FIFO, not a regular file; not replaced", "a FIFO is not saved over");
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode) && no_tmp_left(), "the FIFO is still there, no temporary left");
+    CHECK_ERR(nnc_st_dest_check(fifo, err, sizeof err), err, "is a FIFO", "nnc_st_dest_check refuses a FIFO");
+    snprintf(lnk, sizeof lnk, "%s", check_path("lnfifo.st"));
+    if (symlink(fifo, lnk) != 0)
+        check_die("symlink");
+    rc = nnc_st_save(lnk, ts, 1, NULL, 0, err, sizeof err);
+    CHECK_ERR(rc, err, "lnfifo.st: leads to ", "a link to a FIFO is not saved through");
+    CHECK(strstr(err, "a FIFO, not a regular file") && lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode),
+          "the message names the FIFO, which is still there: %s", err);
+    CHECK(nnc_st_load(fifo, err, sizeof err) == NULL && strstr(err, "not a regular file"),
+          "loading a FIFO is refused without waiting for a writer: %s", err);
+    /* a character device of our own (needs root), else /dev/null, which only root could replace */
+    if (mknod(dev, S_IFCHR | 0600, makedev(1, 3)) != 0)
+        dev = "/dev/null";
+    rc = nnc_st_save(dev, ts, 1, NULL, 0, err, sizeof err);
+    CHECK_ERR(rc, err, ": is a character device, not a regular file; not replaced", "a device is not saved over");
+    CHECK(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode), "the device %s is still there", dev);
+    CHECK(nnc_st_dest_check(check_path("new.st"), err, sizeof err) == 0, "a new file may be saved: %s", err);
+}
+
 int main(void)
 {
     test_round_trip();
@@ -438,5 +471,6 @@ int main(void)
     test_length_field();
     test_save_errors();
     test_atomic_save();
+    test_special_targets();
     return check_done();
 }
