@@ -1213,13 +1213,22 @@ static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, in
 }
 
 /* Creates tmp for writing: a new file only (O_EXCL), never through a link planted at its
- * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write. */
-static FILE *st_tmp_create(const char *tmp)
+ * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write.  It will
+ * replace a file (replaces: 1) whose permission bits `old` it takes exactly, so a checkpoint
+ * made private (a rescue copy: 0600) stays private; a new file gets 0666 less the umask. */
+static FILE *st_tmp_create(const char *tmp, int replaces, mode_t old)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaces ? 0600 : 0666);
     FILE *fp;
     if (fd < 0)
         return NULL;
+    if (replaces && fchmod(fd, old & 0777) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return NULL;
+    }
     fp = fdopen(fd, "wb");
     if (!fp) {
         int e = errno;
@@ -1235,7 +1244,9 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
                          const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes,
                          char *err, size_t errlen)
 {
-    FILE *fp = st_tmp_create(tmp);
+    struct stat old;
+    int replaces = lstat(path, &old) == 0 && S_ISREG(old.st_mode); /* else nothing is there */
+    FILE *fp = st_tmp_create(tmp, replaces, replaces ? old.st_mode : 0);
     int e;
     if (!fp) {
         st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));

@@ -13,7 +13,8 @@
  * so a crash or a full disk mid-save leaves the previous checkpoint intact.
  * When path is a symbolic link, its target is written (atomically, in the
  * target's directory) and the link stays.  The temporary file is created
- * with O_EXCL|O_NOFOLLOW; ones that killed saves left (`path.tmp.<pid>` of
+ * with O_EXCL|O_NOFOLLOW, and with the permission bits of the file it will
+ * replace (a new file: 0666 less the umask); ones that killed saves left (`path.tmp.<pid>` of
  * a process that no longer exists, a regular file owned by this user) are
  * removed first.
  * It records the zlib crc32 of the data section as metadata "nnc_crc32";

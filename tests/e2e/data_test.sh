@@ -136,15 +136,17 @@ if mknod null.st c 1 3 2>/dev/null; then dev=null.st; else dev=/dev/null; fi   #
 bad "$nnc" m.nn --quiet --save "$dev";               has "is a character device, not a regular file; not replaced"
 check test -c "$dev"
 # ... and when the save fails anyway (here the directory vanishes during the run), the model
-# goes to a rescue file in $TMPDIR, named on stderr, and the status is non-zero
+# goes to a rescue file in $TMPDIR, named on stderr, private (0600, whatever the umask), and
+# the status is non-zero
 mkdir -p gone resc; rm -f gone.jsonl
-TMPDIR=$PWD/resc "$nnc" m.nn --quiet --epochs 1000000 --save gone/x.st --metrics gone.jsonl 2>gone.err &
+(umask 022; TMPDIR=$PWD/resc exec "$nnc" m.nn --quiet --epochs 1000000 --save gone/x.st --metrics gone.jsonl 2>gone.err) &
 pid=$!
 for i in $(seq 1 1000); do [ -s gone.jsonl ] && break; sleep 0.01; done
 rm -rf gone; kill -TERM "$pid"; wait "$pid"; st=$?
 check test "$st" != 0
 cp gone.err out; has "the trained model was saved to $PWD/resc/nnc-rescue-$pid.safetensors instead"
 ok "$nnc" m.nn --quiet --load "resc/nnc-rescue-$pid.safetensors" --eval
+check test "$(stat -c %a "resc/nnc-rescue-$pid.safetensors")" = 600
 # --save through a symbolic link writes the link's target
 mkdir -p real; ln -sf real/t.st link.st
 ok "$nnc" m.nn --quiet --epochs 1 --save link.st

@@ -460,6 +460,30 @@ static void test_special_targets(void)
     CHECK(nnc_st_dest_check(check_path("new.st"), err, sizeof err) == 0, "a new file may be saved: %s", err);
 }
 
+/* A save replaces a file with one of the same permission bits (a private checkpoint, such as
+ * the trainer's 0600 rescue copy, stays private); a new file gets 0666 less the umask. */
+static void test_save_mode(void)
+{
+    char err[512] = "";
+    const char *path = check_path("mode.st");
+    struct stat st;
+    mode_t old = umask(022);
+    int rc = nnc_st_save(path, ts, 1, NULL, 0, err, sizeof err);
+    CHECK(rc == 0 && stat(path, &st) == 0 && (st.st_mode & 0777) == 0644, "a new file is 0644 under umask 022: %o %s",
+          (unsigned)(st.st_mode & 0777), err);
+    if (chmod(path, 0600) != 0)
+        check_die("chmod");
+    rc = nnc_st_save(path, ts, NT, NULL, 0, err, sizeof err);
+    CHECK(rc == 0 && stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "a 0600 file stays 0600: %o %s",
+          (unsigned)(st.st_mode & 0777), err);
+    if (chmod(path, 0664) != 0)
+        check_die("chmod");
+    rc = nnc_st_save(path, ts, 1, NULL, 0, err, sizeof err);
+    CHECK(rc == 0 && stat(path, &st) == 0 && (st.st_mode & 0777) == 0664, "a 0664 file stays 0664 (umask 022): %o %s",
+          (unsigned)(st.st_mode & 0777), err);
+    umask(old);
+}
+
 int main(void)
 {
     test_round_trip();
@@ -472,5 +496,6 @@ int main(void)
     test_save_errors();
     test_atomic_save();
     test_special_targets();
+    test_save_mode();
     return check_done();
 }
