@@ -1259,7 +1259,8 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
         e = errno;
     if (e != 0) {
         int ue = remove(tmp) != 0 ? errno : 0;
-        st_err(err, errlen, "%s: write failed, previous file left as it was: %s%s%s", path,
+        st_err(err, errlen, "%s: write failed, %s: %s%s%s", path,
+               replaces ? "previous file left as it was" : "nothing saved",
                strerror(e), ue && ue != ENOENT ? "; could not remove " : "",
                ue && ue != ENOENT ? tmp : "");
         return -1;

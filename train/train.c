@@ -650,10 +650,10 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             comm_mark_agreed(R->comm);
             if (R->o->no_write) return false;   /* process 0 says it */
             if (R->o->progress) fputc('\n', stderr);
-            fprintf(stderr, "nnc: %s at epoch %d, step %lld", interrupted == SIGTERM ? "terminated" : "interrupted",
-                    epoch, (long long)gstep);
-            if (R->o->save_path && save_now(R)) fprintf(stderr, "; saved %s (continue with --resume)", R->o->save_path);
-            fputc('\n', stderr);
+            fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
+                    epoch, (long long)gstep, R->o->save_path ? "; saving" : "");
+            if (R->o->save_path && save_now(R))
+                fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
             return false;
         }
         if (R->metrics) {

@@ -147,6 +147,8 @@ check test "$st" != 0
 cp gone.err out; has "the trained model was saved to $PWD/resc/nnc-rescue-$pid.safetensors instead"
 ok "$nnc" m.nn --quiet --load "resc/nnc-rescue-$pid.safetensors" --eval
 check test "$(stat -c %a "resc/nnc-rescue-$pid.safetensors")" = 600
+check grep -q "^nnc: terminated at epoch [0-9]*, step [0-9]*; saving$" gone.err   # the save's errors
+check grep -q "^nnc: error: gone/x.st: cannot create temporary file" gone.err     # on lines of their own
 # --save through a symbolic link writes the link's target
 mkdir -p real; ln -sf real/t.st link.st
 ok "$nnc" m.nn --quiet --epochs 1 --save link.st

@@ -323,6 +323,21 @@ static void test_atomic_save(void)
           "a save that fails mid-write reports it");
     CHECK(still_first(path), "after the failed save the previous checkpoint is intact");
     CHECK(no_tmp_left(), "the temporary file was removed");
+    /* the same to a new file: there was no previous file to leave */
+    pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = { 4096, 4096 };
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+            _exit(3);
+        rc = nnc_st_save(check_path("new-big.st"), &second, 1, NULL, 0, err, sizeof err);
+        printf("     child: %s\n", err);
+        _exit(rc == -1 && strstr(err, "new-big.st: write failed, nothing saved: ") ? 0 : 1);
+    }
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "a failed save to a new file says that nothing was saved, not that a previous file was kept");
+    CHECK(access(check_path("new-big.st"), F_OK) != 0 && no_tmp_left(), "and leaves no file");
     /* the target is a directory: refused before anything is written */
     CHECK(mkdir(check_path("d.st"), 0755) == 0, "made a directory to save over");
     rc = nnc_st_save(check_path("d.st"), ts, 1, NULL, 0, err, sizeof err);
