@@ -106,6 +106,15 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
     return rc == 0;
 }
 
+/* "[128,784]" (rank 0: "[]"), as shapes are written in the model file, into buf. */
+static const char *dims_str(int rank, const int64_t *dims, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
 static bool load_one(const nnc_st_file *f, const char *path, const char *name, const nnc_tensor_info *t, void *dst,
                      int real_bytes, bool required, char *err, size_t n) {
     const nnc_st_tensor *s = nnc_st_find(f, name);
@@ -118,7 +127,9 @@ static bool load_one(const nnc_st_file *f, const char *path, const char *name, c
     for (int i = 0; i < t->rank && same; i++) same = s->dims[i] == t->dims[i];
     for (int i = 0; i < t->rank; i++) cnt *= t->dims[i];
     if (!same) {
-        snprintf(err, n, "%s: tensor '%s' has a different shape than the model's", path, name);
+        char fs[160], ms[160];
+        snprintf(err, n, "%s: tensor '%s' has shape %s, the model's is %s", path, name,
+                 dims_str(s->rank, s->dims, fs, sizeof fs), dims_str(t->rank, t->dims, ms, sizeof ms));
         return false;
     }
     if (s->dtype == NNC_DT_F32 && real_bytes == 4) memcpy(dst, s->data, (size_t)cnt * 4);

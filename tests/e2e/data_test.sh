@@ -64,6 +64,9 @@ ok "$nnc" m.nn --quiet --save good.st
 cp good.st keep.st
 bad "$nnc" m.nn --quiet --load nan.st --save good.st
 check cmp good.st keep.st        # the previous checkpoint is left as it was
+# a checkpoint for another shape of the model is refused naming both shapes
+sed 's/16/32/g' m.nn > wide.nn
+bad "$nnc" wide.nn --quiet --load good.st --eval;    has "good.st: tensor 'w1' has shape \[8,16\], the model's is \[8,32\]"
 
 # --metrics: a write error (a full disk) costs the metrics, never the model: a warning, and
 # training goes on (300 epochs: the failure comes mid-run) to the checkpoint a run without
