@@ -207,6 +207,11 @@ bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *
     bool ok = true;
     for (int i = 0; ok && i < a->nparams; i++)
         ok = load_one(f, path, a->params[i].name, &a->params[i], a->param(lm->m, i), a->real_bytes, true, err, n);
+    char why[512];
+    if (ok && !params_finite_on_host(lm, why, sizeof why)) {   /* else: "loss nan", exit 0, or training on it */
+        snprintf(err, n, "%s: %s: the checkpoint of a diverged model is not loaded", path, why);
+        ok = false;
+    }
     for (int i = 0; ok && with_state && i < a->nstates; i++) {
         char name[512];
         snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
