@@ -832,6 +832,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     TrainPos start = {1, 0, o->seed};
     const char *from = o->load_path;
     if (o->resume && o->save_path && access(o->save_path, F_OK) == 0) from = o->save_path;
+    if (o->eval_only && !from && lm->abi->nparams > 0 && !o->no_write)   /* a forgotten --load looks like a result */
+        fprintf(stderr, "nnc: warning: --eval without --load: evaluating freshly initialised parameters (seed %llu)\n",
+                (unsigned long long)o->seed);
     if (from && !checkpoint_load(lm, from, !o->eval_only, &start, err, sizeof err)) {
         fprintf(stderr, "nnc: error: %s\n", err);
         dataset_free(&train);

@@ -19,6 +19,8 @@ bad "$nnc" "$here/nan.nn" --quiet;             has "the loss became NaN at epoch
 bad "$nnc" "$here/nan.nn" --quiet --check-numerics; has "NaN at element 0 of log (forward, .*nan.nn:4:"
 ok "$nnc" "$models/linreg.nn" --quiet --epochs 5 --save "$dir/lr.st"
 ok "$nnc" "$models/linreg.nn" --load "$dir/lr.st" --eval; has "eval on training data (100 samples):  loss"
+hasnt "without --load"
+ok "$nnc" "$models/linreg.nn" --eval;          has "warning: --eval without --load: evaluating freshly initialised parameters (seed 0)"
 cp "$dir/lr.st" "$dir/flip.st"; printf '\x55' | dd of="$dir/flip.st" bs=1 seek=$(( $(stat -c %s "$dir/lr.st") - 3 )) conv=notrunc 2>/dev/null
 bad "$nnc" "$models/linreg.nn" --load "$dir/flip.st" --eval; has "flip.st"
 head -c 100 "$dir/lr.st" > "$dir/short.st"
