@@ -36,6 +36,7 @@ typedef struct {
     long threads, bench, save_every;
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
+    bool fresh_optimizer;       /* --resume-fresh-optimizer */
 } Cli;
 
 /* Errors in flags: "nnc: error: --flag: ..." and exit 1.  The command-line fuzz target
@@ -76,7 +77,10 @@ static void usage(FILE *f) {
           "  --save-dtype T         f32 (default), or bf16/f16: FILE holds the parameters rounded to\n"
           "                         T and no optimizer state (an export PyTorch loads; not resumable)\n"
           "  --resume               continue from FILE if it exists: same parameters, optimizer\n"
-          "                         state, data order and position; ends bit-identical\n"
+          "                         state, data order and position; ends bit-identical.  A FILE\n"
+          "                         without optimizer state (an export, a PyTorch file) is refused\n"
+          "  --resume-fresh-optimizer  with --resume: take FILE's parameters and position only, and\n"
+          "                         start the optimizer fresh (zero state, step 0)\n"
           "  --check-numerics       stop at the first kernel that produces NaN or Inf, naming its\n"
           "                         op and model line (like torch.autograd.detect_anomaly)\n"
           "  --check-against cpu    with --target cuda: run every step on the CPU too, from the same\n"
@@ -226,6 +230,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         else if (is_flag(a, "--check-against")) c->check_against = flag_value(argc, argv, &i, "--check-against");
         else if (is_flag(a, "--check-tol")) c->check_tol = parse_rate(f, flag_value(argc, argv, &i, f));
         else if (!strcmp(a, "--resume")) c->resume = true;
+        else if (!strcmp(a, "--resume-fresh-optimizer")) c->fresh_optimizer = true;
         else if (is_flag(a, "--save-dtype")) {
             const char *v = flag_value(argc, argv, &i, f);
             if (!strcmp(v, "f32")) c->save_half = 0;
@@ -263,6 +268,8 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
     if (c->check_tol == -1) c->check_tol = 0;   /* the default: 1e-5, or by precision (below) */
     else if (!(c->check_tol > 0 && c->check_tol < 1)) cli_error("--check-tol expects a number in (0, 1), got %g", c->check_tol);
     if (c->eval_out && !c->eval) cli_error("--eval-out writes what --eval computes: add --eval");
+    if (c->fresh_optimizer && !c->resume)
+        cli_error("--resume-fresh-optimizer changes what --resume takes from the checkpoint: add --resume");
 }
 
 static void print_stats(const Program *p) {
@@ -412,7 +419,8 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
                     .quiet = c->quiet, .progress = isatty(2) && !c->quiet, .metrics_path = c->metrics,
                     .save_half = c->save_half, .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
                     .bench_steps = (int)c->bench, .source_file = c->model, .t_process = t_process,
-                    .save_every = c->save_every, .resume = c->resume, .cache_dir = bo.cache_dir,
+                    .save_every = c->save_every, .resume = c->resume, .fresh_optimizer = c->fresh_optimizer,
+                    .cache_dir = bo.cache_dir,
                     .comm = comm, .global_batch = m->train.batch, .no_write = rank != 0};
     if (rank != 0) {   /* process 0 prints and writes for the run */
         to.quiet = true;

@@ -200,10 +200,28 @@ static bool load_position(ModelRef *lm, const nnc_st_file *f, const char *path, 
     return true;
 }
 
-bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n) {
+/* Which of the model's optimizer state tensors the file lacks.  "lr" is not counted: the
+ * trainer writes it from the schedule before every epoch, so the file's value never matters. */
+static void count_states(const nnc_model_abi *a, const nnc_st_file *f, CkptInfo *info) {
+    for (int i = 0; i < a->nstates; i++) {
+        char name[512];
+        snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
+        if (!strcmp(a->states[i].name, "lr")) continue;
+        info->states++;
+        if (nnc_st_find(f, name)) continue;
+        if (!info->states_missing++) snprintf(info->first_missing, sizeof info->first_missing, "%s", name);
+    }
+}
+
+bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, CkptInfo *info, char *err,
+                     size_t n) {
     const nnc_model_abi *a = lm->abi;
     nnc_st_file *f = nnc_st_load(path, err, n);
     if (!f) return false;
+    CkptInfo ignored;
+    if (!info) info = &ignored;
+    memset(info, 0, sizeof *info);
+    count_states(a, f, info);
     bool ok = true;
     for (int i = 0; ok && i < a->nparams; i++)
         ok = load_one(f, path, a->params[i].name, &a->params[i], a->param(lm->m, i), a->real_bytes, true, err, n);

@@ -766,6 +766,39 @@ static void free_run(Run *R, const Dataset *d) {
     if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
 
+/* Loads `from` (--load's file, or --resume's: resuming) into the model and *start.  Resuming
+ * needs the optimizer state as well: without it momentum and Adam's moments would go on from
+ * zero as if nothing were missing.  --resume-fresh-optimizer takes the parameters and the
+ * position only and starts the optimizer fresh, at step 0 (Adam's bias correction restarts, as
+ * with a new torch.optim.Adam), and says so.  False with the error printed. */
+static bool load_start(Run *R, const char *from, bool resuming, TrainPos *start) {
+    const TrainOpts *o = R->o;
+    bool fresh = resuming && o->fresh_optimizer, train = !o->eval_only && o->bench_steps <= 0;
+    char err[2048];
+    CkptInfo info;
+    if (!checkpoint_load(R->lm, from, !o->eval_only && !fresh, start, &info, err, sizeof err)) {
+        fprintf(stderr, "nnc: error: %s\n", err);
+        return false;
+    }
+    if (!resuming || !train || (!fresh && !info.states_missing)) return true;
+    if (fresh) {
+        const char *had = !info.states ? "this optimizer has none"
+                        : info.states_missing == info.states ? "it holds none"
+                        : info.states_missing ? "what it holds is not used" : "it is not used";
+        if (!o->no_write)
+            fprintf(stderr, "nnc: warning: --resume-fresh-optimizer: the optimizer starts fresh at step 0 "
+                            "(%s's optimizer state: %s)\n", from, had);
+        return true;
+    }
+    comm_mark_agreed(R->comm);   /* every process read the same file */
+    if (!o->no_write)
+        fprintf(stderr, "nnc: error: %s: cannot resume the optimizer: %d of its %d state tensors are missing "
+                        "(the first: '%s'); a --save-dtype export or another program's file holds parameters "
+                        "only. --resume-fresh-optimizer starts the optimizer fresh from these parameters\n",
+                from, info.states_missing, info.states, info.first_missing);
+    return false;
+}
+
 /* The test set, loaded in a thread beside the training set (a .gz's inflate is single-threaded). */
 typedef struct {
     const Model *m;
@@ -835,8 +868,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     if (o->eval_only && !from && lm->abi->nparams > 0 && !o->no_write)   /* a forgotten --load looks like a result */
         fprintf(stderr, "nnc: warning: --eval without --load: evaluating freshly initialised parameters (seed %llu)\n",
                 (unsigned long long)o->seed);
-    if (from && !checkpoint_load(lm, from, !o->eval_only, &start, err, sizeof err)) {
-        fprintf(stderr, "nnc: error: %s\n", err);
+    if (from && !load_start(&R, from, from == o->save_path, &start)) {
         dataset_free(&train);
         dataset_free(&test);
         return 1;

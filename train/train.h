@@ -34,6 +34,7 @@ typedef struct {
     double t_process;           /* CLOCK_MONOTONIC seconds when the process started */
     long save_every;            /* > 0: checkpoint to save_path every N steps */
     bool resume;                /* continue from save_path if it exists */
+    bool fresh_optimizer;       /* with resume: parameters and position only; the optimizer starts at step 0 */
     const char *cache_dir;      /* decompressed data files are cached here (NULL: no cache) */
     int save_half;              /* --save-dtype: 0, or NNC_DT_BF16 / NNC_DT_F16 (parameters only) */
     /* Data parallel (comm non-NULL): every global batch of `global_batch` rows is split over the
@@ -67,5 +68,14 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
  * data set by the caller, which knows its size. */
 /* False with err naming the first parameter and element that is NaN or Inf. */
 bool checkpoint_params_finite(const ModelRef *lm, char *err, size_t n);
-bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, char *err, size_t n);
+/* What checkpoint_load found besides the tensors it loaded. */
+typedef struct {
+    int states;                 /* the model's optimizer state tensors (not "lr": the trainer sets it every epoch) */
+    int states_missing;         /* how many of them the file lacks (a parameters-only export, another program's file) */
+    char first_missing[512];    /* the first of those, as the file would name it: "optimizer.w1.exp_avg" */
+} CkptInfo;
+/* with_state: the optimizer state and the step too (tensors the file lacks are left as they are).
+ * info may be NULL. */
+bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, CkptInfo *info, char *err,
+                     size_t n);
 #endif

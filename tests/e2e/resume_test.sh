@@ -38,5 +38,19 @@ if [ "$st" = 130 ]; then
 else
   echo "note: the run finished before SIGINT arrived (status $st)"; check test "$st" = 0
 fi
+# A file without optimizer state (a --save-dtype export, a PyTorch file) is refused by --resume,
+# which went on with zero moments as if nothing were missing; --resume-fresh-optimizer takes its
+# parameters and position, and starts the optimizer fresh at step 0, saying so
+"$nnc" "$model" --quiet --epochs 1 --save "$dir/exp.st" --save-dtype bf16
+cp "$dir/exp.st" "$dir/exp0.st"
+"$nnc" "$model" --quiet --save "$dir/exp.st" --resume 2>"$dir/err"; st=$?
+check test "$st" = 1
+check grep -q "exp.st: cannot resume the optimizer: 4 of its 4 state tensors are missing (the first: 'optimizer.w1.exp_avg')" "$dir/err"
+check cmp "$dir/exp.st" "$dir/exp0.st"
+"$nnc" "$model" --save "$dir/exp.st" --resume --resume-fresh-optimizer --metrics "$dir/fresh.jsonl" >"$dir/out" 2>"$dir/err"
+check test "$?" = 0
+check grep -q "the optimizer starts fresh at step 0 (.*exp.st's optimizer state: it holds none)" "$dir/err"
+check grep -q "^resuming from .*exp.st: epoch 2, sample 0" "$dir/out"
+check grep -q '^{"type":"step","epoch":2,"step":1,' "$dir/fresh.jsonl"
 echo "resume: $pass passed, $fail failed"
 [ "$fail" = 0 ]
