@@ -3,9 +3,10 @@
  * Parameters are saved under their .nn names ("fc1.weight"), so
  * model.load_state_dict(safetensors.torch.load_file(path)) works when the PyTorch module uses
  * the same names; optimizer state goes under "optimizer.<name>" and the step count, seed and
- * model name in the metadata, so a later run can resume.  The position within the epoch is kept
- * in samples (nnc_epoch_samples), so a run resumed with another --batch continues at the same
- * sample; every field is range-checked when read, and nnc_meta_crc32 covers them all. */
+ * model name in the metadata, so a later run can resume, and the hyperparameters (hparams.c),
+ * so that it can say what it changes.  The position within the epoch is kept in samples
+ * (nnc_epoch_samples), so a run resumed with another --batch continues at the same sample;
+ * every field is range-checked when read, and nnc_meta_crc32 covers them all. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -61,7 +62,8 @@ static void *to_half(const nnc_tensor_info *t, const void *src, int real_bytes, 
     return h;
 }
 
-bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, int half, char *err, size_t n) {
+bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, int half, const Hparams *hp, char *err,
+                     size_t n) {
     const nnc_model_abi *a = lm->abi;
     a->sync(lm->m, NNC_SYNC_TO_HOST);
     char why[512];
@@ -87,16 +89,19 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
         snprintf(names[i], len, "optimizer.%s", a->states[i].name);
         to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + i], names[i]);
     }
-    char step[32], ep[32], pos[32], seed[32], batch[32];
+    char step[32], ep[32], pos[32], seed[32], keys[HPARAM_MAX][64];
     snprintf(step, sizeof step, "%lld", (long long)a->get_step(lm->m));
     snprintf(ep, sizeof ep, "%d", tp->epoch);
     snprintf(pos, sizeof pos, "%lld", tp->samples);
     snprintf(seed, sizeof seed, "%llu", tp->seed);
-    snprintf(batch, sizeof batch, "%lld", (long long)a->batch_max);
-    nnc_st_meta meta[] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step},
-                          {"nnc_epoch", ep}, {"nnc_epoch_samples", pos}, {"nnc_seed", seed},
-                          {"nnc_batch", batch}, {"nnc_export", half == NNC_DT_BF16 ? "bf16" : "f16"}};
-    int nmeta = (int)(sizeof meta / sizeof meta[0]) - (half ? 0 : 1);
+    nnc_st_meta meta[7 + HPARAM_MAX] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step},
+                                        {"nnc_epoch", ep}, {"nnc_epoch_samples", pos}, {"nnc_seed", seed}};
+    int nmeta = 6;
+    if (half) meta[nmeta++] = (nnc_st_meta){"nnc_export", half == NNC_DT_BF16 ? "bf16" : "f16"};
+    for (int i = 0; hp && i < hp->n; i++) {
+        snprintf(keys[i], sizeof keys[i], "nnc_%s", hp->p[i].key);
+        meta[nmeta++] = (nnc_st_meta){keys[i], hp->p[i].value};
+    }
     int rc = nnc_st_save(path, ts, total, meta, nmeta, err, n);
     for (int i = 0; i < total; i++) free(names[i]);
     for (int i = 0; i < a->nparams; i++) free(owned[i]);
@@ -222,6 +227,7 @@ bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *
     if (!info) info = &ignored;
     memset(info, 0, sizeof *info);
     count_states(a, f, info);
+    info->has_hparams = hparams_read(&info->hparams, f);
     bool ok = true;
     for (int i = 0; ok && i < a->nparams; i++)
         ok = load_one(f, path, a->params[i].name, &a->params[i], a->param(lm->m, i), a->real_bytes, true, err, n);

@@ -63,6 +63,7 @@ typedef struct {
     int64_t gbatch;             /* rows of a global batch, split over the processes */
     double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
     long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
+    Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
 } Run;
 
 static int state_index(const nnc_model_abi *a, const char *name) {
@@ -528,10 +529,11 @@ static bool rescue_create(char *buf, size_t n) {
 static bool save_now(Run *R) {
     char err[1024], why[1024], rescue[1100];
     if (R->o->no_write) return true;   /* data parallel: process 0 writes */
-    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, R->o->save_half, err, sizeof err)) return true;
+    if (checkpoint_save(R->lm, R->o->save_path, &R->pos, R->o->save_half, &R->hp, err, sizeof err)) return true;
     fprintf(stderr, "nnc: error: %s\n", err);
     if (!checkpoint_params_finite(R->lm, why, sizeof why)) return false;   /* nothing worth keeping */
-    if (rescue_create(rescue, sizeof rescue) && checkpoint_save(R->lm, rescue, &R->pos, R->o->save_half, why, sizeof why))
+    if (rescue_create(rescue, sizeof rescue) &&
+        checkpoint_save(R->lm, rescue, &R->pos, R->o->save_half, &R->hp, why, sizeof why))
         fprintf(stderr, "nnc: the trained model was saved to %s instead\n", rescue);
     else {
         if (rescue[0]) unlink(rescue);
@@ -766,6 +768,23 @@ static void free_run(Run *R, const Dataset *d) {
     if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
 
+/* Resuming: each hyperparameter the checkpoint records with another value than this run's,
+ * one line each (the run goes on with its own, as the user asked for them). */
+static void hparams_compare(const Run *R, const char *from, const CkptInfo *info) {
+    if (R->o->no_write) return;   /* process 0 says it */
+    if (!info->has_hparams) {
+        fprintf(stderr, "nnc: note: %s records no hyperparameters (written by another program or an older nnc): "
+                        "nothing to check this run's optimizer, learning rate and batch against\n", from);
+        return;
+    }
+    for (int i = 0; i < R->hp.n; i++) {
+        const char *was = hparams_get(&info->hparams, R->hp.p[i].key);
+        if (was && strcmp(was, R->hp.p[i].value))
+            fprintf(stderr, "nnc: warning: resuming %s: %s was %s, now %s\n", from, R->hp.p[i].key, was,
+                    R->hp.p[i].value);
+    }
+}
+
 /* Loads `from` (--load's file, or --resume's: resuming) into the model and *start.  Resuming
  * needs the optimizer state as well: without it momentum and Adam's moments would go on from
  * zero as if nothing were missing.  --resume-fresh-optimizer takes the parameters and the
@@ -780,7 +799,9 @@ static bool load_start(Run *R, const char *from, bool resuming, TrainPos *start)
         fprintf(stderr, "nnc: error: %s\n", err);
         return false;
     }
-    if (!resuming || !train || (!fresh && !info.states_missing)) return true;
+    if (!resuming || !train) return true;
+    hparams_compare(R, from, &info);
+    if (!fresh && !info.states_missing) return true;
     if (fresh) {
         const char *had = !info.states ? "this optimizer has none"
                         : info.states_missing == info.states ? "it holds none"
@@ -860,6 +881,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     for (int k = 0; k < lm->abi->noutputs[NNC_ENTRY_TRAIN]; k++)
         if (!strcmp(lm->abi->outputs[NNC_ENTRY_TRAIN][k].name, "grad_norm")) R.norm_out = k;
     R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
+    hparams_of(&R.hp, &m->train, R.gbatch, o->epochs);
     lm->abi->init(lm->m, o->seed);
     lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
     TrainPos start = {1, 0, o->seed};
@@ -896,8 +918,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         int e0 = 1;
         int64_t s0 = 0;
         if (from == o->save_path && o->resume && start.epoch > 0) {   /* continue where it stopped */
-            if (start.seed != o->seed)
-                fprintf(stderr, "nnc: warning: resuming a run of seed %llu with seed %llu\n", start.seed, (unsigned long long)o->seed);
+            if (start.seed != o->seed && !o->no_write)   /* process 0 says it, as for the other hyperparameters */
+                fprintf(stderr, "nnc: warning: resuming a run of seed %llu with seed %llu\n", start.seed,
+                        (unsigned long long)o->seed);
             if (start.samples > train.n) {
                 fprintf(stderr, "nnc: error: %s: metadata nnc_epoch_samples is %lld, expected an integer in [0, %lld] "
                                 "(the training set has %lld samples)\n", from, start.samples, (long long)train.n,

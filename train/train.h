@@ -60,12 +60,29 @@ typedef struct {
     unsigned long long seed;
 } TrainPos;
 
-/* Writes parameters, optimizer state and tp (with the batch size, for the record). */
-/* half: 0, or NNC_DT_BF16 / NNC_DT_F16 for a parameters-only export in that type (--save-dtype). */
-bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, int half, char *err, size_t n);
-/* Reads them back; every metadata field is parsed strictly and range-checked (the error names
- * the file, the field, its value and the valid range).  tp->samples is checked against the
- * data set by the caller, which knows its size. */
+/* The run's hyperparameters as a checkpoint records them: metadata "nnc_<key>" = value, as the
+ * train section would write it ("lr" = "0.001", "lr_schedule" = "step_lr(step_size=1, gamma=0.5)";
+ * "batch" is the global batch of every process together).  hparams.c. */
+#define HPARAM_MAX 16
+typedef struct {
+    int n;
+    struct {
+        const char *key;        /* "lr" */
+        char value[128];
+    } p[HPARAM_MAX];
+} Hparams;
+struct nnc_st_file;
+/* This run's, from its train section (overrides applied) and its global batch. */
+void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epochs);
+/* A file's; false when it records none (a file from PyTorch or from an older nnc). */
+bool hparams_read(Hparams *h, const struct nnc_st_file *f);
+/* The value of key, or NULL. */
+const char *hparams_get(const Hparams *h, const char *key);
+
+/* Writes parameters, optimizer state, tp and the hyperparameters hp (NULL: none).
+ * half: 0, or NNC_DT_BF16 / NNC_DT_F16 for a parameters-only export in that type (--save-dtype). */
+bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, int half, const Hparams *hp, char *err,
+                     size_t n);
 /* False with err naming the first parameter and element that is NaN or Inf. */
 bool checkpoint_params_finite(const ModelRef *lm, char *err, size_t n);
 /* What checkpoint_load found besides the tensors it loaded. */
@@ -73,9 +90,14 @@ typedef struct {
     int states;                 /* the model's optimizer state tensors (not "lr": the trainer sets it every epoch) */
     int states_missing;         /* how many of them the file lacks (a parameters-only export, another program's file) */
     char first_missing[512];    /* the first of those, as the file would name it: "optimizer.w1.exp_avg" */
+    bool has_hparams;           /* the file records hyperparameters: */
+    Hparams hparams;            /* those */
 } CkptInfo;
-/* with_state: the optimizer state and the step too (tensors the file lacks are left as they are).
- * info may be NULL. */
+/* Reads them back: the parameters (all present, of the model's shapes, finite), with_state the
+ * optimizer state and the step too (state tensors the file lacks are left as they are), and tp.
+ * Every metadata field is parsed strictly and range-checked (the error names the file, the
+ * field, its value and the valid range); tp->samples is checked against the data set by the
+ * caller, which knows its size.  info may be NULL. */
 bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *tp, CkptInfo *info, char *err,
                      size_t n);
 #endif

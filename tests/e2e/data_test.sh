@@ -101,6 +101,8 @@ for e in edits:
     if "=" in e:
         k, v = e.split("=", 1)
         meta[k] = v
+if "--strip-nnc" in edits:   # as another program would write it
+    meta = hdr["__metadata__"] = {k: v for k, v in meta.items() if not k.startswith("nnc_")}
 if "--keep-crc" not in edits:
     meta.pop("nnc_meta_crc32", None)
 h = json.dumps(hdr).encode()
@@ -126,6 +128,17 @@ ok "$nnc" m.nn --save mid.st --resume --batch 16 --metrics mid.jsonl; has "resum
 check test "$(grep -c '"type":"step","epoch":1,' mid.jsonl)" = 3
 check test "$(grep -c '"type":"step","epoch":2,' mid.jsonl)" = 4
 check grep -q '"type":"epoch","epoch":2,"step":10,' mid.jsonl
+
+# Checkpoints record the hyperparameters: resuming with others names each, old and new value, on
+# a line of its own (the run goes on with the new ones); a file that records none gets a note
+cp e1.st hp.st; ok "$nnc" m.nn --quiet --save hp.st --resume;   hasnt "warning"; hasnt "note"
+cp e1.st hp.st; ok "$nnc" m.nn --quiet --save hp.st --resume --lr 0.05 --batch 16 --clip-grad-norm 1
+has "^nnc: warning: resuming hp.st: lr was 0.1, now 0.05$"
+has "^nnc: warning: resuming hp.st: batch was 8, now 16$"
+has "^nnc: warning: resuming hp.st: clip_grad_norm was none, now 1$"
+check test "$(grep -c warning out)" = 3
+meta_edit e1.st other.st --strip-nnc
+ok "$nnc" m.nn --quiet --save other.st --resume;    has "note: other.st records no hyperparameters"
 
 # --save: an unusable destination is found before training, not after it
 bad "$nnc" m.nn --quiet --save nodir/x.st;           has "save nodir/x.st: cannot create a file in directory 'nodir': No such file or directory (checked before training)"

@@ -114,6 +114,9 @@ def main():
             mpirun(n, [MODEL, "--metrics", "p%d.jsonl" % n, "--save", "p%d.st" % n], d)
             same_run(os.path.join(d, "p%d.jsonl" % n), os.path.join(d, "one.jsonl"), "%d processes" % n)
             same_checkpoint(os.path.join(d, "p%d.st" % n), os.path.join(d, "one.st"), "%d processes" % n)
+            _, meta = load_safetensors(os.path.join(d, "p%d.st" % n))
+            check(meta.get("nnc_batch") == "37", "%d processes: the checkpoint records the global batch, 37 (%s)"
+                  % (n, meta.get("nnc_batch")))
 
         # clip_grad_norm: the norm of the averaged gradients (as DDP then clip_grad_norm_), the
         # same in every process; SGD, which (unlike Adam) a uniform scale of the gradients moves
@@ -132,8 +135,9 @@ def main():
 
         # checkpoints move between process counts: 2 -> 1 and 1 -> 2, at an epoch's end
         mpirun(2, [MODEL, "--epochs", "1", "--save", "a.st"], d)
-        single([MODEL, "--save", "a.st", "--resume"], d)
+        r = single([MODEL, "--save", "a.st", "--resume"], d)
         same_checkpoint(os.path.join(d, "a.st"), os.path.join(d, "one.st"), "2 processes, resumed in 1")
+        check("warning" not in r.stderr, "2 processes, resumed in 1: the same hyperparameters (%s)" % r.stderr.strip())
         single([MODEL, "--epochs", "1", "--save", "b.st"], d)
         mpirun(2, [MODEL, "--save", "b.st", "--resume"], d)
         same_checkpoint(os.path.join(d, "b.st"), os.path.join(d, "one.st"), "1 process, resumed in 2")
