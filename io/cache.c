@@ -3,10 +3,14 @@
  * A cache directory is opened once and checked through its descriptor (fstat: a directory,
  * owned by us, no group/other write bit), and every entry is then opened relative to that
  * descriptor with O_NOFOLLOW, so no other user can plant or swap what we load, and a
- * symbolic link in the cache is never followed.  Entries are written to a fresh O_EXCL name
- * and renamed into place; a checksum file beside each lets a reader reject a truncated or
- * corrupted entry.  Concurrent writers of one entry write the same bytes; if they ever pair
- * an entry with another writer's checksum, readers see a mismatch and rebuild. */
+ * symbolic link in the cache is never followed.  An object that is then loaded as code is
+ * loaded through the descriptor its checksum was read from (cache_get_fd, cache_fd_path):
+ * its path is looked up again by the loader, and whoever controls a parent of the cache
+ * directory can rename another directory into that path between the check and the load.
+ * Entries are written to a fresh O_EXCL name and renamed into place; a checksum file beside
+ * each lets a reader reject a truncated or corrupted entry.  Concurrent writers of one entry
+ * write the same bytes; if they ever pair an entry with another writer's checksum, readers
+ * see a mismatch and rebuild. */
 #include "cache.h"
 
 #include <dirent.h>
@@ -108,9 +112,16 @@ static bool open_private(Cache *c, char *err, size_t n) {
         free(templ);
         return false;
     }
+    /* and it is opened by its name: check that what opened is still the directory made */
+    char why[160];
+    const char *reason = NULL;
     c->dirfd = open(templ, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (c->dirfd < 0) {
-        snprintf(err, n, "%s: cannot open: %s", templ, strerror(errno));
+    if (c->dirfd < 0) reason = strerror(errno);
+    else reason = unsafe_reason(c->dirfd, why, sizeof why);
+    if (reason) {
+        snprintf(err, n, "%s: cannot open the private temporary directory: %s", templ, reason);
+        if (c->dirfd >= 0) close(c->dirfd);
+        c->dirfd = -1;
         rmdir(templ);
         free(templ);
         return false;
@@ -172,42 +183,72 @@ void cache_close(Cache *c) {
     *c = (Cache){.dirfd = -1};
 }
 
-bool cache_read(const Cache *c, const char *name, void **data, size_t *len) {
-    *data = NULL;
-    *len = 0;
+/* Entry NAME opened without following a link, if it is a regular file of ours (*st filled);
+ * -1 otherwise. */
+static int entry_open(const Cache *c, const char *name, struct stat *st) {
     int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return false;
-    struct stat st;
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
-    size_t size = ok ? (size_t)st.st_size : 0, got = 0;
-    char *buf = ok ? xmalloc(size + 1) : NULL;
-    while (ok && got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) ok = false;
-        else got += (size_t)r;
-    }
+    if (fd < 0) return -1;
+    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode) && st->st_uid == geteuid()) return fd;
     close(fd);
-    if (!ok) {
-        free(buf);
-        return false;
-    }
-    buf[size] = 0;
-    *data = buf;
-    *len = size;
-    return true;
+    return -1;
 }
 
-/* The entry, mapped: the same checks as cache_read (a regular file of ours, opened without
- * following a link); an empty file has nothing to map and is refused. */
+/* An entry that is used must stay what was checked: no one else may write to it.  (Only this
+ * user's processes write in the directory, and they never rewrite an entry in place.) */
+static int entry_open_closed(const Cache *c, const char *name, struct stat *st) {
+    int fd = entry_open(c, name, st);
+    if (fd >= 0 && (st->st_mode & (S_IWGRP | S_IWOTH))) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The `size` bytes of fd from its start (heap, NUL-terminated), or NULL. */
+static char *read_fd(int fd, size_t size) {
+    char *buf = xmalloc(size + 1);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    buf[size] = 0;
+    return buf;
+}
+
+/* Entry NAME read whole, after entry_open's checks (`closed`: entry_open_closed's). */
+static bool entry_read(const Cache *c, const char *name, bool closed, void **data, size_t *len) {
+    struct stat st;
+    int fd = closed ? entry_open_closed(c, name, &st) : entry_open(c, name, &st);
+    *data = fd >= 0 ? read_fd(fd, (size_t)st.st_size) : NULL;
+    *len = *data ? (size_t)st.st_size : 0;
+    if (fd >= 0) close(fd);
+    return *data != NULL;
+}
+
+bool cache_read(const Cache *c, const char *name, void **data, size_t *len) {
+    return entry_read(c, name, false, data, len);
+}
+
+int cache_open_entry(const Cache *c, const char *name) {
+    struct stat st;
+    return entry_open(c, name, &st);
+}
+
+/* The entry, mapped: the same checks as cache_get; an empty file has nothing to map and is
+ * refused. */
 static bool cache_map_raw(const Cache *c, const char *name, void **map, size_t *len) {
     *map = NULL;
     *len = 0;
-    int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return false;
     struct stat st;
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size > 0;
-    void *p = ok ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    int fd = entry_open_closed(c, name, &st);
+    if (fd < 0) return false;
+    void *p = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     close(fd);
     if (p == MAP_FAILED) return false;
     *map = p;
@@ -272,12 +313,35 @@ bool cache_map(const Cache *c, const char *name, void **map, size_t *len) {
 }
 
 bool cache_get(const Cache *c, const char *name, void **data, size_t *len) {
-    if (!cache_read(c, name, data, len)) return false;
-    if (sum_matches(c, name, *data, *len)) return true;
+    if (entry_read(c, name, true, data, len) && sum_matches(c, name, *data, *len)) return true;
     free(*data);
     *data = NULL;
     *len = 0;
     return false;
+}
+
+/* The checksum is computed over bytes read through the descriptor that is returned, so the
+ * caller holds the very file that was checked, whatever has been renamed since. */
+int cache_get_fd(const Cache *c, const char *name) {
+    struct stat st;
+    int fd = entry_open_closed(c, name, &st);
+    char *data = fd >= 0 ? read_fd(fd, (size_t)st.st_size) : NULL;
+    bool ok = data && sum_matches(c, name, data, (size_t)st.st_size);
+    free(data);
+    if (!ok && fd >= 0) close(fd);
+    return ok ? fd : -1;
+}
+
+char *cache_fd_path(int fd, Cache *priv, const char *name) {
+    char *path = str_dup_printf("/proc/self/fd/%d", fd);
+    struct stat a, b;
+    if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) return path;
+    free(path);
+    char err[512];
+    char *data = fstat(fd, &a) == 0 && S_ISREG(a.st_mode) ? read_fd(fd, (size_t)a.st_size) : NULL;
+    bool ok = data && cache_open(priv, NULL, err, sizeof err) && cache_put(priv, name, data, (size_t)a.st_size, 0600);
+    free(data);
+    return ok ? cache_path(priv, name) : NULL;
 }
 
 static bool write_all(int fd, const void *data, size_t len) {

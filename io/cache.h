@@ -17,7 +17,8 @@
  * when both agree, so a truncated or corrupted file is rebuilt, never loaded.  Files are
  * created with O_EXCL | O_NOFOLLOW and explicit modes under a temporary name and published by
  * rename(2), so readers see whole files, and a symbolic link planted in the cache is replaced,
- * never followed.  See docs/security.md. */
+ * never followed.  What is loaded as code is loaded through the descriptor it was checked on
+ * (cache_get_fd, cache_fd_path), never again by its path.  See docs/security.md. */
 #ifndef NNC_CACHE_H
 #define NNC_CACHE_H
 #include <stdbool.h>
@@ -43,9 +44,25 @@ void cache_close(Cache *c);
 /* "DIR/NAME" (heap). */
 char *cache_path(const Cache *c, const char *name);
 
-/* Reads entry NAME into *data (heap, NUL-terminated) if it is a regular file of ours whose
- * checksum matches NAME.sum; false otherwise (missing, corrupted, truncated, a symlink). */
+/* Reads entry NAME into *data (heap, NUL-terminated) if it is a regular file of ours, not
+ * writable by group or others, whose checksum matches NAME.sum; false otherwise (missing,
+ * corrupted, truncated, a symlink, open to others). */
 bool cache_get(const Cache *c, const char *name, void **data, size_t *len);
+/* The same checks, for a loader that maps the file itself (dlopen): entry NAME open read-only
+ * (O_CLOEXEC), the checksum computed over bytes read through that descriptor; -1 if the
+ * checks fail.  Load through the descriptor (cache_fd_path), never by the entry's path: a
+ * name can be made to lead elsewhere after the check, an open file cannot. */
+int cache_get_fd(const Cache *c, const char *name);
+/* Entry NAME open read-only if it is a regular file of ours (no checksum: a private build
+ * directory's own output); -1 otherwise. */
+int cache_open_entry(const Cache *c, const char *name);
+/* A path that opens the file open as fd, for loaders that take only a path: /proc/self/fd/N,
+ * the open file itself, when /proc shows it there; else (no /proc) a copy of fd's bytes as
+ * NAME in `priv`, a fresh private directory (mkdtemp) that is then opened into *priv: the
+ * caller closes it (cache_close) after loading.  Heap; NULL if neither works.  glibc's dlopen
+ * takes a name it already loaded for that object, without opening anything: a /proc/self/fd/N
+ * given to dlopen must name that file for as long as the object stays loaded (keep fd open). */
+char *cache_fd_path(int fd, Cache *priv, const char *name);
 /* The same without a copy: the entry mapped read-only (munmap(*map, *len) when done), for the
  * large decompressed data sets, whose pages then come straight from the page cache. */
 bool cache_map(const Cache *c, const char *name, void **map, size_t *len);
@@ -53,7 +70,8 @@ bool cache_map(const Cache *c, const char *name, void **map, size_t *len);
 /* Publishes NAME (with mode `mode`, whatever the umask) and its checksum, atomically. */
 bool cache_put(const Cache *c, const char *name, const void *data, size_t len, mode_t mode);
 
-/* Reads NAME from the directory without following a symlink; false if missing or not ours. */
+/* Reads NAME from the directory without following a symlink; false if missing or not ours.
+ * No checksum: for files this process just wrote (a private build). */
 bool cache_read(const Cache *c, const char *name, void **data, size_t *len);
 
 /* The checksum line stored beside every entry: the byte count and a 64-bit hash of the bytes. */

@@ -1,16 +1,18 @@
 /* backend_cpu.c - the CPU backend: generated C, compiled by the system compiler, loaded with
- * dlopen, and cached by content (codegen/cache.c).
+ * dlopen, and cached by content (io/cache.c).
  *
  * The cache key hashes the generated source, every word of the compiler command and of
  * NNC_CFLAGS, and the identity (path, size, mtime) of every word that names a program, so a
  * second run of the same model skips the compiler entirely.  The compiler only ever writes
  * into a private mkdtemp directory; the result is then published into the cache with its
- * checksum (cache_put), and a cached object is loaded only after its checksum matched.
+ * checksum (cache_put), and a cached object is loaded only after its checksum matched, through
+ * the descriptor the checksum was read from (load_entry), never again by its path.
  *
  * Model objects are opened with RTLD_NODELETE: the generated code uses OpenMP, and the model
  * object is often the only one that loaded libgomp; unmapping libgomp at dlclose while its
  * worker threads still spin crashed successful runs at exit.  Keeping the object (and so
- * libgomp) mapped until the process ends costs one small mapping per model compiled.
+ * libgomp) mapped until the process ends costs one small mapping per model compiled, and one
+ * file descriptor (load_entry).
  * The ahead-of-time path (aot.c) writes the same source. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -267,11 +269,11 @@ static void choose_thread_waits(void) {
     if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "10", 0);
 }
 
-static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *err, size_t n) {
+static bool open_model(LoadedModel *lm, const char *path, const char *label, const char *mn, char *err, size_t n) {
     choose_thread_waits();
-    lm->handle = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    lm->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!lm->handle) {
-        snprintf(err, n, "cannot load %s: %s", so, dlerror());
+        snprintf(err, n, "cannot load %s: %s", label, dlerror());
         return false;
     }
     Str sym = {0};
@@ -280,13 +282,37 @@ static bool open_model(LoadedModel *lm, const char *so, const char *mn, char *er
     *(void **)&get = dlsym(lm->handle, sym.buf);
     bool ok = get && get()->abi_version == NNC_ABI_VERSION;
     if (ok) lm->abi = get();
-    else snprintf(err, n, "%s: no %s of this version", so, sym.buf);
+    else snprintf(err, n, "%s: no %s of this version", label, sym.buf);
     str_free(&sym);
     if (!ok) {
         dlclose(lm->handle);
         lm->handle = NULL;
     }
-    if (ok && strlen(so) < sizeof lm->so_path) snprintf(lm->so_path, sizeof lm->so_path, "%s", so);
+    if (ok && strlen(label) < sizeof lm->so_path) snprintf(lm->so_path, sizeof lm->so_path, "%s", label);
+    return ok;
+}
+
+/* Loads the object `name` of directory d, the cache (`verified`: its checksum) or a private
+ * build directory, through the descriptor it was checked on: dlopen is given /proc/self/fd/N,
+ * the open file itself, not d's path, which whoever controls a parent of d can make lead to a
+ * directory of theirs between the check and the load (docs/security.md).  glibc returns the
+ * object it loaded earlier under the same name without opening anything, so once dlopen has
+ * seen /proc/self/fd/N, N stays open for good, as the object does (RTLD_NODELETE): one
+ * descriptor per model loaded.  Without /proc, a private copy of the checked bytes is loaded. */
+static bool load_entry(LoadedModel *lm, const Cache *d, const char *name, bool verified, const char *mn, char *err,
+                       size_t n) {
+    char *label = cache_path(d, name);
+    int fd = verified ? cache_get_fd(d, name) : cache_open_entry(d, name);
+    Cache copy = {.dirfd = -1};
+    char *path = fd >= 0 ? cache_fd_path(fd, &copy, name) : NULL;
+    bool ok = path && open_model(lm, path, label, mn, err, n);
+    if (!path)
+        snprintf(err, n, "cannot load %s: %s", label,
+                 fd < 0 ? "missing, not yours or corrupted" : "no /proc, and no private copy");
+    if (fd >= 0 && (!path || copy.dirfd >= 0)) close(fd);   /* dlopen never saw /proc/self/fd/N */
+    cache_close(&copy);   /* a loaded copy stays mapped after its file is removed */
+    free(path);
+    free(label);
     return ok;
 }
 
@@ -404,16 +430,15 @@ static bool quick_start(Tier *t, const char *src, char **cc, char **extra, char 
 
 /* Waits for the -O1 compiler and loads its object into lm. */
 static bool quick_finish(LoadedModel *lm, Tier *t, char *err, size_t n) {
-    char *log = cache_path(&t->priv, "build.log"), *so = cache_path(&t->priv, t->name);
+    char *log = cache_path(&t->priv, "build.log");
     int rc = cpu_wait_tool(t->quick);
     t->quick = -1;
-    bool ok = compile_result(rc, t->cc0, log, err, n) && open_model(lm, so, t->mn, err, n);
+    bool ok = compile_result(rc, t->cc0, log, err, n) && load_entry(lm, &t->priv, t->name, false, t->mn, err, n);
     if (ok && !(lm->m = lm->abi->create(NULL))) {
         snprintf(err, n, "cannot allocate %zu bytes for the model", lm->abi->param_bytes + lm->abi->state_bytes + lm->abi->act_bytes);
         ok = false;
     }
     free(log);
-    free(so);
     cache_close(&t->priv);   /* the loaded object stays mapped after its file is removed */
     return ok;
 }
@@ -438,14 +463,9 @@ static bool tier_swap(LoadedModel *lm, const Tier *t, uint64_t seed) {
     char err[1024];
     Cache cache;
     LoadedModel nl = {0};
-    void *data = NULL;
-    size_t len;
     if (!cache_open(&cache, t->cache_dir, err, sizeof err)) return false;
-    char *so = cache_path(&cache, t->name);
-    bool ok = !cache.temporary && cache_get(&cache, t->name, &data, &len) && open_model(&nl, so, t->mn, err, sizeof err) &&
+    bool ok = !cache.temporary && load_entry(&nl, &cache, t->name, true, t->mn, err, sizeof err) &&
               (nl.m = nl.abi->create(NULL)) != NULL && tier_carry(lm, &nl, seed);
-    free(data);
-    free(so);
     cache_close(&cache);
     if (!ok) {
         if (nl.m) nl.abi->destroy(nl.m);
@@ -486,15 +506,7 @@ static bool cpu_upgrade(LoadedModel *lm, uint64_t seed, bool wait, char *err, si
  * build, published. */
 static bool find_or_build(LoadedModel *lm, Cache *cache, const char *name, const char *src, char **cc, char **extra,
                           const char *mn, bool tiered, char *err, size_t n) {
-    void *data;
-    size_t len;
-    if (!cache->temporary && cache_get(cache, name, &data, &len)) {
-        free(data);
-        char *so = cache_path(cache, name);
-        lm->cache_hit = open_model(lm, so, mn, err, n);
-        free(so);
-        if (lm->cache_hit) return true;
-    }
+    if (!cache->temporary && (lm->cache_hit = load_entry(lm, cache, name, true, mn, err, n))) return true;
     if (tiered && !cache->temporary && (lm->tier = tier_start(cache, name, src, cc, extra, mn))) {
         if (quick_start(lm->tier, src, cc, extra, err, n)) return true;
         tier_end(lm->tier);
@@ -506,9 +518,7 @@ static bool find_or_build(LoadedModel *lm, Cache *cache, const char *name, const
         if (!cache_open(&priv, NULL, err, n)) return false;
         b = &priv;
     }
-    char *so = cache_path(b, name);
-    bool ok = compile_in(b, cache, name, src, cc, extra, "-O3", err, n) && open_model(lm, so, mn, err, n);
-    free(so);
+    bool ok = compile_in(b, cache, name, src, cc, extra, "-O3", err, n) && load_entry(lm, b, name, false, mn, err, n);
     cache_close(&priv);   /* the loaded object stays mapped after its file is removed */
     return ok;
 }

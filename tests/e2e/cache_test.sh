@@ -4,10 +4,13 @@
 # followed, truncated or corrupted objects are rebuilt, long cache paths never load stale
 # code, concurrent cold compiles all succeed, --no-cache never touches a shared /tmp path,
 # CC / NNC_CFLAGS are split into words, a successful run always exits 0, and a tiered start
-# (-O1 first, -O3 after it, beside the training) trains exactly as the -O3 build alone.
+# (-O1 first, -O3 after it, beside the training) trains exactly as the -O3 build alone, and
+# a directory renamed into place between the check of an object and its load changes nothing.
+#   cache_test.sh NNC CACHE_SWAP_LIB CACHE_PLANTED_LIB   (the last two: cache_swap.c, cache_planted.c)
 set -u
-nnc=$1; here=$(cd "$(dirname "$0")" && pwd)
+nnc=$1; swap_lib=$2; planted=$3; here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d); trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
+real=$(cd "$dir" && pwd -P)   # as the swapper sees it, /proc/self/fd/N resolved
 export TMPDIR=$dir/tmp; mkdir -p "$TMPDIR"
 pass=0; fail=0
 ok()   { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL (status $?): $*"; cat "$dir/out"; fi; }
@@ -232,7 +235,65 @@ chmod +x "$dir/cc-daemon"
 ok timeout 40 env CC="$dir/cc-daemon" XDG_CACHE_HOME="$dir/c17" "$nnc" "$m" --epochs 1
 check '[ -n "$(entry "$dir/c17")" ]' "no -O3 object in the cache beside a compiler that left a daemon"
 kill $(cat "$dir/daemons") 2>/dev/null
+
+# 18. Whoever controls a parent of the cache directory (or of $TMPDIR) can rename a directory of
+# theirs into its place at any moment.  When nnc checked an object and then let dlopen open it
+# by its path again, a loop of such renames run beside it got a planted object loaded in 3 runs
+# of 20, with exit status 0.  cache_swap (LD_PRELOAD, in nnc only) makes the rename at the worst
+# moment, every time: just before dlopen opens the object, it puts a directory of its own, with
+# a planted object under the same name, in place of the one holding it; the planted object's
+# constructor would leave a marker.  nnc must load the object it checked: no marker, the same
+# results.  A cache hit, a --no-cache build (its private directory), both builds of a tiered
+# start.  (NNC_CFLAGS stays unset from section 13: the tiers need the backend's -O levels.)
+swapped() {   # swapped AT CACHE ARGS...: nnc ARGS, the directory of the AT-th object it loads swapped
+    local at=$1 cache=$2; shift 2
+    rm -f "$dir/marker" "$dir/swap.log"
+    env LD_PRELOAD="$swap_lib" NNC_SWAP_UNDER="$real" NNC_SWAP_AT="$at" NNC_SWAP_PLANT="$planted" \
+        NNC_SWAP_LOG="$dir/swap.log" NNC_SWAP_MARKER="$dir/marker" XDG_CACHE_HOME="$cache" NNC_TIER_WAIT_STEP=2 \
+        "$nnc" "$@"
+}
+# swap_checked WHAT DIR: the swap was made at DIR, a pattern (else the test is void), and changed nothing
+swap_checked() {
+    local swap_at=$2   # check's eval sees this, not $2 (its own arguments)
+    check 'grep -q "^swapped $swap_at\$" "$dir/swap.log"' \
+          "$1: no swap at $2 (test is void): $(cat "$dir/swap.log" 2>&1)"
+    check '[ ! -e "$dir/marker" ]' "$1: the object planted by a directory swap ran in nnc"
+}
+private="$real/tmp/nnc-[A-Za-z0-9]*"
+ok run "$dir/c18"; loss18=$(loss)
+ok swapped 1 "$dir/c18" "$m" --eval
+swap_checked "cache hit" "$real/c18/nnc"; check '[ "$(loss)" = "$loss18" ]' "cache hit, swapped: $(loss) != $loss18"
+check 'grep -q "^dlopen /proc/self/fd/" "$dir/swap.log"' "a cached object was not loaded through its descriptor"
+ok swapped 1 "$dir/c18" "$m" --eval --no-cache
+swap_checked "--no-cache" "$private"; check '[ "$(loss)" = "$loss18" ]' "--no-cache, swapped: $(loss) != $loss18"
+for at in 1 2; do   # 1: the -O1 build, from its private directory; 2: the -O3 one, from the cache
+    rm -rf "$dir/c19"
+    ok swapped $at "$dir/c19" "$m" --epochs 3 --metrics "$dir/swap.jsonl"
+    if [ $at = 1 ]; then swap_checked "tiered, -O1" "$private"; else swap_checked "tiered, -O3" "$real/c19/nnc"; fi
+    has "takes over after step"
+    check '[ "$(steps "$dir/swap.jsonl")" = "$(steps "$dir/full.jsonl")" ]' \
+          "tiered start, load $at swapped: other steps"
+done
+check '[ -z "$(ls -A "$TMPDIR")" ]' "a swapped run left its private directory behind: $(ls -A "$TMPDIR")"
 [ -n "$saved_cflags" ] && export NNC_CFLAGS=$saved_cflags
+
+# 19. Without /proc (an empty one mounted over it, in a mount namespace of its own) a cache hit
+# loads a private copy of the bytes it checked, from a fresh directory under $TMPDIR, removed
+# after the load.  (Not in the sanitizer stage: LeakSanitizer cannot run without /proc.)
+noproc() { unshare -m sh -c 'mount -t tmpfs none /proc && exec "$@"' sh "$@"; }
+if ! noproc true 2>/dev/null; then
+    echo "skip: no mount namespace to hide /proc in (needs root)"
+elif ! noproc "$nnc" --version >/dev/null 2>&1; then
+    echo "skip: this nnc does not run without /proc (a sanitizer's runtime reads it)"
+else
+    rm -f "$dir/swap.log"
+    ok noproc env LD_PRELOAD="$swap_lib" NNC_SWAP_UNDER="$real" NNC_SWAP_LOG="$dir/swap.log" XDG_CACHE_HOME="$dir/c18" \
+       "$nnc" "$m" --eval
+    check '[ "$(loss)" = "$loss18" ]' "without /proc: $(loss) != $loss18"
+    check 'grep -q "^dlopen $real/tmp/nnc-[^/]*/[0-9a-f]*-cachem.so " "$dir/swap.log"' \
+          "without /proc, not a private copy loaded: $(cat "$dir/swap.log" 2>&1)"
+    check '[ -z "$(ls -A "$TMPDIR")" ]' "the private copy was left behind: $(ls -A "$TMPDIR")"
+fi
 
 echo "cache: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -100,6 +100,42 @@ static void test_entries(void) {
     cache_close(&c);
 }
 
+/* What is loaded is the file that was checked: the descriptor cache_get_fd hands out, and the
+ * path cache_fd_path makes of it, keep giving the checked bytes after the cache directory's
+ * name was given to another directory, and entries others could write are refused. */
+static void test_load_fd(void) {
+    char err[256], dir[512], aside[512];
+    Cache c, priv = {.dirfd = -1};
+    snprintf(dir, sizeof dir, "%s", check_path("load"));
+    snprintf(aside, sizeof aside, "%s", check_path("load.aside"));
+    if (!cache_open(&c, dir, err, sizeof err) || c.temporary) check_die("cache_open");
+    CHECK(cache_put(&c, "k-a.so", "hello world", 11, 0600), "put");
+    int fd = cache_get_fd(&c, "k-a.so");
+    char *path = fd >= 0 ? cache_fd_path(fd, &priv, "k-a.so") : NULL;
+    CHECK(path && !strncmp(path, "/proc/self/fd/", 14) && priv.dirfd < 0, "loaded through /proc/self/fd: %s",
+          path ? path : "(null)");
+    if (rename(dir, aside) != 0 || mkdir(dir, 0700) != 0) check_die("swap the directory");
+    check_write(check_path("load/k-a.so"), "evil world", 10);
+    size_t len = 0;
+    unsigned char *got = path ? check_read(path, &len) : NULL;
+    CHECK(got && len == 11 && !memcmp(got, "hello world", 11), "the checked file, not what is at its path now");
+    free(got);
+    free(path);
+    if (fd >= 0) close(fd);
+    cache_close(&c);
+    if (!cache_open(&c, aside, err, sizeof err) || c.temporary) check_die("cache_open");
+    check_write(check_path("load.aside/k-a.so"), "hellO world", 11);
+    CHECK(cache_get_fd(&c, "k-a.so") < 0, "a corrupted entry is not handed out");
+    CHECK(cache_put(&c, "k-b.so", "hello world", 11, 0620), "put, group-writable");
+    void *data;
+    CHECK(cache_get_fd(&c, "k-b.so") < 0 && !cache_get(&c, "k-b.so", &data, &len),
+          "an entry others can write is refused");
+    int raw = cache_open_entry(&c, "k-b.so");
+    CHECK(raw >= 0, "... but may be opened as a private build's output");
+    if (raw >= 0) close(raw);
+    cache_close(&c);
+}
+
 static void test_words(void) {
     int n;
     char **w = cpu_split_words("ccache  gcc", &n);
@@ -124,6 +160,7 @@ int main(void) {
     test_default_dir();
     test_refused();
     test_entries();
+    test_load_fd();
     test_words();
     return check_done();
 }
