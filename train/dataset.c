@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,16 @@
 
 /* ---- the decompressed-data cache ------------------------------------------------------------
  * Decompressing a .gz IDX file costs a few hundred milliseconds at every start, so its 8-bit
- * samples are kept, uncompressed, as the entry KEY-data.idx of the compile cache
- * (codegen/cache.c): only in a cache directory that is the user's own and closed to others,
+ * samples are kept, uncompressed, as an entry SOURCE-VERSION-data.idx of the compile cache
+ * (io/cache.c): only in a cache directory that is the user's own and closed to others,
  * with a checksum beside every entry (a truncated or corrupted entry is read from the .gz
  * again), files created O_EXCL|O_NOFOLLOW and published by rename.  No data cache at all when
  * the compile cache fell back to a private temporary directory.
  *
- * The key is the path, device, inode, size, and the mtime and ctime in nanoseconds.  Not a
+ * The name is SOURCE-VERSION-data.idx.  SOURCE hashes the file's real path: a source has one
+ * entry, and writing one for a changed source removes those of its earlier versions, which no
+ * run can hit again (a data set re-touched by a script every day kept one full copy per day).
+ * VERSION hashes the path, device, inode, size, and the mtime and ctime in nanoseconds.  Not a
  * content hash: hashing would read the whole .gz at every start, much of what the cache is
  * there to save.  stat is enough because ctime cannot be set by a user (utimensat sets mtime
  * only) and every write, rename-over or chmod moves it: a file replaced by another of the same
@@ -45,6 +49,7 @@
  * not cached. */
 #define DATA_CACHE_MAX_DEFAULT ((uint64_t)2 << 30)
 #define DATA_SUFFIX "-data.idx"
+#define DATA_SOURCE_LEN 17   /* "0123456789abcdef-": the SOURCE part of a name */
 
 static bool idx_cache_name(const char *path, char name[64]) {
     struct stat st;
@@ -54,7 +59,11 @@ static bool idx_cache_name(const char *path, char name[64]) {
                            (int64_t)st.st_ctim.tv_sec, (int64_t)st.st_ctim.tv_nsec};
     uint64_t h = hash_fnv1a(path, strlen(path), HASH_FNV_INIT);
     h = hash_fnv1a(key, sizeof key, h);
-    snprintf(name, 64, "%016llx" DATA_SUFFIX, (unsigned long long)h);
+    char *real = realpath(path, NULL);   /* "x.gz" and "./x.gz" are one source */
+    const char *src = real ? real : path;
+    uint64_t source = hash_fnv1a(src, strlen(src), HASH_FNV_INIT);
+    free(real);
+    snprintf(name, 64, "%016llx-%016llx" DATA_SUFFIX, (unsigned long long)source, (unsigned long long)h);
     return true;
 }
 
@@ -88,8 +97,25 @@ static int cache_entry_older(const void *a, const void *b) {
     return (x->mtime > y->mtime) - (x->mtime < y->mtime);
 }
 
-/* Removes the least recently used data entries until `incoming` more bytes fit under `max`. */
-static void cache_evict(const Cache *c, uint64_t incoming, uint64_t max) {
+static bool cache_entry_remove(const Cache *c, const char *name) {
+    char sum[NAME_MAX + 8];
+    snprintf(sum, sizeof sum, "%s.sum", name);
+    if (unlinkat(c->dirfd, name, 0) != 0) return false;
+    unlinkat(c->dirfd, sum, 0);
+    return true;
+}
+
+/* Whether data entry `entry` is dead once `incoming` is written: an earlier version of the same
+ * source, or named before names had a SOURCE part (no run looks for either again). */
+static bool cache_entry_stale(const char *entry, const char *incoming) {
+    size_t len = strlen(entry);
+    if (len == 16 + strlen(DATA_SUFFIX)) return true;
+    return strcmp(entry, incoming) && !strncmp(entry, incoming, DATA_SOURCE_LEN);
+}
+
+/* Removes the stale data entries, then the least recently used ones until `incoming` more
+ * bytes (the entry `name`) fit under `max`. */
+static void cache_evict(const Cache *c, const char *name, uint64_t incoming, uint64_t max) {
     int fd = dup(c->dirfd);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
@@ -105,6 +131,10 @@ static void cache_evict(const Cache *c, uint64_t incoming, uint64_t max) {
         struct stat st;
         if (len <= sl || len >= sizeof e->name || strcmp(de->d_name + len - sl, DATA_SUFFIX)) continue;
         if (fstatat(c->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (cache_entry_stale(de->d_name, name)) {
+            cache_entry_remove(c, de->d_name);
+            continue;
+        }
         if (ne == cap) e = xrealloc(e, (cap = cap ? 2 * cap : 16) * sizeof *e);
         snprintf(e[ne].name, sizeof e->name, "%s", de->d_name);
         e[ne].mtime = st.st_mtime;
@@ -113,13 +143,8 @@ static void cache_evict(const Cache *c, uint64_t incoming, uint64_t max) {
     }
     closedir(d);
     if (ne) qsort(e, ne, sizeof *e, cache_entry_older);
-    char sum[80];
     for (size_t i = 0; i < ne && total + incoming > max; i++)
-        if (unlinkat(c->dirfd, e[i].name, 0) == 0) {
-            total -= e[i].size;
-            snprintf(sum, sizeof sum, "%s.sum", e[i].name);
-            unlinkat(c->dirfd, sum, 0);
-        }
+        if (cache_entry_remove(c, e[i].name)) total -= e[i].size;
     free(e);
 }
 
@@ -128,7 +153,7 @@ static void idx_cache_write(const char *cache_dir, const char *name, const void 
     uint64_t bytes = (uint64_t)n * (uint64_t)row, max = data_cache_max();
     Cache c;
     if (n > UINT32_MAX || row > UINT32_MAX || bytes + 12 > max || !data_cache_open(&c, cache_dir)) return;
-    cache_evict(&c, bytes + 12, max);
+    cache_evict(&c, name, bytes + 12, max);
     unsigned char *buf = xmalloc((size_t)bytes + 12);
     unsigned char hdr[12] = {0, 0, 0x08, 2};
     for (int b = 0; b < 4; b++) {

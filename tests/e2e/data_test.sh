@@ -207,6 +207,21 @@ ok "$nnc" c.nn --eval; hit=$(grep -o 'loss [0-9.e+-]*' out); check test -n "$hit
 ok "$nnc" c.nn --eval --no-cache; check test "$(grep -o 'loss [0-9.e+-]*' out)" = "$hit"
 f=$(find cache/nnc -maxdepth 1 -name '*-data.idx'); printf '\x07' | dd of="$f" bs=1 seek=20 conv=notrunc 2>/dev/null
 ok "$nnc" c.nn --eval; check test "$(grep -o 'loss [0-9.e+-]*' out)" = "$hit"
+# a source has one entry: a new version of it (here only touched, as a download script might
+# every day) replaces the entry of the old one, named the same or not (./c.idx.gz); another
+# source keeps its own.  An entry named before names had a source part is removed too.
+first=$(find cache/nnc -maxdepth 1 -name '*-data.idx')
+cp "$first" cache/nnc/0123456789abcdef-data.idx; cp "$first.sum" cache/nnc/0123456789abcdef-data.idx.sum
+for day in 1 2 3; do
+  touch -d "2001-01-0$day" c.idx.gz
+  sed 's|"c.idx.gz"|"./c.idx.gz"|' c.nn > c2.nn; [ $day = 2 ] && cp c2.nn cday.nn || cp c.nn cday.nn
+  ok "$nnc" cday.nn --eval; check test "$(grep -o 'loss [0-9.e+-]*' out)" = "$hit"
+done
+check test "$(ncache)" = 1
+check test ! -e "$first" -a ! -e "$first.sum" -a ! -e cache/nnc/0123456789abcdef-data.idx.sum
+mkidx e.idx.gz 4 3 2; sed 's/c.idx.gz/e.idx.gz/' c.nn > e.nn
+ok "$nnc" e.nn --eval
+check test "$(ncache)" = 2
 # replaced in place by a file of the same size, its mtime put back: the cache must not serve
 # the old data (shape [3, 4] no longer fits x: f32[N, 3])
 touch -r c.idx.gz ref; mkidx new.idx.gz 3 4 2; cp new.idx.gz c.idx.gz; touch -r ref c.idx.gz
