@@ -2332,7 +2332,17 @@ static void check_train(Elab *E) {
     }
 }
 
+/* A UTF-8 byte-order mark (some Windows editors write one) marks the encoding and is not part
+ * of the text: skip it, as Python and C compilers do.  Messages then quote and count columns
+ * from after it. */
+static const char *skip_byte_order_mark(Diag *d, const char *src) {
+    if (strncmp(src, "\xEF\xBB\xBF", 3)) return src;
+    if (d->src == src) d->src = src + 3;
+    return src + 3;
+}
+
 Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const char *model_name) {
+    src = skip_byte_order_mark(d, src);
     Stmt *prog = nn_parse(a, d, path, src);
     if (!prog && d->errors) return NULL;
     Elab E = {.a = a, .d = d};
