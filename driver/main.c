@@ -6,12 +6,14 @@
  * train section -> run the passes -> one of: --emit, --stats, -o (AOT), train/eval. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../io/data.h"
@@ -341,6 +343,48 @@ static bool upgrade_ref(ModelRef *ref, bool wait, char *err, size_t n) {
     return swapped;
 }
 
+/* The largest model text nnc reads.  Shipped models are a few KB, and the front end stops a
+ * model at 20,000 operations anyway; the bound keeps /dev/zero or `yes |` from eating memory. */
+#define MODEL_TEXT_MAX (16 << 20)
+
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* The model's text, NUL-terminated; exits with a message naming the file on any failure.  A
+ * regular file, or a pipe (nnc <(gen) or ... | nnc /dev/stdin), read up to MODEL_TEXT_MAX.
+ * A device, a directory or a socket is refused before reading: /dev/zero and /dev/urandom
+ * never end.  The FIFO is opened without blocking, so one with no writer reads as empty
+ * instead of waiting for one forever. */
+static char *read_model_file(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) nnc_fatal("%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+        nnc_fatal("%s: is %s, not a model file (give the path of a .nn file)", path, file_kind(st.st_mode));
+    if (S_ISREG(st.st_mode) && st.st_size > MODEL_TEXT_MAX)
+        nnc_fatal("%s: is %lld bytes, larger than any model (the limit is %d MiB)", path, (long long)st.st_size,
+                  MODEL_TEXT_MAX >> 20);
+    if (fcntl(fd, F_SETFL, 0) != 0) nnc_fatal("%s: cannot read: %s", path, strerror(errno));   /* now block */
+    size_t n = 0, cap = 65536;
+    char *text = xmalloc(cap);
+    for (;;) {
+        if (cap - n < 2) text = xrealloc(text, cap *= 2);
+        ssize_t r = read(fd, text + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) nnc_fatal("%s: cannot read: %s", path, strerror(errno));
+        if (r == 0 || (n += (size_t)r) > MODEL_TEXT_MAX) break;
+    }
+    close(fd);
+    if (n > MODEL_TEXT_MAX)
+        nnc_fatal("%s: is more than %d MiB, larger than any model (is it a model file?)", path, MODEL_TEXT_MAX >> 20);
+    if (n == 0 && S_ISFIFO(st.st_mode)) nnc_fatal("%s: a pipe that gave no text (nothing was written to it)", path);
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
 /* After the passes: emit, print stats, build ahead of time, or train.  `ref` is the CPU
  * reference of --check-against, compiled from the same text. */
 static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm *comm) {
@@ -471,8 +515,7 @@ int main(int argc, char **argv) {
                   "it needs --save, and a run cannot --resume or --save-every from such a file (save f32 "
                   "checkpoints, and export at the end)", c.save_half == NNC_DT_BF16 ? "bf16" : "f16");
     size_t len;
-    char *src = read_file(c.model, &len);
-    if (!src) nnc_fatal("%s: cannot read: %s", c.model, strerror(errno));
+    char *src = read_model_file(c.model, &len);
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
     /* --check-numerics checks every op's output, so it compiles one kernel per op */
     CompileOpts o = {.file = c.model, .source = src, .diag_out = quiet_diag ? quiet_diag : stderr, .target = c.target,

@@ -15,6 +15,16 @@ ok "$nnc" --version;                           has "targets: cpu"
 bad "$nnc" "$models/linreg.nn" --frobnicate;   has "unknown option '--frobnicate'"
 bad "$nnc" "$models/linreg.nn" --epochs abc;   has "--epochs: expects an integer"
 bad "$nnc" "$dir/missing.nn";                  has "missing.nn: cannot read"
+# A model path that is not a file ends in a message, never a hang (each under a timeout):
+# devices and directories are refused before reading, a pipe is read up to 16 MiB, and a FIFO
+# nobody writes to reads as empty.  A pipe with a model in it works.
+bad timeout 20 "$nnc" /dev/zero;               has "/dev/zero: is a character device, not a model file"
+bad timeout 20 "$nnc" /dev/urandom;            has "/dev/urandom: is a character device, not a model file"
+bad timeout 20 "$nnc" "$dir";                  has "is a directory, not a model file"
+mkfifo "$dir/fifo.nn"
+bad timeout 20 "$nnc" "$dir/fifo.nn";          has "fifo.nn: a pipe that gave no text"
+bad timeout 20 "$nnc" <(yes);                  has "is more than 16 MiB, larger than any model"
+ok timeout 20 "$nnc" <(cat "$models/linreg.nn") --stats; has "train_step"
 bad "$nnc" "$here/nan.nn" --quiet;             has "the loss became NaN at epoch 1, step 1"
 bad "$nnc" "$here/nan.nn" --quiet --check-numerics; has "NaN at element 0 of log (forward, .*nan.nn:4:"
 ok "$nnc" "$models/linreg.nn" --quiet --epochs 5 --save "$dir/lr.st"
