@@ -2356,8 +2356,12 @@ Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const
             env_bind(&E, E.globals, s->name, (Value){.k = V_BLOCK, .block = s}, s->loc);
         }
     exec_stmts(&E, E.globals, NULL, prog, NULL);
-    read_train(&E, prog);
-    check_train(&E);
+    /* past a bound every later expression is an error value, so the train section would only
+     * add errors that are not the user's ("needs 'minimize LOSS'", "has no training data") */
+    if (!E.over_budget) {
+        read_train(&E, prog);
+        check_train(&E);
+    }
     if (!d->errors) check_params_used(&E);
     if (E.m->train.present) E.g->batch_max = (int)E.m->train.batch;
     if (d->errors) {
