@@ -43,7 +43,7 @@ static const char header_contract_text[] =
     " * input the call reads, a name).  Pointer functions return NULL (_loss NAN).  The message\n"
     " * is in _error_message(m), which also takes NULL.  _create_in(mem) needs mem non-NULL and\n"
     " * aligned for the element type (64 bytes is best); _free(NULL) does nothing. */\n"
-    "#ifndef @_H\n#define @_H\n#include <stddef.h>\n#include <stdint.h>\n\n";
+    "#ifndef NNC_MODEL_@_H\n#define NNC_MODEL_@_H\n#include <stddef.h>\n#include <stdint.h>\n\n";
 
 /* The declarations; the definitions are the typed API at the end of NAME.c (render_c_model.c). */
 static void header_api(const Program *p, const char *rt, const char *params, Str *h) {

@@ -53,7 +53,7 @@ static void c_prelude(Str *s, const BuildOpts *o) {
 }
 
 static void c_open(const Kernel *k, const Launch *L, int index) {
-    str_printf(k->s, "static void %s_%s_%d(struct %s *m, const void *const *in, int64_t B) {\n"
+    str_printf(k->s, "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
                      "    (void)m; (void)in; (void)B;\n", k->mn, k->e->name, index, k->mn);
     (void)L;
 }

@@ -42,7 +42,7 @@ static void render_entry(const Kernel *r) {
     k.d = &dialect_c;
     const char *status = k.d->status;
     for (int i = 0; i < k.e->nlaunch; i++) kernel_render(&k, &k.e->launches[i], i);
-    str_printf(k.s, "\nstatic int %s_run_%s(struct %s *m, const void *const *in, int64_t B) {\n", k.mn, k.e->name, k.mn);
+    str_printf(k.s, "\nstatic int %s_run_%s(struct %s_frame *m, const void *const *in, int64_t B) {\n", k.mn, k.e->name, k.mn);
     for (int i = 0; i < k.e->nlaunch; i++) {
         str_printf(k.s, "    %s_%s_%d(m, in, B);\n", k.mn, k.e->name, i);
         const Launch *L = &k.e->launches[i];

@@ -26,7 +26,7 @@ void render_template(Str *s, const char *text, const char *mn) {
 static const char frame_text[] =
     "\n/* What the kernels see during one call of an entry: typed views of the instance's blocks,\n"
     " * the step, and where a failed check leaves its status and message (@_run copies them). */\n"
-    "struct @ {\n"
+    "struct @_frame {\n"
     "    real *params, *state, *act;\n"
     "    const nnc_comm *comm;   /* the host's collectives (a data-parallel step), or NULL */\n"
     "    int64_t step;\n"
@@ -58,7 +58,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
 /* ---- the CPU device ---------------------------------------------------------------------------- */
 
 static const char cpu_device_text[] =
-    "    struct @ m = {\n"
+    "    struct @_frame m = {\n"
     "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE], (real *)rt->host[NNC_BLOCK_ACT],\n"
     "        rt->comm, rt->step, rt->seed, 0, {0},\n"
     "    };\n"
@@ -74,7 +74,7 @@ static void render_cpu_device(Str *s, const Program *p, const nnc_model_desc *d)
     render_template(s, "\n/* ---- the CPU as the runtime's device: host memory, entries called directly ---- */\n"
                        "static const nnc_model_desc @_desc;\n"
                        "static int @_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
-                       "    static int (*const entries[3])(struct @ *, const void *const *, int64_t) = {", mn);
+                       "    static int (*const entries[3])(struct @_frame *, const void *const *, int64_t) = {", mn);
     for (int k = 0; k < ENTRY_COUNT; k++) {
         if (d->entry[k].present) str_printf(s, "%s_run_%s", mn, d->entry[k].name);
         else str_puts(s, "NULL");

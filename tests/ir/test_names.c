@@ -1,8 +1,9 @@
 /* test_names.c - what user-controlled text becomes in generated code.
  *
- *   nn_model_c_name   file name -> the prefix of every generated symbol: keywords (C, C++),
- *                     standard type names (NAME_t), reserved prefixes and leading digits are
- *                     mapped to safe identifiers; normal names are unchanged; idempotent
+ *   nn_model_c_name   file name -> the prefix of every generated symbol: names whose NAME_t is a
+ *                     standard type, names in a reserved name space (timer_, nnc) and leading
+ *                     digits or '_' get "m_"; keywords and macros (int, INFINITY) are unchanged,
+ *                     as NAME never stands alone; no "__"; idempotent
  *   render_num        every double becomes a valid C/CUDA literal or constant expression:
  *                     finite values round-trip exactly, inf and NaN are never "inf"/"-nan"
  *   render_file_name  a file name quoted in comments and strings loses '"', '%', '*', '\' */
@@ -29,11 +30,16 @@ static int failures, checks;
 
 static void test_model_names(Arena *a) {
     static const char *cases[][2] = {
-        {"models/mlp.nn", "mlp"},   {"auto.nn", "auto_"},        {"int.nn", "int_"},
-        {"int32.nn", "int32_"},     {"uint_least8.nn", "uint_least8_"}, {"size.nn", "size_"},
-        {"class.nn", "class_"},     {"nnc_model.nn", "m_nnc_model"}, {"_x.nn", "m__x"},
-        {"2layer.nn", "m_2layer"},  {"my-net v2.nn", "my_net_v2"}, {"a\"b%s*.nn", "a_b_s_"},
-        {".nn", "m__nn"},           {"interp.nn", "interp"},      {"integer.nn", "integer"},
+        {"models/mlp.nn", "mlp"},      {"auto.nn", "auto"},           {"int.nn", "int"},
+        {"class.nn", "class"},         {"INFINITY.nn", "INFINITY"},   {"INT64_MAX.nn", "INT64_MAX"},
+        {"errno.nn", "m_errno"},       {"int32.nn", "m_int32"},       {"uint_least8.nn", "m_uint_least8"},
+        {"u_int8.nn", "m_u_int8"},     {"size.nn", "m_size"},         {"sigset.nn", "m_sigset"},
+        {"timer.nn", "m_timer"},       {"timers.nn", "timers"},       {"thrd_pool.nn", "m_thrd_pool"},
+        {"nnc_model.nn", "m_nnc_model"}, {"NNC_ABI.nn", "m_NNC_ABI"}, {"pthreads.nn", "m_pthreads"},
+        {"_x.nn", "m_x"},              {"2layer.nn", "m_2layer"},     {"my-net v2.nn", "my_net_v2"},
+        {"my--net_.nn", "my_net"},     {"a\"b%s*.nn", "a_b_s"},       {".nn", "m_nn"},
+        {"-.nn", "m"},                 {"stdin.nn", "stdin"},         {"interp.nn", "interp"},
+        {"integer.nn", "integer"},
     };
     for (size_t i = 0; i < NNC_COUNTOF(cases); i++) {
         const char *got = nn_model_c_name(a, cases[i][0]);
