@@ -33,6 +33,7 @@ typedef struct {
     double check_tol;
     double bucket_mb;           /* --bucket-mb: data parallel's gradient buckets (0: 25) */
     bool dist_mpi;              /* --dist-backend mpi: GPU gradients through the host, not NCCL */
+    bool dist_given;            /* --dist-backend was given */
     bool data_parallel;         /* --data-parallel: the data-parallel step even in one process */
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
@@ -175,6 +176,78 @@ static bool is_flag(const char *arg, const char *name) {
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
 }
 
+/* ---- flags that cannot go together -------------------------------------------------------------
+ * A command does one thing: train (the default), --eval, --bench, print (--emit, --dump-after,
+ * --stats) or build (-o).  Two of them, or a flag the chosen one would ignore (--save with
+ * --eval: nothing trained to save), is an error that says what each does: nnc never drops a
+ * flag silently.  The train section's overrides that are compiled into the step (--batch,
+ * --lr, --precision, ...) apply to printing and building too. */
+enum { RUN_TRAIN = 1, RUN_EVAL = 2, RUN_BENCH = 4, RUN_PRINT = 8, RUN_BUILD = 16, RUN_ANY = 7 };
+
+typedef struct {
+    const char *flag;   /* as the user wrote it: "--emit c" */
+    const char *does;   /* "prints the generated code and exits" */
+    unsigned mode;      /* RUN_*: one for an action, the actions it applies to for a flag */
+    const char *hint;   /* what to do instead, or NULL */
+} CliFlag;
+
+static const char *emit_does(const char *what) {
+    return !strcmp(what, "ir") ? "prints the graph after every pass and exits"
+         : !strcmp(what, "dot") ? "prints the step for Graphviz and exits" : "prints the generated code and exits";
+}
+
+/* The action flags given, in a fixed order; returns how many. */
+static int cli_actions(const Cli *c, Arena *a, CliFlag *act) {
+    int n = 0;
+    if (c->emit) act[n++] = (CliFlag){arena_printf(a, "--emit %s", c->emit), emit_does(c->emit), RUN_PRINT, NULL};
+    if (c->dump_after)
+        act[n++] = (CliFlag){"--dump-after", "prints the graph after one pass and exits", RUN_PRINT, NULL};
+    if (c->stats)
+        act[n++] = (CliFlag){"--stats", "prints the compiled step's kernels, traffic and memory and exits", RUN_PRINT, NULL};
+    if (c->out_dir)
+        act[n++] = (CliFlag){"-o", "writes a library (DIR/NAME.c, NAME.h, libNAME.a) and exits", RUN_BUILD, NULL};
+    if (c->eval) act[n++] = (CliFlag){"--eval", "evaluates the model without training it", RUN_EVAL, NULL};
+    if (c->bench) act[n++] = (CliFlag){"--bench", "times training steps on one batch and exits", RUN_BENCH, NULL};
+    return n;
+}
+
+static void cli_conflict(const CliFlag *a, const CliFlag *b, const char *hint) {
+    cli_error("%s and %s cannot be used together: %s %s, and %s %s (%s)", a->flag, b->flag, a->flag, a->does, b->flag,
+              b->does, hint ? hint : "drop one of them");
+}
+
+static void check_combinations(const Cli *c, Arena *a) {
+    CliFlag act[6];
+    int nact = cli_actions(c, a, act);
+    if (nact > 1) {
+        bool code_and_lib = c->emit && !strcmp(c->emit, "c") && c->out_dir;
+        cli_conflict(&act[0], &act[1],
+                     code_and_lib ? "-o DIR also writes that code, to DIR/NAME.c" : "run nnc once for each");
+    }
+    CliFlag train = {"", "", RUN_TRAIN, NULL};
+    const CliFlag *action = nact ? &act[0] : &train;
+    const unsigned update = RUN_TRAIN | RUN_BENCH | RUN_PRINT | RUN_BUILD;   /* compiled into the step */
+    const CliFlag flags[] = {
+        {c->save ? "--save" : NULL, "writes the parameters a training run ends with", RUN_TRAIN,
+         c->eval ? "to evaluate a checkpoint: --load FILE --eval" : c->bench ? "train without --bench to save" : NULL},
+        {c->load ? "--load" : NULL, "starts a run from a checkpoint", RUN_ANY, NULL},
+        {c->metrics ? "--metrics" : NULL, "records the steps of a training or evaluation run", RUN_TRAIN | RUN_EVAL,
+         c->bench ? "--bench prints its timings as JSON on stdout" : NULL},
+        {c->over.has_epochs ? "--epochs" : NULL, "sets how many epochs training runs", RUN_TRAIN, NULL},
+        {c->over.has_seed ? "--seed" : NULL, "seeds the parameters of a run", RUN_ANY,
+         c->out_dir ? "a library's parameters come from NAME_init(m, seed)" : NULL},
+        {c->threads > 0 ? "--threads" : NULL, "sets the threads a run computes with", RUN_ANY, NULL},
+        {c->check_against ? "--check-against" : NULL, "compares the targets while the model runs", RUN_ANY, NULL},
+        {c->over.has_lr ? "--lr" : NULL, "changes the update of a training step", update, NULL},
+        {c->over.has_momentum ? "--momentum" : NULL, "changes the update of a training step", update, NULL},
+        {c->over.has_clip ? "--clip-grad-norm" : NULL, "changes the update of a training step", update, NULL},
+    };
+    for (size_t i = 0; i < NNC_COUNTOF(flags); i++)
+        if (flags[i].flag && !(flags[i].mode & action->mode)) cli_conflict(action, &flags[i], flags[i].hint);
+    if (c->check_tol != -1 && !c->check_against)
+        cli_error("--check-tol sets the tolerance of --check-against: add --check-against cpu");
+}
+
 static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
     c->threads = -1;
     c->check_tol = -1;
@@ -206,6 +279,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             const char *v = flag_value(argc, argv, &i, f);
             if (strcmp(v, "nccl") && strcmp(v, "mpi")) cli_error("--dist-backend: expected nccl or mpi, got '%s'", v);
             c->dist_mpi = !strcmp(v, "mpi");
+            c->dist_given = true;
         } else if (is_flag(a, "--bucket-mb")) {
             c->bucket_mb = parse_rate(f, flag_value(argc, argv, &i, f));
             if (!(c->bucket_mb > 0 && c->bucket_mb <= 65536)) cli_error("--bucket-mb: expects a size in MiB in (0, 65536], got %g", c->bucket_mb);
@@ -268,6 +342,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         cli_error("--check-against takes cpu (the reference target), not '%s'", c->check_against);
     if (c->check_against && (!c->target || strcmp(c->target, "cuda")))
         cli_error("--check-against cpu compares the cuda target with the cpu: add --target cuda");
+    check_combinations(c, ar);
     if (c->check_tol == -1) c->check_tol = 0;   /* the default: 1e-5, or by precision (below) */
     else if (!(c->check_tol > 0 && c->check_tol < 1)) cli_error("--check-tol expects a number in (0, 1), got %g", c->check_tol);
     if (c->eval_out && !c->eval) cli_error("--eval-out writes what --eval computes: add --eval");
@@ -506,6 +581,9 @@ int main(int argc, char **argv) {
     Comm *comm = comm_init(&argc, &argv, cerr, sizeof cerr);   /* NULL: not under mpirun */
     if (!comm && cerr[0]) nnc_fatal("%s", cerr);
     if (!comm && c.data_parallel) comm = comm_solo();
+    if (!comm && (c.bucket_mb || c.dist_given))
+        nnc_fatal("%s applies to data-parallel training, and this is one process: run under mpirun -np N, or add "
+                  "--data-parallel", c.bucket_mb ? "--bucket-mb" : "--dist-backend");
     comm_allow_device_sums(comm, !c.dist_mpi);
     FILE *quiet_diag = comm_rank(comm) != 0 ? fopen("/dev/null", "w") : NULL;   /* process 0 reports */
     if ((c.save_every || c.resume) && !c.save)
