@@ -67,8 +67,10 @@ typedef struct nnc_model_abi {
     size_t param_bytes, state_bytes, act_bytes;   /* memory blocks the model uses */
     void *(*create)(void *mem);   /* mem: NULL, or param_bytes+state_bytes+act_bytes, 64-aligned */
     void (*destroy)(void *m);
-    void (*init)(void *m, uint64_t seed);          /* parameters from the seed, state zeroed, step 0 */
-    int (*run)(void *m, int entry, const void *const *inputs, int64_t batch);   /* 0 or an error */
+    void (*init)(void *m, uint64_t seed);          /* parameters from the seed, state zeroed, step 0;
+                                                      run refuses to start before it (5) */
+    /* 0 or an error status; inputs are not scanned for NaN (an AOT train_step does that) */
+    int (*run)(void *m, int entry, const void *const *inputs, int64_t batch);
     void *(*param)(void *m, int i);
     void *(*state)(void *m, int i);
     const void *(*output)(void *m, int entry, int k);

@@ -18,8 +18,8 @@
 static void header_usage(const Program *p, const BuildOpts *o, const char *rt, const char *call, Str *h) {
     const char *mn = model_c_name(p);
     str_printf(h, "/* %s.h - the %s model, compiled ahead of time by nnc.\n *\n *   #include \"%s.h\"\n", mn, mn, mn);
-    render_template(h, " *   @_t *m = @_create();              // or @_create_in(mem) with @_memory_bytes()\n"
-                       " *   @_init(m, 42);                      // parameters from a seed, as nnc does\n", mn);
+    render_template(h, " *   @_t *m = @_create();              // or @_create_in(mem, @_memory_bytes())\n"
+                       " *   @_init(m, 42);                      // parameters from a seed, before any call\n", mn);
     str_printf(h, " *   if (%s_train_step(m, %sn) != 0)    // forward, backward, update\n", mn, call);
     render_template(h, " *       fprintf(stderr, \"%s\\n\", @_error_message(m));\n"
                        " *   printf(\"loss %f\\n\", @_loss(m));\n", mn);
@@ -38,11 +38,19 @@ static const char header_contract_text[] =
     " * \"loss\" (grad also \"grad.PARAM\"), eval gives \"loss\", the metrics and the outputs; any\n"
     " * other name is NULL.  The pointers stay valid until the next call.\n"
     " *\n"
+    " * _init(m, seed) gives the parameters their initial values (torch.nn's initializers, from\n"
+    " * the seed): call it after _create, before any train_step, grad or eval, which otherwise\n"
+    " * return 5.  To use parameters of your own, call _init, then write them through _param.\n"
+    " *\n"
     " * Errors: the int functions return 0 on success, 1 a failed check in a kernel (a label out\n"
-    " * of range), 2 a batch outside [1, max], 3 no such entry, 4 a NULL argument (the model, an\n"
-    " * input the call reads, a name).  Pointer functions return NULL (_loss NAN).  The message\n"
-    " * is in _error_message(m), which also takes NULL.  _create_in(mem) needs mem non-NULL and\n"
-    " * aligned for the element type (64 bytes is best); _free(NULL) does nothing. */\n"
+    " * of range), 2 a batch outside [1, max], 3 no such entry (or no learning rate to set), 4 a\n"
+    " * NULL argument (the model, an input the call reads, a name), 5 no _init yet, 6 a value out\n"
+    " * of range: a learning rate that is not a finite number >= 0, or a NaN or an infinity in a\n"
+    " * train_step's float input (the step is not taken: the parameters stay as they were).\n"
+    " * Pointer functions return NULL (_loss NAN).  The message is in _error_message(m), which\n"
+    " * also takes NULL.  _create_in(mem, bytes) uses your memory: it returns NULL unless mem is\n"
+    " * non-NULL, bytes >= _memory_bytes() and mem is aligned for the element type (64 bytes is\n"
+    " * best); _free(m) leaves that memory to you.  _free(NULL) does nothing. */\n"
     "#ifndef NNC_MODEL_@_H\n#define NNC_MODEL_@_H\n#include <stddef.h>\n#include <stdint.h>\n\n";
 
 /* The declarations; the definitions are the typed API at the end of NAME.c (render_c_model.c). */
@@ -50,7 +58,7 @@ static void header_api(const Program *p, const char *rt, const char *params, Str
     const char *mn = model_c_name(p);
     render_template(h, "\ntypedef struct @_model @_t;   /* opaque */\n"
                        "const nnc_model_abi *@_abi(void);\n"
-                       "@_t *@_create(void);\n@_t *@_create_in(void *mem);\nvoid @_free(@_t *m);\n"
+                       "@_t *@_create(void);\n@_t *@_create_in(void *mem, size_t bytes);\nvoid @_free(@_t *m);\n"
                        "size_t @_memory_bytes(void);\nint @_init(@_t *m, uint64_t seed);\n", mn);
     for (int k = 0; k < ENTRY_COUNT; k++) str_printf(h, "int %s_%s(%s_t *m, %sint64_t n);\n", mn, p->entry[k].name, mn, params);
     render_template(h, "float @_loss(@_t *m);\n", mn);

@@ -174,7 +174,7 @@ static const char typed_api_text[] =
     "typedef struct @_model @_t;   /* an nnc_rt, opaque to the application */\n"
     "const nnc_model_abi *@_abi(void) { return &@_desc.abi; }\n"
     "@_t *@_create(void) { return @_create_model(NULL); }\n"
-    "@_t *@_create_in(void *mem) { return mem ? @_create_model(mem) : NULL; }\n"
+    "@_t *@_create_in(void *mem, size_t bytes) { return nnc_rt_create_in(&@_desc, &@_cpu, mem, bytes); }\n"
     "void @_free(@_t *m) { nnc_rt_destroy(m); }\n"
     "int @_init(@_t *m, uint64_t seed) { return nnc_rt_init_model(m, seed); }\n"
     "size_t @_memory_bytes(void) { return nnc_rt_host_bytes(&@_desc, &@_cpu); }\n"
@@ -199,7 +199,7 @@ static void render_typed_entries(Str *s, const Program *p) {
         str_printf(&args, "in_%s, ", n->name);
     }
     for (int k = 0; k < ENTRY_COUNT; k++)
-        str_printf(s, "int %s_%s(%s_t *m, %sint64_t n) {\n    const void *in[] = {%sNULL};\n    return nnc_rt_run(m, %s, in, n);\n}\n",
+        str_printf(s, "int %s_%s(%s_t *m, %sint64_t n) {\n    const void *in[] = {%sNULL};\n    return nnc_rt_run_typed(m, %s, in, n);\n}\n",
                    mn, p->entry[k].name, mn, params.buf, args.buf, nnc_entry[k]);
     str_free(&params);
     str_free(&args);

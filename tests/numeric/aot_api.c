@@ -3,7 +3,9 @@
  *   - mlp_output(m, name) and mlp_loss(m) belong to the call that last succeeded, for each of
  *     the three entries (train_step, grad, eval), whatever ran before it;
  *   - every public function (and the ABI table's) takes NULL arguments without crashing and
- *     says which one.
+ *     says which one;
+ *   - no entry runs before mlp_init (5); a NaN or an infinity in train_step's input is refused
+ *     (6) and leaves the parameters and the step count alone; create_in checks its size.
  * Prints "ok"/"FAIL" per check and exits non-zero on a failure. */
 #include <math.h>
 #include <stdint.h>
@@ -84,7 +86,6 @@ static void check_nulls(void) {
     make_data(x, y, 12345, 0);
     int64_t numel = 7;
     mlp_free(NULL);
-    check(mlp_create_in(NULL) == NULL, "create_in(NULL) is NULL");
     check(mlp_init(NULL, 1) == 4, "init(NULL) returns 4");
     check(mlp_train_step(NULL, x, y, N) == 4 && mlp_grad(NULL, x, y, N) == 4 && mlp_eval(NULL, x, y, N) == 4,
           "train_step/grad/eval(NULL model) return 4");
@@ -116,9 +117,89 @@ static void check_nulls(void) {
     mlp_free(m);
 }
 
+/* Every parameter's bytes, to see that a refused call changed none of them. */
+static size_t params_copy(mlp_t *m, unsigned char *to) {
+    size_t at = 0;
+    for (int i = 0; i < mlp_abi()->nparams; i++) {
+        int64_t numel = 0;
+        const float *p = mlp_param(m, mlp_abi()->params[i].name, &numel);
+        if (to) memcpy(to + at, p, (size_t)numel * sizeof *p);
+        at += (size_t)numel * sizeof *p;
+    }
+    return at;
+}
+
+/* Before init there is nothing to train: every entry refuses (5), and the weights stay zeros. */
+static void check_before_init(void) {
+    static float x[N * 784];
+    static int32_t y[N];
+    make_data(x, y, 12345, 0);
+    mlp_t *m = mlp_create();
+    check(mlp_train_step(m, x, y, N) == 5 && strstr(mlp_error_message(m), "mlp_train_step: the parameters are not "
+                                                                            "initialised: call mlp_init(m, seed)"),
+          "train_step before init: 5, and the message says to call mlp_init");
+    check(mlp_eval(m, x, y, N) == 5 && mlp_grad(m, x, y, N) == 5 && mlp_abi()->get_step(m) == 0,
+          "eval and grad before init: 5, no step taken");
+    int64_t numel = 0;
+    const float *w = mlp_param(m, "fc1.weight", &numel);
+    check(w && w[0] == 0 && w[numel - 1] == 0, "before init the weights are untouched zeros");
+    check(mlp_init(m, 3) == 0 && mlp_train_step(m, x, y, N) == 0 && w[0] != 0, "after init the step runs");
+    mlp_free(m);
+}
+
+/* A NaN or an infinity in an input: train_step refuses (6), names the input and the element,
+ * and leaves the weights, the optimizer state and the step count as they were. */
+static void check_nonfinite_inputs(void) {
+    static float x[N * 784];
+    static int32_t y[N];
+    static unsigned char before[1 << 20], after[1 << 20];
+    make_data(x, y, 12345, 0);
+    mlp_t *m = mlp_create();
+    mlp_init(m, 1);
+    if (mlp_train_step(m, x, y, N) != 0) check(0, mlp_error_message(m));
+    size_t bytes = params_copy(m, NULL);
+    check(bytes <= sizeof before, "the parameters fit the test's buffer");
+    params_copy(m, before);
+    x[2 * 784 + 5] = NAN;
+    check(mlp_train_step(m, x, y, N) == 6 && strstr(mlp_error_message(m), "mlp_train_step: input 'x' holds a NaN at "
+                                                                            "element 1573 (row 2)"),
+          "a NaN in x: 6, naming the input, the element and the row");
+    params_copy(m, after);
+    check(!memcmp(before, after, bytes) && mlp_abi()->get_step(m) == 1 && isnan(mlp_loss(m)),
+          "after the refused step: the same parameters, the same step count, no loss");
+    x[2 * 784 + 5] = 0.5f;
+    x[N * 784 - 1] = -INFINITY;
+    check(mlp_train_step(m, x, y, N) == 6 &&
+              strstr(mlp_error_message(m), "holds an infinity at element 50175 (row 63)"),
+          "an infinity in the last element: 6");
+    x[N * 784 - 1] = 0.5f;
+    check(mlp_train_step(m, x, y, N) == 0 && mlp_abi()->get_step(m) == 2, "finite inputs again: the step runs");
+    mlp_free(m);
+}
+
+/* create_in(mem, bytes): the caller's memory, checked against what the model needs. */
+static void check_create_in(void) {
+    size_t need = mlp_memory_bytes();
+    unsigned char *mem = aligned_alloc(64, (need + 64 + 63) / 64 * 64);
+    check(mlp_create_in(NULL, need) == NULL, "create_in(NULL, bytes): NULL");
+    check(mlp_create_in(mem, need - 1) == NULL, "create_in(mem, memory_bytes() - 1): NULL, too small");
+    check(mlp_create_in(mem + 1, need) == NULL, "create_in(misaligned): NULL");
+    check(strstr(mlp_error_message(NULL), "smaller than memory_bytes()") != NULL, "error_message(NULL) says why");
+    mlp_t *m = mlp_create_in(mem, need);
+    int64_t numel = 0;
+    check(m && mlp_init(m, 1) == 0 && (unsigned char *)mlp_param(m, "fc1.weight", &numel) >= mem &&
+              (unsigned char *)mlp_param(m, "fc1.weight", &numel) < mem + need,
+          "create_in(mem, memory_bytes()): the parameters live in mem");
+    mlp_free(m);
+    free(mem);
+}
+
 int main(void) {
     check_entries();
     check_nulls();
+    check_before_init();
+    check_nonfinite_inputs();
+    check_create_in();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

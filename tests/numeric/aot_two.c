@@ -55,10 +55,12 @@ int main(void) {
           "set_lr(0): a step leaves the weights alone");
     check(linsched_set_lr(c, 0.05) == 0 && *lr == 0.05f && linsched_train_step(c, X, y, 100) == 0 && w[3] != w0,
           "set_lr(0.05): the next step moves them");
-    check(linsched_set_lr(c, -1) == 4 && strstr(linsched_error_message(c), "not a finite number") &&
-          linsched_set_lr(c, NAN) == 4 && linsched_set_lr(NULL, 0.1) == 4, "set_lr refuses a negative or NaN rate, and NULL");
-    check(linreg_set_lr(b, 0.1) == 4 && strstr(linreg_error_message(b), "lr_schedule"),
-          "set_lr on a model whose rate is compiled in says how to make it settable");
+    check(linsched_set_lr(c, -1) == 6 && strstr(linsched_error_message(c), "the rate -1 is not a finite number") &&
+          linsched_set_lr(c, NAN) == 6 && linsched_set_lr(c, INFINITY) == 6 && *lr == 0.05f,
+          "set_lr refuses a negative, NaN or infinite rate: 6 (a value out of range), the rate unchanged");
+    check(linsched_set_lr(NULL, 0.1) == 4, "set_lr(NULL, ...): 4 (a NULL argument)");
+    check(linreg_set_lr(b, 0.1) == 3 && strstr(linreg_error_message(b), "lr_schedule"),
+          "set_lr on a model whose rate is compiled in: 3 (no such thing), and says how to make it settable");
     linsched_free(c);
     mlp_free(a);
     linreg_free(b);

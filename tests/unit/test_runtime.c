@@ -1,7 +1,8 @@
 /*
  * test_runtime.c - include/nnc_runtime.h over a hand-written description and fake devices, with
  * no compiler in the loop: the checks and messages every model's ABI shares (batch bound, missing
- * entry, NULL inputs and names), Philox initialisation, outputs "of the call that last
+ * entry, NULL inputs and names, no call before init, non-finite inputs of the typed API, create_in's
+ * size), Philox initialisation, outputs "of the call that last
  * succeeded", and a device that keeps activations in its own memory (outputs copied to the host
  * once per call).  The runtime is pasted into generated code, so this file is compiled with
  * -Wpedantic -Wconversion -Wshadow -Werror (tests/unit/CMakeLists.txt).
@@ -136,6 +137,37 @@ static void check_arguments(void) {
           "a NULL model: 4, NULL, 0, NAN, a message");
 }
 
+/* No entry before init (5); the typed API refuses a train_step on a NaN or an infinity (6) and
+ * takes no step, while the ABI's run leaves that to its caller; create_in checks the size. */
+static void check_init_and_values(void) {
+    float x[TOY_BATCH * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const void *in[] = {x};
+    nnc_rt *rt = toy_create(NULL);
+    CHECK(nnc_rt_run(rt, 0, in, 2) == 5 && nnc_rt_run(rt, 2, in, 2) == 5 && nnc_rt_get_step(rt) == 0 &&
+              strstr(nnc_rt_error(rt), "toy_eval: the parameters are not initialised: call toy_init(m, seed)"),
+          "before init: 5, no step (\"%s\")", nnc_rt_error(rt));
+    nnc_rt_init(rt, 7);
+    x[3] = NAN;
+    CHECK(nnc_rt_run_typed(rt, 0, in, 2) == 6 && nnc_rt_get_step(rt) == 0 &&
+              !strcmp(nnc_rt_error(rt), "toy_train_step: input 'x' holds a NaN at element 3 (row 1): the step was not "
+                                         "taken, the parameters are unchanged"),
+          "typed train_step on a NaN: 6, no step (\"%s\")", nnc_rt_error(rt));
+    CHECK(nnc_rt_run_typed(rt, 2, in, 2) == 0, "typed eval on a NaN: runs (no weights to poison)");
+    x[3] = INFINITY;
+    CHECK(nnc_rt_run_typed(rt, 0, in, 2) == 6 && strstr(nnc_rt_error(rt), "holds an infinity at element 3"),
+          "typed train_step on an infinity: 6");
+    CHECK(nnc_rt_run_typed(rt, 0, in, 1) == 0 && nnc_rt_get_step(rt) == 1, "a batch that ends before it: runs");
+    CHECK(nnc_rt_run(rt, 0, in, 2) == 0 && nnc_rt_get_step(rt) == 2, "the ABI's run does not scan its inputs");
+    nnc_rt_destroy(rt);
+    _Alignas(64) static char mem[8 + 8 + 96];
+    CHECK(!nnc_rt_create_in(&toy_desc, &toy_cpu, mem, sizeof mem - 1) &&
+              !nnc_rt_create_in(&toy_desc, &toy_cpu, NULL, 999),
+          "create_in: too small or NULL: NULL");
+    rt = nnc_rt_create_in(&toy_desc, &toy_cpu, mem, sizeof mem);
+    CHECK(rt && nnc_rt_param(rt, 0) == (void *)mem, "create_in(mem, host bytes): carves mem");
+    nnc_rt_destroy(rt);
+}
+
 static void check_device_outputs(void) {
     float x[2] = {1, 2}, act[24] = {0};
     const void *in[] = {x};
@@ -155,6 +187,7 @@ static void check_device_outputs(void) {
 int main(void) {
     check_calls();
     check_arguments();
+    check_init_and_values();
     check_device_outputs();
     return check_done();
 }
