@@ -15,7 +15,14 @@
 /* ---- CSV ------------------------------------------------------------------ */
 /* Comma-separated numbers, one row per line; '\r\n' endings, a UTF-8 BOM,
  * blank lines and spaces around cells are tolerated.  Every row must have
- * as many cells as the first data row. */
+ * as many cells as the first data row.
+ *
+ * A file is parsed as it is read, a line at a time, and only its numbers are kept: a CSV has
+ * no header that declares its size, so a .gz of gigabytes of junk (a gzip bomb) is refused at
+ * its first bad line or at a line longer than CSV_LINE_MAX, after a few megabytes, and one of
+ * valid rows at 4 GiB of values (DATA_GZ_LIMIT), never after inflating all of it. */
+
+#define CSV_LINE_MAX ((size_t)16 << 20)
 
 typedef struct {
     const char *s; /* the line, without its terminator */
@@ -26,18 +33,68 @@ typedef struct {
 typedef struct {
     double *v;
     size_t n, cap;
+    size_t max; /* most values kept (a .gz: DATA_GZ_LIMIT bytes of them) */
 } csv_values;
 
-/* Next line starting at *pos; 0 at end of input. */
-static int csv_next_line(const char *b, size_t len, size_t *pos, csv_line *line)
+/* The bytes lines are cut from: all of a buffer in memory, or a window onto a file. */
+typedef struct {
+    data_file *f;     /* NULL: the whole input is b[0..len) */
+    uint8_t *buf;     /* file: the bytes read and not yet consumed (owned) */
+    const char *b;    /* buf, or the caller's memory */
+    size_t len, cap;  /* bytes in b; buf's size */
+    size_t pos;       /* start of the next line */
+    size_t scanned;   /* b[pos..scanned) holds no '\n' */
+    uint64_t total;   /* bytes read from the file so far */
+    int eof;          /* all of the input is in b */
+    const char *name;
+} csv_input;
+
+/* Keeps the unfinished line and appends more of the file: DATA_READ_CHUNK bytes, or as many as
+ * the unfinished line has, so that the buffer doubles while a long line does not fit. */
+static int csv_fill(csv_input *in, char *err, size_t errlen)
+{
+    size_t keep = in->len - in->pos, want;
+    if (keep)
+        memmove(in->buf, in->buf + in->pos, keep);
+    in->scanned -= in->pos;
+    in->len = keep;
+    in->pos = 0;
+    want = keep + (keep > DATA_READ_CHUNK ? keep : DATA_READ_CHUNK);
+    if (data_file_read_upto(in->f, &in->buf, &in->len, &in->cap, want, err, errlen) != 0)
+        return -1;
+    in->eof = in->len < want;
+    in->b = (const char *)in->buf;
+    in->total += in->len - keep;
+    if (!in->f->direct && in->total > DATA_GZ_LIMIT) {
+        data_err(err, errlen, "%s: gzip data inflates to more than 4 GiB; refusing", in->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Next line into *line: 1, 0 at the end of the input, -1 with a message. */
+static int csv_next_line(csv_input *in, csv_line *line, char *err, size_t errlen)
 {
     const char *nl;
-    if (*pos >= len)
+    for (;;) {
+        nl = in->scanned < in->len ? memchr(in->b + in->scanned, '\n', in->len - in->scanned) : NULL;
+        if (nl || in->eof)
+            break;
+        in->scanned = in->len;
+        if (in->len - in->pos > CSV_LINE_MAX) {
+            data_err(err, errlen, "%s:%ld: expected a line of at most 16 MiB, found a longer one "
+                     "(not a CSV file?)", in->name, line->lineno + 1);
+            return -1;
+        }
+        if (csv_fill(in, err, errlen) != 0)
+            return -1;
+    }
+    if (in->pos >= in->len)
         return 0;
-    line->s = b + *pos;
-    nl = memchr(line->s, '\n', len - *pos);
-    line->n = nl ? (size_t)(nl - line->s) : len - *pos;
-    *pos += line->n + (nl != NULL);
+    line->s = in->b + in->pos;
+    line->n = nl ? (size_t)(nl - line->s) : in->len - in->pos;
+    in->pos += line->n + (nl != NULL);
+    in->scanned = in->pos;
     if (line->n > 0 && line->s[line->n - 1] == '\r')
         line->n--;
     line->lineno++;
@@ -110,7 +167,9 @@ static int csv_push(csv_values *vals, double v)
     if (vals->n == vals->cap) {
         size_t ncap = vals->cap ? vals->cap * 2 : 1024;
         double *nv;
-        if (ncap > SIZE_MAX / sizeof *nv)
+        if (ncap > vals->max)
+            ncap = vals->max;
+        if (ncap <= vals->n)
             return -1;
         nv = realloc(vals->v, ncap * sizeof *nv);
         if (!nv)
@@ -158,7 +217,11 @@ static int csv_row_parse(const csv_line *line, size_t row, size_t cols, csv_valu
             return -1;
         }
         if (csv_push(vals, v) != 0) {
-            data_err(err, errlen, "%s:%ld: out of memory", name, line->lineno);
+            if (vals->n == vals->max)
+                data_err(err, errlen, "%s:%ld: more than 4 GiB of values from a gzip file; "
+                         "refusing", name, line->lineno);
+            else
+                data_err(err, errlen, "%s:%ld: out of memory", name, line->lineno);
             return -1;
         }
     }
@@ -166,16 +229,15 @@ static int csv_row_parse(const csv_line *line, size_t row, size_t cols, csv_valu
 }
 
 /* Walks the lines, dropping the header if asked (or if auto-detected). */
-static int csv_rows_parse(const char *b, size_t len, const char *name, int skip_header,
-                          csv_values *vals, size_t *rows, size_t *cols, char *err, size_t errlen)
+static int csv_rows_parse(csv_input *in, int skip_header, csv_values *vals, size_t *rows,
+                          size_t *cols, char *err, size_t errlen)
 {
     csv_line line = { NULL, 0, 0 };
-    size_t pos = 0;
-    int first = 1;
-    if (len >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 byte-order mark */
-        pos = 3;
+    int first = 1, got;
+    if (in->len >= 3 && memcmp(in->b, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 byte-order mark */
+        in->pos = in->scanned = 3;
     *rows = *cols = 0;
-    while (csv_next_line(b, len, &pos, &line)) {
+    while ((got = csv_next_line(in, &line, err, errlen)) > 0) {
         if (csv_blank(&line))
             continue;
         if (first) {
@@ -185,25 +247,26 @@ static int csv_rows_parse(const char *b, size_t len, const char *name, int skip_
         }
         if (*rows == 0)
             *cols = csv_count_cells(&line);
-        if (csv_row_parse(&line, *rows, *cols, vals, name, err, errlen) != 0)
+        if (csv_row_parse(&line, *rows, *cols, vals, in->name, err, errlen) != 0)
             return -1;
         (*rows)++;
     }
+    if (got < 0)
+        return -1;
     if (*rows == 0) {
-        data_err(err, errlen, "%s: no data rows%s", name, first ? " (empty file)" : "");
+        data_err(err, errlen, "%s: no data rows%s", in->name, first ? " (empty file)" : "");
         return -1;
     }
     return 0;
 }
 
-int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out,
-                  char *err, size_t errlen)
+/* Parses all of `in` into out (F64 [rows, cols]). */
+static int csv_parse(csv_input *in, int skip_header, size_t max_values, nnc_array *out, char *err,
+                     size_t errlen)
 {
-    csv_values vals = { NULL, 0, 0 };
+    csv_values vals = { NULL, 0, 0, max_values };
     size_t rows, cols;
-    data_array_clear(out);
-    name = data_name(name);
-    if (csv_rows_parse(buf, len, name, skip_header, &vals, &rows, &cols, err, errlen) != 0) {
+    if (csv_rows_parse(in, skip_header, &vals, &rows, &cols, err, errlen) != 0) {
         free(vals.v);
         return -1;
     }
@@ -215,16 +278,29 @@ int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header
     return 0;
 }
 
-int nnc_load_csv(const char *path, int skip_header, nnc_array *out, char *err, size_t errlen)
+int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out,
+                  char *err, size_t errlen)
 {
-    uint8_t *buf;
-    size_t len;
-    int rc;
+    csv_input in = { NULL, NULL, buf, len, 0, 0, 0, 0, 1, data_name(name) };
     data_array_clear(out);
-    if (data_file_read_all(path, &buf, &len, err, errlen) != 0)
-        return -1;
-    rc = nnc_parse_csv(buf, len, path, skip_header, out, err, errlen);
-    free(buf);
-    return rc;
+    return csv_parse(&in, skip_header, SIZE_MAX / sizeof(double), out, err, errlen);
 }
 
+int nnc_load_csv(const char *path, int skip_header, nnc_array *out, char *err, size_t errlen)
+{
+    data_file f;
+    csv_input in = { &f, NULL, "", 0, 0, 0, 0, 0, 0, path };
+    int rc;
+    data_array_clear(out);
+    if (data_file_open(&f, path, err, errlen) != 0)
+        return -1;
+    rc = csv_fill(&in, err, errlen);
+    if (rc == 0)
+        rc = csv_parse(&in, skip_header,
+                       (f.direct ? SIZE_MAX : DATA_GZ_LIMIT) / sizeof(double), out, err, errlen);
+    rc = data_file_close(&f, rc, err, errlen);
+    free(in.buf);
+    if (rc != 0)
+        nnc_array_free(out);
+    return rc;
+}

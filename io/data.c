@@ -8,10 +8,13 @@
  * work out how many bytes the header implies, with every multiplication
  * overflow-checked, and compare that with what is present *before*
  * allocating anything.  Files are read through zlib (gzdopen/gzread), which
- * passes plain files through untouched; reading grows its buffer
- * geometrically up to what the header claims, so a lying header in a small
- * file costs at most twice the file's real size.  A gzip file may not
- * inflate past 4 GiB (a zip bomb is refused rather than swapped to death).
+ * passes plain files through untouched, and as they stream: IDX and .npy read
+ * their header first, then at most one byte more than it declares (a .gz
+ * whose stream runs on is refused at that byte), growing the buffer
+ * geometrically, so a lying header in a small file costs at most twice the
+ * file's real size; CSV is parsed a line at a time (csv.c).  A gzip file may
+ * give at most 4 GiB of data (a zip bomb is refused rather than swapped to
+ * death).
  *
  * Errors are one line, "name: where: expected X, got Y", written into the
  * caller's buffer; *out stays empty on every failure path.
@@ -184,6 +187,25 @@ void data_elems_copy(void *dst, const uint8_t *src, size_t n, size_t esize, int 
             d[i * esize + b] = src[i * esize + esize - 1 - b];
 }
 
+/* Makes the `bytes` of elements at buf + off, stored in the given byte order, an array's data:
+ * moved to the front, swapped to host order there and the rest given back, so a loaded file
+ * costs one copy of its data in memory, not two (a 4 GiB file needed 8 GiB).  Takes buf. */
+void *data_buf_adopt(uint8_t *buf, size_t off, size_t bytes, size_t esize, int src_big)
+{
+    size_t i, b;
+    uint8_t *shrunk;
+    memmove(buf, buf + off, bytes);
+    if (esize > 1 && src_big != data_host_is_big_endian())
+        for (i = 0; i < bytes; i += esize)
+            for (b = 0; b < esize / 2; b++) {
+                uint8_t t = buf[i + b];
+                buf[i + b] = buf[i + esize - 1 - b];
+                buf[i + esize - 1 - b] = t;
+            }
+    shrunk = realloc(buf, bytes ? bytes : 1);
+    return shrunk ? shrunk : buf;
+}
+
 /* Training data must be finite: one NaN pixel would otherwise flow silently into
  * the weights (a ReLU can hide it from the loss).  Refuses the first NaN or Inf of a
  * float array, naming the sample (index along the first dimension), the element
@@ -318,29 +340,6 @@ int data_file_read_upto(data_file *f, uint8_t **buf, size_t *len, size_t *cap, s
         *len += (size_t)got;
     }
     return 0;
-}
-
-/* Reads the whole file; a .gz may not inflate past DATA_GZ_LIMIT. */
-int data_file_read_all(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
-{
-    data_file f;
-    size_t cap = 0;
-    int rc;
-    *buf = NULL;
-    *len = 0;
-    if (data_file_open(&f, path, err, errlen) != 0)
-        return -1;
-    rc = data_file_read_upto(&f, buf, len, &cap, f.direct ? SIZE_MAX : DATA_GZ_LIMIT + 1, err, errlen);
-    if (rc == 0 && !f.direct && *len > DATA_GZ_LIMIT) {
-        data_err(err, errlen, "%s: gzip data inflates to more than 4 GiB; refusing", path);
-        rc = -1;
-    }
-    rc = data_file_close(&f, rc, err, errlen);
-    if (rc != 0) {
-        free(*buf);
-        *buf = NULL;
-    }
-    return rc;
 }
 
 /* ---- conversions ---------------------------------------------------------- */

@@ -61,12 +61,17 @@ typedef struct {
     void *data;                 /* malloc'd, row-major, host byte order; never NULL on success */
 } nnc_array;
 
-/* Files.  A .gz file is decompressed on the fly (and one that decompresses
- * to more than 4 GiB is refused). */
+/* Files.  A .gz file is decompressed on the fly, as it streams: one that runs on past
+ * what its header declares is refused at the first byte too many, and one that gives
+ * more than 4 GiB of data is refused (a gzip bomb costs megabytes, not gigabytes). */
 int nnc_load_idx(const char *path, nnc_array *out, char *err, size_t errlen);
 int nnc_load_npy(const char *path, nnc_array *out, char *err, size_t errlen);
 /* The same, with NaN and Inf read as they are (not training data: test tools feed them). */
 int nnc_load_npy_values(const char *path, nnc_array *out, char *err, size_t errlen);
+/* The dtype and shape a file's header declares, its data not read (out->data stays NULL; a
+ * caller can refuse a file whose samples cannot fit before gigabytes of them are inflated). */
+int nnc_load_idx_header(const char *path, nnc_array *out, char *err, size_t errlen);
+int nnc_load_npy_header(const char *path, nnc_array *out, char *err, size_t errlen);
 /* skip_header: 1 = first line is a header, 0 = it is data, -1 = auto-detect
  * (a first line with any non-numeric cell is a header).  Gives F64 [rows, cols]. */
 int nnc_load_csv(const char *path, int skip_header, nnc_array *out, char *err, size_t errlen);

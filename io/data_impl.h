@@ -26,6 +26,7 @@ void data_array_clear(nnc_array *a);
 int data_array_alloc(nnc_array *out, nnc_dtype t, int rank, const int64_t *dims, size_t bytes,
                      const char *name, char *err, size_t errlen);
 int data_host_is_big_endian(void);
+void *data_buf_adopt(uint8_t *buf, size_t off, size_t bytes, size_t esize, int src_big);
 void data_elems_copy(void *dst, const uint8_t *src, size_t n, size_t esize, int src_big);
 int data_array_finite_check(const nnc_array *a, const char *name, size_t data_off, char *err,
                      size_t errlen);
@@ -33,5 +34,4 @@ int data_file_open(data_file *f, const char *path, char *err, size_t errlen);
 int data_file_close(data_file *f, int rc, char *err, size_t errlen);
 int data_file_read_upto(data_file *f, uint8_t **buf, size_t *len, size_t *cap, size_t want,
                      char *err, size_t errlen);
-int data_file_read_all(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen);
 #endif

@@ -103,11 +103,12 @@ static int idx_size_check(const idx_header *h, size_t len, const char *name, cha
                  name, shape, nnc_dtype_name(h->dtype), h->data_bytes, h->hdr_bytes, avail);
         return -1;
     }
-    if (avail > h->data_bytes) {
+    if (avail > h->data_bytes) { /* a file is read one byte past its shape: "more", not a count */
         data_err(err, errlen,
-                 "%s: offset %zu: expected end of file after shape %s of %s, found %zu more bytes",
-                 name, h->hdr_bytes + h->data_bytes, shape, nnc_dtype_name(h->dtype),
-                 avail - h->data_bytes);
+                 "%s: offset %zu: expected the end of the file after shape %s of %s (%zu data "
+                 "bytes after the %zu-byte header), found more",
+                 name, h->hdr_bytes + h->data_bytes, shape, nnc_dtype_name(h->dtype), h->data_bytes,
+                 h->hdr_bytes);
         return -1;
     }
     return 0;
@@ -161,17 +162,24 @@ int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out,
     return 0;
 }
 
-/* Reads just enough of f to parse the header, then at most one byte more
- * than the header says the file holds (so trailing junk is still noticed). */
+/* Reads just enough of f to parse the header into h. */
+static int idx_file_header(data_file *f, uint8_t **buf, size_t *len, size_t *cap, idx_header *h,
+                           char *err, size_t errlen)
+{
+    if (data_file_read_upto(f, buf, len, cap, 4, err, errlen) != 0)
+        return -1;
+    if (*len == 4 && data_file_read_upto(f, buf, len, cap, 4 + 4 * (size_t)(*buf)[3], err, errlen))
+        return -1;
+    return idx_header_parse(*buf, *len, f->path, h, err, errlen);
+}
+
+/* Reads the header, then at most one byte more than it says the file holds (so trailing junk
+ * is still noticed, and a .gz that runs on is refused at that byte). */
 static int idx_file_read(data_file *f, uint8_t **buf, size_t *len, char *err, size_t errlen)
 {
     idx_header h;
     size_t cap = 0, want;
-    if (data_file_read_upto(f, buf, len, &cap, 4, err, errlen) != 0)
-        return -1;
-    if (*len == 4 && data_file_read_upto(f, buf, len, &cap, 4 + 4 * (size_t)(*buf)[3], err, errlen))
-        return -1;
-    if (idx_header_parse(*buf, *len, f->path, &h, err, errlen) != 0)
+    if (idx_file_header(f, buf, len, &cap, &h, err, errlen) != 0)
         return -1;
     if (!f->direct && h.data_bytes > DATA_GZ_LIMIT) {
         data_err(err, errlen, "%s: header claims %zu data bytes; refusing more than 4 GiB from a "
@@ -182,31 +190,17 @@ static int idx_file_read(data_file *f, uint8_t **buf, size_t *len, char *err, si
     return data_file_read_upto(f, buf, len, &cap, want, err, errlen);
 }
 
-/* Turns the file image buf (header + data) into out's data in place, or frees it: the
- * elements move to the front and are swapped to host order there, so loading costs one copy
- * of the data in memory, not two (a 4 GiB file needed 8 GiB). */
+/* Turns the file image buf (header + data) into out's data in place, or frees it. */
 static int idx_adopt(uint8_t *buf, size_t len, const char *name, nnc_array *out, char *err,
                      size_t errlen)
 {
     idx_header h;
-    size_t esize, i, b;
-    uint8_t *shrunk;
     if (idx_header_parse(buf, len, name, &h, err, errlen) != 0 ||
         idx_size_check(&h, len, name, err, errlen) != 0) {
         free(buf);
         return -1;
     }
-    esize = nnc_dtype_size(h.dtype);
-    memmove(buf, buf + h.hdr_bytes, h.data_bytes);
-    if (esize > 1 && !data_host_is_big_endian())
-        for (i = 0; i < h.data_bytes; i += esize)
-            for (b = 0; b < esize / 2; b++) {
-                uint8_t t = buf[i + b];
-                buf[i + b] = buf[i + esize - 1 - b];
-                buf[i + esize - 1 - b] = t;
-            }
-    shrunk = realloc(buf, h.data_bytes ? h.data_bytes : 1);
-    out->data = shrunk ? shrunk : buf;
+    out->data = data_buf_adopt(buf, h.hdr_bytes, h.data_bytes, nnc_dtype_size(h.dtype), 1);
     out->dtype = h.dtype;
     out->rank = h.rank;
     memcpy(out->dims, h.dims, (size_t)h.rank * sizeof h.dims[0]);
@@ -234,3 +228,23 @@ int nnc_load_idx(const char *path, nnc_array *out, char *err, size_t errlen)
     return rc;
 }
 
+
+int nnc_load_idx_header(const char *path, nnc_array *out, char *err, size_t errlen)
+{
+    data_file f;
+    idx_header h;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+    data_array_clear(out);
+    if (data_file_open(&f, path, err, errlen) != 0)
+        return -1;
+    rc = data_file_close(&f, idx_file_header(&f, &buf, &len, &cap, &h, err, errlen), err, errlen);
+    free(buf);
+    if (rc != 0)
+        return -1;
+    out->dtype = h.dtype;
+    out->rank = h.rank;
+    memcpy(out->dims, h.dims, (size_t)h.rank * sizeof h.dims[0]);
+    return 0;
+}

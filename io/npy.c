@@ -10,6 +10,10 @@
 
 #include "data_impl.h"
 
+/* The longest header read (numpy itself refuses more than 10000 bytes unless told otherwise):
+ * a v2 preamble may declare 4 GiB of "header", which a .gz would inflate before any check. */
+#define NPY_HEADER_MAX (1 << 20)
+
 /* ---- .npy ----------------------------------------------------------------- */
 /* "\x93NUMPY" major minor, header length (u16 LE for v1, u32 LE for v2/v3),
  * then a Python dict literal such as
@@ -259,7 +263,7 @@ static int npy_layout_check(const npy_header *h, const char *name, char *err, si
     return 0;
 }
 
-/* Parses the fixed preamble: magic, version, header length. */
+/* Parses the fixed preamble: magic, version, header length (not that the header is there). */
 static int npy_preamble(const uint8_t *b, size_t len, const char *name, size_t *hstart,
                         size_t *hlen, char *err, size_t errlen)
 {
@@ -286,9 +290,9 @@ static int npy_preamble(const uint8_t *b, size_t len, const char *name, size_t *
     *hlen = b[6] == 1 ? (size_t)b[8] | (size_t)b[9] << 8
                       : (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
                             (size_t)b[11] << 24;
-    if (*hlen > len - *hstart) {
-        data_err(err, errlen, "%s: truncated: header of %zu bytes at offset %zu needs %zu bytes, "
-                 "found %zu", name, *hlen, *hstart, *hstart + *hlen, len);
+    if (*hlen > NPY_HEADER_MAX) {
+        data_err(err, errlen, "%s: offset 8: expected a header of at most %d bytes, the preamble "
+                 "declares %zu", name, NPY_HEADER_MAX, *hlen);
         return -1;
     }
     return 0;
@@ -302,6 +306,11 @@ static int npy_header_parse(const uint8_t *b, size_t len, const char *name, npy_
     npy_cursor c;
     if (npy_preamble(b, len, name, &hstart, &hlen, err, errlen) != 0)
         return -1;
+    if (hlen > len - hstart) {
+        data_err(err, errlen, "%s: truncated: header of %zu bytes at offset %zu needs %zu bytes, "
+                 "found %zu", name, hlen, hstart, hstart + hlen, len);
+        return -1;
+    }
     memset(h, 0, sizeof *h);
     c.s = b + hstart;
     c.n = hlen;
@@ -314,6 +323,50 @@ static int npy_header_parse(const uint8_t *b, size_t len, const char *name, npy_
         npy_layout_check(h, name, err, errlen) != 0)
         return -1;
     *data_off = hstart + hlen;
+    return 0;
+}
+
+/* The data bytes h declares; -1 with a message when they cannot be addressed. */
+static int npy_data_bytes(const npy_header *h, nnc_dtype t, const char *name, size_t *bytes,
+                          char *err, size_t errlen)
+{
+    char shape[160];
+    if (data_dims_bytes(h->dims, h->rank, nnc_dtype_size(t), bytes) == 0)
+        return 0;
+    data_err(err, errlen, "%s: header: shape %s of '%s' is too large to address", name,
+             data_dims_str(h->dims, h->rank, shape, sizeof shape), h->descr);
+    return -1;
+}
+
+/* Checks that exactly `bytes` follow the header ending at `off`.  A file is read only one byte
+ * past what its header declares, so the excess is reported as "more", not counted. */
+static int npy_size_check(const npy_header *h, size_t off, size_t bytes, size_t len,
+                          const char *name, char *err, size_t errlen)
+{
+    char shape[160];
+    data_dims_str(h->dims, h->rank, shape, sizeof shape);
+    if (len - off < bytes) {
+        data_err(err, errlen, "%s: truncated: shape %s of '%s' needs %zu data bytes at offset %zu, "
+                 "found %zu", name, shape, h->descr, bytes, off, len - off);
+        return -1;
+    }
+    if (len - off > bytes) {
+        data_err(err, errlen, "%s: offset %zu: expected the end of the file after shape %s of '%s' "
+                 "(%zu data bytes at offset %zu), found more", name, off + bytes, shape, h->descr,
+                 bytes, off);
+        return -1;
+    }
+    return 0;
+}
+
+/* The header of a .npy held in memory, checked against exactly its data after it. */
+static int npy_checked(const uint8_t *b, size_t len, const char *name, npy_header *h, nnc_dtype *t,
+                       size_t *off, size_t *bytes, char *err, size_t errlen)
+{
+    if (npy_header_parse(b, len, name, h, t, off, err, errlen) != 0 ||
+        npy_data_bytes(h, *t, name, bytes, err, errlen) != 0 ||
+        npy_size_check(h, *off, *bytes, len, name, err, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -334,24 +387,11 @@ static int parse_npy(const void *buf, size_t len, const char *name, nnc_array *o
     npy_header h;
     nnc_dtype t;
     size_t off, bytes, esize;
-    char shape[160];
     data_array_clear(out);
     name = data_name(name);
-    if (npy_header_parse(b, len, name, &h, &t, &off, err, errlen) != 0)
+    if (npy_checked(b, len, name, &h, &t, &off, &bytes, err, errlen) != 0)
         return -1;
     esize = nnc_dtype_size(t);
-    data_dims_str(h.dims, h.rank, shape, sizeof shape);
-    if (data_dims_bytes(h.dims, h.rank, esize, &bytes) != 0) {
-        data_err(err, errlen, "%s: header: shape %s of '%s' is too large to address", name, shape,
-                 h.descr);
-        return -1;
-    }
-    if (len - off != bytes) {
-        data_err(err, errlen, "%s: %s: shape %s of '%s' needs %zu data bytes at offset %zu, found "
-                 "%zu", name, len - off < bytes ? "truncated" : "size mismatch", shape, h.descr,
-                 bytes, off, len - off);
-        return -1;
-    }
     if (data_array_alloc(out, t, h.rank, h.dims, bytes, name, err, errlen) != 0)
         return -1;
     data_elems_copy(out->data, b + off, bytes / esize, esize, 0);
@@ -362,17 +402,100 @@ static int parse_npy(const void *buf, size_t len, const char *name, nnc_array *o
     return 0;
 }
 
+/* Reads the preamble and the header it declares into h. */
+static int npy_file_header(data_file *f, uint8_t **buf, size_t *len, size_t *cap, npy_header *h,
+                           nnc_dtype *t, size_t *off, char *err, size_t errlen)
+{
+    size_t hstart, hlen;
+    if (data_file_read_upto(f, buf, len, cap, 12, err, errlen) != 0 ||
+        npy_preamble(*buf, *len, f->path, &hstart, &hlen, err, errlen) != 0 ||
+        data_file_read_upto(f, buf, len, cap, hstart + hlen, err, errlen) != 0)
+        return -1;
+    return npy_header_parse(*buf, *len, f->path, h, t, off, err, errlen);
+}
+
+/* Reads the preamble, then the header it declares, then at most one byte more than the data
+ * the header declares: a .gz whose stream runs on past its shape (a gzip bomb) is refused
+ * after that byte, not after inflating the rest. */
+static int npy_file_read(data_file *f, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+    npy_header h;
+    nnc_dtype t;
+    size_t cap = 0, off, bytes, want;
+    if (npy_file_header(f, buf, len, &cap, &h, &t, &off, err, errlen) != 0 ||
+        npy_data_bytes(&h, t, f->path, &bytes, err, errlen) != 0)
+        return -1;
+    if (!f->direct && bytes > DATA_GZ_LIMIT) {
+        data_err(err, errlen, "%s: header claims %zu data bytes; refusing more than 4 GiB from a "
+                 "gzip file", f->path, bytes);
+        return -1;
+    }
+    want = bytes > SIZE_MAX - off - 1 ? SIZE_MAX : off + bytes + 1;
+    return data_file_read_upto(f, buf, len, &cap, want, err, errlen);
+}
+
+/* Turns the file image buf into out's data in place, or frees it (one copy of the data in
+ * memory, not two). */
+static int npy_adopt(uint8_t *buf, size_t len, const char *name, nnc_array *out, int finite,
+                     char *err, size_t errlen)
+{
+    npy_header h;
+    nnc_dtype t;
+    size_t off, bytes;
+    if (npy_checked(buf, len, name, &h, &t, &off, &bytes, err, errlen) != 0) {
+        free(buf);
+        return -1;
+    }
+    out->data = data_buf_adopt(buf, off, bytes, nnc_dtype_size(t), 0);
+    out->dtype = t;
+    out->rank = h.rank;
+    memcpy(out->dims, h.dims, sizeof h.dims);
+    if (finite && data_array_finite_check(out, name, off, err, errlen) != 0) {
+        nnc_array_free(out);
+        return -1;
+    }
+    return 0;
+}
+
 static int load_npy(const char *path, nnc_array *out, int finite, char *err, size_t errlen)
 {
-    uint8_t *buf;
-    size_t len;
+    data_file f;
+    uint8_t *buf = NULL;
+    size_t len = 0;
     int rc;
     data_array_clear(out);
-    if (data_file_read_all(path, &buf, &len, err, errlen) != 0)
+    if (data_file_open(&f, path, err, errlen) != 0)
         return -1;
-    rc = parse_npy(buf, len, path, out, finite, err, errlen);
+    rc = npy_file_read(&f, &buf, &len, err, errlen);
+    rc = data_file_close(&f, rc, err, errlen);
+    if (rc == 0)
+        return npy_adopt(buf, len, path, out, finite, err, errlen); /* takes buf */
     free(buf);
     return rc;
+}
+
+int nnc_load_npy_header(const char *path, nnc_array *out, char *err, size_t errlen)
+{
+    data_file f;
+    npy_header h;
+    nnc_dtype t;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0, off, bytes;
+    int rc;
+    data_array_clear(out);
+    if (data_file_open(&f, path, err, errlen) != 0)
+        return -1;
+    rc = npy_file_header(&f, &buf, &len, &cap, &h, &t, &off, err, errlen);
+    if (rc == 0)
+        rc = npy_data_bytes(&h, t, path, &bytes, err, errlen); /* the size must be addressable */
+    rc = data_file_close(&f, rc, err, errlen);
+    free(buf);
+    if (rc != 0)
+        return -1;
+    out->dtype = t;
+    out->rank = h.rank;
+    memcpy(out->dims, h.dims, sizeof h.dims);
+    return 0;
 }
 
 int nnc_load_npy(const char *path, nnc_array *out, char *err, size_t errlen)
@@ -384,4 +507,3 @@ int nnc_load_npy_values(const char *path, nnc_array *out, char *err, size_t errl
 {
     return load_npy(path, out, 0, err, errlen);
 }
-

@@ -300,15 +300,44 @@ static void column_release(Column *c, nnc_array *conv) {
     c->map_len = 0;
 }
 
+/* What the model needs, checked against an IDX or .npy header before the data is read: samples
+ * of the input's size, as many as the inputs before it have (want_rows, or -1).  A .gz that
+ * declares gigabytes of the wrong shape is refused after its header, not after inflating them.
+ * load_column checks the loaded data again (a file may change in between). */
+static bool header_fits(const Model *m, const DataBind *b, const DataSource *s, int64_t want_rows,
+                        const char *first, char *err, size_t n) {
+    const Node *in = &m->g->nodes[b->node];
+    nnc_array h;
+    if ((s->kind != SRC_IDX && s->kind != SRC_NPY) || shape_batch_axis(in->shape) != 0) return true;
+    if ((s->kind == SRC_IDX ? nnc_load_idx_header : nnc_load_npy_header)(s->path, &h, err, n) != 0) return false;
+    int64_t rows = h.rank ? h.dims[0] : 1, per = 1, row_elems = shape_numel(in->shape, 1);
+    for (int i = 1; i < h.rank && rows > 0; i++) per *= h.dims[i];   /* fits: so does the product with rows */
+    if (rows > 0 && per != row_elems) {
+        char sb[96];
+        snprintf(err, n, "%s: each sample has %lld elements, but input '%s' is %s (%lld per sample)", s->path,
+                 (long long)per, b->input, shape_str(in->shape, in->dtype, m->g->batch_name, sb, sizeof sb),
+                 (long long)row_elems);
+        return false;
+    }
+    if (want_rows >= 0 && rows != want_rows) {
+        snprintf(err, n, "input '%s' has %lld samples but '%s' has %lld", b->input, (long long)rows, first,
+                 (long long)want_rows);
+        return false;
+    }
+    return true;
+}
+
 static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
-                        int64_t *samples, char *err, size_t n) {
+                        int64_t want_rows, const char *first, int64_t *samples, char *err, size_t n) {
     const DataSource *s = test ? &b->test : &b->train;
     const Node *in = &m->g->nodes[b->node];
     nnc_array a, conv;
     char *pending = NULL;
     void *map = NULL;
     size_t map_len = 0;
-    if (!load_source(s, b->input, seed, cache_dir, &a, &pending, &map, &map_len, err, n)) return false;
+    if (!header_fits(m, b, s, want_rows, first, err, n) ||
+        !load_source(s, b->input, seed, cache_dir, &a, &pending, &map, &map_len, err, n))
+        return false;
     const char *what = s->path ? s->path : b->input;
     c->scale = (float)s->scale;
     c->bytes = in->dtype == DT_F32 && a.dtype == NNC_DT_U8;   /* images: 4x less memory */
@@ -378,7 +407,7 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
             return false;
         }
         int64_t rows;
-        if (!load_column(m, b, test, seed, cache_dir, &d->cols[d->ncols], &rows, err, n)) {
+        if (!load_column(m, b, test, seed, cache_dir, &d->cols[d->ncols], first ? d->n : -1, first, &rows, err, n)) {
             free(d->cols[d->ncols].cache_path);   /* the column is not counted yet */
             dataset_free(d);
             return false;

@@ -270,5 +270,47 @@ sed 's|data x = idx("c.idx.gz")|data x = idx("missing.idx.gz")\n    test x = idx
 bad "$nnc" bt.nn --quiet;                             has "missing.idx.gz: cannot open"
 check sh -c "! grep -q empty.idx out"
 
+# A gzip bomb: a .npy.gz declaring 4x3 floats, then 1 GiB of zeros (in 1 MB) is refused at the
+# first byte past the declared data, naming it, in megabytes of memory (reading it all took
+# 1 GiB).  peak CMD...: runs CMD (output in out) and prints the peak memory, in MiB, of it and
+# the compilers it ran.
+"$py" - <<'EOF'
+import gzip, struct
+h = b"{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }"
+h += b" " * (117 - len(h)) + b"\n"
+with open("bomb.npy.gz", "wb") as f:
+    f.write(gzip.compress(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + bytes(48), mtime=0))
+    f.write(gzip.compress(bytes(1 << 20), compresslevel=9, mtime=0) * 1024)
+EOF
+peak() { "$py" -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=open("out", "w"), stderr=subprocess.STDOUT)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.exit(r.returncode)' "$@"; }
+sed 's|data x = idx("c.idx.gz")|data x = npy("bomb.npy.gz")|' c.nn > bomb.nn
+mib=$(peak "$nnc" bomb.nn --quiet) && { fail=$((fail+1)); echo "FAIL: the bomb loaded"; }
+has "bomb.npy.gz: offset 176: expected the end of the file after shape \\[4, 3\\] of '<f4' (48 data bytes at offset 128), found more"
+check test "$mib" -lt 512
+# ... and what the model needs is checked against a header before its data is read: an IDX .gz
+# declaring [16384, 65536] bytes (1 GiB of zeros) for x: f32[N, 3], and a .npy.gz of 2^28
+# labels for y beside x's 4 samples, are refused after their headers
+"$py" - <<'EOF'
+import gzip, struct
+zeros = gzip.compress(bytes(1 << 20), compresslevel=9, mtime=0)
+with open("wide.idx.gz", "wb") as f:
+    f.write(gzip.compress(bytes([0, 0, 8, 2]) + struct.pack(">II", 16384, 65536), mtime=0) + zeros * 1024)
+h = b"{'descr': '|u1', 'fortran_order': False, 'shape': (268435456,), }"
+h += b" " * (117 - len(h)) + b"\n"
+with open("many.npy.gz", "wb") as f:
+    f.write(gzip.compress(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h, mtime=0) + zeros * 256)
+EOF
+sed 's|c.idx.gz|wide.idx.gz|' c.nn > wide.nn
+mib=$(peak "$nnc" wide.nn --quiet) && { fail=$((fail+1)); echo "FAIL: wide.idx.gz loaded"; }
+has "wide.idx.gz: each sample has 65536 elements, but input 'x' is f32\\[N,3\\] (3 per sample)"
+check test "$mib" -lt 512
+sed 's/loss = mean(x @ W)/input y: i32[N]\nloss = mean(x @ W)/; s/data x = idx("c.idx.gz")/&\n    data y = npy("many.npy.gz")/' c.nn > many.nn
+mib=$(peak "$nnc" many.nn --quiet) && { fail=$((fail+1)); echo "FAIL: many.npy.gz loaded"; }
+has "input 'y' has 268435456 samples but 'x' has 4"
+check test "$mib" -lt 512
+
 echo "data: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -5,6 +5,7 @@
  */
 #define _XOPEN_SOURCE 700
 
+#include "bomb.h"
 #include "check.h"
 #include "data.h"
 
@@ -118,6 +119,30 @@ static void test_files(void)
     CHECK_ERR(rc, err, "r.csv:2: expected 2 columns, got 1", "file errors name the path and line");
 }
 
+static int load_auto(const char *path, nnc_array *out, char *err, size_t errlen)
+{
+    return nnc_load_csv(path, -1, out, err, errlen);
+}
+
+/* A CSV is parsed as it streams, keeping only its numbers: a .gz is refused at its first bad
+ * line, or at a line longer than 16 MiB, not after inflating all of it into memory. */
+static void test_gzip_bomb(void)
+{
+    static const char bad_row[] = "1,2,3\n1,2\n";
+    char err[512];
+    long peak;
+    int rc;
+    bomb_write(check_path("row.csv.gz"), bad_row, strlen(bad_row), '\n', 1024);
+    rc = bomb_load(load_auto, check_path("row.csv.gz"), err, sizeof err, &peak);
+    CHECK_ERR(rc, err, "row.csv.gz:2: expected 3 columns, got 2", "a bad row, then 1 GiB of lines");
+    CHECK(peak < 256, "... refused at %ld MiB of memory (inflating it takes 1024)", peak);
+    bomb_write(check_path("line.csv.gz"), "1,2,3\n", 6, 'x', 1024);
+    rc = bomb_load(load_auto, check_path("line.csv.gz"), err, sizeof err, &peak);
+    CHECK_ERR(rc, err, "line.csv.gz:2: expected a line of at most 16 MiB, found a longer one",
+              "a line of 1 GiB");
+    CHECK(peak < 256, "... refused at %ld MiB of memory (inflating it takes 1024)", peak);
+}
+
 int main(void)
 {
     test_headers();
@@ -125,5 +150,6 @@ int main(void)
     test_errors();
     test_non_finite();
     test_files();
+    test_gzip_bomb();
     return check_done();
 }

@@ -7,6 +7,7 @@
 
 #include <zlib.h>
 
+#include "bomb.h"
 #include "check.h"
 #include "data.h"
 
@@ -112,7 +113,8 @@ static void test_truncated(void)
     CHECK_ERR(rc, err, "a 3-dimensional IDX header needs 16 bytes, found 9", "cut in the dims");
     file[n] = 0;
     rc = nnc_parse_idx(file, n + 1, "long.idx", &a, err, sizeof err);
-    CHECK_ERR(rc, err, "long.idx: offset 40: expected end of file", "trailing byte");
+    CHECK_ERR(rc, err, "long.idx: offset 40: expected the end of the file after shape [2, 3, 4] of "
+                       "u8 (24 data bytes after the 16-byte header), found more", "trailing byte");
 }
 
 static void test_truncated_gzip_stream(void)
@@ -222,6 +224,32 @@ static void test_non_finite(void)
     CHECK(a.data == NULL, "output left empty");
 }
 
+/* A .gz whose stream runs on far past the shape its header declares is refused at the first
+ * byte too many: reading stops there, whatever the rest would inflate to. */
+static void test_gzip_bomb(void)
+{
+    uint32_t dims[2] = { 4, 3 };
+    char err[512];
+    long peak;
+    size_t n = idx_build(file, 0x08, 2, dims, img, 12);
+    int rc;
+    bomb_write(check_path("bomb.idx.gz"), file, n, 0, 1024);
+    rc = bomb_load(nnc_load_idx, check_path("bomb.idx.gz"), err, sizeof err, &peak);
+    CHECK_ERR(rc, err, "bomb.idx.gz: offset 24: expected the end of the file after shape [4, 3] "
+                       "of u8 (12 data bytes after the 12-byte header), found more",
+              "12 bytes declared, then 1 GiB of zeros");
+    CHECK(peak < 256, "... refused at %ld MiB of memory (inflating it takes 1024)", peak);
+    rc = bomb_load(nnc_load_idx_header, check_path("bomb.idx.gz"), err, sizeof err, &peak);
+    CHECK(rc == 0 && peak < 256, "its header alone reads (%s, %ld MiB)", err, peak);
+    err[0] = '\0';
+    {
+        nnc_array h;
+        rc = nnc_load_idx_header(check_path("bomb.idx.gz"), &h, err, sizeof err);
+        CHECK(rc == 0 && h.dtype == NNC_DT_U8 && h.rank == 2 && h.dims[0] == 4 && h.dims[1] == 3 &&
+              h.data == NULL, "... as u8 [4, 3], no data %s", err);
+    }
+}
+
 int main(void)
 {
     test_valid();
@@ -232,5 +260,6 @@ int main(void)
     test_files();
     test_edge_cases();
     test_non_finite();
+    test_gzip_bomb();
     return check_done();
 }

@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include "bomb.h"
 #include "check.h"
 #include "data.h"
 
@@ -160,8 +161,8 @@ static void test_truncation(void)
     CHECK_ERR(rc, err, "x.npy: truncated: shape [2, 3] of '<f4' needs 24 data bytes at offset "
                        "128, found 23", "data cut short");
     rc = parse(n + 1, &a, err);
-    CHECK_ERR(rc, err, "size mismatch: shape [2, 3] of '<f4' needs 24 data bytes at offset 128, "
-                       "found 25", "one byte too many");
+    CHECK_ERR(rc, err, "x.npy: offset 152: expected the end of the file after shape [2, 3] of "
+                       "'<f4' (24 data bytes at offset 128), found more", "one byte too many");
     rc = parse(30, &a, err);
     CHECK_ERR(rc, err, "x.npy: truncated: header of 118 bytes at offset 10 needs 128 bytes, found 30",
               "header cut short");
@@ -239,6 +240,45 @@ static void test_non_finite(void)
     CHECK_ERR(rc, err, "sample 1, element 0 is -Inf", "f64 -Inf");
 }
 
+/* A .gz is read as it streams, never past what its header declares: a run of zeros after
+ * the data is refused at its first byte, a header that declares more than 4 GiB before any data
+ * is read, and so is a preamble that declares a header of gigabytes. */
+static void test_gzip_bomb(void)
+{
+    char err[512];
+    long peak;
+    nnc_array a;
+    size_t n = npy_build(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", NULL, 0);
+    int rc;
+    memset(buf + n, 0, 48);
+    bomb_write(check_path("bomb.npy.gz"), buf, n + 48, 0, 1024);
+    rc = bomb_load(nnc_load_npy, check_path("bomb.npy.gz"), err, sizeof err, &peak);
+    CHECK_ERR(rc, err, "bomb.npy.gz: offset 176: expected the end of the file after shape [4, 3] "
+                       "of '<f4' (48 data bytes at offset 128), found more",
+              "48 bytes declared, then 1 GiB of zeros");
+    CHECK(peak < 256, "... refused at %ld MiB of memory (inflating it takes 1024)", peak);
+    err[0] = '\0';
+    rc = nnc_load_npy_header(check_path("bomb.npy.gz"), &a, err, sizeof err);
+    CHECK(rc == 0 && a.dtype == NNC_DT_F32 && a.rank == 2 && a.dims[0] == 4 && a.dims[1] == 3 &&
+          a.data == NULL, "its header alone reads: f32 [4, 3], no data %s", err);
+    n = npy_build(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (65536, 65536, 2), }", NULL,
+                  0);
+    bomb_write(check_path("big.npy.gz"), buf, n, 0, 1);
+    rc = bomb_load(nnc_load_npy, check_path("big.npy.gz"), err, sizeof err, &peak);
+    CHECK_ERR(rc, err, "big.npy.gz: header claims 8589934592 data bytes; refusing more than 4 GiB "
+                       "from a gzip file", "8 GiB declared by a .gz");
+    n = npy_build(2, "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", NULL, 0);
+    buf[8] = buf[9] = buf[10] = 0xFF;
+    buf[11] = 0x7F;
+    rc = parse(n, &a, err);
+    CHECK_ERR(rc, err, "x.npy: offset 8: expected a header of at most 1048576 bytes, the preamble "
+                       "declares 2147483647", "a 2 GiB header");
+    bomb_write(check_path("hdr.npy.gz"), buf, n, ' ', 1024);
+    rc = bomb_load(nnc_load_npy, check_path("hdr.npy.gz"), err, sizeof err, &peak);
+    CHECK_ERR(rc, err, "expected a header of at most 1048576 bytes", "a 2 GiB header in a .gz");
+    CHECK(peak < 256, "... refused at %ld MiB of memory (inflating it takes 1024)", peak);
+}
+
 int main(void)
 {
     test_dtypes();
@@ -248,5 +288,6 @@ int main(void)
     test_files();
     test_edge_cases();
     test_non_finite();
+    test_gzip_bomb();
     return check_done();
 }
