@@ -47,6 +47,7 @@ typedef struct {
     uint64_t total;   /* bytes read from the file so far */
     int eof;          /* all of the input is in b */
     const char *name;
+    int shown;        /* messages may quote the input (others can read the file) */
 } csv_input;
 
 /* Keeps the unfinished line and appends more of the file: DATA_READ_CHUNK bytes, or as many as
@@ -181,25 +182,30 @@ static int csv_push(csv_values *vals, double v)
     return 0;
 }
 
-static int csv_bad_cell(const char *name, const csv_line *line, size_t col, const char *s,
+/* A cell that is not a number: where (file:line:column, the column counting bytes from 1) and
+ * a few escaped characters of it, none when others cannot read the file (data_excerpt): a
+ * model may name any file, and a whole line of /etc/shadow used to end up in the message. */
+static int csv_bad_cell(const csv_input *in, const csv_line *line, size_t k, size_t start,
                         size_t n, char *err, size_t errlen)
 {
-    char shown[40];
-    size_t i, k = n < sizeof shown - 4 ? n : sizeof shown - 4;
-    for (i = 0; i < k; i++) /* keep the message one printable line */
-        shown[i] = (s[i] >= 0x20 && s[i] < 0x7F) ? s[i] : '?';
-    strcpy(shown + k, k < n ? "..." : "");
-    data_err(err, errlen, "%s:%ld: column %zu: expected a number, got '%s'", name, line->lineno,
-             col, shown);
+    char got[4 * DATA_EXCERPT_MAX + 48];
+    while (n > 0 && (line->s[start] == ' ' || line->s[start] == '\t'))
+        start++, n--;
+    while (n > 0 && (line->s[start + n - 1] == ' ' || line->s[start + n - 1] == '\t'))
+        n--;
+    data_err(err, errlen, "%s:%ld:%zu: expected a number in column %zu, got %s", in->name,
+             line->lineno, start + 1, k,
+             data_excerpt(got, sizeof got, line->s + start, n, DATA_EXCERPT_MAX, in->shown));
     return -1;
 }
 
 /* Appends data row `row` (0-based sample index) of exactly `cols` cells; a NaN or
  * Inf cell ("nan", "inf", or a number past the double range) is refused, as in
  * data_array_finite_check. */
-static int csv_row_parse(const csv_line *line, size_t row, size_t cols, csv_values *vals,
-                         const char *name, char *err, size_t errlen)
+static int csv_row_parse(const csv_input *in, const csv_line *line, size_t row, size_t cols,
+                         csv_values *vals, char *err, size_t errlen)
 {
+    const char *name = in->name;
     size_t k, at = 0, cells = csv_count_cells(line);
     if (cells != cols) {
         data_err(err, errlen, "%s:%ld: expected %zu columns, got %zu", name, line->lineno, cols,
@@ -210,7 +216,7 @@ static int csv_row_parse(const csv_line *line, size_t row, size_t cols, csv_valu
         size_t start = at, n = csv_cell_span(line, &at);
         double v;
         if (csv_cell_parse(line->s + start, n, &v) != 0)
-            return csv_bad_cell(name, line, k + 1, line->s + start, n, err, errlen);
+            return csv_bad_cell(in, line, k + 1, start, n, err, errlen);
         if (!isfinite(v)) {
             data_err(err, errlen, "%s:%ld: sample %zu, column %zu is %s; training data must be "
                      "finite", name, line->lineno, row, k + 1, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
@@ -247,7 +253,7 @@ static int csv_rows_parse(csv_input *in, int skip_header, csv_values *vals, size
         }
         if (*rows == 0)
             *cols = csv_count_cells(&line);
-        if (csv_row_parse(&line, *rows, *cols, vals, in->name, err, errlen) != 0)
+        if (csv_row_parse(in, &line, *rows, *cols, vals, err, errlen) != 0)
             return -1;
         (*rows)++;
     }
@@ -281,7 +287,7 @@ static int csv_parse(csv_input *in, int skip_header, size_t max_values, nnc_arra
 int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out,
                   char *err, size_t errlen)
 {
-    csv_input in = { NULL, NULL, buf, len, 0, 0, 0, 0, 1, data_name(name) };
+    csv_input in = { NULL, NULL, buf, len, 0, 0, 0, 0, 1, data_name(name), 1 };
     data_array_clear(out);
     return csv_parse(&in, skip_header, SIZE_MAX / sizeof(double), out, err, errlen);
 }
@@ -289,11 +295,12 @@ int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header
 int nnc_load_csv(const char *path, int skip_header, nnc_array *out, char *err, size_t errlen)
 {
     data_file f;
-    csv_input in = { &f, NULL, "", 0, 0, 0, 0, 0, 0, path };
+    csv_input in = { &f, NULL, "", 0, 0, 0, 0, 0, 0, path, 0 };
     int rc;
     data_array_clear(out);
     if (data_file_open(&f, path, err, errlen) != 0)
         return -1;
+    in.shown = f.shown;
     rc = csv_fill(&in, err, errlen);
     if (rc == 0)
         rc = csv_parse(&in, skip_header,

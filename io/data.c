@@ -58,6 +58,40 @@ const char *data_name(const char *name)
     return name ? name : "<memory>";
 }
 
+/* How a message shows bytes taken from a file: at most `max` characters between quotes, each
+ * byte outside printable ASCII (and ' and \) written \xNN so a message stays one harmless line
+ * (no terminal escapes, no newlines), and the full length when cut:
+ *   'x1'   '2021-03-'... (19 bytes)   ''
+ * A data file can be anything a model names (/etc/shadow, ~/.ssh/id_rsa), and messages end up
+ * in logs: when others may not read the file (shown == 0) nothing of it is quoted, only its
+ * length.  out needs 4 * max + 48 bytes. */
+const char *data_excerpt(char *out, size_t n, const void *s, size_t len, size_t max, int shown)
+{
+    const unsigned char *b = s;
+    size_t i, k = 0;
+    if (len > 0 && !shown) {
+        snprintf(out, n, "%zu bytes (not shown: others cannot read the file)", len);
+        return out;
+    }
+    if (n < 4 * max + 48) { /* a caller's mistake; still a valid string */
+        snprintf(out, n, "%zu bytes", len);
+        return out;
+    }
+    out[k++] = '\'';
+    for (i = 0; i < len && i < max; i++) {
+        if (b[i] >= 0x20 && b[i] < 0x7F && b[i] != '\'' && b[i] != '\\')
+            out[k++] = (char)b[i];
+        else
+            k += (size_t)snprintf(out + k, n - k, "\\x%02X", b[i]);
+    }
+    out[k++] = '\'';
+    if (len > max)
+        snprintf(out + k, n - k, "... (%zu bytes)", len);
+    else
+        out[k] = '\0';
+    return out;
+}
+
 static const struct {
     const char *name; /* as printed in messages */
     size_t size;      /* bytes per element */
@@ -249,6 +283,7 @@ int data_file_open(data_file *f, const char *path, char *err, size_t errlen)
         return -1;
     }
     f->path = path;
+    f->shown = (st.st_mode & S_IROTH) != 0;
     f->gz = gzdopen(fd, "rb");
     if (!f->gz) {
         data_err(err, errlen, "%s: cannot open: out of memory", path);

@@ -15,11 +15,15 @@ typedef struct {
     gzFile gz;
     const char *path;
     int direct; /* 1 if the file is not gzip-compressed */
+    int shown;  /* 1 if others may read the file, so that messages may quote a few of its bytes */
 } data_file;
+
+#define DATA_EXCERPT_MAX 8 /* most characters of a file's content a message quotes */
 
 __attribute__((format(printf, 3, 4)))
 void data_err(char *err, size_t errlen, const char *fmt, ...);
 const char *data_name(const char *name);
+const char *data_excerpt(char *out, size_t n, const void *s, size_t len, size_t max, int shown);
 int data_dims_bytes(const int64_t *dims, int rank, size_t esize, size_t *bytes);
 const char *data_dims_str(const int64_t *dims, int rank, char *buf, size_t n);
 void data_array_clear(nnc_array *a);

@@ -168,6 +168,11 @@ static int idx_file_header(data_file *f, uint8_t **buf, size_t *len, size_t *cap
 {
     if (data_file_read_upto(f, buf, len, cap, 4, err, errlen) != 0)
         return -1;
+    if (!f->shown && *len >= 2 && ((*buf)[0] != 0 || (*buf)[1] != 0)) { /* see data_excerpt */
+        data_err(err, errlen, "%s: offset 0: expected IDX magic 0x00 0x00, got other bytes (not "
+                 "shown: others cannot read the file)", f->path);
+        return -1;
+    }
     if (*len == 4 && data_file_read_upto(f, buf, len, cap, 4 + 4 * (size_t)(*buf)[3], err, errlen))
         return -1;
     return idx_header_parse(*buf, *len, f->path, h, err, errlen);

@@ -224,10 +224,12 @@ static int npy_dtype(const char *descr, const char *name, nnc_dtype *t, char *er
     } map[] = { { "u1", NNC_DT_U8 },  { "b1", NNC_DT_U8 },  { "i1", NNC_DT_I8 },
                 { "i2", NNC_DT_I16 }, { "i4", NNC_DT_I32 }, { "i8", NNC_DT_I64 },
                 { "f4", NNC_DT_F32 }, { "f8", NNC_DT_F64 } };
-    char order = descr[0];
+    char order = descr[0], shown[4 * DATA_EXCERPT_MAX + 48];
     size_t i;
+    /* a descr numpy did not write can hold any byte but a quote: shown escaped, cut short */
+    data_excerpt(shown, sizeof shown, descr, strlen(descr), DATA_EXCERPT_MAX, 1);
     if (strchr(descr, 'O')) {
-        data_err(err, errlen, "%s: header: object arrays ('%s') are not supported", name, descr);
+        data_err(err, errlen, "%s: header: object arrays (%s) are not supported", name, shown);
         return -1;
     }
     for (i = 0; order != '\0' && i < sizeof map / sizeof map[0]; i++) {
@@ -244,8 +246,8 @@ static int npy_dtype(const char *descr, const char *name, nnc_dtype *t, char *er
         }
         break;
     }
-    data_err(err, errlen, "%s: header: dtype '%s' is not supported (expected one of <u1 |u1 <i1 "
-             "<i2 <i4 <i8 <f4 <f8 |b1)", name, descr);
+    data_err(err, errlen, "%s: header: dtype %s is not supported (expected one of <u1 |u1 <i1 "
+             "<i2 <i4 <i8 <f4 <f8 |b1)", name, shown);
     return -1;
 }
 

@@ -22,6 +22,7 @@
 #define _XOPEN_SOURCE 700 /* fsync, fileno, fstat, realpath, readlink under -std=c11 */
 
 #include "safetensors.h"
+#include "data_impl.h" /* data_excerpt */
 
 #include <dirent.h>
 #include <errno.h>
@@ -49,6 +50,16 @@
 #define ST_META_CRC_KEY "nnc_meta_crc32"
 
 /* ---- errors ------------------------------------------------------------- */
+
+/* A tensor name, key or value from a file's header as messages show it: decoded JSON may hold
+ * any byte but NUL (a "\u001b" is a terminal escape), so escaped and cut short (data_excerpt),
+ * quotes included.  buf is ST_Q_LEN bytes. */
+#define ST_Q_MAX 64
+#define ST_Q_LEN (4 * ST_Q_MAX + 48)
+static const char *st_q(char *buf, const char *s)
+{
+    return data_excerpt(buf, ST_Q_LEN, s, strlen(s), ST_Q_MAX, 1);
+}
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -537,8 +548,9 @@ static int st_meta_build(nnc_st_file *f, json_value *m, char *err, size_t errlen
     }
     for (i = 0; i < m->n; i++) {
         if (m->items[i].kind != JSON_STRING) {
-            st_err(err, errlen, "%s: offset %zu: header: __metadata__ value for '%s' must be a "
-                   "string", f->name, m->items[i].offset, m->keys[i]);
+            char q[ST_Q_LEN];
+            st_err(err, errlen, "%s: offset %zu: header: __metadata__ value for %s must be a "
+                   "string", f->name, m->items[i].offset, st_q(q, m->keys[i]));
             return -1;
         }
         f->meta[i].key = m->keys[i]; /* steal the strings from the tree */
@@ -564,9 +576,10 @@ static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_val
                          size_t errlen)
 {
     size_t i, j;
+    char q[ST_Q_LEN], q2[ST_Q_LEN];
     if (e->kind != JSON_OBJECT) {
-        st_err(err, errlen, "%s: offset %zu: tensor '%s': expected an object", f->name, e->offset,
-               tname);
+        st_err(err, errlen, "%s: offset %zu: tensor %s: expected an object", f->name, e->offset,
+               st_q(q, tname));
         return -1;
     }
     for (i = 0; i < e->n; i++) {
@@ -575,14 +588,14 @@ static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_val
         for (j = 0; known && j < i; j++)
             known = strcmp(e->keys[i], e->keys[j]) != 0;
         if (!known) {
-            st_err(err, errlen, "%s: offset %zu: tensor '%s': unexpected or repeated key '%s'",
-                   f->name, e->items[i].offset, tname, e->keys[i]);
+            st_err(err, errlen, "%s: offset %zu: tensor %s: unexpected or repeated key %s",
+                   f->name, e->items[i].offset, st_q(q, tname), st_q(q2, e->keys[i]));
             return -1;
         }
     }
     if (e->n != 3) {
-        st_err(err, errlen, "%s: offset %zu: tensor '%s': expected keys dtype, shape and "
-               "data_offsets", f->name, e->offset, tname);
+        st_err(err, errlen, "%s: offset %zu: tensor %s: expected keys dtype, shape and "
+               "data_offsets", f->name, e->offset, st_q(q, tname));
         return -1;
     }
     return 0;
@@ -591,11 +604,11 @@ static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_val
 static int st_entry_dtype(const nnc_st_file *f, nnc_st_tensor *t, const json_value *d, char *err,
                           size_t errlen)
 {
+    char q[ST_Q_LEN], q2[ST_Q_LEN];
     if (d->kind != JSON_STRING || st_dtype_parse(d->str, &t->dtype) != 0) {
-        st_err(err, errlen, "%s: offset %zu: tensor '%s': dtype %s%s%s is not supported "
-               "(expected U8 I8 I16 I32 I64 F32 F64)", f->name, d->offset, t->name,
-               d->kind == JSON_STRING ? "'" : "", d->kind == JSON_STRING ? d->str : "(not a string)",
-               d->kind == JSON_STRING ? "'" : "");
+        st_err(err, errlen, "%s: offset %zu: tensor %s: dtype %s is not supported "
+               "(expected U8 I8 I16 I32 I64 F32 F64)", f->name, d->offset, st_q(q, t->name),
+               d->kind == JSON_STRING ? st_q(q2, d->str) : "(not a string)");
         return -1;
     }
     return 0;
@@ -605,15 +618,16 @@ static int st_entry_shape(const nnc_st_file *f, nnc_st_tensor *t, const json_val
                           size_t errlen)
 {
     size_t i;
+    char q[ST_Q_LEN];
     if (s->kind != JSON_ARRAY || s->n > NNC_MAX_RANK) {
-        st_err(err, errlen, "%s: offset %zu: tensor '%s': shape must be an array of at most %d "
-               "dimensions", f->name, s->offset, t->name, NNC_MAX_RANK);
+        st_err(err, errlen, "%s: offset %zu: tensor %s: shape must be an array of at most %d "
+               "dimensions", f->name, s->offset, st_q(q, t->name), NNC_MAX_RANK);
         return -1;
     }
     for (i = 0; i < s->n; i++) {
         if (st_uint(&s->items[i], &t->dims[i]) != 0) {
-            st_err(err, errlen, "%s: offset %zu: tensor '%s': shape[%zu] is not an integer in "
-                   "0..2^63-1", f->name, s->items[i].offset, t->name, i);
+            st_err(err, errlen, "%s: offset %zu: tensor %s: shape[%zu] is not an integer in "
+                   "0..2^63-1", f->name, s->items[i].offset, st_q(q, t->name), i);
             return -1;
         }
     }
@@ -657,10 +671,11 @@ static int st_entry_offsets(const nnc_st_file *f, const nnc_st_tensor *t, const 
 {
     int64_t b, e;
     uint64_t bytes;
+    char q[ST_Q_LEN];
     if (o->kind != JSON_ARRAY || o->n != 2 || st_uint(&o->items[0], &b) != 0 ||
         st_uint(&o->items[1], &e) != 0 || b > e) {
-        st_err(err, errlen, "%s: offset %zu: tensor '%s': data_offsets must be [begin, end] with "
-               "0 <= begin <= end", f->name, o->offset, t->name);
+        st_err(err, errlen, "%s: offset %zu: tensor %s: data_offsets must be [begin, end] with "
+               "0 <= begin <= end", f->name, o->offset, st_q(q, t->name));
         return -1;
     }
     if (st_tensor_bytes(t, &bytes) != 0 || bytes != (uint64_t)(e - b)) {
@@ -669,14 +684,14 @@ static int st_entry_offsets(const nnc_st_file *f, const nnc_st_tensor *t, const 
             snprintf(need, sizeof need, "more than 2^64");
         else
             snprintf(need, sizeof need, "%llu", (unsigned long long)bytes);
-        st_err(err, errlen, "%s: tensor '%s': shape %s of %s needs %s bytes, but data_offsets "
-               "[%lld, %lld] hold %lld", f->name, t->name, st_dims_str(t, shape, sizeof shape),
+        st_err(err, errlen, "%s: tensor %s: shape %s of %s needs %s bytes, but data_offsets "
+               "[%lld, %lld] hold %lld", f->name, st_q(q, t->name), st_dims_str(t, shape, sizeof shape),
                st_dtype_name(t->dtype), need, (long long)b, (long long)e, (long long)(e - b));
         return -1;
     }
     if ((uint64_t)e > data_len) {
-        st_err(err, errlen, "%s: tensor '%s': data_offsets [%lld, %lld] run past the end of the "
-               "%llu-byte data section (file truncated?)", f->name, t->name, (long long)b,
+        st_err(err, errlen, "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the "
+               "%llu-byte data section (file truncated?)", f->name, st_q(q, t->name), (long long)b,
                (long long)e, (unsigned long long)data_len);
         return -1;
     }
@@ -720,12 +735,13 @@ static int st_name_cmp(const void *a, const void *b)
 static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_t errlen)
 {
     const char **names;
+    char q[ST_Q_LEN], q2[ST_Q_LEN];
     int i, rc = 0;
     qsort(sp, (size_t)f->n, sizeof *sp, st_span_cmp);
     for (i = 1; i < f->n && rc == 0; i++) {
         if (sp[i].begin < sp[i - 1].end) {
-            st_err(err, errlen, "%s: tensors '%s' and '%s' overlap in the data section", f->name,
-                   f->tensors[sp[i - 1].index].name, f->tensors[sp[i].index].name);
+            st_err(err, errlen, "%s: tensors %s and %s overlap in the data section", f->name,
+                   st_q(q, f->tensors[sp[i - 1].index].name), st_q(q2, f->tensors[sp[i].index].name));
             rc = -1;
         }
     }
@@ -739,7 +755,7 @@ static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_
     qsort(names, (size_t)f->n, sizeof *names, st_name_cmp);
     for (i = 1; i < f->n && rc == 0; i++) {
         if (strcmp(names[i], names[i - 1]) == 0) {
-            st_err(err, errlen, "%s: tensor name '%s' appears twice", f->name, names[i]);
+            st_err(err, errlen, "%s: tensor name %s appears twice", f->name, st_q(q, names[i]));
             rc = -1;
         }
     }
@@ -834,8 +850,9 @@ static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen)
     }
     snprintf(have, sizeof have, "%08x", (unsigned)crc);
     if (strcmp(have, want) != 0) {
-        st_err(err, errlen, "%s: metadata checksum mismatch: header says %.40s, metadata has %s "
-               "(file edited or corrupted?)", f->name, want, have);
+        char q[ST_Q_LEN];
+        st_err(err, errlen, "%s: metadata checksum mismatch: header says %s, metadata has '%s' "
+               "(file edited or corrupted?)", f->name, st_q(q, want), have);
         return -1;
     }
     return 0;
@@ -854,8 +871,9 @@ static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_
         if (!((want[i] >= '0' && want[i] <= '9') || (want[i] >= 'a' && want[i] <= 'f')))
             break;
     if (i != 8 || want[8] != '\0') {
-        st_err(err, errlen, "%s: metadata %s is '%.40s', expected 8 lowercase hex digits", f->name,
-               ST_CRC_KEY, want);
+        char q[ST_Q_LEN];
+        st_err(err, errlen, "%s: metadata %s is %s, expected 8 lowercase hex digits", f->name,
+               ST_CRC_KEY, st_q(q, want));
         return -1;
     }
     snprintf(have, sizeof have, "%08x", (unsigned)st_crc(data, len));

@@ -255,7 +255,16 @@ for h in "" ", header = true" ", header = false"; do
 done
 printf 'a,b,c\n1,2,3\n' > th.csv
 sed 's|data x = idx("c.idx.gz")|data x = csv("th.csv", header = false)|' c.nn > h.nn
-bad "$nnc" h.nn --quiet;                              has "th.csv:1: column 1: expected a number, got 'a'"
+bad "$nnc" h.nn --quiet;                              has "th.csv:1:1: expected a number in column 1, got 'a'"
+# a message quotes at most 8 escaped characters of a data file, and nothing of one that others
+# cannot read: a model may name any file (csv("/etc/shadow") printed a whole line of it)
+printf 'root:$6$salt$hash:19618:0:99999:7:::\n' > secret.csv; chmod 600 secret.csv
+sed 's|data x = idx("c.idx.gz")|data x = csv("secret.csv", header = false)|' c.nn > s.nn
+bad "$nnc" s.nn --quiet;                              has "secret.csv:1:1: expected a number in column 1, got 36 bytes (not shown: others cannot read the file)"
+check sh -c "! grep -q 'root\|salt\|hash' out"
+chmod 644 secret.csv
+bad "$nnc" s.nn --quiet;                              has "secret.csv:1:1: expected a number in column 1, got 'root:\$6\$'... (36 bytes)"
+check sh -c "! grep -q 'salt\$hash' out"
 
 # empty data sets are errors, for training and for --eval on the test set
 printf '\0\0\x0d\x02\0\0\0\0\0\0\0\x03' > empty.idx

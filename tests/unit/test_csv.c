@@ -5,6 +5,8 @@
  */
 #define _XOPEN_SOURCE 700
 
+#include <sys/stat.h>
+
 #include "bomb.h"
 #include "check.h"
 #include "data.h"
@@ -36,7 +38,7 @@ static void test_headers(void)
     CHECK(rc == 0 && same(&a, 2, 3, want), "skip_header=1 drops even a numeric line %s", err);
     nnc_array_free(&a);
     rc = parse("x,y,z\n1,2,3\n", 0, &a, err);
-    CHECK_ERR(rc, err, "data.csv:1: column 1: expected a number, got 'x'", "skip_header=0");
+    CHECK_ERR(rc, err, "data.csv:1:1: expected a number in column 1, got 'x'", "skip_header=0");
     rc = parse("id,1,2\n1,2,3\n4.5,-5e-3,6\n", -1, &a, err);
     CHECK(rc == 0 && same(&a, 2, 3, want), "one text cell makes the first line a header %s", err);
     nnc_array_free(&a);
@@ -65,24 +67,27 @@ static void test_errors(void)
     rc = parse("1,2,3\n4,5,6,7\n", -1, &a, err);
     CHECK_ERR(rc, err, "data.csv:2: expected 3 columns, got 4", "row too long");
     rc = parse("a,b\n1,2\n\n3,x1\n", -1, &a, err);
-    CHECK_ERR(rc, err, "data.csv:4: column 2: expected a number, got 'x1'", "non-numeric cell");
+    CHECK_ERR(rc, err, "data.csv:4:3: expected a number in column 2, got 'x1'", "non-numeric cell");
     rc = parse("1,2,3\n1,,3\n", -1, &a, err);
-    CHECK_ERR(rc, err, "data.csv:2: column 2: expected a number, got ''", "empty cell");
+    CHECK_ERR(rc, err, "data.csv:2:3: expected a number in column 2, got ''", "empty cell");
     rc = parse("1,,3\n", -1, &a, err);
-    CHECK_ERR(rc, err, "data.csv:1: column 2: expected a number, got ''",
+    CHECK_ERR(rc, err, "data.csv:1:3: expected a number in column 2, got ''",
               "an empty cell does not make the first line a header");
     rc = parse("1,2\n3,4 5\n", -1, &a, err);
-    CHECK_ERR(rc, err, "data.csv:2: column 2: expected a number, got '4 5'", "two numbers in a cell");
+    CHECK_ERR(rc, err, "data.csv:2:3: expected a number in column 2, got '4 5'", "two numbers in a cell");
     rc = parse("1\n0000000000000000000000000000000000000000000000000000000000000000001\n", 0, &a,
                err);
-    CHECK_ERR(rc, err, "data.csv:2: column 1: expected a number, got '000000000000000000000000000"
-                       "000000000...'", "over-long cell is shown shortened");
+    CHECK_ERR(rc, err, "data.csv:2:1: expected a number in column 1, got '00000000'... (67 bytes)",
+              "an over-long cell is cut to 8 characters");
     rc = parse("", -1, &a, err);
     CHECK_ERR(rc, err, "data.csv: no data rows (empty file)", "empty input");
     rc = parse("a,b\n\n", -1, &a, err);
     CHECK_ERR(rc, err, "data.csv: no data rows", "header only");
     rc = nnc_parse_csv("1,\x00" "2\n", 5, "z.csv", 0, &a, err, sizeof err);
-    CHECK_ERR(rc, err, "z.csv:1: column 2: expected a number, got '?2'", "NUL byte in a cell");
+    CHECK_ERR(rc, err, "z.csv:1:3: expected a number in column 2, got '\\x002'", "NUL byte in a cell");
+    rc = parse("1,2\n3, \x1b]0;pwned\x07 \n", -1, &a, err);
+    CHECK_ERR(rc, err, "data.csv:2:4: expected a number in column 2, got '\\x1B]0;pwne'... (10 bytes)",
+              "a terminal escape is shown escaped, from where the cell's text starts");
 }
 
 /* NaN and Inf are refused at load time, naming line, sample and column: one NaN would
@@ -99,6 +104,30 @@ static void test_non_finite(void)
     CHECK_ERR(rc, err, "data.csv:2: sample 1, column 1 is -Inf", "-inf cell");
     rc = parse("1e999\n", 0, &a, err);
     CHECK_ERR(rc, err, "data.csv:1: sample 0, column 1 is +Inf", "a number past the double range");
+}
+
+/* Messages quote at most 8 escaped characters of a file, and nothing of one that others may
+ * not read: a model may name /etc/shadow (its first line is taken for a header). */
+static void test_excerpts(void)
+{
+    static const char shadow[] = "root:$6$salt$hash:19618:0:99999:7:::\n"
+                                 "daemon:*:19618:0:99999:7:::\n";
+    nnc_array a;
+    char err[512] = "";
+    int rc;
+    check_write(check_path("shadow"), shadow, strlen(shadow));
+    if (chmod(check_path("shadow"), 0640) != 0)
+        check_die("chmod");
+    rc = nnc_load_csv(check_path("shadow"), -1, &a, err, sizeof err);
+    CHECK_ERR(rc, err, "shadow:2:1: expected a number in column 1, got 27 bytes (not shown: others "
+                       "cannot read the file)", "a file others cannot read: no excerpt");
+    CHECK(strstr(err, "shadow:2:") && !strstr(strstr(err, "shadow:2:"), "daemon") &&
+          !strstr(strstr(err, "shadow:2:"), "root"), "... nothing of it in \"%s\"", err);
+    if (chmod(check_path("shadow"), 0644) != 0)
+        check_die("chmod");
+    rc = nnc_load_csv(check_path("shadow"), -1, &a, err, sizeof err);
+    CHECK_ERR(rc, err, "shadow:2:1: expected a number in column 1, got 'daemon:*'... (27 bytes)",
+              "a file anyone can read: 8 characters");
 }
 
 static void test_files(void)
@@ -150,6 +179,7 @@ int main(void)
     test_errors();
     test_non_finite();
     test_files();
+    test_excerpts();
     test_gzip_bomb();
     return check_done();
 }

@@ -5,6 +5,7 @@
  */
 #define _XOPEN_SOURCE 700
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "bomb.h"
@@ -184,6 +185,25 @@ static void test_header_lies(void)
     CHECK_ERR(rc, err, "<memory>: truncated: shape [1] of i32 needs 4 data bytes", "i32 short");
 }
 
+/* The magic of a file that is not IDX is shown only if others may read the file. */
+static void test_private_magic(void)
+{
+    nnc_array a;
+    char err[512] = "";
+    int rc;
+    check_write(check_path("secret"), "root:x:0", 8);
+    if (chmod(check_path("secret"), 0600) != 0)
+        check_die("chmod");
+    rc = nnc_load_idx(check_path("secret"), &a, err, sizeof err);
+    CHECK_ERR(rc, err, "secret: offset 0: expected IDX magic 0x00 0x00, got other bytes (not shown: "
+                       "others cannot read the file)", "a file others cannot read");
+    if (chmod(check_path("secret"), 0644) != 0)
+        check_die("chmod");
+    rc = nnc_load_idx(check_path("secret"), &a, err, sizeof err);
+    CHECK_ERR(rc, err, "secret: offset 0: expected IDX magic 0x00 0x00, got 0x72 0x6F",
+              "a file anyone can read");
+}
+
 static void test_files(void)
 {
     nnc_array a;
@@ -261,5 +281,6 @@ int main(void)
     test_edge_cases();
     test_non_finite();
     test_gzip_bomb();
+    test_private_magic();
     return check_done();
 }

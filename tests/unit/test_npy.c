@@ -115,6 +115,9 @@ static void test_refusals(void)
           "dtype '<f2' is not supported (expected one of", "float16" },
         { "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
           "structured dtypes", "structured dtype" },
+        { "{'descr': '\x1b[2J\x1b[H<f4', 'fortran_order': False, 'shape': (2, 3), }",
+          "x.npy: header: dtype '\\x1B[2J\\x1B[H<'... (10 bytes) is not supported", "a descr that "
+          "clears the terminal is shown escaped, cut short" },
         { "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
           "x.npy: header: shape [4611686018427387904, 4] of '<f4' is too large to address",
           "absurd shape" },

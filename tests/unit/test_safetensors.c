@@ -173,6 +173,13 @@ static void test_header_validation(void)
         { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}",
           "h.st: tensor 'a': shape [2] of F32 needs 8 bytes, but data_offsets [0, 4] hold 4",
           "size mismatch" },
+        { "{\"\\u001b]2;x\\u0007\\n\":{\"dtype\":\"U4\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+          "h.st: offset 39: tensor '\\x1B]2;x\\x07\\x0A': dtype 'U4' is not supported",
+          "a name with a terminal escape and a newline is shown escaped" },
+        { "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\":{\"dtype\":\"U8\",\"shape\":[2]}}",
+          "h.st: offset 131: tensor 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'... "
+          "(119 bytes): expected keys", "a long name is cut to 64 characters" },
         { "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
           "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
           "h.st: tensors 'a' and 'b' overlap in the data section", "overlap" },
