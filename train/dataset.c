@@ -327,6 +327,62 @@ static bool header_fits(const Model *m, const DataBind *b, const DataSource *s, 
     return true;
 }
 
+/* The bound an i32 input's values must stay under, from what reads them: cross_entropy's and
+ * accuracy's labels index the logits' last axis, embedding's indices the table's rows.  The
+ * smallest over its readers (*by: the node that sets it), or 0 when nothing reads it so.  The
+ * values reach a reader unchanged through reshapes and device copies. */
+static int64_t index_bound(const Graph *g, int input, int *by) {
+    bool *carries = xcalloc((size_t)g->n + 1, sizeof *carries);
+    carries[input] = true;
+    for (bool more = true; more;) {   /* passes may append a copy after its readers */
+        more = false;
+        for (int i = 0; i < g->n; i++) {
+            const Node *x = &g->nodes[i];
+            if (!carries[i] && (x->op == OP_RESHAPE || x->op == OP_COPY) && carries[x->in[0]]) carries[i] = more = true;
+        }
+    }
+    int64_t bound = 0;
+    for (int i = 0; i < g->n; i++) {
+        const Node *x = &g->nodes[i];
+        int64_t k = 0;
+        if ((x->op == OP_CROSS_ENTROPY || x->op == OP_CE_GRAD || x->op == OP_ACCURACY) && carries[x->in[1]]) {
+            Shape l = g->nodes[x->in[0]].shape;
+            k = l.rank ? l.d[l.rank - 1] : 0;
+        } else if (x->op == OP_EMBEDDING && carries[x->in[0]])
+            k = g->nodes[x->in[1]].shape.d[0];
+        if (k > 0 && (bound == 0 || k < bound)) bound = k, *by = i;
+    }
+    free(carries);
+    return bound;
+}
+
+/* Labels and indices are checked once, as they load, against what reads them, so that a bad one
+ * names the file and the sample in it; the kernels' own check, which can only name a row of a
+ * shuffled batch, stays as the backstop (and for programs that feed a compiled model). */
+static bool labels_check(const Model *m, const DataBind *b, const char *what, const Column *c, int64_t rows,
+                         char *err, size_t n) {
+    int by = -1;
+    int64_t bound = index_bound(m->g, b->node, &by), total = rows * c->row_elems;
+    const int32_t *v = c->data;
+    for (int64_t i = 0; bound > 0 && i < total; i++) {
+        if (v[i] >= 0 && v[i] < bound) continue;
+        const Node *x = &m->g->nodes[by];
+        char where[64] = "";
+        if (c->row_elems > 1) snprintf(where, sizeof where, ", element %lld", (long long)(i % c->row_elems));
+        if (x->op == OP_EMBEDDING)
+            snprintf(err, n, "%s: input '%s': sample %lld%s: index %d is outside 0..%lld (the %lld rows of the "
+                     "embedding at %s:%d:%d)", what, b->input, (long long)(i / c->row_elems), where, v[i],
+                     (long long)bound - 1, (long long)bound, x->loc.file, x->loc.line, x->loc.col);
+        else
+            snprintf(err, n, "%s: input '%s': sample %lld%s: label %d is outside 0..%lld (%s over %lld classes at "
+                     "%s:%d:%d)", what, b->input, (long long)(i / c->row_elems), where, v[i], (long long)bound - 1,
+                     x->op == OP_ACCURACY ? "accuracy" : "cross_entropy", (long long)bound, x->loc.file,
+                     x->loc.line, x->loc.col);
+        return false;
+    }
+    return true;
+}
+
 static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
                         int64_t want_rows, const char *first, int64_t *samples, char *err, size_t n) {
     const DataSource *s = test ? &b->test : &b->train;
@@ -380,6 +436,11 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     }
     c->data = conv.data;
     *samples = rows;
+    if (c->dtype == DT_I32 && !labels_check(m, b, what, c, rows, err, n)) {
+        column_release(c, &conv);
+        c->data = NULL;
+        return false;
+    }
     if (rows == 0) {   /* training on nothing would "succeed" with a NaN loss */
         snprintf(err, n, "%s: input '%s' has no samples (the %s set is empty)", what, b->input,
                  test ? "test" : "training");

@@ -61,6 +61,12 @@ int main(void) {
     check(linsched_set_lr(NULL, 0.1) == 4, "set_lr(NULL, ...): 4 (a NULL argument)");
     check(linreg_set_lr(b, 0.1) == 3 && strstr(linreg_error_message(b), "lr_schedule"),
           "set_lr on a model whose rate is compiled in: 3 (no such thing), and says how to make it settable");
+    /* nnc checks labels as its data loads; a program feeding the library has the kernels' check */
+    labels[3] = 10;
+    check(mlp_train_step(a, x, labels, 64) == 1 &&
+          strstr(mlp_error_message(a), "cross_entropy: label 10 at row 3 is outside [0, 10)"),
+          "a label outside the classes stops the step, naming it and its row");
+    labels[3] = 3;
     linsched_free(c);
     mlp_free(a);
     linreg_free(b);
