@@ -843,6 +843,7 @@ static Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) 
     s->path = a->v[ix[0]].str;
     s->scale = num_arg(E, a, ix[1], 1, &ok);
     ok = ok && check_finite(E, fn, "scale", s->scale, arg_loc(a, ix[1], loc));
+    if (ix[1] >= 0) s->scale_loc = a->loc[ix[1]];
     if (k == SRC_CSV && ok) {
         /* columns are counted in int64 by the loader: integers well inside that range */
         double first = num_arg(E, a, ix[2], 0, &ok), count = num_arg(E, a, ix[3], 1, &ok);
@@ -2226,6 +2227,9 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         }
         DataBind *d = bind_for(E, t, s->name2, s->loc2);
         if (d) *(k[0] == 'd' ? &d->train : &d->test) = *v.src;
+        if (d && v.src->scale_loc.line && E->g->nodes[d->node].dtype == DT_I32)   /* it would be ignored */
+            diag_error(E->d, v.src->scale_loc, "scale applies to float inputs, but '%s' is i32: labels and "
+                       "indices are read as the integers they are", s->name2);
     } else if (!strcmp(k, "batch")) {
         if (setting_num(E, s, v, 1, INT_MAX, &x)) t->batch = (int64_t)x;
     } else if (!strcmp(k, "epochs")) {

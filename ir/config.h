@@ -23,6 +23,7 @@ typedef struct {
     int64_t first, count;
     int header;                  /* csv: 1 first line is a header, 0 it is data, -1 detect */
     SrcLoc loc;
+    SrcLoc scale_loc;            /* where scale= was written (line 0: it was not) */
 } DataSource;
 
 typedef struct {
