@@ -148,6 +148,46 @@ static void test_files(void)
     CHECK_ERR(rc, err, "r.csv:2: expected 2 columns, got 1", "file errors name the path and line");
 }
 
+/* A file is parsed through a window of about 1 MiB: lines (and CRLF pairs) that straddle its
+ * edges, a line longer than the window, a BOM and a last line without '\n' give what parsing
+ * the same bytes in memory gives, plain or gzip'd. */
+static void test_stream_windows(void)
+{
+    size_t cap = 5u << 20, n = 0, i;
+    char *text = malloc(cap), err[512] = "", err2[512] = "";
+    nnc_array mem, file;
+    int rc, rc2, f, same_all = 1;
+    gzFile gz;
+    if (!text)
+        check_die("malloc");
+    n += (size_t)sprintf(text, "\xEF\xBB\xBF" "a,b,c\r\n");
+    for (i = 0; n < (4u << 20); i++) { /* rows of varying width; one line of 1.5 MiB of spaces */
+        int pad = (int)(i * 7919 % 97);
+        if (i == 20000) {
+            memset(text + n, ' ', 3u << 19);
+            n += 3u << 19;
+        }
+        n += (size_t)sprintf(text + n, "%zu,%*s%d.5,-%zu%s", i, pad, "", (int)(i % 13), i * 3,
+                             i % 5 ? "\r\n" : "\n\n");
+    }
+    n += (size_t)sprintf(text + n, "1,2,3"); /* no '\n' at the end */
+    rc = nnc_parse_csv(text, n, "w.csv", -1, &mem, err, sizeof err);
+    check_write(check_path("w.csv"), text, n);
+    gz = gzopen(check_path("w.csv.gz"), "wb1");
+    if (!gz || gzwrite(gz, text, (unsigned)n) != (int)n || gzclose(gz) != Z_OK)
+        check_die("w.csv.gz");
+    for (f = 0; f < 2; f++) {
+        rc2 = nnc_load_csv(check_path(f ? "w.csv.gz" : "w.csv"), -1, &file, err2, sizeof err2);
+        same_all &= rc == 0 && rc2 == 0 && file.dims[0] == mem.dims[0] && file.dims[1] == 3 &&
+                    memcmp(file.data, mem.data, (size_t)(mem.dims[0] * 3) * sizeof(double)) == 0;
+        nnc_array_free(&file);
+    }
+    CHECK(same_all && mem.dims[0] == (int64_t)i + 1, "4 MiB through the window, plain and gzip'd, "
+          "as in memory (%lld rows) %s%s", (long long)mem.dims[0], err, err2);
+    nnc_array_free(&mem);
+    free(text);
+}
+
 static int load_auto(const char *path, nnc_array *out, char *err, size_t errlen)
 {
     return nnc_load_csv(path, -1, out, err, errlen);
@@ -180,6 +220,7 @@ int main(void)
     test_non_finite();
     test_files();
     test_excerpts();
+    test_stream_windows();
     test_gzip_bomb();
     return check_done();
 }
