@@ -35,6 +35,8 @@ void data_elems_copy(void *dst, const uint8_t *src, size_t n, size_t esize, int 
 int data_array_finite_check(const nnc_array *a, const char *name, size_t data_off, char *err,
                      size_t errlen);
 int data_file_open(data_file *f, const char *path, char *err, size_t errlen);
+int data_file_open_buffered(data_file *f, const char *path, unsigned buffer, char *err,
+                            size_t errlen);
 int data_file_close(data_file *f, int rc, char *err, size_t errlen);
 int data_file_read_upto(data_file *f, uint8_t **buf, size_t *len, size_t *cap, size_t want,
                      char *err, size_t errlen);

@@ -485,7 +485,7 @@ int nnc_load_npy_header(const char *path, nnc_array *out, char *err, size_t errl
     size_t len = 0, cap = 0, off, bytes;
     int rc;
     data_array_clear(out);
-    if (data_file_open(&f, path, err, errlen) != 0)
+    if (data_file_open_buffered(&f, path, 8192, err, errlen) != 0)
         return -1;
     rc = npy_file_header(&f, &buf, &len, &cap, &h, &t, &off, err, errlen);
     if (rc == 0)
