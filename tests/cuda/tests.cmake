@@ -14,6 +14,10 @@ target_link_libraries(cuda_libs_test PRIVATE nnc_core)
 add_test(NAME cuda_libs COMMAND cuda_libs_test)
 set_tests_properties(cuda_libs PROPERTIES LABELS cuda TIMEOUT 60)
 
+# the kernels' check of labels and indices, which the command line's data loader never reaches
+add_executable(index_check ${NNC_CUDA_TESTS}/index_check.c)
+target_link_libraries(index_check PRIVATE nnc_core)
+
 add_executable(gpu_vs_cpu ${NNC_CUDA_TESTS}/gpu_vs_cpu.c)
 target_link_libraries(gpu_vs_cpu PRIVATE nnc_core)
 target_compile_definitions(gpu_vs_cpu PRIVATE NNC_CUDA_OPS_DIR="${NNC_CUDA_TESTS}/ops")
@@ -70,6 +74,8 @@ set_tests_properties(${_nnc_nvrtc_tests} PROPERTIES COST 40)   # among the longe
 
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
 set_tests_properties(gpu_vs_cpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
+add_test(NAME index_check COMMAND index_check)
+set_tests_properties(index_check PROPERTIES LABELS gpu TIMEOUT 120 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
 
 # the CUDA emulator: runs the cuda target's kernels on the host (label cuda-emu)
 include(${NNC_CUDA_TESTS}/emu/emu.cmake)

@@ -70,6 +70,10 @@ add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
 # a train step straight after init, as `nnc train` runs: nothing has synchronized yet
 add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
 set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
+# a label or an index out of range, fed through the library, stops the step on the device
+add_test(NAME index_check_emu COMMAND index_check)
+set_tests_properties(index_check_emu PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
+add_dependencies(index_check nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
 # the kernel cache is a security boundary: a directory others can write to is refused
 add_test(NAME emu_cache_refused COMMAND emu_selftest)
 set_tests_properties(emu_cache_refused PROPERTIES LABELS cuda-emu TIMEOUT 60
