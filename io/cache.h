@@ -26,9 +26,9 @@
 #include <sys/types.h>
 
 typedef struct {
-    int dirfd;          /* the verified directory; every entry is opened relative to it */
-    char *dir;          /* its path (heap), for messages and dlopen */
-    bool temporary;     /* a private mkdtemp directory, emptied and removed by cache_close */
+    int dirfd;      /* the verified directory; every entry is opened relative to it */
+    char *dir;      /* its path (heap), for messages and dlopen */
+    bool temporary; /* a private mkdtemp directory, emptied and removed by cache_close */
 } Cache;
 
 /* The user's cache directory: $XDG_CACHE_HOME/nnc, else $HOME/.cache/nnc, else the home

@@ -42,15 +42,15 @@
 #define NNC_MAX_RANK 8
 
 typedef enum {
-    NNC_DT_U8,  /* uint8_t  (also numpy bool |b1, read as 0/1) */
-    NNC_DT_I8,  /* int8_t */
-    NNC_DT_I16, /* int16_t */
-    NNC_DT_I32, /* int32_t */
-    NNC_DT_I64, /* int64_t */
-    NNC_DT_F32, /* float */
-    NNC_DT_F64, /* double */
+    NNC_DT_U8,   /* uint8_t  (also numpy bool |b1, read as 0/1) */
+    NNC_DT_I8,   /* int8_t */
+    NNC_DT_I16,  /* int16_t */
+    NNC_DT_I32,  /* int32_t */
+    NNC_DT_I64,  /* int64_t */
+    NNC_DT_F32,  /* float */
+    NNC_DT_F64,  /* double */
     NNC_DT_BF16, /* bfloat16 bits (uint16_t): checkpoints exported with --save-dtype */
-    NNC_DT_F16  /* IEEE float16 bits (uint16_t) */
+    NNC_DT_F16   /* IEEE float16 bits (uint16_t) */
 } nnc_dtype;
 #define NNC_DT_COUNT (NNC_DT_F16 + 1) /* for tables indexed by dtype */
 
@@ -77,16 +77,13 @@ int nnc_load_npy_header(const char *path, nnc_array *out, char *err, size_t errl
 int nnc_load_csv(const char *path, int skip_header, nnc_array *out, char *err, size_t errlen);
 
 /* The same on memory; `name` is used only in messages. */
-int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
-                  size_t errlen);
-int nnc_parse_npy(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
-                  size_t errlen);
+int nnc_parse_idx(const void *buf, size_t len, const char *name, nnc_array *out, char *err, size_t errlen);
+int nnc_parse_npy(const void *buf, size_t len, const char *name, nnc_array *out, char *err, size_t errlen);
 /* An 8-bit IDX in memory, checked as nnc_parse_idx checks it, without a copy: out->data points
  * into buf (never free it; it lives as long as buf).  -1 with err for anything else. */
-int nnc_view_idx_u8(const void *buf, size_t len, const char *name, nnc_array *out, char *err,
-                    size_t errlen);
-int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out,
-                  char *err, size_t errlen);
+int nnc_view_idx_u8(const void *buf, size_t len, const char *name, nnc_array *out, char *err, size_t errlen);
+int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out, char *err,
+                  size_t errlen);
 
 /* Conversions; `out` may be the same array as `in` (it is then replaced). */
 int nnc_array_to_f32(const nnc_array *in, float scale, nnc_array *out, char *err, size_t errlen);

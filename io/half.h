@@ -39,7 +39,7 @@ static inline uint16_t nnc_f32_to_f16(float f) {
     s = (u >> 16) & 0x8000u;
     a = u & 0x7fffffffu;
     if (a >= 0x47800000u) return (uint16_t)(s | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
-    if (a < 0x38800000u) {   /* a subnormal half: the float adder rounds at 2^-24 */
+    if (a < 0x38800000u) { /* a subnormal half: the float adder rounds at 2^-24 */
         float w;
         memcpy(&w, &a, 4);
         w += 0.5f;

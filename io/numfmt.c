@@ -19,12 +19,28 @@ static const char pairs[201] = "000102030405060708091011121314151617181920212223
 #if defined(__SIZEOF_INT128__)
 typedef unsigned __int128 u128;
 
-static const uint64_t pow10_u64[20] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
-    100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL,
-    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
-    1000000000000000000ULL, 10000000000000000000ULL};
+static const uint64_t pow10_u64[20] = {1ULL,
+                                       10ULL,
+                                       100ULL,
+                                       1000ULL,
+                                       10000ULL,
+                                       100000ULL,
+                                       1000000ULL,
+                                       10000000ULL,
+                                       100000000ULL,
+                                       1000000000ULL,
+                                       10000000000ULL,
+                                       100000000000ULL,
+                                       1000000000000ULL,
+                                       10000000000000ULL,
+                                       100000000000000ULL,
+                                       1000000000000000ULL,
+                                       10000000000000000ULL,
+                                       100000000000000000ULL,
+                                       1000000000000000000ULL,
+                                       10000000000000000000ULL};
 
-static u128 pow10_u128(int p) {   /* 0 <= p <= 38 */
+static u128 pow10_u128(int p) { /* 0 <= p <= 38 */
     return p < 20 ? pow10_u64[p] : (u128)pow10_u64[19] * pow10_u64[p - 19];
 }
 
@@ -34,7 +50,7 @@ typedef struct {
     int q;
 } Binary;
 
-static Binary binary_of(double a) {   /* from the bits: frexp and ldexp cost more than the rest */
+static Binary binary_of(double a) { /* from the bits: frexp and ldexp cost more than the rest */
     uint64_t bits;
     memcpy(&bits, &a, sizeof bits);
     int be = (int)(bits >> 52 & 0x7ff);
@@ -53,9 +69,9 @@ static int scaled(Binary v, int p, uint64_t *floor_out, int *up) {
     const uint64_t m = v.m;
     const int q = v.q;
     if (p < -22 || p > 22) return 0;
-    u128 n, rem2, div;   /* the fraction is rem2 / (2 * div) */
+    u128 n, rem2, div; /* the fraction is rem2 / (2 * div) */
     if (p >= 0) {
-        u128 num = (u128)m * pow10_u128(p);   /* < 2^53 * 10^22 < 2^127 */
+        u128 num = (u128)m * pow10_u128(p); /* < 2^53 * 10^22 < 2^127 */
         if (q >= 0) {
             if (q > 63 || num >> (127 - q)) return 0;
             n = num << q, rem2 = 0, div = 1;
@@ -64,14 +80,14 @@ static int scaled(Binary v, int p, uint64_t *floor_out, int *up) {
             n = num >> -q, rem2 = (num & (((u128)1 << -q) - 1)) << 1, div = (u128)1 << -q;
         }
     } else {
-        div = pow10_u128(-p);                 /* < 2^74 */
+        div = pow10_u128(-p); /* < 2^74 */
         if (q >= 0) {
             if (q > 53) return 0;
-            u128 num = (u128)m << q;          /* < 2^106 */
+            u128 num = (u128)m << q; /* < 2^106 */
             n = num / div, rem2 = num % div << 1;
         } else {
             if (-q > 52) return 0;
-            div <<= -q;                       /* < 2^126 */
+            div <<= -q; /* < 2^126 */
             n = m / div, rem2 = m % div << 1;
         }
     }
@@ -93,7 +109,7 @@ static int layout_g(char *b, int neg, const char *d, int P, int X) {
     int n = 0, last = P;
     while (last > 1 && d[last - 1] == '0') last--;
     if (neg) b[n++] = '-';
-    if (X < -4 || X >= P) {   /* d.ddde+XX */
+    if (X < -4 || X >= P) { /* d.ddde+XX */
         b[n++] = d[0];
         if (last > 1) {
             b[n++] = '.';
@@ -103,13 +119,13 @@ static int layout_g(char *b, int neg, const char *d, int P, int X) {
         int ax = X < 0 ? -X : X;
         if (ax >= 100) b[n++] = (char)('0' + ax / 100);
         b[n++] = (char)('0' + ax / 10 % 10), b[n++] = (char)('0' + ax % 10);
-    } else if (X >= 0) {      /* ddd.ddd */
+    } else if (X >= 0) { /* ddd.ddd */
         memcpy(b + n, d, (size_t)(X + 1)), n += X + 1;
         if (last > X + 1) {
             b[n++] = '.';
             memcpy(b + n, d + X + 1, (size_t)(last - X - 1)), n += last - X - 1;
         }
-    } else {                  /* 0.000ddd */
+    } else { /* 0.000ddd */
         b[n++] = '0', b[n++] = '.';
         for (int i = 0; i < -X - 1; i++) b[n++] = '0';
         memcpy(b + n, d, (size_t)last), n += last;
@@ -121,8 +137,8 @@ static int layout_g(char *b, int neg, const char *d, int P, int X) {
 static int fast_g(char *b, double x, int P) {
     if (!isfinite(x) || x == 0 || P < 1 || P > 17) return -1;
     Binary v = binary_of(fabs(x));
-    int e2 = v.q + 63 - __builtin_clzll(v.m);   /* 2^e2 <= a < 2^(e2+1) */
-    int X = (int)((e2 * 78913LL) >> 18), up;   /* floor(e2 * log10(2)): a guess, one low at most */
+    int e2 = v.q + 63 - __builtin_clzll(v.m); /* 2^e2 <= a < 2^(e2+1) */
+    int X = (int)((e2 * 78913LL) >> 18), up;  /* floor(e2 * log10(2)): a guess, one low at most */
     uint64_t n = 0;
     for (int tries = 0;; tries++) {
         if (tries == 3 || !scaled(v, P - 1 - X, &n, &up)) return -1;
@@ -130,7 +146,7 @@ static int fast_g(char *b, double x, int P) {
         else if (n < pow10_u64[P - 1]) X--;
         else break;
     }
-    if ((n += (uint64_t)up) == pow10_u64[P]) n = pow10_u64[P - 1], X++;   /* 9.99..96 -> 10.0 */
+    if ((n += (uint64_t)up) == pow10_u64[P]) n = pow10_u64[P - 1], X++; /* 9.99..96 -> 10.0 */
     char d[20];
     digits(d, n, P);
     return layout_g(b, x < 0, d, P, X);
@@ -145,7 +161,7 @@ static int fast_f(char *b, double x, int D) {
     uint64_t ip = n / pow10_u64[D], fp = n % pow10_u64[D];
     int len = 0;
     if (signbit(x)) b[len++] = '-';
-    len += numfmt_int(b + len, (long long)ip);   /* ip < 10^15 */
+    len += numfmt_int(b + len, (long long)ip); /* ip < 10^15 */
     if (D > 0) {
         b[len++] = '.';
         digits(b + len, fp, D);
@@ -155,8 +171,14 @@ static int fast_f(char *b, double x, int D) {
     return len;
 }
 #else
-static int fast_g(char *b, double x, int P) { (void)b, (void)x, (void)P; return -1; }
-static int fast_f(char *b, double x, int D) { (void)b, (void)x, (void)D; return -1; }
+static int fast_g(char *b, double x, int P) {
+    (void)b, (void)x, (void)P;
+    return -1;
+}
+static int fast_f(char *b, double x, int D) {
+    (void)b, (void)x, (void)D;
+    return -1;
+}
 #endif
 
 int numfmt_int(char b[24], long long v) {

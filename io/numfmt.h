@@ -17,7 +17,7 @@
 #ifndef NNC_NUMFMT_H
 #define NNC_NUMFMT_H
 
-#define NUMFMT_LEN 48   /* the longest result of either, with its NUL */
+#define NUMFMT_LEN 48 /* the longest result of either, with its NUL */
 
 /* "%lld" into b (24 bytes: 20 digits, a sign, the NUL); returns the length */
 int numfmt_int(char b[24], long long v);

@@ -56,19 +56,15 @@
  * quotes included.  buf is ST_Q_LEN bytes. */
 #define ST_Q_MAX 64
 #define ST_Q_LEN (4 * ST_Q_MAX + 48)
-static const char *st_q(char *buf, const char *s)
-{
-    return data_excerpt(buf, ST_Q_LEN, s, strlen(s), ST_Q_MAX, 1);
-}
+static const char *st_q(char *buf, const char *s) { return data_excerpt(buf, ST_Q_LEN, s, strlen(s), ST_Q_MAX, 1); }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void st_err(char *err, size_t errlen, const char *fmt, ...)
-{
+static void
+st_err(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
-    if (!err || errlen == 0)
-        return;
+    if (!err || errlen == 0) return;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap); /* truncation is acceptable for a message */
     va_end(ap);
@@ -78,23 +74,19 @@ static const struct {
     const char *name; /* safetensors dtype string */
     nnc_dtype dtype;
 } st_dtypes[] = {
-    { "U8", NNC_DT_U8 },   { "I8", NNC_DT_I8 },   { "I16", NNC_DT_I16 }, { "I32", NNC_DT_I32 },
-    { "I64", NNC_DT_I64 }, { "F32", NNC_DT_F32 }, { "F64", NNC_DT_F64 }, { "BF16", NNC_DT_BF16 },
-    { "F16", NNC_DT_F16 },
-    { "BOOL", NNC_DT_U8 }, /* read-only alias: numpy/torch bools are one byte 0/1 */
+    {"U8", NNC_DT_U8},   {"I8", NNC_DT_I8},   {"I16", NNC_DT_I16}, {"I32", NNC_DT_I32},
+    {"I64", NNC_DT_I64}, {"F32", NNC_DT_F32}, {"F64", NNC_DT_F64}, {"BF16", NNC_DT_BF16},
+    {"F16", NNC_DT_F16}, {"BOOL", NNC_DT_U8}, /* read-only alias: numpy/torch bools are one byte 0/1 */
 };
 
-static const char *st_dtype_name(nnc_dtype t)
-{
+static const char *st_dtype_name(nnc_dtype t) {
     size_t i;
     for (i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
-        if (st_dtypes[i].dtype == t)
-            return st_dtypes[i].name;
+        if (st_dtypes[i].dtype == t) return st_dtypes[i].name;
     return NULL;
 }
 
-static int st_dtype_parse(const char *s, nnc_dtype *t)
-{
+static int st_dtype_parse(const char *s, nnc_dtype *t) {
     size_t i;
     for (i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++) {
         if (strcmp(st_dtypes[i].name, s) == 0) {
@@ -132,13 +124,11 @@ typedef struct {
     size_t errlen;
 } json_parser;
 
-static void json_free(json_value *v)
-{
+static void json_free(json_value *v) {
     size_t i;
     for (i = 0; i < v->n; i++) {
         json_free(&v->items[i]);
-        if (v->keys)
-            free(v->keys[i]);
+        if (v->keys) free(v->keys[i]);
     }
     free(v->items);
     free(v->keys);
@@ -146,77 +136,62 @@ static void json_free(json_value *v)
     memset(v, 0, sizeof *v);
 }
 
-static void json_ws(json_parser *p)
-{
-    while (p->pos < p->n && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
-                             p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+static void json_ws(json_parser *p) {
+    while (p->pos < p->n &&
+           (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
         p->pos++;
 }
 
-static int json_fail(json_parser *p, const char *expected)
-{
+static int json_fail(json_parser *p, const char *expected) {
     if (p->pos >= p->n)
-        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got end of header",
-               p->name, p->base + p->pos, expected);
+        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got end of header", p->name, p->base + p->pos,
+               expected);
     else if (p->s[p->pos] >= 0x20 && p->s[p->pos] < 0x7F)
-        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got '%c'", p->name,
-               p->base + p->pos, expected, p->s[p->pos]);
+        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got '%c'", p->name, p->base + p->pos, expected,
+               p->s[p->pos]);
     else
-        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got byte 0x%02X",
-               p->name, p->base + p->pos, expected, p->s[p->pos]);
+        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got byte 0x%02X", p->name, p->base + p->pos,
+               expected, p->s[p->pos]);
     return -1;
 }
 
-static int json_oom(json_parser *p)
-{
+static int json_oom(json_parser *p) {
     st_err(p->err, p->errlen, "%s: out of memory parsing the header", p->name);
     return -1;
 }
 
-static int json_hex4(json_parser *p, unsigned *cp)
-{
+static int json_hex4(json_parser *p, unsigned *cp) {
     size_t i;
     *cp = 0;
     for (i = 0; i < 4; i++, p->pos++) {
         unsigned c = p->pos < p->n ? p->s[p->pos] : 0, d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
-            d = (c | 0x20) - 'a' + 10;
-        else
-            return json_fail(p, "4 hex digits after \\u");
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') d = (c | 0x20) - 'a' + 10;
+        else return json_fail(p, "4 hex digits after \\u");
         *cp = *cp << 4 | d;
     }
     return 0;
 }
 
 /* \uXXXX (with a surrogate pair if needed) -> code point; p at the 'u'. */
-static int json_unicode(json_parser *p, unsigned *cp)
-{
+static int json_unicode(json_parser *p, unsigned *cp) {
     unsigned lo;
     p->pos++;
-    if (json_hex4(p, cp) != 0)
-        return -1;
-    if (*cp == 0)
-        return json_fail(p, "no \\u0000 (names are C strings)");
-    if (*cp >= 0xDC00 && *cp <= 0xDFFF)
-        return json_fail(p, "a high surrogate before a low one");
-    if (*cp < 0xD800 || *cp > 0xDBFF)
-        return 0;
+    if (json_hex4(p, cp) != 0) return -1;
+    if (*cp == 0) return json_fail(p, "no \\u0000 (names are C strings)");
+    if (*cp >= 0xDC00 && *cp <= 0xDFFF) return json_fail(p, "a high surrogate before a low one");
+    if (*cp < 0xD800 || *cp > 0xDBFF) return 0;
     if (p->n - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
         return json_fail(p, "a low surrogate \\uDC00..\\uDFFF");
     p->pos += 2;
-    if (json_hex4(p, &lo) != 0)
-        return -1;
-    if (lo < 0xDC00 || lo > 0xDFFF)
-        return json_fail(p, "a low surrogate \\uDC00..\\uDFFF");
+    if (json_hex4(p, &lo) != 0) return -1;
+    if (lo < 0xDC00 || lo > 0xDFFF) return json_fail(p, "a low surrogate \\uDC00..\\uDFFF");
     *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
     return 0;
 }
 
 /* Appends code point cp as UTF-8 (at most 4 bytes). */
-static size_t json_utf8(char *out, unsigned cp)
-{
+static size_t json_utf8(char *out, unsigned cp) {
     if (cp < 0x80) {
         out[0] = (char)cp;
         return 1;
@@ -240,22 +215,18 @@ static size_t json_utf8(char *out, unsigned cp)
 }
 
 /* One escape after '\'; p at the character after the backslash. */
-static int json_escape(json_parser *p, char *out, size_t *k)
-{
+static int json_escape(json_parser *p, char *out, size_t *k) {
     static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
     const char *hit;
     unsigned cp;
-    if (p->pos >= p->n)
-        return json_fail(p, "an escape character");
+    if (p->pos >= p->n) return json_fail(p, "an escape character");
     if (p->s[p->pos] == 'u') {
-        if (json_unicode(p, &cp) != 0)
-            return -1;
+        if (json_unicode(p, &cp) != 0) return -1;
         *k += json_utf8(out + *k, cp);
         return 0;
     }
     hit = p->s[p->pos] ? strchr(from, p->s[p->pos]) : NULL;
-    if (!hit)
-        return json_fail(p, "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u");
+    if (!hit) return json_fail(p, "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u");
     out[(*k)++] = to[hit - from];
     p->pos++;
     return 0;
@@ -264,26 +235,20 @@ static int json_escape(json_parser *p, char *out, size_t *k)
 /* string := '"' (char | escape)* '"'.  Decoded text never outgrows the raw
  * text (\uXXXX is 6 bytes for at most 3, a pair 12 for 4), so one buffer of
  * the raw length suffices. */
-static int json_string(json_parser *p, char **out)
-{
+static int json_string(json_parser *p, char **out) {
     size_t start, end, k = 0;
     char *s;
-    if (p->pos >= p->n || p->s[p->pos] != '"')
-        return json_fail(p, "'\"' starting a string");
+    if (p->pos >= p->n || p->s[p->pos] != '"') return json_fail(p, "'\"' starting a string");
     start = ++p->pos;
     for (end = start; end < p->n && p->s[end] != '"'; end++)
-        if (p->s[end] == '\\' && end + 1 < p->n)
-            end++;
-    if (end >= p->n)
-        return json_fail(p, "a closing '\"' before the end of the header");
+        if (p->s[end] == '\\' && end + 1 < p->n) end++;
+    if (end >= p->n) return json_fail(p, "a closing '\"' before the end of the header");
     s = malloc(end - start + 1);
-    if (!s)
-        return json_oom(p);
+    if (!s) return json_oom(p);
     while (p->pos < end) {
         unsigned char c = p->s[p->pos];
         int rc = 0;
-        if (c < 0x20)
-            rc = json_fail(p, "no raw control characters in a string");
+        if (c < 0x20) rc = json_fail(p, "no raw control characters in a string");
         else if (c == '\\') {
             p->pos++;
             rc = json_escape(p, s, &k);
@@ -302,55 +267,43 @@ static int json_string(json_parser *p, char **out)
     return 0;
 }
 
-static size_t json_digits(json_parser *p)
-{
+static size_t json_digits(json_parser *p) {
     size_t start = p->pos;
-    while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
-        p->pos++;
+    while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
     return p->pos - start;
 }
 
 /* number := '-'? ('0' | [1-9][0-9]*) ('.' [0-9]+)? ([eE] [+-]? [0-9]+)? */
-static int json_number(json_parser *p, json_value *v)
-{
+static int json_number(json_parser *p, json_value *v) {
     size_t start = p->pos, len;
-    if (p->pos < p->n && p->s[p->pos] == '-')
-        p->pos++;
-    if (p->pos < p->n && p->s[p->pos] == '0')
-        p->pos++;
-    else if (json_digits(p) == 0)
-        return json_fail(p, "a digit");
+    if (p->pos < p->n && p->s[p->pos] == '-') p->pos++;
+    if (p->pos < p->n && p->s[p->pos] == '0') p->pos++;
+    else if (json_digits(p) == 0) return json_fail(p, "a digit");
     if (p->pos < p->n && p->s[p->pos] == '.' && (p->pos++, json_digits(p) == 0))
         return json_fail(p, "a digit after '.'");
     if (p->pos < p->n && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
         p->pos++;
-        if (p->pos < p->n && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
-            p->pos++;
-        if (json_digits(p) == 0)
-            return json_fail(p, "a digit in the exponent");
+        if (p->pos < p->n && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
+        if (json_digits(p) == 0) return json_fail(p, "a digit in the exponent");
     }
     len = p->pos - start;
     v->kind = JSON_NUMBER;
     v->str = malloc(len + 1);
-    if (!v->str)
-        return json_oom(p);
+    if (!v->str) return json_oom(p);
     memcpy(v->str, p->s + start, len);
     v->str[len] = '\0';
     return 0;
 }
 
 /* Appends *item (and key) to container v, taking ownership of both. */
-static int json_push(json_parser *p, json_value *v, json_value *item, char *key)
-{
+static int json_push(json_parser *p, json_value *v, json_value *item, char *key) {
     if (v->n == v->cap) {
         size_t ncap = v->cap ? v->cap * 2 : 4;
         json_value *ni = realloc(v->items, ncap * sizeof *ni);
-        if (ni)
-            v->items = ni;
+        if (ni) v->items = ni;
         if (ni && v->kind == JSON_OBJECT) {
             char **nk = realloc(v->keys, ncap * sizeof *nk);
-            if (nk)
-                v->keys = nk;
+            if (nk) v->keys = nk;
             ni = nk ? ni : NULL;
         }
         if (!ni) {
@@ -361,8 +314,7 @@ static int json_push(json_parser *p, json_value *v, json_value *item, char *key)
         v->cap = ncap;
     }
     v->items[v->n] = *item;
-    if (v->kind == JSON_OBJECT)
-        v->keys[v->n] = key;
+    if (v->kind == JSON_OBJECT) v->keys[v->n] = key;
     v->n++;
     return 0;
 }
@@ -370,15 +322,13 @@ static int json_push(json_parser *p, json_value *v, json_value *item, char *key)
 static int json_value_parse(json_parser *p, json_value *v, int depth);
 
 /* Parses `key: value` (objects) or `value` (arrays) and pushes it. */
-static int json_member(json_parser *p, json_value *v, int depth)
-{
+static int json_member(json_parser *p, json_value *v, int depth) {
     json_value item;
     char *key = NULL;
     memset(&item, 0, sizeof item);
     json_ws(p);
     if (v->kind == JSON_OBJECT) {
-        if (json_string(p, &key) != 0)
-            return -1;
+        if (json_string(p, &key) != 0) return -1;
         json_ws(p);
         if (p->pos >= p->n || p->s[p->pos] != ':') {
             free(key);
@@ -395,12 +345,10 @@ static int json_member(json_parser *p, json_value *v, int depth)
 }
 
 /* array := '[' (value (',' value)*)? ']' ; object likewise with key ':' value. */
-static int json_container(json_parser *p, json_value *v, int depth)
-{
+static int json_container(json_parser *p, json_value *v, int depth) {
     char close = p->s[p->pos] == '[' ? ']' : '}';
     v->kind = close == ']' ? JSON_ARRAY : JSON_OBJECT;
-    if (depth >= ST_JSON_DEPTH)
-        return json_fail(p, "a value nested less deeply (not a safetensors header)");
+    if (depth >= ST_JSON_DEPTH) return json_fail(p, "a value nested less deeply (not a safetensors header)");
     p->pos++;
     json_ws(p);
     if (p->pos < p->n && p->s[p->pos] == close) {
@@ -408,21 +356,18 @@ static int json_container(json_parser *p, json_value *v, int depth)
         return 0;
     }
     for (;;) {
-        if (json_member(p, v, depth) != 0)
-            return -1;
+        if (json_member(p, v, depth) != 0) return -1;
         json_ws(p);
         if (p->pos < p->n && p->s[p->pos] == close) {
             p->pos++;
             return 0;
         }
-        if (p->pos >= p->n || p->s[p->pos] != ',')
-            return json_fail(p, close == ']' ? "',' or ']'" : "',' or '}'");
+        if (p->pos >= p->n || p->s[p->pos] != ',') return json_fail(p, close == ']' ? "',' or ']'" : "',' or '}'");
         p->pos++;
     }
 }
 
-static int json_value_parse(json_parser *p, json_value *v, int depth)
-{
+static int json_value_parse(json_parser *p, json_value *v, int depth) {
     unsigned char c;
     json_ws(p);
     v->offset = p->base + p->pos;
@@ -431,46 +376,37 @@ static int json_value_parse(json_parser *p, json_value *v, int depth)
         v->kind = JSON_STRING;
         return json_string(p, &v->str);
     }
-    if (c == '-' || (c >= '0' && c <= '9'))
-        return json_number(p, v);
-    if (c == '[' || c == '{')
-        return json_container(p, v, depth);
+    if (c == '-' || (c >= '0' && c <= '9')) return json_number(p, v);
+    if (c == '[' || c == '{') return json_container(p, v, depth);
     return json_fail(p, "a string, number, array or object");
 }
 
 /* The whole header: one object, then only padding spaces. */
-static int json_header_parse(json_parser *p, json_value *root)
-{
+static int json_header_parse(json_parser *p, json_value *root) {
     memset(root, 0, sizeof *root);
     json_ws(p);
-    if (p->pos >= p->n || p->s[p->pos] != '{')
-        return json_fail(p, "'{' starting the header");
-    if (json_value_parse(p, root, 0) != 0)
-        return -1;
+    if (p->pos >= p->n || p->s[p->pos] != '{') return json_fail(p, "'{' starting the header");
+    if (json_value_parse(p, root, 0) != 0) return -1;
     json_ws(p);
-    if (p->pos != p->n)
-        return json_fail(p, "only padding after the header object");
+    if (p->pos != p->n) return json_fail(p, "only padding after the header object");
     return 0;
 }
 
 /* ---- the file object ------------------------------------------------------ */
 
 struct nnc_st_file {
-    int n;                   /* tensors, in header order */
-    nnc_st_tensor *tensors;  /* names and data owned by this struct */
+    int n;                  /* tensors, in header order */
+    nnc_st_tensor *tensors; /* names and data owned by this struct */
     int nmeta;
-    nnc_st_meta *meta;       /* keys and values owned */
-    void *block;             /* holds every tensor's data */
-    const char *name;        /* for messages while building; not owned */
+    nnc_st_meta *meta; /* keys and values owned */
+    void *block;       /* holds every tensor's data */
+    const char *name;  /* for messages while building; not owned */
 };
 
-void nnc_st_close(nnc_st_file *f)
-{
+void nnc_st_close(nnc_st_file *f) {
     int i;
-    if (!f)
-        return;
-    for (i = 0; i < f->n; i++)
-        free((char *)f->tensors[i].name);
+    if (!f) return;
+    for (i = 0; i < f->n; i++) free((char *)f->tensors[i].name);
     for (i = 0; i < f->nmeta; i++) {
         free((char *)f->meta[i].key);
         free((char *)f->meta[i].value);
@@ -481,31 +417,21 @@ void nnc_st_close(nnc_st_file *f)
     free(f);
 }
 
-int nnc_st_count(const nnc_st_file *f)
-{
-    return f ? f->n : 0;
-}
+int nnc_st_count(const nnc_st_file *f) { return f ? f->n : 0; }
 
-const nnc_st_tensor *nnc_st_get(const nnc_st_file *f, int i)
-{
-    return f && i >= 0 && i < f->n ? &f->tensors[i] : NULL;
-}
+const nnc_st_tensor *nnc_st_get(const nnc_st_file *f, int i) { return f && i >= 0 && i < f->n ? &f->tensors[i] : NULL; }
 
-const nnc_st_tensor *nnc_st_find(const nnc_st_file *f, const char *name)
-{
+const nnc_st_tensor *nnc_st_find(const nnc_st_file *f, const char *name) {
     int i;
     for (i = 0; f && name && i < f->n; i++)
-        if (strcmp(f->tensors[i].name, name) == 0)
-            return &f->tensors[i];
+        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
     return NULL;
 }
 
-const char *nnc_st_meta_get(const nnc_st_file *f, const char *key)
-{
+const char *nnc_st_meta_get(const nnc_st_file *f, const char *key) {
     int i;
     for (i = 0; f && key && i < f->nmeta; i++)
-        if (strcmp(f->meta[i].key, key) == 0)
-            return f->meta[i].value;
+        if (strcmp(f->meta[i].key, key) == 0) return f->meta[i].value;
     return NULL;
 }
 
@@ -517,15 +443,12 @@ typedef struct {
 } st_span;
 
 /* A JSON number that must be an integer in [0, INT64_MAX]. */
-static int st_uint(const json_value *v, int64_t *out)
-{
+static int st_uint(const json_value *v, int64_t *out) {
     const char *s = v->str;
     int64_t x = 0;
-    if (v->kind != JSON_NUMBER || *s == '\0')
-        return -1;
+    if (v->kind != JSON_NUMBER || *s == '\0') return -1;
     for (; *s; s++) {
-        if (*s < '0' || *s > '9' || x > (INT64_MAX - (*s - '0')) / 10)
-            return -1;
+        if (*s < '0' || *s > '9' || x > (INT64_MAX - (*s - '0')) / 10) return -1;
         x = x * 10 + (*s - '0');
     }
     *out = x;
@@ -533,12 +456,10 @@ static int st_uint(const json_value *v, int64_t *out)
 }
 
 /* __metadata__: an object of string -> string. */
-static int st_meta_build(nnc_st_file *f, json_value *m, char *err, size_t errlen)
-{
+static int st_meta_build(nnc_st_file *f, json_value *m, char *err, size_t errlen) {
     size_t i;
     if (m->kind != JSON_OBJECT) {
-        st_err(err, errlen, "%s: offset %zu: header: __metadata__ must be an object of strings",
-               f->name, m->offset);
+        st_err(err, errlen, "%s: offset %zu: header: __metadata__ must be an object of strings", f->name, m->offset);
         return -1;
     }
     f->meta = calloc(m->n ? m->n : 1, sizeof *f->meta);
@@ -549,8 +470,10 @@ static int st_meta_build(nnc_st_file *f, json_value *m, char *err, size_t errlen
     for (i = 0; i < m->n; i++) {
         if (m->items[i].kind != JSON_STRING) {
             char q[ST_Q_LEN];
-            st_err(err, errlen, "%s: offset %zu: header: __metadata__ value for %s must be a "
-                   "string", f->name, m->items[i].offset, st_q(q, m->keys[i]));
+            st_err(err, errlen,
+                   "%s: offset %zu: header: __metadata__ value for %s must be a "
+                   "string",
+                   f->name, m->items[i].offset, st_q(q, m->keys[i]));
             return -1;
         }
         f->meta[i].key = m->keys[i]; /* steal the strings from the tree */
@@ -562,72 +485,68 @@ static int st_meta_build(nnc_st_file *f, json_value *m, char *err, size_t errlen
     return 0;
 }
 
-static const json_value *st_field(const json_value *e, const char *key)
-{
+static const json_value *st_field(const json_value *e, const char *key) {
     size_t i;
     for (i = 0; i < e->n; i++)
-        if (strcmp(e->keys[i], key) == 0)
-            return &e->items[i];
+        if (strcmp(e->keys[i], key) == 0) return &e->items[i];
     return NULL;
 }
 
 /* Entry must have exactly dtype, shape and data_offsets. */
-static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_value *e, char *err,
-                         size_t errlen)
-{
+static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_value *e, char *err, size_t errlen) {
     size_t i, j;
     char q[ST_Q_LEN], q2[ST_Q_LEN];
     if (e->kind != JSON_OBJECT) {
-        st_err(err, errlen, "%s: offset %zu: tensor %s: expected an object", f->name, e->offset,
-               st_q(q, tname));
+        st_err(err, errlen, "%s: offset %zu: tensor %s: expected an object", f->name, e->offset, st_q(q, tname));
         return -1;
     }
     for (i = 0; i < e->n; i++) {
-        int known = !strcmp(e->keys[i], "dtype") || !strcmp(e->keys[i], "shape") ||
-                    !strcmp(e->keys[i], "data_offsets");
-        for (j = 0; known && j < i; j++)
-            known = strcmp(e->keys[i], e->keys[j]) != 0;
+        int known = !strcmp(e->keys[i], "dtype") || !strcmp(e->keys[i], "shape") || !strcmp(e->keys[i], "data_offsets");
+        for (j = 0; known && j < i; j++) known = strcmp(e->keys[i], e->keys[j]) != 0;
         if (!known) {
-            st_err(err, errlen, "%s: offset %zu: tensor %s: unexpected or repeated key %s",
-                   f->name, e->items[i].offset, st_q(q, tname), st_q(q2, e->keys[i]));
+            st_err(err, errlen, "%s: offset %zu: tensor %s: unexpected or repeated key %s", f->name, e->items[i].offset,
+                   st_q(q, tname), st_q(q2, e->keys[i]));
             return -1;
         }
     }
     if (e->n != 3) {
-        st_err(err, errlen, "%s: offset %zu: tensor %s: expected keys dtype, shape and "
-               "data_offsets", f->name, e->offset, st_q(q, tname));
+        st_err(err, errlen,
+               "%s: offset %zu: tensor %s: expected keys dtype, shape and "
+               "data_offsets",
+               f->name, e->offset, st_q(q, tname));
         return -1;
     }
     return 0;
 }
 
-static int st_entry_dtype(const nnc_st_file *f, nnc_st_tensor *t, const json_value *d, char *err,
-                          size_t errlen)
-{
+static int st_entry_dtype(const nnc_st_file *f, nnc_st_tensor *t, const json_value *d, char *err, size_t errlen) {
     char q[ST_Q_LEN], q2[ST_Q_LEN];
     if (d->kind != JSON_STRING || st_dtype_parse(d->str, &t->dtype) != 0) {
-        st_err(err, errlen, "%s: offset %zu: tensor %s: dtype %s is not supported "
-               "(expected U8 I8 I16 I32 I64 F32 F64)", f->name, d->offset, st_q(q, t->name),
-               d->kind == JSON_STRING ? st_q(q2, d->str) : "(not a string)");
+        st_err(err, errlen,
+               "%s: offset %zu: tensor %s: dtype %s is not supported "
+               "(expected U8 I8 I16 I32 I64 F32 F64)",
+               f->name, d->offset, st_q(q, t->name), d->kind == JSON_STRING ? st_q(q2, d->str) : "(not a string)");
         return -1;
     }
     return 0;
 }
 
-static int st_entry_shape(const nnc_st_file *f, nnc_st_tensor *t, const json_value *s, char *err,
-                          size_t errlen)
-{
+static int st_entry_shape(const nnc_st_file *f, nnc_st_tensor *t, const json_value *s, char *err, size_t errlen) {
     size_t i;
     char q[ST_Q_LEN];
     if (s->kind != JSON_ARRAY || s->n > NNC_MAX_RANK) {
-        st_err(err, errlen, "%s: offset %zu: tensor %s: shape must be an array of at most %d "
-               "dimensions", f->name, s->offset, st_q(q, t->name), NNC_MAX_RANK);
+        st_err(err, errlen,
+               "%s: offset %zu: tensor %s: shape must be an array of at most %d "
+               "dimensions",
+               f->name, s->offset, st_q(q, t->name), NNC_MAX_RANK);
         return -1;
     }
     for (i = 0; i < s->n; i++) {
         if (st_uint(&s->items[i], &t->dims[i]) != 0) {
-            st_err(err, errlen, "%s: offset %zu: tensor %s: shape[%zu] is not an integer in "
-                   "0..2^63-1", f->name, s->items[i].offset, st_q(q, t->name), i);
+            st_err(err, errlen,
+                   "%s: offset %zu: tensor %s: shape[%zu] is not an integer in "
+                   "0..2^63-1",
+                   f->name, s->items[i].offset, st_q(q, t->name), i);
             return -1;
         }
     }
@@ -636,63 +555,60 @@ static int st_entry_shape(const nnc_st_file *f, nnc_st_tensor *t, const json_val
 }
 
 /* "[2, 3]" into buf, for messages. */
-static const char *st_dims_str(const nnc_st_tensor *t, char *buf, size_t n)
-{
+static const char *st_dims_str(const nnc_st_tensor *t, char *buf, size_t n) {
     size_t used = 0;
     int i;
     buf[0] = '\0';
     for (i = 0; i < t->rank && used < n; i++) {
         int k = snprintf(buf + used, n - used, "%s%lld", i ? ", " : "[", (long long)t->dims[i]);
-        if (k < 0)
-            break;
+        if (k < 0) break;
         used += (size_t)k;
     }
-    if (used < n)
-        snprintf(buf + used, n - used, "%s", t->rank ? "]" : "[]");
+    if (used < n) snprintf(buf + used, n - used, "%s", t->rank ? "]" : "[]");
     return buf;
 }
 
 /* Byte size implied by dtype and shape; -1 on overflow. */
-static int st_tensor_bytes(const nnc_st_tensor *t, uint64_t *bytes)
-{
+static int st_tensor_bytes(const nnc_st_tensor *t, uint64_t *bytes) {
     uint64_t b = nnc_dtype_size(t->dtype);
     int i;
     for (i = 0; i < t->rank; i++) {
-        if (t->dims[i] < 0 || (t->dims[i] != 0 && b > UINT64_MAX / (uint64_t)t->dims[i]))
-            return -1;
+        if (t->dims[i] < 0 || (t->dims[i] != 0 && b > UINT64_MAX / (uint64_t)t->dims[i])) return -1;
         b *= (uint64_t)t->dims[i];
     }
     *bytes = b;
     return 0;
 }
 
-static int st_entry_offsets(const nnc_st_file *f, const nnc_st_tensor *t, const json_value *o,
-                            uint64_t data_len, st_span *sp, char *err, size_t errlen)
-{
+static int st_entry_offsets(const nnc_st_file *f, const nnc_st_tensor *t, const json_value *o, uint64_t data_len,
+                            st_span *sp, char *err, size_t errlen) {
     int64_t b, e;
     uint64_t bytes;
     char q[ST_Q_LEN];
-    if (o->kind != JSON_ARRAY || o->n != 2 || st_uint(&o->items[0], &b) != 0 ||
-        st_uint(&o->items[1], &e) != 0 || b > e) {
-        st_err(err, errlen, "%s: offset %zu: tensor %s: data_offsets must be [begin, end] with "
-               "0 <= begin <= end", f->name, o->offset, st_q(q, t->name));
+    if (o->kind != JSON_ARRAY || o->n != 2 || st_uint(&o->items[0], &b) != 0 || st_uint(&o->items[1], &e) != 0 ||
+        b > e) {
+        st_err(err, errlen,
+               "%s: offset %zu: tensor %s: data_offsets must be [begin, end] with "
+               "0 <= begin <= end",
+               f->name, o->offset, st_q(q, t->name));
         return -1;
     }
     if (st_tensor_bytes(t, &bytes) != 0 || bytes != (uint64_t)(e - b)) {
         char shape[160], need[32];
-        if (st_tensor_bytes(t, &bytes) != 0)
-            snprintf(need, sizeof need, "more than 2^64");
-        else
-            snprintf(need, sizeof need, "%llu", (unsigned long long)bytes);
-        st_err(err, errlen, "%s: tensor %s: shape %s of %s needs %s bytes, but data_offsets "
-               "[%lld, %lld] hold %lld", f->name, st_q(q, t->name), st_dims_str(t, shape, sizeof shape),
-               st_dtype_name(t->dtype), need, (long long)b, (long long)e, (long long)(e - b));
+        if (st_tensor_bytes(t, &bytes) != 0) snprintf(need, sizeof need, "more than 2^64");
+        else snprintf(need, sizeof need, "%llu", (unsigned long long)bytes);
+        st_err(err, errlen,
+               "%s: tensor %s: shape %s of %s needs %s bytes, but data_offsets "
+               "[%lld, %lld] hold %lld",
+               f->name, st_q(q, t->name), st_dims_str(t, shape, sizeof shape), st_dtype_name(t->dtype), need,
+               (long long)b, (long long)e, (long long)(e - b));
         return -1;
     }
     if ((uint64_t)e > data_len) {
-        st_err(err, errlen, "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the "
-               "%llu-byte data section (file truncated?)", f->name, st_q(q, t->name), (long long)b,
-               (long long)e, (unsigned long long)data_len);
+        st_err(err, errlen,
+               "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the "
+               "%llu-byte data section (file truncated?)",
+               f->name, st_q(q, t->name), (long long)b, (long long)e, (unsigned long long)data_len);
         return -1;
     }
     sp->begin = (uint64_t)b;
@@ -701,13 +617,11 @@ static int st_entry_offsets(const nnc_st_file *f, const nnc_st_tensor *t, const 
 }
 
 /* One tensor entry: takes the name from the tree and fills t and sp. */
-static int st_entry_build(nnc_st_file *f, char **key, const json_value *e, uint64_t data_len,
-                          st_span *sp, char *err, size_t errlen)
-{
+static int st_entry_build(nnc_st_file *f, char **key, const json_value *e, uint64_t data_len, st_span *sp, char *err,
+                          size_t errlen) {
     nnc_st_tensor *t = &f->tensors[f->n];
     memset(t, 0, sizeof *t);
-    if (st_entry_keys(f, *key, e, err, errlen) != 0)
-        return -1;
+    if (st_entry_keys(f, *key, e, err, errlen) != 0) return -1;
     t->name = *key;
     *key = NULL;
     sp->index = f->n++;
@@ -718,22 +632,18 @@ static int st_entry_build(nnc_st_file *f, char **key, const json_value *e, uint6
     return 0;
 }
 
-static int st_span_cmp(const void *a, const void *b)
-{
+static int st_span_cmp(const void *a, const void *b) {
     const st_span *x = a, *y = b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
-static int st_name_cmp(const void *a, const void *b)
-{
+static int st_name_cmp(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* No two tensors may share bytes or a name. */
-static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_t errlen)
-{
+static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_t errlen) {
     const char **names;
     char q[ST_Q_LEN], q2[ST_Q_LEN];
     int i, rc = 0;
@@ -750,8 +660,7 @@ static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_
         st_err(err, errlen, "%s: out of memory", f->name);
         return -1;
     }
-    for (i = 0; i < f->n; i++)
-        names[i] = f->tensors[i].name;
+    for (i = 0; i < f->n; i++) names[i] = f->tensors[i].name;
     qsort(names, (size_t)f->n, sizeof *names, st_name_cmp);
     for (i = 1; i < f->n && rc == 0; i++) {
         if (strcmp(names[i], names[i - 1]) == 0) {
@@ -765,9 +674,8 @@ static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_
 
 /* Builds f's tensors and metadata from the header tree; *spans gets each
  * tensor's data_offsets (indexed by sp->index after the sort). */
-static int st_schema_build(nnc_st_file *f, json_value *root, uint64_t data_len, st_span **spans,
-                           char *err, size_t errlen)
-{
+static int st_schema_build(nnc_st_file *f, json_value *root, uint64_t data_len, st_span **spans, char *err,
+                           size_t errlen) {
     size_t i;
     f->tensors = calloc(root->n ? root->n : 1, sizeof *f->tensors);
     *spans = calloc(root->n ? root->n : 1, sizeof **spans);
@@ -779,22 +687,17 @@ static int st_schema_build(nnc_st_file *f, json_value *root, uint64_t data_len, 
         int rc;
         if (strcmp(root->keys[i], "__metadata__") == 0)
             rc = f->meta ? -2 : st_meta_build(f, &root->items[i], err, errlen);
-        else
-            rc = st_entry_build(f, &root->keys[i], &root->items[i], data_len, &(*spans)[f->n], err,
-                                errlen);
+        else rc = st_entry_build(f, &root->keys[i], &root->items[i], data_len, &(*spans)[f->n], err, errlen);
         if (rc == -2)
-            st_err(err, errlen, "%s: offset %zu: header: __metadata__ appears twice", f->name,
-                   root->items[i].offset);
-        if (rc != 0)
-            return -1;
+            st_err(err, errlen, "%s: offset %zu: header: __metadata__ appears twice", f->name, root->items[i].offset);
+        if (rc != 0) return -1;
     }
     return st_disjoint_check(f, *spans, err, errlen);
 }
 
 /* ---- data ------------------------------------------------------------------- */
 
-static uint32_t st_crc(const unsigned char *p, uint64_t n)
-{
+static uint32_t st_crc(const unsigned char *p, uint64_t n) {
     uLong crc = crc32(0L, Z_NULL, 0);
     while (n > 0) { /* crc32 takes a uInt length */
         uInt k = n > UINT_MAX ? UINT_MAX : (uInt)n;
@@ -805,27 +708,20 @@ static uint32_t st_crc(const unsigned char *p, uint64_t n)
     return (uint32_t)crc;
 }
 
-static int st_meta_key_cmp(const void *a, const void *b)
-{
+static int st_meta_key_cmp(const void *a, const void *b) {
     return strcmp((*(const nnc_st_meta *const *)a)->key, (*(const nnc_st_meta *const *)b)->key);
 }
 
-static int st_meta_is_crc(const char *key)
-{
-    return strcmp(key, ST_CRC_KEY) == 0 || strcmp(key, ST_META_CRC_KEY) == 0;
-}
+static int st_meta_is_crc(const char *key) { return strcmp(key, ST_CRC_KEY) == 0 || strcmp(key, ST_META_CRC_KEY) == 0; }
 
 /* The ST_META_CRC_KEY checksum of meta[0..n); -1 when out of memory. */
-static int st_meta_crc(const nnc_st_meta *meta, int n, uint32_t *out)
-{
+static int st_meta_crc(const nnc_st_meta *meta, int n, uint32_t *out) {
     const nnc_st_meta **v = malloc((n > 0 ? (size_t)n : 1) * sizeof *v);
     uLong crc = crc32(0L, Z_NULL, 0);
     int i, k = 0;
-    if (!v)
-        return -1;
+    if (!v) return -1;
     for (i = 0; i < n; i++)
-        if (!st_meta_is_crc(meta[i].key))
-            v[k++] = &meta[i];
+        if (!st_meta_is_crc(meta[i].key)) v[k++] = &meta[i];
     qsort(v, (size_t)k, sizeof *v, st_meta_key_cmp);
     for (i = 0; i < k; i++) {
         crc = crc32(crc, (const Bytef *)v[i]->key, (uInt)strlen(v[i]->key) + 1);
@@ -837,13 +733,11 @@ static int st_meta_crc(const nnc_st_meta *meta, int n, uint32_t *out)
 }
 
 /* Compares the metadata with nnc_meta_crc32, when the writer recorded one. */
-static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen)
-{
+static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen) {
     const char *want = nnc_st_meta_get(f, ST_META_CRC_KEY);
     char have[16];
     uint32_t crc;
-    if (!want)
-        return 0;
+    if (!want) return 0;
     if (st_meta_crc(f->meta, f->nmeta, &crc) != 0) {
         st_err(err, errlen, "%s: out of memory", f->name);
         return -1;
@@ -851,35 +745,33 @@ static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen)
     snprintf(have, sizeof have, "%08x", (unsigned)crc);
     if (strcmp(have, want) != 0) {
         char q[ST_Q_LEN];
-        st_err(err, errlen, "%s: metadata checksum mismatch: header says %s, metadata has '%s' "
-               "(file edited or corrupted?)", f->name, st_q(q, want), have);
+        st_err(err, errlen,
+               "%s: metadata checksum mismatch: header says %s, metadata has '%s' "
+               "(file edited or corrupted?)",
+               f->name, st_q(q, want), have);
         return -1;
     }
     return 0;
 }
 
 /* Compares the data with metadata nnc_crc32, when the writer recorded one. */
-static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_t len, char *err,
-                        size_t errlen)
-{
+static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_t len, char *err, size_t errlen) {
     const char *want = nnc_st_meta_get(f, ST_CRC_KEY);
     char have[9];
     size_t i;
-    if (!want)
-        return 0;
+    if (!want) return 0;
     for (i = 0; i < 8; i++)
-        if (!((want[i] >= '0' && want[i] <= '9') || (want[i] >= 'a' && want[i] <= 'f')))
-            break;
+        if (!((want[i] >= '0' && want[i] <= '9') || (want[i] >= 'a' && want[i] <= 'f'))) break;
     if (i != 8 || want[8] != '\0') {
         char q[ST_Q_LEN];
-        st_err(err, errlen, "%s: metadata %s is %s, expected 8 lowercase hex digits", f->name,
-               ST_CRC_KEY, st_q(q, want));
+        st_err(err, errlen, "%s: metadata %s is %s, expected 8 lowercase hex digits", f->name, ST_CRC_KEY,
+               st_q(q, want));
         return -1;
     }
     snprintf(have, sizeof have, "%08x", (unsigned)st_crc(data, len));
     if (strcmp(have, want) != 0) {
-        st_err(err, errlen, "%s: checksum mismatch: header says %s, data has %s (file corrupted?)",
-               f->name, want, have);
+        st_err(err, errlen, "%s: checksum mismatch: header says %s, data has %s (file corrupted?)", f->name, want,
+               have);
         return -1;
     }
     return 0;
@@ -888,9 +780,8 @@ static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_
 /* Points every tensor at its data.  If the caller's buffer is ours to keep
  * (owned) and every tensor is aligned to its element size in it, use it in
  * place; otherwise copy each tensor to a 16-byte-aligned slot of a new block. */
-static int st_data_place(nnc_st_file *f, const st_span *sp, unsigned char *buf, size_t data_off,
-                         int owned, char *err, size_t errlen)
-{
+static int st_data_place(nnc_st_file *f, const st_span *sp, unsigned char *buf, size_t data_off, int owned, char *err,
+                         size_t errlen) {
     size_t total = 0, at = 0;
     int i, aligned = owned;
     for (i = 0; i < f->n; i++) {
@@ -900,8 +791,7 @@ static int st_data_place(nnc_st_file *f, const st_span *sp, unsigned char *buf, 
     }
     if (aligned) {
         f->block = buf;
-        for (i = 0; i < f->n; i++)
-            f->tensors[sp[i].index].data = buf + data_off + sp[i].begin;
+        for (i = 0; i < f->n; i++) f->tensors[sp[i].index].data = buf + data_off + sp[i].begin;
         return 0;
     }
     f->block = malloc(total ? total : 1);
@@ -915,32 +805,29 @@ static int st_data_place(nnc_st_file *f, const st_span *sp, unsigned char *buf, 
         f->tensors[sp[i].index].data = (unsigned char *)f->block + at;
         at += (bytes + 15) & ~(size_t)15;
     }
-    if (owned)
-        free(buf);
+    if (owned) free(buf);
     return 0;
 }
 
 /* The 8-byte length and its bounds; *hlen is checked to fit in len. */
-static int st_header_len(const unsigned char *b, size_t len, const char *name, size_t *hlen,
-                         char *err, size_t errlen)
-{
+static int st_header_len(const unsigned char *b, size_t len, const char *name, size_t *hlen, char *err, size_t errlen) {
     uint64_t n = 0;
     int i;
     if (len < 8) {
-        st_err(err, errlen, "%s: truncated: expected an 8-byte header length, found %zu bytes",
-               name, len);
+        st_err(err, errlen, "%s: truncated: expected an 8-byte header length, found %zu bytes", name, len);
         return -1;
     }
-    for (i = 7; i >= 0; i--)
-        n = n << 8 | b[i];
+    for (i = 7; i >= 0; i--) n = n << 8 | b[i];
     if (n > ST_HEADER_MAX) {
-        st_err(err, errlen, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
-               "file?)", name, (unsigned long long)n);
+        st_err(err, errlen,
+               "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
+               "file?)",
+               name, (unsigned long long)n);
         return -1;
     }
     if (n > len - 8) {
-        st_err(err, errlen, "%s: truncated: header length is %llu but only %zu bytes follow it",
-               name, (unsigned long long)n, len - 8);
+        st_err(err, errlen, "%s: truncated: header length is %llu but only %zu bytes follow it", name,
+               (unsigned long long)n, len - 8);
         return -1;
     }
     *hlen = (size_t)n;
@@ -948,9 +835,8 @@ static int st_header_len(const unsigned char *b, size_t len, const char *name, s
 }
 
 /* Parses buf; takes ownership of buf when `owned` (freeing it on failure). */
-static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *name, int owned,
-                                  char *err, size_t errlen)
-{
+static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *name, int owned, char *err,
+                                  size_t errlen) {
     nnc_st_file *f = calloc(1, sizeof *f);
     json_value root;
     json_parser p;
@@ -958,23 +844,19 @@ static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *na
     size_t hlen = 0;
     int rc = -1;
     memset(&root, 0, sizeof root);
-    if (!f)
-        st_err(err, errlen, "%s: out of memory", name);
+    if (!f) st_err(err, errlen, "%s: out of memory", name);
     else if (st_header_len(buf, len, name, &hlen, err, errlen) == 0) {
-        json_parser init = { buf + 8, hlen, 0, 8, name, err, errlen };
+        json_parser init = {buf + 8, hlen, 0, 8, name, err, errlen};
         p = init;
         f->name = name;
-        if (json_header_parse(&p, &root) == 0 &&
-            st_schema_build(f, &root, len - 8 - hlen, &spans, err, errlen) == 0 &&
-            st_crc_check(f, buf + 8 + hlen, len - 8 - hlen, err, errlen) == 0 &&
-            st_meta_crc_check(f, err, errlen) == 0)
+        if (json_header_parse(&p, &root) == 0 && st_schema_build(f, &root, len - 8 - hlen, &spans, err, errlen) == 0 &&
+            st_crc_check(f, buf + 8 + hlen, len - 8 - hlen, err, errlen) == 0 && st_meta_crc_check(f, err, errlen) == 0)
             rc = st_data_place(f, spans, buf, 8 + hlen, owned, err, errlen);
     }
     json_free(&root);
     free(spans);
     if (rc != 0) {
-        if (owned)
-            free(buf);
+        if (owned) free(buf);
         nnc_st_close(f);
         return NULL;
     }
@@ -982,41 +864,32 @@ static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *na
     return f;
 }
 
-nnc_st_file *nnc_st_parse(const void *buf, size_t len, const char *name, char *err, size_t errlen)
-{
+nnc_st_file *nnc_st_parse(const void *buf, size_t len, const char *name, char *err, size_t errlen) {
     /* not owned: st_parse_impl only reads it, then copies the tensors out */
-    return st_parse_impl((unsigned char *)(uintptr_t)buf, len, name ? name : "<memory>", 0, err,
-                         errlen);
+    return st_parse_impl((unsigned char *)(uintptr_t)buf, len, name ? name : "<memory>", 0, err, errlen);
 }
 
 /* Reads a whole regular file into a malloc'd buffer. */
-static int st_file_read(const char *path, unsigned char **buf, size_t *len, char *err,
-                        size_t errlen)
-{
+static int st_file_read(const char *path, unsigned char **buf, size_t *len, char *err, size_t errlen) {
     struct stat st;
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; it is refused below */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e;
     FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!fp) {
         st_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         return -1;
     }
     e = fstat(fileno(fp), &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
-    if (e == 0 && (uint64_t)st.st_size > SIZE_MAX - 1)
-        e = EFBIG;
+    if (e == 0 && (uint64_t)st.st_size > SIZE_MAX - 1) e = EFBIG;
     *len = e == 0 ? (size_t)st.st_size : 0;
     *buf = e == 0 ? malloc(*len ? *len : 1) : NULL;
-    if (e == 0 && !*buf)
-        e = ENOMEM;
+    if (e == 0 && !*buf) e = ENOMEM;
     if (e == 0 && fread(*buf, 1, *len, fp) != *len)
         e = ferror(fp) ? (errno ? errno : EIO) : EIO; /* shrank while we read */
-    if (fclose(fp) != 0 && e == 0)
-        e = errno;
+    if (fclose(fp) != 0 && e == 0) e = errno;
     if (e != 0) {
-        st_err(err, errlen, "%s: cannot read: %s", path,
-               e == EINVAL ? "not a regular file" : strerror(e));
+        st_err(err, errlen, "%s: cannot read: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
         free(*buf);
         *buf = NULL;
         return -1;
@@ -1024,12 +897,10 @@ static int st_file_read(const char *path, unsigned char **buf, size_t *len, char
     return 0;
 }
 
-nnc_st_file *nnc_st_load(const char *path, char *err, size_t errlen)
-{
+nnc_st_file *nnc_st_load(const char *path, char *err, size_t errlen) {
     unsigned char *buf;
     size_t len;
-    if (st_file_read(path, &buf, &len, err, errlen) != 0)
-        return NULL;
+    if (st_file_read(path, &buf, &len, err, errlen) != 0) return NULL;
     return st_parse_impl(buf, len, path, 1, err, errlen);
 }
 
@@ -1041,15 +912,12 @@ typedef struct {
     int oom; /* sticky: checked once at the end */
 } st_buf;
 
-static void st_buf_put(st_buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
+static void st_buf_put(st_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t ncap = (b->cap ? b->cap : 256);
         char *ns;
-        while (ncap < b->n + n + 1)
-            ncap *= 2;
+        while (ncap < b->n + n + 1) ncap *= 2;
         ns = realloc(b->s, ncap);
         if (!ns) {
             b->oom = 1;
@@ -1063,14 +931,10 @@ static void st_buf_put(st_buf *b, const char *s, size_t n)
     b->s[b->n] = '\0';
 }
 
-static void st_buf_str(st_buf *b, const char *s)
-{
-    st_buf_put(b, s, strlen(s));
-}
+static void st_buf_str(st_buf *b, const char *s) { st_buf_put(b, s, strlen(s)); }
 
 /* A JSON string literal: quotes, backslashes and control bytes escaped. */
-static void st_buf_json(st_buf *b, const char *s)
-{
+static void st_buf_json(st_buf *b, const char *s) {
     st_buf_put(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -1091,27 +955,22 @@ static void st_buf_json(st_buf *b, const char *s)
 
 /* Order in which tensors are laid out: by element size, largest first,
  * stable, so every tensor is aligned to its element size. */
-static void st_save_order(const nnc_st_tensor *ts, int n, int *order)
-{
-    static const size_t sizes[] = { 8, 4, 2, 1 };
+static void st_save_order(const nnc_st_tensor *ts, int n, int *order) {
+    static const size_t sizes[] = {8, 4, 2, 1};
     int k = 0, i;
     size_t s;
     for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (i = 0; i < n; i++)
-            if (nnc_dtype_size(ts[i].dtype) == sizes[s])
-                order[k++] = i;
+            if (nnc_dtype_size(ts[i].dtype) == sizes[s]) order[k++] = i;
 }
 
-static int st_save_check_tensor(const char *path, const nnc_st_tensor *t, uint64_t *bytes,
-                                char *err, size_t errlen)
-{
+static int st_save_check_tensor(const char *path, const nnc_st_tensor *t, uint64_t *bytes, char *err, size_t errlen) {
     if (!t->name || !*t->name || strcmp(t->name, "__metadata__") == 0) {
         st_err(err, errlen, "%s: a tensor needs a non-empty name other than __metadata__", path);
         return -1;
     }
-    if (nnc_dtype_size(t->dtype) == 0 || t->rank < 0 || t->rank > NNC_MAX_RANK ||
-        st_tensor_bytes(t, bytes) != 0 || *bytes > (uint64_t)(SIZE_MAX / 2) ||
-        (*bytes > 0 && !t->data)) {
+    if (nnc_dtype_size(t->dtype) == 0 || t->rank < 0 || t->rank > NNC_MAX_RANK || st_tensor_bytes(t, bytes) != 0 ||
+        *bytes > (uint64_t)(SIZE_MAX / 2) || (*bytes > 0 && !t->data)) {
         st_err(err, errlen, "%s: tensor '%s': invalid dtype, rank, shape or data", path, t->name);
         return -1;
     }
@@ -1119,18 +978,15 @@ static int st_save_check_tensor(const char *path, const nnc_st_tensor *t, uint64
 }
 
 /* Validates the caller's tensors and metadata; *bytes[i] gets sizes. */
-static int st_save_check(const char *path, const nnc_st_tensor *ts, int n,
-                         const nnc_st_meta *meta, int nmeta, uint64_t *bytes, char *err,
-                         size_t errlen)
-{
+static int st_save_check(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta, int nmeta,
+                         uint64_t *bytes, char *err, size_t errlen) {
     int i, j;
     if (n < 0 || nmeta < 0 || (n > 0 && !ts) || (nmeta > 0 && !meta)) {
         st_err(err, errlen, "%s: invalid tensor or metadata count", path);
         return -1;
     }
     for (i = 0; i < n; i++) {
-        if (st_save_check_tensor(path, &ts[i], &bytes[i], err, errlen) != 0)
-            return -1;
+        if (st_save_check_tensor(path, &ts[i], &bytes[i], err, errlen) != 0) return -1;
         for (j = 0; j < i; j++)
             if (strcmp(ts[i].name, ts[j].name) == 0) {
                 st_err(err, errlen, "%s: tensor name '%s' used twice", path, ts[i].name);
@@ -1139,8 +995,10 @@ static int st_save_check(const char *path, const nnc_st_tensor *ts, int n,
     }
     for (i = 0; i < nmeta; i++) {
         if (!meta[i].key || !meta[i].value || st_meta_is_crc(meta[i].key)) {
-            st_err(err, errlen, "%s: metadata %d: key and value must be set, and '%s' and '%s' "
-                   "are reserved", path, i, ST_CRC_KEY, ST_META_CRC_KEY);
+            st_err(err, errlen,
+                   "%s: metadata %d: key and value must be set, and '%s' and '%s' "
+                   "are reserved",
+                   path, i, ST_CRC_KEY, ST_META_CRC_KEY);
             return -1;
         }
         for (j = 0; j < i; j++)
@@ -1152,8 +1010,7 @@ static int st_save_check(const char *path, const nnc_st_tensor *ts, int n,
     return 0;
 }
 
-static void st_header_tensor(st_buf *b, const nnc_st_tensor *t, uint64_t begin, uint64_t end)
-{
+static void st_header_tensor(st_buf *b, const nnc_st_tensor *t, uint64_t begin, uint64_t end) {
     char num[48];
     int d;
     st_buf_str(b, ",");
@@ -1165,16 +1022,13 @@ static void st_header_tensor(st_buf *b, const nnc_st_tensor *t, uint64_t begin, 
         snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->dims[d]);
         st_buf_str(b, num);
     }
-    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)begin,
-             (unsigned long long)end);
+    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)begin, (unsigned long long)end);
     st_buf_str(b, num);
 }
 
 /* Builds the JSON header, padded with spaces to a multiple of 8. */
-static int st_header_build(st_buf *b, const nnc_st_tensor *ts, int n, const int *order,
-                           const uint64_t *bytes, const nnc_st_meta *meta, int nmeta,
-                           uint32_t crc)
-{
+static int st_header_build(st_buf *b, const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes,
+                           const nnc_st_meta *meta, int nmeta, uint32_t crc) {
     char crcs[16];
     uint64_t *begin = malloc((n ? (size_t)n : 1) * sizeof *begin), at = 0;
     uint32_t mcrc;
@@ -1203,30 +1057,24 @@ static int st_header_build(st_buf *b, const nnc_st_tensor *ts, int n, const int 
     for (i = 0; i < n; i++) /* header in the caller's order */
         st_header_tensor(b, &ts[i], begin[i], begin[i] + bytes[i]);
     st_buf_str(b, "}");
-    while (b->n % 8 != 0)
-        st_buf_str(b, " ");
+    while (b->n % 8 != 0) st_buf_str(b, " ");
     free(begin);
     return b->oom || b->n > ST_HEADER_MAX ? -1 : 0;
 }
 
 /* Writes length, header and data to fp; returns 0 or an errno value. */
-static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, int n,
-                        const int *order, const uint64_t *bytes)
-{
+static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, int n, const int *order,
+                        const uint64_t *bytes) {
     unsigned char len8[8];
     int i;
-    for (i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)hdr->n >> (8 * i));
+    for (i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr->n >> (8 * i));
     errno = 0;
-    if (fwrite(len8, 1, 8, fp) != 8 || fwrite(hdr->s, 1, hdr->n, fp) != hdr->n)
-        return errno ? errno : EIO;
+    if (fwrite(len8, 1, 8, fp) != 8 || fwrite(hdr->s, 1, hdr->n, fp) != hdr->n) return errno ? errno : EIO;
     for (i = 0; i < n; i++) {
         size_t k = (size_t)bytes[order[i]];
-        if (k > 0 && fwrite(ts[order[i]].data, 1, k, fp) != k)
-            return errno ? errno : EIO;
+        if (k > 0 && fwrite(ts[order[i]].data, 1, k, fp) != k) return errno ? errno : EIO;
     }
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0)
-        return errno ? errno : EIO;
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) return errno ? errno : EIO;
     return 0;
 }
 
@@ -1234,12 +1082,10 @@ static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, in
  * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write.  It will
  * replace a file (replaces: 1) whose permission bits `old` it takes exactly, so a checkpoint
  * made private (a rescue copy: 0600) stays private; a new file gets 0666 less the umask. */
-static FILE *st_tmp_create(const char *tmp, int replaces, mode_t old)
-{
+static FILE *st_tmp_create(const char *tmp, int replaces, mode_t old) {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaces ? 0600 : 0666);
     FILE *fp;
-    if (fd < 0)
-        return NULL;
+    if (fd < 0) return NULL;
     if (replaces && fchmod(fd, old & 0777) != 0) {
         int e = errno;
         close(fd);
@@ -1258,10 +1104,8 @@ static FILE *st_tmp_create(const char *tmp, int replaces, mode_t old)
 }
 
 /* Writes tmp completely and durably, then renames it over path. */
-static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
-                         const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes,
-                         char *err, size_t errlen)
-{
+static int st_write_file(const char *path, const char *tmp, const st_buf *hdr, const nnc_st_tensor *ts, int n,
+                         const int *order, const uint64_t *bytes, char *err, size_t errlen) {
     struct stat old;
     int replaces = lstat(path, &old) == 0 && S_ISREG(old.st_mode); /* else nothing is there */
     FILE *fp = st_tmp_create(tmp, replaces, replaces ? old.st_mode : 0);
@@ -1271,16 +1115,13 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
         return -1;
     }
     e = st_write_all(fp, hdr, ts, n, order, bytes);
-    if (fclose(fp) != 0 && e == 0)
-        e = errno ? errno : EIO;
-    if (e == 0 && rename(tmp, path) != 0)
-        e = errno;
+    if (fclose(fp) != 0 && e == 0) e = errno ? errno : EIO;
+    if (e == 0 && rename(tmp, path) != 0) e = errno;
     if (e != 0) {
         int ue = remove(tmp) != 0 ? errno : 0;
         st_err(err, errlen, "%s: write failed, %s: %s%s%s", path,
-               replaces ? "previous file left as it was" : "nothing saved",
-               strerror(e), ue && ue != ENOENT ? "; could not remove " : "",
-               ue && ue != ENOENT ? tmp : "");
+               replaces ? "previous file left as it was" : "nothing saved", strerror(e),
+               ue && ue != ENOENT ? "; could not remove " : "", ue && ue != ENOENT ? tmp : "");
         return -1;
     }
     return 0;
@@ -1288,19 +1129,15 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr,
 
 /* fsync the directory so the rename itself survives a power cut.  Best
  * effort: the file is complete either way, and some filesystems refuse. */
-static void st_dir_sync(const char *path)
-{
+static void st_dir_sync(const char *path) {
     char *dir = malloc(strlen(path) + 2);
     char *slash;
     int fd;
-    if (!dir)
-        return;
+    if (!dir) return;
     strcpy(dir, path);
     slash = strrchr(dir, '/');
-    if (slash)
-        slash[slash == dir] = '\0'; /* "/x" -> "/" */
-    else
-        strcpy(dir, ".");
+    if (slash) slash[slash == dir] = '\0'; /* "/x" -> "/" */
+    else strcpy(dir, ".");
     fd = open(dir, O_RDONLY);
     if (fd >= 0) {
         if (fsync(fd) != 0) { /* ignored on purpose: see above */
@@ -1313,58 +1150,51 @@ static void st_dir_sync(const char *path)
 /* The file a save to `path` must replace: path itself, or, when path is a symbolic link, the
  * file it leads to (which may not exist yet), so that saving through a link updates its target
  * instead of replacing the link with a regular file.  malloc'd; NULL when out of memory. */
-static char *st_save_target(const char *path)
-{
+static char *st_save_target(const char *path) {
     char *cur = strdup(path);
     int hops;
     for (hops = 0; cur && hops < 40; hops++) {
         struct stat st;
         char link[4096], *next, *slash;
         ssize_t k;
-        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
-            return cur;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
         k = readlink(cur, link, sizeof link - 1);
-        if (k < 0)
-            return cur; /* let the write report it */
+        if (k < 0) return cur; /* let the write report it */
         link[k] = '\0';
         slash = strrchr(cur, '/');
         next = malloc(strlen(cur) + (size_t)k + 2);
-        if (next && (link[0] == '/' || !slash))
-            strcpy(next, link);
-        else if (next)
-            sprintf(next, "%.*s/%s", (int)(slash - cur), cur, link);
+        if (next && (link[0] == '/' || !slash)) strcpy(next, link);
+        else if (next) sprintf(next, "%.*s/%s", (int)(slash - cur), cur, link);
         free(cur);
         cur = next;
     }
     return cur; /* a loop of links: the write fails with ELOOP-like errors and says so */
 }
 
-static const char *st_file_kind(mode_t m)
-{
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+static const char *st_file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory"
+        : S_ISFIFO(m) ? "a FIFO"
+        : S_ISCHR(m)  ? "a character device"
+        : S_ISBLK(m)  ? "a block device"
+        : S_ISSOCK(m) ? "a socket"
+                      : "not a regular file";
 }
 
 /* A save replaces what is at `target` by rename(2), which would put the checkpoint in the place
  * of a FIFO or a device (as root, /dev/null itself) and fail only after the whole write over a
  * directory: nothing but a regular file (or nothing) may be there.  `path` is what the caller
  * named, `target` where its links lead. */
-static int st_target_check(const char *path, const char *target, char *err, size_t errlen)
-{
+static int st_target_check(const char *path, const char *target, char *err, size_t errlen) {
     struct stat st;
-    if (lstat(target, &st) != 0 || S_ISREG(st.st_mode))
-        return 0;
+    if (lstat(target, &st) != 0 || S_ISREG(st.st_mode)) return 0;
     if (strcmp(path, target) != 0)
         st_err(err, errlen, "%s: leads to %s, %s, not a regular file; not replaced", path, target,
                st_file_kind(st.st_mode));
-    else
-        st_err(err, errlen, "%s: is %s, not a regular file; not replaced", path,
-               st_file_kind(st.st_mode));
+    else st_err(err, errlen, "%s: is %s, not a regular file; not replaced", path, st_file_kind(st.st_mode));
     return -1;
 }
 
-int nnc_st_dest_check(const char *path, char *err, size_t errlen)
-{
+int nnc_st_dest_check(const char *path, char *err, size_t errlen) {
     char *target = path && *path ? st_save_target(path) : NULL;
     int rc;
     if (!target) {
@@ -1379,46 +1209,35 @@ int nnc_st_dest_check(const char *path, char *err, size_t errlen)
 /* Removes temporary files that an earlier save to `path` left behind when it was killed
  * (SIGKILL, power cut): only names of our own pattern "<file>.tmp.<pid>", only regular files
  * owned by this user, and only when no process <pid> exists any more. */
-static void st_tmp_sweep(const char *path)
-{
+static void st_tmp_sweep(const char *path) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     size_t blen = strlen(base), dlen = slash ? (size_t)(slash - path) : 0;
     char *dir = malloc(dlen + 2), full[4096];
     DIR *d;
     struct dirent *e;
-    if (!dir)
-        return;
-    if (slash)
-        snprintf(dir, dlen + 2, "%.*s", (int)(dlen ? dlen : 1), dlen ? path : "/");
-    else
-        strcpy(dir, ".");
+    if (!dir) return;
+    if (slash) snprintf(dir, dlen + 2, "%.*s", (int)(dlen ? dlen : 1), dlen ? path : "/");
+    else strcpy(dir, ".");
     d = opendir(dir);
     while (d && (e = readdir(d)) != NULL) {
         const char *p = e->d_name + blen + 5;
         struct stat st;
         long pid;
         char *end;
-        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0 ||
-            *p < '1' || *p > '9')
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0 || *p < '1' || *p > '9')
             continue;
         pid = strtol(p, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || pid > INT_MAX ||
-            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        if (*end || pid <= 0 || pid == (long)getpid() || pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
-        if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full)
-            continue;
-        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
-            unlink(full);
+        if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full) continue;
+        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid()) unlink(full);
     }
-    if (d)
-        closedir(d);
+    if (d) closedir(d);
     free(dir);
 }
 
-static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order,
-                            const uint64_t *bytes)
-{
+static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes) {
     uLong crc = crc32(0L, Z_NULL, 0);
     int i;
     for (i = 0; i < n; i++) {
@@ -1434,12 +1253,11 @@ static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order,
     return (uint32_t)crc;
 }
 
-static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
-                      int nmeta, char *err, size_t errlen);
+static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta, int nmeta, char *err,
+                      size_t errlen);
 
-int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
-                int nmeta, char *err, size_t errlen)
-{
+int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta, int nmeta, char *err,
+                size_t errlen) {
     char *target;
     int rc;
     if (!path || !*path) {
@@ -1461,32 +1279,27 @@ int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_m
 }
 
 /* nnc_st_save once `path` is the file to replace (no link). */
-static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
-                      int nmeta, char *err, size_t errlen)
-{
+static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta, int nmeta, char *err,
+                      size_t errlen) {
     size_t cnt = n > 0 ? (size_t)n : 1;
     uint64_t *bytes = calloc(cnt, sizeof *bytes);
     int *order = calloc(cnt, sizeof *order);
     size_t tlen = path ? strlen(path) + 32 : 1;
     char *tmp = malloc(tlen);
-    st_buf hdr = { NULL, 0, 0, 0 };
+    st_buf hdr = {NULL, 0, 0, 0};
     int rc = -1;
-    if (!path || !*path)
-        st_err(err, errlen, "nnc_st_save: no path given");
-    else if (!bytes || !order || !tmp)
-        st_err(err, errlen, "%s: out of memory", path);
+    if (!path || !*path) st_err(err, errlen, "nnc_st_save: no path given");
+    else if (!bytes || !order || !tmp) st_err(err, errlen, "%s: out of memory", path);
     else if (st_save_check(path, ts, n, meta, nmeta, bytes, err, errlen) == 0) {
         st_save_order(ts, n, order);
-        if (st_header_build(&hdr, ts, n, order, bytes, meta, nmeta,
-                            st_data_crc(ts, n, order, bytes)) != 0)
+        if (st_header_build(&hdr, ts, n, order, bytes, meta, nmeta, st_data_crc(ts, n, order, bytes)) != 0)
             st_err(err, errlen, "%s: out of memory or header over 100 MB", path);
         else {
             snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
             rc = st_write_file(path, tmp, &hdr, ts, n, order, bytes, err, errlen);
         }
     }
-    if (rc == 0)
-        st_dir_sync(path);
+    if (rc == 0) st_dir_sync(path);
     free(hdr.s);
     free(bytes);
     free(order);

@@ -61,8 +61,8 @@ typedef struct nnc_st_file nnc_st_file;
 
 /* Returns 0, or -1 with err filled (and any previous file at path untouched).
  * The metadata keys "nnc_crc32" and "nnc_meta_crc32" are reserved. */
-int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta,
-                int nmeta, char *err, size_t errlen);
+int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_meta *meta, int nmeta, char *err,
+                size_t errlen);
 
 /* 0 when a save to path may replace what is there: nothing, or a regular file (a symbolic
  * link is followed, as nnc_st_save does); -1 with err filled for a FIFO, a device, a socket
@@ -72,8 +72,7 @@ int nnc_st_dest_check(const char *path, char *err, size_t errlen);
 /* Return NULL with err filled if the file is unreadable, truncated,
  * malformed or fails its checksum.  nnc_st_parse copies what it keeps. */
 nnc_st_file *nnc_st_load(const char *path, char *err, size_t errlen);
-nnc_st_file *nnc_st_parse(const void *buf, size_t len, const char *name, char *err,
-                          size_t errlen);
+nnc_st_file *nnc_st_parse(const void *buf, size_t len, const char *name, char *err, size_t errlen);
 
 int nnc_st_count(const nnc_st_file *f);                                   /* tensors */
 const nnc_st_tensor *nnc_st_get(const nnc_st_file *f, int i);             /* header order */

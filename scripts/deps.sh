@@ -3,12 +3,13 @@
 # test.sh; safe to run again (installs nothing when everything is there).
 #   scripts/deps.sh build   compiler, cmake, flex, bison, zlib, OpenBLAS, oneDNN (CPU
 #                           convolutions), Fashion-MNIST, Open MPI (mpirun: data parallel)
-#   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), NumPy and PyTorch, and
-#                           g++ (the CUDA emulator compiles kernels as C++), graphviz (--emit dot)
+#   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), clang-format (the style
+#                           check), NumPy and PyTorch, g++ (the CUDA emulator compiles kernels
+#                           as C++), graphviz (--emit dot)
 set -euo pipefail
 want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev libdnnl-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
 if [ "${1:-build}" = test ]; then
-  want+=(clang libclang-rt-14-dev python3-numpy python3-torch g++ graphviz)
+  want+=(clang clang-format libclang-rt-14-dev python3-numpy python3-torch g++ graphviz)
 fi
 missing=()
 for p in "${want[@]}"; do

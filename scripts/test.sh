@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite, as CI runs it: installs what is missing, then
-#   1. a normal build (gcc, -Wall -Wextra -Werror) and every test;
+#   1. the style of the changed lines (check-format.sh), a normal build (gcc, -Wall -Wextra
+#      -Werror) and every test;
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), the
 #      generated code included (NNC_CFLAGS), with LeakSanitizer on;
 #   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each).
@@ -18,6 +19,7 @@ stage_done() { echo "== $1: $((SECONDS - stage_start)) s =="; }
 
 echo "== 1/3 build and test (gcc) =="
 stage_start=$SECONDS
+scripts/check-format.sh
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS=-Werror >/dev/null
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test -j"$jobs" --timeout 600 -E '^fuzz_'
