@@ -57,6 +57,10 @@ typedef struct {
 
 extern const Backend backend_cpu;
 const Backend *backend_for(Device target);
+/* --target auto, as torch.device("cuda" if torch.cuda.is_available() else "cpu"): DEV_CUDA when a
+ * GPU, its driver and the CUDA libraries are there, else DEV_CPU; `note` says which, in one line
+ * ("using cuda:0 (NAME)", "no CUDA device (why), using the CPU"). */
+Device backend_auto(char *note, size_t n);
 
 /* model_desc.c: the description of a planned program (include/nnc_runtime.h), allocated in `a`.
  * The ABI's function pointers come from `fns` (NULL: none; a printed description names them). */

@@ -43,6 +43,8 @@ bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n) {
     c->m = nn_load_model(&c->arena, &c->diag, file, o->source, nn_model_c_name(&c->arena, file));
     if (!c->m || !apply_overrides(c->m, &o->over, err, n)) return false;
     Device target = o->target ? (!strcmp(o->target, "cuda") ? DEV_CUDA : DEV_CPU) : c->m->train.device;
+    if (o->target ? !strcmp(o->target, "auto") : c->m->train.device_auto)
+        target = backend_auto(c->device_note, sizeof c->device_note);
     if (o->data_parallel && o->world > 1 && c->m->train.present)   /* each process's share of a batch */
         c->m->g->batch_max = (int)((c->m->train.batch + o->world - 1) / o->world);
     c->p = (Program){.m = c->m, .g = c->m->g, .diag = &c->diag};

@@ -56,7 +56,9 @@ static void usage(FILE *f) {
           "and with which optimizer).\n"
           "\n"
           "compile and inspect:\n"
-          "  --target cpu|cuda      device to run on (default: the model's train section, else cpu)\n"
+          "  --target cpu|cuda|auto device to run on (default: the model's train section, else cpu);\n"
+          "                         auto: cuda when a GPU and its driver are there, else cpu (one line\n"
+          "                         on stderr says which)\n"
           "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
           "  --emit dot             draw the step for Graphviz (nnc m.nn --emit dot | dot -Tpng -o m.png)\n"
           "  --dump-after=PASS      print the graph after one pass and exit: parse autocast autograd\n"
@@ -334,8 +336,8 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
     if (c->emit && strcmp(c->emit, "ir") && strcmp(c->emit, "dot") && strcmp(c->emit, "c") && strcmp(c->emit, "cuda") &&
         strcmp(c->emit, "ptx"))
         cli_error("--emit takes ir, dot, c, cuda or ptx, not '%s'", c->emit);
-    if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda"))
-        cli_error("--target takes cpu or cuda, not '%s'", c->target);
+    if (c->target && strcmp(c->target, "cpu") && strcmp(c->target, "cuda") && strcmp(c->target, "auto"))
+        cli_error("--target takes cpu, cuda or auto, not '%s'", c->target);
     if (c->dump_after && !pipeline_has_pass(c->dump_after))
         cli_error("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
     if (c->check_against && strcmp(c->check_against, "cpu"))
@@ -604,6 +606,7 @@ int main(int argc, char **argv) {
     if (c.emit && !strcmp(c.emit, "ir")) o.dump_after = "all";
     Compiled cp, ref;
     compile_or_exit(&cp, &o, src, comm);
+    if (cp.device_note[0] && !c.quiet && comm_rank(comm) == 0) fprintf(stderr, "nnc: %s\n", cp.device_note);
     if (c.check_against) {   /* the same model again, compiled for the CPU as the reference */
         CompileOpts ro = o;
         ro.target = "cpu";

@@ -2212,6 +2212,10 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         diag_error(E->d, s->e->loc, "precision is f32, bf16 or f16");
         return;
     }
+    if (!strcmp(k, "device") && s->e->k == E_IDENT && !strcmp(s->e->str, "auto")) {   /* the driver probes */
+        t->device_auto = true;
+        return;
+    }
     E->in_train = 1;
     Value v = eval(E, E->globals, s->e);
     E->in_train = 0;
@@ -2241,8 +2245,11 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             diag_error(E->d, s->e->loc, "'shuffle' is true or false");
         else if (setting_num(E, s, v, 0, 1, &x)) t->shuffle = x != 0;
     } else if (!strcmp(k, "device")) {
-        if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu, cuda or cuda(k)");
-        else t->device = (Device)v.num;
+        if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu, cuda, cuda(k) or auto");
+        else {
+            t->device = (Device)v.num;
+            t->device_auto = false;
+        }
     } else if (!strcmp(k, "optimizer")) {
         if (v.k != V_OPTIM) {
             if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected sgd(...), adam(...) or adamw(...)");

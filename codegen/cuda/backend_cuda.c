@@ -48,6 +48,7 @@
 static struct {
     bool tried, ok;
     char why[1536];
+    char brief[160];   /* why, in a few words: --target auto's "no CUDA device (...)" */
     CUresult (*Init)(unsigned);
     CUresult (*DriverGetVersion)(int *);
     CUresult (*DeviceGetCount)(int *);
@@ -115,7 +116,10 @@ static struct {
 
 static bool sym(void *h, void **field, const char *name, const char *lib) {
     *field = dlsym(h, name);
-    if (!*field) snprintf(cu.why, sizeof cu.why, "%s has no %s: a driver or toolkit too old for this nnc", lib, name);
+    if (!*field) {
+        snprintf(cu.why, sizeof cu.why, "%s has no %s: a driver or toolkit too old for this nnc", lib, name);
+        snprintf(cu.brief, sizeof cu.brief, "%s is too old: it has no %s", lib, name);
+    }
     return *field != NULL;
 }
 
@@ -132,6 +136,8 @@ static bool load_driver(void) {
                  "no CUDA driver found (libcuda.so.1 is not installed or cannot be loaded%s%.300s); the cuda target "
                  "needs an NVIDIA GPU and its driver. Use --target cpu", broken ? ": " : "",
                  broken ? broken + strlen("; the last that exists failed: ") : "");
+        snprintf(cu.brief, sizeof cu.brief, "%s",
+                 broken ? "libcuda.so.1 does not load" : "no driver: libcuda.so.1 not found");
         return false;
     }
     const char *L = "libcuda.so.1";
@@ -162,6 +168,7 @@ static bool load_driver(void) {
 static bool load_blas(void) {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
     void *h = cuda_libs_open("cuBLAS", names, NULL, 0, cu.why, sizeof cu.why);
+    if (!h) snprintf(cu.brief, sizeof cu.brief, "cuBLAS (libcublas) not found");
     if (!h) return false;
     const char *L = "libcublas";
     SYM(h, BlasCreate, "cublasCreate_v2", L); SYM(h, BlasDestroy, "cublasDestroy_v2", L);
@@ -186,6 +193,8 @@ static bool cuda_open(void) {
         if (rc != CUDA_SUCCESS) cu.GetErrorName(rc, &name);
         snprintf(cu.why, sizeof cu.why, "no CUDA device found (%s%s); the cuda target needs an NVIDIA GPU. "
                  "Use --target cpu", rc != CUDA_SUCCESS ? "cuInit: " : "the driver reports 0 devices",
+                 rc != CUDA_SUCCESS ? name : "");
+        snprintf(cu.brief, sizeof cu.brief, "%s%s", rc != CUDA_SUCCESS ? "cuInit: " : "the driver reports 0 devices",
                  rc != CUDA_SUCCESS ? name : "");
         return false;
     }
@@ -1250,6 +1259,19 @@ static bool cuda_emit_ptx(const Program *p, const BuildOpts *o, Str *out, char *
     str_puts(out, ptx);
     free(ptx);
     return true;
+}
+
+/* --target auto: whether the cuda target can run here, as torch.cuda.is_available() asks (a
+ * driver that loads and initializes, a device), plus the libraries the target needs (cuBLAS,
+ * NVRTC).  `dev` gets device 0's name, or `why` a short reason. */
+bool cuda_probe(char *dev, size_t dn, char *why, size_t wn) {
+    CUdevice d;
+    if (!cuda_open()) snprintf(why, wn, "%s", cu.brief);
+    else if (!cuda_nvrtc_available(NULL, 0)) snprintf(why, wn, "NVRTC (libnvrtc) not found");
+    else if (cu.DeviceGet(&d, 0) != CUDA_SUCCESS || cu.DeviceGetName(dev, (int)dn, d) != CUDA_SUCCESS)
+        snprintf(why, wn, "device 0 does not answer");
+    else return true;
+    return false;
 }
 
 const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx, NULL, NULL};
