@@ -28,6 +28,8 @@ typedef struct {
     const char *source;         /* the whole model text (NUL-terminated) */
     FILE *diag_out;             /* where diagnostics are printed */
     const char *target;         /* "cpu", "cuda" or "auto" (cuda if a GPU is there); NULL: the train section's */
+    const char *data_dir;       /* the folder relative data paths are read from: the model file's; NULL:
+                                   the current directory (a model from a pipe or a string) */
     TrainOverrides over;
     bool fuse, strict_devices, keep_values;
     /* Data parallel (under mpirun): `world` processes share every batch of the train section,

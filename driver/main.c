@@ -434,7 +434,7 @@ static const char *file_kind(mode_t m) {
  * A device, a directory or a socket is refused before reading: /dev/zero and /dev/urandom
  * never end.  The FIFO is opened without blocking, so one with no writer reads as empty
  * instead of waiting for one forever. */
-static char *read_model_file(const char *path, size_t *len) {
+static char *read_model_file(const char *path, size_t *len, bool *regular) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) nnc_fatal("%s: cannot read: %s", path, strerror(errno));
@@ -459,7 +459,16 @@ static char *read_model_file(const char *path, size_t *len) {
     if (n == 0 && S_ISFIFO(st.st_mode)) nnc_fatal("%s: a pipe that gave no text (nothing was written to it)", path);
     text[n] = 0;
     *len = n;
+    *regular = S_ISREG(st.st_mode);
     return text;
+}
+
+/* The folder of the model file, where its relative data paths are read from ("." for "m.nn"). */
+static const char *model_dir(Arena *a, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return ".";
+    while (slash > path && slash[-1] == '/') slash--;   /* "a//m.nn" */
+    return slash == path ? "/" : arena_printf(a, "%.*s", (int)(slash - path), path);
 }
 
 /* After the passes: emit, print stats, build ahead of time, or train.  `ref` is the CPU
@@ -595,10 +604,12 @@ int main(int argc, char **argv) {
                   "it needs --save, and a run cannot --resume or --save-every from such a file (save f32 "
                   "checkpoints, and export at the end)", c.save_half == NNC_DT_BF16 ? "bf16" : "f16");
     size_t len;
-    char *src = read_model_file(c.model, &len);
+    bool regular;
+    char *src = read_model_file(c.model, &len, &regular);
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
     /* --check-numerics checks every op's output, so it compiles one kernel per op */
     CompileOpts o = {.file = c.model, .source = src, .diag_out = quiet_diag ? quiet_diag : stderr, .target = c.target,
+                     .data_dir = regular ? model_dir(&arena, c.model) : NULL,
                      .over = c.over, .fuse = !c.no_fuse && !c.check_numerics && !c.check_against,
                      .strict_devices = c.strict, .keep_values = c.check_against != NULL, .dump_after = c.dump_after,
                      .dump = comm_rank(comm) == 0 ? stdout : NULL, .data_parallel = comm != NULL,

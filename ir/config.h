@@ -24,6 +24,11 @@ typedef struct {
     int header;                  /* csv: 1 first line is a header, 0 it is data, -1 detect */
     SrcLoc loc;
     SrcLoc scale_loc;            /* where scale= was written (line 0: it was not) */
+    /* A relative path as the model wrote it (NULL: absolute, or no file).  The driver joins it to
+     * the model file's folder in `path`; from_cwd: the model came from a pipe, so the current
+     * directory is the only folder there is.  For the message when the file cannot be read. */
+    const char *written;
+    bool from_cwd;
 } DataSource;
 
 typedef struct {

@@ -383,6 +383,16 @@ static bool labels_check(const Model *m, const DataBind *b, const char *what, co
     return true;
 }
 
+/* A relative path that does not lead to a readable file: where such paths are read from, and
+ * the line that wrote it (the error names the path that was tried). */
+static void explain_relative(const DataSource *s, char *err, size_t n) {
+    size_t k = strlen(err);
+    if (!s->written || access(s->path, R_OK) == 0 || k + 1 >= n) return;
+    snprintf(err + k, n - k, " (%s:%d:%d names \"%s\": %s)", s->loc.file ? s->loc.file : "the model", s->loc.line,
+             s->loc.col, s->written, s->from_cwd ? "the model came from a pipe, so a relative path is read from the "
+             "current directory" : "a relative path is read from the model file's folder");
+}
+
 static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
                         int64_t want_rows, const char *first, int64_t *samples, char *err, size_t n) {
     const DataSource *s = test ? &b->test : &b->train;
@@ -392,8 +402,10 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     void *map = NULL;
     size_t map_len = 0;
     if (!header_fits(m, b, s, want_rows, first, err, n) ||
-        !load_source(s, b->input, seed, cache_dir, &a, &pending, &map, &map_len, err, n))
+        !load_source(s, b->input, seed, cache_dir, &a, &pending, &map, &map_len, err, n)) {
+        explain_relative(s, err, n);
         return false;
+    }
     const char *what = s->path ? s->path : b->input;
     c->scale = (float)s->scale;
     c->bytes = in->dtype == DT_F32 && a.dtype == NNC_DT_U8;   /* images: 4x less memory */

@@ -9,6 +9,7 @@ ok()    { if "$@" >"$dir/out" 2>&1; then pass=$((pass+1)); else fail=$((fail+1))
 bad()   { if "$@" >"$dir/out" 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded): $*"; cat "$dir/out"; else pass=$((pass+1)); fi; }
 has()   { if grep -q -- "$1" "$dir/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat "$dir/out"; fi; }
 hasnt() { if grep -q -- "$1" "$dir/out"; then fail=$((fail+1)); echo "FAIL: '$1' in:"; cat "$dir/out"; else pass=$((pass+1)); fi; }
+in_dir() { local d=$1; shift; pushd "$d" >/dev/null || exit 1; "$@"; popd >/dev/null || exit 1; }   # counts stay
 lines() { local n; n=$(grep -c -- "$1" "$dir/out"); if [ "$n" = "$2" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: '$1' $n times, not $2:"; cat "$dir/out"; fi; }
 
 # ---- --target auto / device = auto: one line on stderr says which device, then it trains
@@ -25,6 +26,38 @@ ok "$nnc" "$models/linreg.nn" --epochs 2;        hasnt "^nnc: "
 sed 's/device = auto/device = tpu/' "$dir/auto.nn" > "$dir/tpu.nn"
 bad "$nnc" "$dir/tpu.nn";                       has "device is cpu, cuda, cuda(k) or auto"
 bad "$nnc" "$models/linreg.nn" --target tpu;    has "--target takes cpu, cuda or auto, not 'tpu'"
+
+# ---- a relative data path is read from the model file's folder, from any directory; when it
+# cannot be, the error names the path tried and the line that wrote it
+mkdir -p "$dir/runs"
+printf '1,2\n3,4\n5,6\n7,8\n' > "$dir/runs/d.csv"
+cat > "$dir/runs/m.nn" <<'NN'
+input x: f32[N, 2]
+param W: f32[2, 1] = normal(0, 1)
+loss = mean(x @ W)
+train {
+    data x = csv("d.csv")
+    batch = 2
+    minimize loss
+}
+NN
+ok "$nnc" "$dir/runs/m.nn" --quiet
+in_dir "$dir" ok "$nnc" runs/m.nn --quiet
+in_dir / ok "$nnc" "$dir/runs/m.nn" --quiet
+in_dir "$dir/runs" ok "$nnc" m.nn --quiet
+in_dir "$dir" ok "$nnc" ./runs/../runs//m.nn --quiet
+ln -s "$dir/runs/m.nn" "$dir/link.nn"   # the folder of the path as given (a link is not followed)
+in_dir "$dir" bad "$nnc" link.nn --quiet; has "^nnc: error: ./d.csv: cannot open\|^nnc: error: d.csv: cannot open"
+# a model from a pipe has no folder: the current directory
+in_dir "$dir/runs" ok "$nnc" <(cat "$dir/runs/m.nn") --quiet
+in_dir "$dir" bad "$nnc" <(cat "$dir/runs/m.nn") --quiet
+has "^nnc: error: d.csv: cannot open: No such file or directory (/dev/fd/[0-9]*:5:14 names \"d.csv\": the model came from a pipe, so a relative path is read from the current directory)$"
+sed 's/csv("d.csv")/idx("train.gz")/' "$dir/runs/m.nn" > "$dir/runs/missing.nn"
+in_dir "$dir" bad "$nnc" runs/missing.nn --quiet
+has '^nnc: error: runs/train.gz: cannot open: No such file or directory (runs/missing.nn:5:14 names "train.gz": a relative path is read from the model file.s folder)$'
+# an absolute path is read as it is
+sed "s|csv(\"d.csv\")|csv(\"$dir/runs/d.csv\")|" "$dir/runs/m.nn" > "$dir/abs.nn"
+in_dir / ok "$nnc" "$dir/abs.nn" --quiet
 
 echo "first run: $pass passed, $fail failed"
 [ "$fail" = 0 ]
