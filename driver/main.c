@@ -471,6 +471,14 @@ static const char *model_dir(Arena *a, const char *path) {
     return slash == path ? "/" : arena_printf(a, "%.*s", (int)(slash - path), path);
 }
 
+/* Whether the model has an output that is not one number (what --eval-out writes; the
+ * trainer averages the scalars into the metrics). */
+static bool has_tensor_output(const Graph *g) {
+    for (int i = 0; i < g->nouts; i++)
+        if (shape_numel(g->nodes[g->outs[i].node].shape, 2) != 1) return true;
+    return false;
+}
+
 /* After the passes: emit, print stats, build ahead of time, or train.  `ref` is the CPU
  * reference of --check-against, compiled from the same text. */
 static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm *comm) {
@@ -526,6 +534,10 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         return 0;
     }
     if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c->model);
+    if (c->eval_out && !has_tensor_output(m->g) && rank == 0)   /* the file is then its metadata alone */
+        fprintf(stderr, "nnc: warning: --eval-out %s: %s declares no per-sample output (output NAME = ..., e.g. "
+                        "output probs = softmax(logits)), so the file will hold no tensor, only the loss and metrics "
+                        "as metadata\n", c->eval_out, c->model);
     /* data parallel: process 0 builds (or finds) the code first, the others then find it cached */
     LoadedModel *lm = rank == 0 ? compile_load(cp, &bo, err, sizeof err) : NULL;
     int built = rank != 0 || lm != NULL;

@@ -59,5 +59,14 @@ has '^nnc: error: runs/train.gz: cannot open: No such file or directory (runs/mi
 sed "s|csv(\"d.csv\")|csv(\"$dir/runs/d.csv\")|" "$dir/runs/m.nn" > "$dir/abs.nn"
 in_dir / ok "$nnc" "$dir/abs.nn" --quiet
 
+# ---- --eval-out on a model whose outputs are all scalars: a warning that the file will hold no
+# tensor (its loss and metrics are still there, as metadata: mpi_test.py reads them)
+ok "$nnc" "$models/linreg.nn" --eval --eval-out "$dir/lr.st"
+has "^nnc: warning: --eval-out $dir/lr.st: .*linreg.nn declares no per-sample output (output NAME = ..., e.g. output probs = softmax(logits)), so the file will hold no tensor, only the loss and metrics as metadata$"
+ok /usr/bin/python3 -c "import json, struct, sys; f = open(sys.argv[1], 'rb'); n = struct.unpack('<Q', f.read(8))[0]
+h = json.loads(f.read(n)); assert set(h) == {'__metadata__'} and 'loss' in h['__metadata__'], h" "$dir/lr.st"
+ok "$nnc" "$models/mlp.nn" --eval --eval-out "$dir/mlp.st" --quiet; has "mlp.nn declares no per-sample output"
+ok "$nnc" "$here/eval_out.nn" --eval --eval-out "$dir/eo.st"; has "p f32\[100,1\] -> $dir/eo.st"; hasnt "warning: --eval-out"
+
 echo "first run: $pass passed, $fail failed"
 [ "$fail" = 0 ]
