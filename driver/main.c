@@ -487,6 +487,9 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     int rank = comm_rank(comm);
     if (rank != 0 && (c->emit || c->dump_after || c->stats || c->out_dir)) return 0;   /* process 0 shows it */
     /* --dump-after is an inspection flag like --emit ir: it prints the graph and exits */
+    if (c->dump_after && p->dump_skipped)
+        nnc_fatal("--dump-after=%s: the %s pass did not run on this model, so there is no graph after it to print: %s",
+                  c->dump_after, c->dump_after, p->dump_skipped);
     if ((c->emit && !strcmp(c->emit, "ir")) || (c->dump_after && !c->emit)) return 0;
     if (c->emit && !strcmp(c->emit, "dot")) {
         program_print_dot(p, stdout);

@@ -25,14 +25,37 @@ static bool want_dump(const PipelineOpts *o, const char *pass) {
     return o->dump && o->dump_after && (!strcmp(o->dump_after, "all") || !strcmp(o->dump_after, pass));
 }
 
+/* The per-entry passes print only when named: "all" (--emit ir) shows the final schedule once. */
+static bool want_entry_dump(Program *p, const PipelineOpts *o, const char *pass) {
+    bool want = o->dump && o->dump_after && !strcmp(o->dump_after, pass);
+    p->dumped |= want;
+    return want;
+}
+
+/* Why a graph-wide pass that did not run printed nothing: what makes it run. */
+static const char *skipped_why(const char *pass) {
+    if (!strcmp(pass, "autocast"))
+        return "it runs only in mixed precision: precision = bf16 or f16 in the train section, --precision bf16 "
+               "or f16, or a to(x, bf16) in the model";
+    if (!strcmp(pass, "allreduce"))
+        return "it runs only in data-parallel training: under mpirun -np N, or with --data-parallel";
+    if (!strcmp(pass, "autograd") || !strcmp(pass, "optimizer"))
+        return "it runs only for a model with a loss to minimize (a train section with 'minimize LOSS')";
+    return "this model has nothing for it to do";
+}
+
 static bool after(Program *p, const PipelineOpts *o, const char *pass) {
     if (o->verify && !ir_verify(p->g, pass)) return false;
     if (want_dump(o, pass)) {
+        p->dumped = true;
         fprintf(o->dump, "; ---- after %s ----\n", pass);
         ir_print(p->g, o->dump, NULL);
     }
     return true;
 }
+
+static void groups_print(const Program *p, const Entry *e, FILE *f);
+static void order_print(const Program *p, const Entry *e, FILE *f);
 
 /* --check-against: each launch's results become outputs too (after the real ones, in schedule
  * order), so the planner keeps them to the end of the call and a caller can read them all. */
@@ -102,14 +125,17 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
             memset(e->live, 0, (size_t)g->n);
         }
         pass_fuse(p, e);
+        if (want_entry_dump(p, o, "fuse")) groups_print(p, e, o->dump);
         pass_schedule(p, e);
         if (o->keep_values) keep_every_value(p, e);
+        if (want_entry_dump(p, o, "schedule")) order_print(p, e, o->dump);
         pass_plan(p, e);
     }
-    if (o->dump && o->dump_after &&
-        (!strcmp(o->dump_after, "all") || !strcmp(o->dump_after, "fuse") || !strcmp(o->dump_after, "schedule") ||
-         !strcmp(o->dump_after, "plan")))
+    if (want_dump(o, "plan")) {
+        p->dumped = true;
         program_print(p, o->dump);
+    }
+    if (o->dump && o->dump_after && !p->dumped) p->dump_skipped = skipped_why(o->dump_after);
     return true;
 }
 
@@ -142,6 +168,65 @@ static void launch_print(const Program *p, const Entry *e, const Launch *L, int 
     const SrcLoc *loc = &g->nodes[L->root].loc;
     if (loc->line) fprintf(f, "  ; line %d", loc->line);
     fputc('\n', f);
+}
+
+static void ops_print(const Graph *g, const int *nodes, int n, FILE *f) {
+    fprintf(f, " {");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%s %%%d", i ? ", " : "", node_op_name(&g->nodes[nodes[i]], (char[48]){0}), nodes[i]);
+    fprintf(f, "}");
+}
+
+/* --dump-after=fuse: each entry's kernel groups, before the schedule orders them and the plan
+ * gives them memory; a group is listed where its first node is, then what fuse folded away. */
+static void groups_print(const Program *p, const Entry *e, FILE *f) {
+    const Graph *g = p->g;
+    int ngroups = 0, nfolded = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (e->group[i] >= ngroups) ngroups = e->group[i] + 1;
+        nfolded += e->folded[i];
+    }
+    fprintf(f, "; ---- entry %s after fuse: %d groups (schedule orders them), %d transposes folded into "
+               "products, %d updates folded into their GEMMs ----\n", e->name, ngroups, nfolded, e->nfolds);
+    int *members = xmalloc((size_t)g->n * sizeof *members);
+    bool *shown = xcalloc((size_t)ngroups + 1, 1);
+    for (int i = 0; i < g->n; i++) {
+        int grp = e->group[i];
+        if (grp < 0 || shown[grp]) continue;
+        shown[grp] = true;
+        int n = 0, last = i;
+        for (int j = i; j < g->n; j++)
+            if (e->group[j] == grp) members[n++] = last = j;
+        fprintf(f, "    group ");
+        ops_print(g, members, n, f);
+        if (g->nodes[last].loc.line) fprintf(f, "  ; line %d", g->nodes[last].loc.line);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < g->n; i++)
+        if (e->folded[i]) fprintf(f, "    folded  transpose %%%d (its products read it transposed)\n", i);
+    for (int k = 0; k < e->nfolds; k++)
+        fprintf(f, "    folded  update %%%d into the GEMM of %%%d (alpha %g, beta 1)\n", e->folds[k].dst,
+                e->folds[k].gemm, e->folds[k].alpha);
+    free(members);
+    free(shown);
+}
+
+/* --dump-after=schedule: each entry's launches in order, with the values each reads and writes,
+ * before the plan gives them memory. */
+static void order_print(const Program *p, const Entry *e, FILE *f) {
+    const Graph *g = p->g;
+    fprintf(f, "; ---- entry %s after schedule: %d launches in order ----\n", e->name, e->nlaunch);
+    for (int k = 0; k < e->nlaunch; k++) {
+        const Launch *L = &e->launches[k];
+        fprintf(f, "    #%-3d %-7s", k, kind_name(L->kind));
+        ops_print(g, L->nodes, L->nnodes, f);
+        fprintf(f, "  reads");
+        for (int j = 0; j < L->nins; j++) fprintf(f, " %%%d", L->ins[j]);
+        fprintf(f, "  writes");
+        for (int j = 0; j < L->nouts; j++) fprintf(f, " %%%d", L->outs[j]);
+        if (g->nodes[L->root].loc.line) fprintf(f, "  ; line %d", g->nodes[L->root].loc.line);
+        fputc('\n', f);
+    }
 }
 
 void program_print(const Program *p, FILE *f) {

@@ -68,5 +68,26 @@ h = json.loads(f.read(n)); assert set(h) == {'__metadata__'} and 'loss' in h['__
 ok "$nnc" "$models/mlp.nn" --eval --eval-out "$dir/mlp.st" --quiet; has "mlp.nn declares no per-sample output"
 ok "$nnc" "$here/eval_out.nn" --eval --eval-out "$dir/eo.st"; has "p f32\[100,1\] -> $dir/eo.st"; hasnt "warning: --eval-out"
 
+# ---- --dump-after: fuse, schedule and plan each print what that pass made; a pass that did not
+# run is an error saying what makes it run, never an empty success
+ok "$nnc" "$models/mlp.nn" --dump-after=fuse;     cp "$dir/out" "$dir/fuse"
+has "^; ---- entry train_step after fuse: 16 groups (schedule orders them), 4 transposes folded into products, 2 updates"
+has "^    group  {add %8, relu %9}  ; line 18$"; has "^    folded  update %39 into the GEMM of %22"; hasnt "\[act+"
+ok "$nnc" "$models/mlp.nn" --dump-after=schedule; cp "$dir/out" "$dir/schedule"
+has "^; ---- entry train_step after schedule: 13 launches in order ----$"
+has "^    #1   kernel  {add %8, relu %9}  reads %7 %3  writes %9  ; line 18$"; hasnt "\[act+"
+ok "$nnc" "$models/mlp.nn" --dump-after=plan;     cp "$dir/out" "$dir/plan"
+has "^    #1   kernel  {add %8, relu %9}  writes %9\[act+0\]  over f32\[B,128\]  ; line 18$"
+if cmp -s "$dir/fuse" "$dir/schedule" || cmp -s "$dir/schedule" "$dir/plan"; then
+    fail=$((fail+1)); echo "FAIL: --dump-after fuse, schedule and plan print the same"; else pass=$((pass+1)); fi
+bad "$nnc" "$models/mlp.nn" --dump-after=autocast
+has "^nnc: error: --dump-after=autocast: the autocast pass did not run on this model, .*: it runs only in mixed precision"
+ok "$nnc" "$models/mlp.nn" --dump-after=autocast --precision bf16; has "^; ---- after autocast ----$"
+bad "$nnc" "$models/mlp.nn" --dump-after=allreduce
+has "^nnc: error: --dump-after=allreduce: the allreduce pass did not run .*: under mpirun -np N, or with --data-parallel$"
+ok "$nnc" "$models/mlp.nn" --dump-after=allreduce --data-parallel; has "^; ---- after allreduce ----$"
+printf 'input x: f32[B, 4]\nparam W: f32[4, 2] = normal(0, 1)\noutput y = x @ W\n' > "$dir/fwd.nn"
+bad "$nnc" "$dir/fwd.nn" --dump-after=autograd;  has "the autograd pass did not run .*a loss to minimize"
+ok "$nnc" "$dir/fwd.nn" --dump-after=fuse;       has "^; ---- entry eval after fuse: 1 groups"
 echo "first run: $pass passed, $fail failed"
 [ "$fail" = 0 ]
