@@ -173,6 +173,13 @@ static const char *flag_name(Arena *a, const char *arg) {
     return eq ? arena_printf(a, "%.*s", (int)(eq - arg), arg) : arg;
 }
 
+/* "out/" and "out//" name the folder "out": the paths nnc prints under it then read as usual. */
+static const char *trim_slashes(Arena *a, const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    return arena_printf(a, "%.*s", (int)n, dir);
+}
+
 static bool is_flag(const char *arg, const char *name) {
     size_t n = strlen(name);
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
@@ -261,7 +268,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         else if (is_flag(a, "--target")) c->target = flag_value(argc, argv, &i, "--target");
         else if (is_flag(a, "--emit")) c->emit = flag_value(argc, argv, &i, "--emit");
         else if (is_flag(a, "--dump-after")) c->dump_after = flag_value(argc, argv, &i, "--dump-after");
-        else if (is_flag(a, "-o")) c->out_dir = flag_value(argc, argv, &i, "-o");
+        else if (is_flag(a, "-o")) c->out_dir = trim_slashes(ar, flag_value(argc, argv, &i, "-o"));
         else if (is_flag(a, "--save")) c->save = flag_value(argc, argv, &i, "--save");
         else if (is_flag(a, "--load")) c->load = flag_value(argc, argv, &i, "--load");
         else if (is_flag(a, "--metrics")) c->metrics = flag_value(argc, argv, &i, "--metrics");

@@ -14,6 +14,20 @@
 #include "../kernel.h"
 #include "cpu.h"
 
+/* A metric that counts (accuracy) gives the count for the call's batch, where nnc's --eval
+ * prints the fraction of the whole set: say so where a program reads it. */
+static void header_counts(const Program *p, Str *h) {
+    const Graph *g = p->g;
+    for (int i = 0; i < g->nouts; i++) {
+        const Node *n = &g->nodes[g->outs[i].node];
+        while (n->op == OP_COPY) n = &g->nodes[n->in[0]];
+        if (n->op != OP_ACCURACY) continue;
+        str_printf(h, " * _output(m, \"%s\") after _eval is a count: the rows of that batch whose largest logit is\n"
+                      " * at the label (0 to n, as a float).  Divide by n for the fraction (nnc --eval prints the\n"
+                      " * set's as a percentage).\n *\n", g->outs[i].name);
+    }
+}
+
 /* The usage example at the top of NAME.h, with the model's own inputs in the calls. */
 static void header_usage(const Program *p, const BuildOpts *o, const char *rt, const char *call, Str *h) {
     const char *mn = model_c_name(p);
@@ -27,9 +41,13 @@ static void header_usage(const Program *p, const BuildOpts *o, const char *rt, c
     str_printf(h, " *   const %s *out = %s_output(m, \"loss\");   // an output of the last call, by name\n", rt, mn);
     str_printf(h, " *   %s *w = %s_param(m, \"NAME\", &numel);     // parameters by their .nn names\n", rt, mn);
     render_template(h, " *   @_free(m);\n *\n", mn);
-    str_printf(h, " * Build: cc app.c lib%s.a%s -lopenblas -lm.  n is the batch size, at most %d.\n", mn,
-               helper_uses_dnnl(p, o) ? " -ldnnl -lpthread" : "", p->g->batch_max);
+    str_printf(h, " * Build: cc app.c lib%s.a%s -lopenblas -lm.\n", mn,
+               helper_uses_dnnl(p, o) ? " -ldnnl -lpthread" : "");
+    str_printf(h, " * n is the batch size, 1 to %d: the batch nnc compiled this library for (the train section's,\n"
+                  " * or --batch N with -o); a larger n returns 2, so split it or build again with a larger --batch.\n",
+               p->g->batch_max);
     render_template(h, " * Inputs are row-major arrays with the shapes in @_abi()->inputs.\n *\n", mn);
+    header_counts(p, h);
 }
 
 static const char header_contract_text[] =

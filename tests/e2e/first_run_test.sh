@@ -89,5 +89,10 @@ ok "$nnc" "$models/mlp.nn" --dump-after=allreduce --data-parallel; has "^; ---- 
 printf 'input x: f32[B, 4]\nparam W: f32[4, 2] = normal(0, 1)\noutput y = x @ W\n' > "$dir/fwd.nn"
 bad "$nnc" "$dir/fwd.nn" --dump-after=autograd;  has "the autograd pass did not run .*a loss to minimize"
 ok "$nnc" "$dir/fwd.nn" --dump-after=fuse;       has "^; ---- entry eval after fuse: 1 groups"
+# ---- -o DIR/ prints DIR/NAME.c, not DIR//NAME.c
+ok "$nnc" "$models/linreg.nn" --target cpu -o "$dir/aot//"
+has "^wrote $dir/aot/linreg.c, $dir/aot/linreg.h, $dir/aot/liblinreg.a$"; hasnt "//"
+ok test -f "$dir/aot/liblinreg.a"
+
 echo "first run: $pass passed, $fail failed"
 [ "$fail" = 0 ]

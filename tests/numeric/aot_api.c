@@ -194,12 +194,33 @@ static void check_create_in(void) {
     free(mem);
 }
 
+/* What mlp.h says about n and accuracy: "accuracy" after eval counts the batch's right rows (a
+ * whole number from 0 to n, not a fraction), and n above the compiled batch returns 2. */
+static void check_header_promises(void) {
+    static float x[(N + 1) * 784];
+    static int32_t y[N + 1];
+    make_data(x, y, 4242, 0);
+    mlp_t *m = mlp_create();
+    mlp_init(m, 42);
+    for (int s = 0; s < 50; s++) mlp_train_step(m, x, y, N);   /* the prototypes are easy to learn */
+    mlp_eval(m, x, y, N);
+    float all = *mlp_output(m, "accuracy");
+    mlp_eval(m, x, y, 10);
+    float ten = *mlp_output(m, "accuracy");
+    check(all == floorf(all) && all > 1 && all <= N && ten == floorf(ten) && ten <= 10,
+          "eval: accuracy is a count of the batch's rows, 0 to n (not a fraction)");
+    check(mlp_eval(m, x, y, N + 1) == 2 && mlp_train_step(m, x, y, N + 1) == 2,
+          "a batch above the compiled one returns 2 (the header says at most N)");
+    mlp_free(m);
+}
+
 int main(void) {
     check_entries();
     check_nulls();
     check_before_init();
     check_nonfinite_inputs();
     check_create_in();
+    check_header_promises();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

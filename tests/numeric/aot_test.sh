@@ -17,6 +17,13 @@ for f in mlp.c mlp.h libmlp.a; do
     [ -f "$DIR/out/$f" ] || { echo "FAIL nnc -o did not write $f"; exit 1; }
 done
 echo "ok   nnc -o wrote mlp.c, mlp.h, libmlp.a"
+# the header says what a program meets: the compiled batch bounds n, accuracy is a count
+if grep -q "n is the batch size, 1 to 64: the batch nnc compiled this library for" "$DIR/out/mlp.h" &&
+   grep -q '_output(m, "accuracy") after _eval is a count' "$DIR/out/mlp.h"; then
+    echo "ok   mlp.h states the batch bound and that accuracy is a count"
+else
+    echo "FAIL mlp.h does not state the batch bound, or that accuracy is a count"; fail=1
+fi
 
 "$CC" -std=c11 -O2 -I"$DIR/out" "$SRC/aot_app.c" "$DIR/out/libmlp.a" -lopenblas -lm -o "$DIR/app"
 "$DIR/app" > "$DIR/aot.txt"
@@ -49,5 +56,5 @@ paste "$DIR/aot.txt" "$DIR/inproc.txt" | awk '
       down = a[NR] < a[1]
       printf "%s loss goes down: %s -> %s\n", down ? "ok  " : "FAIL", a[1], a[NR]
       exit !(ok && down) }' || fail=1
-[ $fail -eq 0 ] && echo "4 passed, 0 failed" || echo "some checks failed"
+[ $fail -eq 0 ] && echo "5 passed, 0 failed" || echo "some checks failed"
 exit $fail
