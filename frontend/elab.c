@@ -2309,7 +2309,7 @@ static void read_train(Elab *E, Stmt *prog) {
     t->opt.lr_state = t->sched.kind != SCHED_NONE;
 }
 
-/* A parameter that nothing uses is a mistake.  One used only by an output or a metric is
+/* A parameter (or buffer) that nothing uses is a mistake.  One used only by an output or a metric is
  * allowed, as in PyTorch: it gets no gradient (grad None), so the optimizer skips it and it
  * keeps its initial value. */
 static void check_params_used(Elab *E) {
@@ -2323,8 +2323,8 @@ static void check_params_used(Elab *E) {
             for (int j = 0; j < g->nodes[i].nin; j++) live[g->nodes[i].in[j]] = true;
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == OP_PARAM && !live[i])
-            diag_error(E->d, g->nodes[i].loc, "parameter '%s' is never used (by the loss, an output or a metric)",
-                       g->nodes[i].name);
+            diag_error(E->d, g->nodes[i].loc, "%s '%s' is never used (by the loss, an output or a metric)",
+                       g->nodes[i].frozen ? "buffer" : "parameter", g->nodes[i].name);
     free(live);
 }
 
