@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../io/cache.h"
 #include "../io/data.h"
 #include "../train/train.h"
 #include "check.h"
@@ -40,6 +41,7 @@ typedef struct {
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
     bool fresh_optimizer;       /* --resume-fresh-optimizer */
+    const char *cache_cmd;      /* --cache-info or --cache-clear: a command of its own */
 } Cli;
 
 /* Errors in flags: "nnc: error: --flag: ..." and exit 1.  The command-line fuzz target
@@ -105,6 +107,10 @@ static void usage(FILE *f) {
           "  --quiet                no progress output\n"
           "  --no-cache             do not use the compiled-kernel cache\n"
           "                         (default $XDG_CACHE_HOME/nnc or ~/.cache/nnc)\n"
+          "  --cache-info           (alone) print where the cache is, its entries and their sizes\n"
+          "  --cache-clear          (alone) remove nnc's entries from the cache, and nothing else\n"
+          "                         (compiled code is kept under NNC_CACHE_MAX bytes, default 1G;\n"
+          "                         decompressed data under NNC_DATA_CACHE_MAX, default 2G)\n"
           "  --tf32                 allow TF32 tensor-core math on CUDA\n"
           "\n"
           "several processes (mpirun -np N nnc MODEL.nn ...: data parallel, as DDP):\n"
@@ -328,6 +334,11 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         else if (!strcmp(a, "--no-fuse")) c->no_fuse = true;
         else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) c->quiet = true;
         else if (!strcmp(a, "--no-cache")) c->no_cache = true;
+        else if (!strcmp(a, "--cache-info") || !strcmp(a, "--cache-clear")) {
+            if (argc != 2) cli_error("%s is a command of its own: nnc %s (without a model or other flags)", a, a);
+            c->cache_cmd = a;
+            return;
+        }
         else if (!strcmp(a, "--strict-devices")) c->strict = true;
         else if (!strcmp(a, "--tf32")) c->tf32 = true;
         else if (!strcmp(a, "--f64")) c->f64 = true;
@@ -588,6 +599,49 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     return rc;
 }
 
+/* "117.0 KiB": a size as people read it. */
+static const char *size_text(uint64_t b, char buf[32]) {
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double x = (double)b;
+    while (x >= 1024 && u < 4) x /= 1024, u++;
+    snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", x, unit[u]);
+    return buf;
+}
+
+/* nnc --cache-info / --cache-clear: the cache directory a run would use, as entries. */
+static int cache_command(const char *cmd) {
+    static const char *const kinds[CACHE_KINDS] = {"compiled CPU code", "CUDA cubins", "decompressed data"};
+    char *dir = cache_default_dir(), err[1024], b1[32], b2[32];
+    if (!dir) nnc_fatal("%s: there is no cache directory (set XDG_CACHE_HOME or HOME)", cmd);
+    bool clear = !strcmp(cmd, "--cache-clear");
+    CacheReport r;
+    if (!(clear ? cache_clear(dir, &r, err, sizeof err) : cache_report(dir, &r, err, sizeof err))) nnc_fatal("%s", err);
+    int entries = 0;
+    uint64_t bytes = 0;
+    for (int k = 0; k < CACHE_KINDS; k++) entries += r.kind[k].entries, bytes += r.kind[k].bytes;
+    if (clear) {
+        if (r.missing) printf("nothing to remove: %s does not exist\n", dir);
+        else printf("removed %d entr%s (%s) from %s\n", entries, entries == 1 ? "y" : "ies", size_text(bytes, b1), dir);
+    } else {
+        printf("cache %s%s\n", dir, r.missing ? " (not created yet: nothing cached)" : "");
+        if (r.unsafe) printf("  not used: %s; runs compile in a private temporary directory\n", r.unsafe);
+        for (int k = 0; k < CACHE_KINDS; k++)
+            printf("  %-18s %5d entr%-3s %10s\n", kinds[k], r.kind[k].entries, r.kind[k].entries == 1 ? "y" : "ies",
+                   size_text(r.kind[k].bytes, b1));
+        printf("  %-18s %5d entr%-3s %10s\n", "total", entries, entries == 1 ? "y" : "ies", size_text(bytes, b1));
+        printf("limits: compiled code %s (NNC_CACHE_MAX), data %s (NNC_DATA_CACHE_MAX); the least recently used "
+               "go first\n", size_text(r.code_max, b1), size_text(r.data_max, b2));
+    }
+    if (r.others)
+        printf("%d file%s there %s not nnc's: left alone\n", r.others, r.others == 1 ? "" : "s",
+               r.others == 1 ? "is" : "are");
+    if (r.temporaries)
+        printf("%d file%s being written by a running nnc: left alone\n", r.temporaries, r.temporaries == 1 ? "" : "s");
+    free(dir);
+    return 0;
+}
+
 /* Every process of a data-parallel run compiles the same text and fails the same way: process
  * 0 says why, and all leave the job together. */
 static void compile_or_exit(Compiled *cp, const CompileOpts *o, char *src, Comm *comm) {
@@ -610,6 +664,11 @@ int main(int argc, char **argv) {
     Cli c = {0};
     Arena arena = {0};
     parse_args(argc, argv, &c, &arena);
+    if (c.cache_cmd) {
+        int rc = cache_command(c.cache_cmd);
+        arena_free(&arena);
+        return rc;
+    }
     char cerr[512];
     Comm *comm = comm_init(&argc, &argv, cerr, sizeof cerr);   /* NULL: not under mpirun */
     if (!comm && cerr[0]) nnc_fatal("%s", cerr);

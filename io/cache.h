@@ -21,8 +21,10 @@
  * (cache_get_fd, cache_fd_path), never again by its path.  See docs/security.md. */
 #ifndef NNC_CACHE_H
 #define NNC_CACHE_H
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct {
@@ -76,4 +78,42 @@ bool cache_read(const Cache *c, const char *name, void **data, size_t *len);
 
 /* The checksum line stored beside every entry: the byte count and a 64-bit hash of the bytes. */
 void cache_checksum_text(const void *data, size_t len, char out[64]);
+/* Why nnc must not use the directory open as fd (cache_open's checks: a directory of ours, not
+ * writable by group or others, writable by us), or NULL. */
+const char *cache_dir_unsafe(int fd, char *why, size_t n);
+
+/* ---- cache_admin.c: the directory as entries (nnc --cache-info, --cache-clear, the limit) ----
+ * An entry is a CPU object (HASH-NAME.so), a cubin (HASH-NAME.cubin and its .cu source) or a
+ * decompressed data set (SOURCE-VERSION-data.idx), each file with its .sum. */
+typedef enum { CACHE_CPU, CACHE_CUBIN, CACHE_DATA, CACHE_KINDS, CACHE_NOT_OURS = -1 } CacheKind;
+#define CACHE_CODE_MAX_DEFAULT ((uint64_t)1 << 30)   /* NNC_CACHE_MAX: CPU objects and cubins */
+#define CACHE_DATA_MAX_DEFAULT ((uint64_t)2 << 30)   /* NNC_DATA_CACHE_MAX: decompressed data */
+
+typedef struct {
+    struct {
+        int entries;
+        uint64_t bytes;         /* every file of the entries, checksums included */
+    } kind[CACHE_KINDS];
+    int others;                 /* files that are not nnc's entries: left alone */
+    int temporaries;            /* files a running nnc is writing */
+    bool missing;               /* the directory does not exist: nothing cached yet */
+    const char *unsafe;         /* why nnc does not use the directory (then it is never cleared) */
+    char why[160];
+    uint64_t code_max, data_max;   /* the limits: NNC_CACHE_MAX, NNC_DATA_CACHE_MAX */
+} CacheReport;
+
+/* Which entry the file NAME belongs to (`base`: its entry's main file), or CACHE_NOT_OURS. */
+CacheKind cache_entry_kind(const char *name, char base[NAME_MAX + 1]);
+/* What directory `dir` holds (nothing is created); false with err filled if it cannot be read. */
+bool cache_report(const char *dir, CacheReport *r, char *err, size_t n);
+/* Removes nnc's entries from `dir` (and its dead writers' temporary files), and nothing else;
+ * `removed` counts what went.  Refuses a directory nnc would not use (cache_open's checks). */
+bool cache_clear(const char *dir, CacheReport *removed, char *err, size_t n);
+/* After the entry `keep` was written: while the compiled code (CPU objects and cubins) takes more
+ * than NNC_CACHE_MAX bytes (default 1 GiB), removes the least recently used entry, never `keep`.
+ * Data entries have their own limit (train/dataset.c, NNC_DATA_CACHE_MAX). */
+void cache_trim(const Cache *c, const char *keep);
+/* The size in environment variable `env` (bytes, or with a K, M or G suffix), else `dflt` (with
+ * a warning when it is set but not a size). */
+uint64_t cache_limit(const char *env, uint64_t dflt);
 #endif

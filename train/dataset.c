@@ -47,7 +47,6 @@
  * entries take at most NNC_DATA_CACHE_MAX bytes (default 2 GiB): the least recently used (a
  * hit refreshes an entry's mtime) are evicted to make room, and data larger than the bound is
  * not cached. */
-#define DATA_CACHE_MAX_DEFAULT ((uint64_t)2 << 30)
 #define DATA_SUFFIX "-data.idx"
 #define DATA_SOURCE_LEN 17   /* "0123456789abcdef-": the SOURCE part of a name */
 
@@ -67,13 +66,7 @@ static bool idx_cache_name(const char *path, char name[64]) {
     return true;
 }
 
-static uint64_t data_cache_max(void) {
-    const char *v = getenv("NNC_DATA_CACHE_MAX");
-    char *end;
-    if (!v || !*v) return DATA_CACHE_MAX_DEFAULT;
-    unsigned long long x = strtoull(v, &end, 10);
-    return *end ? DATA_CACHE_MAX_DEFAULT : (uint64_t)x;
-}
+static uint64_t data_cache_max(void) { return cache_limit("NNC_DATA_CACHE_MAX", CACHE_DATA_MAX_DEFAULT); }
 
 /* The user's trusted cache, or false: data is never cached in a temporary fallback. */
 static bool data_cache_open(Cache *c, const char *cache_dir) {

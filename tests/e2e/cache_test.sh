@@ -5,7 +5,9 @@
 # code, concurrent cold compiles all succeed, --no-cache never touches a shared /tmp path,
 # CC / NNC_CFLAGS are split into words, a successful run always exits 0, and a tiered start
 # (-O1 first, -O3 after it, beside the training) trains exactly as the -O3 build alone, and
-# a directory renamed into place between the check of an object and its load changes nothing.
+# a directory renamed into place between the check of an object and its load changes nothing;
+# --cache-info and --cache-clear count and remove nnc's entries and nothing else, and
+# NNC_CACHE_MAX evicts the least recently used compiled code.
 #   cache_test.sh NNC CACHE_SWAP_LIB CACHE_PLANTED_LIB   (the last two: cache_swap.c, cache_planted.c)
 set -u
 nnc=$1; swap_lib=$2; planted=$3; here=$(cd "$(dirname "$0")" && pwd)
@@ -294,6 +296,61 @@ else
           "without /proc, not a private copy loaded: $(cat "$dir/swap.log" 2>&1)"
     check '[ -z "$(ls -A "$TMPDIR")" ]' "the private copy was left behind: $(ls -A "$TMPDIR")"
 fi
+
+# 20. nnc --cache-info and --cache-clear see the cache as entries: a CPU object, a cubin with its
+# source, a data set, each with its checksum.  They count and remove those and nothing else:
+# not the user's own file, not a folder, not a symlink named like an entry (nor what it points
+# at), not the file a running nnc is writing.  A dead writer's temporary file goes.
+c20=$dir/c20/nnc
+ok env XDG_CACHE_HOME="$dir/c20" "$nnc" "$dir/idxm.nn" --eval   # a CPU object and a data entry
+for f in fedcba9876543210-cachem.cubin fedcba9876543210-cachem.cubin.cu; do
+    printf 'x%.0s' $(seq 100) > "$c20/$f"; printf 'sum' > "$c20/$f.sum"
+done
+mkdir "$c20/sub"; echo mine > "$c20/notes.txt"; echo precious > "$dir/victim20"
+ln -s "$dir/victim20" "$c20/0123456789abcdef-cachem.so"; ln -s "$dir/victim20" "$c20/0123456789abcdef-cachem.so.sum"
+touch "$c20/.tmp-$$-0-0123456789abcdef-cachem.so"                              # this shell: alive
+dead=$(sh -c 'echo $$'); touch "$c20/.tmp-$dead-0-0123456789abcdef-cachem.so"  # gone
+ok env XDG_CACHE_HOME="$dir/c20" "$nnc" --cache-info
+has "^cache $c20$"; has "^  compiled CPU code      1 entry  "; has "^  CUDA cubins            1 entry        206 B$"
+has "^  decompressed data      1 entry  "; has "^  total                  3 entries"
+has "^limits: compiled code 1.0 GiB (NNC_CACHE_MAX), data 2.0 GiB (NNC_DATA_CACHE_MAX)"
+has "^4 files there are not nnc's: left alone$"; has "^1 file being written by a running nnc: left alone$"
+ok env XDG_CACHE_HOME="$dir/c20" NNC_CACHE_MAX=512M NNC_DATA_CACHE_MAX=3G "$nnc" --cache-info
+has "^limits: compiled code 512.0 MiB (NNC_CACHE_MAX), data 3.0 GiB (NNC_DATA_CACHE_MAX)"
+ok env XDG_CACHE_HOME="$dir/c20" "$nnc" --cache-clear
+has "^removed 3 entries ([0-9.]* KiB) from $c20$"; has "^4 files there are not nnc's: left alone$"
+check '[ "$(ls -A "$c20" | sort | tr "\n" " ")" = ".tmp-$$-0-0123456789abcdef-cachem.so 0123456789abcdef-cachem.so 0123456789abcdef-cachem.so.sum notes.txt sub " ]' \
+      "--cache-clear removed other than nnc's entries, or left one: $(ls -A "$c20" | tr '\n' ' ')"
+check '[ "$(cat "$dir/victim20")" = precious ] && [ -L "$c20/0123456789abcdef-cachem.so" ]' "a symlink was followed or removed"
+ok env XDG_CACHE_HOME="$dir/c20" "$nnc" --cache-info; has "^  total                  0 entries        0 B$"
+ok env XDG_CACHE_HOME="$dir/c20" "$nnc" "$dir/idxm.nn" --eval; check '[ "$(loss)" = "$lossd" ]' "a run after --cache-clear"
+ok env XDG_CACHE_HOME="$dir/c20b" "$nnc" --cache-clear; has "^nothing to remove: $dir/c20b/nnc does not exist$"
+check '[ ! -e "$dir/c20b" ]' "--cache-clear created the cache directory"
+ok env XDG_CACHE_HOME="$dir/c20b" "$nnc" --cache-info; has "(not created yet: nothing cached)"
+bad env XDG_CACHE_HOME="$dir/c2" "$nnc" --cache-clear   # world-writable: nnc never used it
+has "not clearing a directory nnc does not use as its cache: writable by others"
+bad "$nnc" "$m" --cache-clear; has "--cache-clear is a command of its own"
+
+# 21. NNC_CACHE_MAX bounds the compiled code: a new entry that takes it past the limit evicts the
+# least recently used (a hit counts as a use), never itself; data entries are not counted.
+for a in sigmoid tanh relu; do model "$dir/lru_$a.nn" $a; done
+run21() { XDG_CACHE_HOME=$dir/c21 NNC_CACHE_MAX=$2 "$nnc" "$dir/lru_$1.nn" --eval; }
+size21() { cat "$dir/c21/nnc/"*"-lru_$1.so" "$dir/c21/nnc/"*"-lru_$1.so.sum" | wc -c; }
+has21() { [ -n "$(ls "$dir/c21/nnc" | grep -- "-lru_$1\.so$")" ]; }
+for a in sigmoid tanh relu; do ok run21 $a ""; done
+sa=$(size21 sigmoid) sb=$(size21 tanh) sc=$(size21 relu)
+limit=$((sa + (sb > sc ? sb : sc)))   # room for sigmoid and one other, not for all three
+rm -rf "$dir/c21"
+ok run21 sigmoid $limit; ok run21 tanh $limit
+check 'has21 sigmoid && has21 tanh' "two entries under the limit were not both kept"
+ok run21 sigmoid $limit   # a hit: sigmoid is now the most recently used
+ok run21 relu $limit      # past the limit: tanh, the least recently used, goes
+check 'has21 sigmoid && ! has21 tanh && has21 relu' "not the least recently used evicted: $(ls "$dir/c21/nnc" | tr '\n' ' ')"
+check '[ -z "$(ls "$dir/c21/nnc" | grep -- "-lru_tanh")" ]' "the evicted entry's checksum was left"
+ok run21 tanh 1K          # a limit below one entry keeps the new one alone
+check '! has21 sigmoid && has21 tanh && ! has21 relu' "NNC_CACHE_MAX=1K kept other entries: $(ls "$dir/c21/nnc" | tr '\n' ' ')"
+ok run21 relu lots; has "warning: NNC_CACHE_MAX=lots is not a size"
+check 'has21 tanh && has21 relu' "an invalid NNC_CACHE_MAX did not fall back to the default"
 
 echo "cache: $pass passed, $fail failed"
 [ "$fail" = 0 ]
