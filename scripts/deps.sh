@@ -2,14 +2,16 @@
 # deps.sh - installs, on Debian 12, whatever nnc needs that is missing.  Used by setup.sh and
 # test.sh; safe to run again (installs nothing when everything is there).
 #   scripts/deps.sh build   compiler, cmake, flex, bison, zlib, OpenBLAS, oneDNN (CPU
-#                           convolutions), Fashion-MNIST, Open MPI (mpirun: data parallel)
+#                           convolutions), Fashion-MNIST, Open MPI (mpirun: data parallel),
+#                           graphviz (the README pipes --emit dot to dot)
 #   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), clang-format (the style
 #                           check), NumPy and PyTorch, g++ (the CUDA emulator compiles kernels
-#                           as C++), graphviz (--emit dot)
+#                           as C++)
 set -euo pipefail
-want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev libdnnl-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin)
+want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev libdnnl-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin
+      graphviz)
 if [ "${1:-build}" = test ]; then
-  want+=(clang clang-format libclang-rt-14-dev python3-numpy python3-torch g++ graphviz)
+  want+=(clang clang-format libclang-rt-14-dev python3-numpy python3-torch g++)
 fi
 missing=()
 for p in "${want[@]}"; do
