@@ -65,7 +65,6 @@ ok "$nnc" "$models/linreg.nn" --eval --eval-out "$dir/lr.st"
 has "^nnc: warning: --eval-out $dir/lr.st: .*linreg.nn declares no per-sample output (output NAME = ..., e.g. output probs = softmax(logits)), so the file will hold no tensor, only the loss and metrics as metadata$"
 ok /usr/bin/python3 -c "import json, struct, sys; f = open(sys.argv[1], 'rb'); n = struct.unpack('<Q', f.read(8))[0]
 h = json.loads(f.read(n)); assert set(h) == {'__metadata__'} and 'loss' in h['__metadata__'], h" "$dir/lr.st"
-ok "$nnc" "$models/mlp.nn" --eval --eval-out "$dir/mlp.st" --quiet; has "mlp.nn declares no per-sample output"
 ok "$nnc" "$here/eval_out.nn" --eval --eval-out "$dir/eo.st"; has "p f32\[100,1\] -> $dir/eo.st"; hasnt "warning: --eval-out"
 
 # ---- --dump-after: fuse, schedule and plan each print what that pass made; a pass that did not
