@@ -121,7 +121,8 @@ static void usage(FILE *f) {
           "                         sums gradients on the GPUs; mpi sums them through host memory\n"
           "  --data-parallel        the data-parallel step (allreduce nodes) without mpirun: one\n"
           "                         process, to measure what the exchange costs\n"
-          "  --version, --help\n", f);
+          "  --version, --help\n",
+          f);
 }
 
 static void version(void) {
@@ -338,8 +339,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             if (argc != 2) cli_error("%s is a command of its own: nnc %s (without a model or other flags)", a, a);
             c->cache_cmd = a;
             return;
-        }
-        else if (!strcmp(a, "--strict-devices")) c->strict = true;
+        } else if (!strcmp(a, "--strict-devices")) c->strict = true;
         else if (!strcmp(a, "--tf32")) c->tf32 = true;
         else if (!strcmp(a, "--f64")) c->f64 = true;
         else if (!strcmp(a, "--verify-ir")) c->verify = true;
@@ -485,7 +485,7 @@ static char *read_model_file(const char *path, size_t *len, bool *regular) {
 static const char *model_dir(Arena *a, const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return ".";
-    while (slash > path && slash[-1] == '/') slash--;   /* "a//m.nn" */
+    while (slash > path && slash[-1] == '/') slash--; /* "a//m.nn" */
     return slash == path ? "/" : arena_printf(a, "%.*s", (int)(slash - path), path);
 }
 
@@ -555,10 +555,12 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         return 0;
     }
     if (!m->train.present) nnc_fatal("%s has no train section: nothing to run (use --emit, --stats or -o)", c->model);
-    if (c->eval_out && !has_tensor_output(m->g) && rank == 0)   /* the file is then its metadata alone */
-        fprintf(stderr, "nnc: warning: --eval-out %s: %s declares no per-sample output (output NAME = ..., e.g. "
-                        "output probs = softmax(logits)), so the file will hold no tensor, only the loss and metrics "
-                        "as metadata\n", c->eval_out, c->model);
+    if (c->eval_out && !has_tensor_output(m->g) && rank == 0) /* the file is then its metadata alone */
+        fprintf(stderr,
+                "nnc: warning: --eval-out %s: %s declares no per-sample output (output NAME = ..., e.g. "
+                "output probs = softmax(logits)), so the file will hold no tensor, only the loss and metrics "
+                "as metadata\n",
+                c->eval_out, c->model);
     /* data parallel: process 0 builds (or finds) the code first, the others then find it cached */
     LoadedModel *lm = rank == 0 ? compile_load(cp, &bo, err, sizeof err) : NULL;
     int built = rank != 0 || lm != NULL;
@@ -631,7 +633,8 @@ static int cache_command(const char *cmd) {
                    size_text(r.kind[k].bytes, b1));
         printf("  %-18s %5d entr%-3s %10s\n", "total", entries, entries == 1 ? "y" : "ies", size_text(bytes, b1));
         printf("limits: compiled code %s (NNC_CACHE_MAX), data %s (NNC_DATA_CACHE_MAX); the least recently used "
-               "go first\n", size_text(r.code_max, b1), size_text(r.data_max, b2));
+               "go first\n",
+               size_text(r.code_max, b1), size_text(r.data_max, b2));
     }
     if (r.others)
         printf("%d file%s there %s not nnc's: left alone\n", r.others, r.others == 1 ? "" : "s",
@@ -689,12 +692,20 @@ int main(int argc, char **argv) {
     char *src = read_model_file(c.model, &len, &regular);
     if (strlen(src) != len) nnc_fatal("%s: contains a NUL byte at offset %zu: not a model file", c.model, strlen(src));
     /* --check-numerics checks every op's output, so it compiles one kernel per op */
-    CompileOpts o = {.file = c.model, .source = src, .diag_out = quiet_diag ? quiet_diag : stderr, .target = c.target,
+    CompileOpts o = {.file = c.model,
+                     .source = src,
+                     .diag_out = quiet_diag ? quiet_diag : stderr,
+                     .target = c.target,
                      .data_dir = regular ? model_dir(&arena, c.model) : NULL,
-                     .over = c.over, .fuse = !c.no_fuse && !c.check_numerics && !c.check_against,
-                     .strict_devices = c.strict, .keep_values = c.check_against != NULL, .dump_after = c.dump_after,
-                     .dump = comm_rank(comm) == 0 ? stdout : NULL, .data_parallel = comm != NULL,
-                     .world = comm_size(comm), .bucket_bytes = (int64_t)(c.bucket_mb * 1048576)};
+                     .over = c.over,
+                     .fuse = !c.no_fuse && !c.check_numerics && !c.check_against,
+                     .strict_devices = c.strict,
+                     .keep_values = c.check_against != NULL,
+                     .dump_after = c.dump_after,
+                     .dump = comm_rank(comm) == 0 ? stdout : NULL,
+                     .data_parallel = comm != NULL,
+                     .world = comm_size(comm),
+                     .bucket_bytes = (int64_t)(c.bucket_mb * 1048576)};
     if (c.emit && !strcmp(c.emit, "ir")) o.dump_after = "all";
     Compiled cp, ref;
     compile_or_exit(&cp, &o, src, comm);

@@ -2212,7 +2212,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         diag_error(E->d, s->e->loc, "precision is f32, bf16 or f16");
         return;
     }
-    if (!strcmp(k, "device") && s->e->k == E_IDENT && !strcmp(s->e->str, "auto")) {   /* the driver probes */
+    if (!strcmp(k, "device") && s->e->k == E_IDENT && !strcmp(s->e->str, "auto")) { /* the driver probes */
         t->device_auto = true;
         return;
     }

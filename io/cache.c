@@ -316,7 +316,7 @@ bool cache_map(const Cache *c, const char *name, void **map, size_t *len) {
 
 bool cache_get(const Cache *c, const char *name, void **data, size_t *len) {
     if (entry_read(c, name, true, data, len) && sum_matches(c, name, *data, *len)) {
-        utimensat(c->dirfd, name, NULL, AT_SYMLINK_NOFOLLOW);   /* recently used: evicted last (cache_trim) */
+        utimensat(c->dirfd, name, NULL, AT_SYMLINK_NOFOLLOW); /* recently used: evicted last (cache_trim) */
         return true;
     }
     free(*data);
@@ -334,7 +334,7 @@ int cache_get_fd(const Cache *c, const char *name) {
     bool ok = data && sum_matches(c, name, data, (size_t)st.st_size);
     free(data);
     if (!ok && fd >= 0) close(fd);
-    if (ok) futimens(fd, NULL);   /* recently used: evicted last (cache_trim) */
+    if (ok) futimens(fd, NULL); /* recently used: evicted last (cache_trim) */
     return ok ? fd : -1;
 }
 
@@ -384,6 +384,6 @@ bool cache_put(const Cache *c, const char *name, const void *data, size_t len, m
     char *sum_name = str_dup_printf("%s.sum", name);
     bool ok = publish(c, name, data, len, mode) && publish(c, sum_name, sum, strlen(sum), 0600);
     free(sum_name);
-    if (ok) cache_trim(c, name);   /* compiled code stays under NNC_CACHE_MAX */
+    if (ok) cache_trim(c, name); /* compiled code stays under NNC_CACHE_MAX */
     return ok;
 }

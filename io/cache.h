@@ -86,20 +86,20 @@ const char *cache_dir_unsafe(int fd, char *why, size_t n);
  * An entry is a CPU object (HASH-NAME.so), a cubin (HASH-NAME.cubin and its .cu source) or a
  * decompressed data set (SOURCE-VERSION-data.idx), each file with its .sum. */
 typedef enum { CACHE_CPU, CACHE_CUBIN, CACHE_DATA, CACHE_KINDS, CACHE_NOT_OURS = -1 } CacheKind;
-#define CACHE_CODE_MAX_DEFAULT ((uint64_t)1 << 30)   /* NNC_CACHE_MAX: CPU objects and cubins */
-#define CACHE_DATA_MAX_DEFAULT ((uint64_t)2 << 30)   /* NNC_DATA_CACHE_MAX: decompressed data */
+#define CACHE_CODE_MAX_DEFAULT ((uint64_t)1 << 30) /* NNC_CACHE_MAX: CPU objects and cubins */
+#define CACHE_DATA_MAX_DEFAULT ((uint64_t)2 << 30) /* NNC_DATA_CACHE_MAX: decompressed data */
 
 typedef struct {
     struct {
         int entries;
-        uint64_t bytes;         /* every file of the entries, checksums included */
+        uint64_t bytes; /* every file of the entries, checksums included */
     } kind[CACHE_KINDS];
-    int others;                 /* files that are not nnc's entries: left alone */
-    int temporaries;            /* files a running nnc is writing */
-    bool missing;               /* the directory does not exist: nothing cached yet */
-    const char *unsafe;         /* why nnc does not use the directory (then it is never cleared) */
+    int others;         /* files that are not nnc's entries: left alone */
+    int temporaries;    /* files a running nnc is writing */
+    bool missing;       /* the directory does not exist: nothing cached yet */
+    const char *unsafe; /* why nnc does not use the directory (then it is never cleared) */
     char why[160];
-    uint64_t code_max, data_max;   /* the limits: NNC_CACHE_MAX, NNC_DATA_CACHE_MAX */
+    uint64_t code_max, data_max; /* the limits: NNC_CACHE_MAX, NNC_DATA_CACHE_MAX */
 } CacheReport;
 
 /* Which entry the file NAME belongs to (`base`: its entry's main file), or CACHE_NOT_OURS. */

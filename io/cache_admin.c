@@ -26,10 +26,10 @@
 
 typedef struct {
     char name[NAME_MAX + 1];
-    char base[NAME_MAX + 1];    /* the entry it belongs to: its name without .sum (and .cu) */
+    char base[NAME_MAX + 1]; /* the entry it belongs to: its name without .sum (and .cu) */
     CacheKind kind;
     uint64_t size;
-    int64_t mtime;              /* ns: entries written or used within one second keep their order */
+    int64_t mtime; /* ns: entries written or used within one second keep their order */
 } CacheFile;
 
 typedef struct {
@@ -94,14 +94,14 @@ static void scan(int dirfd, CacheScan *s, bool remove_dead) {
         if (fd >= 0) close(fd);
         return;
     }
-    rewinddir(d);   /* a dup shares the directory offset, which an earlier scan may have moved */
+    rewinddir(d); /* a dup shares the directory offset, which an earlier scan may have moved */
     size_t cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         struct stat st;
-        bool mine = fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-                    st.st_uid == geteuid();
-        if (mine && !strncmp(e->d_name, ".tmp-", 5)) {   /* a dead writer's is garbage; a live one's, its work */
+        bool mine =
+            fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+        if (mine && !strncmp(e->d_name, ".tmp-", 5)) { /* a dead writer's is garbage; a live one's, its work */
             if (!dead_temporary(e->d_name)) s->live_temps++;
             else if (remove_dead) unlinkat(dirfd, e->d_name, 0);
             continue;
@@ -135,8 +135,7 @@ static size_t group(CacheScan *s, CacheFile *entries) {
         if (ne && !strcmp(entries[ne - 1].base, s->f[i].base)) {
             entries[ne - 1].size += s->f[i].size;
             if (s->f[i].mtime > entries[ne - 1].mtime) entries[ne - 1].mtime = s->f[i].mtime;
-        } else
-            entries[ne++] = s->f[i];
+        } else entries[ne++] = s->f[i];
     }
     return ne;
 }
@@ -186,7 +185,7 @@ bool cache_clear(const char *dir, CacheReport *removed, char *err, size_t n) {
     *removed = (CacheReport){0};
     int fd = open_existing(dir, &removed->missing, &removed->unsafe, removed->why, sizeof removed->why, err, n);
     if (fd < 0) return removed->missing;
-    if (removed->unsafe) {   /* nnc never used it: nothing there is known to be nnc's */
+    if (removed->unsafe) { /* nnc never used it: nothing there is known to be nnc's */
         snprintf(err, n, "%s: not clearing a directory nnc does not use as its cache: %s", dir, removed->unsafe);
         close(fd);
         return false;
@@ -194,7 +193,7 @@ bool cache_clear(const char *dir, CacheReport *removed, char *err, size_t n) {
     CacheScan s;
     scan(fd, &s, true);
     for (size_t i = 0; i < s.n; i++)
-        if (unlinkat(fd, s.f[i].name, 0) != 0 && errno != ENOENT) {   /* ENOENT: another nnc removed it */
+        if (unlinkat(fd, s.f[i].name, 0) != 0 && errno != ENOENT) { /* ENOENT: another nnc removed it */
             snprintf(err, n, "%s/%s: cannot remove: %s", dir, s.f[i].name, strerror(errno));
             free(s.f);
             close(fd);
@@ -224,12 +223,12 @@ void cache_trim(const Cache *c, const char *keep) {
     scan(c->dirfd, &s, false);
     CacheFile *e = xmalloc((s.n + 1) * sizeof *e);
     size_t ne = 0, ng = group(&s, e);
-    for (size_t i = 0; i < ng; i++)   /* the compiled code only: data has its own limit */
+    for (size_t i = 0; i < ng; i++) /* the compiled code only: data has its own limit */
         if (e[i].kind == CACHE_CPU || e[i].kind == CACHE_CUBIN) total += (e[ne++] = e[i]).size;
     if (ne) qsort(e, ne, sizeof *e, by_time);
     for (size_t i = 0; i < ne && total > max; i++) {
         if (!strcmp(e[i].base, kb)) continue;
-        for (size_t j = 0; j < s.n; j++)   /* s.f is sorted by base */
+        for (size_t j = 0; j < s.n; j++) /* s.f is sorted by base */
             if (!strcmp(s.f[j].base, e[i].base)) unlinkat(c->dirfd, s.f[j].name, 0);
         total -= e[i].size;
     }

@@ -91,7 +91,7 @@ typedef struct {
     int epochs;
     uint64_t seed;
     Device device;
-    bool device_auto;            /* device = auto: cuda when a GPU is there, else cpu (the driver decides) */
+    bool device_auto; /* device = auto: cuda when a GPU is there, else cpu (the driver decides) */
     bool shuffle;
     OptConfig opt;
     SchedConfig sched;

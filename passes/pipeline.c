@@ -186,8 +186,10 @@ static void groups_print(const Program *p, const Entry *e, FILE *f) {
         if (e->group[i] >= ngroups) ngroups = e->group[i] + 1;
         nfolded += e->folded[i];
     }
-    fprintf(f, "; ---- entry %s after fuse: %d groups (schedule orders them), %d transposes folded into "
-               "products, %d updates folded into their GEMMs ----\n", e->name, ngroups, nfolded, e->nfolds);
+    fprintf(f,
+            "; ---- entry %s after fuse: %d groups (schedule orders them), %d transposes folded into "
+            "products, %d updates folded into their GEMMs ----\n",
+            e->name, ngroups, nfolded, e->nfolds);
     int *members = xmalloc((size_t)g->n * sizeof *members);
     bool *shown = xcalloc((size_t)ngroups + 1, 1);
     for (int i = 0; i < g->n; i++) {

@@ -382,8 +382,10 @@ static void explain_relative(const DataSource *s, char *err, size_t n) {
     size_t k = strlen(err);
     if (!s->written || access(s->path, R_OK) == 0 || k + 1 >= n) return;
     snprintf(err + k, n - k, " (%s:%d:%d names \"%s\": %s)", s->loc.file ? s->loc.file : "the model", s->loc.line,
-             s->loc.col, s->written, s->from_cwd ? "the model came from a pipe, so a relative path is read from the "
-             "current directory" : "a relative path is read from the model file's folder");
+             s->loc.col, s->written,
+             s->from_cwd ? "the model came from a pipe, so a relative path is read from the "
+                           "current directory"
+                         : "a relative path is read from the model file's folder");
 }
 
 static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,

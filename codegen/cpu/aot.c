@@ -22,9 +22,11 @@ static void header_counts(const Program *p, Str *h) {
         const Node *n = &g->nodes[g->outs[i].node];
         while (n->op == OP_COPY) n = &g->nodes[n->in[0]];
         if (n->op != OP_ACCURACY) continue;
-        str_printf(h, " * _output(m, \"%s\") after _eval is a count: the rows of that batch whose largest logit is\n"
-                      " * at the label (0 to n, as a float).  Divide by n for the fraction (nnc --eval prints the\n"
-                      " * set's as a percentage).\n *\n", g->outs[i].name);
+        str_printf(h,
+                   " * _output(m, \"%s\") after _eval is a count: the rows of that batch whose largest logit is\n"
+                   " * at the label (0 to n, as a float).  Divide by n for the fraction (nnc --eval prints the\n"
+                   " * set's as a percentage).\n *\n",
+                   g->outs[i].name);
     }
 }
 
@@ -43,8 +45,9 @@ static void header_usage(const Program *p, const BuildOpts *o, const char *rt, c
     render_template(h, " *   @_free(m);\n *\n", mn);
     str_printf(h, " * Build: cc app.c lib%s.a%s -lopenblas -lm.\n", mn,
                helper_uses_dnnl(p, o) ? " -ldnnl -lpthread" : "");
-    str_printf(h, " * n is the batch size, 1 to %d: the batch nnc compiled this library for (the train section's,\n"
-                  " * or --batch N with -o); a larger n returns 2, so split it or build again with a larger --batch.\n",
+    str_printf(h,
+               " * n is the batch size, 1 to %d: the batch nnc compiled this library for (the train section's,\n"
+               " * or --batch N with -o); a larger n returns 2, so split it or build again with a larger --batch.\n",
                p->g->batch_max);
     render_template(h, " * Inputs are row-major arrays with the shapes in @_abi()->inputs.\n *\n", mn);
     header_counts(p, h);

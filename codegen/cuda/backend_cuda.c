@@ -48,7 +48,7 @@
 static struct {
     bool tried, ok;
     char why[1536];
-    char brief[160];   /* why, in a few words: --target auto's "no CUDA device (...)" */
+    char brief[160]; /* why, in a few words: --target auto's "no CUDA device (...)" */
     CUresult (*Init)(unsigned);
     CUresult (*DriverGetVersion)(int *);
     CUresult (*DeviceGetCount)(int *);

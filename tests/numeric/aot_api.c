@@ -202,7 +202,7 @@ static void check_header_promises(void) {
     make_data(x, y, 4242, 0);
     mlp_t *m = mlp_create();
     mlp_init(m, 42);
-    for (int s = 0; s < 50; s++) mlp_train_step(m, x, y, N);   /* the prototypes are easy to learn */
+    for (int s = 0; s < 50; s++) mlp_train_step(m, x, y, N); /* the prototypes are easy to learn */
     mlp_eval(m, x, y, N);
     float all = *mlp_output(m, "accuracy");
     mlp_eval(m, x, y, 10);

@@ -166,13 +166,13 @@ static void test_entry_kinds(void) {
         {"0123456789abcdef-m_timer_2.cubin", "0123456789abcdef-m_timer_2.cubin", CACHE_CUBIN},
         {"0123456789abcdef-mlp.cubin.cu.sum", "0123456789abcdef-mlp.cubin", CACHE_CUBIN},
         {"0123456789abcdef-fedcba9876543210-data.idx", "0123456789abcdef-fedcba9876543210-data.idx", CACHE_DATA},
-        {"0123456789abcdef-data.idx.sum", "0123456789abcdef-data.idx", CACHE_DATA},   /* before SOURCE- */
-        {"0123456789abcdeg-mlp.so", "", CACHE_NOT_OURS},       /* not a hash */
-        {"0123456789ABCDEF-mlp.so", "", CACHE_NOT_OURS},       /* nnc writes lower-case hex */
-        {"0123456789abcdef-.so", "", CACHE_NOT_OURS},          /* no model name */
-        {"0123456789abcdef-my model.so", "", CACHE_NOT_OURS},  /* not a C name */
+        {"0123456789abcdef-data.idx.sum", "0123456789abcdef-data.idx", CACHE_DATA}, /* before SOURCE- */
+        {"0123456789abcdeg-mlp.so", "", CACHE_NOT_OURS},                            /* not a hash */
+        {"0123456789ABCDEF-mlp.so", "", CACHE_NOT_OURS},                            /* nnc writes lower-case hex */
+        {"0123456789abcdef-.so", "", CACHE_NOT_OURS},                               /* no model name */
+        {"0123456789abcdef-my model.so", "", CACHE_NOT_OURS},                       /* not a C name */
         {"0123456789abcdef-mlp.so.bak", "", CACHE_NOT_OURS},
-        {"0123456789abcdef-mlp.so.cu", "", CACHE_NOT_OURS},    /* only a cubin has a source */
+        {"0123456789abcdef-mlp.so.cu", "", CACHE_NOT_OURS}, /* only a cubin has a source */
         {"notes.txt", "", CACHE_NOT_OURS},
         {".sum", "", CACHE_NOT_OURS},
         {"", "", CACHE_NOT_OURS},
@@ -183,7 +183,7 @@ static void test_entry_kinds(void) {
         CHECK(k == cases[i].kind && (k == CACHE_NOT_OURS || !strcmp(base, cases[i].base)), "'%s': kind %d, base '%s'",
               cases[i].name, (int)k, k == CACHE_NOT_OURS ? "" : base);
     }
-    char name[128];   /* the model name is at most 64 characters (the .so name's %.64s) */
+    char name[128]; /* the model name is at most 64 characters (the .so name's %.64s) */
     snprintf(name, sizeof name, "0123456789abcdef-%064d.so", 0);
     CHECK(cache_entry_kind(name, (char[NAME_MAX + 1]){0}) == CACHE_CPU, "a 64-character model name");
     snprintf(name, sizeof name, "0123456789abcdef-%065d.so", 0);
