@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,8 @@ typedef struct {
     double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
     long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
     Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
+    bool bar_shown;             /* the progress line is on the terminal (progress_clear erases it) */
+    int bar_width;              /* its bar's characters: 30, or fewer on a narrow terminal */
 } Run;
 
 static int state_index(const nnc_model_abi *a, const char *name) {
@@ -147,9 +150,83 @@ static Share share_of(Run *R, int64_t rows) {
     return (Share){mine ? lo : 0, mine ? mine : 1, mine};
 }
 
+/* ---- progress inside an epoch ---------------------------------------------------------------
+ * On a terminal (stderr), one line redrawn in place as tqdm draws it, at most 10 times a second
+ * (a step can take 100 us: the clock is read once a step, the line is not written), and cleared
+ * before anything else is printed.  --log-every N prints a plain line every N steps instead,
+ * for logs that are files. */
+
+/* "0:03:07", tqdm's elapsed and remaining times (hours grow as needed). */
+static const char *fmt_hms(char *b, size_t n, double secs) {
+    long long s = isfinite(secs) && secs > 0 ? (long long)(secs + 0.5) : 0;
+    snprintf(b, n, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+    return b;
+}
+
+/* "1630 step/s", "12.5 step/s", "45k step/s", or "3.20 s/step" for slow steps, as tqdm switches to s/it. */
+static const char *fmt_rate(char *b, size_t n, double steps_per_s) {
+    if (!(steps_per_s > 0) || !isfinite(steps_per_s)) snprintf(b, n, "? step/s");
+    else if (steps_per_s >= 1e6) snprintf(b, n, "%.1fM step/s", steps_per_s / 1e6);
+    else if (steps_per_s >= 1e4) snprintf(b, n, "%.0fk step/s", steps_per_s / 1e3);
+    else if (steps_per_s >= 100) snprintf(b, n, "%.0f step/s", steps_per_s);
+    else if (steps_per_s >= 1) snprintf(b, n, "%.1f step/s", steps_per_s);
+    else snprintf(b, n, "%.2f s/step", 1 / steps_per_s);
+    return b;
+}
+
+static int terminal_columns(void) {
+    struct winsize w;
+    return ioctl(2, TIOCGWINSZ, &w) == 0 && w.ws_col >= 20 ? w.ws_col : 80;
+}
+
+/* Erases the bar, if one is drawn, so that the next line starts clean. */
+static void progress_clear(Run *R) {
+    if (!R->bar_shown) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    R->bar_shown = false;
+}
+
+/* "epoch 1/3  412/938 [=====>    ] 44%  1630 step/s  loss 0.8123  ETA 0:00:03", fitted to the
+ * terminal's width (the bar shrinks, then goes) so that it never wraps. */
+static void progress_draw(Run *R, int epoch, int64_t step, int64_t steps, double loss, double elapsed) {
+    char head[64], tail[160], rate[32], eta[32];
+    double per_s = (double)step / elapsed;
+    snprintf(head, sizeof head, "epoch %d/%d  %lld/%lld ", epoch, R->o->epochs, (long long)step, (long long)steps);
+    snprintf(tail, sizeof tail, " %3.0f%%  %s  loss %.4f  ETA %s", 100.0 * (double)step / (double)steps,
+             fmt_rate(rate, sizeof rate, per_s), loss, fmt_hms(eta, sizeof eta, (double)(steps - step) / per_s));
+    int cols = terminal_columns(), room = cols - 1 - (int)strlen(head) - (int)strlen(tail) - 2;
+    if (room < R->bar_width) R->bar_width = room;   /* narrower only: the bar keeps its width in an epoch */
+    int w = R->bar_width >= 10 ? R->bar_width : 0, fill = (int)((double)w * (double)step / (double)steps);
+    char line[320];
+    size_t k = (size_t)snprintf(line, sizeof line, "%s", head);
+    if (w) {
+        line[k++] = '[';
+        for (int i = 0; i < w; i++) line[k++] = i < fill ? '=' : i == fill ? '>' : ' ';
+        line[k++] = ']';
+    }
+    snprintf(line + k, sizeof line - k, "%s", tail);
+    fprintf(stderr, "\r%.*s\033[K", cols - 1, line);   /* cut rather than wrap on a very narrow terminal */
+    fflush(stderr);
+    R->bar_shown = true;
+}
+
+/* --log-every N: "epoch 1/3  step 400  loss 0.812345  400/938  1630 step/s  ETA 0:00:03" on
+ * stdout; the loss is the epoch's mean so far, as the epoch line's is over the whole epoch. */
+static void progress_log(Run *R, int epoch, int64_t gstep, int64_t step, int64_t steps, double loss, double elapsed) {
+    char rate[32], eta[32];
+    double per_s = (double)step / elapsed;
+    progress_clear(R);
+    printf("epoch %d/%d  step %lld  loss %.6f  %lld/%lld  %s  ETA %s\n", epoch, R->o->epochs, (long long)gstep, loss,
+           (long long)step, (long long)steps, fmt_rate(rate, sizeof rate, per_s),
+           fmt_hms(eta, sizeof eta, (double)(steps - step) / per_s));
+    fflush(stdout);
+}
+
 static bool run_step(Run *R, int entry, int64_t rows) {
     int rc = R->lm->abi->run(R->lm->m, entry, (const void *const *)R->bufs, rows);
     if (rc != 0) {
+        progress_clear(R);
         fprintf(stderr, "nnc: error: %s\n", R->lm->abi->error(R->lm->m));
         return false;
     }
@@ -259,15 +336,6 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
     return true;
 }
 
-static void progress(Run *R, int epoch, int64_t step, int64_t steps, double loss, double rate) {
-    if (!R->o->progress || R->o->quiet) return;
-    int w = 24, fill = (int)((double)w * (double)step / (double)(steps ? steps : 1));
-    fprintf(stderr, "\repoch %d/%d [", epoch, R->o->epochs);
-    for (int i = 0; i < w; i++) fputc(i < fill ? '=' : i == fill ? '>' : ' ', stderr);
-    fprintf(stderr, "] %lld/%lld loss %.4f %.0f samples/s ", (long long)step, (long long)steps, loss, rate);
-    fflush(stderr);
-}
-
 /* The --metrics file: one JSON object per line, {"type":"step",...}, built in R->mbuf and
  * written 64 KB at a time (and at every flush).  Numbers go through numfmt (printf's %.9g and
  * %.6f, several times faster): a microsecond step writes a line or two each time, and
@@ -340,11 +408,13 @@ static void metric_close(Run *R) {
     if (!(++R->mlines & 63)) metrics_flush_due(R, train_now() - R->t0);
 }
 
-static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval) {
+/* The epoch's line (when `show`: --log-every thins them out), metrics and event records. */
+static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval,
+                         bool show) {
     const Graph *g = R->m->g;
     double secs = train_now() - R->t0;
-    if (R->o->progress && !R->o->quiet) fputc('\n', stderr);
-    if (!R->o->quiet) {
+    progress_clear(R);
+    if (!R->o->quiet && show) {
         printf("epoch %d/%d  step %lld  loss %.6f", epoch, R->o->epochs, (long long)step, train_loss);
         if (has_eval) {
             if (ev->has_loss) printf("  test_loss %.6f", ev->loss);
@@ -478,7 +548,7 @@ static void metrics_check(Run *R) {
     R->mflushed = false;
     if (!ferror(R->metrics)) return;
     int e = errno ? errno : EIO;
-    if (R->o->progress) fputc('\n', stderr);
+    progress_clear(R);
     R->metrics_lost = R->lm->abi->get_step(R->lm->m);
     fprintf(stderr, "nnc: warning: %s: cannot write metrics: %s; training goes on without them (step %lld)\n",
             R->o->metrics_path, strerror(e), (long long)R->metrics_lost);
@@ -577,7 +647,7 @@ static bool params_finite(Run *R, int epoch) {
     if (checkpoint_params_finite(R->lm, err, sizeof err)) return true;
     comm_mark_agreed(R->comm);   /* the parameters are the same everywhere */
     if (R->o->no_write) return false;
-    if (R->o->progress) fputc('\n', stderr);
+    progress_clear(R);
     fprintf(stderr, "nnc: error: %s after epoch %d, step %lld; training stopped, nothing saved "
                     "(lower the learning rate, or find the op with --check-numerics)\n",
             err, epoch, (long long)R->lm->abi->get_step(R->lm->m));
@@ -594,7 +664,7 @@ static void poll_upgrade(Run *R) {
     R->last_poll = t;
     char err[64];
     if (R->lm->upgrade(R->lm, wait, err, sizeof err) && !R->o->quiet) {
-        if (R->o->progress) fputc('\n', stderr);
+        progress_clear(R);
         fprintf(stderr, "nnc: the -O3 build takes over after step %lld (it compiled while the -O1 build trained)\n",
                 (long long)R->lm->abi->get_step(R->lm->m));
     }
@@ -609,7 +679,9 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     int64_t *perm = R->perm;
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     const bool bar = R->o->progress && !R->o->quiet;
-    double sum = 0, t_start = bar ? train_now() : 0, last_draw = 0;
+    const long log_every = R->o->quiet ? 0 : R->o->log_every;
+    double sum = 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;
+    R->bar_width = 30;
     for (int64_t s = 0; s < steps; s++) {
         poll_upgrade(R);
         abi = R->lm->abi;
@@ -639,7 +711,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         if (!isfinite(loss)) {
             comm_mark_agreed(R->comm);
             if (R->o->no_write) return false;
-            if (R->o->progress) fputc('\n', stderr);
+            progress_clear(R);
             fprintf(stderr, "nnc: error: the loss became %s at epoch %d, step %lld; training stopped "
                             "(lower the learning rate, or find the op with --check-numerics)\n",
                     isnan(loss) ? "NaN" : "infinite", epoch, (long long)gstep);
@@ -651,7 +723,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         if (interrupted) {
             comm_mark_agreed(R->comm);
             if (R->o->no_write) return false;   /* process 0 says it */
-            if (R->o->progress) fputc('\n', stderr);
+            progress_clear(R);
             fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
                     epoch, (long long)gstep, R->o->save_path ? "; saving" : "");
             if (R->o->save_path && save_now(R))
@@ -672,10 +744,14 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             metric_close(R);
         }
         metrics_check(R);
-        double t = bar ? train_now() : 0;
-        if (bar && (t - last_draw > 0.1 || s + 1 == steps)) {
-            progress(R, epoch, s + 1, steps, loss, (double)(done_rows) / (t - t_start + 1e-9));
-            last_draw = t;
+        if (bar || log_every) {
+            double t = train_now();
+            bool log = log_every && gstep % log_every == 0 && s + 1 < steps;   /* the epoch's line ends it */
+            if (log) progress_log(R, epoch, gstep, s + 1, steps, sum / (double)done_rows, t - t_start);
+            if (bar && (log || t - last_draw > 0.1 || s + 1 == steps)) {
+                progress_draw(R, epoch, s + 1, steps, sum / (double)done_rows, t - t_start);
+                last_draw = t;
+            }
         }
     }
     *mean_loss = done_rows ? sum / (double)done_rows : NAN;
@@ -856,6 +932,7 @@ static bool load_data(const Model *m, const TrainOpts *o, bool has_test, Dataset
 
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
+    interrupted = 0;   /* a library's process may train again after a stop */
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
              .size = comm_size(o->comm), .wait_step = -1};
     const char *ws = getenv("NNC_TIER_WAIT_STEP");
@@ -939,11 +1016,16 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         EvalResult ev = {0};   /* evaluate() clears it; eval_free leaves no pointer behind */
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
+            int64_t before = lm->abi->get_step(lm->m), after;
             set_epoch_lr(&R, e);
             if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
             else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
-            else report_epoch(&R, e, lm->abi->get_step(lm->m), loss, &ev, has_test);
+            else {   /* --log-every N: the epochs in which a step that is a multiple of N ended, and the last */
+                after = lm->abi->get_step(lm->m);
+                bool show = !o->log_every || e == o->epochs || after / o->log_every > before / o->log_every;
+                report_epoch(&R, e, after, loss, &ev, has_test, show);
+            }
             eval_free(&ev);
             metrics_check(&R);
         }

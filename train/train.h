@@ -24,6 +24,8 @@ typedef struct {
     bool shuffle;
     bool quiet;
     bool progress;              /* a live progress bar (stderr is a terminal) */
+    long log_every;             /* > 0: a plain progress line every N steps, and only the epoch lines of
+                                   epochs in which such a step fell (and the last) */
     const char *metrics_path;   /* JSON lines */
     const char *save_path;
     const char *load_path;
