@@ -39,6 +39,7 @@ typedef struct {
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
     long log_every;             /* --log-every N */
+    const char *tensorboard;    /* --tensorboard DIR */
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
     bool fresh_optimizer;       /* --resume-fresh-optimizer */
@@ -108,6 +109,8 @@ static void usage(FILE *f) {
           "  --quiet                no progress output\n"
           "  --log-every N          a plain progress line every N steps, and only the epoch lines\n"
           "                         of epochs in which such a step fell (and the last one)\n"
+          "  --tensorboard DIR      write TensorBoard event files into DIR (loss, test loss, metrics,\n"
+          "                         learning rate, loss scale, step time; per step and per epoch)\n"
           "  --no-cache             do not use the compiled-kernel cache\n"
           "                         (default $XDG_CACHE_HOME/nnc or ~/.cache/nnc)\n"
           "  --cache-info           (alone) print where the cache is, its entries and their sizes\n"
@@ -294,6 +297,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
         else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
         else if (is_flag(a, "--log-every")) c->log_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
+        else if (is_flag(a, "--tensorboard")) c->tensorboard = flag_value(argc, argv, &i, "--tensorboard");
         else if (!strcmp(a, "--data-parallel")) c->data_parallel = true;
         else if (is_flag(a, "--dist-backend")) {
             const char *v = flag_value(argc, argv, &i, f);
@@ -587,7 +591,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     }
     TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
                     .quiet = c->quiet, .progress = isatty(2) && !c->quiet, .metrics_path = c->metrics,
-                    .log_every = c->log_every,
+                    .log_every = c->log_every, .tensorboard = c->tensorboard,
                     .save_half = c->save_half, .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
                     .bench_steps = (int)c->bench, .source_file = c->model, .t_process = t_process,
                     .save_every = c->save_every, .resume = c->resume, .fresh_optimizer = c->fresh_optimizer,
@@ -596,6 +600,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     if (rank != 0) {   /* process 0 prints and writes for the run */
         to.quiet = true;
         to.progress = false;
+        to.tensorboard = NULL;
         to.metrics_path = NULL;   /* --eval-out stays: every process must shard evaluation alike */
     }
     Upgrade up = {be, lm, to.seed};

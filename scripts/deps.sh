@@ -6,7 +6,8 @@
 #                           graphviz (the README pipes --emit dot to dot)
 #   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), clang-format (the style
 #                           check), NumPy and PyTorch, g++ (the CUDA emulator compiles kernels
-#                           as C++)
+#                           as C++),
+#                           and from PyPI safetensors and tensorboard (their readers check nnc's files)
 set -euo pipefail
 want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev libdnnl-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin
       graphviz)
@@ -24,6 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# TensorBoard's event-file reader, to check --tensorboard's files with it (PyPI)
+if [ "${1:-build}" = test ] && ! /usr/bin/python3 -c "import tensorboard" 2>/dev/null; then
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages tensorboard ||
+    echo "note: could not install tensorboard from PyPI; its checks will be skipped"
 fi
 # Hugging Face's safetensors reader, to check that nnc's checkpoints load with it (PyPI)
 if [ "${1:-build}" = test ] && ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then

@@ -21,6 +21,7 @@
 #include "../include/nnc_rng.h"
 #include "../io/numfmt.h"
 #include "../io/safetensors.h"
+#include "tensorboard.h"
 #include "train.h"
 
 double train_now(void) {
@@ -67,6 +68,10 @@ typedef struct {
     Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
     bool bar_shown;             /* the progress line is on the terminal (progress_clear erases it) */
     int bar_width;              /* its bar's characters: 30, or fewer on a narrow terminal */
+    TbWriter *tb;               /* --tensorboard's event file, or NULL */
+    bool tb_failed;             /* a write failed: the events stopped there, training went on */
+    int64_t tb_lost;            /* the step at which they did */
+    double tb_flushed, t_step;  /* when the events last went out; when the last step ended */
 } Run;
 
 static int state_index(const nnc_model_abi *a, const char *name) {
@@ -408,6 +413,66 @@ static void metric_close(Run *R) {
     if (!(++R->mlines & 63)) metrics_flush_due(R, train_now() - R->t0);
 }
 
+/* ---- --tensorboard: the same numbers as --metrics, as TensorBoard scalars ------------------
+ * Per step (at the global step): train/loss, train/lr, train/step_ms (the wall time since the
+ * previous step ended, data included), train/grad_norm and train/loss_scale where the model has
+ * them.  Per epoch (at the epoch's number): epoch/loss, epoch/test_loss, one epoch/NAME per
+ * scalar metric, epoch/lr, epoch/loss_scale, epoch/seconds.  --eval: eval/loss and eval/NAME
+ * at the model's step.  A failed write (a full disk) stops the events, never the training: a
+ * warning, and the run's exit status says the file is incomplete (as for --metrics). */
+
+static double current_lr(const Run *R) {
+    const TrainConfig *t = &R->m->train;
+    return t->sched.kind != SCHED_NONE && t->opt.lr_state ? R->lr : t->opt.lr;
+}
+
+static void tb_done(Run *R, double now) {
+    bool ok = tb_end(R->tb);
+    if (ok && now - R->tb_flushed > 2) {   /* a running TensorBoard follows within seconds */
+        ok = tb_flush(R->tb);
+        R->tb_flushed = now;
+    }
+    if (ok) return;
+    char err[1200];
+    progress_clear(R);
+    R->tb_lost = R->lm->abi->get_step(R->lm->m);
+    snprintf(err, sizeof err, "%s", tb_error(R->tb));
+    fprintf(stderr, "nnc: warning: --tensorboard %s: cannot write %s: %s; training goes on without it (step %lld)\n",
+            R->o->tensorboard, tb_path(R->tb), err, (long long)R->tb_lost);
+    tb_close(R->tb, NULL, 0);
+    R->tb = NULL;
+    R->tb_failed = true;
+}
+
+static void tb_step(Run *R, int64_t gstep, double loss, double now) {
+    if (!R->tb) return;
+    tb_begin(R->tb, gstep);
+    tb_scalar(R->tb, "train/loss", loss);
+    tb_scalar(R->tb, "train/lr", current_lr(R));
+    tb_scalar(R->tb, "train/step_ms", 1e3 * (now - R->t_step));
+    if (R->norm_out >= 0) tb_scalar(R->tb, "train/grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out));
+    if (R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
+        R->lm->abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
+        tb_scalar(R->tb, "train/loss_scale", state_scalar(R, R->scale_state));
+    }
+    tb_done(R, now);
+}
+
+/* Closes the events: false (reported) when anything was lost. */
+static bool tb_finish(Run *R) {
+    char err[1200];
+    if (R->tb && !tb_close(R->tb, err, sizeof err)) {
+        fprintf(stderr, "nnc: error: --tensorboard %s: cannot write %s\n", R->o->tensorboard, err);
+        R->tb = NULL;
+        return false;
+    }
+    R->tb = NULL;
+    if (R->tb_failed)
+        fprintf(stderr, "nnc: error: --tensorboard %s: incomplete: writing events failed at step %lld "
+                        "(training went on)\n", R->o->tensorboard, (long long)R->tb_lost);
+    return !R->tb_failed;
+}
+
 /* The epoch's line (when `show`: --log-every thins them out), metrics and event records. */
 static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval,
                          bool show) {
@@ -447,6 +512,21 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         metric_num(R, "seconds", secs, true);
         metric_close(R);
         metrics_flush_due(R, secs);
+    }
+    if (R->tb) {
+        tb_begin(R->tb, epoch);
+        tb_scalar(R->tb, "epoch/loss", train_loss);
+        if (has_eval && ev->has_loss) tb_scalar(R->tb, "epoch/test_loss", ev->loss);
+        for (int j = 0; has_eval && j < g->nouts && j < 16; j++) {
+            char tag[300];
+            snprintf(tag, sizeof tag, "epoch/%s", g->outs[j].name);
+            if (ev->out[j].scalar) tb_scalar(R->tb, tag, ev->metric[j]);
+        }
+        tb_scalar(R->tb, "epoch/lr", current_lr(R));
+        if (R->scale_state >= 0) tb_scalar(R->tb, "epoch/loss_scale", state_scalar(R, R->scale_state));
+        tb_scalar(R->tb, "epoch/seconds", secs);
+        R->tb_flushed = -1e9;   /* every epoch's records go out at its end */
+        tb_done(R, secs);
     }
 }
 
@@ -528,6 +608,16 @@ static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *e
         for (int j = 0; j < g->nouts && j < 16; j++)
             if (ev->out[j].scalar) metric_num(R, g->outs[j].name, ev->metric[j], false);
         metric_close(R);
+    }
+    if (R->tb) {
+        tb_begin(R->tb, R->lm->abi->get_step(R->lm->m));
+        if (ev->has_loss) tb_scalar(R->tb, "eval/loss", ev->loss);
+        for (int j = 0; j < g->nouts && j < 16; j++) {
+            char tag[300];
+            snprintf(tag, sizeof tag, "eval/%s", g->outs[j].name);
+            if (ev->out[j].scalar) tb_scalar(R->tb, tag, ev->metric[j]);
+        }
+        tb_done(R, 0);
     }
 }
 
@@ -682,6 +772,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
     const long log_every = R->o->quiet ? 0 : R->o->log_every;
     double sum = 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;
     R->bar_width = 30;
+    R->t_step = train_now() - R->t0;
     for (int64_t s = 0; s < steps; s++) {
         poll_upgrade(R);
         abi = R->lm->abi;
@@ -744,6 +835,11 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             metric_close(R);
         }
         metrics_check(R);
+        if (R->tb) {
+            double now = train_now();
+            tb_step(R, gstep, loss, now - R->t0);
+            R->t_step = now - R->t0;
+        }
         if (bar || log_every) {
             double t = train_now();
             bool log = log_every && gstep % log_every == 0 && s + 1 < steps;   /* the epoch's line ends it */
@@ -982,6 +1078,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         fprintf(stderr, "nnc: error: %s: cannot write metrics: ", o->metrics_path);
         perror(NULL);
         rc = 1;
+    } else if (o->tensorboard && o->bench_steps <= 0 && !(R.tb = tb_open(o->tensorboard, err, sizeof err))) {
+        fprintf(stderr, "nnc: error: %s\n", err);
+        rc = 1;
     } else if (o->bench_steps > 0) {
         rc = bench(&R, &train);
     } else if (o->eval_only) {
@@ -1034,6 +1133,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
     }
     if (!metrics_close(&R) && rc == 0) rc = 1;
+    if (!tb_finish(&R) && rc == 0) rc = 1;
     free_run(&R, &train);
     dataset_free(&train);
     dataset_free(&test);

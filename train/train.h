@@ -27,6 +27,7 @@ typedef struct {
     long log_every;             /* > 0: a plain progress line every N steps, and only the epoch lines of
                                    epochs in which such a step fell (and the last) */
     const char *metrics_path;   /* JSON lines */
+    const char *tensorboard;    /* a directory for TensorBoard event files (tensorboard.h), or NULL */
     const char *save_path;
     const char *load_path;
     bool eval_only;
