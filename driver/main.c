@@ -21,6 +21,7 @@
 #include "../train/train.h"
 #include "check.h"
 #include "compile.h"
+#include "plot.h"
 
 #ifndef NNC_VERSION
 #define NNC_VERSION "0.1.0"
@@ -127,7 +128,9 @@ static void usage(FILE *f) {
           "                         sums gradients on the GPUs; mpi sums them through host memory\n"
           "  --data-parallel        the data-parallel step (allreduce nodes) without mpirun: one\n"
           "                         process, to measure what the exchange costs\n"
-          "  --version, --help\n",
+          "  --version, --help\n"
+          "\n"
+          "nnc plot RUN.jsonl... -o CURVES.html|.svg   the curves of --metrics files, as a page\n",
           f);
 }
 
@@ -672,6 +675,7 @@ static void compile_or_exit(Compiled *cp, const CompileOpts *o, char *src, Comm 
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "plot")) return plot_main(argc - 1, argv + 1);   /* a model named plot: ./plot */
     double t_process = train_now();
     choose_blas_kernels();
     Cli c = {0};

@@ -6,8 +6,8 @@
 #                           graphviz (the README pipes --emit dot to dot)
 #   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), clang-format (the style
 #                           check), NumPy and PyTorch, g++ (the CUDA emulator compiles kernels
-#                           as C++),
-#                           and from PyPI safetensors and tensorboard (their readers check nnc's files)
+#                           as C++), and from PyPI safetensors and tensorboard (their readers
+#                           check nnc's files)
 set -euo pipefail
 want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev libdnnl-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin
       graphviz)
