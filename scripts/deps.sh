@@ -5,14 +5,16 @@
 #                           convolutions), Fashion-MNIST, Open MPI (mpirun: data parallel),
 #                           graphviz (the README pipes --emit dot to dot)
 #   scripts/deps.sh test    the above plus clang (fuzzers, sanitizers), clang-format (the style
-#                           check), NumPy and PyTorch, g++ (the CUDA emulator compiles kernels
-#                           as C++), and from PyPI safetensors and tensorboard (their readers
-#                           check nnc's files)
+#                           check), NumPy and PyTorch, venv and pytest (the Python module is
+#                           installed into a venv and tested), g++ (the CUDA emulator compiles
+#                           kernels as C++), and from PyPI safetensors and tensorboard (their
+#                           readers check nnc's files)
 set -euo pipefail
 want=(gcc make cmake flex bison zlib1g-dev libopenblas-dev libdnnl-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin
       graphviz)
 if [ "${1:-build}" = test ]; then
-  want+=(clang clang-format libclang-rt-14-dev python3-numpy python3-torch g++)
+  want+=(clang clang-format libclang-rt-14-dev python3-numpy python3-torch g++ python3-pip python3-venv
+         python3-pytest)
 fi
 missing=()
 for p in "${want[@]}"; do

@@ -1055,8 +1055,10 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         if (!strcmp(lm->abi->outputs[NNC_ENTRY_TRAIN][k].name, "grad_norm")) R.norm_out = k;
     R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
     hparams_of(&R.hp, &m->train, R.gbatch, o->epochs);
-    lm->abi->init(lm->m, o->seed);
-    lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
+    if (!o->keep_params) {
+        lm->abi->init(lm->m, o->seed);
+        lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
+    }
     TrainPos start = {1, 0, o->seed};
     const char *from = o->load_path;
     if (o->resume && o->save_path && access(o->save_path, F_OK) == 0) from = o->save_path;
@@ -1130,6 +1132,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         }
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
+        if (o->end) *o->end = R.pos;
         if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
     }
     if (!metrics_close(&R) && rc == 0) rc = 1;

@@ -46,6 +46,8 @@ typedef struct {
     Comm *comm;
     int64_t global_batch;
     bool no_write;              /* never write --save (another process does) */
+    bool keep_params;           /* train the model as it stands: no initialisation from the seed (the library) */
+    struct TrainPos *end;       /* if set: where training stood at the end (the library's next save) */
 } TrainOpts;
 
 double train_now(void);
@@ -56,7 +58,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o);
  * (torch.optim.lr_scheduler's closed forms; SCHED_NONE: lr). */
 double sched_lr(const SchedConfig *s, double lr, int e, int epochs);
 /* Where training stands, saved in a checkpoint's metadata so a resumed run continues exactly. */
-typedef struct {
+typedef struct TrainPos {
     int epoch;                  /* 1-based epoch in progress (or just finished, with samples = n) */
     long long samples;          /* samples of that epoch already done: in samples, not batches, so
                                    a run resumed with another --batch continues at the same place */
