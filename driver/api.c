@@ -19,10 +19,10 @@ struct nnc_compiled {
     Compiled c;
     LoadedModel *lm;
     Str source;
-    const char *file;           /* the name diagnostics use */
+    const char *file; /* the name diagnostics use */
     bool use_cache;
-    int epochs;                 /* of the last fit (the hyperparameters a save records) */
-    TrainPos pos;               /* where the last fit stopped: a save lets --resume go on from there */
+    int epochs;   /* of the last fit (the hyperparameters a save records) */
+    TrainPos pos; /* where the last fit stopped: a save lets --resume go on from there */
 };
 
 nnc_options nnc_default_options(void) {
@@ -40,7 +40,7 @@ static bool compile_captured(nnc_compiled *c, const char *file, const char *sour
         snprintf(err, errlen, "nnc_compile: precision %d is not 0..3, or is half precision with f64\n", o->precision);
         return false;
     }
-    if (o->epochs < 0 || (o->has_lr && !(isfinite(o->lr) && o->lr >= 0))) {   /* what the CLI's flags accept */
+    if (o->epochs < 0 || (o->has_lr && !(isfinite(o->lr) && o->lr >= 0))) { /* what the CLI's flags accept */
         snprintf(err, errlen, "nnc_compile: %s\n",
                  o->epochs < 0 ? "epochs is negative" : "lr is not a finite number >= 0");
         return false;
@@ -48,11 +48,20 @@ static bool compile_captured(nnc_compiled *c, const char *file, const char *sour
     char *dbuf = NULL;   /* open_memstream publishes it at fclose, so read it only after */
     size_t dlen = 0;
     FILE *df = open_memstream(&dbuf, &dlen);
-    CompileOpts co = {.file = file, .source = source, .diag_out = df, .target = o->target ? "cuda" : "cpu",
-                      .over = {.has_batch = o->batch > 0, .batch = o->batch, .has_precision = o->precision > 0,
+    CompileOpts co = {.file = file,
+                      .source = source,
+                      .diag_out = df,
+                      .target = o->target ? "cuda" : "cpu",
+                      .over = {.has_batch = o->batch > 0,
+                               .batch = o->batch,
+                               .has_precision = o->precision > 0,
                                .precision = o->precision > 0 ? (Precision)(o->precision - 1) : PREC_F32,
-                               .has_epochs = o->epochs > 0, .epochs = o->epochs, .has_lr = o->has_lr != 0, .lr = o->lr,
-                               .has_seed = o->has_seed != 0, .seed = o->seed},
+                               .has_epochs = o->epochs > 0,
+                               .epochs = o->epochs,
+                               .has_lr = o->has_lr != 0,
+                               .lr = o->lr,
+                               .has_seed = o->has_seed != 0,
+                               .seed = o->seed},
                       .fuse = o->fuse != 0,
                       .strict_devices = o->strict_devices != 0};
     char msg[1024];
@@ -88,8 +97,8 @@ nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_option
     c->file = arena_strdup(&c->c.arena, file ? file : "model.nn");
     c->use_cache = o->use_cache != 0;
     c->epochs = c->c.m->train.epochs;
-    c->pos = (TrainPos){0, 0, c->c.m->train.seed};   /* epoch 0: --resume starts at epoch 1 */
-    c->lm->abi->init(c->lm->m, c->c.m->train.seed);   /* as the CLI starts; syncs to a device */
+    c->pos = (TrainPos){0, 0, c->c.m->train.seed};  /* epoch 0: --resume starts at epoch 1 */
+    c->lm->abi->init(c->lm->m, c->c.m->train.seed); /* as the CLI starts; syncs to a device */
     return c;
 }
 
@@ -106,13 +115,21 @@ int nnc_fit(nnc_compiled *c, const nnc_fit_options *o) {
         return -1;
     }
     bool quiet = o->quiet != 0;
-    TrainOpts to = {.epochs = o->epochs > 0 ? o->epochs : m->train.epochs, .seed = m->train.seed,
-                    .shuffle = m->train.shuffle, .quiet = quiet,
+    TrainOpts to = {.epochs = o->epochs > 0 ? o->epochs : m->train.epochs,
+                    .seed = m->train.seed,
+                    .shuffle = m->train.shuffle,
+                    .quiet = quiet,
                     .progress = !quiet && (o->progress < 0 ? isatty(2) : o->progress != 0),
-                    .log_every = o->log_every > 0 ? o->log_every : 0, .metrics_path = o->metrics,
-                    .tensorboard = o->tensorboard, .save_path = o->save, .source_file = c->file,
-                    .t_process = train_now(), .cache_dir = compile_cache_dir(&c->c.arena, c->use_cache),
-                    .global_batch = m->train.batch, .keep_params = true, .end = &c->pos};
+                    .log_every = o->log_every > 0 ? o->log_every : 0,
+                    .metrics_path = o->metrics,
+                    .tensorboard = o->tensorboard,
+                    .save_path = o->save,
+                    .source_file = c->file,
+                    .t_process = train_now(),
+                    .cache_dir = compile_cache_dir(&c->c.arena, c->use_cache),
+                    .global_batch = m->train.batch,
+                    .keep_params = true,
+                    .end = &c->pos};
     ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL};
     c->epochs = to.epochs;
     return train_run(m, &ref, &to);

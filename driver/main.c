@@ -592,14 +592,29 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
                                   : m->train.precision == PREC_BF16 ? 1.6e-2 : m->train.precision == PREC_F16 ? 2e-3 : 1e-5;
         lm = check_pair(be, lm, p, ref->be, cpu, &ref->p, tol);
     }
-    TrainOpts to = {.epochs = m->train.epochs, .seed = m->train.seed, .shuffle = m->train.shuffle,
-                    .quiet = c->quiet, .progress = isatty(2) && !c->quiet, .metrics_path = c->metrics,
-                    .log_every = c->log_every, .tensorboard = c->tensorboard,
-                    .save_half = c->save_half, .save_path = c->save, .load_path = c->load, .eval_only = c->eval, .eval_out = c->eval_out,
-                    .bench_steps = (int)c->bench, .source_file = c->model, .t_process = t_process,
-                    .save_every = c->save_every, .resume = c->resume, .fresh_optimizer = c->fresh_optimizer,
+    TrainOpts to = {.epochs = m->train.epochs,
+                    .seed = m->train.seed,
+                    .shuffle = m->train.shuffle,
+                    .quiet = c->quiet,
+                    .progress = isatty(2) && !c->quiet,
+                    .metrics_path = c->metrics,
+                    .log_every = c->log_every,
+                    .tensorboard = c->tensorboard,
+                    .save_half = c->save_half,
+                    .save_path = c->save,
+                    .load_path = c->load,
+                    .eval_only = c->eval,
+                    .eval_out = c->eval_out,
+                    .bench_steps = (int)c->bench,
+                    .source_file = c->model,
+                    .t_process = t_process,
+                    .save_every = c->save_every,
+                    .resume = c->resume,
+                    .fresh_optimizer = c->fresh_optimizer,
                     .cache_dir = bo.cache_dir,
-                    .comm = comm, .global_batch = m->train.batch, .no_write = rank != 0};
+                    .comm = comm,
+                    .global_batch = m->train.batch,
+                    .no_write = rank != 0};
     if (rank != 0) {   /* process 0 prints and writes for the run */
         to.quiet = true;
         to.progress = false;
@@ -675,7 +690,7 @@ static void compile_or_exit(Compiled *cp, const CompileOpts *o, char *src, Comm 
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "plot")) return plot_main(argc - 1, argv + 1);   /* a model named plot: ./plot */
+    if (argc > 1 && !strcmp(argv[1], "plot")) return plot_main(argc - 1, argv + 1); /* a model named plot: ./plot */
     double t_process = train_now();
     choose_blas_kernels();
     Cli c = {0};

@@ -27,9 +27,9 @@ typedef struct {
 
 /* One line of one chart: a quantity of one file, per step or per epoch. */
 typedef struct {
-    char *key;                  /* "loss", "test_loss", "accuracy" */
+    char *key; /* "loss", "test_loss", "accuracy" */
     int file;
-    bool epoch;                 /* from the epoch records (drawn with markers) */
+    bool epoch; /* from the epoch records (drawn with markers) */
     Series s;
 } Line;
 
@@ -119,7 +119,7 @@ static bool read_value(Reader *r, Record *rec) {
             return true;
         }
     char *end;
-    double v = strtod(r->at, &end);   /* NaN, Infinity and -Infinity, as Python's json writes them, too */
+    double v = strtod(r->at, &end); /* NaN, Infinity and -Infinity, as Python's json writes them, too */
     if (end == r->at) return fail(r, "expected a value");
     r->at = end;
     rec->num[i] = v;
@@ -161,7 +161,7 @@ static const double *field(const Record *rec, const char *key) {
 /* Step and epoch records become points at their step; what is not a curve is left out. */
 static bool add_record(Plot *p, int file, Reader *r, const Record *rec) {
     bool epoch = !strcmp(rec->type, "epoch");
-    if (!epoch && strcmp(rec->type, "step")) return true;   /* "eval" records have no step */
+    if (!epoch && strcmp(rec->type, "step")) return true; /* "eval" records have no step */
     const double *step = field(rec, "step");
     if (!step) return fail(r, "a step or epoch record without a \"step\"");
     for (int i = 0; i < rec->n; i++) {
@@ -188,7 +188,7 @@ static bool read_metrics(Plot *p, int file, char *err, size_t errlen) {
         r.line++;
         r.start = r.at = s;
         Record rec;
-        if (s[strspn(s, " \t\r")]) {   /* blank lines are skipped */
+        if (s[strspn(s, " \t\r")]) { /* blank lines are skipped */
             ok = read_record(&r, &rec) && add_record(p, file, &r, &rec);
             records++;
         }
@@ -201,8 +201,8 @@ static bool read_metrics(Plot *p, int file, char *err, size_t errlen) {
 
 /* ---- drawing ---- */
 
-static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                                      "#17becf"};
+static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                      "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 /* 1, 2 or 5 times a power of ten: about n ticks over [lo, hi]. */
 static double tick_step(double lo, double hi, int n) {
@@ -227,7 +227,7 @@ static void chart_range(const Plot *p, const char *chart, double r[4]) {
     }
     for (int a = 0; a < 4; a += 2) {
         if (!isfinite(r[a])) r[a] = 0, r[a + 1] = 1;
-        if (r[a + 1] - r[a] <= fabs(r[a]) * 1e-9) {   /* one value: a band around it */
+        if (r[a + 1] - r[a] <= fabs(r[a]) * 1e-9) { /* one value: a band around it */
             double d = r[a] ? fabs(r[a]) * 0.1 : 1;
             r[a] -= d, r[a + 1] += d;
         }
@@ -236,9 +236,9 @@ static void chart_range(const Plot *p, const char *chart, double r[4]) {
 
 typedef struct {
     FILE *f;
-    double r[4];                /* x lo, hi, y lo, hi */
-    int y0;                     /* the chart's top in the image */
-    int top;                    /* the frame's top below it: the title and the legend above */
+    double r[4]; /* x lo, hi, y lo, hi */
+    int y0;      /* the chart's top in the image */
+    int top;     /* the frame's top below it: the title and the legend above */
 } Frame;
 
 static double px(const Frame *fr, double x) {
@@ -259,12 +259,14 @@ static void draw_axes(const Frame *fr, const char *title) {
         for (double t = ceil(lo / st) * st; t <= hi + st * 1e-9; t += st) {
             double v = fabs(t) < st * 1e-9 ? 0 : t;
             if (a == 0)
-                fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#eee\"/>"
-                           "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
+                fprintf(f,
+                        "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#eee\"/>"
+                        "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
                         px(fr, v), top, px(fr, v), bot, px(fr, v), bot + 15, v);
             else
-                fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
-                           "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
+                fprintf(f,
+                        "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eee\"/>"
+                        "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
                         x0, py(fr, v), x1, py(fr, v), x0 - 5, py(fr, v) + 4, v);
         }
     }
@@ -283,7 +285,7 @@ static void draw_line(const Frame *fr, const Line *l, const char *color) {
         double lo = INFINITY, hi = -INFINITY, first = s->y[k];
         for (; j < s->n && (thin ? (int)px(fr, s->x[j]) == col : j == k); j++)
             if (isfinite(s->y[j])) lo = fmin(lo, s->y[j]), hi = fmax(hi, s->y[j]);
-        if (isfinite(lo)) {   /* min then max, or max then min: as the column begins */
+        if (isfinite(lo)) { /* min then max, or max then min: as the column begins */
             double a = isfinite(first) && first > (lo + hi) / 2 ? hi : lo, b = a == hi ? lo : hi;
             fprintf(f, "%.1f,%.1f ", px(fr, s->x[k]), py(fr, a));
             if (b != a) fprintf(f, "%.1f,%.1f ", px(fr, s->x[j - 1]), py(fr, b));
@@ -410,8 +412,7 @@ int plot_main(int argc, char **argv) {
             fputs(plot_usage, stdout);
             puts("Draws the curves of nnc --metrics files (one colour per file) as a page or an image.");
             return 0;
-        }
-        else if (argv[i][0] == '-' && argv[i][1])
+        } else if (argv[i][0] == '-' && argv[i][1])
             return usage_error(!strcmp(argv[i], "-o") ? "-o needs a file" : "unknown option");
         else if (nfiles == 16) return usage_error("at most 16 metrics files");
         else files[nfiles++] = argv[i];
@@ -421,8 +422,10 @@ int plot_main(int argc, char **argv) {
     const char *ext = strrchr(out, '.');
     bool html = ext && (!strcmp(ext, ".html") || !strcmp(ext, ".htm"));
     if (!html && !(ext && !strcmp(ext, ".svg"))) {
-        fprintf(stderr, "nnc plot: error: -o %s: writes .html (a page) or .svg (an image); PNG would need an image "
-                        "library, and any browser shows either\n", out);
+        fprintf(stderr,
+                "nnc plot: error: -o %s: writes .html (a page) or .svg (an image); PNG would need an image "
+                "library, and any browser shows either\n",
+                out);
         return 1;
     }
     Plot p = {.files = files, .nfiles = nfiles};

@@ -24,9 +24,9 @@ struct TbWriter {
     FILE *f;
     char *path;
     int64_t step;
-    Bytes summary;              /* the Summary message of the event being built */
-    Bytes event;                /* the Event around it */
-    int err;                    /* errno of the first failed write, or 0 */
+    Bytes summary; /* the Summary message of the event being built */
+    Bytes event;   /* the Event around it */
+    int err;       /* errno of the first failed write, or 0 */
 };
 
 /* ---- CRC-32C: the reflected polynomial 0x82F63B78, a byte at a time from a table ---- */
@@ -172,7 +172,7 @@ static FILE *create_file(const char *dir, char **path, char *err, size_t n) {
     *path = malloc(len);
     if (!*path) return snprintf(err, n, "out of memory"), NULL;
     int fd = -1;
-    for (int k = 0; k < 100 && fd < 0; k++) {   /* two runs in one second in one process (a library) */
+    for (int k = 0; k < 100 && fd < 0; k++) { /* two runs in one second in one process (a library) */
         char again[16] = "";
         if (k) snprintf(again, sizeof again, ".%d", k);
         snprintf(*path, len, "%s/events.out.tfevents.%lld.%s.%ld%s", dir, (long long)time(NULL), host, (long)getpid(),
@@ -219,7 +219,7 @@ void tb_scalar(TbWriter *w, const char *tag, double value) {
     float f = (float)value;
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
-    if (n >= 1u << 21) n = 0;   /* no tag is 2 MiB long; keep the length above true */
+    if (n >= 1u << 21) n = 0; /* no tag is 2 MiB long; keep the length above true */
     put_key(&w->summary, 1, WIRE_LEN);
     put_varint(&w->summary, tag_bytes + 5);
     put_len(&w->summary, 1, tag, n);

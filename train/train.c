@@ -201,7 +201,7 @@ static void progress_draw(Run *R, int epoch, int64_t step, int64_t steps, double
     snprintf(tail, sizeof tail, " %3.0f%%  %s  loss %.4f  ETA %s", 100.0 * (double)step / (double)steps,
              fmt_rate(rate, sizeof rate, per_s), loss, fmt_hms(eta, sizeof eta, (double)(steps - step) / per_s));
     int cols = terminal_columns(), room = cols - 1 - (int)strlen(head) - (int)strlen(tail) - 2;
-    if (room < R->bar_width) R->bar_width = room;   /* narrower only: the bar keeps its width in an epoch */
+    if (room < R->bar_width) R->bar_width = room; /* narrower only: the bar keeps its width in an epoch */
     int w = R->bar_width >= 10 ? R->bar_width : 0, fill = (int)((double)w * (double)step / (double)steps);
     char line[320];
     size_t k = (size_t)snprintf(line, sizeof line, "%s", head);
@@ -211,7 +211,7 @@ static void progress_draw(Run *R, int epoch, int64_t step, int64_t steps, double
         line[k++] = ']';
     }
     snprintf(line + k, sizeof line - k, "%s", tail);
-    fprintf(stderr, "\r%.*s\033[K", cols - 1, line);   /* cut rather than wrap on a very narrow terminal */
+    fprintf(stderr, "\r%.*s\033[K", cols - 1, line); /* cut rather than wrap on a very narrow terminal */
     fflush(stderr);
     R->bar_shown = true;
 }
@@ -428,7 +428,7 @@ static double current_lr(const Run *R) {
 
 static void tb_done(Run *R, double now) {
     bool ok = tb_end(R->tb);
-    if (ok && now - R->tb_flushed > 2) {   /* a running TensorBoard follows within seconds */
+    if (ok && now - R->tb_flushed > 2) { /* a running TensorBoard follows within seconds */
         ok = tb_flush(R->tb);
         R->tb_flushed = now;
     }
@@ -451,7 +451,7 @@ static void tb_step(Run *R, int64_t gstep, double loss, double now) {
     tb_scalar(R->tb, "train/lr", current_lr(R));
     tb_scalar(R->tb, "train/step_ms", 1e3 * (now - R->t_step));
     if (R->norm_out >= 0) tb_scalar(R->tb, "train/grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out));
-    if (R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
+    if (R->scale_state >= 0) { /* the scale after this step (a GPU's is read back) */
         R->lm->abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
         tb_scalar(R->tb, "train/loss_scale", state_scalar(R, R->scale_state));
     }
@@ -468,8 +468,10 @@ static bool tb_finish(Run *R) {
     }
     R->tb = NULL;
     if (R->tb_failed)
-        fprintf(stderr, "nnc: error: --tensorboard %s: incomplete: writing events failed at step %lld "
-                        "(training went on)\n", R->o->tensorboard, (long long)R->tb_lost);
+        fprintf(stderr,
+                "nnc: error: --tensorboard %s: incomplete: writing events failed at step %lld "
+                "(training went on)\n",
+                R->o->tensorboard, (long long)R->tb_lost);
     return !R->tb_failed;
 }
 
@@ -525,7 +527,7 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         tb_scalar(R->tb, "epoch/lr", current_lr(R));
         if (R->scale_state >= 0) tb_scalar(R->tb, "epoch/loss_scale", state_scalar(R, R->scale_state));
         tb_scalar(R->tb, "epoch/seconds", secs);
-        R->tb_flushed = -1e9;   /* every epoch's records go out at its end */
+        R->tb_flushed = -1e9; /* every epoch's records go out at its end */
         tb_done(R, secs);
     }
 }
@@ -842,7 +844,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
         }
         if (bar || log_every) {
             double t = train_now();
-            bool log = log_every && gstep % log_every == 0 && s + 1 < steps;   /* the epoch's line ends it */
+            bool log = log_every && gstep % log_every == 0 && s + 1 < steps; /* the epoch's line ends it */
             if (log) progress_log(R, epoch, gstep, s + 1, steps, sum / (double)done_rows, t - t_start);
             if (bar && (log || t - last_draw > 0.1 || s + 1 == steps)) {
                 progress_draw(R, epoch, s + 1, steps, sum / (double)done_rows, t - t_start);
@@ -1028,7 +1030,7 @@ static bool load_data(const Model *m, const TrainOpts *o, bool has_test, Dataset
 
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
-    interrupted = 0;   /* a library's process may train again after a stop */
+    interrupted = 0; /* a library's process may train again after a stop */
     Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
              .size = comm_size(o->comm), .wait_step = -1};
     const char *ws = getenv("NNC_TIER_WAIT_STEP");
@@ -1122,7 +1124,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
             if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
             else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
-            else {   /* --log-every N: the epochs in which a step that is a multiple of N ended, and the last */
+            else { /* --log-every N: the epochs in which a step that is a multiple of N ended, and the last */
                 after = lm->abi->get_step(lm->m);
                 bool show = !o->log_every || e == o->epochs || after / o->log_every > before / o->log_every;
                 report_epoch(&R, e, after, loss, &ev, has_test, show);
