@@ -24,6 +24,8 @@ typedef struct {
     bool tiered;                /* CPU, on a cache miss: start on a quick -O1 build while the -O3
                                    one compiles beside it (Backend.upgrade swaps it in); load
                                    returns before the -O1 build is done (abi NULL) */
+    bool launch_access;         /* CPU: also export each launch alone (Backend.launch_access), for
+                                   --check-against's reference */
 } BuildOpts;
 
 typedef struct LoadedModel {
@@ -35,6 +37,24 @@ typedef struct LoadedModel {
     double compile_seconds;
     void *tier;                 /* the backend's build in progress of a faster version, or NULL */
 } LoadedModel;
+
+/* One launch at a time, for --check-against (driver/check.c): the reference runs each launch of
+ * an entry alone, after the checker has written that launch's inputs into its memory. */
+typedef struct {
+    /* Launch k of an entry (Program.entry[entry].launches[k]) alone, on instance m's memory,
+     * with the batch inputs `in`, at the instance's step (set_step: the step the entry runs
+     * at).  0, or a status with the message in abi->error(m). */
+    int (*run)(void *m, int entry, int k, const void *const *in, int64_t batch);
+    void *(*block)(void *m, int block);     /* the host memory of block NNC_BLOCK_* */
+} LaunchAccess;
+
+/* How a backend's code for one launch rounds, beyond the IEEE operations its kernels' source
+ * spells: what --check-against's tolerances need to know of each target (driver/check_bound.c). */
+typedef struct {
+    double sum_unit;            /* the unit roundoff its sums accumulate in: 2^-53 in double,
+                                   2^-24 in float, 2^-23 where an accumulator may truncate */
+    double input_unit;          /* a product's inputs are first rounded by this much (TF32), or 0 */
+} LaunchNumerics;
 
 typedef struct {
     const char *name;
@@ -53,6 +73,11 @@ typedef struct {
      * (and `seed`, which keys dropout), and swap it in.  True when lm->abi and lm->m changed;
      * lm->tier is NULL once nothing more will come.  NULL where the target never tiers. */
     bool (*upgrade)(LoadedModel *lm, uint64_t seed, bool wait, char *err, size_t n);
+    /* For a model loaded with BuildOpts.launch_access: its launches one at a time (false where
+     * the target cannot). */
+    bool (*launch_access)(const LoadedModel *lm, LaunchAccess *out);
+    /* How the code this backend makes for launch L (its sums and products) rounds. */
+    void (*numerics)(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out);
 } Backend;
 
 extern const Backend backend_cpu;

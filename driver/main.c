@@ -94,11 +94,12 @@ static void usage(FILE *f) {
           "                         start the optimizer fresh (zero state, step 0)\n"
           "  --check-numerics       stop at the first kernel that produces NaN or Inf, naming its\n"
           "                         op and model line (like torch.autograd.detect_anomaly)\n"
-          "  --check-against cpu    with --target cuda: run every step on the CPU too, from the same\n"
-          "                         parameters, and stop at the first value that differs, naming\n"
-          "                         its op and model line\n"
-          "  --check-tol X          its tolerance, relative to each tensor's largest value (1e-5;\n"
-          "                         with --precision bf16 1.6e-2, f16 2e-3: a few units in the last place)\n"
+          "  --check-against cpu    with --target cuda: run every launch of every step again on the\n"
+          "                         CPU from the inputs CUDA gave it, and stop at the first value that\n"
+          "                         differs by more than its op's rounding allows (a bound worked out\n"
+          "                         from the op and its inputs), naming the op, its model line, the\n"
+          "                         element and the tolerance\n"
+          "  --check-tol X          every such tolerance times X (default 1: the bound itself)\n"
           "  --load FILE            start from a checkpoint\n"
           "  --eval                 forward only, on the test data (or the training data), no gradients\n"
           "  --eval-out FILE        with --eval: write the per-sample outputs (logits, ...) for the\n"
@@ -374,8 +375,9 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
     if (c->check_against && (!c->target || strcmp(c->target, "cuda")))
         cli_error("--check-against cpu compares the cuda target with the cpu: add --target cuda");
     check_combinations(c, ar);
-    if (c->check_tol == -1) c->check_tol = 0;   /* the default: 1e-5, or by precision (below) */
-    else if (!(c->check_tol > 0 && c->check_tol < 1)) cli_error("--check-tol expects a number in (0, 1), got %g", c->check_tol);
+    if (c->check_tol == -1) c->check_tol = 1;   /* the default: the numerics' bound itself */
+    else if (!(c->check_tol > 0 && c->check_tol < INFINITY))
+        cli_error("--check-tol expects a number > 0, got %g", c->check_tol);
     if (c->eval_out && !c->eval) cli_error("--eval-out writes what --eval computes: add --eval");
     if (c->fresh_optimizer && !c->resume)
         cli_error("--resume-fresh-optimizer changes what --resume takes from the checkpoint: add --resume");
@@ -583,14 +585,13 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     }
     if (rank != 0) lm = compile_load(cp, &bo, err, sizeof err);
     if (!lm) nnc_fatal("%s", err);
-    if (ref) {   /* --check-against cpu */
-        LoadedModel *cpu = compile_load(ref, &bo, err, sizeof err);
+    if (ref) {   /* --check-against cpu: the reference runs launch by launch */
+        BuildOpts cbo = bo;
+        cbo.launch_access = true;
+        LoadedModel *cpu = compile_load(ref, &cbo, err, sizeof err);
         if (!cpu) nnc_fatal("--check-against cpu: %s", err);
-        /* half values are rounded from f32 products whose summation order differs between the
-         * libraries: a last-bit difference is 2^-8 (bf16) or 2^-11 (f16) relative, not 1e-5 */
-        double tol = c->check_tol ? c->check_tol
-                                  : m->train.precision == PREC_BF16 ? 1.6e-2 : m->train.precision == PREC_F16 ? 2e-3 : 1e-5;
-        lm = check_pair(be, lm, p, ref->be, cpu, &ref->p, tol);
+        lm = check_pair(be, lm, p, &bo, ref->be, cpu, &ref->p, &cbo, c->check_tol, err, sizeof err);
+        if (!lm) nnc_fatal("%s", err);
     }
     TrainOpts to = {.epochs = m->train.epochs,
                     .seed = m->train.seed,

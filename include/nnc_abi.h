@@ -13,7 +13,9 @@
 #define NNC_ABI_VERSION 2
 
 enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2 };
-enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2 };
+/* BF16 and F16 (16-bit patterns) appear only among the values a model built for --check-against
+ * keeps as outputs; parameters, state, inputs and the named outputs are never half. */
+enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2, NNC_TYPE_BF16 = 3, NNC_TYPE_F16 = 4 };
 enum { NNC_SYNC_TO_DEVICE = 0, NNC_SYNC_TO_HOST = 1 };
 
 typedef struct {
@@ -25,7 +27,7 @@ typedef struct {
 
 /* Bytes of a parameter's or a state's data (these have no batch axis). */
 static inline size_t nnc_tensor_bytes(const nnc_tensor_info *t) {
-    size_t n = t->dtype == NNC_TYPE_F64 ? 8 : 4;
+    size_t n = t->dtype == NNC_TYPE_F64 ? 8 : t->dtype == NNC_TYPE_BF16 || t->dtype == NNC_TYPE_F16 ? 2 : 4;
     for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
     return n;
 }

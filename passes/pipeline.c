@@ -58,7 +58,8 @@ static void groups_print(const Program *p, const Entry *e, FILE *f);
 static void order_print(const Program *p, const Entry *e, FILE *f);
 
 /* --check-against: each launch's results become outputs too (after the real ones, in schedule
- * order), so the planner keeps them to the end of the call and a caller can read them all. */
+ * order), so the planner keeps them to the end of the call and a caller can read them all;
+ * half values as the ABI's 16-bit types. */
 static void keep_every_value(Program *p, Entry *e) {
     bool *is_out = xcalloc((size_t)p->g->n, 1);
     for (int i = 0; i < e->noutputs; i++) is_out[e->outputs[i]] = true;
@@ -67,7 +68,7 @@ static void keep_every_value(Program *p, Entry *e) {
         if (L->kind == L_COPY || L->kind == L_ASSIGN) continue;
         for (int j = 0; j < L->nouts; j++) {
             int x = L->outs[j];
-            if (is_out[x] || DTYPE_IS_HALF(p->g->nodes[x].dtype)) continue;   /* the ABI has f32 and i32 */
+            if (is_out[x]) continue;
             is_out[x] = true;
             e->outputs = xrealloc(e->outputs, (size_t)(e->noutputs + 1) * sizeof(int));
             e->outputs[e->noutputs++] = x;

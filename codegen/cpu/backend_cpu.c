@@ -576,4 +576,26 @@ static void cpu_unload(LoadedModel *lm) {
     free(lm);
 }
 
-const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload, NULL, aot_write, cpu_upgrade};
+/* NAME_launch and NAME_block, which a build with BuildOpts.launch_access exports. */
+static bool cpu_launch_access(const LoadedModel *lm, LaunchAccess *out) {
+    if (!lm->handle || !lm->abi) return false;
+    Str sym = {0};
+    str_printf(&sym, "%s_launch", lm->abi->name);
+    *(void **)&out->run = dlsym(lm->handle, sym.buf);
+    str_free(&sym);
+    str_printf(&sym, "%s_block", lm->abi->name);
+    *(void **)&out->block = dlsym(lm->handle, sym.buf);
+    str_free(&sym);
+    return out->run && out->block;
+}
+
+/* Reductions accumulate in double (kernel.c) but for the C dialect's scatter, which adds into
+ * the output; products (BLAS, the small loops, oneDNN, convolutions) accumulate in `real`. */
+static void cpu_numerics(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out) {
+    double u = o->f64 ? 0x1p-53 : 0x1p-24;
+    out->sum_unit = L->kind == L_REDUCE && !c_reduce_sums_in_real(p->g, L) ? 0x1p-53 : u;
+    out->input_unit = 0;
+}
+
+const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload, NULL, aot_write, cpu_upgrade, cpu_launch_access,
+                             cpu_numerics};

@@ -19,5 +19,8 @@ int cpu_run_tool(char *const *argv, const char *log);
 pid_t cpu_spawn_tool(char *const *argv, const char *log);   /* started, or -1 */
 int cpu_wait_tool(pid_t pid);                               /* its exit status, or -1 */
 bool cpu_write_file(const char *path, const char *text, char *err, size_t n);
+/* dialect_c.c: a reduction whose C loops add into the `real` output (a scatter) rather than a
+ * double accumulator. */
+bool c_reduce_sums_in_real(const Graph *g, const Launch *L);
 bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
 #endif

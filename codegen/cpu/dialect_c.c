@@ -237,17 +237,31 @@ static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, con
     str_free(&target);
 }
 
-static void c_reduce(const Kernel *k, const Launch *L) {
-    int64_t mask = launch_reduce_mask(k->g, L);
+typedef enum { RED_SUFFIX, RED_GATHER, RED_SCATTER } ReduceForm;
+
+/* Which of the loop structures above a reduction gets, and the number of kept leading axes. */
+static ReduceForm reduce_form(const Graph *g, const Launch *L, int *kept_out) {
+    int64_t mask = launch_reduce_mask(g, L);
     int kept = 0;
     bool suffix = true;
     for (int l = 0; l < L->space.rank; l++)
         if (!(mask >> l & 1)) suffix &= kept++ == l;
+    if (kept_out) *kept_out = kept;
+    if (suffix) return RED_SUFFIX;
+    return L->space.rank && mask >> (L->space.rank - 1) & 1 ? RED_GATHER : RED_SCATTER;
+}
+
+bool c_reduce_sums_in_real(const Graph *g, const Launch *L) { return reduce_form(g, L, NULL) == RED_SCATTER; }
+
+static void c_reduce(const Kernel *k, const Launch *L) {
+    int64_t mask = launch_reduce_mask(k->g, L);
+    int kept;
+    ReduceForm form = reduce_form(k->g, L, &kept);
     Str scale = {0}, oo = {0};
     reduce_scale(k, L, mask, &scale);
     reduce_out_offset(L, mask, &oo);
-    if (suffix) reduce_suffix(k, L, kept, oo.buf, scale.buf);
-    else if (L->space.rank && mask >> (L->space.rank - 1) & 1) reduce_gather(k, L, mask, oo.buf, scale.buf);
+    if (form == RED_SUFFIX) reduce_suffix(k, L, kept, oo.buf, scale.buf);
+    else if (form == RED_GATHER) reduce_gather(k, L, mask, oo.buf, scale.buf);
     else reduce_scatter(k, L, oo.buf, scale.buf);
     str_free(&scale);
     str_free(&oo);

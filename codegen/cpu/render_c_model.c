@@ -58,10 +58,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
 /* ---- the CPU device ---------------------------------------------------------------------------- */
 
 static const char cpu_device_text[] =
-    "    struct @_frame m = {\n"
-    "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE], (real *)rt->host[NNC_BLOCK_ACT],\n"
-    "        rt->comm, rt->step, rt->seed, 0, {0},\n"
-    "    };\n"
+    "    struct @_frame m = @_frame_of(rt);\n"
     "    const int rc = entries[entry](&m, in, B);\n"
     "    return rc ? nnc_rt_fail(rt, rc, \"%s\", m.msg) : 0;\n"
     "}\n"
@@ -73,6 +70,13 @@ static void render_cpu_device(Str *s, const Program *p, const nnc_model_desc *d)
     const char *mn = model_c_name(p);
     render_template(s, "\n/* ---- the CPU as the runtime's device: host memory, entries called directly ---- */\n"
                        "static const nnc_model_desc @_desc;\n"
+                       "static struct @_frame @_frame_of(nnc_rt *rt) {\n"
+                       "    struct @_frame m = {\n"
+                       "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE],\n"
+                       "        (real *)rt->host[NNC_BLOCK_ACT], rt->comm, rt->step, rt->seed, 0, {0},\n"
+                       "    };\n"
+                       "    return m;\n"
+                       "}\n"
                        "static int @_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
                        "    static int (*const entries[3])(struct @_frame *, const void *const *, int64_t) = {", mn);
     for (int k = 0; k < ENTRY_COUNT; k++) {
@@ -92,7 +96,8 @@ static void print_string(Str *s, const char *text) {
 }
 
 static void print_infos(Str *s, const char *mn, const char *what, const nnc_tensor_info *t, int n) {
-    static const char *const types[] = {"NNC_TYPE_F32", "NNC_TYPE_I32", "NNC_TYPE_F64"};
+    static const char *const types[] = {"NNC_TYPE_F32", "NNC_TYPE_I32", "NNC_TYPE_F64", "NNC_TYPE_BF16",
+                                        "NNC_TYPE_F16"};
     str_printf(s, "static const nnc_tensor_info %s_%s[] = {\n", mn, what);
     for (int i = 0; i < n; i++) {
         str_puts(s, "    {");

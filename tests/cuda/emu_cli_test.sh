@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # emu_cli_test.sh NNC - the CUDA target's command-line checks, run on the CUDA emulator:
-#   --check-against cpu passes on a correct run and names the first wrong value when the
-#   emulator plants a wrong GEMM result; --check-numerics names the op and line on CUDA as on the
+#   --check-against cpu passes on a correct run and names the first wrong value, its op and its
+#   model line, when the emulator plants a wrong result in a GEMM (NNC_EMU_FAULT_GEMM);
+#   --check-numerics names the op and line on CUDA as on the
 #   CPU; a round trip through the host trains as on the CPU; --strict-devices
 #   refuses implicit crossings and accepts to(x, cuda); an embedding index out of range is
 #   refused; a convolutional model passes --check-against cpu.
@@ -14,12 +15,16 @@ bad() { if "$@" >"$dir/out" 2>&1; then fail=$((fail+1)); echo "FAIL (succeeded):
 has() { if grep -q -- "$1" "$dir/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: no '$1' in:"; cat "$dir/out"; fi; }
 
 ok "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
-has "check-against cpu: 20 steps, [0-9]* values compared"
+has "check-against cpu: 20 steps, [0-9]* values compared launch by launch"
 # the 4th GEMM is step 2's weight gradient (each linreg step has a forward and a backward GEMM)
 NNC_EMU_FAULT_GEMM=4 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
-has "the targets first differ at matmul (backward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 2"
+has "the targets first differ at matmul (backward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 2: element 0"
 NNC_EMU_FAULT_GEMM=1 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
 has "first differ at matmul (forward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 1"
+NNC_EMU_FAULT_GEMM=3 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
+has "first differ at matmul (forward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 2"
+NNC_EMU_FAULT_GEMM=2 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
+has "first differ at matmul (backward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 1: .*tolerance"
 bad "$nnc" "$models/linreg.nn" --target cpu --check-against cpu
 has "add --target cuda"
 

@@ -1,0 +1,459 @@
+/* check_bound.c - the tolerance --check-against gives each value: what two correct targets can
+ * differ by, from the numerics of the op that computed it.
+ *
+ * The checker (check.c) runs every launch of the reference from the checked target's inputs to
+ * that launch, so a difference never comes from an earlier one: only from how each target
+ * rounds this op.  Each kind of op gets the bound its arithmetic allows; both targets are held
+ * to it, so the tolerance is the sum of the two (LaunchNumerics: how each target's code for
+ * the launch rounds).  u is the unit roundoff of `real` (2^-24), d that of double (2^-53),
+ * gamma_k(w) = k w / (1 - k w) (Higham, "Accuracy and Stability of Numerical Algorithms", 3.1):
+ *   - exact ops (copies, max, pooling's max, slices, embedding lookups, dropout masks, accuracy,
+ *     and any elementwise op whose exact result is representable): 0, the same bits;
+ *   - an elementwise op: its ops.def expression evaluated with a running error bound
+ *     (check_expr.c), so cancellation and conditioning are judged at the inputs both had;
+ *   - a sum (reduction, matrix product, convolution, pooling's average, scatter-adds) of k
+ *     terms t_i: gamma_k(w) sum |t_i| per target, w its accumulator's unit roundoff, plus the
+ *     result's rounding.  sum |t_i| is what the reference's own launch gives when run again on
+ *     the absolute values of its inputs (a product of |A| and |B|, a sum of |x|), so every op
+ *     multilinear in its inputs gets its exact condition without code of its own here;
+ *   - the row-wise ops (softmax and its family, cross-entropy): their kernel's arithmetic
+ *     (kernel.c: exp of x - max, double sums) bounded term by term below.
+ * A value whose bound is infinite (a division by a number within its own error of zero) cannot
+ * be judged and passes. */
+#include "check_bound.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../io/half.h"
+#include "check_expr.h"
+
+#define D_UNIT 0x1p-53
+#define EXP_ULPS 2      /* expf in both math libraries (check_expr.c's table) */
+
+double check_elem(const Graph *g, int x, const void *mem, int64_t i, int real_bytes) {
+    switch (g->nodes[x].dtype) {
+    case DT_I32: return ((const int32_t *)mem)[i];
+    case DT_BF16: return nnc_bf16_to_f32(((const uint16_t *)mem)[i]);
+    case DT_F16: return nnc_f16_to_f32(((const uint16_t *)mem)[i]);
+    case DT_F32: break;
+    }
+    return real_bytes == 8 ? ((const double *)mem)[i] : ((const float *)mem)[i];
+}
+
+static double unit_of(const CheckLaunch *c) { return c->real_bytes == 8 ? D_UNIT : 0x1p-24; }
+
+/* Half the least subnormal of a node's format: the absolute rounding error near zero. */
+static double tiny_of(const CheckLaunch *c, int x) {
+    DType t = c->p->g->nodes[x].dtype;
+    return t == DT_F16 ? 0x1p-25 : t == DT_BF16 ? 0x1p-134 : c->real_bytes == 8 ? 0x1p-1074 : 0x1p-150;
+}
+
+/* The unit roundoff a value is stored with. */
+static double store_unit(const CheckLaunch *c, int x) {
+    DType t = c->p->g->nodes[x].dtype;
+    return t == DT_F16 ? 0x1p-11 : t == DT_BF16 ? 0x1p-8 : unit_of(c);
+}
+
+static double gamma_k(double k, double w) { return k * w < 0.5 ? k * w / (1 - k * w) : INFINITY; }
+
+static int64_t dim_at(int64_t d, int64_t B) { return d == DIM_BATCH ? B : d; }
+
+static int64_t numel_at(Shape s, int64_t B) {
+    int64_t n = 1;
+    for (int i = 0; i < s.rank; i++) n *= dim_at(s.d[i], B);
+    return n;
+}
+
+static void tol_fill(CheckTol *t, double v) {
+    for (int64_t i = 0; i < t->n; i++) t->tol[i] = v;
+}
+
+static const Node *node_of(const CheckLaunch *c, int x) { return &c->p->g->nodes[x]; }
+
+static double ref_at(const CheckLaunch *c, int out, int64_t i) {
+    return check_elem(c->p->g, out, c->mem(c->ctx, out), i, c->real_bytes);
+}
+
+/* ---- elementwise: the expression's running error bound ------------------------------------- */
+
+/* An inline scalar as the kernels compute it (codegen/expr.c's render_inline_value). */
+static Approx inline_value(const CheckLaunch *c, int x) {
+    const Node *n = node_of(c, x);
+    bool f = c->real_bytes == 4;
+    double u = unit_of(c);
+    if (n->op == OP_CONST) {
+        double v = n->attr.cnst.value, b = (double)c->B;
+        if (f) {
+            float fv = (float)v, fb = (float)b;
+            return (Approx){n->attr.cnst.batch_power == -1 ? fv / fb : n->attr.cnst.batch_power == 1 ? fv * fb : fv, 0};
+        }
+        return (Approx){n->attr.cnst.batch_power == -1 ? v / b : n->attr.cnst.batch_power == 1 ? v * b : v, 0};
+    }
+    double t = (double)c->step, base = n->attr.step.base;
+    switch (n->attr.step.fn) {
+    case STEP_T: return (Approx){f ? (double)(float)t : t, 0};
+    case STEP_FIRST_ONE: return (Approx){c->step == 1 ? 1 : f ? (double)(float)base : base, 0};
+    case STEP_ONE_MINUS_POW: {   /* pow in double may differ by an ulp between libraries */
+        double v = 1.0 - pow(base, t);
+        return (Approx){f ? (double)(float)v : v, 2 * u * fabs(v)};
+    }
+    }
+    return (Approx){0, INFINITY};
+}
+
+/* Element offsets of operand x at the flat index of a point of `space` (broadcast, right-aligned). */
+typedef struct {
+    const void *mem;
+    int x;
+    bool flat, scalar;
+    int64_t stride[IR_MAX_RANK];
+    Approx fixed;               /* an inline scalar */
+} Operand;
+
+static void operand_init(const CheckLaunch *c, Operand *o, int x, Shape sp) {
+    const Node *n = node_of(c, x);
+    memset(o, 0, sizeof *o);
+    o->x = x;
+    if (node_is_inline(n)) {
+        o->fixed = inline_value(c, x);
+        o->scalar = true;
+        o->mem = NULL;
+        return;
+    }
+    o->mem = c->mem(c->ctx, x);
+    Shape xs = n->shape;
+    o->flat = shape_eq(xs, sp);
+    for (int l = 0; l < sp.rank; l++) {
+        int a = l - (sp.rank - xs.rank);
+        int64_t st = 0;
+        if (a >= 0 && dim_at(xs.d[a], c->B) != 1) {
+            st = 1;
+            for (int j = a + 1; j < xs.rank; j++) st *= dim_at(xs.d[j], c->B);
+        }
+        o->stride[l] = st;
+    }
+}
+
+static Approx operand_at(const CheckLaunch *c, const Operand *o, Shape sp, int64_t i) {
+    if (!o->mem) return o->fixed;
+    int64_t off = 0;
+    if (o->flat) off = i;
+    else
+        for (int l = sp.rank - 1; l >= 0; l--) {
+            int64_t d = dim_at(sp.d[l], c->B);
+            off += (i % d) * o->stride[l];
+            i /= d;
+        }
+    return (Approx){check_elem(c->p->g, o->x, o->mem, off, c->real_bytes), 0};
+}
+
+int check_ew_inputs(const CheckLaunch *c, int out, int64_t i, double *vals) {
+    const Node *n = node_of(c, out);
+    if (c->L->kind != L_EW || n->op == OP_TRANSPOSE) return 0;
+    for (int k = 0; k < n->nin; k++) {
+        Operand o;
+        operand_init(c, &o, n->in[k], n->shape);
+        vals[k] = operand_at(c, &o, n->shape, i).v;
+    }
+    return n->nin;
+}
+
+static void tol_ew(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    char nb[48], err[160];
+    if (n->op == OP_TRANSPOSE || n->op == OP_EXPAND || n->op == OP_DETACH) {   /* moves only */
+        tol_fill(t, 0);
+        snprintf(t->why, sizeof t->why, "%s moves values: the same bits", node_op_name(n, nb));
+        return;
+    }
+    CheckExpr x;
+    if (!check_expr_build(&x, c->p->g, out, err, sizeof err))
+        nnc_fatal("internal error: --check-against cannot read %s's expression: %s", node_op_name(n, nb), err);
+    Operand ops[NNC_MAX_IN];
+    Approx vals[NNC_MAX_IN];
+    for (int k = 0; k < n->nin; k++) operand_init(c, &ops[k], n->in[k], n->shape);
+    double u = unit_of(c), uh = store_unit(c, out), tiny = tiny_of(c, out);
+    for (int64_t i = 0; i < t->n; i++) {
+        if (t->need && !t->need[i]) continue;
+        for (int k = 0; k < n->nin; k++) vals[k] = operand_at(c, &ops[k], n->shape, i);
+        Approx a = check_expr_eval(&x, vals, u);
+        double e = a.e;
+        if (uh != u && e != 0) e += uh * (fabs(a.v) + e) + tiny;   /* then rounded to its half format */
+        t->tol[i] = 2 * e;
+    }
+    check_expr_free(&x);
+    snprintf(t->why, sizeof t->why, "twice the rounding-error bound of %s's expression at these inputs: each "
+             "rounding (u |z|, u = 2^%d) carried through, math functions within their documented ulps",
+             node_op_name(n, nb), c->real_bytes == 8 ? -53 : -24);
+}
+
+/* ---- sums: gamma_k per target times sum |terms| --------------------------------------------- */
+
+/* The crude sum |terms| when the launch cannot run again: k times the largest term. */
+static double crude_scale(const CheckLaunch *c, int keep, double k) {
+    double s = k;
+    const Launch *L = c->L;
+    int reads[2] = {L->kind == L_GEMM ? L->a : L->nins > 0 ? L->ins[0] : -1,
+                    L->kind == L_GEMM ? L->b : L->nins > 1 ? L->ins[1] : -1};
+    for (int r = 0; r < 2; r++) {
+        int x = reads[r];
+        if (x < 0 || x == keep || node_of(c, x)->dtype == DT_I32) continue;
+        const void *m = c->mem(c->ctx, x);
+        double mx = 0;
+        int64_t n = numel_at(node_of(c, x)->shape, c->B);
+        for (int64_t i = 0; m && i < n; i++) mx = fmax(mx, fabs(check_elem(c->p->g, x, m, i, c->real_bytes)));
+        s *= mx;
+    }
+    return s;
+}
+
+/* "2^-24" for a unit roundoff. */
+static const char *unit_text(double u, char buf[24]) {
+    int ex;
+    double m = frexp(u, &ex);
+    if (m == 0.5) snprintf(buf, 24, "2^%d", ex - 1);
+    else snprintf(buf, 24, "%.3g", u);
+    return buf;
+}
+
+/* A sum of k terms, what each target's accumulator and inputs allow, plus the result's
+ * rounding to its format; S (sum |terms|, from the reference) inflated by its own rounding. */
+static void tol_sum(const CheckLaunch *c, int out, CheckTol *t, double k, int keep, const char *what) {
+    t->scale = xmalloc((size_t)(t->n + 1) * sizeof *t->scale);
+    bool rerun = c->rerun_abs(c->ctx, out, keep, t->scale);
+    if (!rerun) {
+        double s = crude_scale(c, keep, k);
+        for (int64_t i = 0; i < t->n; i++) t->scale[i] = s;
+    }
+    double g[2], uo = store_unit(c, out), tiny = tiny_of(c, out);
+    for (int s = 0; s < 2; s++)
+        g[s] = gamma_k(k, c->num[s].sum_unit) + 2 * c->num[s].input_unit + c->num[s].input_unit * c->num[s].input_unit;
+    double inflate = (1 + uo) / (1 - fmin(0.5, gamma_k(k, c->num[1].sum_unit)));
+    for (int64_t i = 0; i < t->n; i++) {
+        double S = fabs(t->scale[i]) * inflate, r = fabs(ref_at(c, out, i)), tol = 0;
+        for (int s = 0; s < 2; s++) tol += g[s] * S + uo * (r + g[s] * S) + tiny + D_UNIT * (r + S);
+        t->tol[i] = isnan(tol) ? INFINITY : tol;
+    }
+    char u0[24], u1[24];
+    snprintf(t->why, sizeof t->why, "%s, each a sum of %.0f terms: on each target within gamma_%.0f = %.0f u / "
+             "(1 - %.0f u) of sum |terms| (u = %s on cuda, %s on cpu%s), plus the rounding of the result; "
+             "sum |terms|%s",
+             what, k, k, k, k, unit_text(c->num[0].sum_unit, u0), unit_text(c->num[1].sum_unit, u1),
+             c->num[0].input_unit ? ", its inputs rounded to TF32" : "", rerun ? "" : " <= terms x the largest inputs");
+}
+
+static void tol_reduce(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    if (n->op == OP_MAX) {
+        tol_fill(t, 0);
+        snprintf(t->why, sizeof t->why, "a maximum is exact: the same bits");
+        return;
+    }
+    int64_t nin = numel_at(c->L->space, c->B), nout = numel_at(n->shape, c->B);
+    tol_sum(c, out, t, (double)(nout ? nin / nout : nin), -1, "a reduction");
+}
+
+static void tol_gemm(const CheckLaunch *c, int out, CheckTol *t) {
+    GemmGeom q = gemm_geom(c->p->g, c->L);
+    double k = (double)dim_at(q.k, c->B) * (double)(q.sum ? gemm_count(&q, c->B) : 1);
+    tol_sum(c, out, t, k, -1, "a matrix product");
+}
+
+/* Convolution, pooling and embedding helpers: each output a sum of `k` terms (a GEMM's inner
+ * extent, plus col2im's windows), or an exact copy. */
+static void tol_helper(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    const Graph *g = c->p->g;
+    SpatialGeom q = {0};
+    if (n->op != OP_EMBEDDING_GRAD && n->op != OP_CONCAT && n->op != OP_SLICE && n->op != OP_SLICE_GRAD &&
+        n->op != OP_EMBEDDING && n->op != OP_DROPOUT_MASK)
+        q = spatial_geom(g, n);
+    double win = (double)q.KH * (double)q.KW, G = q.G > 0 ? (double)q.G : 1;
+    Op op = n->op;
+    if (op == OP_CONV2D) tol_sum(c, out, t, (double)q.C / G * win, -1, "a convolution");
+    else if (op == OP_CONV2D_DX) tol_sum(c, out, t, (double)q.OC / G + win, -1, "a convolution's input gradient");
+    else if (op == OP_CONV2D_DW)
+        tol_sum(c, out, t, (double)dim_at(q.N, c->B) * (double)q.OH * (double)q.OW, -1,
+                "a convolution's weight gradient");
+    else if (op == OP_AVG_POOL2D || op == OP_AVG_POOL2D_GRAD)
+        tol_sum(c, out, t, win + 1, -1, "an average over a window");
+    else if (op == OP_MAX_POOL2D_GRAD) tol_sum(c, out, t, win, n->in[1], "max pooling's gradient");
+    else if (op == OP_EMBEDDING_GRAD)
+        tol_sum(c, out, t, (double)numel_at(g->nodes[n->in[1]].shape, c->B), -1, "an embedding's gradient");
+    else {   /* max pooling, concat, slices, embedding lookups, dropout masks */
+        tol_fill(t, 0);
+        snprintf(t->why, sizeof t->why, "%s moves or draws values: the same bits", op_info[op].name);
+    }
+}
+
+/* ---- row-wise ops ------------------------------------------------------------------------------
+ * kernel.c's arithmetic per row of C columns: mx the maximum, t_c = x_c - mx (the same bits on
+ * both targets), E_c = EXP(t_c) within re = 2 EXP_ULPS u of exp(t_c), s = the double sum of
+ * E_c within (re + C d) s (terms positive).  Per target, then doubled. */
+
+typedef struct {
+    const void *x;              /* the row-wise op's first input */
+    int xn;
+    int64_t C, rows;
+    double u, re;
+} Rows;
+
+static Rows rows_of(const CheckLaunch *c, int x) {
+    Shape s = node_of(c, x)->shape;
+    Rows R = {c->mem(c->ctx, x), x, s.rank ? dim_at(s.d[s.rank - 1], c->B) : 1, 0, unit_of(c), 0};
+    R.rows = R.C ? numel_at(s, c->B) / R.C : 0;
+    R.re = 2 * EXP_ULPS * R.u;
+    return R;
+}
+
+static double row_x(const CheckLaunch *c, const Rows *R, int64_t i, int64_t col) {
+    return check_elem(c->p->g, R->xn, R->x, i * R->C + col, c->real_bytes);
+}
+
+/* The row's maximum and the exact-ish sum of exp(x - max), as the kernels take them. */
+static void row_max_sum(const CheckLaunch *c, const Rows *R, int64_t i, double *mx, double *s) {
+    double m = -INFINITY, sum = 0;
+    for (int64_t col = 0; col < R->C; col++) {
+        double v = row_x(c, R, i, col);
+        if (v > m || v != v) m = v;
+    }
+    for (int64_t col = 0; col < R->C; col++) {
+        double tc = R->u > 0x1p-30 ? (double)((float)row_x(c, R, i, col) - (float)m) : row_x(c, R, i, col) - m;
+        sum += exp(tc);
+    }
+    *mx = m;
+    *s = sum;
+}
+
+static void tol_softmax(const CheckLaunch *c, int out, CheckTol *t, bool is_log) {
+    Rows R = rows_of(c, node_of(c, out)->in[0]);
+    double rs = (R.re + (double)R.C * D_UNIT) * 1.01, tiny = 16 * tiny_of(c, out);
+    for (int64_t i = 0; i < t->n; i++) {
+        double y = fabs(ref_at(c, out, i));
+        double e = is_log ? rs + (R.u + D_UNIT) * log((double)R.C + 1) + R.u * y
+                       : y * (2 * R.re + (double)R.C * D_UNIT + 2 * R.u + D_UNIT) * 1.01;
+        t->tol[i] = 2 * (e + tiny);
+    }
+    snprintf(t->why, sizeof t->why, "%s: exp within %d ulps, its row sum in double, then the %s: u per rounding, "
+             "twice", is_log ? "log_softmax" : "softmax", EXP_ULPS,
+             is_log ? "log of the sum and a subtraction" : "division");
+}
+
+/* softmax_grad: dx = y (dy - s), s = sum dy y in double; log_softmax_grad: dx = dy - EXP(y) s,
+ * s = sum dy. */
+static void tol_softmax_grad(const CheckLaunch *c, int out, CheckTol *t, bool is_log) {
+    const Node *n = node_of(c, out);
+    Rows R = rows_of(c, n->in[0]);
+    const void *yv = c->mem(c->ctx, n->in[1]);
+    double u = R.u, tiny = 16 * tiny_of(c, out);
+    for (int64_t i = 0; i < R.rows; i++) {
+        double s = 0, a = 0;
+        for (int64_t col = 0; col < R.C; col++) {
+            double dy = row_x(c, &R, i, col), y = check_elem(c->p->g, n->in[1], yv, i * R.C + col, c->real_bytes);
+            s += is_log ? dy : dy * y;
+            a += fabs(is_log ? dy : dy * y);
+        }
+        double es = (double)(R.C + 1) * D_UNIT * a + u * fabs(s) * 1.01;   /* s as the kernels have it, in real */
+        for (int64_t col = 0; col < R.C; col++) {
+            int64_t at = i * R.C + col;
+            double dy = row_x(c, &R, i, col), y = check_elem(c->p->g, n->in[1], yv, at, c->real_bytes);
+            double dx = fabs(ref_at(c, out, at)), e;
+            if (is_log) {
+                double ey = exp(y);
+                e = ey * (R.re * fabs(s) + es) * 1.01 + u * ey * fabs(s) + u * dx;
+            } else {
+                double ed = es + u * (fabs(dy - s) + es);
+                e = fabs(y) * ed + u * (dx + fabs(y) * ed);
+            }
+            t->tol[at] = 2 * (e + tiny);
+        }
+    }
+    snprintf(t->why, sizeof t->why, "%s: its row sum in double, u per rounding%s, twice",
+             is_log ? "log_softmax_grad" : "softmax_grad", is_log ? ", exp within 2 ulps" : "");
+}
+
+/* dl, the gradient flowing into the loss (cross_entropy_grad's third operand). */
+static double dloss(const CheckLaunch *c, int x) {
+    if (node_is_inline(node_of(c, x))) return inline_value(c, x).v;
+    return check_elem(c->p->g, x, c->mem(c->ctx, x), 0, c->real_bytes);
+}
+
+static int32_t label_at(const CheckLaunch *c, int x, int64_t i) { return ((const int32_t *)c->mem(c->ctx, x))[i]; }
+
+/* cross_entropy: the mean over rows of mx + log(s) - x_label, summed in double. */
+static void tol_cross_entropy(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    Rows R = rows_of(c, n->in[0]);
+    double sum_abs = 0;
+    for (int64_t i = 0; i < R.rows; i++) {
+        double mx, s;
+        row_max_sum(c, &R, i, &mx, &s);
+        int32_t lb = label_at(c, n->in[1], i);
+        if (lb < 0 || lb >= R.C) continue;
+        sum_abs += fabs(mx) + fabs(log(s)) + fabs(row_x(c, &R, i, lb));
+    }
+    double rows = R.rows ? (double)R.rows : 1, L = fabs(ref_at(c, out, 0));
+    double e = (R.re + (double)R.C * D_UNIT) * 1.01 + 4 * (rows + 1) * D_UNIT * sum_abs / rows + R.u * L +
+               tiny_of(c, out);
+    t->tol[0] = 2 * e;
+    snprintf(t->why, sizeof t->why, "cross_entropy: log of a double sum of exp within 2 ulps, summed over rows in "
+             "double, rounded once; twice");
+}
+
+/* cross_entropy_grad: (EXP(x - mx) / s - onehot) dl / rows. */
+static void tol_ce_grad(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    Rows R = rows_of(c, n->in[0]);
+    double k = fabs(dloss(c, n->in[2]) / (double)(R.rows ? R.rows : 1)), u = R.u, tiny = 16 * tiny_of(c, out);
+    double rel = (2 * R.re + (double)R.C * D_UNIT + 2 * u + D_UNIT) * 1.01;
+    for (int64_t i = 0; i < R.rows; i++) {
+        double mx, s;
+        row_max_sum(c, &R, i, &mx, &s);
+        int32_t lb = label_at(c, n->in[1], i);
+        for (int64_t col = 0; col < R.C; col++) {
+            double p = exp(row_x(c, &R, i, col) - mx) / s, oh = col == lb ? 1 : 0;
+            double g = fabs(ref_at(c, out, i * R.C + col));
+            t->tol[i * R.C + col] = 2 * (k * (p * rel + u * fabs(p - oh)) * 1.01 + u * g + tiny);
+        }
+    }
+    snprintf(t->why, sizeof t->why, "cross_entropy_grad: softmax (exp within 2 ulps, a double row sum) minus the "
+             "label, times dloss / rows; u per rounding, twice");
+}
+
+static void tol_row(const CheckLaunch *c, int out, CheckTol *t) {
+    Op op = node_of(c, out)->op;
+    if (op == OP_SOFTMAX || op == OP_LOG_SOFTMAX) tol_softmax(c, out, t, op == OP_LOG_SOFTMAX);
+    else if (op == OP_SOFTMAX_GRAD || op == OP_LSM_GRAD) tol_softmax_grad(c, out, t, op == OP_LSM_GRAD);
+    else if (op == OP_CROSS_ENTROPY) tol_cross_entropy(c, out, t);
+    else if (op == OP_CE_GRAD) tol_ce_grad(c, out, t);
+    else {   /* accuracy: a count of exact comparisons */
+        tol_fill(t, 0);
+        snprintf(t->why, sizeof t->why, "%s counts exact comparisons: the same bits", op_info[op].name);
+    }
+}
+
+void check_tol_launch(const CheckLaunch *c, int out, int64_t n, const unsigned char *need, CheckTol *t) {
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->need = need;
+    t->tol = xcalloc((size_t)(n + 1), sizeof *t->tol);
+    switch (c->L->kind) {
+    case L_EW: tol_ew(c, out, t); break;
+    case L_REDUCE: tol_reduce(c, out, t); break;
+    case L_GEMM: tol_gemm(c, out, t); break;
+    case L_ROW: tol_row(c, out, t); break;
+    case L_HELPER: tol_helper(c, out, t); break;
+    case L_COPY: case L_ASSIGN: case L_COLLECTIVE:
+        tol_fill(t, 0);
+        snprintf(t->why, sizeof t->why, "a copy: the same bits");
+        break;
+    }
+}
+
+void check_tol_free(CheckTol *t) {
+    free(t->tol);
+    free(t->scale);
+    memset(t, 0, sizeof *t);
+}
