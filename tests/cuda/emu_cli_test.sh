@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # emu_cli_test.sh NNC - the CUDA target's command-line checks, run on the CUDA emulator:
 #   --check-against cpu passes on a correct run and names the first wrong value, its op and its
-#   model line, when the emulator plants a wrong result in a GEMM (NNC_EMU_FAULT_GEMM);
-#   --check-numerics names the op and line on CUDA as on the
+#   model line, when the emulator plants a wrong result in any GEMM or any kernel of a step
+#   (NNC_EMU_FAULT_GEMM, NNC_EMU_FAULT_KERNEL); --check-numerics names the op and line on CUDA as on the
 #   CPU; a round trip through the host trains as on the CPU; --strict-devices
 #   refuses implicit crossings and accepts to(x, cuda); an embedding index out of range is
 #   refused; a convolutional model passes --check-against cpu.
@@ -25,6 +25,44 @@ NNC_EMU_FAULT_GEMM=3 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --
 has "first differ at matmul (forward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 2"
 NNC_EMU_FAULT_GEMM=2 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
 has "first differ at matmul (backward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 1: .*tolerance"
+
+# A wrong value planted in each kernel of a classifier's step in turn (elementwise ops, their
+# gradients, reductions, softmax, log_softmax, cross-entropy and theirs, the update): each
+# is named, with its op and model line.  The count ends at the first run with nothing
+# planted (past the step's last kernel).
+cat >"$dir/cls.nn" <<'NN'
+input x: f32[B, 6]
+input t: i32[B]
+param w: f32[6, 5] = normal(0, 1)
+param b: f32[5] = zeros()
+logits = x @ w + b
+p = softmax(logits)
+loss = cross_entropy(logits, t) + mean(p * log_softmax(logits)) + 0.1 * mean(max(logits, axis = 1))
+train {
+    data x = randn(8, 6)
+    data t = csv("t.csv")
+    batch = 8
+    optimizer = sgd(lr = 0.1, momentum = 0.9)
+    minimize loss
+}
+NN
+printf '0\n1\n2\n3\n4\n0\n1\n2\n' >"$dir/t.csv"
+caught=0
+for n in $(seq 1 80); do
+    if (cd "$dir" && NNC_EMU_FAULT_KERNEL=$n "$nnc" cls.nn --target cuda --check-against cpu) >"$dir/out" 2>&1; then
+        if grep -q "planted" "$dir/out"; then
+            fail=$((fail+1)); echo "FAIL: kernel $n's planted fault passed:"; cat "$dir/out"
+        fi
+        break
+    fi
+    named="first differ at [a-z_]* ([a-z]*, cls.nn:[0-9]*:[0-9]*, launch [0-9]* of train_step) in step 1: element"
+    if grep -q "$named" "$dir/out"; then
+        caught=$((caught+1))
+    else
+        fail=$((fail+1)); echo "FAIL: kernel $n:"; cat "$dir/out"
+    fi
+done
+if [ "$caught" -ge 30 ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $caught faults caught (want 30+)"; fi
 bad "$nnc" "$models/linreg.nn" --target cpu --check-against cpu
 has "add --target cuda"
 

@@ -117,9 +117,11 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
   # --target auto / device = auto with an emulated GPU and with none
   add_test(NAME emu_target_auto COMMAND ${NNC_CUDA_TESTS}/emu_auto_test.sh $<TARGET_FILE:nnc>)
-  # --check-against cpu on models built to provoke false alarms (tests/cuda/check/)
+  # --check-against cpu on models built to provoke false alarms (tests/cuda/check/), with the
+  # kernels contracted into FMAs as NVRTC does (NNC_EMU_FMA=1), so they round as a GPU's do
   add_test(NAME emu_check_family COMMAND ${NNC_CUDA_TESTS}/check/check_family.sh $<TARGET_FILE:nnc>)
-  set_tests_properties(emu_check_family PROPERTIES LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
+  set_tests_properties(emu_check_family PROPERTIES LABELS cuda-emu TIMEOUT 400
+                       ENVIRONMENT "${_emu_run_env};NNC_EMU_FMA=1")
   # NaN and Inf through every op on the CUDA kernels, against torch (as nan_torch on the CPU)
   add_test(NAME nan_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_nan_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)

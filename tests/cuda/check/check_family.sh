@@ -5,6 +5,7 @@
 # softmax and cross-entropy on large logits, and the two-GPU model of ../split.nn (whose Adam
 # step was the first report).  Each stopped at step 1 under the checker this one replaced,
 # which compared whole steps against a tolerance relative to each tensor's largest value.
+# tests.cmake runs it with NNC_EMU_FMA=1: kernels contracted into FMAs, as on a GPU.
 set -u
 nnc=$1
 cd "$(dirname "$0")"   # the models read labels.csv from here
