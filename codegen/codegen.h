@@ -45,15 +45,15 @@ typedef struct {
      * with the batch inputs `in`, at the instance's step (set_step: the step the entry runs
      * at).  0, or a status with the message in abi->error(m). */
     int (*run)(void *m, int entry, int k, const void *const *in, int64_t batch);
-    void *(*block)(void *m, int block);     /* the host memory of block NNC_BLOCK_* */
+    void *(*block)(void *m, int block); /* the host memory of block NNC_BLOCK_* */
 } LaunchAccess;
 
 /* How a backend's code for one launch rounds, beyond the IEEE operations its kernels' source
  * spells: what --check-against's tolerances need to know of each target (driver/check_bound.c). */
 typedef struct {
-    double sum_unit;            /* the unit roundoff its sums accumulate in: 2^-53 in double,
+    double sum_unit;   /* the unit roundoff its sums accumulate in: 2^-53 in double,
                                    2^-24 in float, 2^-23 where an accumulator may truncate */
-    double input_unit;          /* a product's inputs are first rounded by this much (TF32), or 0 */
+    double input_unit; /* a product's inputs are first rounded by this much (TF32), or 0 */
 } LaunchNumerics;
 
 typedef struct {

@@ -28,8 +28,11 @@ typedef struct {
 } Build;
 
 static nnc_tensor_info info_of(const Build *b, const char *name, const Node *n) {
-    int type = n->dtype == DT_I32 ? NNC_TYPE_I32 : n->dtype == DT_BF16 ? NNC_TYPE_BF16
-             : n->dtype == DT_F16 ? NNC_TYPE_F16 : b->rb == 8 ? NNC_TYPE_F64 : NNC_TYPE_F32;
+    int type = n->dtype == DT_I32 ? NNC_TYPE_I32
+        : n->dtype == DT_BF16     ? NNC_TYPE_BF16
+        : n->dtype == DT_F16      ? NNC_TYPE_F16
+        : b->rb == 8              ? NNC_TYPE_F64
+                                  : NNC_TYPE_F32;
     nnc_tensor_info t = {name, type, n->shape.rank, {0}};
     for (int i = 0; i < n->shape.rank; i++) t.dims[i] = n->shape.d[i];
     return t;

@@ -34,23 +34,23 @@ typedef struct {
     LoadedModel *gpu, *cpu;
     const Backend *gbe, *cbe;
     const Program *pg, *pc;
-    BuildOpts gbo, cbo;         /* how each side was built (its numerics) */
-    LaunchAccess cl;            /* the CPU's launches, one at a time */
-    int *gpu_of[ENTRY_COUNT];   /* origin -> the CUDA output holding that value, or -1 */
+    BuildOpts gbo, cbo;       /* how each side was built (its numerics) */
+    LaunchAccess cl;          /* the CPU's launches, one at a time */
+    int *gpu_of[ENTRY_COUNT]; /* origin -> the CUDA output holding that value, or -1 */
     int norigins;
-    double factor;              /* --check-tol: every tolerance times this */
+    double factor; /* --check-tol: every tolerance times this */
     char msg[2048];
     long long steps, values, elements;
-    long long own_inputs;       /* launch inputs CUDA keeps no value of: the CPU's own were used */
-    double worst;               /* the largest difference / its tolerance seen */
+    long long own_inputs; /* launch inputs CUDA keeps no value of: the CPU's own were used */
+    double worst;         /* the largest difference / its tolerance seen */
     char worst_at[512];
     /* the call in progress */
     int entry, launch;
     int64_t B;
     const void *const *in;
-    int nsnap;                  /* inputs of the launch in progress that it writes over: */
-    int snap_node[64];          /* ... their memory node, */
-    void *snap[64];             /* ... and their values before it ran */
+    int nsnap;         /* inputs of the launch in progress that it writes over: */
+    int snap_node[64]; /* ... their memory node, */
+    void *snap[64];    /* ... and their values before it ran */
 } Pair;
 
 static Pair *pair_of(void *m) { return m; }
@@ -98,7 +98,9 @@ static void *cpu_mem(Pair *P, int x) {
     case BUF_STATE: return (char *)P->cl.block(P->cpu->m, NNC_BLOCK_STATE) + at;
     case BUF_ACT: return (char *)P->cl.block(P->cpu->m, NNC_BLOCK_ACT) + at;
     case BUF_INPUT: return (void *)P->in[b->index];
-    case BUF_NONE: case BUF_INLINE: case BUF_ALIAS: break;
+    case BUF_NONE:
+    case BUF_INLINE:
+    case BUF_ALIAS: break;
     }
     return NULL;
 }
@@ -153,7 +155,7 @@ static void force_inputs(Pair *P, const Launch *L) {
         void *dst = cpu_mem(P, x);
         int j;
         const void *src = gpu_value(P, x, &j);
-        BufKind k = e->buf[x].kind;   /* a value CUDA does not keep: the CPU's own is used */
+        BufKind k = e->buf[x].kind; /* a value CUDA does not keep: the CPU's own is used */
         if (dst && !src && k != BUF_PARAM && k != BUF_STATE && !copies_a_leaf(g, x)) P->own_inputs++;
         if (!dst || !src) continue;
         const nnc_tensor_info *t = &P->gpu->abi->outputs[P->entry][j];
@@ -203,7 +205,7 @@ static void snapshots_free(Pair *P) {
 /* A value's elements replaced by their absolute values, in place. */
 static void abs_values(void *m, size_t bytes, DType t, int real_bytes) {
     if (DTYPE_IS_HALF(t))
-        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)m)[i] &= 0x7fff;   /* the sign bit */
+        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)m)[i] &= 0x7fff; /* the sign bit */
     else if (real_bytes == 8)
         for (size_t i = 0; i < bytes / 8; i++) ((double *)m)[i] = fabs(((double *)m)[i]);
     else
@@ -211,8 +213,8 @@ static void abs_values(void *m, size_t bytes, DType t, int real_bytes) {
 }
 
 typedef struct {
-    void *mem;      /* the memory changed */
-    void *saved;    /* its bytes before, or NULL: mem is a copy of a batch input, to free */
+    void *mem;   /* the memory changed */
+    void *saved; /* its bytes before, or NULL: mem is a copy of a batch input, to free */
     size_t bytes;
 } Saved;
 
@@ -236,11 +238,10 @@ static bool abs_inputs(Pair *P, const Launch *L, int keep, const void *om, size_
         ok &= !overlaps(m, b, om, ob);
         void *copy = xmalloc(b + 1);
         memcpy(copy, m, b);
-        if (e->buf[x].kind == BUF_INPUT) {   /* the caller's batch stays as it is */
+        if (e->buf[x].kind == BUF_INPUT) { /* the caller's batch stays as it is */
             in[e->buf[x].index] = copy;
             sv[(*nsv)++] = (Saved){copy, NULL, b};
-        } else
-            sv[(*nsv)++] = (Saved){m, copy, b};
+        } else sv[(*nsv)++] = (Saved){m, copy, b};
         abs_values(sv[*nsv - 1].mem, b, g->nodes[x].dtype, P->cpu->abi->real_bytes);
     }
     return ok;
@@ -277,7 +278,7 @@ static bool rerun_abs(void *ctx, int out, int keep, double *S) {
 
 /* The values a launch writes: its outputs, or its root (a product, a copy). */
 static int launch_values(const Launch *L, int *outs) {
-    if (L->kind == L_ASSIGN || L->kind == L_COLLECTIVE) return 0;   /* no value of their own */
+    if (L->kind == L_ASSIGN || L->kind == L_COLLECTIVE) return 0; /* no value of their own */
     if (!L->nouts) {
         outs[0] = L->root;
         return 1;
@@ -323,9 +324,10 @@ static void report(Pair *P, const CheckLaunch *c, int x, int64_t at, const Check
     if (ins[0]) snprintf(ins + strlen(ins), sizeof ins - strlen(ins), ")");
     Str what = {0};
     describe(P, x, &what);
-    snprintf(P->msg, sizeof P->msg, "--check-against cpu: the targets first differ at %s in step %lld: element %lld%s: "
-             "cuda %.9g, cpu %.9g, |cuda - cpu| = %.3g > tolerance %.3g (%s%s%s)", what.buf, P->steps, (long long)at,
-             ins, gg, cc, diff_of(cc, gg), t->tol[at] * P->factor, t->why, scale,
+    snprintf(P->msg, sizeof P->msg,
+             "--check-against cpu: the targets first differ at %s in step %lld: element %lld%s: "
+             "cuda %.9g, cpu %.9g, |cuda - cpu| = %.3g > tolerance %.3g (%s%s%s)",
+             what.buf, P->steps, (long long)at, ins, gg, cc, diff_of(cc, gg), t->tol[at] * P->factor, t->why, scale,
              P->factor != 1 ? ", times --check-tol" : "");
     str_free(&what);
 }
@@ -354,7 +356,7 @@ static bool compare_value(Pair *P, const CheckLaunch *c, int x) {
             if (!need[i]) continue;
             double d = diff_of(check_elem(g, x, cv, i, rb), check_elem(g, x, gv, i, rb)), tol = t.tol[i] * P->factor;
             double r = tol > 0 ? d / tol : INFINITY;
-            if (isnan(r)) r = 0;   /* an infinite tolerance: anything goes */
+            if (isnan(r)) r = 0; /* an infinite tolerance: anything goes */
             if (r > worst) worst = r, at = i;
         }
         if (worst > P->worst) {
@@ -374,9 +376,15 @@ static bool compare_value(Pair *P, const CheckLaunch *c, int x) {
 
 /* The launch in progress, as check_bound sees it. */
 static CheckLaunch launch_view(Pair *P, const Launch *L) {
-    CheckLaunch c = {.p = P->pc, .e = &P->pc->entry[P->entry], .L = L, .B = P->B,
-                     .step = P->cpu->abi->get_step(P->cpu->m), .real_bytes = P->cpu->abi->real_bytes,
-                     .mem = cpu_mem_cb, .rerun_abs = rerun_abs, .ctx = P};
+    CheckLaunch c = {.p = P->pc,
+                     .e = &P->pc->entry[P->entry],
+                     .L = L,
+                     .B = P->B,
+                     .step = P->cpu->abi->get_step(P->cpu->m),
+                     .real_bytes = P->cpu->abi->real_bytes,
+                     .mem = cpu_mem_cb,
+                     .rerun_abs = rerun_abs,
+                     .ctx = P};
     P->gbe->numerics(P->pg, L, &P->gbo, &c.num[0]);
     P->cbe->numerics(P->pc, L, &P->cbo, &c.num[1]);
     return c;
@@ -402,7 +410,7 @@ static int pair_run(void *m, int entry, const void *const *in, int64_t B) {
         return rg;
     }
     if (entry == NNC_ENTRY_TRAIN) P->steps++;
-    P->cpu->abi->set_step(P->cpu->m, P->gpu->abi->get_step(P->gpu->m));   /* the step this call ran at */
+    P->cpu->abi->set_step(P->cpu->m, P->gpu->abi->get_step(P->gpu->m)); /* the step this call ran at */
     P->entry = entry, P->B = B, P->in = in;
     const Entry *e = &P->pc->entry[entry];
     for (int k = 0; k < e->nlaunch; k++) {
@@ -450,8 +458,8 @@ LoadedModel *check_pair(const Backend *gbe, LoadedModel *gpu, const Program *pg,
                         const Backend *cbe, LoadedModel *cpu, const Program *pc, const BuildOpts *cbo, double factor,
                         char *err, size_t n) {
     Pair *P = xcalloc(1, sizeof *P);
-    *P = (Pair){.gpu = gpu, .cpu = cpu, .gbe = gbe, .cbe = cbe, .pg = pg, .pc = pc, .gbo = *gbo, .cbo = *cbo,
-                .factor = factor};
+    *P = (Pair){
+        .gpu = gpu, .cpu = cpu, .gbe = gbe, .cbe = cbe, .pg = pg, .pc = pc, .gbo = *gbo, .cbo = *cbo, .factor = factor};
     if (!cbe->launch_access || !cbe->launch_access(cpu, &P->cl) || !gbe->numerics || !cbe->numerics) {
         snprintf(err, n, "--check-against cpu: the %s reference cannot run one launch at a time", cbe->name);
         free(P);
@@ -478,9 +486,11 @@ LoadedModel *check_pair(const Backend *gbe, LoadedModel *gpu, const Program *pg,
 void check_pair_finish(LoadedModel *lm, FILE *report) {
     Pair *P = lm->handle;
     if (report)
-        fprintf(report, "check-against cpu: %lld step%s, %lld values compared launch by launch (%lld elements); the "
-                "largest difference was %.3g of its tolerance%s%s\n", P->steps, P->steps == 1 ? "" : "s", P->values,
-                P->elements, P->worst < 0 ? 0 : P->worst, P->worst_at[0] ? " at " : "", P->worst_at);
+        fprintf(report,
+                "check-against cpu: %lld step%s, %lld values compared launch by launch (%lld elements); the "
+                "largest difference was %.3g of its tolerance%s%s\n",
+                P->steps, P->steps == 1 ? "" : "s", P->values, P->elements, P->worst < 0 ? 0 : P->worst,
+                P->worst_at[0] ? " at " : "", P->worst_at);
     if (report && P->own_inputs)
         fprintf(report, "check-against cpu: %lld launch inputs were the CPU's own values (CUDA keeps none of them)\n",
                 P->own_inputs);

@@ -30,7 +30,7 @@
 #include "check_expr.h"
 
 #define D_UNIT 0x1p-53
-#define EXP_ULPS 2      /* expf in both math libraries (check_expr.c's table) */
+#define EXP_ULPS 2 /* expf in both math libraries (check_expr.c's table) */
 
 double check_elem(const Graph *g, int x, const void *mem, int64_t i, int real_bytes) {
     switch (g->nodes[x].dtype) {
@@ -95,7 +95,7 @@ static Approx inline_value(const CheckLaunch *c, int x) {
     switch (n->attr.step.fn) {
     case STEP_T: return (Approx){f ? (double)(float)t : t, 0};
     case STEP_FIRST_ONE: return (Approx){c->step == 1 ? 1 : f ? (double)(float)base : base, 0};
-    case STEP_ONE_MINUS_POW: {   /* pow in double may differ by an ulp between libraries */
+    case STEP_ONE_MINUS_POW: { /* pow in double may differ by an ulp between libraries */
         double v = 1.0 - pow(base, t);
         return (Approx){f ? (double)(float)v : v, 2 * u * fabs(v)};
     }
@@ -109,7 +109,7 @@ typedef struct {
     int x;
     bool flat, scalar;
     int64_t stride[IR_MAX_RANK];
-    Approx fixed;               /* an inline scalar */
+    Approx fixed; /* an inline scalar */
 } Operand;
 
 static void operand_init(const CheckLaunch *c, Operand *o, int x, Shape sp) {
@@ -163,7 +163,7 @@ int check_ew_inputs(const CheckLaunch *c, int out, int64_t i, double *vals) {
 static void tol_ew(const CheckLaunch *c, int out, CheckTol *t) {
     const Node *n = node_of(c, out);
     char nb[48], err[160];
-    if (n->op == OP_TRANSPOSE || n->op == OP_EXPAND || n->op == OP_DETACH) {   /* moves only */
+    if (n->op == OP_TRANSPOSE || n->op == OP_EXPAND || n->op == OP_DETACH) { /* moves only */
         tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s moves values: the same bits", node_op_name(n, nb));
         return;
@@ -180,11 +180,12 @@ static void tol_ew(const CheckLaunch *c, int out, CheckTol *t) {
         for (int k = 0; k < n->nin; k++) vals[k] = operand_at(c, &ops[k], n->shape, i);
         Approx a = check_expr_eval(&x, vals, u);
         double e = a.e;
-        if (uh != u && e != 0) e += uh * (fabs(a.v) + e) + tiny;   /* then rounded to its half format */
+        if (uh != u && e != 0) e += uh * (fabs(a.v) + e) + tiny; /* then rounded to its half format */
         t->tol[i] = 2 * e;
     }
     check_expr_free(&x);
-    snprintf(t->why, sizeof t->why, "twice the rounding-error bound of %s's expression at these inputs: each "
+    snprintf(t->why, sizeof t->why,
+             "twice the rounding-error bound of %s's expression at these inputs: each "
              "rounding (u |z|, u = 2^%d) carried through, math functions within their documented ulps",
              node_op_name(n, nb), c->real_bytes == 8 ? -53 : -24);
 }
@@ -195,8 +196,12 @@ static void tol_ew(const CheckLaunch *c, int out, CheckTol *t) {
 static double crude_scale(const CheckLaunch *c, int keep, double k) {
     double s = k;
     const Launch *L = c->L;
-    int reads[2] = {L->kind == L_GEMM ? L->a : L->nins > 0 ? L->ins[0] : -1,
-                    L->kind == L_GEMM ? L->b : L->nins > 1 ? L->ins[1] : -1};
+    int reads[2] = {L->kind == L_GEMM ? L->a
+                        : L->nins > 0 ? L->ins[0]
+                                      : -1,
+                    L->kind == L_GEMM ? L->b
+                        : L->nins > 1 ? L->ins[1]
+                                      : -1};
     for (int r = 0; r < 2; r++) {
         int x = reads[r];
         if (x < 0 || x == keep || node_of(c, x)->dtype == DT_I32) continue;
@@ -237,7 +242,8 @@ static void tol_sum(const CheckLaunch *c, int out, CheckTol *t, double k, int ke
         t->tol[i] = isnan(tol) ? INFINITY : tol;
     }
     char u0[24], u1[24];
-    snprintf(t->why, sizeof t->why, "%s, each a sum of %.0f terms: on each target within gamma_%.0f = %.0f u / "
+    snprintf(t->why, sizeof t->why,
+             "%s, each a sum of %.0f terms: on each target within gamma_%.0f = %.0f u / "
              "(1 - %.0f u) of sum |terms| (u = %s on cuda, %s on cpu%s), plus the rounding of the result; "
              "sum |terms|%s",
              what, k, k, k, k, unit_text(c->num[0].sum_unit, u0), unit_text(c->num[1].sum_unit, u1),
@@ -282,8 +288,7 @@ static void tol_helper(const CheckLaunch *c, int out, CheckTol *t) {
     else if (op == OP_MAX_POOL2D_GRAD) tol_sum(c, out, t, win, n->in[1], "max pooling's gradient");
     else if (op == OP_EMBEDDING_GRAD)
         tol_sum(c, out, t, (double)numel_at(g->nodes[n->in[1]].shape, c->B), -1, "an embedding's gradient");
-    else {   /* max pooling, concat, slices, embedding lookups, dropout masks */
-        tol_fill(t, 0);
+    else { /* max pooling, concat, slices, embedding lookups, dropout masks */ tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s moves or draws values: the same bits", op_info[op].name);
     }
 }
@@ -294,7 +299,7 @@ static void tol_helper(const CheckLaunch *c, int out, CheckTol *t) {
  * E_c within (re + C d) s (terms positive).  Per target, then doubled. */
 
 typedef struct {
-    const void *x;              /* the row-wise op's first input */
+    const void *x; /* the row-wise op's first input */
     int xn;
     int64_t C, rows;
     double u, re;
@@ -333,12 +338,13 @@ static void tol_softmax(const CheckLaunch *c, int out, CheckTol *t, bool is_log)
     for (int64_t i = 0; i < t->n; i++) {
         double y = fabs(ref_at(c, out, i));
         double e = is_log ? rs + (R.u + D_UNIT) * log((double)R.C + 1) + R.u * y
-                       : y * (2 * R.re + (double)R.C * D_UNIT + 2 * R.u + D_UNIT) * 1.01;
+                          : y * (2 * R.re + (double)R.C * D_UNIT + 2 * R.u + D_UNIT) * 1.01;
         t->tol[i] = 2 * (e + tiny);
     }
-    snprintf(t->why, sizeof t->why, "%s: exp within %d ulps, its row sum in double, then the %s: u per rounding, "
-             "twice", is_log ? "log_softmax" : "softmax", EXP_ULPS,
-             is_log ? "log of the sum and a subtraction" : "division");
+    snprintf(t->why, sizeof t->why,
+             "%s: exp within %d ulps, its row sum in double, then the %s: u per rounding, "
+             "twice",
+             is_log ? "log_softmax" : "softmax", EXP_ULPS, is_log ? "log of the sum and a subtraction" : "division");
 }
 
 /* softmax_grad: dx = y (dy - s), s = sum dy y in double; log_softmax_grad: dx = dy - EXP(y) s,
@@ -355,7 +361,7 @@ static void tol_softmax_grad(const CheckLaunch *c, int out, CheckTol *t, bool is
             s += is_log ? dy : dy * y;
             a += fabs(is_log ? dy : dy * y);
         }
-        double es = (double)(R.C + 1) * D_UNIT * a + u * fabs(s) * 1.01;   /* s as the kernels have it, in real */
+        double es = (double)(R.C + 1) * D_UNIT * a + u * fabs(s) * 1.01; /* s as the kernels have it, in real */
         for (int64_t col = 0; col < R.C; col++) {
             int64_t at = i * R.C + col;
             double dy = row_x(c, &R, i, col), y = check_elem(c->p->g, n->in[1], yv, at, c->real_bytes);
@@ -395,10 +401,11 @@ static void tol_cross_entropy(const CheckLaunch *c, int out, CheckTol *t) {
         sum_abs += fabs(mx) + fabs(log(s)) + fabs(row_x(c, &R, i, lb));
     }
     double rows = R.rows ? (double)R.rows : 1, L = fabs(ref_at(c, out, 0));
-    double e = (R.re + (double)R.C * D_UNIT) * 1.01 + 4 * (rows + 1) * D_UNIT * sum_abs / rows + R.u * L +
-               tiny_of(c, out);
+    double e =
+        (R.re + (double)R.C * D_UNIT) * 1.01 + 4 * (rows + 1) * D_UNIT * sum_abs / rows + R.u * L + tiny_of(c, out);
     t->tol[0] = 2 * e;
-    snprintf(t->why, sizeof t->why, "cross_entropy: log of a double sum of exp within 2 ulps, summed over rows in "
+    snprintf(t->why, sizeof t->why,
+             "cross_entropy: log of a double sum of exp within 2 ulps, summed over rows in "
              "double, rounded once; twice");
 }
 
@@ -418,7 +425,8 @@ static void tol_ce_grad(const CheckLaunch *c, int out, CheckTol *t) {
             t->tol[i * R.C + col] = 2 * (k * (p * rel + u * fabs(p - oh)) * 1.01 + u * g + tiny);
         }
     }
-    snprintf(t->why, sizeof t->why, "cross_entropy_grad: softmax (exp within 2 ulps, a double row sum) minus the "
+    snprintf(t->why, sizeof t->why,
+             "cross_entropy_grad: softmax (exp within 2 ulps, a double row sum) minus the "
              "label, times dloss / rows; u per rounding, twice");
 }
 
@@ -428,8 +436,7 @@ static void tol_row(const CheckLaunch *c, int out, CheckTol *t) {
     else if (op == OP_SOFTMAX_GRAD || op == OP_LSM_GRAD) tol_softmax_grad(c, out, t, op == OP_LSM_GRAD);
     else if (op == OP_CROSS_ENTROPY) tol_cross_entropy(c, out, t);
     else if (op == OP_CE_GRAD) tol_ce_grad(c, out, t);
-    else {   /* accuracy: a count of exact comparisons */
-        tol_fill(t, 0);
+    else { /* accuracy: a count of exact comparisons */ tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s counts exact comparisons: the same bits", op_info[op].name);
     }
 }
@@ -445,7 +452,9 @@ void check_tol_launch(const CheckLaunch *c, int out, int64_t n, const unsigned c
     case L_GEMM: tol_gemm(c, out, t); break;
     case L_ROW: tol_row(c, out, t); break;
     case L_HELPER: tol_helper(c, out, t); break;
-    case L_COPY: case L_ASSIGN: case L_COLLECTIVE:
+    case L_COPY:
+    case L_ASSIGN:
+    case L_COLLECTIVE:
         tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "a copy: the same bits");
         break;

@@ -7,12 +7,12 @@
 /* One launch of the reference (the CPU) as the checker ran it: from the inputs the checked
  * target (CUDA) had, so both computed it from the same values. */
 typedef struct {
-    const Program *p;           /* the reference's program, entry and launch */
+    const Program *p; /* the reference's program, entry and launch */
     const Entry *e;
     const Launch *L;
-    int64_t B, step;            /* the batch, and the step it ran at */
-    int real_bytes;             /* 4, or 8 (--f64) */
-    LaunchNumerics num[2];      /* how each target rounds this launch: [0] checked, [1] reference */
+    int64_t B, step;       /* the batch, and the step it ran at */
+    int real_bytes;        /* 4, or 8 (--f64) */
+    LaunchNumerics num[2]; /* how each target rounds this launch: [0] checked, [1] reference */
     /* The reference's memory of node x (an input as both targets read it, an output as the
      * reference wrote it), or NULL (an inline scalar). */
     const void *(*mem)(void *ctx, int x);
@@ -26,11 +26,11 @@ typedef struct {
 /* The tolerance of each element of one output. */
 typedef struct {
     int64_t n;
-    const unsigned char *need;  /* n, or NULL: the elements whose tolerance is asked for (where
+    const unsigned char *need; /* n, or NULL: the elements whose tolerance is asked for (where
                                    the targets differ); the others may be left 0 */
-    double *tol;                /* n: |checked - reference| allowed */
-    double *scale;              /* n, or NULL: the magnitude `why` ends with (sum |terms|) */
-    char why[400];              /* how tol is made, for the message */
+    double *tol;               /* n: |checked - reference| allowed */
+    double *scale;             /* n, or NULL: the magnitude `why` ends with (sum |terms|) */
+    char why[400];             /* how tol is made, for the message */
 } CheckTol;
 
 /* Fills t (its arrays allocated here) for output `out` of c->L, n elements, both targets

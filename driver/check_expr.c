@@ -23,13 +23,25 @@
 #include <string.h>
 
 typedef enum {
-    X_NUM,      /* a literal: num */
-    X_OPND,     /* operand `opnd` of the node */
-    X_NEG, X_NOT, X_CAST,                                    /* unary: a */
-    X_ADD, X_SUB, X_MUL, X_DIV,                              /* a op b */
-    X_LT, X_GT, X_LE, X_GE, X_EQ, X_NE, X_AND, X_OR,         /* conditions: a op b */
-    X_TERN,     /* a ? b : c */
-    X_CALL,     /* fn(a) or fn(a, b) */
+    X_NUM,  /* a literal: num */
+    X_OPND, /* operand `opnd` of the node */
+    X_NEG,
+    X_NOT,
+    X_CAST, /* unary: a */
+    X_ADD,
+    X_SUB,
+    X_MUL,
+    X_DIV, /* a op b */
+    X_LT,
+    X_GT,
+    X_LE,
+    X_GE,
+    X_EQ,
+    X_NE,
+    X_AND,
+    X_OR,   /* conditions: a op b */
+    X_TERN, /* a ? b : c */
+    X_CALL, /* fn(a) or fn(a, b) */
 } XOp;
 
 /* The math macros of kernel_math_prelude, with the largest error in units in the last place
@@ -55,7 +67,7 @@ typedef struct {
     const char *s;
     CheckExpr *x;
     const Node *node;
-    bool lone_dollar;           /* pow's special forms: `$` is operand 0 */
+    bool lone_dollar; /* pow's special forms: `$` is operand 0 */
     char *err;
     size_t errlen;
     bool failed;
@@ -96,8 +108,9 @@ static int symbol(Parser *P) {
     if (c == 'p') {
         int k = P->s[1] == '1' || P->s[1] == '2' ? P->s[1] - '0' : 0;
         P->s += 1 + (k > 0);
-        double v = n->op == OP_DERIV ? n->attr.deriv.p[k]
-                 : op_info[n->op].attr == ATTR_SCALARS ? n->attr.scalars.p[k] : 0;
+        double v = n->op == OP_DERIV              ? n->attr.deriv.p[k]
+            : op_info[n->op].attr == ATTR_SCALARS ? n->attr.scalars.p[k]
+                                                  : 0;
         int lit = add_node(P, (ExprNode){.op = X_NUM, .num = v});
         return add_node(P, (ExprNode){.op = X_CAST, .a = lit});
     }
@@ -106,8 +119,7 @@ static int symbol(Parser *P) {
     if (n->op == OP_DERIV) {
         int sym = c == 'g' ? DERIV_G : c == '0' ? DERIV_X0 : c == '1' ? DERIV_X1 : c == 'y' ? DERIV_Y : -1;
         k = sym >= 0 ? n->attr.deriv.slot[sym] : -1;
-    } else
-        k = c >= '0' && c <= '2' ? c - '0' : -1;
+    } else k = c >= '0' && c <= '2' ? c - '0' : -1;
     P->s++;
     if (k < 0 || k >= n->nin) return fail(P, "an operand the node does not have");
     return add_node(P, (ExprNode){.op = X_OPND, .opnd = k});
@@ -145,7 +157,7 @@ static int primary(Parser *P) {
         }
     }
     if (eat(P, "(")) {
-        if (eat(P, "real")) {   /* (real)x: a conversion to the target's real type */
+        if (eat(P, "real")) { /* (real)x: a conversion to the target's real type */
             if (!eat(P, ")")) return fail(P, "expected ')' after (real");
             return add_node(P, (ExprNode){.op = X_CAST, .a = unary(P)});
         }
@@ -268,7 +280,7 @@ void check_expr_free(CheckExpr *x) {
 typedef struct {
     const CheckExpr *x;
     const Approx *ops;
-    double u, tiny, max;        /* the real type's unit roundoff, half its least subnormal, its largest */
+    double u, tiny, max; /* the real type's unit roundoff, half its least subnormal, its largest */
 } Eval;
 
 static double to_real(const Eval *E, double v) { return E->u > 0x1p-30 ? (double)(float)v : v; }
@@ -289,7 +301,7 @@ static double round_err(const Eval *E, double z, bool exact_in_double) {
     if (!isfinite(z)) return 0;
     if (fabs(z) * (1 + 4 * E->u) >= E->max) return INFINITY;
     if (exact_in_double && to_real(E, z) == z) return 0;
-    return E->u * fabs(z) + E->tiny + 0x1p-52 * fabs(z);   /* the last term: this evaluation's own */
+    return E->u * fabs(z) + E->tiny + 0x1p-52 * fabs(z); /* the last term: this evaluation's own */
 }
 
 static Approx eval(const Eval *E, int i);
@@ -309,30 +321,47 @@ static Cond eval_cond(const Eval *E, int i) {
     const ExprNode *n = &E->x->nodes[i];
     Approx a, b;
     switch (n->op) {
-    case X_LT: case X_GT: case X_LE: case X_GE: case X_EQ: case X_NE: {
+    case X_LT:
+    case X_GT:
+    case X_LE:
+    case X_GE:
+    case X_EQ:
+    case X_NE: {
         a = eval(E, n->a);
         b = eval(E, n->b);
-        bool v = n->op == X_LT ? a.v < b.v : n->op == X_GT ? a.v > b.v : n->op == X_LE ? a.v <= b.v
-               : n->op == X_GE ? a.v >= b.v : n->op == X_EQ ? a.v == b.v : a.v != b.v;
+        bool v = n->op == X_LT ? a.v < b.v
+            : n->op == X_GT    ? a.v > b.v
+            : n->op == X_LE    ? a.v <= b.v
+            : n->op == X_GE    ? a.v >= b.v
+            : n->op == X_EQ    ? a.v == b.v
+                               : a.v != b.v;
         return (Cond){v, cmp_sure(a, b)};
     }
     case X_NOT: {
         Cond c = eval_cond(E, n->a);
         return (Cond){!c.val, c.sure};
     }
-    case X_AND: case X_OR: {
+    case X_AND:
+    case X_OR: {
         bool is_and = n->op == X_AND;
         Cond l = eval_cond(E, n->a);
-        if (l.sure && l.val != is_and) return l;        /* decided by the left side */
+        if (l.sure && l.val != is_and) return l; /* decided by the left side */
         Cond r = eval_cond(E, n->b);
         if (r.sure && r.val != is_and) return r;
         return (Cond){is_and ? l.val && r.val : l.val || r.val, l.sure && r.sure};
     }
-    case X_NUM: case X_OPND: case X_NEG: case X_CAST: case X_ADD: case X_SUB: case X_MUL: case X_DIV: case X_TERN:
-    case X_CALL:
-        break;
+    case X_NUM:
+    case X_OPND:
+    case X_NEG:
+    case X_CAST:
+    case X_ADD:
+    case X_SUB:
+    case X_MUL:
+    case X_DIV:
+    case X_TERN:
+    case X_CALL: break;
     }
-    a = eval(E, i);   /* a number as a condition: nonzero */
+    a = eval(E, i); /* a number as a condition: nonzero */
     return (Cond){a.v != 0, a.e == 0 || fabs(a.v) > a.e};
 }
 
@@ -347,7 +376,8 @@ static double fn1(XFn f, double x) {
     case F_FABS: return fabs(x);
     case F_ERF: return erf(x);
     case F_LOG1P: return log1p(x);
-    case F_POW: case F_COUNT: break;
+    case F_POW:
+    case F_COUNT: break;
     }
     return NAN;
 }
@@ -377,9 +407,11 @@ static Approx eval_call(const Eval *E, const ExprNode *n) {
     if (!isfinite(z)) return (Approx){z, x.e == 0 && y.e == 0 ? 0 : INFINITY};
     double own;
     if (n->fn == F_FABS) own = 0;
-    else if (n->fn == F_SQRT) own = round_err(E, z, fma(z, z, -x.v) == 0);   /* correctly rounded */
-    else own = fabs(z) * (1 + 4 * E->u) >= E->max ? INFINITY
-             : fns[n->fn].ulps * ulp_real(E, (fabs(z) + spread) * (1 + 8 * E->u)) + 0x1p-51 * fabs(z) + E->tiny;
+    else if (n->fn == F_SQRT) own = round_err(E, z, fma(z, z, -x.v) == 0); /* correctly rounded */
+    else
+        own = fabs(z) * (1 + 4 * E->u) >= E->max
+            ? INFINITY
+            : fns[n->fn].ulps * ulp_real(E, (fabs(z) + spread) * (1 + 8 * E->u)) + 0x1p-51 * fabs(z) + E->tiny;
     return (Approx){z, spread + own};
 }
 
@@ -391,7 +423,7 @@ static Approx eval_arith(const Eval *E, XOp op, Approx x, Approx y) {
         double b = op == X_ADD ? y.v : -y.v, bb;
         z = x.v + b;
         bb = z - x.v;
-        exact = (x.v - (z - bb)) + (b - bb) == 0;   /* Knuth's TwoSum: the error of the addition */
+        exact = (x.v - (z - bb)) + (b - bb) == 0; /* Knuth's TwoSum: the error of the addition */
         prop = x.e + y.e;
     } else if (op == X_MUL) {
         z = x.v * y.v;
@@ -416,26 +448,36 @@ static Approx eval(const Eval *E, int i) {
         return (Approx){-a.v, a.e};
     }
     case X_CAST: return check_round(eval(E, n->a), E->u, E->tiny);
-    case X_ADD: case X_SUB: case X_MUL: case X_DIV: return eval_arith(E, n->op, eval(E, n->a), eval(E, n->b));
+    case X_ADD:
+    case X_SUB:
+    case X_MUL:
+    case X_DIV: return eval_arith(E, n->op, eval(E, n->a), eval(E, n->b));
     case X_TERN: {
         Cond c = eval_cond(E, n->a);
         Approx t = eval(E, c.val ? n->b : n->c);
         if (c.sure) return t;
-        Approx o = eval(E, c.val ? n->c : n->b);   /* the branch another target may take */
+        Approx o = eval(E, c.val ? n->c : n->b); /* the branch another target may take */
         double gap = fabs(o.v - t.v) + o.e;
         return (Approx){t.v, isnan(gap) ? (isnan(o.v) && isnan(t.v) ? t.e : INFINITY) : fmax(t.e, gap)};
     }
     case X_CALL: return eval_call(E, n);
-    case X_NOT: case X_LT: case X_GT: case X_LE: case X_GE: case X_EQ: case X_NE: case X_AND: case X_OR:
-        break;
+    case X_NOT:
+    case X_LT:
+    case X_GT:
+    case X_LE:
+    case X_GE:
+    case X_EQ:
+    case X_NE:
+    case X_AND:
+    case X_OR: break;
     }
-    Cond c = eval_cond(E, i);   /* a condition as a number: 0 or 1 */
+    Cond c = eval_cond(E, i); /* a condition as a number: 0 or 1 */
     return (Approx){c.val, c.sure ? 0 : 1};
 }
 
 Approx check_round(Approx a, double u, double tiny) {
     if (!isfinite(a.v)) return a;
-    if (a.e == 0) return (Approx){u > 0x1p-30 ? (double)(float)a.v : a.v, 0};   /* every target rounds it alike */
+    if (a.e == 0) return (Approx){u > 0x1p-30 ? (double)(float)a.v : a.v, 0}; /* every target rounds it alike */
     return (Approx){a.v, a.e + u * (fabs(a.v) + a.e) + tiny};
 }
 

@@ -375,7 +375,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
     if (c->check_against && (!c->target || strcmp(c->target, "cuda")))
         cli_error("--check-against cpu compares the cuda target with the cpu: add --target cuda");
     check_combinations(c, ar);
-    if (c->check_tol == -1) c->check_tol = 1;   /* the default: the numerics' bound itself */
+    if (c->check_tol == -1) c->check_tol = 1; /* the default: the numerics' bound itself */
     else if (!(c->check_tol > 0 && c->check_tol < INFINITY))
         cli_error("--check-tol expects a number > 0, got %g", c->check_tol);
     if (c->eval_out && !c->eval) cli_error("--eval-out writes what --eval computes: add --eval");
@@ -585,7 +585,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     }
     if (rank != 0) lm = compile_load(cp, &bo, err, sizeof err);
     if (!lm) nnc_fatal("%s", err);
-    if (ref) {   /* --check-against cpu: the reference runs launch by launch */
+    if (ref) { /* --check-against cpu: the reference runs launch by launch */
         BuildOpts cbo = bo;
         cbo.launch_access = true;
         LoadedModel *cpu = compile_load(ref, &cbo, err, sizeof err);

@@ -177,8 +177,9 @@ NNC_RT_FN int64_t nnc_rt_numel(const nnc_tensor_info *t, int64_t batch) {
 }
 
 NNC_RT_FN size_t nnc_rt_bytes(const nnc_model_desc *d, const nnc_tensor_info *t, int64_t batch) {
-    const size_t e = t->dtype == NNC_TYPE_I32 ? 4u : t->dtype == NNC_TYPE_BF16 || t->dtype == NNC_TYPE_F16 ? 2u
-                                                                                         : (size_t)d->abi.real_bytes;
+    const size_t e = t->dtype == NNC_TYPE_I32                   ? 4u
+        : t->dtype == NNC_TYPE_BF16 || t->dtype == NNC_TYPE_F16 ? 2u
+                                                                : (size_t)d->abi.real_bytes;
     return (size_t)nnc_rt_numel(t, batch) * e;
 }
 

@@ -597,5 +597,5 @@ static void cpu_numerics(const Program *p, const Launch *L, const BuildOpts *o, 
     out->input_unit = 0;
 }
 
-const Backend backend_cpu = {"cpu", cpu_render, cpu_load, cpu_unload, NULL, aot_write, cpu_upgrade, cpu_launch_access,
-                             cpu_numerics};
+const Backend backend_cpu = {"cpu",     cpu_render,  cpu_load,          cpu_unload,  NULL,
+                             aot_write, cpu_upgrade, cpu_launch_access, cpu_numerics};

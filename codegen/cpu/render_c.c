@@ -58,8 +58,10 @@ static void render_entry(const Kernel *r) {
  * can write each launch's inputs before it runs (Backend.launch_access finds them by name). */
 static void render_launch_access(const Program *p, const nnc_model_desc *d, Str *s) {
     const char *mn = model_c_name(p);
-    render_template(s, "\n/* ---- each launch alone, for --check-against (driver/check.c) ---- */\n"
-                       "typedef void (*@_launch_fn)(struct @_frame *, const void *const *, int64_t);\n", mn);
+    render_template(s,
+                    "\n/* ---- each launch alone, for --check-against (driver/check.c) ---- */\n"
+                    "typedef void (*@_launch_fn)(struct @_frame *, const void *const *, int64_t);\n",
+                    mn);
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &p->entry[k];
         if (!d->entry[k].present || !e->nlaunch) continue;
@@ -67,8 +69,10 @@ static void render_launch_access(const Program *p, const nnc_model_desc *d, Str 
         for (int i = 0; i < e->nlaunch; i++) str_printf(s, "%s%s_%s_%d", i ? ", " : "", mn, e->name, i);
         str_puts(s, "};\n");
     }
-    str_printf(s, "int %s_launch(void *inst, int entry, int k, const void *const *in, int64_t B) {\n"
-                  "    static const %s_launch_fn *const lists[3] = {", mn, mn);
+    str_printf(s,
+               "int %s_launch(void *inst, int entry, int k, const void *const *in, int64_t B) {\n"
+               "    static const %s_launch_fn *const lists[3] = {",
+               mn, mn);
     for (int k = 0; k < ENTRY_COUNT; k++)
         if (d->entry[k].present && p->entry[k].nlaunch)
             str_printf(s, "%s%s_%s_launches", k ? ", " : "", mn, p->entry[k].name);
@@ -76,17 +80,18 @@ static void render_launch_access(const Program *p, const nnc_model_desc *d, Str 
     str_puts(s, "};\n    static const int counts[3] = {");
     for (int k = 0; k < ENTRY_COUNT; k++)
         str_printf(s, "%s%d", k ? ", " : "", d->entry[k].present ? p->entry[k].nlaunch : 0);
-    render_template(s, "};\n"
-                       "    nnc_rt *rt = inst;\n"
-                       "    if (entry < 0 || entry > 2 || k < 0 || k >= counts[entry])\n"
-                       "        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, \"no launch %d in entry %d\", k, entry);\n"
-                       "    struct @_frame m = @_frame_of(rt);\n"
-                       "    lists[entry][k](&m, in, B);\n"
-                       "    return m.status ? nnc_rt_fail(rt, m.status, \"%s\", m.msg) : 0;\n"
-                       "}\n"
-                       "void *@_block(void *inst, int b) {\n"
-                       "    return b >= 0 && b < NNC_BLOCK_COUNT ? ((nnc_rt *)inst)->host[b] : NULL;\n"
-                       "}\n",
+    render_template(s,
+                    "};\n"
+                    "    nnc_rt *rt = inst;\n"
+                    "    if (entry < 0 || entry > 2 || k < 0 || k >= counts[entry])\n"
+                    "        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, \"no launch %d in entry %d\", k, entry);\n"
+                    "    struct @_frame m = @_frame_of(rt);\n"
+                    "    lists[entry][k](&m, in, B);\n"
+                    "    return m.status ? nnc_rt_fail(rt, m.status, \"%s\", m.msg) : 0;\n"
+                    "}\n"
+                    "void *@_block(void *inst, int b) {\n"
+                    "    return b >= 0 && b < NNC_BLOCK_COUNT ? ((nnc_rt *)inst)->host[b] : NULL;\n"
+                    "}\n",
                     mn);
 }
 

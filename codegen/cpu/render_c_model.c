@@ -68,17 +68,19 @@ static const char cpu_device_text[] =
 /* The runtime calls only entries that exist (nnc_entry_desc.present), with checked inputs. */
 static void render_cpu_device(Str *s, const Program *p, const nnc_model_desc *d) {
     const char *mn = model_c_name(p);
-    render_template(s, "\n/* ---- the CPU as the runtime's device: host memory, entries called directly ---- */\n"
-                       "static const nnc_model_desc @_desc;\n"
-                       "static struct @_frame @_frame_of(nnc_rt *rt) {\n"
-                       "    struct @_frame m = {\n"
-                       "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE],\n"
-                       "        (real *)rt->host[NNC_BLOCK_ACT], rt->comm, rt->step, rt->seed, 0, {0},\n"
-                       "    };\n"
-                       "    return m;\n"
-                       "}\n"
-                       "static int @_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
-                       "    static int (*const entries[3])(struct @_frame *, const void *const *, int64_t) = {", mn);
+    render_template(s,
+                    "\n/* ---- the CPU as the runtime's device: host memory, entries called directly ---- */\n"
+                    "static const nnc_model_desc @_desc;\n"
+                    "static struct @_frame @_frame_of(nnc_rt *rt) {\n"
+                    "    struct @_frame m = {\n"
+                    "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE],\n"
+                    "        (real *)rt->host[NNC_BLOCK_ACT], rt->comm, rt->step, rt->seed, 0, {0},\n"
+                    "    };\n"
+                    "    return m;\n"
+                    "}\n"
+                    "static int @_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
+                    "    static int (*const entries[3])(struct @_frame *, const void *const *, int64_t) = {",
+                    mn);
     for (int k = 0; k < ENTRY_COUNT; k++) {
         if (d->entry[k].present) str_printf(s, "%s_run_%s", mn, d->entry[k].name);
         else str_puts(s, "NULL");

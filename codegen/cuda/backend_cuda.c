@@ -1281,13 +1281,15 @@ bool cuda_probe(char *dev, size_t dn, char *why, size_t wn) {
 static void cuda_numerics(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out) {
     const Graph *g = p->g;
     double u = o->f64 ? 0x1p-53 : 0x1p-24;
-    bool product = L->kind == L_GEMM || (L->kind == L_HELPER && (g->nodes[L->root].op == OP_CONV2D ||
-                   g->nodes[L->root].op == OP_CONV2D_DX || g->nodes[L->root].op == OP_CONV2D_DW));
+    bool product = L->kind == L_GEMM ||
+        (L->kind == L_HELPER &&
+         (g->nodes[L->root].op == OP_CONV2D || g->nodes[L->root].op == OP_CONV2D_DX ||
+          g->nodes[L->root].op == OP_CONV2D_DW));
     bool half = L->kind == L_GEMM && (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype));
     bool tensor = product && !o->f64 && (half || o->tf32);
     out->sum_unit = L->kind == L_REDUCE ? 0x1p-53 : tensor ? 2 * u : u;
     out->input_unit = product && o->tf32 && !o->f64 && !half ? 0x1p-10 : 0;
 }
 
-const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload, cuda_emit_ptx, NULL, NULL, NULL,
-                              cuda_numerics};
+const Backend backend_cuda = {"cuda", cuda_render, cuda_load, cuda_unload,  cuda_emit_ptx,
+                              NULL,   NULL,        NULL,      cuda_numerics};

@@ -6,7 +6,7 @@
  * float evaluation -- with or without fused multiply-adds, with a math library off by its
  * documented ulps -- lies within e of the exact value (long double) at the same inputs, and e
  * is not loose where nothing can differ (exact ops, one correctly rounded division). */
-#define _XOPEN_SOURCE 700   /* nftw, in check.h */
+#define _XOPEN_SOURCE 700 /* nftw, in check.h */
 #include <math.h>
 
 #include "../../driver/check_expr.h"
@@ -30,7 +30,7 @@ static int deriv(Op of, int wrt) {
     n->attr.deriv.of = of;
     n->attr.deriv.wrt = wrt;
     n->attr.deriv.p[0] = 0.5, n->attr.deriv.p[1] = 3;
-    for (int s = 0; s < DERIV_NSYM; s++) n->attr.deriv.slot[s] = (int8_t)s;   /* $g $0 $1 $y: operands 0..3 */
+    for (int s = 0; s < DERIV_NSYM; s++) n->attr.deriv.slot[s] = (int8_t)s; /* $g $0 $1 $y: operands 0..3 */
     return id;
 }
 
@@ -90,7 +90,7 @@ static float libm_result(long double exact, int ulps, int j) {
 }
 
 static unsigned rng_state = 12345;
-static double rnd(void) {   /* uniform [0, 1) */
+static double rnd(void) { /* uniform [0, 1) */
     rng_state = rng_state * 1103515245u + 12345u;
     return (rng_state >> 8) / 16777216.0;
 }
