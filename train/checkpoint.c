@@ -89,14 +89,17 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
         snprintf(names[i], len, "optimizer.%s", a->states[i].name);
         to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + i], names[i]);
     }
-    char step[32], ep[32], pos[32], seed[32], keys[HPARAM_MAX][64];
+    char step[32], ep[32], pos[32], seed[32], lsum[40], keys[HPARAM_MAX][64];
     snprintf(step, sizeof step, "%lld", (long long)a->get_step(lm->m));
     snprintf(ep, sizeof ep, "%d", tp->epoch);
     snprintf(pos, sizeof pos, "%lld", tp->samples);
     snprintf(seed, sizeof seed, "%llu", tp->seed);
-    nnc_st_meta meta[7 + HPARAM_MAX] = {{"format", "pt"}, {"nnc_model", a->name}, {"nnc_step", step},
-                                        {"nnc_epoch", ep}, {"nnc_epoch_samples", pos}, {"nnc_seed", seed}};
-    int nmeta = 6;
+    snprintf(lsum, sizeof lsum, "%.17g", tp->has_loss_sum ? tp->loss_sum : 0.0);   /* exact: reads back the same */
+    nnc_st_meta meta[8 + HPARAM_MAX] = {{"format", "pt"},         {"nnc_model", a->name},
+                                        {"nnc_step", step},       {"nnc_epoch", ep},
+                                        {"nnc_epoch_samples", pos}, {"nnc_seed", seed},
+                                        {"nnc_epoch_loss_sum", lsum}};
+    int nmeta = 7;
     if (half) meta[nmeta++] = (nnc_st_meta){"nnc_export", half == NNC_DT_BF16 ? "bf16" : "f16"};
     for (int i = 0; hp && i < hp->n; i++) {
         snprintf(keys[i], sizeof keys[i], "nnc_%s", hp->p[i].key);
@@ -202,6 +205,10 @@ static bool load_position(ModelRef *lm, const nnc_st_file *f, const char *path, 
     tp->samples = nnc_st_meta_get(f, "nnc_epoch_samples") ? (long long)samples
                                                           : (long long)batches * (long long)a->batch_max;
     tp->seed = seed;
+    const char *ls = nnc_st_meta_get(f, "nnc_epoch_loss_sum");
+    char *end = NULL;
+    tp->loss_sum = ls ? strtod(ls, &end) : 0;
+    tp->has_loss_sum = ls && end != ls && !*end && isfinite(tp->loss_sum);
     return true;
 }
 
@@ -241,7 +248,7 @@ bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *
         snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
         ok = load_one(f, path, name, &a->states[i], a->state(lm->m, i), a->real_bytes, false, err, n);
     }
-    if (tp) *tp = (TrainPos){0, 0, 0};
+    if (tp) *tp = (TrainPos){0, 0, 0, false, 0};
     ok = ok && load_position(lm, f, path, with_state, tp, err, n);
     a->sync(lm->m, NNC_SYNC_TO_DEVICE);
     nnc_st_close(f);

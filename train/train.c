@@ -763,16 +763,18 @@ static void poll_upgrade(Run *R) {
 }
 
 /* Runs one epoch from sample `start` of its order (non-zero when resuming mid-epoch; batches
- * are counted from there, so a resumed run may use another batch size). */
-static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, double *mean_loss) {
+ * are counted from there, so a resumed run may use another batch size).  `sum0`, when given,
+ * is the loss * rows of the samples before `start`, so that the epoch's mean is the whole
+ * epoch's, as the uninterrupted run reports it. */
+static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, const double *sum0, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = R->gbatch, steps = (d->n - start + B - 1) / B;
-    int64_t done_rows = 0;
+    int64_t done_rows = sum0 ? start : 0;
     int64_t *perm = R->perm;
     if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     const bool bar = R->o->progress && !R->o->quiet;
     const long log_every = R->o->quiet ? 0 : R->o->log_every;
-    double sum = 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;
+    double sum = sum0 ? *sum0 : 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;
     R->bar_width = 30;
     R->t_step = train_now() - R->t0;
     for (int64_t s = 0; s < steps; s++) {
@@ -811,18 +813,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             return false;
         }
         sum += loss * (double)rows;
-        R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed};
-        if (R->o->save_every > 0 && gstep % R->o->save_every == 0 && !save_now(R)) return false;
-        if (interrupted) {
-            comm_mark_agreed(R->comm);
-            if (R->o->no_write) return false;   /* process 0 says it */
-            progress_clear(R);
-            fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
-                    epoch, (long long)gstep, R->o->save_path ? "; saving" : "");
-            if (R->o->save_path && save_now(R))
-                fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
-            return false;
-        }
+        R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed, true, sum};
         if (R->metrics) {
             metric_open(R, "step");
             metric_int(R, "epoch", epoch);
@@ -841,6 +832,25 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, doub
             double now = train_now();
             tb_step(R, gstep, loss, now - R->t0);
             R->t_step = now - R->t0;
+        }
+        /* the step's records go out before its checkpoint (a run killed after the save has them,
+         * and --resume keeps exactly the records up to the checkpoint's step) */
+        bool save_due = R->o->save_every > 0 && gstep % R->o->save_every == 0;
+        if ((save_due || interrupted) && R->metrics) {
+            metrics_flush(R);
+            fflush(R->metrics);
+            metrics_check(R);
+        }
+        if (save_due && !save_now(R)) return false;
+        if (interrupted) {
+            comm_mark_agreed(R->comm);
+            if (R->o->no_write) return false;   /* process 0 says it */
+            progress_clear(R);
+            fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
+                    epoch, (long long)gstep, R->o->save_path ? "; saving" : "");
+            if (R->o->save_path && save_now(R))
+                fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
+            return false;
         }
         if (bar || log_every) {
             double t = train_now();
@@ -994,6 +1004,50 @@ static bool load_start(Run *R, const char *from, bool resuming, TrainPos *start)
     return false;
 }
 
+/* The "step" of a --metrics line nnc wrote, or -1 for a line without one (cut short by a kill). */
+static long long metrics_line_step(const char *line, size_t len) {
+    if (!len || line[len - 1] != '\n') return -1;
+    const char *k = strstr(line, "\"step\":");   /* getline ends the line with a 0 */
+    if (!k) return -1;
+    char *end;
+    long long v = strtoll(k + 7, &end, 10);
+    return end == k + 7 ? -1 : v;
+}
+
+/* --metrics FILE with --resume: the file the interrupted run wrote keeps its records up to the
+ * checkpoint's step (what the resumed run would otherwise write again, or a line a kill cut
+ * short, goes), so that the resumed run's file reads as the uninterrupted run's.  Rewritten
+ * beside and renamed over, then opened for appending.  Any other run starts the file afresh. */
+static FILE *metrics_open(const char *path, long long keep_upto) {
+    if (keep_upto < 0) return fopen(path, "w");
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? fopen(path, "w") : NULL;
+    size_t tlen = strlen(path) + 16;
+    char *tmp = xmalloc(tlen);
+    snprintf(tmp, tlen, "%s.resume~", path);
+    FILE *out = fopen(tmp, "w");
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    bool ok = out != NULL;
+    while (ok && (len = getline(&line, &cap, in)) > 0) {
+        long long st = metrics_line_step(line, (size_t)len);
+        if (st >= 0 && st <= keep_upto) ok = fwrite(line, 1, (size_t)len, out) == (size_t)len;
+    }
+    ok = ok && !ferror(in);
+    free(line);
+    fclose(in);
+    if (out && fclose(out) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+    }
+    free(tmp);
+    return ok ? fopen(path, "a") : NULL;
+}
+
 /* The test set, loaded in a thread beside the training set (a .gz's inflate is single-threaded). */
 typedef struct {
     const Model *m;
@@ -1061,7 +1115,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         lm->abi->init(lm->m, o->seed);
         lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
     }
-    TrainPos start = {1, 0, o->seed};
+    TrainPos start = {1, 0, o->seed, false, 0};
     const char *from = o->load_path;
     if (o->resume && o->save_path && access(o->save_path, F_OK) == 0) from = o->save_path;
     if (o->eval_only && !from && lm->abi->nparams > 0 && !o->no_write)   /* a forgotten --load looks like a result */
@@ -1074,11 +1128,14 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     }
     alloc_bufs(&R, &train);
     if (o->metrics_path) R.mbuf = xmalloc(METRICS_BUF);
+    /* a run that goes on from its own checkpoint (not one whose optimizer starts again at step 0) */
+    bool continuing = from && from == o->save_path && o->resume && !o->fresh_optimizer && !o->eval_only &&
+                      o->bench_steps <= 0 && start.epoch > 0;
     int rc = 0;
     if (R.comm && lm->abi->set_comm) lm->abi->set_comm(lm->m, comm_abi(R.comm));
     if (R.comm && !same_start(&R)) rc = 1;
     if (rc) {
-    } else if (o->metrics_path && !(R.metrics = fopen(o->metrics_path, "w"))) {
+    } else if (o->metrics_path && !(R.metrics = metrics_open(o->metrics_path, continuing ? lm->abi->get_step(lm->m) : -1))) {
         fprintf(stderr, "nnc: error: %s: cannot write metrics: ", o->metrics_path);
         perror(NULL);
         rc = 1;
@@ -1115,13 +1172,14 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         sa.sa_handler = on_stop_signal;
         sigaction(SIGINT, &sa, &old_int);
         sigaction(SIGTERM, &sa, &old_term);
-        R.pos = (TrainPos){e0 - 1, train.n, o->seed};
+        R.pos = (TrainPos){e0 - 1, train.n, o->seed, false, 0};
         EvalResult ev = {0};   /* evaluate() clears it; eval_free leaves no pointer behind */
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
             int64_t before = lm->abi->get_step(lm->m), after;
             set_epoch_lr(&R, e);
-            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, &loss)) rc = interrupted ? 128 + interrupted : 1;
+            const double *sum0 = e == e0 && s0 > 0 && start.has_loss_sum ? &start.loss_sum : NULL;
+            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, sum0, &loss)) rc = interrupted ? 128 + interrupted : 1;
             else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else { /* --log-every N: the epochs in which a step that is a multiple of N ended, and the last */
