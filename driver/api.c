@@ -97,7 +97,7 @@ nnc_compiled *nnc_compile(const char *file, const char *source, const nnc_option
     c->file = arena_strdup(&c->c.arena, file ? file : "model.nn");
     c->use_cache = o->use_cache != 0;
     c->epochs = c->c.m->train.epochs;
-    c->pos = (TrainPos){0, 0, c->c.m->train.seed, false, 0};  /* epoch 0: --resume starts at epoch 1 */
+    c->pos = (TrainPos){0, 0, c->c.m->train.seed, false, 0}; /* epoch 0: --resume starts at epoch 1 */
     c->lm->abi->init(c->lm->m, c->c.m->train.seed); /* as the CLI starts; syncs to a device */
     return c;
 }

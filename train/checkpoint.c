@@ -94,11 +94,10 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
     snprintf(ep, sizeof ep, "%d", tp->epoch);
     snprintf(pos, sizeof pos, "%lld", tp->samples);
     snprintf(seed, sizeof seed, "%llu", tp->seed);
-    snprintf(lsum, sizeof lsum, "%.17g", tp->has_loss_sum ? tp->loss_sum : 0.0);   /* exact: reads back the same */
-    nnc_st_meta meta[8 + HPARAM_MAX] = {{"format", "pt"},         {"nnc_model", a->name},
-                                        {"nnc_step", step},       {"nnc_epoch", ep},
-                                        {"nnc_epoch_samples", pos}, {"nnc_seed", seed},
-                                        {"nnc_epoch_loss_sum", lsum}};
+    snprintf(lsum, sizeof lsum, "%.17g", tp->has_loss_sum ? tp->loss_sum : 0.0); /* exact: reads back the same */
+    nnc_st_meta meta[8 + HPARAM_MAX] = {
+        {"format", "pt"},           {"nnc_model", a->name}, {"nnc_step", step},          {"nnc_epoch", ep},
+        {"nnc_epoch_samples", pos}, {"nnc_seed", seed},     {"nnc_epoch_loss_sum", lsum}};
     int nmeta = 7;
     if (half) meta[nmeta++] = (nnc_st_meta){"nnc_export", half == NNC_DT_BF16 ? "bf16" : "f16"};
     for (int i = 0; hp && i < hp->n; i++) {

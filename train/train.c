@@ -844,7 +844,7 @@ static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, cons
         if (save_due && !save_now(R)) return false;
         if (interrupted) {
             comm_mark_agreed(R->comm);
-            if (R->o->no_write) return false;   /* process 0 says it */
+            if (R->o->no_write) return false; /* process 0 says it */
             progress_clear(R);
             fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
                     epoch, (long long)gstep, R->o->save_path ? "; saving" : "");
@@ -1007,7 +1007,7 @@ static bool load_start(Run *R, const char *from, bool resuming, TrainPos *start)
 /* The "step" of a --metrics line nnc wrote, or -1 for a line without one (cut short by a kill). */
 static long long metrics_line_step(const char *line, size_t len) {
     if (!len || line[len - 1] != '\n') return -1;
-    const char *k = strstr(line, "\"step\":");   /* getline ends the line with a 0 */
+    const char *k = strstr(line, "\"step\":"); /* getline ends the line with a 0 */
     if (!k) return -1;
     char *end;
     long long v = strtoll(k + 7, &end, 10);
@@ -1130,12 +1130,13 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     if (o->metrics_path) R.mbuf = xmalloc(METRICS_BUF);
     /* a run that goes on from its own checkpoint (not one whose optimizer starts again at step 0) */
     bool continuing = from && from == o->save_path && o->resume && !o->fresh_optimizer && !o->eval_only &&
-                      o->bench_steps <= 0 && start.epoch > 0;
+        o->bench_steps <= 0 && start.epoch > 0;
     int rc = 0;
     if (R.comm && lm->abi->set_comm) lm->abi->set_comm(lm->m, comm_abi(R.comm));
     if (R.comm && !same_start(&R)) rc = 1;
     if (rc) {
-    } else if (o->metrics_path && !(R.metrics = metrics_open(o->metrics_path, continuing ? lm->abi->get_step(lm->m) : -1))) {
+    } else if (o->metrics_path &&
+               !(R.metrics = metrics_open(o->metrics_path, continuing ? lm->abi->get_step(lm->m) : -1))) {
         fprintf(stderr, "nnc: error: %s: cannot write metrics: ", o->metrics_path);
         perror(NULL);
         rc = 1;

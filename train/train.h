@@ -63,8 +63,8 @@ typedef struct TrainPos {
     long long samples;          /* samples of that epoch already done: in samples, not batches, so
                                    a run resumed with another --batch continues at the same place */
     unsigned long long seed;
-    bool has_loss_sum;          /* loss_sum is known (older checkpoints did not keep it) */
-    double loss_sum;            /* the epoch's sum of loss * rows so far: its mean loss, resumed */
+    bool has_loss_sum; /* loss_sum is known (older checkpoints did not keep it) */
+    double loss_sum;   /* the epoch's sum of loss * rows so far: its mean loss, resumed */
 } TrainPos;
 
 /* The run's hyperparameters as a checkpoint records them: metadata "nnc_<key>" = value, as the
