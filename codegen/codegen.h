@@ -24,7 +24,7 @@ typedef struct {
     bool tiered;                /* CPU, on a cache miss: start on a quick -O1 build while the -O3
                                    one compiles beside it (Backend.upgrade swaps it in); load
                                    returns before the -O1 build is done (abi NULL) */
-    bool launch_access;         /* CPU: also export each launch alone (Backend.launch_access), for
+    bool launch_access; /* CPU: also export each launch alone (Backend.launch_access), for
                                    --check-against's reference */
 } BuildOpts;
 
@@ -51,7 +51,7 @@ typedef struct {
 /* How a backend's code for one launch rounds, beyond the IEEE operations its kernels' source
  * spells: what --check-against's tolerances need to know of each target (driver/check_bound.c). */
 typedef struct {
-    double sum_unit;   /* the unit roundoff its sums accumulate in: 2^-53 in double,
+    double sum_unit; /* the unit roundoff its sums accumulate in: 2^-53 in double,
                                    2^-24 in float, 2^-23 where an accumulator may truncate */
     double input_unit; /* a product's inputs are first rounded by this much (TF32), or 0 */
 } LaunchNumerics;

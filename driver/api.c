@@ -21,7 +21,7 @@ struct nnc_compiled {
     Str source;
     const char *file; /* the name diagnostics use */
     bool use_cache;
-    int epochs;   /* of the last fit (the hyperparameters a save records) */
+    int epochs; /* of the last fit (the hyperparameters a save records) */
     TrainPos pos; /* where the last fit stopped: a save lets --resume go on from there */
 };
 

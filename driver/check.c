@@ -34,23 +34,23 @@ typedef struct {
     LoadedModel *gpu, *cpu;
     const Backend *gbe, *cbe;
     const Program *pg, *pc;
-    BuildOpts gbo, cbo;       /* how each side was built (its numerics) */
-    LaunchAccess cl;          /* the CPU's launches, one at a time */
+    BuildOpts gbo, cbo; /* how each side was built (its numerics) */
+    LaunchAccess cl; /* the CPU's launches, one at a time */
     int *gpu_of[ENTRY_COUNT]; /* origin -> the CUDA output holding that value, or -1 */
     int norigins;
     double factor; /* --check-tol: every tolerance times this */
     char msg[2048];
     long long steps, values, elements;
     long long own_inputs; /* launch inputs CUDA keeps no value of: the CPU's own were used */
-    double worst;         /* the largest difference / its tolerance seen */
+    double worst; /* the largest difference / its tolerance seen */
     char worst_at[512];
     /* the call in progress */
     int entry, launch;
     int64_t B;
     const void *const *in;
-    int nsnap;         /* inputs of the launch in progress that it writes over: */
+    int nsnap; /* inputs of the launch in progress that it writes over: */
     int snap_node[64]; /* ... their memory node, */
-    void *snap[64];    /* ... and their values before it ran */
+    void *snap[64]; /* ... and their values before it ran */
 } Pair;
 
 static Pair *pair_of(void *m) { return m; }
@@ -213,7 +213,7 @@ static void abs_values(void *m, size_t bytes, DType t, int real_bytes) {
 }
 
 typedef struct {
-    void *mem;   /* the memory changed */
+    void *mem; /* the memory changed */
     void *saved; /* its bytes before, or NULL: mem is a copy of a batch input, to free */
     size_t bytes;
 } Saved;

@@ -10,8 +10,8 @@ typedef struct {
     const Program *p; /* the reference's program, entry and launch */
     const Entry *e;
     const Launch *L;
-    int64_t B, step;       /* the batch, and the step it ran at */
-    int real_bytes;        /* 4, or 8 (--f64) */
+    int64_t B, step; /* the batch, and the step it ran at */
+    int real_bytes; /* 4, or 8 (--f64) */
     LaunchNumerics num[2]; /* how each target rounds this launch: [0] checked, [1] reference */
     /* The reference's memory of node x (an input as both targets read it, an output as the
      * reference wrote it), or NULL (an inline scalar). */
@@ -28,9 +28,9 @@ typedef struct {
     int64_t n;
     const unsigned char *need; /* n, or NULL: the elements whose tolerance is asked for (where
                                    the targets differ); the others may be left 0 */
-    double *tol;               /* n: |checked - reference| allowed */
-    double *scale;             /* n, or NULL: the magnitude `why` ends with (sum |terms|) */
-    char why[400];             /* how tol is made, for the message */
+    double *tol; /* n: |checked - reference| allowed */
+    double *scale; /* n, or NULL: the magnitude `why` ends with (sum |terms|) */
+    char why[400]; /* how tol is made, for the message */
 } CheckTol;
 
 /* Fills t (its arrays allocated here) for output `out` of c->L, n elements, both targets

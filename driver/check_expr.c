@@ -23,7 +23,7 @@
 #include <string.h>
 
 typedef enum {
-    X_NUM,  /* a literal: num */
+    X_NUM, /* a literal: num */
     X_OPND, /* operand `opnd` of the node */
     X_NEG,
     X_NOT,
@@ -39,7 +39,7 @@ typedef enum {
     X_EQ,
     X_NE,
     X_AND,
-    X_OR,   /* conditions: a op b */
+    X_OR, /* conditions: a op b */
     X_TERN, /* a ? b : c */
     X_CALL, /* fn(a) or fn(a, b) */
 } XOp;

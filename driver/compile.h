@@ -27,8 +27,8 @@ typedef struct {
     const char *file;           /* shown in diagnostics; names the model ("mlp.nn" -> mlp) */
     const char *source;         /* the whole model text (NUL-terminated) */
     FILE *diag_out;             /* where diagnostics are printed */
-    const char *target;         /* "cpu", "cuda" or "auto" (cuda if a GPU is there); NULL: the train section's */
-    const char *data_dir;       /* the folder relative data paths are read from: the model file's; NULL:
+    const char *target; /* "cpu", "cuda" or "auto" (cuda if a GPU is there); NULL: the train section's */
+    const char *data_dir; /* the folder relative data paths are read from: the model file's; NULL:
                                    the current directory (a model from a pipe or a string) */
     TrainOverrides over;
     bool fuse, strict_devices, keep_values;
@@ -48,7 +48,7 @@ typedef struct {
     Model *m;                   /* the model and its train section, overrides applied */
     Program p;                  /* after every pass */
     const Backend *be;          /* the target's backend; NULL if this nnc was built without it */
-    char device_note[320];      /* --target auto / device = auto: what it chose and why, one line; else "" */
+    char device_note[320]; /* --target auto / device = auto: what it chose and why, one line; else "" */
 } Compiled;
 
 /* Parses, applies the overrides, runs every pass.  False on failure: `err` holds a message, or

@@ -39,12 +39,12 @@ typedef struct {
     bool data_parallel;         /* --data-parallel: the data-parallel step even in one process */
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
-    long log_every;             /* --log-every N */
-    const char *tensorboard;    /* --tensorboard DIR */
+    long log_every; /* --log-every N */
+    const char *tensorboard; /* --tensorboard DIR */
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
     bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
     bool fresh_optimizer;       /* --resume-fresh-optimizer */
-    const char *cache_cmd;      /* --cache-info or --cache-clear: a command of its own */
+    const char *cache_cmd; /* --cache-info or --cache-clear: a command of its own */
 } Cli;
 
 /* Errors in flags: "nnc: error: --flag: ..." and exit 1.  The command-line fuzz target

@@ -237,8 +237,8 @@ static void chart_range(const Plot *p, const char *chart, double r[4]) {
 typedef struct {
     FILE *f;
     double r[4]; /* x lo, hi, y lo, hi */
-    int y0;      /* the chart's top in the image */
-    int top;     /* the frame's top below it: the title and the legend above */
+    int y0; /* the chart's top in the image */
+    int top; /* the frame's top below it: the title and the legend above */
 } Frame;
 
 static double px(const Frame *fr, double x) {

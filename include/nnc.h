@@ -40,8 +40,8 @@ typedef struct {
     int use_cache;          /* reuse compiled code from the kernel cache */
     const char *cc;         /* C compiler, default $CC or cc */
     int precision;          /* 0: the train section's; 1 f32, 2 bf16, 3 f16 (as --precision) */
-    int epochs;             /* > 0: replaces the train section's epochs (as --epochs) */
-    int has_lr;             /* 1: `lr` replaces the optimizer's learning rate (as --lr) */
+    int epochs; /* > 0: replaces the train section's epochs (as --epochs) */
+    int has_lr; /* 1: `lr` replaces the optimizer's learning rate (as --lr) */
     double lr;
     int has_seed; /* 1: `seed` replaces the train section's (as --seed) */
     unsigned long long seed;
@@ -70,13 +70,13 @@ const char *nnc_version(void);
  * (nnc_compile's initialisation, or what the caller did since: train steps, loaded parameters),
  * where the CLI starts from its seed or --load. */
 typedef struct {
-    int epochs;              /* > 0: this many epochs (as --epochs); 0: the train section's */
-    int quiet;               /* no epoch lines (as --quiet) */
-    int progress;            /* -1: the progress line when stderr is a terminal (the CLI's); 0 never; 1 always */
-    long log_every;          /* > 0: as --log-every N */
-    const char *metrics;     /* as --metrics FILE, or NULL */
+    int epochs; /* > 0: this many epochs (as --epochs); 0: the train section's */
+    int quiet; /* no epoch lines (as --quiet) */
+    int progress; /* -1: the progress line when stderr is a terminal (the CLI's); 0 never; 1 always */
+    long log_every; /* > 0: as --log-every N */
+    const char *metrics; /* as --metrics FILE, or NULL */
     const char *tensorboard; /* as --tensorboard DIR, or NULL */
-    const char *save;        /* as --save FILE (at the end; on SIGINT/SIGTERM too), or NULL */
+    const char *save; /* as --save FILE (at the end; on SIGINT/SIGTERM too), or NULL */
 } nnc_fit_options;
 
 nnc_fit_options nnc_default_fit_options(void);

@@ -94,9 +94,9 @@ typedef struct {
         int entries;
         uint64_t bytes; /* every file of the entries, checksums included */
     } kind[CACHE_KINDS];
-    int others;         /* files that are not nnc's entries: left alone */
-    int temporaries;    /* files a running nnc is writing */
-    bool missing;       /* the directory does not exist: nothing cached yet */
+    int others; /* files that are not nnc's entries: left alone */
+    int temporaries; /* files a running nnc is writing */
+    bool missing; /* the directory does not exist: nothing cached yet */
     const char *unsafe; /* why nnc does not use the directory (then it is never cleared) */
     char why[160];
     uint64_t code_max, data_max; /* the limits: NNC_CACHE_MAX, NNC_DATA_CACHE_MAX */

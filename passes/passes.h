@@ -108,7 +108,7 @@ typedef struct {
     /* device d's parameters are [param_lo[d], param_hi[d]) of the block, its state likewise */
     int64_t param_lo[NNC_MAX_DEVICES], param_hi[NNC_MAX_DEVICES], state_lo[NNC_MAX_DEVICES], state_hi[NNC_MAX_DEVICES];
     Entry entry[ENTRY_COUNT];
-    bool dumped;              /* --dump-after printed its pass */
+    bool dumped; /* --dump-after printed its pass */
     const char *dump_skipped; /* ... or why that pass did not run (nothing to print) */
 } Program;
 

@@ -25,8 +25,8 @@ struct TbWriter {
     char *path;
     int64_t step;
     Bytes summary; /* the Summary message of the event being built */
-    Bytes event;   /* the Event around it */
-    int err;       /* errno of the first failed write, or 0 */
+    Bytes event; /* the Event around it */
+    int err; /* errno of the first failed write, or 0 */
 };
 
 /* ---- CRC-32C: the reflected polynomial 0x82F63B78, a byte at a time from a table ---- */

@@ -66,12 +66,12 @@ typedef struct {
     double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
     long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
     Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
-    bool bar_shown;             /* the progress line is on the terminal (progress_clear erases it) */
-    int bar_width;              /* its bar's characters: 30, or fewer on a narrow terminal */
-    TbWriter *tb;               /* --tensorboard's event file, or NULL */
-    bool tb_failed;             /* a write failed: the events stopped there, training went on */
-    int64_t tb_lost;            /* the step at which they did */
-    double tb_flushed, t_step;  /* when the events last went out; when the last step ended */
+    bool bar_shown; /* the progress line is on the terminal (progress_clear erases it) */
+    int bar_width; /* its bar's characters: 30, or fewer on a narrow terminal */
+    TbWriter *tb; /* --tensorboard's event file, or NULL */
+    bool tb_failed; /* a write failed: the events stopped there, training went on */
+    int64_t tb_lost; /* the step at which they did */
+    double tb_flushed, t_step; /* when the events last went out; when the last step ended */
 } Run;
 
 static int state_index(const nnc_model_abi *a, const char *name) {

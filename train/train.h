@@ -24,10 +24,10 @@ typedef struct {
     bool shuffle;
     bool quiet;
     bool progress;              /* a live progress bar (stderr is a terminal) */
-    long log_every;             /* > 0: a plain progress line every N steps, and only the epoch lines of
+    long log_every; /* > 0: a plain progress line every N steps, and only the epoch lines of
                                    epochs in which such a step fell (and the last) */
     const char *metrics_path;   /* JSON lines */
-    const char *tensorboard;    /* a directory for TensorBoard event files (tensorboard.h), or NULL */
+    const char *tensorboard; /* a directory for TensorBoard event files (tensorboard.h), or NULL */
     const char *save_path;
     const char *load_path;
     bool eval_only;
@@ -46,8 +46,8 @@ typedef struct {
     Comm *comm;
     int64_t global_batch;
     bool no_write;              /* never write --save (another process does) */
-    bool keep_params;           /* train the model as it stands: no initialisation from the seed (the library) */
-    struct TrainPos *end;       /* if set: where training stood at the end (the library's next save) */
+    bool keep_params; /* train the model as it stands: no initialisation from the seed (the library) */
+    struct TrainPos *end; /* if set: where training stood at the end (the library's next save) */
 } TrainOpts;
 
 double train_now(void);
@@ -64,7 +64,7 @@ typedef struct TrainPos {
                                    a run resumed with another --batch continues at the same place */
     unsigned long long seed;
     bool has_loss_sum; /* loss_sum is known (older checkpoints did not keep it) */
-    double loss_sum;   /* the epoch's sum of loss * rows so far: its mean loss, resumed */
+    double loss_sum; /* the epoch's sum of loss * rows so far: its mean loss, resumed */
 } TrainPos;
 
 /* The run's hyperparameters as a checkpoint records them: metadata "nnc_<key>" = value, as the

@@ -167,10 +167,10 @@ static void test_entry_kinds(void) {
         {"0123456789abcdef-mlp.cubin.cu.sum", "0123456789abcdef-mlp.cubin", CACHE_CUBIN},
         {"0123456789abcdef-fedcba9876543210-data.idx", "0123456789abcdef-fedcba9876543210-data.idx", CACHE_DATA},
         {"0123456789abcdef-data.idx.sum", "0123456789abcdef-data.idx", CACHE_DATA}, /* before SOURCE- */
-        {"0123456789abcdeg-mlp.so", "", CACHE_NOT_OURS},                            /* not a hash */
-        {"0123456789ABCDEF-mlp.so", "", CACHE_NOT_OURS},                            /* nnc writes lower-case hex */
-        {"0123456789abcdef-.so", "", CACHE_NOT_OURS},                               /* no model name */
-        {"0123456789abcdef-my model.so", "", CACHE_NOT_OURS},                       /* not a C name */
+        {"0123456789abcdeg-mlp.so", "", CACHE_NOT_OURS}, /* not a hash */
+        {"0123456789ABCDEF-mlp.so", "", CACHE_NOT_OURS}, /* nnc writes lower-case hex */
+        {"0123456789abcdef-.so", "", CACHE_NOT_OURS}, /* no model name */
+        {"0123456789abcdef-my model.so", "", CACHE_NOT_OURS}, /* not a C name */
         {"0123456789abcdef-mlp.so.bak", "", CACHE_NOT_OURS},
         {"0123456789abcdef-mlp.so.cu", "", CACHE_NOT_OURS}, /* only a cubin has a source */
         {"notes.txt", "", CACHE_NOT_OURS},
