@@ -1,0 +1,146 @@
+/* elab_impl.h - what the elaborator's files share; nothing outside frontend/ includes it.
+ *
+ *   elab.c         values, scopes, expressions, calls, declarations, statements; nn_load_model
+ *   elab_args.c    how a builtin reads its arguments (binding, numbers, axes, range checks)
+ *   elab_ops.c     the op readers (ops.def's surfaces and the compositions) and call_builtin
+ *   elab_nn.c      torch.nn's layers (convolution, pooling, normalization, ...) and initializers
+ *   elab_train.c   the train section
+ *
+ * The sections below are named after the file that defines them. */
+#ifndef NNC_ELAB_IMPL_H
+#define NNC_ELAB_IMPL_H
+#include "ast.h"
+#include "frontend.h"
+
+typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED, V_SCALER,
+               V_DTYPE } VKind;
+
+typedef struct Env Env;
+typedef struct Inst {
+    Stmt *def;
+    const char *scope;           /* "fc1", "enc.fc1" */
+    Env *env;
+    Stmt *forward;
+    int first, end;              /* the nodes its instantiation made (its parameters) */
+    bool placed;                 /* .to(device) / to(inst, device): parameters and forward there */
+    Device dev;
+} Inst;
+
+typedef struct Value {
+    VKind k;
+    double num;
+    const char *str;
+    int node;
+    Stmt *block;
+    Inst *inst;
+    DataSource *src;
+    OptConfig *opt;
+    SchedConfig *sched;
+    ScalerConfig *scaler;
+    struct Value *items;         /* V_TUPLE: (0, 2) or [0, 2] */
+    int nitems;
+} Value;
+
+typedef struct Binding {
+    const char *name;
+    Value v;
+    SrcLoc loc;
+    struct Binding *next;
+    struct Binding *hnext;       /* the next binding in the same hash bucket */
+} Binding;
+
+/* A scope: its bindings newest first (shadowing: the newest wins), plus a hash index once it
+ * holds more than a few, so that a model of N statements elaborates in O(N), not O(N^2). */
+struct Env {
+    Binding *head;
+    Env *parent;
+    Binding **bucket;            /* NULL while small */
+    int nbucket, count;
+};
+
+typedef struct {
+    Arena *a;
+    Diag *d;
+    Graph *g;
+    Model *m;
+    Env *globals;
+    int in_train;                /* data sources and optimizers may be called */
+    int depth;                   /* recursion guard for blocks that call themselves */
+    bool saw_minimize;           /* a 'minimize' was written, even if it failed its checks */
+    int eval_depth;              /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
+    long steps;                  /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
+    bool over_budget;            /* a bound was hit and reported: elaboration winds down */
+    bool data_error;             /* a data source failed (reported): no "input has no data" */
+} Elab;
+typedef struct {
+    Value v[8];
+    SrcLoc loc[8];
+    const char *kw[8];
+    int n;
+} Args;
+
+static const Value verror = {.k = V_ERROR};
+
+static inline Value vnum(double x) { return (Value){.k = V_NUM, .num = x}; }
+static inline Value vtensor(int node) { return (Value){.k = V_TENSOR, .node = node}; }
+
+/* ---- elab.c ---- */
+Value eval(Elab *E, Env *env, Expr *e);
+Value vfolded(Elab *E, double x, SrcLoc loc, const char *what);
+void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc);
+Binding *env_find(Env *env, const char *name);
+const char *kind_name(VKind k);
+const char *closest(const char *name, const char *cand, const char *best, int *best_d);
+const char *suggest_env(const char *name, Env *env, const char *best, int *best_d);
+const char *suggest_list(const char *name, const char *const *list, size_t n, const char *best, int *best_d);
+const char *did_you_mean(Elab *E, const char *best);
+const char *tstr(Elab *E, int node);
+int as_tensor(Elab *E, Value v, SrcLoc loc);
+bool is_float_dtype(DType t);
+bool need_f32(Elab *E, int node, const char *what, SrcLoc loc);
+Value matmul(Elab *E, Value a, Value b, SrcLoc loc);
+Value powc(Elab *E, Value a, Value b, SrcLoc loc);
+bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out);
+int owned_output(Elab *E, int x, SrcLoc loc);
+
+/* ---- elab_args.c ---- */
+bool eval_args(Elab *E, Env *env, Arg *args, Args *out, SrcLoc loc);
+bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx, int required,
+               SrcLoc loc);
+double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok);
+SrcLoc arg_loc(Args *a, int i, SrcLoc call);
+bool check_range(Elab *E, const char *fn, const char *name, double x, double lo, bool lo_open, double hi, bool hi_open,
+                 SrcLoc loc);
+bool check_count(Elab *E, const char *fn, const char *name, double x, double hi, SrcLoc loc);
+bool check_finite(Elab *E, const char *fn, const char *name, double x, SrcLoc loc);
+int tensor_arg(Elab *E, Args *a, int i);
+int64_t axis_bit(Elab *E, Value v, SrcLoc loc, int rank, bool *ok);
+int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok);
+
+/* ---- elab_ops.c ---- */
+int reduce_node(Elab *E, Op op, int x, int64_t mask, bool keep, SrcLoc loc);
+int reshape_node(Elab *E, int x, Shape s, SrcLoc loc);
+Value transpose(Elab *E, Args *a, SrcLoc loc);
+Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc);
+Value to_device(Elab *E, Args *a, SrcLoc loc);
+Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
+
+/* ---- elab_nn.c ---- */
+Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
+Value read_pool2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
+Value read_embedding(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
+Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc);
+bool eval_init(Elab *E, Env *env, Node *p, Expr *e);
+
+/* ---- elab_train.c ---- */
+Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc);
+Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc);
+Value schedule(Elab *E, SchedKind k, const char *fn, Args *a, SrcLoc loc);
+Value scaler(Elab *E, const char *fn, Args *a, SrcLoc loc);
+void read_train(Elab *E, Stmt *prog);
+void check_train(Elab *E);
+void check_params_used(Elab *E);
+#endif

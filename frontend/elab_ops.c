@@ -1,0 +1,611 @@
+/* elab_ops.c - the op readers: the builtins that ops.def gives a surface (read by their kind, or
+ * by a reader of their own), the compositions of ops (min, logsumexp, flatten, concat, slice,
+ * ...), and call_builtin, which finds a builtin by name. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elab_impl.h"
+
+/* ---- reductions, unary and row-wise ops, losses, views, placement -------------------------- */
+
+static bool reduce_args(Elab *E, const char *fn, Args *a, SrcLoc loc, int *x, int64_t *mask, bool *keep) {
+    static const char *names[] = {"x", "axis", "keepdim"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return false;
+    *x = tensor_arg(E, a, ix[0]);
+    if (*x < 0 || !need_f32(E, *x, fn, loc)) return false;
+    *mask = axes_arg(E, a, ix[1], E->g->nodes[*x].shape.rank, &ok);
+    *keep = num_arg(E, a, ix[2], 0, &ok) != 0;
+    return ok;
+}
+
+int reduce_node(Elab *E, Op op, int x, int64_t mask, bool keep, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape, r = {0};
+    for (int i = 0; i < s.rank; i++) {
+        if (!(mask >> i & 1)) r.d[r.rank++] = s.d[i];
+        else if (keep) r.d[r.rank++] = 1;
+    }
+    int in[1] = {x};
+    int n = graph_add(E->g, op, 1, in, r, DT_F32, loc);
+    E->g->nodes[n].attr.axes.mask = (uint32_t)mask;
+    E->g->nodes[n].attr.axes.keepdim = keep;
+    return n;
+}
+
+static Value reduce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    int x;
+    int64_t mask;
+    bool keep;
+    if (!reduce_args(E, fn, a, loc, &x, &mask, &keep)) return verror;
+    return vtensor(reduce_node(E, op, x, mask, keep, loc));
+}
+
+/* min(x, axis, keepdim) = -max(-x): the same NaN rule and tie-sharing gradient as max. */
+static Value read_min(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int x;
+    int64_t mask;
+    bool keep;
+    if (!reduce_args(E, fn, a, loc, &x, &mask, &keep)) return verror;
+    int m = reduce_node(E, OP_MAX, graph_add1(E->g, OP_NEG, x, loc), mask, keep, loc);
+    return vtensor(graph_add1(E->g, OP_NEG, m, loc));
+}
+
+/* logsumexp(x, axis, keepdim) = m + log(sum(exp(x - m))), m the max (no gradient flows through
+ * it: the result's gradient is softmax), 0 where it is infinite, as torch.logsumexp: large
+ * values do not overflow, and a row of -inf gives -inf. */
+static Value read_logsumexp(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int x;
+    int64_t mask;
+    bool keep;
+    if (!reduce_args(E, fn, a, loc, &x, &mask, &keep)) return verror;
+    int m = reduce_node(E, OP_MAX, x, mask, true, loc);
+    m = graph_add1(E->g, OP_FINITE_OR_ZERO, graph_add1(E->g, OP_DETACH, m, loc), loc);
+    int s = reduce_node(E, OP_SUM, graph_add1(E->g, OP_EXP, graph_add2(E->g, OP_SUB, x, m, loc), loc), mask, keep, loc);
+    if (!keep) {
+        int in[1] = {m};
+        m = graph_add(E->g, OP_RESHAPE, 1, in, E->g->nodes[s].shape, DT_F32, loc);
+    }
+    return vtensor(graph_add2(E->g, OP_ADD, graph_add1(E->g, OP_LOG, s, loc), m, loc));
+}
+
+static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    if (a->n != 1 || a->kw[0]) {
+        diag_error(E->d, loc, "%s() takes one tensor argument", fn);
+        return verror;
+    }
+    if (a->v[0].k == V_NUM) {  /* constant folding for shapes and initializer bounds */
+        double x = a->v[0].num;
+        static const struct { Op op; double (*fn)(double); } fold[] = {
+            {OP_SQRT, sqrt}, {OP_EXP, exp}, {OP_LOG, log}, {OP_TANH, tanh}};
+        for (size_t i = 0; i < NNC_COUNTOF(fold); i++)
+            if (fold[i].op == op) return vfolded(E, fold[i].fn(x), loc, arena_printf(E->a, "%s(%g)", fn, x));
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    return vtensor(graph_add1(E->g, op, x, loc));
+}
+
+static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "axis"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    /* no axis: the last one, as the op is defined (not axes_arg's "all axes") */
+    int64_t mask = ix[1] < 0 ? (s.rank ? (int64_t)1 << (s.rank - 1) : 0) : axes_arg(E, a, ix[1], s.rank, &ok);
+    if (!ok) return verror;
+    if (s.rank == 0 || mask != (int64_t)1 << (s.rank - 1)) {
+        diag_error(E->d, loc, "%s() works over the last axis only (of %s)", fn, tstr(E, x));
+        return verror;
+    }
+    return vtensor(graph_add1(E->g, op, x, loc));
+}
+
+/* logits [N, C] f32 and labels [N] i32; shared by cross_entropy and accuracy. */
+static bool check_logits_labels(Elab *E, const char *fn, int lg, int lb, SrcLoc loc) {
+    Node *L = &E->g->nodes[lg], *Y = &E->g->nodes[lb];
+    if (!is_float_dtype(L->dtype) || L->shape.rank != 2) {
+        diag_error(E->d, loc, "%s() expects logits f32[N,C], got %s", fn, tstr(E, lg));
+        return false;
+    }
+    if (Y->dtype != DT_I32 || Y->shape.rank != 1) {
+        diag_error(E->d, loc, "%s() expects class labels i32[N], got %s", fn, tstr(E, lb));
+        return false;
+    }
+    if (Y->shape.d[0] != L->shape.d[0]) {
+        diag_error(E->d, loc, "%s(): logits %s and labels %s disagree on N", fn, tstr(E, lg), tstr(E, lb));
+        return false;
+    }
+    return true;
+}
+
+static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"logits", "labels"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int lg = tensor_arg(E, a, ix[0]), lb = tensor_arg(E, a, ix[1]);
+    if (lg < 0 || lb < 0 || !check_logits_labels(E, fn, lg, lb, loc)) return verror;
+    int in[2] = {lg, lb};
+    return vtensor(graph_add(E->g, op, 2, in, shape_scalar(), DT_F32, loc));
+}
+
+/* mse_loss(a, b) = mean((a - b)^2) over every element, as torch.nn.functional.mse_loss. */
+static Value loss_mse(Elab *E, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target"};
+    int ix[2];
+    if (!bind_args(E, "mse_loss", a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), y = tensor_arg(E, a, ix[1]);
+    if (x < 0 || y < 0 || !need_f32(E, x, "mse_loss", loc) || !need_f32(E, y, "mse_loss", loc)) return verror;
+    if (!shape_eq(E->g->nodes[x].shape, E->g->nodes[y].shape)) {
+        diag_error(E->d, loc, "mse_loss(): input %s and target %s must have the same shape", tstr(E, x), tstr(E, y));
+        return verror;
+    }
+    int d = graph_add2(E->g, OP_SUB, x, y, loc);
+    int sq = graph_add1(E->g, OP_POWC, d, loc);
+    E->g->nodes[sq].attr.scalars.p[0] = 2;
+    int in[1] = {sq};
+    int m = graph_add(E->g, OP_MEAN, 1, in, shape_scalar(), DT_F32, loc);
+    E->g->nodes[m].attr.axes.mask = (1u << E->g->nodes[sq].shape.rank) - 1;
+    return vtensor(m);
+}
+
+Value transpose(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n != 1) {
+        diag_error(E->d, loc, "transpose() takes one tensor argument");
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (s.rank < 2) {
+        diag_error(E->d, loc, "transpose() swaps the last two axes: it needs a tensor of 2 or more dimensions, got %s",
+                   tstr(E, x));
+        return verror;
+    }
+    /* transpose(transpose(a)) is a: no chains of views for the passes to walk */
+    if (E->g->nodes[x].op == OP_TRANSPOSE) return vtensor(E->g->nodes[x].in[0]);
+    int64_t t = s.d[s.rank - 1];
+    s.d[s.rank - 1] = s.d[s.rank - 2];
+    s.d[s.rank - 2] = t;
+    int in[1] = {x};
+    return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, s, E->g->nodes[x].dtype, loc));
+}
+
+/* A view of x with shape s; chains of reshapes read the original. */
+int reshape_node(Elab *E, int x, Shape s, SrcLoc loc) {
+    /* reshape of a reshape reads the original: chains stay one long, so the passes that follow
+     * a reshape to its storage (recursively) never meet a long chain */
+    while (E->g->nodes[x].op == OP_RESHAPE) x = E->g->nodes[x].in[0];
+    int in[1] = {x};
+    return graph_add(E->g, OP_RESHAPE, 1, in, s, E->g->nodes[x].dtype, loc);
+}
+
+/* The new dimensions of reshape/view: numbers, the batch symbol, at most one -1 (inferred from
+ * the element count, as torch.reshape), one by one or as one tuple. */
+static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s) {
+    Value *v = a->v + 1;
+    int n = a->n - 1, infer = -1;
+    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
+    if (n > IR_MAX_RANK) {
+        diag_error(E->d, loc, "reshape(): at most %d dimensions", IR_MAX_RANK);
+        return false;
+    }
+    *s = (Shape){0};
+    for (int i = 0; i < n; i++) {
+        SrcLoc at = a->loc[i + 1 < a->n ? i + 1 : a->n - 1];
+        if (v[i].k == V_NUM && v[i].num == -1 && infer < 0) {
+            infer = s->rank;
+            s->d[s->rank++] = 1;
+        } else if (!eval_dim(E, v[i], at, true, &s->d[s->rank++]))
+            return false;
+    }
+    Shape from = E->g->nodes[x].shape;
+    int64_t have = shape_numel(from, 1), known = shape_numel(*s, 1);
+    if (infer >= 0 && known > 0 && have % known == 0) s->d[infer] = have / known;
+    return true;
+}
+
+static Value reshape(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n < 2) {
+        diag_error(E->d, loc, "reshape() takes a tensor and its new dimensions");
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0);
+    Shape s;
+    if (x < 0 || !reshape_dims(E, a, x, loc, &s)) return verror;
+    Shape from = E->g->nodes[x].shape;
+    bool fb = shape_batch_axis(from) >= 0, tb = shape_batch_axis(s) >= 0;
+    if (fb != tb || shape_numel(from, 1) != shape_numel(s, 1)) {
+        diag_error(E->d, loc, "cannot reshape %s to %s", tstr(E, x),
+                   shape_str(s, E->g->nodes[x].dtype, E->g->batch_name, (char[96]){0}, 96));
+        return verror;
+    }
+    return vtensor(reshape_node(E, x, s, loc));
+}
+
+static Value read_view(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    (void)fn;
+    return reshape(E, a, loc);
+}
+
+/* flatten(x, start_dim = 0, end_dim = -1), as torch.flatten: the axes start..end become one.
+ * The batch axis cannot merge with others (its size is only known when the step runs). */
+static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "start_dim", "end_dim"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t lo = ix[1] < 0 ? 1 : axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
+    int64_t hi = ix[2] < 0 ? (int64_t)1 << (s.rank ? s.rank - 1 : 0) : axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok);
+    if (!ok || s.rank == 0) return ok ? vtensor(x) : verror;
+    int from = __builtin_ctzll((unsigned long long)lo), to = __builtin_ctzll((unsigned long long)hi);
+    if (from > to) {
+        diag_error(E->d, loc, "%s(): start_dim (axis %d) comes after end_dim (axis %d)", fn, from, to);
+        return verror;
+    }
+    Shape r = {0};
+    for (int i = 0; i < s.rank; i++) {
+        if (i <= from || i > to) r.d[r.rank++] = s.d[i];
+        else if (s.d[i] == DIM_BATCH || r.d[r.rank - 1] == DIM_BATCH) {
+            diag_error(E->d, loc, "%s(): cannot merge the batch axis of %s with others (start at the axis after it: "
+                       "flatten(x, 1))", fn, tstr(E, x));
+            return verror;
+        } else
+            r.d[r.rank - 1] *= s.d[i];
+    }
+    return vtensor(reshape_node(E, x, r, loc));
+}
+
+/* to(x, cuda | cpu) places x, as x.to(device); to(x, bf16 | f16 | f32) converts it, as
+ * x.to(dtype) (rounding to nearest even; the ops after it follow torch's type promotion). */
+Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc) {
+    if (dev.k != V_DEVICE) {
+        diag_error(E->d, loc, "a block instance moves to a device (to(%s, cuda(1))); its parameters stay f32 (for "
+                   "half precision: precision = bf16 in the train section)", inst->scope);
+        return verror;
+    }
+    inst->placed = true;
+    inst->dev = (Device)dev.num;
+    for (int k = inst->first; k < inst->end; k++)   /* its parameters, an inner instance's too */
+        if (E->g->nodes[k].op == OP_PARAM) {
+            E->g->nodes[k].dev = inst->dev;
+            E->g->nodes[k].dev_fixed = true;
+        }
+    return (Value){.k = V_INST, .inst = inst};
+}
+
+Value to_device(Elab *E, Args *a, SrcLoc loc) {
+    if (a->n == 2 && a->v[0].k == V_INST) return place_instance(E, a->v[0].inst, a->v[1], loc);
+    if (a->n != 2 || (a->v[1].k != V_DEVICE && a->v[1].k != V_DTYPE)) {
+        diag_error(E->d, loc, "to() takes a tensor and a device or a dtype: to(x, cuda), to(x, bf16)");
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return verror;
+    if (a->v[1].k == V_DTYPE) {
+        DType t = (DType)a->v[1].num;
+        if (!need_f32(E, x, "to()", loc)) return verror;
+        if (E->g->nodes[x].dtype == t) return vtensor(x);
+        return vtensor(graph_add(E->g, OP_CAST, 1, &x, E->g->nodes[x].shape, t, loc));
+    }
+    int n = graph_add1(E->g, OP_COPY, x, loc);
+    E->g->nodes[n].dev = (Device)a->v[1].num;
+    E->g->nodes[n].dev_fixed = true;
+    E->g->nodes[n].user_copy = true;
+    return vtensor(n);
+}
+
+/* ---- joining and cutting ------------------------------------------------------------------ */
+
+/* concat((a, b, ...), axis = 0), also cat(...), as torch.cat: the same shape but along axis;
+ * not along the batch axis (its length is only known when the step runs). */
+static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"tensors", "axis"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    Value t = a->v[ix[0]];
+    if (t.k != V_TUPLE || t.nitems < 1) {
+        diag_error(E->d, a->loc[ix[0]], "%s() takes a tuple of tensors: %s((a, b), axis = 1)", fn, fn);
+        return verror;
+    }
+    int x[64], n = t.nitems < 64 ? t.nitems : 64;
+    for (int k = 0; k < n; k++)
+        if ((x[k] = as_tensor(E, t.items[k], a->loc[ix[0]])) < 0 || !need_f32(E, x[k], fn, loc)) return verror;
+    Shape s0 = E->g->nodes[x[0]].shape;
+    if (s0.rank == 0) {
+        diag_error(E->d, loc, "%s(): cannot join scalars", fn);
+        return verror;
+    }
+    int64_t bit = ix[1] < 0 ? 1 : axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s0.rank, &ok);
+    if (!ok) return verror;
+    int ax = __builtin_ctzll((unsigned long long)bit);
+    if (s0.d[ax] == DIM_BATCH) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): cannot join along the batch axis of %s", fn, tstr(E, x[0]));
+        return verror;
+    }
+    for (int k = 1; k < n; k++) {
+        Shape s = E->g->nodes[x[k]].shape;
+        bool same = s.rank == s0.rank && s.d[ax] != DIM_BATCH;
+        for (int d = 0; same && d < s.rank; d++) same = d == ax || s.d[d] == s0.d[d];
+        if (!same) {
+            diag_error(E->d, loc, "%s(): %s and %s differ outside axis %d", fn, tstr(E, x[0]), tstr(E, x[k]), ax);
+            return verror;
+        }
+    }
+    int acc = x[0];
+    for (int k = 1; k < n;) {   /* four at a time, the first being what is joined so far */
+        int in[NNC_MAX_IN] = {acc}, m = 1;
+        Shape s = E->g->nodes[acc].shape;
+        while (m < NNC_MAX_IN && k < n) {
+            s.d[ax] += E->g->nodes[x[k]].shape.d[ax];
+            in[m++] = x[k++];
+        }
+        acc = graph_add(E->g, OP_CONCAT, m, in, s, DT_F32, loc);
+        E->g->nodes[acc].attr.slice.axis = ax;
+    }
+    return vtensor(acc);
+}
+
+static int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape;
+    if (start == 0 && step == 1 && len == s.d[ax]) return x;
+    s.d[ax] = len;
+    int y = graph_add(E->g, OP_SLICE, 1, &x, s, DT_F32, loc);
+    E->g->nodes[y].attr.slice.axis = ax;
+    E->g->nodes[y].attr.slice.start = start;
+    E->g->nodes[y].attr.slice.step = step;
+    return y;
+}
+
+/* narrow(x, axis, start, length) as torch.narrow, and slice(x, axis, start, stop, step = 1)
+ * as x[..., start:stop:step] (negative start/stop count from the end, as in Python). */
+static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    bool narrow = !strcmp(fn, "narrow");
+    static const char *sn[] = {"x", "axis", "start", "stop", "step"};
+    static const char *nn[] = {"x", "axis", "start", "length"};
+    int ix[5];
+    bool ok = true;
+    if (!bind_args(E, fn, a, narrow ? nn : sn, narrow ? 4 : 5, ix, narrow ? 4 : 3, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t bit = axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
+    if (!ok) return verror;
+    int ax = __builtin_ctzll((unsigned long long)bit);
+    if (s.d[ax] == DIM_BATCH) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): cannot cut the batch axis of %s", fn, tstr(E, x));
+        return verror;
+    }
+    double L = (double)s.d[ax];
+    double start = num_arg(E, a, ix[2], 0, &ok);
+    double stop = narrow ? start + num_arg(E, a, ix[3], 0, &ok) : num_arg(E, a, ix[3], L, &ok);
+    double step = narrow ? 1 : num_arg(E, a, ix[4], 1, &ok);
+    if (!ok) return verror;
+    if (start != floor(start) || stop != floor(stop) || step != floor(step) || step < 1 || fabs(start) > 1e15 ||
+        fabs(stop) > 1e15) {
+        diag_error(E->d, loc, "%s(): start, %s and step are integers, step at least 1", fn, narrow ? "length" : "stop");
+        return verror;
+    }
+    if (!narrow) {   /* Python's rules: negatives from the end, then clipped to [0, L] */
+        if (start < 0) start += L;
+        if (stop < 0) stop += L;
+        start = start < 0 ? 0 : start > L ? L : start;
+        stop = stop < 0 ? 0 : stop > L ? L : stop;
+    } else if (start < 0 || stop > L || stop < start) {
+        diag_error(E->d, loc, "%s(): [%g, %g) is outside axis %d of %s (length %g)", fn, start, stop, ax, tstr(E, x), L);
+        return verror;
+    }
+    int64_t len = stop > start ? (int64_t)((stop - start + step - 1) / step) : 0;
+    if (len < 1) {
+        diag_error(E->d, loc, "%s(): the slice of axis %d of %s is empty", fn, ax, tstr(E, x));
+        return verror;
+    }
+    return vtensor(slice_node(E, x, ax, (int64_t)start, len, (int64_t)step, loc));
+}
+
+/* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
+static const char *const train_fn_names[] = {"idx",   "npy",     "csv",            "randn",     "rand",
+                                             "sgd",   "adam",    "adamw",          "step_lr",   "exponential_lr",
+                                             "cosine_lr", "linear_lr", "dynamic"};
+
+/* ---- builtins from ops.def ------------------------------------------------------------------ */
+
+/* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
+typedef struct {
+    char name[8][32];
+    const char *names[8];
+    double dflt[8];
+    bool has_dflt[8];
+    int n;
+} Surface;
+
+static void surface_parse(const char *surface, Surface *sf) {
+    sf->n = 0;
+    const char *p = strchr(surface, '(') + 1;
+    while (*p && *p != ')' && sf->n < 8) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, " =,)");
+        snprintf(sf->name[sf->n], sizeof sf->name[0], "%.*s", (int)len, p);
+        sf->names[sf->n] = sf->name[sf->n];
+        p += len;
+        while (*p == ' ') p++;
+        sf->has_dflt[sf->n] = *p == '=';
+        sf->dflt[sf->n] = *p == '=' ? strtod(p + 1, (char **)&p) : 0;
+        sf->n++;
+    }
+}
+
+/* The op whose surface name is fn, or -1. */
+static int surface_op(const char *fn) {
+    size_t len = strlen(fn);
+    for (int op = 0; op < OP_COUNT; op++) {
+        const char *sf = op_info[op].surface;
+        if (sf && strcspn(sf, "(") == len && !strncmp(sf, fn, len)) return op;
+    }
+    return -1;
+}
+
+/* An elementwise op with numeric arguments (leaky_relu(x, negative_slope = 0.01)): the tensors
+ * first, then the numbers, read into attr.scalars.p by position. */
+static Value ew_call(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    const OpInfo *oi = &op_info[op];
+    Surface sf;
+    surface_parse(oi->surface, &sf);
+    if (oi->arity == 1 && sf.n == 1) return unary(E, op, fn, a, loc);
+    int ix[8], required = oi->arity;
+    while (required < sf.n && !sf.has_dflt[required]) required++;
+    if (!bind_args(E, fn, a, sf.names, sf.n, ix, required, loc)) return verror;
+    int x[2] = {-1, -1};
+    for (int k = 0; k < oi->arity; k++) {
+        x[k] = tensor_arg(E, a, ix[k]);
+        if (x[k] < 0 || !need_f32(E, x[k], fn, loc)) return verror;
+    }
+    bool ok = true;
+    double p[3] = {0, 0, 0};
+    for (int k = oi->arity; k < sf.n && k - oi->arity < 3; k++) {
+        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok);   /* defaults may be +-inf (clamp) */
+        ok = ok && (ix[k] < 0 || check_finite(E, fn, sf.names[k], p[k - oi->arity], a->loc[ix[k]]));
+    }
+    if (!ok) return verror;
+    int r = oi->arity == 1 ? graph_add1(E->g, op, x[0], loc) : graph_add2(E->g, op, x[0], x[1], loc);
+    if (r < 0) {
+        diag_error(E->d, loc, "%s(): shapes %s and %s do not broadcast", fn, tstr(E, x[0]), tstr(E, x[1]));
+        return verror;
+    }
+    memcpy(E->g->nodes[r].attr.scalars.p, p, sizeof p);
+    return vtensor(r);
+}
+
+/* Builtins whose reading is their own (the generic readers go by the op's kind). */
+typedef Value Reader(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
+static Value read_matmul(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op;
+    if (a->n != 2) {
+        diag_error(E->d, loc, "%s() takes two arguments", fn);
+        return verror;
+    }
+    return matmul(E, a->v[0], a->v[1], loc);
+}
+static Value read_pow(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op;
+    if (a->n != 2) {
+        diag_error(E->d, loc, "%s() takes two arguments", fn);
+        return verror;
+    }
+    return powc(E, a->v[0], a->v[1], loc);
+}
+static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return transpose(E, a, loc); }
+static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return reshape(E, a, loc); }
+static Value read_to(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return to_device(E, a, loc); }
+
+/* gelu(x, approximate = "none" | "tanh"), as torch.nn.functional.gelu */
+static Value read_gelu(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "approximate"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    const char *how = ix[1] >= 0 && a->v[ix[1]].k == V_STR ? a->v[ix[1]].str : ix[1] >= 0 ? "" : "none";
+    if (strcmp(how, "none") && strcmp(how, "tanh")) {
+        diag_error(E->d, a->loc[ix[1]], "gelu(): approximate is \"none\" or \"tanh\"");
+        return verror;
+    }
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    return vtensor(graph_add1(E->g, !strcmp(how, "tanh") ? OP_GELU_TANH : op, x, loc));
+}
+
+static Reader *custom_reader(Op op) {
+    static const struct { Op op; Reader *read; } custom[] = {
+        {OP_MATMUL, read_matmul}, {OP_POWC, read_pow}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
+        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to}, {OP_GELU, read_gelu},
+        {OP_CONV2D, read_conv2d}, {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},
+        {OP_EMBEDDING, read_embedding},
+    };
+    for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
+        if (custom[i].op == op) return custom[i].read;
+    return NULL;
+}
+
+/* An op from ops.def by its surface name: its own reader, or the reader of its kind. */
+static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    Reader *read = custom_reader(op);
+    if (read) return read(E, op, fn, a, loc);
+    switch (op_info[op].kind) {
+    case OK_EW: return ew_call(E, op, fn, a, loc);
+    case OK_REDUCE: return reduce(E, op, fn, a, loc);
+    case OK_ROW: return rowwise(E, op, fn, a, loc);
+    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_HELPER: case OK_COLLECTIVE: break;
+    }
+    diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);
+    return verror;
+}
+
+static Value read_mse(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    (void)fn;
+    return loss_mse(E, a, loc);
+}
+
+/* Builtins that are compositions of ops, not ops (the ops' own come from ops.def). */
+typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
+static const struct { const char *name; Composite *read; } composites[] = {
+    {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
+    {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
+    {"dropout", read_dropout}, {"batch_norm", read_batch_norm},
+    {"concat", read_concat}, {"cat", read_concat}, {"narrow", read_slice}, {"slice", read_slice},
+    {"view", read_view},
+};
+
+/* "did you mean": every op's surface name, then the compositions. */
+static const char *suggest_builtin(Elab *E, const char *fn, int *bd) {
+    const char *best = NULL;
+    for (int op = 0; op < OP_COUNT; op++) {
+        const char *sf = op_info[op].surface;
+        if (sf) best = closest(fn, arena_printf(E->a, "%.*s", (int)strcspn(sf, "("), sf), best, bd);
+    }
+    for (size_t i = 0; i < NNC_COUNTOF(composites); i++) best = closest(fn, composites[i].name, best, bd);
+    return best;
+}
+
+Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int op = surface_op(fn);
+    if (op >= 0) return call_op(E, (Op)op, fn, a, loc);
+    for (size_t i = 0; i < NNC_COUNTOF(composites); i++)
+        if (!strcmp(fn, composites[i].name)) return composites[i].read(E, fn, a, loc);
+    if (E->in_train) {
+        static const struct { const char *name; SourceKind k; } src[] = {
+            {"idx", SRC_IDX}, {"npy", SRC_NPY}, {"csv", SRC_CSV}, {"randn", SRC_RANDN}, {"rand", SRC_RAND}};
+        for (size_t i = 0; i < NNC_COUNTOF(src); i++)
+            if (!strcmp(fn, src[i].name)) return source(E, src[i].k, fn, a, loc);
+        if (!strcmp(fn, "sgd")) return optimizer(E, OPT_SGD, fn, a, loc);
+        if (!strcmp(fn, "adam")) return optimizer(E, OPT_ADAM, fn, a, loc);
+        if (!strcmp(fn, "adamw")) return optimizer(E, OPT_ADAMW, fn, a, loc);
+        static const struct { const char *name; SchedKind k; } sch[] = {
+            {"step_lr", SCHED_STEP}, {"exponential_lr", SCHED_EXPONENTIAL}, {"cosine_lr", SCHED_COSINE},
+            {"linear_lr", SCHED_LINEAR}};
+        for (size_t i = 0; i < NNC_COUNTOF(sch); i++)
+            if (!strcmp(fn, sch[i].name)) return schedule(E, sch[i].k, fn, a, loc);
+        if (!strcmp(fn, "dynamic")) return scaler(E, fn, a, loc);
+    }
+    if (!strcmp(fn, "cuda")) {   /* cuda(1): GPU 1, torch.device("cuda:1") */
+        if (a->n != 1 || a->v[0].k != V_NUM || a->v[0].num != floor(a->v[0].num) || a->v[0].num < 0 ||
+            a->v[0].num >= NNC_MAX_GPUS) {
+            diag_error(E->d, loc, "cuda(k) names GPU k, an integer from 0 to %d: cuda(1)", NNC_MAX_GPUS - 1);
+            return verror;
+        }
+        return (Value){.k = V_DEVICE, .num = DEV_GPU((int)a->v[0].num)};
+    }
+    int bd = 3;
+    const char *best = suggest_builtin(E, fn, &bd);
+    if (E->in_train) best = suggest_list(fn, train_fn_names, NNC_COUNTOF(train_fn_names), best, &bd);
+    diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));
+    return verror;
+}
+
