@@ -7,34 +7,6 @@
 #include "../frontend/frontend.h"
 #include "../io/cache.h"
 
-/* An explicit value replaces the train section's; the batch then bounds every call. */
-static bool apply_overrides(Model *m, const TrainOverrides *o, char *err, size_t n) {
-    TrainConfig *t = &m->train;
-    if (o->has_epochs) t->epochs = (int)o->epochs;
-    if (o->has_batch) t->batch = o->batch;
-    if (o->has_seed) t->seed = (uint64_t)o->seed;
-    if (o->has_lr) t->opt.lr = o->lr;
-    if (o->has_precision) t->precision = o->precision;
-    if (o->has_clip) {
-        t->clip_norm = o->clip_norm;
-        t->clip_value = 0;
-    }
-    if (o->has_momentum) {
-        if (t->opt.kind != OPT_SGD) {
-            snprintf(err, n, "--momentum: applies to sgd; this model uses adam");
-            return false;
-        }
-        if (t->opt.nesterov && o->momentum <= 0) {   /* torch.optim.SGD's rule */
-            snprintf(err, n, "--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g",
-                     o->momentum);
-            return false;
-        }
-        t->opt.momentum = o->momentum;
-    }
-    m->g->batch_max = (int)(t->present ? t->batch : (o->has_batch ? o->batch : 1));
-    return true;
-}
-
 /* A relative data path is read from the model file's folder, as a Makefile's include or a config
  * file's paths are, so a model runs from any directory.  Without a folder (a pipe) it stays
  * relative to the current directory. */
@@ -57,13 +29,12 @@ bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n) {
     const char *file = o->file ? o->file : "model.nn";
     c->diag = (Diag){.file = file, .src = o->source, .out = o->diag_out};
     c->m = nn_load_model(&c->arena, &c->diag, file, o->source, nn_model_c_name(&c->arena, file));
-    if (!c->m || !apply_overrides(c->m, &o->over, err, n)) return false;
+    int world = o->data_parallel && o->world > 1 ? o->world : 1;
+    if (!c->m || !resolve_train_config(c->m, &o->over, world, err, n)) return false;
     resolve_data_paths(c, o->data_dir);
     Device target = o->target ? (!strcmp(o->target, "cuda") ? DEV_CUDA : DEV_CPU) : c->m->train.device;
     if (o->target ? !strcmp(o->target, "auto") : c->m->train.device_auto)
         target = backend_auto(c->device_note, sizeof c->device_note);
-    if (o->data_parallel && o->world > 1 && c->m->train.present)   /* each process's share of a batch */
-        c->m->g->batch_max = (int)((c->m->train.batch + o->world - 1) / o->world);
     c->p = (Program){.m = c->m, .g = c->m->g, .diag = &c->diag};
     PipelineOpts po = {.target = target, .fuse = o->fuse, .strict_devices = o->strict_devices, .verify = true,
                        .data_parallel = o->data_parallel, .bucket_bytes = o->bucket_bytes,

@@ -13,16 +13,6 @@
 #define NNC_COMPILE_H
 #include "../codegen/codegen.h"
 
-/* Values that replace the train section's: an explicit value wins over the file's, 0 included. */
-typedef struct {
-    bool has_epochs, has_batch, has_seed, has_lr, has_momentum, has_precision, has_clip;
-    long epochs, batch;
-    unsigned long long seed;
-    double lr, momentum;
-    double clip_norm;   /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
-    Precision precision;
-} TrainOverrides;
-
 typedef struct {
     const char *file;           /* shown in diagnostics; names the model ("mlp.nn" -> mlp) */
     const char *source;         /* the whole model text (NUL-terminated) */

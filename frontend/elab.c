@@ -707,7 +707,6 @@ Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const
         check_train(&E);
     }
     if (!d->errors) check_params_used(&E);
-    if (E.m->train.present) E.g->batch_max = (int)E.m->train.batch;
     if (d->errors) {
         model_free(E.m);
         return NULL;

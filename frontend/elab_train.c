@@ -278,8 +278,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         return;
     }
     if (!strcmp(k, "loss_scale") && s->e->k == E_IDENT && !strcmp(s->e->str, "none")) {
-        t->scaler = (ScalerConfig){.on = false, .loc = s->e->loc};
-        t->scaler_set = true;
+        t->scaler = (ScalerConfig){.on = false, .written = true, .loc = s->e->loc};
         return;
     }
     if (!strcmp(k, "precision")) {   /* a dtype name, as torch.autocast(dtype=...) */
@@ -340,7 +339,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
             if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected dynamic(...) or none");
         } else {
             t->scaler = *v.scaler;
-            t->scaler_set = true;
+            t->scaler.written = true;
         }
     } else if (!strcmp(k, "clip_grad_norm") || !strcmp(k, "clip_grad_value")) {
         bool norm = !strcmp(k, "clip_grad_norm");
@@ -386,7 +385,6 @@ void read_train(Elab *E, Stmt *prog) {
         t->loc = s->loc;
         for (Stmt *x = s->body; x && !E->over_budget && !diag_stopped(E->d); x = x->next) train_setting(E, t, x);
     }
-    t->opt.lr_state = t->sched.kind != SCHED_NONE;
 }
 
 /* A parameter (or buffer) that nothing uses is a mistake.  One used only by an output or a metric is
@@ -423,3 +421,41 @@ void check_train(Elab *E) {
     }
 }
 
+
+/* ---- the final configuration -------------------------------------------------------------- */
+
+/* --momentum: SGD's momentum, with torch.optim.SGD's rule for Nesterov. */
+static bool override_momentum(TrainConfig *t, double momentum, char *err, size_t n) {
+    if (t->opt.kind != OPT_SGD) {
+        snprintf(err, n, "--momentum: applies to sgd; this model uses adam");
+        return false;
+    }
+    if (t->opt.nesterov && momentum <= 0) {
+        snprintf(err, n, "--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", momentum);
+        return false;
+    }
+    t->opt.momentum = momentum;
+    return true;
+}
+
+bool resolve_train_config(Model *m, const TrainOverrides *o, int world, char *err, size_t n) {
+    TrainConfig *t = &m->train;
+    if (o->has_epochs) t->epochs = (int)o->epochs;
+    if (o->has_batch) t->batch = o->batch;
+    if (o->has_seed) t->seed = (uint64_t)o->seed;
+    if (o->has_lr) t->opt.lr = o->lr;
+    if (o->has_precision) t->precision = o->precision;
+    if (o->has_clip) {
+        t->clip_norm = o->clip_norm;
+        t->clip_value = 0;
+    }
+    if (o->has_momentum && !override_momentum(t, o->momentum, err, n)) return false;
+    /* what follows from the settings, the overrides included */
+    if (!t->scaler.written)   /* GradScaler's defaults, on exactly with f16 */
+        t->scaler = (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536, .growth = 2, .backoff = 0.5,
+                                   .interval = 2000};
+    t->opt.lr_state = t->sched.kind != SCHED_NONE;
+    /* the compile-time batch bounds every call; under data parallelism each process's share */
+    m->g->batch_max = (int)(world > 1 && t->present ? (t->batch + world - 1) / world : t->batch);
+    return true;
+}

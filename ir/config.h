@@ -1,6 +1,8 @@
 /* config.h - a model as the front end hands it on: the Graph plus the train section as plain
- * data (data sources, optimizer, batch, epochs, seed).  The optimizer pass reads OptConfig;
- * the trainer reads the rest.  Nothing here depends on how it was parsed. */
+ * data (data sources, optimizer, batch, epochs, seed), each setting held once.  The front end
+ * fills it from the section and the command line's overrides (resolve_train_config, the one
+ * owner of its final values); the passes and the trainer only read it.  Nothing here depends
+ * on how it was parsed. */
 #ifndef NNC_CONFIG_H
 #define NNC_CONFIG_H
 #include "ir.h"
@@ -45,20 +47,18 @@ typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } OptKind;
  * default with precision = f16 (loss_scale = dynamic(...) or none in the train section). */
 typedef struct {
     bool on;
+    bool written;                /* loss_scale was written; else on exactly with f16 (resolve_train_config) */
     double init, growth, backoff;
     double interval;
     SrcLoc loc;
 } ScalerConfig;
 
+/* The optimizer as torch.optim's constructor takes it; passes/optimizer.c builds its update. */
 typedef struct {
     OptKind kind;
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
     bool nesterov;
-    ScalerConfig scaler;         /* set from the train section's (pipeline.c) */
-    int scale;                   /* the state "scaler.scale" the loss's gradient is seeded with, or -1 */
     bool lr_state;               /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
-    double clip_norm;            /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
-    double clip_value;           /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
     SrcLoc loc;
 } OptConfig;
 
@@ -96,11 +96,22 @@ typedef struct {
     OptConfig opt;
     SchedConfig sched;
     Precision precision;
-    ScalerConfig scaler;
-    bool scaler_set;             /* loss_scale was written (else: dynamic exactly with f16) */
-    double clip_norm, clip_value;   /* clip_grad_norm / clip_grad_value (0: none), copied into opt */
+    ScalerConfig scaler;         /* loss_scale */
+    double clip_norm;            /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
+    double clip_value;           /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
     SrcLoc loc;
 } TrainConfig;
+
+/* Values the command line puts in place of the train section's: an explicit value wins over
+ * the file's, 0 included (resolve_train_config). */
+typedef struct {
+    bool has_epochs, has_batch, has_seed, has_lr, has_momentum, has_precision, has_clip;
+    long epochs, batch;
+    unsigned long long seed;
+    double lr, momentum;
+    double clip_norm;            /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
+    Precision precision;
+} TrainOverrides;
 
 typedef struct {
     Graph *g;

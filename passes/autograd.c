@@ -408,8 +408,21 @@ static int own_grad(Ad *A, int p, int g) {
     return mk(A, OP_EXPAND, 1, &g, A->g->nodes[p].shape);
 }
 
-void pass_autograd(Graph *g) {
+/* GradScaler.scale(loss): with a loss scaler, backward starts from the state "scaler.scale"
+ * rather than 1 (pass_optimizer unscales the gradients and updates the scale). */
+static void seed_loss_scale(Graph *g, const ScalerConfig *c) {
+    if (!c->on) return;
+    int s = graph_add(g, OP_STATE, 0, NULL, shape_scalar(), DT_F32, g->nodes[g->loss].loc);
+    g->nodes[s].name = "scaler.scale";
+    g->nodes[s].phase = PH_BACKWARD;
+    g->nodes[s].attr.init.kind = INIT_CONSTANT;
+    g->nodes[s].attr.init.a = c->init;
+    g->loss_seed = s;
+}
+
+void pass_autograd(Graph *g, const ScalerConfig *scaler) {
     if (g->loss < 0) return;
+    seed_loss_scale(g, scaler);
     int n0 = g->n;
     Ad A = {.g = g};
     A.grad = xmalloc((size_t)n0 * sizeof(int));

@@ -175,9 +175,9 @@ static int scalar_state(Graph *g, const Node *like, const char *name, double ini
 /* GradScaler's unscale_ and found_inf (torch/cuda/amp/grad_scaler.py): every gradient times
  * 1/scale (the parameters' grad become these, so the grad entry gives true gradients), and
  * found = 1 when any of them holds an inf or NaN.  Returns ok = 1 - found. */
-static int scaler_unscale(Up *U, const OptConfig *o, int *found_out) {
+static int scaler_unscale(Up *U, int scale, int *found_out) {
     Graph *g = U->g;
-    int inv = up2(U, OP_DIV, upc(U, 1), o->scale), found = -1;
+    int inv = up2(U, OP_DIV, upc(U, 1), scale), found = -1;
     for (int p = 0; p < g->n; p++) {
         if (g->nodes[p].op != OP_PARAM || g->nodes[p].grad < 0) continue;
         int gu = up2(U, OP_MUL, g->nodes[p].grad, inv);
@@ -198,9 +198,8 @@ static int scaler_unscale(Up *U, const OptConfig *o, int *found_out) {
 
 /* GradScaler.update: backoff on an overflow (tracker 0); after `interval` clean steps growth
  * (if the grown scale is finite) and tracker 0; else tracker + 1.  The skipped steps count. */
-static void scaler_update(Up *U, const OptConfig *o, int found, int tracker) {
-    const ScalerConfig *c = &o->scaler;
-    int S = o->scale, ok = U->ok;
+static void scaler_update(Up *U, const ScalerConfig *c, int S, int found, int tracker) {
+    int ok = U->ok;
     int t1 = up2(U, OP_ADD, tracker, upc(U, 1));
     int grow = up2(U, OP_EQ, t1, upc(U, c->interval));
     int grown = up2(U, OP_MUL, S, upc(U, c->growth));
@@ -225,16 +224,17 @@ static Up clip_up(Graph *g, const OptConfig *o, int p) {
  * gr[p] is parameter p's gradient, replaced by the clipped one; the nodes' own grad stays what
  * backward gave (the grad entry's, as loss.backward()'s).  The total norm, which torch's
  * returns, is train_step's output "grad_norm" (--metrics reports it per step). */
-static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
+static void clip_grads(Graph *g, const TrainConfig *t, int *gr, int n) {
+    const OptConfig *o = &t->opt;
     int total = -1;
     Up F;   /* the total, the norm and the scale: on the first parameter's device */
     for (int p = 0; p < n; p++) {
         if (gr[p] < 0) continue;
         Up U = clip_up(g, o, p);   /* a gradient's own work runs where its parameter lives */
-        if (o->clip_value > 0) {
+        if (t->clip_value > 0) {
             int c = up_node(&U, OP_CLAMP, 1, &gr[p], g->nodes[gr[p]].shape);
-            g->nodes[c].attr.scalars.p[0] = -o->clip_value;
-            g->nodes[c].attr.scalars.p[1] = o->clip_value;
+            g->nodes[c].attr.scalars.p[0] = -t->clip_value;
+            g->nodes[c].attr.scalars.p[1] = t->clip_value;
             gr[p] = c;
             continue;
         }
@@ -254,7 +254,7 @@ static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
     if (total < 0) return;
     int norm = g->grad_norm = up_node(&F, OP_SQRT, 1, &total, shape_scalar());
     int den = up2(&F, OP_ADD, norm, upc(&F, 1e-6));
-    int coef = up2(&F, OP_DIV, upc(&F, o->clip_norm), den);
+    int coef = up2(&F, OP_DIV, upc(&F, t->clip_norm), den);
     coef = up2(&F, OP_MINIMUM, coef, upc(&F, 1));
     for (int p = 0; p < n; p++)
         if (gr[p] >= 0) {
@@ -263,18 +263,20 @@ static void clip_grads(Graph *g, const OptConfig *o, int *gr, int n) {
         }
 }
 
-void pass_optimizer(Graph *g, const OptConfig *o) {
+void pass_optimizer(Graph *g, const TrainConfig *t) {
+    const OptConfig *o = &t->opt;
+    int scale = t->scaler.on ? g->loss_seed : -1;   /* pass_autograd made it */
     int n0 = g->n, lr = -1, ok = -1, skipped = -1, found = -1, tracker = -1;
-    if (o->scale >= 0) {
-        Up S = {.g = g, .like = g->nodes[o->scale], .lr = -1, .ok = -1, .skipped = -1};
+    if (scale >= 0) {
+        Up S = {.g = g, .like = g->nodes[scale], .lr = -1, .ok = -1, .skipped = -1};
         S.like.phase = PH_UPDATE;
         tracker = scalar_state(g, &S.like, "scaler.growth_tracker", 0);
         skipped = scalar_state(g, &S.like, "scaler.skipped_steps", 0);
-        ok = scaler_unscale(&S, o, &found);
+        ok = scaler_unscale(&S, scale, &found);
     }
     int *gr = xmalloc((size_t)n0 * sizeof *gr);
     for (int p = 0; p < n0; p++) gr[p] = g->nodes[p].op == OP_PARAM ? g->nodes[p].grad : -1;
-    if (o->clip_norm > 0 || o->clip_value > 0) clip_grads(g, o, gr, n0);
+    if (t->clip_norm > 0 || t->clip_value > 0) clip_grads(g, t, gr, n0);
     for (int p = 0; p < n0; p++) {
         if (gr[p] < 0) continue;
         if (o->lr_state && lr < 0) lr = lr_state(g, o, &g->nodes[p]);
@@ -285,9 +287,9 @@ void pass_optimizer(Graph *g, const OptConfig *o) {
         else adam(&U, o, p, gr[p]);
     }
     free(gr);
-    if (o->scale >= 0) {
-        Up U = {.g = g, .like = g->nodes[o->scale], .lr = -1, .ok = ok, .skipped = skipped};
+    if (scale >= 0) {
+        Up U = {.g = g, .like = g->nodes[scale], .lr = -1, .ok = ok, .skipped = skipped};
         U.like.phase = PH_UPDATE;
-        scaler_update(&U, o, found, tracker);
+        scaler_update(&U, &t->scaler, scale, found, tracker);
     }
 }

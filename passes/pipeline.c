@@ -79,6 +79,7 @@ static void keep_every_value(Program *p, Entry *e) {
 
 bool pipeline_run(Program *p, const PipelineOpts *o) {
     Graph *g = p->g;
+    const TrainConfig *t = &p->m->train;   /* final: resolve_train_config made it */
     p->target = o->target;
     p->fuse = o->fuse;
     p->strict_devices = o->strict_devices;
@@ -86,29 +87,15 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     p->bucket_bytes = o->bucket_bytes > 0 ? o->bucket_bytes : (int64_t)25 << 20;
     if (!after(p, o, "parse")) return false;
     /* nothing to do (and nothing printed) without precision or a to(x, bf16) */
-    if (pass_autocast(p->m, p->m->train.precision) && !after(p, o, "autocast")) return false;
+    if (pass_autocast(p->m, t->precision) && !after(p, o, "autocast")) return false;
     if (g->loss >= 0) {
-        TrainConfig *t = &p->m->train;
-        t->opt.scaler = t->scaler_set ? t->scaler : (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536,
-                                                                   .growth = 2, .backoff = 0.5, .interval = 2000};
-        t->opt.scale = -1;
-        t->opt.clip_norm = t->clip_norm;
-        t->opt.clip_value = t->clip_value;
-        if (t->opt.scaler.on) {   /* the loss's gradient starts at the scale (GradScaler.scale(loss)) */
-            int s = graph_add(g, OP_STATE, 0, NULL, shape_scalar(), DT_F32, g->nodes[g->loss].loc);
-            g->nodes[s].name = "scaler.scale";
-            g->nodes[s].phase = PH_BACKWARD;
-            g->nodes[s].attr.init.kind = INIT_CONSTANT;
-            g->nodes[s].attr.init.a = t->opt.scaler.init;
-            g->loss_seed = t->opt.scale = s;
-        }
-        pass_autograd(g);
+        pass_autograd(g, &t->scaler);
         if (!after(p, o, "autograd")) return false;
         if (o->data_parallel) {   /* under MPI: gradients averaged over the processes */
             pass_allreduce(g);
             if (!after(p, o, "allreduce")) return false;
         }
-        pass_optimizer(g, &p->m->train.opt);
+        pass_optimizer(g, t);
         if (!after(p, o, "optimizer")) return false;
     }
     pass_placement(g, o->target);

@@ -76,10 +76,10 @@ void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epoc
     put_optimizer(h, &t->opt);
     put(h, "batch", "%lld", (long long)global_batch);
     put_schedule(h, &t->sched, epochs);
-    put(h, "clip_grad_norm", "%s", t->opt.clip_norm > 0 ? num(a, sizeof a, t->opt.clip_norm) : "none");
-    put(h, "clip_grad_value", "%s", t->opt.clip_value > 0 ? num(a, sizeof a, t->opt.clip_value) : "none");
+    put(h, "clip_grad_norm", "%s", t->clip_norm > 0 ? num(a, sizeof a, t->clip_norm) : "none");
+    put(h, "clip_grad_value", "%s", t->clip_value > 0 ? num(a, sizeof a, t->clip_value) : "none");
     put(h, "precision", "%s", t->precision == PREC_BF16 ? "bf16" : t->precision == PREC_F16 ? "f16" : "f32");
-    const ScalerConfig *s = &t->opt.scaler;
+    const ScalerConfig *s = &t->scaler;
     if (s->on)
         put(h, "loss_scale", "dynamic(init_scale=%s, growth_factor=%s, backoff_factor=%s, growth_interval=%s)",
             num(a, sizeof a, s->init), num(b, sizeof b, s->growth), num(c, sizeof c, s->backoff),

@@ -35,7 +35,11 @@ static int check_model(const char *path, bool fuse, bool f64) {
         printf("skip %s: not a valid model (%d errors)\n", path, diag.errors);
         goto out;
     }
-    m->g->batch_max = (int)(m->train.present ? m->train.batch : 8);
+    char err[256];
+    if (!resolve_train_config(m, &(TrainOverrides){.has_batch = !m->train.present, .batch = 8}, 1, err, sizeof err)) {
+        printf("skip %s: %s\n", path, err);
+        goto out;
+    }
     Program p = {.m = m, .g = m->g, .diag = &diag};
     PipelineOpts po = {.target = DEV_CUDA, .fuse = fuse, .verify = true};
     if (!pipeline_run(&p, &po)) {

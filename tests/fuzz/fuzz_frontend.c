@@ -15,7 +15,8 @@ static void run_once(const char *src, Device target) {
     FILE *devnull = fopen("/dev/null", "w");
     Diag d = {.file = "fuzz.nn", .src = src, .out = devnull};
     Model *m = nn_load_model(&a, &d, "fuzz.nn", src, "fuzz");
-    if (m) {
+    char err[256];
+    if (m && resolve_train_config(m, &(TrainOverrides){0}, 1, err, sizeof err)) {
         Program p = {.m = m, .g = m->g, .diag = &d};
         PipelineOpts po = {.target = target, .fuse = target == DEV_CPU, .verify = true};
         if (pipeline_run(&p, &po) && target == DEV_CPU) {
@@ -25,8 +26,8 @@ static void run_once(const char *src, Device target) {
             str_free(&s);
         }
         program_free(&p);
-        model_free(m);
     }
+    model_free(m);
     arena_free(&a);
     if (devnull) fclose(devnull);
 }

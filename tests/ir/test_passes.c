@@ -67,18 +67,23 @@ typedef struct {
     int opt;            /* 0: the model's, 1: sgd momentum 0.9, 2: adam */
 } Opts;
 
-/* nn_load_model + pipeline_run, the sequence of runtime/api.c, with the verifier on. */
+/* nn_load_model, resolve_train_config and pipeline_run, the sequence of driver/compile.c, with the
+ * verifier on. */
 static Compiled *compile_src(const char *file, const char *src, Opts o) {
     Compiled *c = xcalloc(1, sizeof *c);
     if (n_compiled < (int)NNC_COUNTOF(all_compiled)) all_compiled[n_compiled++] = c;
     FILE *df = open_memstream(&c->diag_text, &c->diag_len);
     c->diag = (Diag){.file = file, .src = src, .out = df};
     Model *m = nn_load_model(&c->arena, &c->diag, file, src, "m_test");
+    char err[256];
+    if (m && !resolve_train_config(m, &(TrainOverrides){0}, 1, err, sizeof err)) {
+        fprintf(df, "%s\n", err);
+        m = NULL;
+    }
     if (m) {
         if (o.opt == 1) m->train.opt = (OptConfig){.kind = OPT_SGD, .lr = 0.01, .momentum = 0.9};
         if (o.opt == 2)
             m->train.opt = (OptConfig){.kind = OPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
-        m->g->batch_max = (int)(m->train.present ? m->train.batch : 1);
         c->p = (Program){.m = m, .g = m->g, .diag = &c->diag};
         PipelineOpts po = {.target = o.target, .fuse = !o.no_fuse, .strict_devices = o.strict, .verify = true};
         c->ok = pipeline_run(&c->p, &po);
