@@ -4,7 +4,7 @@
  *   elab_args.c    how a builtin reads its arguments (binding, numbers, axes, range checks)
  *   elab_ops.c     the op readers (ops.def's surfaces and the compositions) and call_builtin
  *   elab_nn.c      torch.nn's layers (convolution, pooling, normalization, ...) and initializers
- *   elab_train.c   the train section
+ *   elab_train.c   the train section, read by the rows of train_tables.c
  *
  * The sections below are named after the file that defines them. */
 #ifndef NNC_ELAB_IMPL_H
@@ -33,10 +33,13 @@ typedef struct Value {
     int node;
     Stmt *block;
     Inst *inst;
-    DataSource *src;
-    OptConfig *opt;
-    SchedConfig *sched;
-    ScalerConfig *scaler;
+    union {                      /* V_SOURCE, V_OPTIM, V_SCHED, V_SCALER: what the call read */
+        DataSource *src;
+        OptConfig *opt;
+        SchedConfig *sched;
+        ScalerConfig *scaler;
+        void *cfg;
+    };
     struct Value *items;         /* V_TUPLE: (0, 2) or [0, 2] */
     int nitems;
 } Value;
@@ -58,7 +61,7 @@ struct Env {
     int nbucket, count;
 };
 
-typedef struct {
+typedef struct Elab {
     Arena *a;
     Diag *d;
     Graph *g;
@@ -72,7 +75,8 @@ typedef struct {
     bool over_budget;            /* a bound was hit and reported: elaboration winds down */
     bool data_error;             /* a data source failed (reported): no "input has no data" */
 } Elab;
-typedef struct {
+
+typedef struct Args {
     Value v[8];
     SrcLoc loc[8];
     const char *kw[8];
@@ -136,10 +140,10 @@ Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc);
 bool eval_init(Elab *E, Env *env, Node *p, Expr *e);
 
 /* ---- elab_train.c ---- */
-Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc);
-Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc);
-Value schedule(Elab *E, SchedKind k, const char *fn, Args *a, SrcLoc loc);
-Value scaler(Elab *E, const char *fn, Args *a, SrcLoc loc);
+/* A builtin only the train section may call (train_tables.c): true when fn is one, with its
+ * value (or V_ERROR, reported) in *out; and the closest of their names to fn. */
+bool train_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc, Value *out);
+const char *train_builtin_suggest(const char *fn, const char *best, int *best_d);
 void read_train(Elab *E, Stmt *prog);
 void check_train(Elab *E);
 void check_params_used(Elab *E);

@@ -413,10 +413,6 @@ static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 }
 
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
-static const char *const train_fn_names[] = {"idx",   "npy",     "csv",            "randn",     "rand",
-                                             "sgd",   "adam",    "adamw",          "step_lr",   "exponential_lr",
-                                             "cosine_lr", "linear_lr", "dynamic"};
-
 /* ---- builtins from ops.def ------------------------------------------------------------------ */
 
 /* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
@@ -579,21 +575,8 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (op >= 0) return call_op(E, (Op)op, fn, a, loc);
     for (size_t i = 0; i < NNC_COUNTOF(composites); i++)
         if (!strcmp(fn, composites[i].name)) return composites[i].read(E, fn, a, loc);
-    if (E->in_train) {
-        static const struct { const char *name; SourceKind k; } src[] = {
-            {"idx", SRC_IDX}, {"npy", SRC_NPY}, {"csv", SRC_CSV}, {"randn", SRC_RANDN}, {"rand", SRC_RAND}};
-        for (size_t i = 0; i < NNC_COUNTOF(src); i++)
-            if (!strcmp(fn, src[i].name)) return source(E, src[i].k, fn, a, loc);
-        if (!strcmp(fn, "sgd")) return optimizer(E, OPT_SGD, fn, a, loc);
-        if (!strcmp(fn, "adam")) return optimizer(E, OPT_ADAM, fn, a, loc);
-        if (!strcmp(fn, "adamw")) return optimizer(E, OPT_ADAMW, fn, a, loc);
-        static const struct { const char *name; SchedKind k; } sch[] = {
-            {"step_lr", SCHED_STEP}, {"exponential_lr", SCHED_EXPONENTIAL}, {"cosine_lr", SCHED_COSINE},
-            {"linear_lr", SCHED_LINEAR}};
-        for (size_t i = 0; i < NNC_COUNTOF(sch); i++)
-            if (!strcmp(fn, sch[i].name)) return schedule(E, sch[i].k, fn, a, loc);
-        if (!strcmp(fn, "dynamic")) return scaler(E, fn, a, loc);
-    }
+    Value v;
+    if (E->in_train && train_builtin(E, fn, a, loc, &v)) return v;
     if (!strcmp(fn, "cuda")) {   /* cuda(1): GPU 1, torch.device("cuda:1") */
         if (a->n != 1 || a->v[0].k != V_NUM || a->v[0].num != floor(a->v[0].num) || a->v[0].num < 0 ||
             a->v[0].num >= NNC_MAX_GPUS) {
@@ -604,7 +587,7 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     int bd = 3;
     const char *best = suggest_builtin(E, fn, &bd);
-    if (E->in_train) best = suggest_list(fn, train_fn_names, NNC_COUNTOF(train_fn_names), best, &bd);
+    if (E->in_train) best = train_builtin_suggest(fn, best, &bd);
     diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));
     return verror;
 }

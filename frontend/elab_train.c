@@ -1,198 +1,138 @@
-/* elab_train.c - the train section: data sources, optimizers, learning-rate schedules and the
- * loss scaler (the functions only the train section may call), each setting, and the checks
- * made once the whole model is read (a loss, data for every input, every parameter used). */
-#include <limits.h>
+/* elab_train.c - the train section, read by the rows of train_tables.c: the calls of the
+ * builtins only it may call (a data source, an optimizer, a schedule, the loss scaler), each
+ * setting, the checks made once the whole model is read (a loss, data for every input, every
+ * parameter used), and resolve_train_config, which owns the configuration from there on.
+ *
+ * Nothing here names a setting or a builtin: the tables do, so the parser, the suggestions and
+ * every message that lists them cannot disagree. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "elab_impl.h"
+#include "train_tables.h"
 
-/* ---- data sources and optimizers (train section only) ------------------------------------ */
+/* Enum fields (Device, Precision, the kinds) are written through an int. */
+_Static_assert(sizeof(Device) == sizeof(int) && sizeof(Precision) == sizeof(int) && sizeof(OptKind) == sizeof(int) &&
+               sizeof(SchedKind) == sizeof(int) && sizeof(SourceKind) == sizeof(int), "enums are ints");
 
-Value source(Elab *E, SourceKind k, const char *fn, Args *a, SrcLoc loc) {
-    DataSource *s = arena_alloc(E->a, sizeof *s);
-    s->kind = k;
-    s->loc = loc;
-    s->scale = 1;
-    s->count = -1;
+/* x, already checked to fit, into the field at cfg + at. */
+static void field_set(void *cfg, FieldType type, size_t at, double x) {
+    char *p = (char *)cfg + at;
+    switch (type) {
+    case FIELD_DOUBLE: *(double *)p = x; break;
+    case FIELD_BOOL: *(bool *)p = x != 0; break;
+    case FIELD_INT: *(int *)p = (int)x; break;
+    case FIELD_INT64: *(int64_t *)p = (int64_t)x; break;
+    case FIELD_UINT64: *(uint64_t *)p = (uint64_t)x; break;
+    case FIELD_STR: break;
+    }
+}
+
+/* "a, b or c" (sep ", ", last " or "), or every item with sep alone (last NULL). */
+static const char *join(Arena *a, const char *const *items, int n, const char *sep, const char *last) {
+    Str s = {0};
+    for (int i = 0; i < n; i++) str_printf(&s, "%s%s", i == 0 ? "" : i == n - 1 && last ? last : sep, items[i]);
+    const char *r = arena_strdup(a, s.buf ? s.buf : "");
+    str_free(&s);
+    return r;
+}
+
+/* What a setting of a family takes, as "expected ..." ends: "sgd(...), adam(...) or adamw(...)". */
+static const char *family_list(Elab *E, const Setting *st) {
+    const TrainFamily *f = st->family;
+    const char *items[16];
+    int n = 0;
+    for (int i = 0; i < f->n && n < 16; i++)
+        items[n++] = f->fns[i].example ? f->fns[i].example : arena_printf(E->a, "%s(...)", f->fns[i].name);
+    for (int i = 0; st->words && st->words[i] && n < 16; i++) items[n++] = st->words[i];
+    return arena_printf(E->a, "%s%s", f->expect, join(E->a, items, n, ", ", " or "));
+}
+
+/* ---- a call of a train-section builtin, by its row ---------------------------------------- */
+
+/* Is x what the argument's rule allows?  The message names the function and the argument. */
+static bool arg_check(Elab *E, const char *fn, const ArgSpec *s, double x, SrcLoc at) {
+    switch (s->rule) {
+    case ARG_REAL: return check_range(E, fn, s->name, x, s->lo, s->lo_open, s->hi, s->hi_open, at);
+    case ARG_FINITE: return check_finite(E, fn, s->name, x, at);
+    case ARG_COUNT: return check_count(E, fn, s->name, x, s->hi, at);
+    case ARG_INDEX:
+        if (x == floor(x)) return check_range(E, fn, s->name, x, s->lo, false, s->hi, false, at);
+        diag_error(E->d, at, "%s(): %s must be an integer", fn, s->name);
+        return false;
+    case ARG_BOOL:
+        if (x == 0 || x == 1) return true;
+        diag_error(E->d, at, "%s= takes true or false", s->name);
+        return false;
+    case ARG_FLAG:
+    case ARG_PATH: break;
+    }
+    return true;
+}
+
+/* f's arguments from the call: bound by position or keyword, each read as its rule takes it,
+ * the written ones checked, then all stored (defaults for the rest).  Every mistake is
+ * reported; the row's own check runs once each argument is valid. */
+static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc) {
+    const char *names[TRAIN_FN_MAX_ARGS];
+    int n = 0, required = 0, ix[TRAIN_FN_MAX_ARGS];
+    for (; n < TRAIN_FN_MAX_ARGS && f->args[n].name; n++) {
+        names[n] = f->args[n].name;
+        if (f->args[n].required) required = n + 1;
+    }
+    if (!bind_args(E, f->name, a, names, n, ix, required, loc)) return false;
+    double x[TRAIN_FN_MAX_ARGS];
+    SrcLoc at[TRAIN_FN_MAX_ARGS] = {{0}};
     bool ok = true;
-    if (k == SRC_RANDN || k == SRC_RAND) {
-        if (a->n < 1 || a->n > IR_MAX_RANK) {
-            diag_error(E->d, loc, "%s() takes 1 to %d dimensions: %s(samples, ...)", fn, IR_MAX_RANK, fn);
-            return verror;
-        }
-        double total = 1;
-        for (int i = 0; i < a->n; i++) {
-            if (!eval_dim(E, a->v[i], a->loc[i], false, &s->dims[s->rank++])) return verror;
-            total *= (double)s->dims[i];
-        }
-        if (total > 2147483648.0) {
-            diag_error(E->d, loc, "%s() would generate %.3g numbers; the limit is 2^31", fn, total);
-            return verror;
-        }
-        return (Value){.k = V_SOURCE, .src = s};
-    }
-    static const char *names[] = {"path", "scale", "first", "count", "header"};
-    int ix[5];
-    int nn = k == SRC_CSV ? 5 : 2;
-    if (!bind_args(E, fn, a, names, nn, ix, 1, loc)) return verror;
-    if (a->v[ix[0]].k != V_STR) {
-        diag_error(E->d, a->loc[ix[0]], "%s() expects a file path string", fn);
-        return verror;
-    }
-    s->path = a->v[ix[0]].str;
-    s->scale = num_arg(E, a, ix[1], 1, &ok);
-    ok = ok && check_finite(E, fn, "scale", s->scale, arg_loc(a, ix[1], loc));
-    if (ix[1] >= 0) s->scale_loc = a->loc[ix[1]];
-    if (k == SRC_CSV && ok) {
-        /* columns are counted in int64 by the loader: integers well inside that range */
-        double first = num_arg(E, a, ix[2], 0, &ok), count = num_arg(E, a, ix[3], 1, &ok);
-        if (ok && (first != floor(first) || !check_range(E, fn, "first", first, 0, false, 2147483647.0, false,
-                                                         arg_loc(a, ix[2], loc)))) {
-            if (first != floor(first)) diag_error(E->d, arg_loc(a, ix[2], loc), "%s(): first must be an integer", fn);
+    for (int i = 0; i < n; i++) {
+        const ArgSpec *s = &f->args[i];
+        x[i] = s->dflt;
+        if (ix[i] < 0) continue;
+        at[i] = a->loc[ix[i]];
+        if (s->rule != ARG_PATH) x[i] = num_arg(E, a, ix[i], s->dflt, &ok);
+        else if (a->v[ix[i]].k == V_STR) *(const char **)((char *)cfg + s->at) = a->v[ix[i]].str;
+        else {
+            diag_error(E->d, at[i], "%s() expects a file path string", f->name);
             ok = false;
         }
-        if (ok && (count != floor(count) || !check_range(E, fn, "count", count, 1, false, 2147483647.0, false,
-                                                         arg_loc(a, ix[3], loc)))) {
-            if (count != floor(count)) diag_error(E->d, arg_loc(a, ix[3], loc), "%s(): count must be an integer", fn);
-            ok = false;
-        }
-        if (ok) {   /* converted only once known to fit */
-            s->first = (int64_t)first;
-            s->count = ix[3] >= 0 ? (int64_t)count : -1;
-        }
-        double h = num_arg(E, a, ix[4], -1, &ok);   /* -1: not given, detect */
-        if (ok && h != -1 && h != 0 && h != 1) {
-            diag_error(E->d, a->loc[ix[4]], "header= takes true or false");
-            ok = false;
-        }
-        s->header = (int)h;
     }
-    return ok ? (Value){.k = V_SOURCE, .src = s} : verror;
+    if (!ok) return false;
+    for (int i = 0; i < n; i++)   /* every check reports */
+        if (ix[i] >= 0 && !arg_check(E, f->name, &f->args[i], x[i], at[i])) ok = false;
+    if (!ok) return false;
+    for (int i = 0; i < n; i++) field_set(cfg, f->args[i].type, f->args[i].at, x[i]);
+    return !f->check || f->check(E, f, cfg, at, loc);
 }
 
-/* The checks torch.optim makes in its constructors (SGD: lr, momentum, weight_decay >= 0,
- * nesterov needs momentum > 0 and dampening 0; Adam/AdamW: lr, eps, weight_decay >= 0 and
- * betas in [0, 1)), plus finiteness: every value is baked into the generated code. */
-static bool optimizer_check(Elab *E, const char *fn, OptConfig *o, Args *a, int *ix, SrcLoc loc) {
-    const double inf = INFINITY;
-    bool ok = check_range(E, fn, "lr", o->lr, 0, false, inf, false, arg_loc(a, ix[0], loc));
-    if (o->kind == OPT_SGD) {
-        ok &= check_range(E, fn, "momentum", o->momentum, 0, false, inf, false, arg_loc(a, ix[1], loc));
-        ok &= check_finite(E, fn, "dampening", o->dampening, arg_loc(a, ix[2], loc));
-        ok &= check_range(E, fn, "weight_decay", o->weight_decay, 0, false, inf, false, arg_loc(a, ix[3], loc));
-        if (ok && o->nesterov && (o->momentum <= 0 || o->dampening != 0)) {
-            diag_error(E->d, loc, "nesterov momentum requires a momentum and zero dampening");
-            ok = false;
-        }
-        return ok;
-    }
-    ok &= check_range(E, fn, "beta1", o->beta1, 0, false, 1, true, arg_loc(a, ix[1], loc));
-    ok &= check_range(E, fn, "beta2", o->beta2, 0, false, 1, true, arg_loc(a, ix[2], loc));
-    ok &= check_range(E, fn, "eps", o->eps, 0, false, inf, false, arg_loc(a, ix[3], loc));
-    ok &= check_range(E, fn, "weight_decay", o->weight_decay, 0, false, inf, false, arg_loc(a, ix[4], loc));
-    return ok;
+static Value train_call(Elab *E, const TrainFamily *fam, const TrainFn *f, Args *a, SrcLoc loc) {
+    char *cfg = arena_alloc(E->a, fam->size);
+    if (fam->init) memcpy(cfg, fam->init, fam->size);
+    if (fam->kind_at != SIZE_MAX) *(int *)(cfg + fam->kind_at) = f->kind;
+    *(SrcLoc *)(cfg + fam->loc_at) = loc;
+    bool ok = f->read ? f->read(E, f, cfg, a, loc) : call_args(E, f, cfg, a, loc);
+    return ok ? (Value){.k = (VKind)fam->value, .cfg = cfg} : verror;
 }
 
-Value optimizer(Elab *E, OptKind k, const char *fn, Args *a, SrcLoc loc) {
-    static const char *sgd[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
-    static const char *adam[] = {"lr", "beta1", "beta2", "eps", "weight_decay"};
-    int ix[5];
-    bool ok = true;
-    OptConfig *o = arena_alloc(E->a, sizeof *o);
-    o->kind = k;
-    o->loc = loc;
-    if (k == OPT_SGD) {
-        if (!bind_args(E, fn, a, sgd, 5, ix, 1, loc)) return verror;
-        o->lr = num_arg(E, a, ix[0], 0, &ok);
-        o->momentum = num_arg(E, a, ix[1], 0, &ok);
-        o->dampening = num_arg(E, a, ix[2], 0, &ok);
-        o->weight_decay = num_arg(E, a, ix[3], 0, &ok);
-        o->nesterov = num_arg(E, a, ix[4], 0, &ok) != 0;
-    } else {
-        if (!bind_args(E, fn, a, adam, 5, ix, 0, loc)) return verror;
-        o->lr = num_arg(E, a, ix[0], 1e-3, &ok);
-        o->beta1 = num_arg(E, a, ix[1], 0.9, &ok);
-        o->beta2 = num_arg(E, a, ix[2], 0.999, &ok);
-        o->eps = num_arg(E, a, ix[3], 1e-8, &ok);
-        o->weight_decay = num_arg(E, a, ix[4], k == OPT_ADAMW ? 1e-2 : 0, &ok);
-    }
-    ok = ok && optimizer_check(E, fn, o, a, ix, loc);
-    return ok ? (Value){.k = V_OPTIM, .opt = o} : verror;
+bool train_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc, Value *out) {
+    for (int k = 0; k < train_nfamilies; k++)
+        for (int i = 0; i < train_families[k]->n; i++)
+            if (!strcmp(fn, train_families[k]->fns[i].name)) {
+                *out = train_call(E, train_families[k], &train_families[k]->fns[i], a, loc);
+                return true;
+            }
+    return false;
 }
 
-/* torch.optim.lr_scheduler's StepLR, ExponentialLR, CosineAnnealingLR and LinearLR, stepped
- * once per epoch, with the checks their constructors make (LinearLR's factors) and the ones a
- * compiled rate needs (finite, and never negative). */
-Value schedule(Elab *E, SchedKind k, const char *fn, Args *a, SrcLoc loc) {
-    static const char *step[] = {"step_size", "gamma"};
-    static const char *expo[] = {"gamma"};
-    static const char *cosine[] = {"T_max", "eta_min"};
-    static const char *linear[] = {"start_factor", "end_factor", "total_iters"};
-    const char *const *names[] = {NULL, step, expo, cosine, linear};
-    const int nnames[] = {0, 2, 1, 2, 3}, required[] = {0, 1, 1, 0, 0};
-    int ix[3];
-    bool ok = true;
-    if (!bind_args(E, fn, a, names[k], nnames[k], ix, required[k], loc)) return verror;
-    SchedConfig *s = arena_alloc(E->a, sizeof *s);
-    s->kind = k;
-    s->loc = loc;
-    const double inf = INFINITY, imax = 1 << 30;
-    if (k == SCHED_STEP) {
-        s->step_size = num_arg(E, a, ix[0], 1, &ok);
-        s->gamma = num_arg(E, a, ix[1], 0.1, &ok);
-        if (ok) {   /* every check reports: &= rather than && */
-            ok &= check_count(E, fn, "step_size", s->step_size, imax, arg_loc(a, ix[0], loc));
-            ok &= check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[1], loc));
-        }
-    } else if (k == SCHED_EXPONENTIAL) {
-        s->gamma = num_arg(E, a, ix[0], 0, &ok);
-        ok = ok && check_range(E, fn, "gamma", s->gamma, 0, false, inf, true, arg_loc(a, ix[0], loc));
-    } else if (k == SCHED_COSINE) {
-        s->t_max = num_arg(E, a, ix[0], 0, &ok);   /* 0: the run's epochs */
-        s->eta_min = num_arg(E, a, ix[1], 0, &ok);
-        if (ok) {
-            if (ix[0] >= 0) ok &= check_count(E, fn, "T_max", s->t_max, imax, arg_loc(a, ix[0], loc));
-            ok &= check_range(E, fn, "eta_min", s->eta_min, 0, false, inf, true, arg_loc(a, ix[1], loc));
-        }
-    } else {
-        s->start_factor = num_arg(E, a, ix[0], 1.0 / 3, &ok);
-        s->end_factor = num_arg(E, a, ix[1], 1, &ok);
-        s->total_iters = num_arg(E, a, ix[2], 5, &ok);
-        if (ok) {
-            ok &= check_range(E, fn, "start_factor", s->start_factor, 0, true, 1, false, arg_loc(a, ix[0], loc));
-            ok &= check_range(E, fn, "end_factor", s->end_factor, 0, false, 1, false, arg_loc(a, ix[1], loc));
-            ok &= check_count(E, fn, "total_iters", s->total_iters, imax, arg_loc(a, ix[2], loc));
-        }
-    }
-    return ok ? (Value){.k = V_SCHED, .sched = s} : verror;
+const char *train_builtin_suggest(const char *fn, const char *best, int *best_d) {
+    for (int k = 0; k < train_nfamilies; k++)
+        for (int i = 0; i < train_families[k]->n; i++)
+            best = closest(fn, train_families[k]->fns[i].name, best, best_d);
+    return best;
 }
 
-/* torch.cuda.amp.GradScaler(init_scale=2**16, growth_factor=2, backoff_factor=0.5,
- * growth_interval=2000), with its constructor's checks (growth > 1, backoff < 1). */
-Value scaler(Elab *E, const char *fn, Args *a, SrcLoc loc) {
-    static const char *names[] = {"init_scale", "growth_factor", "backoff_factor", "growth_interval"};
-    int ix[4];
-    bool ok = true;
-    if (!bind_args(E, fn, a, names, 4, ix, 0, loc)) return verror;
-    ScalerConfig *c = arena_alloc(E->a, sizeof *c);
-    c->on = true;
-    c->loc = loc;
-    c->init = num_arg(E, a, ix[0], 65536, &ok);
-    c->growth = num_arg(E, a, ix[1], 2, &ok);
-    c->backoff = num_arg(E, a, ix[2], 0.5, &ok);
-    c->interval = num_arg(E, a, ix[3], 2000, &ok);
-    if (ok) {   /* every check reports: &= rather than && */
-        ok &= check_range(E, fn, "init_scale", c->init, 0, true, 3e38, false, arg_loc(a, ix[0], loc));
-        ok &= check_range(E, fn, "growth_factor", c->growth, 1, true, 1e6, false, arg_loc(a, ix[1], loc));
-        ok &= check_range(E, fn, "backoff_factor", c->backoff, 0, true, 1, true, arg_loc(a, ix[2], loc));
-        ok &= check_count(E, fn, "growth_interval", c->interval, 1 << 24, arg_loc(a, ix[3], loc));
-    }
-    return ok ? (Value){.k = V_SCALER, .scaler = c} : verror;
-}
-
-/* ---- the train section -------------------------------------------------------------------- */
+/* ---- the settings ------------------------------------------------------------------------- */
 
 static int named_tensor(Elab *E, const char *name, SrcLoc loc, const char *what) {
     Binding *b = env_find(E->globals, name);
@@ -226,155 +166,187 @@ static DataBind *bind_for(Elab *E, TrainConfig *t, const char *input, SrcLoc loc
     return d;
 }
 
-/* An integer setting within [lo, hi], checked before any conversion (epochs = 1e12 must not
- * wrap to 0, seed = 1e30 must not become 0). */
-static bool setting_num(Elab *E, Stmt *s, Value v, double lo, double hi, double *out) {
-    if (v.k != V_NUM || !(v.num >= lo && v.num <= hi) || v.num != floor(v.num)) {
-        if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "'%s' must be an integer from %.0f to %.0f", s->name, lo, hi);
-        return false;
+/* The scalar tensor NAME of 'minimize NAME' or 'metric NAME'; -1 (reported) if it is none. */
+static int named_scalar(Elab *E, Stmt *s, const char *what) {
+    int n = named_tensor(E, s->name2, s->loc2, arena_printf(E->a, "the %s", what));
+    if (n < 0 || E->g->nodes[n].shape.rank == 0) return n;
+    diag_error(E->d, s->loc2, "the %s must be a scalar, but '%s' is %s (reduce it with mean() or sum())", what,
+               s->name2, tstr(E, n));
+    return -1;
+}
+
+/* 'metric NAME = expr' (an expression's value) or 'metric NAME' (a scalar tensor's). */
+static void setting_metric(Elab *E, Stmt *s) {
+    if (!s->e) {
+        int n = named_scalar(E, s, "metric");
+        if (n >= 0) graph_add_out(E->g, s->name2, n);
+        return;
     }
-    *out = v.num;
-    return true;
+    Value v = eval(E, E->globals, s->e);
+    int n = v.k == V_ERROR ? -1 : as_tensor(E, v, s->e->loc);
+    if (n < 0) return;
+    if (E->g->nodes[n].shape.rank != 0) {
+        diag_error(E->d, s->e->loc, "a metric must be a scalar, got %s", tstr(E, n));
+        return;
+    }
+    graph_add_out(E->g, s->name2, owned_output(E, n, s->e->loc));
+}
+
+/* 'data INPUT = source' and 'test INPUT = source'. */
+static void setting_data(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Value v) {
+    if (v.k != V_SOURCE) {
+        if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected %s", family_list(E, st));
+        E->data_error = true;
+        return;
+    }
+    DataBind *d = bind_for(E, t, s->name2, s->loc2);
+    if (!d) return;
+    *(DataSource *)((char *)d + st->at) = *v.src;
+    if (v.src->scale_loc.line && E->g->nodes[d->node].dtype == DT_I32)   /* it would be ignored */
+        diag_error(E->d, v.src->scale_loc, "scale applies to float inputs, but '%s' is i32: labels and "
+                   "indices are read as the integers they are", s->name2);
+}
+
+/* A number > 0 (clip_grad_norm = 1), unless the setting it excludes is set too. */
+static void setting_positive(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Value v) {
+    if (v.k != V_NUM || !(v.num > 0)) {
+        if (v.k == V_NUM) diag_error(E->d, s->e->loc, "%s must be a number > 0, got %g", st->name, v.num);
+        else diag_error(E->d, s->e->loc, "%s must be a number > 0", st->name);
+        return;
+    }
+    const Setting *other = train_setting_named(st->excludes);
+    if (*(double *)((char *)t + other->at) > 0) {
+        const Setting *first = other < st ? other : st;
+        diag_error(E->d, s->loc, "set %s or %s, not both", first->name, first == st ? other->name : st->name);
+        return;
+    }
+    field_set(t, st->type, st->at, v.num);
+}
+
+/* A setting's value, already evaluated: checked against its kind and stored. */
+static void setting_value(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Value v) {
+    SrcLoc at = s->e->loc;
+    if (st->kind == SET_DATA) {
+        setting_data(E, t, st, s, v);
+        return;
+    }
+    /* reported where it failed; after an unknown word (device = tpu) the words it takes are said too */
+    if (v.k == V_ERROR && !(st->kind == SET_DEVICE && s->e->k == E_IDENT)) return;
+    switch (st->kind) {
+    case SET_INT:   /* checked before any conversion: epochs = 1e12 must not wrap to 0 */
+        if (v.k == V_NUM && v.num >= st->lo && v.num <= st->hi && v.num == floor(v.num))
+            field_set(t, st->type, st->at, v.num);
+        else
+            diag_error(E->d, at, "'%s' must be an integer from %.0f to %.0f", st->name, st->lo, st->hi);
+        break;
+    case SET_BOOL:
+        if (v.k == V_NUM && (v.num == 0 || v.num == 1)) field_set(t, st->type, st->at, v.num);
+        else diag_error(E->d, at, "'%s' is true or false", st->name);
+        break;
+    case SET_POSITIVE: setting_positive(E, t, st, s, v); break;
+    case SET_DEVICE:
+        if (v.k == V_DEVICE) {
+            field_set(t, FIELD_INT, st->at, v.num);
+            t->device_auto = false;
+        } else {
+            const char *items[8] = {"cpu", "cuda", "cuda(k)"};
+            int n = 3;
+            while (n < 8 && st->words && st->words[n - 3]) items[n] = st->words[n - 3], n++;
+            diag_error(E->d, at, "%s is %s", st->name, join(E->a, items, n, ", ", " or "));
+        }
+        break;
+    case SET_CALL:
+        if (v.k == (VKind)st->family->value) memcpy((char *)t + st->at, v.cfg, st->family->size);
+        else diag_error(E->d, at, "expected %s", family_list(E, st));
+        break;
+    case SET_WORD: case SET_DATA: case SET_LOSS: case SET_METRIC: break;
+    }
+}
+
+/* The index of the word s's value is, or -1: precision = bf16, loss_scale = none. */
+static int setting_word(const Setting *st, Stmt *s) {
+    for (int i = 0; st->words && st->words[i]; i++)
+        if (s->e && s->e->k == E_IDENT && !strcmp(s->e->str, st->words[i])) return i;
+    return -1;
+}
+
+static int setting_words(const Setting *st) {
+    int n = 0;
+    while (st->words && st->words[n]) n++;
+    return n;
+}
+
+/* The form st is written in: 'minimize NAME', 'metric NAME [= expr]', 'data INPUT = source', or
+ * 'KEY = value' for the rest. */
+static bool setting_form(Elab *E, const Setting *st, Stmt *s) {
+    const char *k = st->name;
+    switch (st->kind) {
+    case SET_LOSS:
+        if (s->name2 && !s->e) return true;
+        diag_error(E->d, s->loc, "write '%s NAME' with the name of a scalar tensor", k);
+        return false;
+    case SET_METRIC:
+        if (s->name2) return true;
+        diag_error(E->d, s->loc, "write '%s NAME = expr', naming the metric, or '%s NAME' for a scalar tensor", k, k);
+        return false;
+    case SET_DATA:
+        if (!s->name2) diag_error(E->d, s->loc, "write '%s INPUT = source', naming the input it feeds", k);
+        else if (!s->e) diag_error(E->d, s->loc, "'%s %s' needs a value: '%s %s = ...'", k, s->name2, k, s->name2);
+        return s->name2 && s->e;
+    case SET_INT: case SET_BOOL: case SET_POSITIVE: case SET_WORD: case SET_DEVICE: case SET_CALL: break;
+    }
+    if (s->name2) diag_error(E->d, s->loc, "unexpected '%s' after '%s'", s->name2, k);
+    return !s->name2 && s->e;
+}
+
+static void setting_unknown(Elab *E, Stmt *s) {
+    const char *names[32];
+    int n = 0;
+    for (int i = 0; i < train_nsettings && n < 32; i++) names[n++] = train_settings[i].name;
+    int bd = 3;
+    const char *best = suggest_list(s->name, names, (size_t)n, NULL, &bd);
+    diag_error(E->d, s->loc, "unknown setting '%s'%s (%s)", s->name, did_you_mean(E, best),
+               join(E->a, names, n, ", ", NULL));
 }
 
 static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
-    const char *k = s->name;
-    double x;
-    if (!strcmp(k, "minimize") || (!strcmp(k, "metric") && !s->e)) {
-        bool loss = k[1] == 'i';
-        if (loss) E->saw_minimize = true;
-        if (!s->name2 || s->e) {
-            diag_error(E->d, s->loc, "write '%s NAME' with the name of a scalar tensor", k);
-            return;
-        }
-        int n = named_tensor(E, s->name2, s->loc2, loss ? "the loss" : "the metric");
-        if (n < 0) return;
-        if (E->g->nodes[n].shape.rank != 0) {
-            diag_error(E->d, s->loc2, "the %s must be a scalar, but '%s' is %s (reduce it with mean() or sum())",
-                       loss ? "loss" : "metric", s->name2, tstr(E, n));
-            return;
-        }
-        if (loss) E->g->loss = n;
-        else graph_add_out(E->g, s->name2, n);
+    const Setting *st = train_setting_named(s->name);
+    if (!st) {
+        setting_unknown(E, s);
         return;
     }
-    if (!s->e) {
-        diag_error(E->d, s->loc, "'%s %s' needs a value: '%s %s = ...'", k, s->name2, k, s->name2);
-        return;
-    }
-    if (!strcmp(k, "metric")) {
-        Value v = eval(E, E->globals, s->e);
-        int n = v.k == V_ERROR ? -1 : as_tensor(E, v, s->e->loc);
-        if (n < 0) return;
-        if (E->g->nodes[n].shape.rank != 0) {
-            diag_error(E->d, s->e->loc, "a metric must be a scalar, got %s", tstr(E, n));
-            return;
-        }
-        graph_add_out(E->g, s->name2, owned_output(E, n, s->e->loc));
-        return;
-    }
-    if (s->name2 && strcmp(k, "data") && strcmp(k, "test")) {
-        diag_error(E->d, s->loc, "unexpected '%s' after '%s'", s->name2, k);
-        return;
-    }
-    if (!strcmp(k, "loss_scale") && s->e->k == E_IDENT && !strcmp(s->e->str, "none")) {
-        t->scaler = (ScalerConfig){.on = false, .written = true, .loc = s->e->loc};
-        return;
-    }
-    if (!strcmp(k, "precision")) {   /* a dtype name, as torch.autocast(dtype=...) */
-        static const char *const names[] = {"f32", "bf16", "f16"};
-        for (int i = 0; i < 3; i++)
-            if (s->e->k == E_IDENT && !strcmp(s->e->str, names[i])) {
-                t->precision = (Precision)i;
-                return;
-            }
-        diag_error(E->d, s->e->loc, "precision is f32, bf16 or f16");
-        return;
-    }
-    if (!strcmp(k, "device") && s->e->k == E_IDENT && !strcmp(s->e->str, "auto")) { /* the driver probes */
+    if (st->kind == SET_LOSS) E->saw_minimize = true;   /* even if it fails: no "needs 'minimize'" */
+    if (!setting_form(E, st, s)) return;
+    int w = setting_word(st, s);
+    if (st->kind == SET_LOSS) {
+        int n = named_scalar(E, s, "loss");
+        if (n >= 0) E->g->loss = n;
+    } else if (st->kind == SET_METRIC) {
+        setting_metric(E, s);
+    } else if (st->kind == SET_WORD) {   /* a word, not a value: precision = bf16, as torch.autocast(dtype=...) */
+        if (w >= 0) field_set(t, FIELD_INT, st->at, w);
+        else diag_error(E->d, s->e->loc, "%s is %s", st->name, join(E->a, st->words, setting_words(st), ", ", " or "));
+    } else if (st->kind == SET_DEVICE && w >= 0) {   /* device = auto: the driver probes for a GPU */
         t->device_auto = true;
-        return;
-    }
-    E->in_train = 1;
-    Value v = eval(E, E->globals, s->e);
-    E->in_train = 0;
-    if (!strcmp(k, "data") || !strcmp(k, "test")) {
-        if (!s->name2) {
-            diag_error(E->d, s->loc, "write '%s INPUT = source', naming the input it feeds", k);
-            return;
-        }
-        if (v.k != V_SOURCE) {
-            if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected a data source such as idx(\"file\"), npy(\"file\"), csv(\"file\") or randn(n, d)");
-            E->data_error = true;
-            return;
-        }
-        DataBind *d = bind_for(E, t, s->name2, s->loc2);
-        if (d) *(k[0] == 'd' ? &d->train : &d->test) = *v.src;
-        if (d && v.src->scale_loc.line && E->g->nodes[d->node].dtype == DT_I32)   /* it would be ignored */
-            diag_error(E->d, v.src->scale_loc, "scale applies to float inputs, but '%s' is i32: labels and "
-                       "indices are read as the integers they are", s->name2);
-    } else if (!strcmp(k, "batch")) {
-        if (setting_num(E, s, v, 1, INT_MAX, &x)) t->batch = (int64_t)x;
-    } else if (!strcmp(k, "epochs")) {
-        if (setting_num(E, s, v, 0, INT_MAX, &x)) t->epochs = (int)x;
-    } else if (!strcmp(k, "seed")) {   /* 2^53: the integers a number in the file holds exactly */
-        if (setting_num(E, s, v, 0, 9007199254740992.0, &x)) t->seed = (uint64_t)x;
-    } else if (!strcmp(k, "shuffle")) {
-        if (v.k == V_NUM && v.num != 0 && v.num != 1)
-            diag_error(E->d, s->e->loc, "'shuffle' is true or false");
-        else if (setting_num(E, s, v, 0, 1, &x)) t->shuffle = x != 0;
-    } else if (!strcmp(k, "device")) {
-        if (v.k != V_DEVICE) diag_error(E->d, s->e->loc, "device is cpu, cuda, cuda(k) or auto");
-        else {
-            t->device = (Device)v.num;
-            t->device_auto = false;
-        }
-    } else if (!strcmp(k, "optimizer")) {
-        if (v.k != V_OPTIM) {
-            if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected sgd(...), adam(...) or adamw(...)");
-        } else
-            t->opt = *v.opt;
-    } else if (!strcmp(k, "loss_scale")) {
-        if (v.k != V_SCALER) {
-            if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected dynamic(...) or none");
-        } else {
-            t->scaler = *v.scaler;
-            t->scaler.written = true;
-        }
-    } else if (!strcmp(k, "clip_grad_norm") || !strcmp(k, "clip_grad_value")) {
-        bool norm = !strcmp(k, "clip_grad_norm");
-        if (v.k != V_NUM || !(v.num > 0)) {
-            if (v.k == V_NUM) diag_error(E->d, s->e->loc, "%s must be a number > 0, got %g", k, v.num);
-            else if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "%s must be a number > 0", k);
-        } else if (norm ? t->clip_value > 0 : t->clip_norm > 0)
-            diag_error(E->d, s->loc, "set clip_grad_norm or clip_grad_value, not both");
-        else
-            *(norm ? &t->clip_norm : &t->clip_value) = v.num;
-    } else if (!strcmp(k, "lr_schedule")) {
-        if (v.k != V_SCHED) {
-            if (v.k != V_ERROR)
-                diag_error(E->d, s->e->loc, "expected step_lr(...), exponential_lr(...), cosine_lr(...) or linear_lr(...)");
-        } else
-            t->sched = *v.sched;
+    } else if (w >= 0) {   /* loss_scale = none: its config, off */
+        memset((char *)t + st->at, 0, st->family->size);
+        *(SrcLoc *)((char *)t + st->at + st->family->loc_at) = s->e->loc;
     } else {
-        static const char *const keys[] = {"data",   "test",   "batch",   "epochs",  "optimizer", "lr_schedule",
-                                           "minimize", "metric", "seed",  "shuffle", "device",    "precision",
-                                           "loss_scale", "clip_grad_norm", "clip_grad_value"};
-        int bd = 3;
-        const char *best = suggest_list(k, keys, NNC_COUNTOF(keys), NULL, &bd);
-        diag_error(E->d, s->loc, "unknown setting '%s'%s (data, test, batch, epochs, optimizer, lr_schedule, "
-                   "minimize, metric, seed, shuffle, device, precision, loss_scale, clip_grad_norm, clip_grad_value)",
-                   k, did_you_mean(E, best));
+        E->in_train = 1;
+        Value v = eval(E, E->globals, s->e);
+        E->in_train = 0;
+        setting_value(E, t, st, s, v);
     }
 }
 
+/* Every setting's default, then the section's settings in order (the last one written wins). */
 void read_train(Elab *E, Stmt *prog) {
     TrainConfig *t = &E->m->train;
-    t->batch = 1;
-    t->epochs = 1;
-    t->shuffle = true;
-    t->opt.kind = OPT_SGD;
-    t->opt.lr = 0.01;
+    for (int i = 0; i < train_nsettings; i++) {
+        const Setting *st = &train_settings[i];
+        if (st->kind == SET_INT || st->kind == SET_BOOL) field_set(t, st->type, st->at, st->dflt);
+        if (st->kind == SET_CALL && st->dflt_cfg) memcpy((char *)t + st->at, st->dflt_cfg, st->family->size);
+    }
     for (Stmt *s = prog; s; s = s->next) {
         if (s->k != S_TRAIN) continue;
         if (t->present) {
@@ -417,21 +389,28 @@ void check_train(Elab *E) {
         for (int j = 0; j < t->ndata; j++)
             if (t->data[j].node == i) d = &t->data[j];
         if ((!d || d->train.kind == SRC_NONE) && !E->data_error)
-            diag_error(E->d, n->loc, "input '%s' has no training data: add 'data %s = ...' to the train section", n->name, n->name);
+            diag_error(E->d, n->loc, "input '%s' has no training data: add 'data %s = ...' to the train section",
+                       n->name, n->name);
     }
 }
 
-
 /* ---- the final configuration -------------------------------------------------------------- */
 
-/* --momentum: SGD's momentum, with torch.optim.SGD's rule for Nesterov. */
+/* --momentum: for an optimizer that has one, with torch.optim.SGD's rule for Nesterov. */
 static bool override_momentum(TrainConfig *t, double momentum, char *err, size_t n) {
-    if (t->opt.kind != OPT_SGD) {
-        snprintf(err, n, "--momentum: applies to sgd; this model uses adam");
+    const TrainFn *f = train_optimizer(t->opt.kind);
+    if (train_fn_arg(f, "momentum") < 0) {
+        char with[128] = "";
+        for (int i = 0; i < train_optimizers.n; i++)
+            if (train_fn_arg(&train_optimizers.fns[i], "momentum") >= 0)
+                snprintf(with + strlen(with), sizeof with - strlen(with), "%s%s", with[0] ? " or " : "",
+                         train_optimizers.fns[i].name);
+        snprintf(err, n, "--momentum: applies to %s; this model uses %s", with, f->name);
         return false;
     }
     if (t->opt.nesterov && momentum <= 0) {
-        snprintf(err, n, "--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got %g", momentum);
+        snprintf(err, n, "--momentum: this model's %s uses nesterov, which needs a momentum > 0, got %g", f->name,
+                 momentum);
         return false;
     }
     t->opt.momentum = momentum;
@@ -451,7 +430,7 @@ bool resolve_train_config(Model *m, const TrainOverrides *o, int world, char *er
     }
     if (o->has_momentum && !override_momentum(t, o->momentum, err, n)) return false;
     /* what follows from the settings, the overrides included */
-    if (!t->scaler.written)   /* GradScaler's defaults, on exactly with f16 */
+    if (!t->scaler.loc.line)   /* loss_scale not written: GradScaler's defaults, on exactly with f16 */
         t->scaler = (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536, .growth = 2, .backoff = 0.5,
                                    .interval = 2000};
     t->opt.lr_state = t->sched.kind != SCHED_NONE;

@@ -47,10 +47,10 @@ typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } OptKind;
  * default with precision = f16 (loss_scale = dynamic(...) or none in the train section). */
 typedef struct {
     bool on;
-    bool written;                /* loss_scale was written; else on exactly with f16 (resolve_train_config) */
     double init, growth, backoff;
     double interval;
-    SrcLoc loc;
+    SrcLoc loc;                  /* where loss_scale was written; line 0: it was not, so resolve_train_config
+                                    gives GradScaler's defaults, on exactly with f16 */
 } ScalerConfig;
 
 /* The optimizer as torch.optim's constructor takes it; passes/optimizer.c builds its update. */

@@ -4,13 +4,17 @@
  *                         (0 included); the loss scaler's default follows the precision after
  *                         --precision; a schedule makes the rate state; the compile-time batch
  *                         (g->batch_max) is the batch, or each process's share of it; an
- *                         override the optimizer has no use for is refused, naming both */
+ *                         override the optimizer has no use for is refused, naming both
+ *   the tables            docs/language.md's train section shows every setting and every
+ *                         builtin of train_tables.c: each argument, which are required, each
+ *                         numeric default, and the PyTorch class it follows */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "frontend/frontend.h"
+#include "frontend/train_tables.h"
 
 static int failures, checks;
 
@@ -116,6 +120,7 @@ static void test_derived(Arena *a) {
 static void test_refused(Arena *a) {
     char err[256];
     static const struct { const char *settings, *want; } cases[] = {
+        {"    optimizer = adamw()\n", "--momentum: applies to sgd; this model uses adamw"},
         {"    optimizer = adam()\n", "--momentum: applies to sgd; this model uses adam"},
         {"    optimizer = sgd(lr = 0.1, momentum = 0.9, nesterov = true)\n",
          "--momentum: this model's sgd uses nesterov, which needs a momentum > 0, got 0"},
@@ -127,11 +132,111 @@ static void test_refused(Arena *a) {
     }
 }
 
+/* ---- docs/language.md against the tables --------------------------------------------------- */
+
+/* The train section of docs/language.md: from its heading to the next. */
+static char *docs_train_section(void) {
+    FILE *f = fopen(NNC_SOURCE_DIR "/docs/language.md", "r");
+    CHECK(f != NULL, "cannot read docs/language.md");
+    if (!f) return NULL;
+    Str s = {0};
+    char line[4096];
+    bool in = false;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "## ", 3)) in = !strncmp(line, "## The train section", 20);
+        if (in) str_puts(&s, line);
+    }
+    fclose(f);
+    CHECK(s.buf != NULL, "docs/language.md has no '## The train section'");
+    return s.buf;
+}
+
+/* A default as the docs write it: a number, a fraction (1/3), true or false; false if it is a
+ * word (epochs, all). */
+static bool doc_number(const char *v, size_t len, double *x) {
+    char buf[64], *end;
+    snprintf(buf, sizeof buf, "%.*s", (int)len, v);
+    if (!strcmp(buf, "true") || !strcmp(buf, "false")) {
+        *x = buf[0] == 't';
+        return true;
+    }
+    *x = strtod(buf, &end);
+    if (end != buf && *end == '/') *x /= strtod(end + 1, &end);
+    return end != buf && *end == 0;
+}
+
+/* One builtin's signature in the docs, "name(a, b=1, ...)", against its row. */
+static void check_signature(const char *docs, const TrainFn *f) {
+    char pat[64];
+    const char *sig = NULL;
+    for (const char *pre = "=`"; *pre && !sig; pre++) {   /* `optimizer = sgd(...)` or `idx(...)` */
+        snprintf(pat, sizeof pat, "%s%s(", *pre == '`' ? "`" : "= ", f->name);
+        sig = strstr(docs, pat);
+    }
+    CHECK(sig != NULL, "docs/language.md's train section does not show %s(...)", f->name);
+    if (!sig) return;
+    const char *eol = strchr(sig, '\n'), *bol = sig;
+    while (bol > docs && bol[-1] != '\n') bol--;
+    if (f->torch) {
+        char *line = strndup(bol, (size_t)(eol - bol));
+        CHECK(strstr(line, f->torch) != NULL, "docs: the line of %s() does not name %s", f->name, f->torch);
+        free(line);
+    }
+    if (f->read) return;   /* randn(n, d...): a shape, not a list of arguments */
+    const char *p = strchr(sig, '(') + 1, *end = strchr(p, ')');
+    bool seen[TRAIN_FN_MAX_ARGS] = {0}, elided = false;
+    while (p < end) {
+        size_t len = strcspn(p, ",)");
+        size_t nlen = strcspn(p, "=,)");
+        if (!strncmp(p, "...", 3)) elided = true;
+        else {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)nlen, p);
+            int i = train_fn_arg(f, name);
+            CHECK(i >= 0, "docs: %s() has no argument '%s'", f->name, name);
+            if (i >= 0) {
+                const ArgSpec *s = &f->args[i];
+                seen[i] = true;
+                double x;
+                CHECK(!s->required || nlen == len, "docs: %s()'s %s is required, shown with a default", f->name, name);
+                if (!s->required && nlen < len && doc_number(p + nlen + 1, len - nlen - 1, &x))
+                    CHECK(fabs(x - s->dflt) <= 1e-12 * fabs(s->dflt), "docs: %s(%s=%.*s), the table's default is %g",
+                          f->name, name, (int)(len - nlen - 1), p + nlen + 1, s->dflt);
+            }
+        }
+        p += len;
+        while (p < end && (*p == ',' || *p == ' ')) p++;
+    }
+    for (int i = 0; i < TRAIN_FN_MAX_ARGS && f->args[i].name; i++)
+        CHECK(seen[i] || elided, "docs: %s() does not show its argument '%s'", f->name, f->args[i].name);
+}
+
+static void test_docs(void) {
+    char *docs = docs_train_section();
+    if (!docs) return;
+    for (int i = 0; i < train_nsettings; i++) {
+        const Setting *st = &train_settings[i];
+        char pat[64];
+        snprintf(pat, sizeof pat, "\n| `%s ", st->name);
+        const char *row = strstr(docs, pat);
+        CHECK(row != NULL, "docs/language.md's train section has no row for the setting '%s'", st->name);
+        for (int w = 0; row && st->words && st->words[w]; w++) {
+            char *line = strndup(row + 1, strcspn(row + 1, "\n"));
+            CHECK(strstr(line, st->words[w]) != NULL, "docs: the row of %s does not show '%s'", st->name, st->words[w]);
+            free(line);
+        }
+    }
+    for (int k = 0; k < train_nfamilies; k++)
+        for (int i = 0; i < train_families[k]->n; i++) check_signature(docs, &train_families[k]->fns[i]);
+    free(docs);
+}
+
 int main(void) {
     Arena a = {0};
     test_overrides(&a);
     test_derived(&a);
     test_refused(&a);
+    test_docs();
     arena_free(&a);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
