@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../frontend/train_tables.h"
 #include "../io/safetensors.h"
 #include "train.h"
 
@@ -36,7 +37,7 @@ static void put(Hparams *h, const char *key, const char *fmt, ...) {
 
 static void put_optimizer(Hparams *h, const OptConfig *o) {
     char a[32], b[32];
-    put(h, "optimizer", "%s", o->kind == OPT_SGD ? "sgd" : o->kind == OPT_ADAM ? "adam" : "adamw");
+    put(h, "optimizer", "%s", train_optimizer(o->kind)->name);
     put(h, "lr", "%s", num(a, sizeof a, o->lr));
     if (o->kind == OPT_SGD) {
         put(h, "momentum", "%s", num(a, sizeof a, o->momentum));
