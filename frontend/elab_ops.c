@@ -483,21 +483,13 @@ static Value ew_call(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
 
 /* Builtins whose reading is their own (the generic readers go by the op's kind). */
 typedef Value Reader(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
-static Value read_matmul(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
-    (void)op;
+/* matmul(a, b) and pow(a, b): the operators @ and ** as functions. */
+static Value read_binary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     if (a->n != 2) {
         diag_error(E->d, loc, "%s() takes two arguments", fn);
         return verror;
     }
-    return matmul(E, a->v[0], a->v[1], loc);
-}
-static Value read_pow(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
-    (void)op;
-    if (a->n != 2) {
-        diag_error(E->d, loc, "%s() takes two arguments", fn);
-        return verror;
-    }
-    return powc(E, a->v[0], a->v[1], loc);
+    return op == OP_MATMUL ? matmul(E, a->v[0], a->v[1], loc) : powc(E, a->v[0], a->v[1], loc);
 }
 static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return transpose(E, a, loc); }
 static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return reshape(E, a, loc); }
@@ -520,7 +512,7 @@ static Value read_gelu(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
 
 static Reader *custom_reader(Op op) {
     static const struct { Op op; Reader *read; } custom[] = {
-        {OP_MATMUL, read_matmul}, {OP_POWC, read_pow}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
+        {OP_MATMUL, read_binary}, {OP_POWC, read_binary}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
         {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to}, {OP_GELU, read_gelu},
         {OP_CONV2D, read_conv2d}, {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},
         {OP_EMBEDDING, read_embedding},
