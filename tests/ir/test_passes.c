@@ -78,6 +78,7 @@ static Compiled *compile_src(const char *file, const char *src, Opts o) {
     char err[256];
     if (m && !resolve_train_config(m, &(TrainOverrides){0}, 1, err, sizeof err)) {
         fprintf(df, "%s\n", err);
+        model_free(m);
         m = NULL;
     }
     if (m) {

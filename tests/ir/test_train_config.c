@@ -45,7 +45,10 @@ static Model *resolve(Arena *a, const char *settings, const TrainOverrides *o, i
     fclose(quiet);
     err[0] = 0;
     CHECK(m != NULL, "the model with\n%s\nshould load (%d errors)", settings, d->errors);
-    if (m && !resolve_train_config(m, o, world, err, n)) return NULL;
+    if (m && !resolve_train_config(m, o, world, err, n)) {
+        model_free(m);
+        return NULL;
+    }
     return m;
 }
 
