@@ -29,8 +29,8 @@ bool eval_args(Elab *E, Env *env, Arg *args, Args *out, SrcLoc loc) {
 
 /* Binds positional and keyword arguments to a builtin's parameter list; each name in `names`
  * gets the index of its argument or -1.  Unknown keywords and excess arguments are errors. */
-bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx,
-                      int required, SrcLoc loc) {
+bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx, int required,
+               SrcLoc loc) {
     for (int i = 0; i < nnames; i++) idx[i] = -1;
     int pos = 0;
     for (int i = 0; i < a->n; i++) {
@@ -78,12 +78,11 @@ SrcLoc arg_loc(Args *a, int i, SrcLoc call) { return i >= 0 ? a->loc[i] : call; 
 
 /* A numeric argument within [lo, hi] (an open end where lo_open/hi_open), finite; the message
  * names the function and argument, with PyTorch's rule. */
-bool check_range(Elab *E, const char *fn, const char *name, double x, double lo, bool lo_open, double hi,
-                        bool hi_open, SrcLoc loc) {
+bool check_range(Elab *E, const char *fn, const char *name, double x, double lo, bool lo_open, double hi, bool hi_open,
+                 SrcLoc loc) {
     bool ok = isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
     if (ok) return true;
-    if (isinf(hi))
-        diag_error(E->d, loc, "%s(): %s must be %s %.10g, got %.10g", fn, name, lo_open ? ">" : ">=", lo, x);
+    if (isinf(hi)) diag_error(E->d, loc, "%s(): %s must be %s %.10g, got %.10g", fn, name, lo_open ? ">" : ">=", lo, x);
     else
         diag_error(E->d, loc, "%s(): %s must be in %c%.10g, %.10g%c, got %.10g", fn, name, lo_open ? '(' : '[', lo, hi,
                    hi_open ? ')' : ']', x);
@@ -117,7 +116,7 @@ int64_t axis_bit(Elab *E, Value v, SrcLoc loc, int rank, bool *ok) {
         return 0;
     }
     double x = v.num;
-    int ax = fabs(x) <= IR_MAX_RANK ? (int)x : IR_MAX_RANK;   /* cast only what fits */
+    int ax = fabs(x) <= IR_MAX_RANK ? (int)x : IR_MAX_RANK; /* cast only what fits */
     if (ax < 0) ax += rank;
     if (ax < 0 || ax >= rank || x != floor(x)) {
         diag_error(E->d, loc, "axis %g is out of range for a tensor of rank %d", x, rank);

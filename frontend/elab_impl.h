@@ -12,17 +12,30 @@
 #include "ast.h"
 #include "frontend.h"
 
-typedef enum { V_ERROR, V_NUM, V_STR, V_TENSOR, V_BLOCK, V_INST, V_DEVICE, V_SOURCE, V_OPTIM, V_TUPLE, V_SCHED, V_SCALER,
-               V_DTYPE } VKind;
+typedef enum {
+    V_ERROR,
+    V_NUM,
+    V_STR,
+    V_TENSOR,
+    V_BLOCK,
+    V_INST,
+    V_DEVICE,
+    V_SOURCE,
+    V_OPTIM,
+    V_TUPLE,
+    V_SCHED,
+    V_SCALER,
+    V_DTYPE
+} VKind;
 
 typedef struct Env Env;
 typedef struct Inst {
     Stmt *def;
-    const char *scope;           /* "fc1", "enc.fc1" */
+    const char *scope; /* "fc1", "enc.fc1" */
     Env *env;
     Stmt *forward;
-    int first, end;              /* the nodes its instantiation made (its parameters) */
-    bool placed;                 /* .to(device) / to(inst, device): parameters and forward there */
+    int first, end; /* the nodes its instantiation made (its parameters) */
+    bool placed;    /* .to(device) / to(inst, device): parameters and forward there */
     Device dev;
 } Inst;
 
@@ -33,14 +46,14 @@ typedef struct Value {
     int node;
     Stmt *block;
     Inst *inst;
-    union {                      /* V_SOURCE, V_OPTIM, V_SCHED, V_SCALER: what the call read */
+    union { /* V_SOURCE, V_OPTIM, V_SCHED, V_SCALER: what the call read */
         DataSource *src;
         OptConfig *opt;
         SchedConfig *sched;
         ScalerConfig *scaler;
         void *cfg;
     };
-    struct Value *items;         /* V_TUPLE: (0, 2) or [0, 2] */
+    struct Value *items; /* V_TUPLE: (0, 2) or [0, 2] */
     int nitems;
 } Value;
 
@@ -49,7 +62,7 @@ typedef struct Binding {
     Value v;
     SrcLoc loc;
     struct Binding *next;
-    struct Binding *hnext;       /* the next binding in the same hash bucket */
+    struct Binding *hnext; /* the next binding in the same hash bucket */
 } Binding;
 
 /* A scope: its bindings newest first (shadowing: the newest wins), plus a hash index once it
@@ -57,7 +70,7 @@ typedef struct Binding {
 struct Env {
     Binding *head;
     Env *parent;
-    Binding **bucket;            /* NULL while small */
+    Binding **bucket; /* NULL while small */
     int nbucket, count;
 };
 
@@ -67,13 +80,13 @@ typedef struct Elab {
     Graph *g;
     Model *m;
     Env *globals;
-    int in_train;                /* data sources and optimizers may be called */
-    int depth;                   /* recursion guard for blocks that call themselves */
-    bool saw_minimize;           /* a 'minimize' was written, even if it failed its checks */
-    int eval_depth;              /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
-    long steps;                  /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
-    bool over_budget;            /* a bound was hit and reported: elaboration winds down */
-    bool data_error;             /* a data source failed (reported): no "input has no data" */
+    int in_train;      /* data sources and optimizers may be called */
+    int depth;         /* recursion guard for blocks that call themselves */
+    bool saw_minimize; /* a 'minimize' was written, even if it failed its checks */
+    int eval_depth;    /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
+    long steps;        /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
+    bool over_budget;  /* a bound was hit and reported: elaboration winds down */
+    bool data_error;   /* a data source failed (reported): no "input has no data" */
 } Elab;
 
 typedef struct Args {

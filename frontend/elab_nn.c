@@ -24,7 +24,8 @@ static bool pair_arg(Elab *E, const char *fn, const char *name, Args *a, int i, 
     for (int k = 0; k < 2; k++) {
         const Value *x = v->k == V_TUPLE ? &v->items[n == 1 ? 0 : k] : v;
         if (x->k != V_NUM || x->num != floor(x->num) || x->num < lo || x->num > 1 << 20) {
-            if (x->k != V_NUM) diag_error(E->d, a->loc[i], "%s(): %s must be an integer, got a %s", fn, name, kind_name(x->k));
+            if (x->k != V_NUM)
+                diag_error(E->d, a->loc[i], "%s(): %s must be an integer, got a %s", fn, name, kind_name(x->k));
             else diag_error(E->d, a->loc[i], "%s(): %s must be an integer >= %d, got %g", fn, name, lo, x->num);
             return false;
         }
@@ -38,8 +39,8 @@ static bool nchw_arg(Elab *E, const char *fn, int x, SrcLoc loc) {
     if (!need_f32(E, x, fn, loc)) return false;
     Shape s = E->g->nodes[x].shape;
     if (s.rank != 4 || s.d[1] == DIM_BATCH || s.d[2] == DIM_BATCH || s.d[3] == DIM_BATCH) {
-        diag_error(E->d, loc, "%s(): expected an NCHW tensor [batch, channels, height, width], got %s%s", fn, tstr(E, x),
-                   s.rank == 2 ? " (reshape it first: reshape(x, B, 1, 28, 28))" : "");
+        diag_error(E->d, loc, "%s(): expected an NCHW tensor [batch, channels, height, width], got %s%s", fn,
+                   tstr(E, x), s.rank == 2 ? " (reshape it first: reshape(x, B, 1, 28, 28))" : "");
         return false;
     }
     return true;
@@ -51,9 +52,11 @@ static bool window_out(Elab *E, const char *fn, int x, const Attr *at, int64_t k
     int64_t oh = spatial_out_dim(s.d[2], (int)kh, at->win.s[0], at->win.p[0], at->win.d[0]);
     int64_t ow = spatial_out_dim(s.d[3], (int)kw, at->win.s[1], at->win.p[1], at->win.d[1]);
     if (oh < 1 || ow < 1) {
-        diag_error(E->d, loc, "%s(): the %lldx%lld window (dilation %d,%d) does not fit in the %lldx%lld input padded by %d,%d: "
-                   "the output would be empty", fn, (long long)kh, (long long)kw, at->win.d[0], at->win.d[1],
-                   (long long)s.d[2], (long long)s.d[3], at->win.p[0], at->win.p[1]);
+        diag_error(E->d, loc,
+                   "%s(): the %lldx%lld window (dilation %d,%d) does not fit in the %lldx%lld input padded by %d,%d: "
+                   "the output would be empty",
+                   fn, (long long)kh, (long long)kw, at->win.d[0], at->win.d[1], (long long)s.d[2], (long long)s.d[3],
+                   at->win.p[0], at->win.p[1]);
         return false;
     }
     *out = s;
@@ -73,10 +76,12 @@ Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     int b = ix[2] >= 0 ? tensor_arg(E, a, ix[2]) : -2;
     if (x < 0 || w < 0 || b == -1 || !nchw_arg(E, fn, x, loc) || !need_f32(E, w, fn, loc)) return verror;
     Attr at = {0};
-    bool ok = pair_arg(E, fn, "stride", a, ix[3], 1, 1, at.win.s) && pair_arg(E, fn, "dilation", a, ix[5], 1, 1, at.win.d);
+    bool ok =
+        pair_arg(E, fn, "stride", a, ix[3], 1, 1, at.win.s) && pair_arg(E, fn, "dilation", a, ix[5], 1, 1, at.win.d);
     const char *same = ix[4] >= 0 && a->v[ix[4]].k == V_STR ? a->v[ix[4]].str : NULL;
     if (same && strcmp(same, "same") && strcmp(same, "valid")) {
-        diag_error(E->d, a->loc[ix[4]], "%s(): padding is a number, a pair, \"same\" or \"valid\", got \"%s\"", fn, same);
+        diag_error(E->d, a->loc[ix[4]], "%s(): padding is a number, a pair, \"same\" or \"valid\", got \"%s\"", fn,
+                   same);
         return verror;
     }
     ok = ok && (same || pair_arg(E, fn, "padding", a, ix[4], 0, 0, at.win.p));
@@ -92,12 +97,15 @@ Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     at.win.groups = (int32_t)groups;
     Shape xs = E->g->nodes[x].shape, ws = E->g->nodes[w].shape;
     if (ws.rank != 4 || shape_batch_axis(ws) >= 0 || ws.d[0] % at.win.groups || xs.d[1] != ws.d[1] * at.win.groups) {
-        diag_error(E->d, loc, "%s(): weight %s does not fit input %s: expected [out_channels, %lld, kh, kw] with out_channels "
-                   "a multiple of groups = %d", fn, tstr(E, w), tstr(E, x), (long long)(xs.d[1] / at.win.groups), at.win.groups);
+        diag_error(E->d, loc,
+                   "%s(): weight %s does not fit input %s: expected [out_channels, %lld, kh, kw] with out_channels "
+                   "a multiple of groups = %d",
+                   fn, tstr(E, w), tstr(E, x), (long long)(xs.d[1] / at.win.groups), at.win.groups);
         return verror;
     }
     if (xs.d[1] % at.win.groups) {
-        diag_error(E->d, loc, "%s(): the input's %lld channels do not split into groups = %d", fn, (long long)xs.d[1], at.win.groups);
+        diag_error(E->d, loc, "%s(): the input's %lld channels do not split into groups = %d", fn, (long long)xs.d[1],
+                   at.win.groups);
         return verror;
     }
     if (same && !strcmp(same, "same")) {
@@ -108,8 +116,10 @@ Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
                 return verror;
             }
             if (span % 2) {
-                diag_error(E->d, a->loc[ix[4]], "%s(): padding=\"same\" with an even kernel needs more padding on one side "
-                           "than the other, which nnc does not do; pad explicitly", fn);
+                diag_error(E->d, a->loc[ix[4]],
+                           "%s(): padding=\"same\" with an even kernel needs more padding on one side "
+                           "than the other, which nnc does not do; pad explicitly",
+                           fn);
                 return verror;
             }
             at.win.p[k] = (int32_t)(span / 2);
@@ -124,7 +134,8 @@ Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     if (b < 0) return vtensor(y);
     Shape bs = E->g->nodes[b].shape;
     if (bs.rank != 1 || bs.d[0] != ws.d[0] || !need_f32(E, b, fn, loc)) {
-        diag_error(E->d, loc, "%s(): bias %s should be [%lld], one per output channel", fn, tstr(E, b), (long long)ws.d[0]);
+        diag_error(E->d, loc, "%s(): bias %s should be [%lld], one per output channel", fn, tstr(E, b),
+                   (long long)ws.d[0]);
         return verror;
     }
     int64_t bd[3] = {ws.d[0], 1, 1};
@@ -136,7 +147,7 @@ Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
  * average counts the zero padding, torch's count_include_pad default). */
 Value read_pool2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "kernel_size", "stride", "padding", "dilation"};
-    int ix[5] = {-1, -1, -1, -1, -1};   /* avg_pool2d has no dilation: ix[4] stays -1 */
+    int ix[5] = {-1, -1, -1, -1, -1}; /* avg_pool2d has no dilation: ix[4] stays -1 */
     if (!bind_args(E, fn, a, names, op == OP_MAX_POOL2D ? 5 : 4, ix, 2, loc)) return verror;
     int x = tensor_arg(E, a, ix[0]);
     if (x < 0 || !nchw_arg(E, fn, x, loc)) return verror;
@@ -148,8 +159,9 @@ Value read_pool2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     else if (!pair_arg(E, fn, "stride", a, ix[2], 1, 1, at.win.s)) return verror;
     for (int k = 0; k < 2; k++)
         if (at.win.p[k] * 2 > at.win.k[k]) {
-            diag_error(E->d, arg_loc(a, ix[3], loc), "%s(): padding %d is more than half the kernel size %d, as torch refuses",
-                       fn, at.win.p[k], at.win.k[k]);
+            diag_error(E->d, arg_loc(a, ix[3], loc),
+                       "%s(): padding %d is more than half the kernel size %d, as torch refuses", fn, at.win.p[k],
+                       at.win.k[k]);
             return verror;
         }
     at.win.groups = 1;
@@ -169,7 +181,8 @@ Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
     int x = tensor_arg(E, a, ix[0]);
     double p = num_arg(E, a, ix[1], 0.5, &ok);
-    if (x < 0 || !ok || !need_f32(E, x, fn, loc) || !check_range(E, fn, "p", p, 0, false, 1, false, arg_loc(a, ix[1], loc)))
+    if (x < 0 || !ok || !need_f32(E, x, fn, loc) ||
+        !check_range(E, fn, "p", p, 0, false, 1, false, arg_loc(a, ix[1], loc)))
         return verror;
     if (p == 0) return vtensor(x);
     int mask = graph_add(E->g, OP_DROPOUT_MASK, 0, NULL, E->g->nodes[x].shape, DT_F32, loc);
@@ -212,17 +225,18 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
             return verror;
         }
         if (k < 2 && (tn->op != OP_PARAM || !tn->frozen)) {
-            diag_error(E->d, arg_loc(a, ix[1 + k], loc), "%s(): %s must be a buffer (declared 'buffer %s: f32[%lld] = %s'), "
-                       "which the train step updates", fn, names[1 + k], names[1 + k], (long long)C,
-                       k ? "ones()" : "zeros()");
+            diag_error(E->d, arg_loc(a, ix[1 + k], loc),
+                       "%s(): %s must be a buffer (declared 'buffer %s: f32[%lld] = %s'), "
+                       "which the train step updates",
+                       fn, names[1 + k], names[1 + k], (long long)C, k ? "ones()" : "zeros()");
             return verror;
         }
     }
     /* statistics over every axis but the channels, kept as [1, C(, 1, 1)] to broadcast */
     int64_t mask = xs.rank == 4 ? 0xd : 0x1;
-    double per = xs.rank == 4 ? (double)(xs.d[2] * xs.d[3]) : 1;   /* reduced elements per sample */
+    double per = xs.rank == 4 ? (double)(xs.d[2] * xs.d[3]) : 1; /* reduced elements per sample */
     Shape ks = {0};
-    ks.rank = xs.rank - 1;   /* [C] or [C, 1, 1]: aligned on the right against x */
+    ks.rank = xs.rank - 1; /* [C] or [C, 1, 1]: aligned on the right against x */
     ks.d[0] = C;
     for (int i = 1; i < ks.rank; i++) ks.d[i] = 1;
     int mean = reduce_node(E, OP_MEAN, x, mask, true, loc);
@@ -231,7 +245,7 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int epsc = graph_const(g, eps, loc);
     int train = graph_add2(g, OP_DIV, d, graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, var, epsc, loc), loc), loc);
     int rmk = reshape_node(E, rm, ks, loc), rvk = reshape_node(E, rv, ks, loc);
-    int centered = graph_add2(g, OP_SUB, x, rmk, loc);   /* one node per statement: ids must not
+    int centered = graph_add2(g, OP_SUB, x, rmk, loc); /* one node per statement: ids must not
                                                            depend on argument evaluation order */
     int eval = graph_add2(g, OP_DIV, centered, graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, rvk, epsc, loc), loc), loc);
     int in[2] = {train, eval};
@@ -299,7 +313,9 @@ Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int mean = reduce_node(E, OP_MEAN, x, mask, true, loc);
     int d = graph_add2(E->g, OP_SUB, x, mean, loc);
     int var = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, d, d, loc), mask, true, loc);
-    int y = graph_add2(E->g, OP_DIV, d, graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc), loc);
+    int y = graph_add2(E->g, OP_DIV, d,
+                       graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc),
+                       loc);
     if (w >= 0) y = graph_add2(E->g, OP_MUL, y, w, loc);
     if (b >= 0) y = graph_add2(E->g, OP_ADD, y, b, loc);
     return vtensor(y);
@@ -367,7 +383,10 @@ static bool init_kaiming_xavier(Elab *E, Node *p, const char *fn, Args *a, SrcLo
         const char *nl = ix[2] >= 0 ? a->v[ix[2]].str : "leaky_relu";
         double gain = gain_of(nl, sl);
         if (gain < 0 || (strcmp(mode, "fan_in") && strcmp(mode, "fan_out"))) {
-            diag_error(E->d, loc, "%s(): mode is \"fan_in\" or \"fan_out\"; nonlinearity is relu, leaky_relu, tanh, sigmoid or linear", fn);
+            diag_error(
+                E->d, loc,
+                "%s(): mode is \"fan_in\" or \"fan_out\"; nonlinearity is relu, leaky_relu, tanh, sigmoid or linear",
+                fn);
             return false;
         }
         std = gain / sqrt(!strcmp(mode, "fan_in") ? fan_in : fan_out);
@@ -398,7 +417,8 @@ static bool init_bounds_check(Elab *E, const char *fn, Node *p, Args *a, int *ix
 
 bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
     if (!e) {
-        diag_error(E->d, p->loc, "parameter '%s' needs an initializer, e.g. '= normal(0, 0.01)' or '= zeros()'", p->name);
+        diag_error(E->d, p->loc, "parameter '%s' needs an initializer, e.g. '= normal(0, 0.01)' or '= zeros()'",
+                   p->name);
         return false;
     }
     if (e->k != E_CALL || e->a->k != E_IDENT) {
@@ -426,18 +446,20 @@ bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
         p->attr.init.a = num_arg(E, &a, ix[0], 0, &ok);
         p->attr.init.b = num_arg(E, &a, ix[1], 1, &ok);
         ok = ok && init_bounds_check(E, fn, p, &a, ix, e->loc);
-    } else if (!strcmp(fn, "kaiming_uniform") || !strcmp(fn, "kaiming_normal") ||
-               !strcmp(fn, "xavier_uniform") || !strcmp(fn, "xavier_normal")) {
+    } else if (!strcmp(fn, "kaiming_uniform") || !strcmp(fn, "kaiming_normal") || !strcmp(fn, "xavier_uniform") ||
+               !strcmp(fn, "xavier_normal")) {
         return init_kaiming_xavier(E, p, fn, &a, e->loc);
     } else {
-        static const char *const inits[] = {"zeros", "ones", "constant", "uniform", "normal", "kaiming_uniform",
+        static const char *const inits[] = {"zeros",          "ones",           "constant",
+                                            "uniform",        "normal",         "kaiming_uniform",
                                             "kaiming_normal", "xavier_uniform", "xavier_normal"};
         int bd = 3;
         const char *best = suggest_list(fn, inits, NNC_COUNTOF(inits), NULL, &bd);
-        diag_error(E->d, e->loc, "unknown initializer '%s'%s (zeros, ones, constant, uniform, normal, "
-                   "kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal)", fn, did_you_mean(E, best));
+        diag_error(E->d, e->loc,
+                   "unknown initializer '%s'%s (zeros, ones, constant, uniform, normal, "
+                   "kaiming_uniform, kaiming_normal, xavier_uniform, xavier_normal)",
+                   fn, did_you_mean(E, best));
         return false;
     }
     return ok;
 }
-

@@ -76,10 +76,12 @@ static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s() takes one tensor argument", fn);
         return verror;
     }
-    if (a->v[0].k == V_NUM) {  /* constant folding for shapes and initializer bounds */
+    if (a->v[0].k == V_NUM) { /* constant folding for shapes and initializer bounds */
         double x = a->v[0].num;
-        static const struct { Op op; double (*fn)(double); } fold[] = {
-            {OP_SQRT, sqrt}, {OP_EXP, exp}, {OP_LOG, log}, {OP_TANH, tanh}};
+        static const struct {
+            Op op;
+            double (*fn)(double);
+        } fold[] = {{OP_SQRT, sqrt}, {OP_EXP, exp}, {OP_LOG, log}, {OP_TANH, tanh}};
         for (size_t i = 0; i < NNC_COUNTOF(fold); i++)
             if (fold[i].op == op) return vfolded(E, fold[i].fn(x), loc, arena_printf(E->a, "%s(%g)", fn, x));
     }
@@ -201,8 +203,7 @@ static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s) {
         if (v[i].k == V_NUM && v[i].num == -1 && infer < 0) {
             infer = s->rank;
             s->d[s->rank++] = 1;
-        } else if (!eval_dim(E, v[i], at, true, &s->d[s->rank++]))
-            return false;
+        } else if (!eval_dim(E, v[i], at, true, &s->d[s->rank++])) return false;
     }
     Shape from = E->g->nodes[x].shape;
     int64_t have = shape_numel(from, 1), known = shape_numel(*s, 1);
@@ -244,7 +245,8 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (x < 0) return verror;
     Shape s = E->g->nodes[x].shape;
     int64_t lo = ix[1] < 0 ? 1 : axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
-    int64_t hi = ix[2] < 0 ? (int64_t)1 << (s.rank ? s.rank - 1 : 0) : axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok);
+    int64_t hi =
+        ix[2] < 0 ? (int64_t)1 << (s.rank ? s.rank - 1 : 0) : axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok);
     if (!ok || s.rank == 0) return ok ? vtensor(x) : verror;
     int from = __builtin_ctzll((unsigned long long)lo), to = __builtin_ctzll((unsigned long long)hi);
     if (from > to) {
@@ -255,11 +257,12 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     for (int i = 0; i < s.rank; i++) {
         if (i <= from || i > to) r.d[r.rank++] = s.d[i];
         else if (s.d[i] == DIM_BATCH || r.d[r.rank - 1] == DIM_BATCH) {
-            diag_error(E->d, loc, "%s(): cannot merge the batch axis of %s with others (start at the axis after it: "
-                       "flatten(x, 1))", fn, tstr(E, x));
+            diag_error(E->d, loc,
+                       "%s(): cannot merge the batch axis of %s with others (start at the axis after it: "
+                       "flatten(x, 1))",
+                       fn, tstr(E, x));
             return verror;
-        } else
-            r.d[r.rank - 1] *= s.d[i];
+        } else r.d[r.rank - 1] *= s.d[i];
     }
     return vtensor(reshape_node(E, x, r, loc));
 }
@@ -268,13 +271,15 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
  * x.to(dtype) (rounding to nearest even; the ops after it follow torch's type promotion). */
 Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc) {
     if (dev.k != V_DEVICE) {
-        diag_error(E->d, loc, "a block instance moves to a device (to(%s, cuda(1))); its parameters stay f32 (for "
-                   "half precision: precision = bf16 in the train section)", inst->scope);
+        diag_error(E->d, loc,
+                   "a block instance moves to a device (to(%s, cuda(1))); its parameters stay f32 (for "
+                   "half precision: precision = bf16 in the train section)",
+                   inst->scope);
         return verror;
     }
     inst->placed = true;
     inst->dev = (Device)dev.num;
-    for (int k = inst->first; k < inst->end; k++)   /* its parameters, an inner instance's too */
+    for (int k = inst->first; k < inst->end; k++) /* its parameters, an inner instance's too */
         if (E->g->nodes[k].op == OP_PARAM) {
             E->g->nodes[k].dev = inst->dev;
             E->g->nodes[k].dev_fixed = true;
@@ -342,7 +347,7 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         }
     }
     int acc = x[0];
-    for (int k = 1; k < n;) {   /* four at a time, the first being what is joined so far */
+    for (int k = 1; k < n;) { /* four at a time, the first being what is joined so far */
         int in[NNC_MAX_IN] = {acc}, m = 1;
         Shape s = E->g->nodes[acc].shape;
         while (m < NNC_MAX_IN && k < n) {
@@ -395,13 +400,14 @@ static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s(): start, %s and step are integers, step at least 1", fn, narrow ? "length" : "stop");
         return verror;
     }
-    if (!narrow) {   /* Python's rules: negatives from the end, then clipped to [0, L] */
+    if (!narrow) { /* Python's rules: negatives from the end, then clipped to [0, L] */
         if (start < 0) start += L;
         if (stop < 0) stop += L;
         start = start < 0 ? 0 : start > L ? L : start;
         stop = stop < 0 ? 0 : stop > L ? L : stop;
     } else if (start < 0 || stop > L || stop < start) {
-        diag_error(E->d, loc, "%s(): [%g, %g) is outside axis %d of %s (length %g)", fn, start, stop, ax, tstr(E, x), L);
+        diag_error(E->d, loc, "%s(): [%g, %g) is outside axis %d of %s (length %g)", fn, start, stop, ax, tstr(E, x),
+                   L);
         return verror;
     }
     int64_t len = stop > start ? (int64_t)((stop - start + step - 1) / step) : 0;
@@ -468,7 +474,7 @@ static Value ew_call(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     bool ok = true;
     double p[3] = {0, 0, 0};
     for (int k = oi->arity; k < sf.n && k - oi->arity < 3; k++) {
-        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok);   /* defaults may be +-inf (clamp) */
+        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok); /* defaults may be +-inf (clamp) */
         ok = ok && (ix[k] < 0 || check_finite(E, fn, sf.names[k], p[k - oi->arity], a->loc[ix[k]]));
     }
     if (!ok) return verror;
@@ -491,9 +497,18 @@ static Value read_binary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     }
     return op == OP_MATMUL ? matmul(E, a->v[0], a->v[1], loc) : powc(E, a->v[0], a->v[1], loc);
 }
-static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return transpose(E, a, loc); }
-static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return reshape(E, a, loc); }
-static Value read_to(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) { (void)op, (void)fn; return to_device(E, a, loc); }
+static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op, (void)fn;
+    return transpose(E, a, loc);
+}
+static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op, (void)fn;
+    return reshape(E, a, loc);
+}
+static Value read_to(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op, (void)fn;
+    return to_device(E, a, loc);
+}
 
 /* gelu(x, approximate = "none" | "tanh"), as torch.nn.functional.gelu */
 static Value read_gelu(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
@@ -511,11 +526,14 @@ static Value read_gelu(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
 }
 
 static Reader *custom_reader(Op op) {
-    static const struct { Op op; Reader *read; } custom[] = {
-        {OP_MATMUL, read_binary}, {OP_POWC, read_binary}, {OP_CROSS_ENTROPY, loss_ce}, {OP_ACCURACY, loss_ce},
-        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape}, {OP_COPY, read_to}, {OP_GELU, read_gelu},
-        {OP_CONV2D, read_conv2d}, {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},
-        {OP_EMBEDDING, read_embedding},
+    static const struct {
+        Op op;
+        Reader *read;
+    } custom[] = {
+        {OP_MATMUL, read_binary},     {OP_POWC, read_binary},         {OP_CROSS_ENTROPY, loss_ce},
+        {OP_ACCURACY, loss_ce},       {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape},
+        {OP_COPY, read_to},           {OP_GELU, read_gelu},           {OP_CONV2D, read_conv2d},
+        {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},   {OP_EMBEDDING, read_embedding},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;
@@ -530,7 +548,13 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     case OK_EW: return ew_call(E, op, fn, a, loc);
     case OK_REDUCE: return reduce(E, op, fn, a, loc);
     case OK_ROW: return rowwise(E, op, fn, a, loc);
-    case OK_LEAF: case OK_MATMUL: case OK_VIEW: case OK_COPY: case OK_ASSIGN: case OK_HELPER: case OK_COLLECTIVE: break;
+    case OK_LEAF:
+    case OK_MATMUL:
+    case OK_VIEW:
+    case OK_COPY:
+    case OK_ASSIGN:
+    case OK_HELPER:
+    case OK_COLLECTIVE: break;
     }
     diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);
     return verror;
@@ -543,11 +567,14 @@ static Value read_mse(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 
 /* Builtins that are compositions of ops, not ops (the ops' own come from ops.def). */
 typedef Value Composite(Elab *E, const char *fn, Args *a, SrcLoc loc);
-static const struct { const char *name; Composite *read; } composites[] = {
-    {"mse_loss", read_mse}, {"logsumexp", read_logsumexp}, {"min", read_min}, {"flatten", read_flatten},
-    {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
-    {"dropout", read_dropout}, {"batch_norm", read_batch_norm},
-    {"concat", read_concat}, {"cat", read_concat}, {"narrow", read_slice}, {"slice", read_slice},
+static const struct {
+    const char *name;
+    Composite *read;
+} composites[] = {
+    {"mse_loss", read_mse},    {"logsumexp", read_logsumexp},   {"min", read_min},
+    {"flatten", read_flatten}, {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
+    {"dropout", read_dropout}, {"batch_norm", read_batch_norm}, {"concat", read_concat},
+    {"cat", read_concat},      {"narrow", read_slice},          {"slice", read_slice},
     {"view", read_view},
 };
 
@@ -569,7 +596,7 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         if (!strcmp(fn, composites[i].name)) return composites[i].read(E, fn, a, loc);
     Value v;
     if (E->in_train && train_builtin(E, fn, a, loc, &v)) return v;
-    if (!strcmp(fn, "cuda")) {   /* cuda(1): GPU 1, torch.device("cuda:1") */
+    if (!strcmp(fn, "cuda")) { /* cuda(1): GPU 1, torch.device("cuda:1") */
         if (a->n != 1 || a->v[0].k != V_NUM || a->v[0].num != floor(a->v[0].num) || a->v[0].num < 0 ||
             a->v[0].num >= NNC_MAX_GPUS) {
             diag_error(E->d, loc, "cuda(k) names GPU k, an integer from 0 to %d: cuda(1)", NNC_MAX_GPUS - 1);
@@ -583,4 +610,3 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));
     return verror;
 }
-

@@ -15,7 +15,8 @@
 
 /* Enum fields (Device, Precision, the kinds) are written through an int. */
 _Static_assert(sizeof(Device) == sizeof(int) && sizeof(Precision) == sizeof(int) && sizeof(OptKind) == sizeof(int) &&
-               sizeof(SchedKind) == sizeof(int) && sizeof(SourceKind) == sizeof(int), "enums are ints");
+                   sizeof(SchedKind) == sizeof(int) && sizeof(SourceKind) == sizeof(int),
+               "enums are ints");
 
 /* x, already checked to fit, into the field at cfg + at. */
 static void field_set(void *cfg, FieldType type, size_t at, double x) {
@@ -99,7 +100,7 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
         }
     }
     if (!ok) return false;
-    for (int i = 0; i < n; i++)   /* every check reports */
+    for (int i = 0; i < n; i++) /* every check reports */
         if (ix[i] >= 0 && !arg_check(E, f->name, &f->args[i], x[i], at[i])) ok = false;
     if (!ok) return false;
     for (int i = 0; i < n; i++) field_set(cfg, f->args[i].type, f->args[i].at, x[i]);
@@ -127,8 +128,7 @@ bool train_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc, Value *out) {
 
 const char *train_builtin_suggest(const char *fn, const char *best, int *best_d) {
     for (int k = 0; k < train_nfamilies; k++)
-        for (int i = 0; i < train_families[k]->n; i++)
-            best = closest(fn, train_families[k]->fns[i].name, best, best_d);
+        for (int i = 0; i < train_families[k]->n; i++) best = closest(fn, train_families[k]->fns[i].name, best, best_d);
     return best;
 }
 
@@ -141,7 +141,7 @@ static int named_tensor(Elab *E, const char *name, SrcLoc loc, const char *what)
         diag_error(E->d, loc, "unknown name '%s'%s", name, did_you_mean(E, suggest_env(name, E->globals, NULL, &bd)));
         return -1;
     }
-    if (b->v.k == V_ERROR) return -1;   /* its definition failed and was reported there */
+    if (b->v.k == V_ERROR) return -1; /* its definition failed and was reported there */
     if (b->v.k != V_TENSOR) {
         diag_error(E->d, loc, "%s '%s' must be a tensor, but it is a %s", what, name, kind_name(b->v.k));
         return -1;
@@ -202,9 +202,11 @@ static void setting_data(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Va
     DataBind *d = bind_for(E, t, s->name2, s->loc2);
     if (!d) return;
     *(DataSource *)((char *)d + st->at) = *v.src;
-    if (v.src->scale_loc.line && E->g->nodes[d->node].dtype == DT_I32)   /* it would be ignored */
-        diag_error(E->d, v.src->scale_loc, "scale applies to float inputs, but '%s' is i32: labels and "
-                   "indices are read as the integers they are", s->name2);
+    if (v.src->scale_loc.line && E->g->nodes[d->node].dtype == DT_I32) /* it would be ignored */
+        diag_error(E->d, v.src->scale_loc,
+                   "scale applies to float inputs, but '%s' is i32: labels and "
+                   "indices are read as the integers they are",
+                   s->name2);
 }
 
 /* A number > 0 (clip_grad_norm = 1), unless the setting it excludes is set too. */
@@ -233,11 +235,10 @@ static void setting_value(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, V
     /* reported where it failed; after an unknown word (device = tpu) the words it takes are said too */
     if (v.k == V_ERROR && !(st->kind == SET_DEVICE && s->e->k == E_IDENT)) return;
     switch (st->kind) {
-    case SET_INT:   /* checked before any conversion: epochs = 1e12 must not wrap to 0 */
+    case SET_INT: /* checked before any conversion: epochs = 1e12 must not wrap to 0 */
         if (v.k == V_NUM && v.num >= st->lo && v.num <= st->hi && v.num == floor(v.num))
             field_set(t, st->type, st->at, v.num);
-        else
-            diag_error(E->d, at, "'%s' must be an integer from %.0f to %.0f", st->name, st->lo, st->hi);
+        else diag_error(E->d, at, "'%s' must be an integer from %.0f to %.0f", st->name, st->lo, st->hi);
         break;
     case SET_BOOL:
         if (v.k == V_NUM && (v.num == 0 || v.num == 1)) field_set(t, st->type, st->at, v.num);
@@ -259,7 +260,10 @@ static void setting_value(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, V
         if (v.k == (VKind)st->family->value) memcpy((char *)t + st->at, v.cfg, st->family->size);
         else diag_error(E->d, at, "expected %s", family_list(E, st));
         break;
-    case SET_WORD: case SET_DATA: case SET_LOSS: case SET_METRIC: break;
+    case SET_WORD:
+    case SET_DATA:
+    case SET_LOSS:
+    case SET_METRIC: break;
     }
 }
 
@@ -293,7 +297,12 @@ static bool setting_form(Elab *E, const Setting *st, Stmt *s) {
         if (!s->name2) diag_error(E->d, s->loc, "write '%s INPUT = source', naming the input it feeds", k);
         else if (!s->e) diag_error(E->d, s->loc, "'%s %s' needs a value: '%s %s = ...'", k, s->name2, k, s->name2);
         return s->name2 && s->e;
-    case SET_INT: case SET_BOOL: case SET_POSITIVE: case SET_WORD: case SET_DEVICE: case SET_CALL: break;
+    case SET_INT:
+    case SET_BOOL:
+    case SET_POSITIVE:
+    case SET_WORD:
+    case SET_DEVICE:
+    case SET_CALL: break;
     }
     if (s->name2) diag_error(E->d, s->loc, "unexpected '%s' after '%s'", s->name2, k);
     return !s->name2 && s->e;
@@ -315,7 +324,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         setting_unknown(E, s);
         return;
     }
-    if (st->kind == SET_LOSS) E->saw_minimize = true;   /* even if it fails: no "needs 'minimize'" */
+    if (st->kind == SET_LOSS) E->saw_minimize = true; /* even if it fails: no "needs 'minimize'" */
     if (!setting_form(E, st, s)) return;
     int w = setting_word(st, s);
     if (st->kind == SET_LOSS) {
@@ -323,12 +332,12 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         if (n >= 0) E->g->loss = n;
     } else if (st->kind == SET_METRIC) {
         setting_metric(E, s);
-    } else if (st->kind == SET_WORD) {   /* a word, not a value: precision = bf16, as torch.autocast(dtype=...) */
+    } else if (st->kind == SET_WORD) { /* a word, not a value: precision = bf16, as torch.autocast(dtype=...) */
         if (w >= 0) field_set(t, FIELD_INT, st->at, w);
         else diag_error(E->d, s->e->loc, "%s is %s", st->name, join(E->a, st->words, setting_words(st), ", ", " or "));
-    } else if (st->kind == SET_DEVICE && w >= 0) {   /* device = auto: the driver probes for a GPU */
+    } else if (st->kind == SET_DEVICE && w >= 0) { /* device = auto: the driver probes for a GPU */
         t->device_auto = true;
-    } else if (w >= 0) {   /* loss_scale = none: its config, off */
+    } else if (w >= 0) { /* loss_scale = none: its config, off */
         memset((char *)t + st->at, 0, st->family->size);
         *(SrcLoc *)((char *)t + st->at + st->family->loc_at) = s->e->loc;
     } else {
@@ -430,9 +439,9 @@ bool resolve_train_config(Model *m, const TrainOverrides *o, int world, char *er
     }
     if (o->has_momentum && !override_momentum(t, o->momentum, err, n)) return false;
     /* what follows from the settings, the overrides included */
-    if (!t->scaler.loc.line)   /* loss_scale not written: GradScaler's defaults, on exactly with f16 */
-        t->scaler = (ScalerConfig){.on = t->precision == PREC_F16, .init = 65536, .growth = 2, .backoff = 0.5,
-                                   .interval = 2000};
+    if (!t->scaler.loc.line) /* loss_scale not written: GradScaler's defaults, on exactly with f16 */
+        t->scaler = (ScalerConfig){
+            .on = t->precision == PREC_F16, .init = 65536, .growth = 2, .backoff = 0.5, .interval = 2000};
     t->opt.lr_state = t->sched.kind != SCHED_NONE;
     /* the compile-time batch bounds every call; under data parallelism each process's share */
     m->g->batch_max = (int)(world > 1 && t->present ? (t->batch + world - 1) / world : t->batch);

@@ -11,7 +11,9 @@
 /* ---- data sources ------------------------------------------------------------------------- */
 
 /* An argument: its name, rule, field type and offset, then what else it needs (.dflt, .hi, ...). */
+/* clang-format off */
 #define ARG(n, r, t, off, ...) {.name = n, .rule = r, .type = t, .at = off, __VA_ARGS__}
+/* clang-format on */
 #define SRC(f) offsetof(DataSource, f)
 #define PATH ARG("path", ARG_PATH, FIELD_STR, SRC(path), .required = true)
 #define SCALE ARG("scale", ARG_FINITE, FIELD_DOUBLE, SRC(scale), .dflt = 1)
@@ -42,6 +44,8 @@ static bool source_random(struct Elab *E, const TrainFn *f, void *cfg, struct Ar
     return true;
 }
 
+/* a row a builtin, an argument a line */
+/* clang-format off */
 static const TrainFn source_fns[] = {
     {.name = "idx", .kind = SRC_IDX, .example = "idx(\"file\")", .args = {PATH, SCALE}, .check = source_scale_at},
     {.name = "npy", .kind = SRC_NPY, .example = "npy(\"file\")", .args = {PATH, SCALE}, .check = source_scale_at},
@@ -49,7 +53,8 @@ static const TrainFn source_fns[] = {
     {.name = "csv", .kind = SRC_CSV, .example = "csv(\"file\")", .check = source_scale_at, .args = {PATH, SCALE,
         ARG("first", ARG_INDEX, FIELD_INT64, SRC(first), .hi = 2147483647.0),
         ARG("count", ARG_INDEX, FIELD_INT64, SRC(count), .dflt = -1, .lo = 1, .hi = 2147483647.0),   /* -1: all */
-        ARG("header", ARG_BOOL, FIELD_INT, SRC(header), .dflt = -1)}},   /* -1: detect */
+        ARG("header", ARG_BOOL, FIELD_INT, SRC(header), .dflt = -1),   /* -1: detect */
+    }},
     {.name = "randn", .kind = SRC_RANDN, .example = "randn(n, d)", .read = source_random},
     {.name = "rand", .kind = SRC_RAND, .example = "rand(n, d)", .read = source_random},
 };
@@ -58,14 +63,17 @@ const TrainFamily train_sources = {
     .value = V_SOURCE, .expect = "a data source such as ", .size = sizeof(DataSource),
     .kind_at = offsetof(DataSource, kind), .loc_at = offsetof(DataSource, loc),
     .init = &(DataSource){.scale = 1, .count = -1, .header = -1}, .fns = source_fns, .n = NNC_COUNTOF(source_fns)};
+/* clang-format on */
 
 /* ---- optimizers (torch.optim) ------------------------------------------------------------- */
 
 #define OPT(f) offsetof(OptConfig, f)
 #define RATE(name, field, d) ARG(name, ARG_REAL, FIELD_DOUBLE, OPT(field), .dflt = d, .hi = INFINITY)
 #define BETA(name, field, d) ARG(name, ARG_REAL, FIELD_DOUBLE, OPT(field), .dflt = d, .hi = 1, .hi_open = true)
+/* clang-format off */
 #define ADAM_ARGS(wd) {RATE("lr", lr, 1e-3), BETA("beta1", beta1, 0.9), BETA("beta2", beta2, 0.999), \
                        RATE("eps", eps, 1e-8), RATE("weight_decay", weight_decay, wd)}
+/* clang-format on */
 
 /* torch.optim.SGD: nesterov needs a momentum and zero dampening. */
 static bool sgd_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc *at, SrcLoc loc) {
@@ -76,13 +84,16 @@ static bool sgd_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc 
     return false;
 }
 
+/* a row a builtin, an argument a line */
+/* clang-format off */
 static const TrainFn optimizer_fns[] = {
     {.name = "sgd", .kind = OPT_SGD, .torch = "torch.optim.SGD", .check = sgd_check, .args = {
         ARG("lr", ARG_REAL, FIELD_DOUBLE, OPT(lr), .required = true, .hi = INFINITY),
         RATE("momentum", momentum, 0),
         ARG("dampening", ARG_FINITE, FIELD_DOUBLE, OPT(dampening)),
         RATE("weight_decay", weight_decay, 0),
-        ARG("nesterov", ARG_FLAG, FIELD_BOOL, OPT(nesterov))}},
+        ARG("nesterov", ARG_FLAG, FIELD_BOOL, OPT(nesterov)),
+    }},
     {.name = "adam", .kind = OPT_ADAM, .torch = "torch.optim.Adam", .args = ADAM_ARGS(0)},
     {.name = "adamw", .kind = OPT_ADAMW, .torch = "torch.optim.AdamW", .args = ADAM_ARGS(1e-2)},
 };
@@ -90,31 +101,38 @@ static const TrainFn optimizer_fns[] = {
 const TrainFamily train_optimizers = {
     .value = V_OPTIM, .expect = "", .size = sizeof(OptConfig), .kind_at = offsetof(OptConfig, kind),
     .loc_at = offsetof(OptConfig, loc), .fns = optimizer_fns, .n = NNC_COUNTOF(optimizer_fns)};
+/* clang-format on */
 
 /* ---- learning-rate schedules (torch.optim.lr_scheduler, stepped once per epoch) ------------- */
 
 #define SCH(f) offsetof(SchedConfig, f)
 #define SCH_COUNT (1 << 30)
-#define GAMMA(d, req) ARG("gamma", ARG_REAL, FIELD_DOUBLE, SCH(gamma), .required = req, .dflt = d, .hi = INFINITY, \
-                          .hi_open = true)
+#define GAMMA(d, req) \
+    ARG("gamma", ARG_REAL, FIELD_DOUBLE, SCH(gamma), .required = req, .dflt = d, .hi = INFINITY, .hi_open = true)
 
+/* a row a builtin, an argument a line */
+/* clang-format off */
 static const TrainFn schedule_fns[] = {
     {.name = "step_lr", .kind = SCHED_STEP, .torch = "StepLR", .args = {
         ARG("step_size", ARG_COUNT, FIELD_DOUBLE, SCH(step_size), .required = true, .dflt = 1, .hi = SCH_COUNT),
-        GAMMA(0.1, false)}},
+        GAMMA(0.1, false),
+    }},
     {.name = "exponential_lr", .kind = SCHED_EXPONENTIAL, .torch = "ExponentialLR", .args = {GAMMA(0, true)}},
     {.name = "cosine_lr", .kind = SCHED_COSINE, .torch = "CosineAnnealingLR", .args = {
         ARG("T_max", ARG_COUNT, FIELD_DOUBLE, SCH(t_max), .hi = SCH_COUNT),   /* 0: the run's epochs */
-        ARG("eta_min", ARG_REAL, FIELD_DOUBLE, SCH(eta_min), .hi = INFINITY, .hi_open = true)}},
+        ARG("eta_min", ARG_REAL, FIELD_DOUBLE, SCH(eta_min), .hi = INFINITY, .hi_open = true),
+    }},
     {.name = "linear_lr", .kind = SCHED_LINEAR, .torch = "LinearLR", .args = {
         ARG("start_factor", ARG_REAL, FIELD_DOUBLE, SCH(start_factor), .dflt = 1.0 / 3, .hi = 1, .lo_open = true),
         ARG("end_factor", ARG_REAL, FIELD_DOUBLE, SCH(end_factor), .dflt = 1, .hi = 1),
-        ARG("total_iters", ARG_COUNT, FIELD_DOUBLE, SCH(total_iters), .dflt = 5, .hi = SCH_COUNT)}},
+        ARG("total_iters", ARG_COUNT, FIELD_DOUBLE, SCH(total_iters), .dflt = 5, .hi = SCH_COUNT),
+    }},
 };
 
 const TrainFamily train_schedules = {
     .value = V_SCHED, .expect = "", .size = sizeof(SchedConfig), .kind_at = offsetof(SchedConfig, kind),
     .loc_at = offsetof(SchedConfig, loc), .fns = schedule_fns, .n = NNC_COUNTOF(schedule_fns)};
+/* clang-format on */
 
 /* ---- the loss scaler (torch.cuda.amp.GradScaler) ------------------------------------------ */
 
@@ -126,18 +144,22 @@ static bool scaler_on(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc 
     return true;
 }
 
+/* a row a builtin, an argument a line */
+/* clang-format off */
 static const TrainFn scaler_fns[] = {
     {.name = "dynamic", .torch = "torch.cuda.amp.GradScaler", .check = scaler_on, .args = {
         ARG("init_scale", ARG_REAL, FIELD_DOUBLE, SCL(init), .dflt = 65536, .hi = 3e38, .lo_open = true),
         ARG("growth_factor", ARG_REAL, FIELD_DOUBLE, SCL(growth), .dflt = 2, .lo = 1, .hi = 1e6, .lo_open = true),
         ARG("backoff_factor", ARG_REAL, FIELD_DOUBLE, SCL(backoff), .dflt = 0.5, .hi = 1, .lo_open = true,
             .hi_open = true),
-        ARG("growth_interval", ARG_COUNT, FIELD_DOUBLE, SCL(interval), .dflt = 2000, .hi = 1 << 24)}},
+        ARG("growth_interval", ARG_COUNT, FIELD_DOUBLE, SCL(interval), .dflt = 2000, .hi = 1 << 24),
+    }},
 };
 
 const TrainFamily train_scalers = {
     .value = V_SCALER, .expect = "", .size = sizeof(ScalerConfig), .kind_at = SIZE_MAX,
     .loc_at = offsetof(ScalerConfig, loc), .fns = scaler_fns, .n = NNC_COUNTOF(scaler_fns)};
+/* clang-format on */
 
 const TrainFamily *const train_families[] = {&train_sources, &train_optimizers, &train_schedules, &train_scalers};
 const int train_nfamilies = (int)NNC_COUNTOF(train_families);
@@ -146,10 +168,12 @@ const int train_nfamilies = (int)NNC_COUNTOF(train_families);
 
 #define TC(f) offsetof(TrainConfig, f)
 
-static const char *const precisions[] = {"f32", "bf16", "f16", NULL};   /* Precision's order */
+static const char *const precisions[] = {"f32", "bf16", "f16", NULL}; /* Precision's order */
 static const char *const none[] = {"none", NULL};
-static const char *const autos[] = {"auto", NULL};   /* device = auto: TrainConfig.device_auto */
+static const char *const autos[] = {"auto", NULL}; /* device = auto: TrainConfig.device_auto */
 
+/* a row a setting */
+/* clang-format off */
 const Setting train_settings[] = {
     {.name = "data", .kind = SET_DATA, .at = offsetof(DataBind, train), .family = &train_sources},
     {.name = "test", .kind = SET_DATA, .at = offsetof(DataBind, test), .family = &train_sources},
@@ -171,6 +195,7 @@ const Setting train_settings[] = {
     {.name = "clip_grad_value", .kind = SET_POSITIVE, .type = FIELD_DOUBLE, .at = TC(clip_value),
      .excludes = "clip_grad_norm"},
 };
+/* clang-format on */
 
 const int train_nsettings = (int)NNC_COUNTOF(train_settings);
 

@@ -49,7 +49,7 @@ typedef struct {
     bool on;
     double init, growth, backoff;
     double interval;
-    SrcLoc loc;                  /* where loss_scale was written; line 0: it was not, so resolve_train_config
+    SrcLoc loc; /* where loss_scale was written; line 0: it was not, so resolve_train_config
                                     gives GradScaler's defaults, on exactly with f16 */
 } ScalerConfig;
 
@@ -58,7 +58,7 @@ typedef struct {
     OptKind kind;
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
     bool nesterov;
-    bool lr_state;               /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
+    bool lr_state; /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
     SrcLoc loc;
 } OptConfig;
 
@@ -96,9 +96,9 @@ typedef struct {
     OptConfig opt;
     SchedConfig sched;
     Precision precision;
-    ScalerConfig scaler;         /* loss_scale */
-    double clip_norm;            /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
-    double clip_value;           /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
+    ScalerConfig scaler; /* loss_scale */
+    double clip_norm;    /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
+    double clip_value;   /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
     SrcLoc loc;
 } TrainConfig;
 
@@ -109,7 +109,7 @@ typedef struct {
     long epochs, batch;
     unsigned long long seed;
     double lr, momentum;
-    double clip_norm;            /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
+    double clip_norm; /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
     Precision precision;
 } TrainOverrides;
 

@@ -265,7 +265,7 @@ static void clip_grads(Graph *g, const TrainConfig *t, int *gr, int n) {
 
 void pass_optimizer(Graph *g, const TrainConfig *t) {
     const OptConfig *o = &t->opt;
-    int scale = t->scaler.on ? g->loss_seed : -1;   /* pass_autograd made it */
+    int scale = t->scaler.on ? g->loss_seed : -1; /* pass_autograd made it */
     int n0 = g->n, lr = -1, ok = -1, skipped = -1, found = -1, tracker = -1;
     if (scale >= 0) {
         Up S = {.g = g, .like = g->nodes[scale], .lr = -1, .ok = -1, .skipped = -1};

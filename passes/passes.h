@@ -140,7 +140,7 @@ int64_t program_act_base(const Program *p, Device d);
 
 /* graph-wide passes */
 bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); false: nothing to do */
-void pass_autograd(Graph *g, const ScalerConfig *scaler);   /* seeded with the loss scale, if on */
+void pass_autograd(Graph *g, const ScalerConfig *scaler); /* seeded with the loss scale, if on */
 void pass_allreduce(Graph *g);                  /* data-parallel runs only */
 void pass_optimizer(Graph *g, const TrainConfig *t);
 void pass_placement(Graph *g, Device target);

@@ -79,7 +79,7 @@ static void keep_every_value(Program *p, Entry *e) {
 
 bool pipeline_run(Program *p, const PipelineOpts *o) {
     Graph *g = p->g;
-    const TrainConfig *t = &p->m->train;   /* final: resolve_train_config made it */
+    const TrainConfig *t = &p->m->train; /* final: resolve_train_config made it */
     p->target = o->target;
     p->fuse = o->fuse;
     p->strict_devices = o->strict_devices;

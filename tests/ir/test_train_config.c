@@ -18,20 +18,22 @@
 
 static int failures, checks;
 
-#define CHECK(cond, ...)                                                              \
-    do {                                                                              \
-        checks++;                                                                     \
-        if (!(cond)) {                                                                \
-            failures++;                                                               \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                    \
-            printf(__VA_ARGS__);                                                      \
-            printf("\n");                                                             \
-        }                                                                             \
+#define CHECK(cond, ...) \
+    do { \
+        checks++; \
+        if (!(cond)) { \
+            failures++; \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            printf(__VA_ARGS__); \
+            printf("\n"); \
+        } \
     } while (0)
 
 static const char *model_with(Arena *a, const char *settings) {
-    return arena_printf(a, "input x: f32[B, 4]\nparam w: f32[4] = zeros()\nloss = mean(x * w)\n"
-                           "train {\n    data x = randn(10, 4)\n    minimize loss\n%s}\n", settings);
+    return arena_printf(a,
+                        "input x: f32[B, 4]\nparam w: f32[4] = zeros()\nloss = mean(x * w)\n"
+                        "train {\n    data x = randn(10, 4)\n    minimize loss\n%s}\n",
+                        settings);
 }
 
 /* The model of `settings` through nn_load_model and resolve_train_config; NULL when either
@@ -64,8 +66,16 @@ static void test_overrides(Arena *a) {
         CHECK(!m->train.scaler.on && !m->train.opt.lr_state, "f32, no schedule: no scaler, a constant rate");
         model_free(m);
     }
-    TrainOverrides o = {.has_batch = true, .batch = 5, .has_epochs = true, .epochs = 0, .has_lr = true, .lr = 0,
-                        .has_momentum = true, .momentum = 0, .has_seed = true, .seed = 7};
+    TrainOverrides o = {.has_batch = true,
+                        .batch = 5,
+                        .has_epochs = true,
+                        .epochs = 0,
+                        .has_lr = true,
+                        .lr = 0,
+                        .has_momentum = true,
+                        .momentum = 0,
+                        .has_seed = true,
+                        .seed = 7};
     m = resolve(a, "    batch = 8\n    epochs = 3\n    optimizer = sgd(lr = 0.5, momentum = 0.9)\n", &o, 1, err,
                 sizeof err);
     if (m) {
@@ -85,8 +95,10 @@ static void test_overrides(Arena *a) {
     m = resolve(a, "    clip_grad_value = 0.5\n", &(TrainOverrides){.has_clip = true, .clip_norm = 2}, 1, err,
                 sizeof err);
     if (m) {
-        CHECK(m->train.clip_norm == 2 && m->train.clip_value == 0, "--clip-grad-norm replaces clip_grad_value: "
-              "norm %g value %g", m->train.clip_norm, m->train.clip_value);
+        CHECK(m->train.clip_norm == 2 && m->train.clip_value == 0,
+              "--clip-grad-norm replaces clip_grad_value: "
+              "norm %g value %g",
+              m->train.clip_norm, m->train.clip_value);
         model_free(m);
     }
 }
@@ -114,15 +126,19 @@ static void test_derived(Arena *a) {
     m = resolve(a, "    optimizer = adam()\n    lr_schedule = exponential_lr(0.5)\n",
                 &(TrainOverrides){.has_lr = true, .lr = 0.25}, 1, err, sizeof err);
     if (m) {
-        CHECK(m->train.opt.lr_state && m->train.opt.lr == 0.25, "a schedule: the rate is state, from --lr 0.25: "
-              "lr_state %d lr %g", m->train.opt.lr_state, m->train.opt.lr);
+        CHECK(m->train.opt.lr_state && m->train.opt.lr == 0.25,
+              "a schedule: the rate is state, from --lr 0.25: "
+              "lr_state %d lr %g",
+              m->train.opt.lr_state, m->train.opt.lr);
         model_free(m);
     }
 }
 
 static void test_refused(Arena *a) {
     char err[256];
-    static const struct { const char *settings, *want; } cases[] = {
+    static const struct {
+        const char *settings, *want;
+    } cases[] = {
         {"    optimizer = adamw()\n", "--momentum: applies to sgd; this model uses adamw"},
         {"    optimizer = adam()\n", "--momentum: applies to sgd; this model uses adam"},
         {"    optimizer = sgd(lr = 0.1, momentum = 0.9, nesterov = true)\n",
@@ -130,8 +146,8 @@ static void test_refused(Arena *a) {
     };
     for (size_t i = 0; i < NNC_COUNTOF(cases); i++) {
         Model *m = resolve(a, cases[i].settings, &(TrainOverrides){.has_momentum = true}, 1, err, sizeof err);
-        CHECK(!m && !strcmp(err, cases[i].want), "--momentum 0 with\n%sshould say '%s', found '%s'",
-              cases[i].settings, cases[i].want, err);
+        CHECK(!m && !strcmp(err, cases[i].want), "--momentum 0 with\n%sshould say '%s', found '%s'", cases[i].settings,
+              cases[i].want, err);
     }
 }
 
@@ -172,7 +188,7 @@ static bool doc_number(const char *v, size_t len, double *x) {
 static void check_signature(const char *docs, const TrainFn *f) {
     char pat[64];
     const char *sig = NULL;
-    for (const char *pre = "=`"; *pre && !sig; pre++) {   /* `optimizer = sgd(...)` or `idx(...)` */
+    for (const char *pre = "=`"; *pre && !sig; pre++) { /* `optimizer = sgd(...)` or `idx(...)` */
         snprintf(pat, sizeof pat, "%s%s(", *pre == '`' ? "`" : "= ", f->name);
         sig = strstr(docs, pat);
     }
@@ -185,7 +201,7 @@ static void check_signature(const char *docs, const TrainFn *f) {
         CHECK(strstr(line, f->torch) != NULL, "docs: the line of %s() does not name %s", f->name, f->torch);
         free(line);
     }
-    if (f->read) return;   /* randn(n, d...): a shape, not a list of arguments */
+    if (f->read) return; /* randn(n, d...): a shape, not a list of arguments */
     const char *p = strchr(sig, '(') + 1, *end = strchr(p, ')');
     bool seen[TRAIN_FN_MAX_ARGS] = {0}, elided = false;
     while (p < end) {
