@@ -7,22 +7,6 @@
 #include "../frontend/frontend.h"
 #include "../io/cache.h"
 
-/* A relative data path is read from the model file's folder, as a Makefile's include or a config
- * file's paths are, so a model runs from any directory.  Without a folder (a pipe) it stays
- * relative to the current directory. */
-static void resolve_data_paths(Compiled *c, const char *dir) {
-    TrainConfig *t = &c->m->train;
-    for (int i = 0; i < t->ndata; i++)
-        for (int k = 0; k < 2; k++) {
-            DataSource *s = k ? &t->data[i].test : &t->data[i].train;
-            if (!s->path || s->path[0] == '/') continue;
-            s->written = s->path;
-            s->from_cwd = !dir;
-            if (dir && strcmp(dir, "."))
-                s->path = arena_printf(&c->arena, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", s->path);
-        }
-}
-
 bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n) {
     memset(c, 0, sizeof *c);
     err[0] = 0;
@@ -30,8 +14,7 @@ bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n) {
     c->diag = (Diag){.file = file, .src = o->source, .out = o->diag_out};
     c->m = nn_load_model(&c->arena, &c->diag, file, o->source, nn_model_c_name(&c->arena, file));
     int world = o->data_parallel && o->world > 1 ? o->world : 1;
-    if (!c->m || !resolve_train_config(c->m, &o->over, world, err, n)) return false;
-    resolve_data_paths(c, o->data_dir);
+    if (!c->m || !resolve_train_config(c->m, &o->over, world, o->data_dir, err, n)) return false;
     Device target = o->target ? (!strcmp(o->target, "cuda") ? DEV_CUDA : DEV_CPU) : c->m->train.device;
     if (o->target ? !strcmp(o->target, "auto") : c->m->train.device_auto)
         target = backend_auto(c->device_note, sizeof c->device_note);

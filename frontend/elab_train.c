@@ -426,7 +426,23 @@ static bool override_momentum(TrainConfig *t, double momentum, char *err, size_t
     return true;
 }
 
-bool resolve_train_config(Model *m, const TrainOverrides *o, int world, char *err, size_t n) {
+/* A relative data path is read from the model file's folder, as a Makefile's include or a config
+ * file's paths are, so a model runs from any directory.  Without a folder (a pipe) it stays
+ * relative to the current directory. */
+static void resolve_data_paths(Model *m, const char *dir) {
+    TrainConfig *t = &m->train;
+    for (int i = 0; i < t->ndata; i++)
+        for (int k = 0; k < 2; k++) {
+            DataSource *s = k ? &t->data[i].test : &t->data[i].train;
+            if (!s->path || s->path[0] == '/') continue;
+            s->written = s->path;
+            s->from_cwd = !dir;
+            if (dir && strcmp(dir, "."))
+                s->path = arena_printf(m->g->arena, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", s->path);
+        }
+}
+
+bool resolve_train_config(Model *m, const TrainOverrides *o, int world, const char *data_dir, char *err, size_t n) {
     TrainConfig *t = &m->train;
     if (o->has_epochs) t->epochs = (int)o->epochs;
     if (o->has_batch) t->batch = o->batch;
@@ -445,5 +461,6 @@ bool resolve_train_config(Model *m, const TrainOverrides *o, int world, char *er
     t->opt.lr_state = t->sched.kind != SCHED_NONE;
     /* the compile-time batch bounds every call; under data parallelism each process's share */
     m->g->batch_max = (int)(world > 1 && t->present ? (t->batch + world - 1) / world : t->batch);
+    resolve_data_paths(m, data_dir);
     return true;
 }

@@ -36,7 +36,8 @@ static int check_model(const char *path, bool fuse, bool f64) {
         goto out;
     }
     char err[256];
-    if (!resolve_train_config(m, &(TrainOverrides){.has_batch = !m->train.present, .batch = 8}, 1, err, sizeof err)) {
+    if (!resolve_train_config(m, &(TrainOverrides){.has_batch = !m->train.present, .batch = 8}, 1, NULL, err,
+                              sizeof err)) {
         printf("skip %s: %s\n", path, err);
         goto out;
     }

@@ -16,7 +16,7 @@ static void run_once(const char *src, Device target) {
     Diag d = {.file = "fuzz.nn", .src = src, .out = devnull};
     Model *m = nn_load_model(&a, &d, "fuzz.nn", src, "fuzz");
     char err[256];
-    if (m && resolve_train_config(m, &(TrainOverrides){0}, 1, err, sizeof err)) {
+    if (m && resolve_train_config(m, &(TrainOverrides){0}, 1, NULL, err, sizeof err)) {
         Program p = {.m = m, .g = m->g, .diag = &d};
         PipelineOpts po = {.target = target, .fuse = target == DEV_CPU, .verify = true};
         if (pipeline_run(&p, &po) && target == DEV_CPU) {

@@ -76,7 +76,7 @@ static Compiled *compile_src(const char *file, const char *src, Opts o) {
     c->diag = (Diag){.file = file, .src = src, .out = df};
     Model *m = nn_load_model(&c->arena, &c->diag, file, src, "m_test");
     char err[256];
-    if (m && !resolve_train_config(m, &(TrainOverrides){0}, 1, err, sizeof err)) {
+    if (m && !resolve_train_config(m, &(TrainOverrides){0}, 1, NULL, err, sizeof err)) {
         fprintf(df, "%s\n", err);
         model_free(m);
         m = NULL;

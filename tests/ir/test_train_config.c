@@ -4,7 +4,8 @@
  *                         (0 included); the loss scaler's default follows the precision after
  *                         --precision; a schedule makes the rate state; the compile-time batch
  *                         (g->batch_max) is the batch, or each process's share of it; an
- *                         override the optimizer has no use for is refused, naming both
+ *                         override the optimizer has no use for is refused, naming both; a
+ *                         relative data path is read from the model file's folder
  *   the tables            docs/language.md's train section shows every setting and every
  *                         builtin of train_tables.c: each argument, which are required, each
  *                         numeric default, and the PyTorch class it follows */
@@ -38,7 +39,8 @@ static const char *model_with(Arena *a, const char *settings) {
 
 /* The model of `settings` through nn_load_model and resolve_train_config; NULL when either
  * fails (err then holds resolve's message, or is empty after diagnostics). */
-static Model *resolve(Arena *a, const char *settings, const TrainOverrides *o, int world, char *err, size_t n) {
+static Model *resolve_in(Arena *a, const char *settings, const TrainOverrides *o, int world, const char *dir, char *err,
+                         size_t n) {
     const char *src = model_with(a, settings);
     FILE *quiet = fopen("/dev/null", "w");
     Diag *d = arena_alloc(a, sizeof *d);
@@ -47,11 +49,15 @@ static Model *resolve(Arena *a, const char *settings, const TrainOverrides *o, i
     fclose(quiet);
     err[0] = 0;
     CHECK(m != NULL, "the model with\n%s\nshould load (%d errors)", settings, d->errors);
-    if (m && !resolve_train_config(m, o, world, err, n)) {
+    if (m && !resolve_train_config(m, o, world, dir, err, n)) {
         model_free(m);
         return NULL;
     }
     return m;
+}
+
+static Model *resolve(Arena *a, const char *settings, const TrainOverrides *o, int world, char *err, size_t n) {
+    return resolve_in(a, settings, o, world, NULL, err, n);
 }
 
 static void test_overrides(Arena *a) {
@@ -148,6 +154,28 @@ static void test_refused(Arena *a) {
         Model *m = resolve(a, cases[i].settings, &(TrainOverrides){.has_momentum = true}, 1, err, sizeof err);
         CHECK(!m && !strcmp(err, cases[i].want), "--momentum 0 with\n%sshould say '%s', found '%s'", cases[i].settings,
               cases[i].want, err);
+    }
+}
+
+static void test_data_paths(Arena *a) {
+    char err[256];
+    const char *settings = "    data x = npy(\"d/x.npy\")\n    test x = npy(\"/abs/t.npy\")\n";
+    static const struct {
+        const char *dir, *path;
+        bool from_cwd;
+    } cases[] = {{"models", "models/d/x.npy", false},
+                 {"models/", "models/d/x.npy", false},
+                 {".", "d/x.npy", false},
+                 {NULL, "d/x.npy", true}};
+    for (size_t i = 0; i < NNC_COUNTOF(cases); i++) {
+        Model *m = resolve_in(a, settings, &(TrainOverrides){0}, 1, cases[i].dir, err, sizeof err);
+        if (!m) continue;
+        const DataSource *tr = &m->train.data[0].train, *te = &m->train.data[0].test;
+        CHECK(!strcmp(tr->path, cases[i].path) && !strcmp(tr->written, "d/x.npy") && tr->from_cwd == cases[i].from_cwd,
+              "data from folder %s: path %s (want %s), written %s, from_cwd %d", cases[i].dir ? cases[i].dir : "(none)",
+              tr->path, cases[i].path, tr->written, tr->from_cwd);
+        CHECK(!strcmp(te->path, "/abs/t.npy") && !te->written, "an absolute path stays: %s", te->path);
+        model_free(m);
     }
 }
 
@@ -255,6 +283,7 @@ int main(void) {
     test_overrides(&a);
     test_derived(&a);
     test_refused(&a);
+    test_data_paths(&a);
     test_docs();
     arena_free(&a);
     printf("%d checks, %d failed\n", checks, failures);
