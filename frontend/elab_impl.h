@@ -35,7 +35,7 @@ typedef struct Inst {
     Env *env;
     Stmt *forward;
     int first, end; /* the nodes its instantiation made (its parameters) */
-    bool placed;    /* .to(device) / to(inst, device): parameters and forward there */
+    bool placed; /* .to(device) / to(inst, device): parameters and forward there */
     Device dev;
 } Inst;
 
@@ -80,13 +80,13 @@ typedef struct Elab {
     Graph *g;
     Model *m;
     Env *globals;
-    int in_train;      /* data sources and optimizers may be called */
-    int depth;         /* recursion guard for blocks that call themselves */
+    int in_train; /* data sources and optimizers may be called */
+    int depth; /* recursion guard for blocks that call themselves */
     bool saw_minimize; /* a 'minimize' was written, even if it failed its checks */
-    int eval_depth;    /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
-    long steps;        /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
-    bool over_budget;  /* a bound was hit and reported: elaboration winds down */
-    bool data_error;   /* a data source failed (reported): no "input has no data" */
+    int eval_depth; /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
+    long steps; /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
+    bool over_budget; /* a bound was hit and reported: elaboration winds down */
+    bool data_error; /* a data source failed (reported): no "input has no data" */
 } Elab;
 
 typedef struct Args {

@@ -24,13 +24,13 @@ struct Args;
 /* What an argument's value must be.  Only a value the user wrote is checked (every default
  * passes its own rule), and a message names the function, the argument and the rule. */
 typedef enum {
-    ARG_REAL,   /* a number in [lo, hi], an end open where lo_open / hi_open; hi = INFINITY: no bound */
+    ARG_REAL, /* a number in [lo, hi], an end open where lo_open / hi_open; hi = INFINITY: no bound */
     ARG_FINITE, /* any finite number */
-    ARG_COUNT,  /* a whole number from 1 to hi */
-    ARG_INDEX,  /* a whole number from lo to hi ("must be an integer" first): a column */
-    ARG_FLAG,   /* a number, true unless 0 (nesterov = true) */
-    ARG_BOOL,   /* true or false exactly; not written: -1 (csv's header: detect it) */
-    ARG_PATH,   /* a string: a file's path */
+    ARG_COUNT, /* a whole number from 1 to hi */
+    ARG_INDEX, /* a whole number from lo to hi ("must be an integer" first): a column */
+    ARG_FLAG, /* a number, true unless 0 (nesterov = true) */
+    ARG_BOOL, /* true or false exactly; not written: -1 (csv's header: detect it) */
+    ARG_PATH, /* a string: a file's path */
 } ArgRule;
 
 /* The C type of the field a value is stored in. */
@@ -40,10 +40,10 @@ typedef struct {
     const char *name; /* as written: "weight_decay" */
     ArgRule rule;
     FieldType type;
-    size_t at;             /* offsetof its field in the builtin's config */
-    bool required;         /* required arguments come first */
-    double dflt;           /* the value when it is not written */
-    double lo, hi;         /* ARG_REAL, ARG_INDEX; ARG_COUNT: hi */
+    size_t at; /* offsetof its field in the builtin's config */
+    bool required; /* required arguments come first */
+    double dflt; /* the value when it is not written */
+    double lo, hi; /* ARG_REAL, ARG_INDEX; ARG_COUNT: hi */
     bool lo_open, hi_open; /* ARG_REAL */
 } ArgSpec;
 
@@ -51,10 +51,10 @@ typedef struct {
 
 /* A builtin the train section may call: `adam(lr = 1e-3, ...)` makes an OptConfig. */
 typedef struct TrainFn {
-    const char *name;                /* "adam" */
-    int kind;                        /* its OptKind, SchedKind or SourceKind */
-    const char *torch;               /* what it is in PyTorch ("torch.optim.Adam"), or NULL */
-    const char *example;             /* how "expected ..." shows it; NULL: "adam(...)" */
+    const char *name; /* "adam" */
+    int kind; /* its OptKind, SchedKind or SourceKind */
+    const char *torch; /* what it is in PyTorch ("torch.optim.Adam"), or NULL */
+    const char *example; /* how "expected ..." shows it; NULL: "adam(...)" */
     ArgSpec args[TRAIN_FN_MAX_ARGS]; /* ends at the first without a name */
     /* Reads the call instead of args[], where its arguments are not a fixed list (randn(n, d...)). */
     bool (*read)(struct Elab *E, const struct TrainFn *f, void *cfg, struct Args *a, SrcLoc loc);
@@ -65,11 +65,11 @@ typedef struct TrainFn {
 
 /* The builtins whose calls make one kind of value: every optimizer makes an OptConfig. */
 typedef struct {
-    int value;              /* the elaborator's VKind of that value */
-    const char *expect;     /* how "expected ..." begins for a setting that takes one */
-    size_t size;            /* the config a call fills: its size, */
+    int value; /* the elaborator's VKind of that value */
+    const char *expect; /* how "expected ..." begins for a setting that takes one */
+    size_t size; /* the config a call fills: its size, */
     size_t kind_at, loc_at; /* its kind (SIZE_MAX: none) and the call's location */
-    const void *init;       /* what a call starts from, before its arguments (NULL: zeros) */
+    const void *init; /* what a call starts from, before its arguments (NULL: zeros) */
     const TrainFn *fns;
     int n;
 } TrainFamily;
@@ -80,28 +80,28 @@ extern const int train_nfamilies;
 
 /* How a setting is written and what its value must be. */
 typedef enum {
-    SET_INT,      /* KEY = n: a whole number in [lo, hi] (batch = 64) */
-    SET_BOOL,     /* KEY = true | false (shuffle) */
+    SET_INT, /* KEY = n: a whole number in [lo, hi] (batch = 64) */
+    SET_BOOL, /* KEY = true | false (shuffle) */
     SET_POSITIVE, /* KEY = x: a number > 0 (clip_grad_norm) */
-    SET_WORD,     /* KEY = word, one of `words`, not evaluated; stored as its index (precision = bf16) */
-    SET_DEVICE,   /* KEY = cpu | cuda | cuda(k), or one of `words` (auto: TrainConfig.device_auto) */
-    SET_CALL,     /* KEY = a call of one of `family`'s builtins, or one of `words` (loss_scale = none) */
-    SET_DATA,     /* KEY INPUT = source: `at` is the DataBind side (train or test) */
-    SET_LOSS,     /* KEY NAME: the scalar to minimize */
-    SET_METRIC,   /* KEY NAME, or KEY NAME = expr: a scalar reported on the test set */
+    SET_WORD, /* KEY = word, one of `words`, not evaluated; stored as its index (precision = bf16) */
+    SET_DEVICE, /* KEY = cpu | cuda | cuda(k), or one of `words` (auto: TrainConfig.device_auto) */
+    SET_CALL, /* KEY = a call of one of `family`'s builtins, or one of `words` (loss_scale = none) */
+    SET_DATA, /* KEY INPUT = source: `at` is the DataBind side (train or test) */
+    SET_LOSS, /* KEY NAME: the scalar to minimize */
+    SET_METRIC, /* KEY NAME, or KEY NAME = expr: a scalar reported on the test set */
 } SettingKind;
 
 typedef struct {
     const char *name; /* "batch" */
     SettingKind kind;
     FieldType type;
-    size_t at;                 /* its field in TrainConfig (SET_DATA: in DataBind) */
-    double lo, hi;             /* SET_INT */
-    double dflt;               /* SET_INT, SET_BOOL: the value when it is not written */
+    size_t at; /* its field in TrainConfig (SET_DATA: in DataBind) */
+    double lo, hi; /* SET_INT */
+    double dflt; /* SET_INT, SET_BOOL: the value when it is not written */
     const TrainFamily *family; /* SET_CALL */
-    const void *dflt_cfg;      /* SET_CALL: the config when it is not written (NULL: zeros) */
-    const char *const *words;  /* SET_WORD, SET_CALL: the words it takes, NULL-terminated */
-    const char *excludes;      /* a setting it cannot go with */
+    const void *dflt_cfg; /* SET_CALL: the config when it is not written (NULL: zeros) */
+    const char *const *words; /* SET_WORD, SET_CALL: the words it takes, NULL-terminated */
+    const char *excludes; /* a setting it cannot go with */
 } Setting;
 
 extern const Setting train_settings[];

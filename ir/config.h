@@ -97,8 +97,8 @@ typedef struct {
     SchedConfig sched;
     Precision precision;
     ScalerConfig scaler; /* loss_scale */
-    double clip_norm;    /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
-    double clip_value;   /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
+    double clip_norm; /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
+    double clip_value; /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
     SrcLoc loc;
 } TrainConfig;
 
