@@ -569,7 +569,7 @@ bool helper_uses_dnnl(const Program *p, const BuildOpts *o) {
     if (o->f64) return false;
     for (int i = 0; i < p->g->n; i++) {
         Op op = p->g->nodes[i].op;
-        if (op == OP_CONV2D || op == OP_CONV2D_DX || op == OP_CONV2D_DW) return true;
+        if (op_has(op, OPF_CONV)) return true;
         if (op == OP_MATMUL && p->g->nodes[p->g->nodes[i].in[0]].dtype == DT_BF16) return true;
     }
 #else

@@ -163,7 +163,7 @@ int check_ew_inputs(const CheckLaunch *c, int out, int64_t i, double *vals) {
 static void tol_ew(const CheckLaunch *c, int out, CheckTol *t) {
     const Node *n = node_of(c, out);
     char nb[48], err[160];
-    if (n->op == OP_TRANSPOSE || n->op == OP_EXPAND || n->op == OP_DETACH) { /* moves only */
+    if (op_has(n->op, OPF_MOVES)) {
         tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s moves values: the same bits", node_op_name(n, nb));
         return;
@@ -273,9 +273,7 @@ static void tol_helper(const CheckLaunch *c, int out, CheckTol *t) {
     const Node *n = node_of(c, out);
     const Graph *g = c->p->g;
     SpatialGeom q = {0};
-    if (n->op != OP_EMBEDDING_GRAD && n->op != OP_CONCAT && n->op != OP_SLICE && n->op != OP_SLICE_GRAD &&
-        n->op != OP_EMBEDDING && n->op != OP_DROPOUT_MASK)
-        q = spatial_geom(g, n);
+    if (op_info[n->op].attr == ATTR_WINDOW) q = spatial_geom(g, n);
     double win = (double)q.KH * (double)q.KW, G = q.G > 0 ? (double)q.G : 1;
     Op op = n->op;
     if (op == OP_CONV2D) tol_sum(c, out, t, (double)q.C / G * win, -1, "a convolution");

@@ -18,7 +18,8 @@
 #define NOGRAD {NULL, NULL}
 #define LEAF {NULL, NULL}
 const OpInfo op_info[OP_COUNT] = {
-#define X(e, name, kind, arity, attr, surface, expr, grad) [OP_##e] = {name, kind, arity, attr, surface, expr, grad},
+#define X(e, name, kind, arity, attr, flags, surface, expr, grad) \
+    [OP_##e] = {name, kind, arity, attr, flags, surface, expr, grad},
 #include "ops.def"
 #undef X
 };
@@ -27,6 +28,25 @@ const OpInfo op_info[OP_COUNT] = {
 #undef DX2
 #undef NOGRAD
 #undef LEAF
+
+/* The flags agree with the row's other columns, for what their users assume: autocast's f32
+ * list is elementwise, the spatial ops (attr.win) are each a convolution or a pooling, labels
+ * are read by row-wise kernels, a failing op's launch is one whose caller tests the status,
+ * and an inline scalar is a leaf. */
+#define FACT(e, flags, f, cond, what) _Static_assert(!((flags) & (f)) || (cond), "ops.def: " #e ": " what);
+#define X(e, name, kind, arity, attr, flags, surface, expr, grad) \
+    FACT(e, flags, OPF_F32_AUTOCAST, (kind) == OK_EW, "OPF_F32_AUTOCAST on an op that is not elementwise") \
+    FACT(e, flags, OPF_CONV, (kind) == OK_HELPER && !((flags) & (OPF_POOL)), "OPF_CONV: a helper, no pooling") \
+    FACT(e, flags, OPF_CONV | OPF_POOL, (attr) == ATTR_WINDOW, "OPF_CONV or OPF_POOL without ATTR_WINDOW") \
+    FACT(e, flags, OPF_LABELS | OPF_ROW_TOTAL, (kind) == OK_ROW, "OPF_LABELS or OPF_ROW_TOTAL: row-wise") \
+    FACT(e, flags, OPF_LABELS, (arity) >= 2, "OPF_LABELS: the labels are operand 1") \
+    FACT(e, flags, OPF_MAY_FAIL, (kind) == OK_ROW || (kind) == OK_HELPER, "OPF_MAY_FAIL: a row or helper op") \
+    FACT(e, flags, OPF_INLINE, (kind) == OK_LEAF, "OPF_INLINE: a leaf") \
+    _Static_assert((attr) != ATTR_WINDOW || ((flags) & (OPF_CONV | OPF_POOL)), \
+                   "ops.def: " #e ": ATTR_WINDOW, no OPF_CONV or OPF_POOL");
+#include "ops.def"
+#undef X
+#undef FACT
 
 Graph *graph_new(Arena *a) {
     Graph *g = arena_alloc(a, sizeof *g);
@@ -157,7 +177,7 @@ DType dtype_join(const Graph *g, int nin, const int *in, DType dflt) {
     bool any = false;
     for (int j = 0; j < nin; j++) {
         const Node *x = &g->nodes[in[j]];
-        if (x->dtype == DT_I32 || x->op == OP_CONST || x->op == OP_STEPVAL) continue;
+        if (x->dtype == DT_I32 || op_has(x->op, OPF_INLINE)) continue;
         if (!any) t = x->dtype;
         else if (t != x->dtype) t = DT_F32;
         any = true;
@@ -248,9 +268,7 @@ static void ir_print_attr(const Node *n, FILE *f) {
         if (n->op != OP_CONCAT) fprintf(f, " start=%lld step=%lld", (long long)a->slice.start, (long long)a->slice.step);
         break;
     case ATTR_WINDOW:
-        if (n->op == OP_MAX_POOL2D || n->op == OP_MAX_POOL2D_GRAD || n->op == OP_AVG_POOL2D ||
-            n->op == OP_AVG_POOL2D_GRAD)
-            fprintf(f, " kernel=%dx%d", a->win.k[0], a->win.k[1]);
+        if (op_has(n->op, OPF_POOL)) fprintf(f, " kernel=%dx%d", a->win.k[0], a->win.k[1]);
         fprintf(f, " stride=%d,%d padding=%d,%d", a->win.s[0], a->win.s[1], a->win.p[0], a->win.p[1]);
         if (a->win.d[0] != 1 || a->win.d[1] != 1) fprintf(f, " dilation=%d,%d", a->win.d[0], a->win.d[1]);
         if (a->win.groups > 1) fprintf(f, " groups=%d", a->win.groups);
@@ -326,10 +344,10 @@ bool ir_verify(const Graph *g, const char *pass) {
         for (int j = 0; j < n->nin; j++) {
             if (n->in[j] < 0 || n->in[j] >= i) return verify_fail(g, i, pass, "operand does not precede its user");
             if (placed && n->op != OP_COPY && n->op != OP_ASSIGN && g->nodes[n->in[j]].dev != n->dev &&
-                g->nodes[n->in[j]].op != OP_CONST && g->nodes[n->in[j]].op != OP_STEPVAL)
+                !op_has(g->nodes[n->in[j]].op, OPF_INLINE))
                 return verify_fail(g, i, pass, "operand on another device without a copy");
         }
-        if ((n->op == OP_PARAM || n->op == OP_INPUT || n->op == OP_STATE) && !n->name)
+        if (oi->kind == OK_LEAF && !op_has(n->op, OPF_INLINE) && !n->name)
             return verify_fail(g, i, pass, "unnamed leaf");
         if (oi->kind == OK_EW && n->op != OP_TRANSPOSE) {
             Shape s = g->nodes[n->in[0]].shape;
@@ -364,7 +382,7 @@ bool ir_verify(const Graph *g, const char *pass) {
                 q.C % q.G || q.OC % q.G)
                 return verify_fail(g, i, pass, "spatial geometry");
         }
-        if (n->op == OP_CONCAT || n->op == OP_SLICE || n->op == OP_SLICE_GRAD) {
+        if (oi->attr == ATTR_SLICE) {
             const Shape *y = &n->shape;
             int ax = n->attr.slice.axis;
             int64_t len = 0;

@@ -20,7 +20,7 @@
 #define DIM_BATCH (-1)          /* the symbolic batch dimension, bound at run time */
 
 typedef enum {
-#define X(e, name, kind, arity, attr, surface, expr, grad) OP_##e,
+#define X(e, name, kind, arity, attr, flags, surface, expr, grad) OP_##e,
 #include "ops.def"
 #undef X
     OP_COUNT
@@ -53,16 +53,33 @@ typedef enum {
     ATTR_SLICE,      /* slice: the axis of a concat or slice, and the slice's start and step */
 } AttrKind;
 
+/* Facts about an op that passes and backends ask by name (ops.def's flags column), so that one
+ * that holds for several ops is written once, on their rows, not as a list of ops at each use.
+ * ir.c checks at compile time that they agree with the other columns. */
+enum {
+    OPF_F32_AUTOCAST = 1 << 0, /* computed in f32 under autocast (torch's fp32 list): exp, log, pow, softplus */
+    OPF_MAY_FAIL = 1 << 1, /* checks its i32 labels or indices; a bad one stops the step (a status, a message) */
+    OPF_LABELS = 1 << 2, /* operand 1 holds i32 class labels that index operand 0's last axis */
+    OPF_ROW_TOTAL = 1 << 3, /* row-wise, its result one number over all the rows (a mean loss, a count) */
+    OPF_CONV = 1 << 4, /* a convolution or its gradient: im2col + GEMM over batch chunks in planned scratch */
+    OPF_POOL = 1 << 5, /* pooling or its gradient over attr.win's window */
+    OPF_MOVES = 1 << 6, /* places operand values (a view, a transpose, a slice), computes none: the same bits */
+    OPF_INLINE = 1 << 7, /* a scalar written into its users' expressions, with no buffer of its own */
+};
+
 typedef struct {
     const char *name;
     OpKind kind;
     int arity;
     AttrKind attr;
+    unsigned flags; /* OPF_ bits */
     const char *surface;        /* "relu(x)", or NULL: not callable from a model */
     const char *expr;
     const char *dx[2];          /* DX/DX2 gradient expressions, or NULL */
 } OpInfo;
 extern const OpInfo op_info[OP_COUNT];
+/* Whether op has any of the OPF_ facts in f. */
+static inline bool op_has(Op op, unsigned f) { return (op_info[op].flags & f) != 0; }
 
 /* f32 tensors are `real` (float, or double under --f64); bf16 and f16 are stored as 16-bit
  * patterns and computed in f32 (every kernel widens on load and rounds on store), as CUDA and

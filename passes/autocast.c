@@ -11,7 +11,7 @@
  *   - an elementwise op is half when every tensor operand is half of the one kind (an inline
  *     scalar does not count, as a Python number does not promote), else f32: half + f32 is f32,
  *     torch's type promotion; views and copies keep their operand's type;
- *   - exp, log, pow and softplus (autocast's fp32 list), and every op that is not
+ *   - exp, log, pow and softplus (autocast's fp32 list, OPF_F32_AUTOCAST), and every op that is not
  *     elementwise -- reductions, softmax, log_softmax, the losses, convolutions, pooling, the
  *     helpers, assignments -- take f32 operands (a CAST of a half one) and give f32;
  *   - the loss and the outputs are f32 (cast at the end), so the ABI never holds a half tensor.
@@ -89,10 +89,6 @@ static int cast_to(Ac *A, int x, DType to, const Node *like) {
     return id;
 }
 
-static bool fp32_op(Op op) {
-    return op == OP_EXP || op == OP_LOG || op == OP_POW || op == OP_POWC || op == OP_SOFTPLUS;
-}
-
 /* A half product: a matmul, or a convolution's rounded result (a cast of an f32 CONV2D). */
 static bool half_product(const Ac *A, const Node *p) {
     if (p->dtype != A->half) return false;
@@ -126,7 +122,7 @@ static void lower(Ac *A, Node *n) {
     if (A->autocast && (n->op == OP_MATMUL || linear_bias(A, n))) {
         for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], A->half, n);
         n->dtype = A->half;
-    } else if ((kind == OK_EW && !fp32_op(n->op)) || kind == OK_VIEW || kind == OK_COPY) {
+    } else if ((kind == OK_EW && !op_has(n->op, OPF_F32_AUTOCAST)) || kind == OK_VIEW || kind == OK_COPY) {
         if (!is_float(n->dtype)) return;   /* i32 results (none yet) keep their type */
         n->dtype = dtype_join(A->g, n->nin, n->in, DT_F32);
         if (n->dtype == DT_F32)           /* mixed: the half operands promote */

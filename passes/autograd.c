@@ -33,7 +33,7 @@ int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, co
     return id;
 }
 
-bool node_is_inline(const Node *n) { return n->op == OP_CONST || n->op == OP_STEPVAL; }
+bool node_is_inline(const Node *n) { return op_has(n->op, OPF_INLINE); }
 
 static Node ad_like(Ad *A) {
     Node n = *A->at;
@@ -176,7 +176,7 @@ typedef void GradRule(Ad *A, int id, int g);
 #define DX2(d0, d1)
 #define NOGRAD
 #define LEAF
-#define X(e, name, kind, arity, attr, surface, expr, grad) grad
+#define X(e, name, kind, arity, attr, flags, surface, expr, grad) grad
 #include "../ir/ops.def"
 #undef X
 #undef RULE
@@ -192,7 +192,7 @@ static GradRule *const grad_rules[OP_COUNT] = {
 #define DX2(d0, d1) grad_ew
 #define NOGRAD grad_none
 #define LEAF grad_none
-#define X(e, name, kind, arity, attr, surface, expr, grad) [OP_##e] = grad,
+#define X(e, name, kind, arity, attr, flags, surface, expr, grad) [OP_##e] = grad,
 #include "../ir/ops.def"
 #undef X
 #undef RULE

@@ -133,7 +133,7 @@ static int64_t conv_scratch_budget(void) {
 
 static void plan_conv_scratch(const Program *p, Launch *L) {
     const Node *r = &p->g->nodes[L->root];
-    if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) return;
+    if (!op_has(r->op, OPF_CONV)) return;
     SpatialGeom q = spatial_geom(p->g, r);
     int64_t n = q.N == DIM_BATCH ? p->g->batch_max : q.N;
     int64_t per = (q.C * q.KH * q.KW + q.OC) * q.OH * q.OW;
@@ -212,7 +212,7 @@ void pass_plan(Program *p, Entry *e) {
         }
     }
     for (int i = 0; i < g->n; i++)
-        if (e->live[i] && (g->nodes[i].op == OP_RESHAPE || g->nodes[i].op == OP_MODE)) {
+        if (e->live[i] && op_info[g->nodes[i].op].kind == OK_VIEW) {
             e->buf[i].kind = BUF_ALIAS;
             e->buf[i].alias = storage_root(p, e, i);
         }

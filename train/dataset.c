@@ -338,11 +338,10 @@ static int64_t index_bound(const Graph *g, int input, int *by) {
     for (int i = 0; i < g->n; i++) {
         const Node *x = &g->nodes[i];
         int64_t k = 0;
-        if ((x->op == OP_CROSS_ENTROPY || x->op == OP_CE_GRAD || x->op == OP_ACCURACY) && carries[x->in[1]]) {
+        if (op_has(x->op, OPF_LABELS) && carries[x->in[1]]) {
             Shape l = g->nodes[x->in[0]].shape;
             k = l.rank ? l.d[l.rank - 1] : 0;
-        } else if (x->op == OP_EMBEDDING && carries[x->in[0]])
-            k = g->nodes[x->in[1]].shape.d[0];
+        } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) k = g->nodes[x->in[1]].shape.d[0];
         if (k > 0 && (bound == 0 || k < bound)) bound = k, *by = i;
     }
     free(carries);

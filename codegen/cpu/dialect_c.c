@@ -595,7 +595,7 @@ static void c_helper(const Kernel *k, const Launch *L) {
                              "    }\n", k->d->status, k->d->msg, k->d->msg);
         return;
     }
-    if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
+    if (op_info[r->op].attr == ATTR_SLICE) {
         /* the inner extent may hold the batch: computed from B; the rest are constants */
         int64_t a[6];
         int na = helper_slice_args(g, r, 1, a);
@@ -622,7 +622,7 @@ static void c_helper(const Kernel *k, const Launch *L) {
     SpatialGeom q = spatial_geom(g, r);
     Str geom = {0};
     geom_list(&geom, &q);
-    if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) {
+    if (!op_has(r->op, OPF_CONV)) {
         str_printf(k->s, "    %s(", helper_names[pool_helper(r->op)]);
         for (int j = 0; j < r->nin; j++) {
             k->d->ptr(k, k->s, r->in[j]);

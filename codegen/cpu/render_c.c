@@ -46,7 +46,8 @@ static void render_entry(const Kernel *r) {
     for (int i = 0; i < k.e->nlaunch; i++) {
         str_printf(k.s, "    %s_%s_%d(m, in, B);\n", k.mn, k.e->name, i);
         const Launch *L = &k.e->launches[i];
-        if (L->kind == L_ROW || L->kind == L_COLLECTIVE || (L->kind == L_HELPER && k.g->nodes[L->root].op == OP_EMBEDDING))
+        if (L->kind == L_ROW || L->kind == L_COLLECTIVE ||
+            (L->kind == L_HELPER && op_has(k.g->nodes[L->root].op, OPF_MAY_FAIL)))
             str_printf(k.s, "    if (%s) return %s;\n", status, status);
         if (k.o->check_numerics) render_numerics_check(&k, &k.e->launches[i], i);
     }

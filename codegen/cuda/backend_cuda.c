@@ -597,7 +597,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
         void *args[] = {&ptr[0], &ptr[1], &ptr[2], &n, &dv[0], &dv[1], &ptr[3]};
         return launch_helper(m, fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD, n, args);
     }
-    if (r->op == OP_CONCAT || r->op == OP_SLICE || r->op == OP_SLICE_GRAD) {
+    if (op_info[r->op].attr == ATTR_SLICE) {
         CUdeviceptr ptr[5];
         int np = 0;
         for (int j = 0; j < (r->op == OP_CONCAT ? 4 : 1); j++) where(m, e, r->in[j < r->nin ? j : 0], &ptr[np++], &h);
@@ -611,7 +611,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
     where(m, e, r->in[0], &in0, &h);
     if (r->nin > 1) where(m, e, r->in[1], &in1, &h);
     where(m, e, L->root, &out, &h);
-    if (r->op != OP_CONV2D && r->op != OP_CONV2D_DX && r->op != OP_CONV2D_DW) {
+    if (!op_has(r->op, OPF_CONV)) {
         CUdeviceptr ptr[3] = {in0, in1, out};
         if (r->nin == 1) ptr[1] = out;
         return issue_helper(m, pool_helper(r->op), ptr, r->nin + 1, shape_numel(r->shape, B), NULL, 0, &q);
@@ -1045,13 +1045,12 @@ static bool load_module(CudaModel *m, const char *cubin) {
         for (int i = 0; i < e->nlaunch; i++) {
             const Launch *L = &e->launches[i];
             /* cross_entropy's labels and embedding's indices are checked on the device */
-            m->has_ce[k] |= L->kind == L_HELPER && m->p->g->nodes[L->root].op == OP_EMBEDDING;
+            m->has_ce[k] |= op_has(m->p->g->nodes[L->root].op, OPF_MAY_FAIL);
             m->no_graph[k] |= L->kind == L_COLLECTIVE;   /* the host takes part: no CUDA graph */
             if (!cuda_launch_is_kernel(L)) continue;
             char name[256];
             cuda_kernel_name(name, sizeof name, m->p, e, i);
             CU(cu.ModuleGetFunction(&m->cur->fn[k][i], m->cur->mod, name));
-            m->has_ce[k] |= m->p->g->nodes[L->root].op == OP_CROSS_ENTROPY || m->p->g->nodes[L->root].op == OP_CE_GRAD;
         }
     }
     return true;
@@ -1281,10 +1280,7 @@ bool cuda_probe(char *dev, size_t dn, char *why, size_t wn) {
 static void cuda_numerics(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out) {
     const Graph *g = p->g;
     double u = o->f64 ? 0x1p-53 : 0x1p-24;
-    bool product = L->kind == L_GEMM ||
-        (L->kind == L_HELPER &&
-         (g->nodes[L->root].op == OP_CONV2D || g->nodes[L->root].op == OP_CONV2D_DX ||
-          g->nodes[L->root].op == OP_CONV2D_DW));
+    bool product = L->kind == L_GEMM || (L->kind == L_HELPER && op_has(g->nodes[L->root].op, OPF_CONV));
     bool half = L->kind == L_GEMM && (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype));
     bool tensor = product && !o->f64 && (half || o->tf32);
     out->sum_unit = L->kind == L_REDUCE ? 0x1p-53 : tensor ? 2 * u : u;

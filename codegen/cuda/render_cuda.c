@@ -83,7 +83,7 @@ static unsigned pow2_block(int64_t work, unsigned lo, unsigned hi) {
 unsigned cuda_launch_max_block(const Graph *g, const Launch *L) {
     if (L->kind == L_ROW) {
         Op op = g->nodes[L->root].op;
-        return op == OP_CROSS_ENTROPY || op == OP_ACCURACY ? 1024 : ROW_THREADS;
+        return op_has(op, OPF_ROW_TOTAL) ? 1024 : ROW_THREADS;
     }
     return L->kind == L_REDUCE ? 256 : EW_THREADS;
 }
@@ -106,7 +106,7 @@ CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int
         int64_t cols = xs.rank ? xs.d[xs.rank - 1] : 1;
         if (cols == DIM_BATCH) cols = B;
         int64_t rows = cols > 0 ? shape_numel(xs, B) / cols : 0;
-        if (n->op == OP_CROSS_ENTROPY || n->op == OP_ACCURACY) {
+        if (op_has(n->op, OPF_ROW_TOTAL)) { /* one block reduces every row */
             d.grid = 1;
             d.block = pow2_block(32 * rows, 32, 1024);
         } else {
