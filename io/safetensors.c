@@ -1,10 +1,10 @@
 /*
  * safetensors.c - safetensors checkpoints (see safetensors.h).
  *
- * Loading is three steps: a strict little JSON parser turns the header into
- * a tree (only strings, numbers, arrays and objects, nested at most
- * ST_JSON_DEPTH deep: the header needs three levels and anything else is
- * not a safetensors header); the tree is checked against the schema (known
+ * Loading is three steps: a strict little JSON parser (json.c) turns the
+ * header into a tree (only strings, numbers, arrays and objects, nested at
+ * most JSON_DEPTH_MAX deep: the header needs three levels and anything else
+ * is not a safetensors header); the tree is checked against the schema (known
  * dtype, shape product * element size == end - begin, offsets inside the
  * data section, no two tensors overlapping) with every multiplication
  * overflow-checked; then the crc32 recorded by nnc_st_save is compared
@@ -16,19 +16,19 @@
  * a multiple of 8) and the loader can point straight into the file buffer.
  * The data section stays contiguous with no gaps, which the reference
  * implementation requires.  The file is written beside the target, fsynced,
- * and renamed over it: rename is atomic, so readers see the old or the new
- * checkpoint, never half of one.
+ * and renamed over it (atomic_file.c): rename is atomic, so readers see the
+ * old or the new checkpoint, never half of one.
  */
-#define _XOPEN_SOURCE 700 /* fsync, fileno, fstat, realpath, readlink under -std=c11 */
+#define _XOPEN_SOURCE 700 /* fsync, fileno, fstat under -std=c11 */
 
 #include "safetensors.h"
+#include "atomic_file.h"
 #include "data_impl.h" /* data_excerpt */
+#include "json.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,6 @@
 #endif
 
 #define ST_HEADER_MAX ((uint64_t)100 * 1000 * 1000) /* as the reference reader */
-#define ST_JSON_DEPTH 8
 #define ST_CRC_KEY "nnc_crc32"
 /* crc32 of the other metadata, so that an edited or corrupted step, epoch or position is
  * caught like a flipped weight: over "key\0value\0" of every entry but the two checksums,
@@ -95,301 +94,6 @@ static int st_dtype_parse(const char *s, nnc_dtype *t) {
         }
     }
     return -1;
-}
-
-/* ---- JSON: a tree of the four kinds a header may hold ---------------------- */
-
-typedef enum {
-    JSON_STRING, /* str: decoded bytes, NUL-terminated (no embedded NUL) */
-    JSON_NUMBER, /* str: the literal text, already checked against the grammar */
-    JSON_ARRAY,  /* items[0..n) */
-    JSON_OBJECT  /* keys[i] -> items[i], in file order */
-} json_kind;
-
-typedef struct json_value {
-    json_kind kind;
-    char *str;
-    struct json_value *items;
-    char **keys;
-    size_t n, cap;
-    size_t offset; /* file offset where the value starts, for messages */
-} json_value;
-
-typedef struct {
-    const unsigned char *s; /* header text */
-    size_t n, pos;
-    size_t base; /* file offset of s[0] */
-    const char *name;
-    char *err;
-    size_t errlen;
-} json_parser;
-
-static void json_free(json_value *v) {
-    size_t i;
-    for (i = 0; i < v->n; i++) {
-        json_free(&v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items);
-    free(v->keys);
-    free(v->str);
-    memset(v, 0, sizeof *v);
-}
-
-static void json_ws(json_parser *p) {
-    while (p->pos < p->n &&
-           (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
-        p->pos++;
-}
-
-static int json_fail(json_parser *p, const char *expected) {
-    if (p->pos >= p->n)
-        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got end of header", p->name, p->base + p->pos,
-               expected);
-    else if (p->s[p->pos] >= 0x20 && p->s[p->pos] < 0x7F)
-        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got '%c'", p->name, p->base + p->pos, expected,
-               p->s[p->pos]);
-    else
-        st_err(p->err, p->errlen, "%s: offset %zu: header: expected %s, got byte 0x%02X", p->name, p->base + p->pos,
-               expected, p->s[p->pos]);
-    return -1;
-}
-
-static int json_oom(json_parser *p) {
-    st_err(p->err, p->errlen, "%s: out of memory parsing the header", p->name);
-    return -1;
-}
-
-static int json_hex4(json_parser *p, unsigned *cp) {
-    size_t i;
-    *cp = 0;
-    for (i = 0; i < 4; i++, p->pos++) {
-        unsigned c = p->pos < p->n ? p->s[p->pos] : 0, d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') d = (c | 0x20) - 'a' + 10;
-        else return json_fail(p, "4 hex digits after \\u");
-        *cp = *cp << 4 | d;
-    }
-    return 0;
-}
-
-/* \uXXXX (with a surrogate pair if needed) -> code point; p at the 'u'. */
-static int json_unicode(json_parser *p, unsigned *cp) {
-    unsigned lo;
-    p->pos++;
-    if (json_hex4(p, cp) != 0) return -1;
-    if (*cp == 0) return json_fail(p, "no \\u0000 (names are C strings)");
-    if (*cp >= 0xDC00 && *cp <= 0xDFFF) return json_fail(p, "a high surrogate before a low one");
-    if (*cp < 0xD800 || *cp > 0xDBFF) return 0;
-    if (p->n - p->pos < 2 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u')
-        return json_fail(p, "a low surrogate \\uDC00..\\uDFFF");
-    p->pos += 2;
-    if (json_hex4(p, &lo) != 0) return -1;
-    if (lo < 0xDC00 || lo > 0xDFFF) return json_fail(p, "a low surrogate \\uDC00..\\uDFFF");
-    *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
-    return 0;
-}
-
-/* Appends code point cp as UTF-8 (at most 4 bytes). */
-static size_t json_utf8(char *out, unsigned cp) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | cp >> 6);
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* One escape after '\'; p at the character after the backslash. */
-static int json_escape(json_parser *p, char *out, size_t *k) {
-    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-    const char *hit;
-    unsigned cp;
-    if (p->pos >= p->n) return json_fail(p, "an escape character");
-    if (p->s[p->pos] == 'u') {
-        if (json_unicode(p, &cp) != 0) return -1;
-        *k += json_utf8(out + *k, cp);
-        return 0;
-    }
-    hit = p->s[p->pos] ? strchr(from, p->s[p->pos]) : NULL;
-    if (!hit) return json_fail(p, "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u");
-    out[(*k)++] = to[hit - from];
-    p->pos++;
-    return 0;
-}
-
-/* string := '"' (char | escape)* '"'.  Decoded text never outgrows the raw
- * text (\uXXXX is 6 bytes for at most 3, a pair 12 for 4), so one buffer of
- * the raw length suffices. */
-static int json_string(json_parser *p, char **out) {
-    size_t start, end, k = 0;
-    char *s;
-    if (p->pos >= p->n || p->s[p->pos] != '"') return json_fail(p, "'\"' starting a string");
-    start = ++p->pos;
-    for (end = start; end < p->n && p->s[end] != '"'; end++)
-        if (p->s[end] == '\\' && end + 1 < p->n) end++;
-    if (end >= p->n) return json_fail(p, "a closing '\"' before the end of the header");
-    s = malloc(end - start + 1);
-    if (!s) return json_oom(p);
-    while (p->pos < end) {
-        unsigned char c = p->s[p->pos];
-        int rc = 0;
-        if (c < 0x20) rc = json_fail(p, "no raw control characters in a string");
-        else if (c == '\\') {
-            p->pos++;
-            rc = json_escape(p, s, &k);
-        } else {
-            s[k++] = (char)c;
-            p->pos++;
-        }
-        if (rc != 0 || p->pos > end) { /* an escape must not eat the closing quote */
-            free(s);
-            return rc != 0 ? -1 : json_fail(p, "a complete escape before '\"'");
-        }
-    }
-    p->pos++;
-    s[k] = '\0';
-    *out = s;
-    return 0;
-}
-
-static size_t json_digits(json_parser *p) {
-    size_t start = p->pos;
-    while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
-    return p->pos - start;
-}
-
-/* number := '-'? ('0' | [1-9][0-9]*) ('.' [0-9]+)? ([eE] [+-]? [0-9]+)? */
-static int json_number(json_parser *p, json_value *v) {
-    size_t start = p->pos, len;
-    if (p->pos < p->n && p->s[p->pos] == '-') p->pos++;
-    if (p->pos < p->n && p->s[p->pos] == '0') p->pos++;
-    else if (json_digits(p) == 0) return json_fail(p, "a digit");
-    if (p->pos < p->n && p->s[p->pos] == '.' && (p->pos++, json_digits(p) == 0))
-        return json_fail(p, "a digit after '.'");
-    if (p->pos < p->n && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
-        p->pos++;
-        if (p->pos < p->n && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
-        if (json_digits(p) == 0) return json_fail(p, "a digit in the exponent");
-    }
-    len = p->pos - start;
-    v->kind = JSON_NUMBER;
-    v->str = malloc(len + 1);
-    if (!v->str) return json_oom(p);
-    memcpy(v->str, p->s + start, len);
-    v->str[len] = '\0';
-    return 0;
-}
-
-/* Appends *item (and key) to container v, taking ownership of both. */
-static int json_push(json_parser *p, json_value *v, json_value *item, char *key) {
-    if (v->n == v->cap) {
-        size_t ncap = v->cap ? v->cap * 2 : 4;
-        json_value *ni = realloc(v->items, ncap * sizeof *ni);
-        if (ni) v->items = ni;
-        if (ni && v->kind == JSON_OBJECT) {
-            char **nk = realloc(v->keys, ncap * sizeof *nk);
-            if (nk) v->keys = nk;
-            ni = nk ? ni : NULL;
-        }
-        if (!ni) {
-            json_free(item);
-            free(key);
-            return json_oom(p);
-        }
-        v->cap = ncap;
-    }
-    v->items[v->n] = *item;
-    if (v->kind == JSON_OBJECT) v->keys[v->n] = key;
-    v->n++;
-    return 0;
-}
-
-static int json_value_parse(json_parser *p, json_value *v, int depth);
-
-/* Parses `key: value` (objects) or `value` (arrays) and pushes it. */
-static int json_member(json_parser *p, json_value *v, int depth) {
-    json_value item;
-    char *key = NULL;
-    memset(&item, 0, sizeof item);
-    json_ws(p);
-    if (v->kind == JSON_OBJECT) {
-        if (json_string(p, &key) != 0) return -1;
-        json_ws(p);
-        if (p->pos >= p->n || p->s[p->pos] != ':') {
-            free(key);
-            return json_fail(p, "':' after an object key");
-        }
-        p->pos++;
-    }
-    if (json_value_parse(p, &item, depth + 1) != 0) {
-        free(key);
-        json_free(&item);
-        return -1;
-    }
-    return json_push(p, v, &item, key);
-}
-
-/* array := '[' (value (',' value)*)? ']' ; object likewise with key ':' value. */
-static int json_container(json_parser *p, json_value *v, int depth) {
-    char close = p->s[p->pos] == '[' ? ']' : '}';
-    v->kind = close == ']' ? JSON_ARRAY : JSON_OBJECT;
-    if (depth >= ST_JSON_DEPTH) return json_fail(p, "a value nested less deeply (not a safetensors header)");
-    p->pos++;
-    json_ws(p);
-    if (p->pos < p->n && p->s[p->pos] == close) {
-        p->pos++;
-        return 0;
-    }
-    for (;;) {
-        if (json_member(p, v, depth) != 0) return -1;
-        json_ws(p);
-        if (p->pos < p->n && p->s[p->pos] == close) {
-            p->pos++;
-            return 0;
-        }
-        if (p->pos >= p->n || p->s[p->pos] != ',') return json_fail(p, close == ']' ? "',' or ']'" : "',' or '}'");
-        p->pos++;
-    }
-}
-
-static int json_value_parse(json_parser *p, json_value *v, int depth) {
-    unsigned char c;
-    json_ws(p);
-    v->offset = p->base + p->pos;
-    c = p->pos < p->n ? p->s[p->pos] : 0;
-    if (c == '"') {
-        v->kind = JSON_STRING;
-        return json_string(p, &v->str);
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return json_number(p, v);
-    if (c == '[' || c == '{') return json_container(p, v, depth);
-    return json_fail(p, "a string, number, array or object");
-}
-
-/* The whole header: one object, then only padding spaces. */
-static int json_header_parse(json_parser *p, json_value *root) {
-    memset(root, 0, sizeof *root);
-    json_ws(p);
-    if (p->pos >= p->n || p->s[p->pos] != '{') return json_fail(p, "'{' starting the header");
-    if (json_value_parse(p, root, 0) != 0) return -1;
-    json_ws(p);
-    if (p->pos != p->n) return json_fail(p, "only padding after the header object");
-    return 0;
 }
 
 /* ---- the file object ------------------------------------------------------ */
@@ -1078,37 +782,12 @@ static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, in
     return 0;
 }
 
-/* Creates tmp for writing: a new file only (O_EXCL), never through a link planted at its
- * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write.  It will
- * replace a file (replaces: 1) whose permission bits `old` it takes exactly, so a checkpoint
- * made private (a rescue copy: 0600) stays private; a new file gets 0666 less the umask. */
-static FILE *st_tmp_create(const char *tmp, int replaces, mode_t old) {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaces ? 0600 : 0666);
-    FILE *fp;
-    if (fd < 0) return NULL;
-    if (replaces && fchmod(fd, old & 0777) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
-        return NULL;
-    }
-    fp = fdopen(fd, "wb");
-    if (!fp) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
-    }
-    return fp;
-}
-
 /* Writes tmp completely and durably, then renames it over path. */
 static int st_write_file(const char *path, const char *tmp, const st_buf *hdr, const nnc_st_tensor *ts, int n,
                          const int *order, const uint64_t *bytes, char *err, size_t errlen) {
     struct stat old;
     int replaces = lstat(path, &old) == 0 && S_ISREG(old.st_mode); /* else nothing is there */
-    FILE *fp = st_tmp_create(tmp, replaces, replaces ? old.st_mode : 0);
+    FILE *fp = atomic_file_tmp_create(tmp, replaces, replaces ? old.st_mode : 0);
     int e;
     if (!fp) {
         st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
@@ -1127,114 +806,16 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr, c
     return 0;
 }
 
-/* fsync the directory so the rename itself survives a power cut.  Best
- * effort: the file is complete either way, and some filesystems refuse. */
-static void st_dir_sync(const char *path) {
-    char *dir = malloc(strlen(path) + 2);
-    char *slash;
-    int fd;
-    if (!dir) return;
-    strcpy(dir, path);
-    slash = strrchr(dir, '/');
-    if (slash) slash[slash == dir] = '\0'; /* "/x" -> "/" */
-    else strcpy(dir, ".");
-    fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        if (fsync(fd) != 0) { /* ignored on purpose: see above */
-        }
-        close(fd);
-    }
-    free(dir);
-}
-
-/* The file a save to `path` must replace: path itself, or, when path is a symbolic link, the
- * file it leads to (which may not exist yet), so that saving through a link updates its target
- * instead of replacing the link with a regular file.  malloc'd; NULL when out of memory. */
-static char *st_save_target(const char *path) {
-    char *cur = strdup(path);
-    int hops;
-    for (hops = 0; cur && hops < 40; hops++) {
-        struct stat st;
-        char link[4096], *next, *slash;
-        ssize_t k;
-        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
-        k = readlink(cur, link, sizeof link - 1);
-        if (k < 0) return cur; /* let the write report it */
-        link[k] = '\0';
-        slash = strrchr(cur, '/');
-        next = malloc(strlen(cur) + (size_t)k + 2);
-        if (next && (link[0] == '/' || !slash)) strcpy(next, link);
-        else if (next) sprintf(next, "%.*s/%s", (int)(slash - cur), cur, link);
-        free(cur);
-        cur = next;
-    }
-    return cur; /* a loop of links: the write fails with ELOOP-like errors and says so */
-}
-
-static const char *st_file_kind(mode_t m) {
-    return S_ISDIR(m) ? "a directory"
-        : S_ISFIFO(m) ? "a FIFO"
-        : S_ISCHR(m)  ? "a character device"
-        : S_ISBLK(m)  ? "a block device"
-        : S_ISSOCK(m) ? "a socket"
-                      : "not a regular file";
-}
-
-/* A save replaces what is at `target` by rename(2), which would put the checkpoint in the place
- * of a FIFO or a device (as root, /dev/null itself) and fail only after the whole write over a
- * directory: nothing but a regular file (or nothing) may be there.  `path` is what the caller
- * named, `target` where its links lead. */
-static int st_target_check(const char *path, const char *target, char *err, size_t errlen) {
-    struct stat st;
-    if (lstat(target, &st) != 0 || S_ISREG(st.st_mode)) return 0;
-    if (strcmp(path, target) != 0)
-        st_err(err, errlen, "%s: leads to %s, %s, not a regular file; not replaced", path, target,
-               st_file_kind(st.st_mode));
-    else st_err(err, errlen, "%s: is %s, not a regular file; not replaced", path, st_file_kind(st.st_mode));
-    return -1;
-}
-
 int nnc_st_dest_check(const char *path, char *err, size_t errlen) {
-    char *target = path && *path ? st_save_target(path) : NULL;
+    char *target = path && *path ? atomic_file_target(path) : NULL;
     int rc;
     if (!target) {
         st_err(err, errlen, "%s: no path, or out of memory", path ? path : "(null)");
         return -1;
     }
-    rc = st_target_check(path, target, err, errlen);
+    rc = atomic_file_target_check(path, target, err, errlen);
     free(target);
     return rc;
-}
-
-/* Removes temporary files that an earlier save to `path` left behind when it was killed
- * (SIGKILL, power cut): only names of our own pattern "<file>.tmp.<pid>", only regular files
- * owned by this user, and only when no process <pid> exists any more. */
-static void st_tmp_sweep(const char *path) {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t blen = strlen(base), dlen = slash ? (size_t)(slash - path) : 0;
-    char *dir = malloc(dlen + 2), full[4096];
-    DIR *d;
-    struct dirent *e;
-    if (!dir) return;
-    if (slash) snprintf(dir, dlen + 2, "%.*s", (int)(dlen ? dlen : 1), dlen ? path : "/");
-    else strcpy(dir, ".");
-    d = opendir(dir);
-    while (d && (e = readdir(d)) != NULL) {
-        const char *p = e->d_name + blen + 5;
-        struct stat st;
-        long pid;
-        char *end;
-        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp.", 5) != 0 || *p < '1' || *p > '9')
-            continue;
-        pid = strtol(p, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full) continue;
-        if (lstat(full, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid()) unlink(full);
-    }
-    if (d) closedir(d);
-    free(dir);
 }
 
 static uint32_t st_data_crc(const nnc_st_tensor *ts, int n, const int *order, const uint64_t *bytes) {
@@ -1264,14 +845,14 @@ int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_m
         st_err(err, errlen, "nnc_st_save: no path given");
         return -1;
     }
-    target = st_save_target(path);
+    target = atomic_file_target(path);
     if (!target) {
         st_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    rc = st_target_check(path, target, err, errlen);
+    rc = atomic_file_target_check(path, target, err, errlen);
     if (rc == 0) {
-        st_tmp_sweep(target);
+        atomic_file_tmp_sweep(target);
         rc = st_save_to(target, ts, n, meta, nmeta, err, errlen);
     }
     free(target);
@@ -1299,7 +880,7 @@ static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nn
             rc = st_write_file(path, tmp, &hdr, ts, n, order, bytes, err, errlen);
         }
     }
-    if (rc == 0) st_dir_sync(path);
+    if (rc == 0) atomic_file_dir_sync(path);
     free(hdr.s);
     free(bytes);
     free(order);
