@@ -1,5 +1,5 @@
 /* atomic_file.c - replacing a file whole or not at all (see atomic_file.h). */
-#define _XOPEN_SOURCE 700 /* fsync, fchmod, readlink under -std=c11 */
+#define _XOPEN_SOURCE 700 /* fsync, fchmod, openat, readlink, strndup under -std=c11 */
 
 #include "atomic_file.h"
 
@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,49 +16,71 @@
 
 #include "data_impl.h" /* data_err */
 
-/* Creates tmp for writing: a new file only (O_EXCL), never through a link planted at its
- * name (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write.  It will
- * replace a file (replaces: 1) whose permission bits `old` it takes exactly, so a checkpoint
- * made private (a rescue copy: 0600) stays private; a new file gets 0666 less the umask. */
-FILE *atomic_file_tmp_create(const char *tmp, int replaces, mode_t old) {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, replaces ? 0600 : 0666);
-    FILE *fp;
-    if (fd < 0) return NULL;
-    if (replaces && fchmod(fd, old & 0777) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
-        return NULL;
+/* Creates the temporary: a new file only (O_EXCL), never through a link planted at its name
+ * (O_NOFOLLOW), so a shared directory such as /tmp cannot redirect the write.  With
+ * ATOMIC_FILE_KEEP_MODE it takes the permission bits of the file it will replace exactly, so
+ * that a checkpoint made private (a rescue copy: 0600) stays private, and a new file gets 0666
+ * less the umask; an explicit mode is set whatever the umask. */
+int atomic_file_open(AtomicFile *f, int dirfd, const char *name, const char *tmp, mode_t mode) {
+    struct stat old;
+    bool keep = mode == ATOMIC_FILE_KEEP_MODE, exact = !keep;
+    *f = (AtomicFile){.dirfd = dirfd, .name = name, .tmp = tmp, .fd = -1};
+    if (keep && fstatat(dirfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)) {
+        f->replaces = exact = true;
+        mode = old.st_mode & 0777;
     }
-    fp = fdopen(fd, "wb");
-    if (!fp) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        errno = e;
+    f->fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, exact ? 0600 : 0666);
+    if (f->fd < 0) return f->err = errno;
+    if (exact && fchmod(f->fd, mode) != 0) {
+        f->err = errno;
+        close(f->fd);
+        unlinkat(dirfd, tmp, 0);
+        f->fd = -1;
     }
-    return fp;
+    return f->err;
 }
 
-/* fsync the directory so the rename itself survives a power cut.  Best
- * effort: the file is complete either way, and some filesystems refuse. */
-void atomic_file_dir_sync(const char *path) {
-    char *dir = malloc(strlen(path) + 2);
-    char *slash;
-    int fd;
-    if (!dir) return;
-    strcpy(dir, path);
-    slash = strrchr(dir, '/');
-    if (slash) slash[slash == dir] = '\0'; /* "/x" -> "/" */
-    else strcpy(dir, ".");
-    fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        if (fsync(fd) != 0) { /* ignored on purpose: see above */
+void atomic_file_write(AtomicFile *f, const void *data, size_t n) {
+    const char *p = data;
+    while (!f->err && f->fd >= 0 && n > 0) {
+        ssize_t w = write(f->fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            f->err = w < 0 ? errno : EIO;
+            break;
         }
-        close(fd);
+        p += w;
+        n -= (size_t)w;
     }
-    free(dir);
+}
+
+/* fsync of the directory, so that the rename itself survives a power cut.  Best effort: the
+ * file is complete either way, and some filesystems refuse. */
+static void atomic_file_dir_sync(const AtomicFile *f) {
+    int fd = f->dirfd;
+    if (fd == AT_FDCWD) { /* the directory of the name */
+        const char *slash = strrchr(f->name, '/');
+        char *dir = slash ? strndup(f->name, slash == f->name ? 1 : (size_t)(slash - f->name)) : strdup(".");
+        fd = dir ? open(dir, O_RDONLY | O_CLOEXEC) : -1;
+        free(dir);
+    }
+    if (fd >= 0 && fsync(fd) != 0) { /* ignored on purpose: see above */
+    }
+    if (fd >= 0 && fd != f->dirfd) close(fd);
+}
+
+int atomic_file_commit(AtomicFile *f, int flags) {
+    if (f->fd < 0) return f->err ? f->err : EBADF;
+    if (!f->err && (flags & ATOMIC_FILE_DURABLE) && fsync(f->fd) != 0) f->err = errno;
+    if (close(f->fd) != 0 && !f->err) f->err = errno;
+    f->fd = -1;
+    if (!f->err && renameat(f->dirfd, f->tmp, f->dirfd, f->name) != 0) f->err = errno;
+    if (f->err) {
+        f->unlink_err = unlinkat(f->dirfd, f->tmp, 0) != 0 && errno != ENOENT ? errno : 0;
+        return f->err;
+    }
+    if (flags & ATOMIC_FILE_DURABLE) atomic_file_dir_sync(f);
+    return 0;
 }
 
 /* The file a save to `path` must replace: path itself, or, when path is a symbolic link, the

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "../ir/util.h"
+#include "atomic_file.h"
 
 static char *str_dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *str_dup_printf(const char *fmt, ...) {
@@ -350,30 +351,15 @@ char *cache_fd_path(int fd, Cache *priv, const char *name) {
     return ok ? cache_path(priv, name) : NULL;
 }
 
-static bool write_all(int fd, const void *data, size_t len) {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        p += w;
-        len -= (size_t)w;
-    }
-    return true;
-}
-
 /* Writes a fresh, never-before-existing temporary file and renames it to `name`; rename
- * replaces a symlink at `name` itself, never the file it points at. */
+ * replaces a symlink at `name` itself, never the file it points at.  Not fsynced: a reader
+ * checks the entry against its checksum, and a torn one is rebuilt. */
 static bool publish(const Cache *c, const char *name, const void *data, size_t len, mode_t mode) {
     static _Atomic unsigned counter;   /* unique per thread too: the library may compile in parallel */
     char *tmp = str_dup_printf(".tmp-%ld-%u-%s", (long)getpid(), counter++, name);
-    int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    bool ok = fd >= 0;
-    ok = ok && fchmod(fd, mode) == 0;   /* the mode asked for, whatever the umask */
-    ok = ok && write_all(fd, data, len);
-    if (fd >= 0) ok &= close(fd) == 0;
-    ok = ok && renameat(c->dirfd, tmp, c->dirfd, name) == 0;
-    if (!ok && fd >= 0) unlinkat(c->dirfd, tmp, 0);
+    AtomicFile f;
+    if (atomic_file_open(&f, c->dirfd, name, tmp, mode) == 0) atomic_file_write(&f, data, len);
+    bool ok = atomic_file_commit(&f, 0) == 0;
     free(tmp);
     return ok;
 }

@@ -19,7 +19,7 @@
  * and renamed over it (atomic_file.c): rename is atomic, so readers see the
  * old or the new checkpoint, never half of one.
  */
-#define _XOPEN_SOURCE 700 /* fsync, fileno, fstat under -std=c11 */
+#define _XOPEN_SOURCE 700 /* fileno, fstat under -std=c11 */
 
 #include "safetensors.h"
 #include "atomic_file.h"
@@ -766,41 +766,25 @@ static int st_header_build(st_buf *b, const nnc_st_tensor *ts, int n, const int 
     return b->oom || b->n > ST_HEADER_MAX ? -1 : 0;
 }
 
-/* Writes length, header and data to fp; returns 0 or an errno value. */
-static int st_write_all(FILE *fp, const st_buf *hdr, const nnc_st_tensor *ts, int n, const int *order,
-                        const uint64_t *bytes) {
-    unsigned char len8[8];
-    int i;
-    for (i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr->n >> (8 * i));
-    errno = 0;
-    if (fwrite(len8, 1, 8, fp) != 8 || fwrite(hdr->s, 1, hdr->n, fp) != hdr->n) return errno ? errno : EIO;
-    for (i = 0; i < n; i++) {
-        size_t k = (size_t)bytes[order[i]];
-        if (k > 0 && fwrite(ts[order[i]].data, 1, k, fp) != k) return errno ? errno : EIO;
-    }
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) return errno ? errno : EIO;
-    return 0;
-}
-
-/* Writes tmp completely and durably, then renames it over path. */
+/* Writes length, header and data into tmp, durably, and renames it over path. */
 static int st_write_file(const char *path, const char *tmp, const st_buf *hdr, const nnc_st_tensor *ts, int n,
                          const int *order, const uint64_t *bytes, char *err, size_t errlen) {
-    struct stat old;
-    int replaces = lstat(path, &old) == 0 && S_ISREG(old.st_mode); /* else nothing is there */
-    FILE *fp = atomic_file_tmp_create(tmp, replaces, replaces ? old.st_mode : 0);
-    int e;
-    if (!fp) {
-        st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(errno));
+    AtomicFile f;
+    unsigned char len8[8];
+    int i, e = atomic_file_open(&f, AT_FDCWD, path, tmp, ATOMIC_FILE_KEEP_MODE);
+    if (e != 0) {
+        st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(e));
         return -1;
     }
-    e = st_write_all(fp, hdr, ts, n, order, bytes);
-    if (fclose(fp) != 0 && e == 0) e = errno ? errno : EIO;
-    if (e == 0 && rename(tmp, path) != 0) e = errno;
+    for (i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr->n >> (8 * i));
+    atomic_file_write(&f, len8, 8);
+    atomic_file_write(&f, hdr->s, hdr->n);
+    for (i = 0; i < n; i++) atomic_file_write(&f, ts[order[i]].data, (size_t)bytes[order[i]]);
+    e = atomic_file_commit(&f, ATOMIC_FILE_DURABLE);
     if (e != 0) {
-        int ue = remove(tmp) != 0 ? errno : 0;
         st_err(err, errlen, "%s: write failed, %s: %s%s%s", path,
-               replaces ? "previous file left as it was" : "nothing saved", strerror(e),
-               ue && ue != ENOENT ? "; could not remove " : "", ue && ue != ENOENT ? tmp : "");
+               f.replaces ? "previous file left as it was" : "nothing saved", strerror(e),
+               f.unlink_err ? "; could not remove " : "", f.unlink_err ? tmp : "");
         return -1;
     }
     return 0;
@@ -880,7 +864,6 @@ static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nn
             rc = st_write_file(path, tmp, &hdr, ts, n, order, bytes, err, errlen);
         }
     }
-    if (rc == 0) atomic_file_dir_sync(path);
     free(hdr.s);
     free(bytes);
     free(order);
