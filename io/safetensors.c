@@ -23,13 +23,12 @@
 
 #include "safetensors.h"
 #include "atomic_file.h"
-#include "data_impl.h" /* data_excerpt */
+#include "data_impl.h" /* data_err, data_excerpt */
 #include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,18 +55,6 @@
 #define ST_Q_MAX 64
 #define ST_Q_LEN (4 * ST_Q_MAX + 48)
 static const char *st_q(char *buf, const char *s) { return data_excerpt(buf, ST_Q_LEN, s, strlen(s), ST_Q_MAX, 1); }
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void
-st_err(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    if (!err || errlen == 0) return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap); /* truncation is acceptable for a message */
-    va_end(ap);
-}
 
 static const struct {
     const char *name; /* safetensors dtype string */
@@ -163,21 +150,21 @@ static int st_uint(const json_value *v, int64_t *out) {
 static int st_meta_build(nnc_st_file *f, json_value *m, char *err, size_t errlen) {
     size_t i;
     if (m->kind != JSON_OBJECT) {
-        st_err(err, errlen, "%s: offset %zu: header: __metadata__ must be an object of strings", f->name, m->offset);
+        data_err(err, errlen, "%s: offset %zu: header: __metadata__ must be an object of strings", f->name, m->offset);
         return -1;
     }
     f->meta = calloc(m->n ? m->n : 1, sizeof *f->meta);
     if (!f->meta) {
-        st_err(err, errlen, "%s: out of memory", f->name);
+        data_err(err, errlen, "%s: out of memory", f->name);
         return -1;
     }
     for (i = 0; i < m->n; i++) {
         if (m->items[i].kind != JSON_STRING) {
             char q[ST_Q_LEN];
-            st_err(err, errlen,
-                   "%s: offset %zu: header: __metadata__ value for %s must be a "
-                   "string",
-                   f->name, m->items[i].offset, st_q(q, m->keys[i]));
+            data_err(err, errlen,
+                     "%s: offset %zu: header: __metadata__ value for %s must be a "
+                     "string",
+                     f->name, m->items[i].offset, st_q(q, m->keys[i]));
             return -1;
         }
         f->meta[i].key = m->keys[i]; /* steal the strings from the tree */
@@ -201,23 +188,23 @@ static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_val
     size_t i, j;
     char q[ST_Q_LEN], q2[ST_Q_LEN];
     if (e->kind != JSON_OBJECT) {
-        st_err(err, errlen, "%s: offset %zu: tensor %s: expected an object", f->name, e->offset, st_q(q, tname));
+        data_err(err, errlen, "%s: offset %zu: tensor %s: expected an object", f->name, e->offset, st_q(q, tname));
         return -1;
     }
     for (i = 0; i < e->n; i++) {
         int known = !strcmp(e->keys[i], "dtype") || !strcmp(e->keys[i], "shape") || !strcmp(e->keys[i], "data_offsets");
         for (j = 0; known && j < i; j++) known = strcmp(e->keys[i], e->keys[j]) != 0;
         if (!known) {
-            st_err(err, errlen, "%s: offset %zu: tensor %s: unexpected or repeated key %s", f->name, e->items[i].offset,
-                   st_q(q, tname), st_q(q2, e->keys[i]));
+            data_err(err, errlen, "%s: offset %zu: tensor %s: unexpected or repeated key %s", f->name,
+                     e->items[i].offset, st_q(q, tname), st_q(q2, e->keys[i]));
             return -1;
         }
     }
     if (e->n != 3) {
-        st_err(err, errlen,
-               "%s: offset %zu: tensor %s: expected keys dtype, shape and "
-               "data_offsets",
-               f->name, e->offset, st_q(q, tname));
+        data_err(err, errlen,
+                 "%s: offset %zu: tensor %s: expected keys dtype, shape and "
+                 "data_offsets",
+                 f->name, e->offset, st_q(q, tname));
         return -1;
     }
     return 0;
@@ -226,10 +213,10 @@ static int st_entry_keys(const nnc_st_file *f, const char *tname, const json_val
 static int st_entry_dtype(const nnc_st_file *f, nnc_st_tensor *t, const json_value *d, char *err, size_t errlen) {
     char q[ST_Q_LEN], q2[ST_Q_LEN];
     if (d->kind != JSON_STRING || st_dtype_parse(d->str, &t->dtype) != 0) {
-        st_err(err, errlen,
-               "%s: offset %zu: tensor %s: dtype %s is not supported "
-               "(expected U8 I8 I16 I32 I64 F32 F64)",
-               f->name, d->offset, st_q(q, t->name), d->kind == JSON_STRING ? st_q(q2, d->str) : "(not a string)");
+        data_err(err, errlen,
+                 "%s: offset %zu: tensor %s: dtype %s is not supported "
+                 "(expected U8 I8 I16 I32 I64 F32 F64)",
+                 f->name, d->offset, st_q(q, t->name), d->kind == JSON_STRING ? st_q(q2, d->str) : "(not a string)");
         return -1;
     }
     return 0;
@@ -239,18 +226,18 @@ static int st_entry_shape(const nnc_st_file *f, nnc_st_tensor *t, const json_val
     size_t i;
     char q[ST_Q_LEN];
     if (s->kind != JSON_ARRAY || s->n > NNC_MAX_RANK) {
-        st_err(err, errlen,
-               "%s: offset %zu: tensor %s: shape must be an array of at most %d "
-               "dimensions",
-               f->name, s->offset, st_q(q, t->name), NNC_MAX_RANK);
+        data_err(err, errlen,
+                 "%s: offset %zu: tensor %s: shape must be an array of at most %d "
+                 "dimensions",
+                 f->name, s->offset, st_q(q, t->name), NNC_MAX_RANK);
         return -1;
     }
     for (i = 0; i < s->n; i++) {
         if (st_uint(&s->items[i], &t->dims[i]) != 0) {
-            st_err(err, errlen,
-                   "%s: offset %zu: tensor %s: shape[%zu] is not an integer in "
-                   "0..2^63-1",
-                   f->name, s->items[i].offset, st_q(q, t->name), i);
+            data_err(err, errlen,
+                     "%s: offset %zu: tensor %s: shape[%zu] is not an integer in "
+                     "0..2^63-1",
+                     f->name, s->items[i].offset, st_q(q, t->name), i);
             return -1;
         }
     }
@@ -291,28 +278,28 @@ static int st_entry_offsets(const nnc_st_file *f, const nnc_st_tensor *t, const 
     char q[ST_Q_LEN];
     if (o->kind != JSON_ARRAY || o->n != 2 || st_uint(&o->items[0], &b) != 0 || st_uint(&o->items[1], &e) != 0 ||
         b > e) {
-        st_err(err, errlen,
-               "%s: offset %zu: tensor %s: data_offsets must be [begin, end] with "
-               "0 <= begin <= end",
-               f->name, o->offset, st_q(q, t->name));
+        data_err(err, errlen,
+                 "%s: offset %zu: tensor %s: data_offsets must be [begin, end] with "
+                 "0 <= begin <= end",
+                 f->name, o->offset, st_q(q, t->name));
         return -1;
     }
     if (st_tensor_bytes(t, &bytes) != 0 || bytes != (uint64_t)(e - b)) {
         char shape[160], need[32];
         if (st_tensor_bytes(t, &bytes) != 0) snprintf(need, sizeof need, "more than 2^64");
         else snprintf(need, sizeof need, "%llu", (unsigned long long)bytes);
-        st_err(err, errlen,
-               "%s: tensor %s: shape %s of %s needs %s bytes, but data_offsets "
-               "[%lld, %lld] hold %lld",
-               f->name, st_q(q, t->name), st_dims_str(t, shape, sizeof shape), st_dtype_name(t->dtype), need,
-               (long long)b, (long long)e, (long long)(e - b));
+        data_err(err, errlen,
+                 "%s: tensor %s: shape %s of %s needs %s bytes, but data_offsets "
+                 "[%lld, %lld] hold %lld",
+                 f->name, st_q(q, t->name), st_dims_str(t, shape, sizeof shape), st_dtype_name(t->dtype), need,
+                 (long long)b, (long long)e, (long long)(e - b));
         return -1;
     }
     if ((uint64_t)e > data_len) {
-        st_err(err, errlen,
-               "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the "
-               "%llu-byte data section (file truncated?)",
-               f->name, st_q(q, t->name), (long long)b, (long long)e, (unsigned long long)data_len);
+        data_err(err, errlen,
+                 "%s: tensor %s: data_offsets [%lld, %lld] run past the end of the "
+                 "%llu-byte data section (file truncated?)",
+                 f->name, st_q(q, t->name), (long long)b, (long long)e, (unsigned long long)data_len);
         return -1;
     }
     sp->begin = (uint64_t)b;
@@ -354,21 +341,21 @@ static int st_disjoint_check(const nnc_st_file *f, st_span *sp, char *err, size_
     qsort(sp, (size_t)f->n, sizeof *sp, st_span_cmp);
     for (i = 1; i < f->n && rc == 0; i++) {
         if (sp[i].begin < sp[i - 1].end) {
-            st_err(err, errlen, "%s: tensors %s and %s overlap in the data section", f->name,
-                   st_q(q, f->tensors[sp[i - 1].index].name), st_q(q2, f->tensors[sp[i].index].name));
+            data_err(err, errlen, "%s: tensors %s and %s overlap in the data section", f->name,
+                     st_q(q, f->tensors[sp[i - 1].index].name), st_q(q2, f->tensors[sp[i].index].name));
             rc = -1;
         }
     }
     names = malloc((f->n ? (size_t)f->n : 1) * sizeof *names);
     if (!names) {
-        st_err(err, errlen, "%s: out of memory", f->name);
+        data_err(err, errlen, "%s: out of memory", f->name);
         return -1;
     }
     for (i = 0; i < f->n; i++) names[i] = f->tensors[i].name;
     qsort(names, (size_t)f->n, sizeof *names, st_name_cmp);
     for (i = 1; i < f->n && rc == 0; i++) {
         if (strcmp(names[i], names[i - 1]) == 0) {
-            st_err(err, errlen, "%s: tensor name %s appears twice", f->name, st_q(q, names[i]));
+            data_err(err, errlen, "%s: tensor name %s appears twice", f->name, st_q(q, names[i]));
             rc = -1;
         }
     }
@@ -384,7 +371,7 @@ static int st_schema_build(nnc_st_file *f, json_value *root, uint64_t data_len, 
     f->tensors = calloc(root->n ? root->n : 1, sizeof *f->tensors);
     *spans = calloc(root->n ? root->n : 1, sizeof **spans);
     if (!f->tensors || !*spans) {
-        st_err(err, errlen, "%s: out of memory", f->name);
+        data_err(err, errlen, "%s: out of memory", f->name);
         return -1;
     }
     for (i = 0; i < root->n; i++) {
@@ -393,7 +380,7 @@ static int st_schema_build(nnc_st_file *f, json_value *root, uint64_t data_len, 
             rc = f->meta ? -2 : st_meta_build(f, &root->items[i], err, errlen);
         else rc = st_entry_build(f, &root->keys[i], &root->items[i], data_len, &(*spans)[f->n], err, errlen);
         if (rc == -2)
-            st_err(err, errlen, "%s: offset %zu: header: __metadata__ appears twice", f->name, root->items[i].offset);
+            data_err(err, errlen, "%s: offset %zu: header: __metadata__ appears twice", f->name, root->items[i].offset);
         if (rc != 0) return -1;
     }
     return st_disjoint_check(f, *spans, err, errlen);
@@ -443,16 +430,16 @@ static int st_meta_crc_check(const nnc_st_file *f, char *err, size_t errlen) {
     uint32_t crc;
     if (!want) return 0;
     if (st_meta_crc(f->meta, f->nmeta, &crc) != 0) {
-        st_err(err, errlen, "%s: out of memory", f->name);
+        data_err(err, errlen, "%s: out of memory", f->name);
         return -1;
     }
     snprintf(have, sizeof have, "%08x", (unsigned)crc);
     if (strcmp(have, want) != 0) {
         char q[ST_Q_LEN];
-        st_err(err, errlen,
-               "%s: metadata checksum mismatch: header says %s, metadata has '%s' "
-               "(file edited or corrupted?)",
-               f->name, st_q(q, want), have);
+        data_err(err, errlen,
+                 "%s: metadata checksum mismatch: header says %s, metadata has '%s' "
+                 "(file edited or corrupted?)",
+                 f->name, st_q(q, want), have);
         return -1;
     }
     return 0;
@@ -468,14 +455,14 @@ static int st_crc_check(const nnc_st_file *f, const unsigned char *data, uint64_
         if (!((want[i] >= '0' && want[i] <= '9') || (want[i] >= 'a' && want[i] <= 'f'))) break;
     if (i != 8 || want[8] != '\0') {
         char q[ST_Q_LEN];
-        st_err(err, errlen, "%s: metadata %s is %s, expected 8 lowercase hex digits", f->name, ST_CRC_KEY,
-               st_q(q, want));
+        data_err(err, errlen, "%s: metadata %s is %s, expected 8 lowercase hex digits", f->name, ST_CRC_KEY,
+                 st_q(q, want));
         return -1;
     }
     snprintf(have, sizeof have, "%08x", (unsigned)st_crc(data, len));
     if (strcmp(have, want) != 0) {
-        st_err(err, errlen, "%s: checksum mismatch: header says %s, data has %s (file corrupted?)", f->name, want,
-               have);
+        data_err(err, errlen, "%s: checksum mismatch: header says %s, data has %s (file corrupted?)", f->name, want,
+                 have);
         return -1;
     }
     return 0;
@@ -500,7 +487,7 @@ static int st_data_place(nnc_st_file *f, const st_span *sp, unsigned char *buf, 
     }
     f->block = malloc(total ? total : 1);
     if (!f->block) {
-        st_err(err, errlen, "%s: out of memory copying %zu bytes of tensor data", f->name, total);
+        data_err(err, errlen, "%s: out of memory copying %zu bytes of tensor data", f->name, total);
         return -1;
     }
     for (i = 0; i < f->n; i++) {
@@ -518,20 +505,20 @@ static int st_header_len(const unsigned char *b, size_t len, const char *name, s
     uint64_t n = 0;
     int i;
     if (len < 8) {
-        st_err(err, errlen, "%s: truncated: expected an 8-byte header length, found %zu bytes", name, len);
+        data_err(err, errlen, "%s: truncated: expected an 8-byte header length, found %zu bytes", name, len);
         return -1;
     }
     for (i = 7; i >= 0; i--) n = n << 8 | b[i];
     if (n > ST_HEADER_MAX) {
-        st_err(err, errlen,
-               "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
-               "file?)",
-               name, (unsigned long long)n);
+        data_err(err, errlen,
+                 "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
+                 "file?)",
+                 name, (unsigned long long)n);
         return -1;
     }
     if (n > len - 8) {
-        st_err(err, errlen, "%s: truncated: header length is %llu but only %zu bytes follow it", name,
-               (unsigned long long)n, len - 8);
+        data_err(err, errlen, "%s: truncated: header length is %llu but only %zu bytes follow it", name,
+                 (unsigned long long)n, len - 8);
         return -1;
     }
     *hlen = (size_t)n;
@@ -548,7 +535,7 @@ static nnc_st_file *st_parse_impl(unsigned char *buf, size_t len, const char *na
     size_t hlen = 0;
     int rc = -1;
     memset(&root, 0, sizeof root);
-    if (!f) st_err(err, errlen, "%s: out of memory", name);
+    if (!f) data_err(err, errlen, "%s: out of memory", name);
     else if (st_header_len(buf, len, name, &hlen, err, errlen) == 0) {
         json_parser init = {buf + 8, hlen, 0, 8, name, err, errlen};
         p = init;
@@ -580,7 +567,7 @@ static int st_file_read(const char *path, unsigned char **buf, size_t *len, char
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e;
     FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!fp) {
-        st_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        data_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -593,7 +580,7 @@ static int st_file_read(const char *path, unsigned char **buf, size_t *len, char
         e = ferror(fp) ? (errno ? errno : EIO) : EIO; /* shrank while we read */
     if (fclose(fp) != 0 && e == 0) e = errno;
     if (e != 0) {
-        st_err(err, errlen, "%s: cannot read: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
+        data_err(err, errlen, "%s: cannot read: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
         free(*buf);
         *buf = NULL;
         return -1;
@@ -670,12 +657,12 @@ static void st_save_order(const nnc_st_tensor *ts, int n, int *order) {
 
 static int st_save_check_tensor(const char *path, const nnc_st_tensor *t, uint64_t *bytes, char *err, size_t errlen) {
     if (!t->name || !*t->name || strcmp(t->name, "__metadata__") == 0) {
-        st_err(err, errlen, "%s: a tensor needs a non-empty name other than __metadata__", path);
+        data_err(err, errlen, "%s: a tensor needs a non-empty name other than __metadata__", path);
         return -1;
     }
     if (nnc_dtype_size(t->dtype) == 0 || t->rank < 0 || t->rank > NNC_MAX_RANK || st_tensor_bytes(t, bytes) != 0 ||
         *bytes > (uint64_t)(SIZE_MAX / 2) || (*bytes > 0 && !t->data)) {
-        st_err(err, errlen, "%s: tensor '%s': invalid dtype, rank, shape or data", path, t->name);
+        data_err(err, errlen, "%s: tensor '%s': invalid dtype, rank, shape or data", path, t->name);
         return -1;
     }
     return 0;
@@ -686,28 +673,28 @@ static int st_save_check(const char *path, const nnc_st_tensor *ts, int n, const
                          uint64_t *bytes, char *err, size_t errlen) {
     int i, j;
     if (n < 0 || nmeta < 0 || (n > 0 && !ts) || (nmeta > 0 && !meta)) {
-        st_err(err, errlen, "%s: invalid tensor or metadata count", path);
+        data_err(err, errlen, "%s: invalid tensor or metadata count", path);
         return -1;
     }
     for (i = 0; i < n; i++) {
         if (st_save_check_tensor(path, &ts[i], &bytes[i], err, errlen) != 0) return -1;
         for (j = 0; j < i; j++)
             if (strcmp(ts[i].name, ts[j].name) == 0) {
-                st_err(err, errlen, "%s: tensor name '%s' used twice", path, ts[i].name);
+                data_err(err, errlen, "%s: tensor name '%s' used twice", path, ts[i].name);
                 return -1;
             }
     }
     for (i = 0; i < nmeta; i++) {
         if (!meta[i].key || !meta[i].value || st_meta_is_crc(meta[i].key)) {
-            st_err(err, errlen,
-                   "%s: metadata %d: key and value must be set, and '%s' and '%s' "
-                   "are reserved",
-                   path, i, ST_CRC_KEY, ST_META_CRC_KEY);
+            data_err(err, errlen,
+                     "%s: metadata %d: key and value must be set, and '%s' and '%s' "
+                     "are reserved",
+                     path, i, ST_CRC_KEY, ST_META_CRC_KEY);
             return -1;
         }
         for (j = 0; j < i; j++)
             if (strcmp(meta[i].key, meta[j].key) == 0) {
-                st_err(err, errlen, "%s: metadata key '%s' used twice", path, meta[i].key);
+                data_err(err, errlen, "%s: metadata key '%s' used twice", path, meta[i].key);
                 return -1;
             }
     }
@@ -773,7 +760,7 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr, c
     unsigned char len8[8];
     int i, e = atomic_file_open(&f, AT_FDCWD, path, tmp, ATOMIC_FILE_KEEP_MODE);
     if (e != 0) {
-        st_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(e));
+        data_err(err, errlen, "%s: cannot create temporary file %s: %s", path, tmp, strerror(e));
         return -1;
     }
     for (i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hdr->n >> (8 * i));
@@ -782,9 +769,9 @@ static int st_write_file(const char *path, const char *tmp, const st_buf *hdr, c
     for (i = 0; i < n; i++) atomic_file_write(&f, ts[order[i]].data, (size_t)bytes[order[i]]);
     e = atomic_file_commit(&f, ATOMIC_FILE_DURABLE);
     if (e != 0) {
-        st_err(err, errlen, "%s: write failed, %s: %s%s%s", path,
-               f.replaces ? "previous file left as it was" : "nothing saved", strerror(e),
-               f.unlink_err ? "; could not remove " : "", f.unlink_err ? tmp : "");
+        data_err(err, errlen, "%s: write failed, %s: %s%s%s", path,
+                 f.replaces ? "previous file left as it was" : "nothing saved", strerror(e),
+                 f.unlink_err ? "; could not remove " : "", f.unlink_err ? tmp : "");
         return -1;
     }
     return 0;
@@ -794,7 +781,7 @@ int nnc_st_dest_check(const char *path, char *err, size_t errlen) {
     char *target = path && *path ? atomic_file_target(path) : NULL;
     int rc;
     if (!target) {
-        st_err(err, errlen, "%s: no path, or out of memory", path ? path : "(null)");
+        data_err(err, errlen, "%s: no path, or out of memory", path ? path : "(null)");
         return -1;
     }
     rc = atomic_file_target_check(path, target, err, errlen);
@@ -826,12 +813,12 @@ int nnc_st_save(const char *path, const nnc_st_tensor *ts, int n, const nnc_st_m
     char *target;
     int rc;
     if (!path || !*path) {
-        st_err(err, errlen, "nnc_st_save: no path given");
+        data_err(err, errlen, "nnc_st_save: no path given");
         return -1;
     }
     target = atomic_file_target(path);
     if (!target) {
-        st_err(err, errlen, "%s: out of memory", path);
+        data_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
     rc = atomic_file_target_check(path, target, err, errlen);
@@ -853,12 +840,12 @@ static int st_save_to(const char *path, const nnc_st_tensor *ts, int n, const nn
     char *tmp = malloc(tlen);
     st_buf hdr = {NULL, 0, 0, 0};
     int rc = -1;
-    if (!path || !*path) st_err(err, errlen, "nnc_st_save: no path given");
-    else if (!bytes || !order || !tmp) st_err(err, errlen, "%s: out of memory", path);
+    if (!path || !*path) data_err(err, errlen, "nnc_st_save: no path given");
+    else if (!bytes || !order || !tmp) data_err(err, errlen, "%s: out of memory", path);
     else if (st_save_check(path, ts, n, meta, nmeta, bytes, err, errlen) == 0) {
         st_save_order(ts, n, order);
         if (st_header_build(&hdr, ts, n, order, bytes, meta, nmeta, st_data_crc(ts, n, order, bytes)) != 0)
-            st_err(err, errlen, "%s: out of memory or header over 100 MB", path);
+            data_err(err, errlen, "%s: out of memory or header over 100 MB", path);
         else {
             snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
             rc = st_write_file(path, tmp, &hdr, ts, n, order, bytes, err, errlen);
