@@ -630,11 +630,13 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
 }
 
 /* Outputs are returned by pointer into the entry's memory.  An f32 input (or a view of one)
- * or a constant has no buffer there, so such an output is copied by an identity node. */
+ * or an inline scalar (a constant) has no buffer there, so such an output is copied by an
+ * identity node. */
 int owned_output(Elab *E, int x, SrcLoc loc) {
     int r = x;
     while (E->g->nodes[r].op == OP_RESHAPE) r = E->g->nodes[r].in[0];
-    if ((E->g->nodes[r].op != OP_INPUT && E->g->nodes[r].op != OP_CONST) || E->g->nodes[x].dtype != DT_F32) return x;
+    Op op = E->g->nodes[r].op;
+    if ((op != OP_INPUT && !op_has(op, OPF_INLINE)) || E->g->nodes[x].dtype != DT_F32) return x;
     int in[1] = {x};
     return graph_add(E->g, OP_EXPAND, 1, in, E->g->nodes[x].shape, DT_F32, loc);
 }
