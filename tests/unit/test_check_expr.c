@@ -188,7 +188,7 @@ int main(void) {
     test_adam_ratio();
     test_exact();
     test_uncertain_branch();
-    free(g->nodes);   /* graph_add grows the node array with realloc, outside the arena */
+    free(g->nodes); /* graph_add grows the node array with realloc, outside the arena */
     arena_free(&arena);
     return check_done();
 }
