@@ -335,22 +335,50 @@ static void row_dloss(const Kernel *k, int g) {
     str_puts(k->s, ";\n");
 }
 
-/* The part of a cross-entropy row after its max and exp-sum: the row's loss into `total` and,
- * with `grad`, its gradient (softmax - onehot) * dloss / rows over the row.  G may be X (the
- * logits die here): x[t] was read into xt before, and the owners sync before overwriting. */
-static void row_ce_tail(const Kernel *k, bool grad) {
-    str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
-    if (!grad) return;
-    if (k->d->row.sync) str_puts(k->s, k->d->row.sync);
-    str_printf(k->s, "        const real k = (real)(dl / (double)rows), inv = (real)(1.0 / s);\n"
-                     "        real *g = G + i * C;\n"
-                     "        %s g[c] = (EXP(x[c] - mx) * inv - (c == t ? 1 : 0)) * k;\n", k->d->row.cols);
+/* The rows the mean is over, those whose label is not ignore_index, as `kept`: the owners of a
+ * row split every row's label between them (a label a row, cheap beside the row pass), so the
+ * gradient of the first row already knows the mean's denominator. */
+static void row_ce_kept(const Kernel *k, int32_t ignore) {
+    str_printf(k->s, "    double kept = 0;\n    %s kept += T[j] != %d;\n", k->d->row.all_rows, (int)ignore);
+    row_all(k, "    ", "kept", k->d->row.sum_all);
 }
 
-/* Cross-entropy with mean reduction, and/or its gradient.  A label outside [0, C) skips its row
- * and stops the step with a message, as PyTorch raises. */
+/* The part of a cross-entropy row after its max and exp-sum: the row's loss into `total` and,
+ * with `grad`, its gradient (softmax - target) * dloss / kept over the row, the target the label's
+ * one-hot, smoothed to (1 - eps) onehot + eps / C with label smoothing eps (a compile-time
+ * constant: without it the row's code has no smoothing terms).  The smoothed loss needs the
+ * row's sum sx.  G may be X (the logits die here): x[t] was read into xt before, and the owners
+ * sync before overwriting. */
+static void row_ce_tail(const Kernel *k, bool grad, double eps) {
+    char e[RENDER_NUM_LEN], f[RENDER_NUM_LEN];
+    if (eps == 0) str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
+    else {
+        str_printf(k->s, "        double sx = 0;\n        %s sx += (double)x[c];\n", k->d->row.cols);
+        row_all(k, "        ", "sx", k->d->row.sum_all);
+        str_printf(k->s, "        %stotal += (double)mx + log(s) - %s * (double)xt - %s * sx / (double)C;\n",
+                   k->d->row.leader, render_num(f, 1 - eps), render_num(e, eps));
+    }
+    if (!grad) return;
+    if (k->d->row.sync) str_puts(k->s, k->d->row.sync);
+    str_puts(k->s,
+             "        const real k = (real)(dl / kept), inv = (real)(1.0 / s);\n"
+             "        real *g = G + i * C;\n");
+    if (eps == 0)
+        str_printf(k->s, "        %s g[c] = (EXP(x[c] - mx) * inv - (c == t ? 1 : 0)) * k;\n", k->d->row.cols);
+    else
+        str_printf(k->s,
+                   "        const real on = (real)%s, off = (real)(%s / (double)C);\n"
+                   "        %s g[c] = (EXP(x[c] - mx) * inv - (c == t ? on : 0) - off) * k;\n",
+                   render_num(f, 1 - eps), render_num(e, eps), k->d->row.cols);
+}
+
+/* Cross-entropy with mean reduction, and/or its gradient.  A row whose label is ignore_index
+ * adds nothing and gets a zero gradient; a label outside [0, C) skips its row and stops the
+ * step with a message, as PyTorch raises. */
 static void row_ce(const Kernel *k, int ce, int grad) {
     const Node *n = &k->g->nodes[ce >= 0 ? ce : grad];
+    const int32_t ignore = (int32_t)n->attr.scalars.p[0];
+    const double eps = n->attr.scalars.p[1];
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "const int32_t *T", n->in[1]);
@@ -359,19 +387,27 @@ static void row_ce(const Kernel *k, int ce, int grad) {
         kernel_ptr_line(k, "real *G", grad);
         row_dloss(k, k->g->nodes[grad].in[2]);
     }
+    row_ce_kept(k, ignore);
     str_puts(k->s, "    double total = 0;\n");
     if (k->d->row.bad_decl) str_puts(k->s, k->d->row.bad_decl);
     k->d->row.open(k, n->in[0], " reduction(+:total)");
-    str_printf(k->s, "        const real *x = X + i * C;\n"
-                     "        const int32_t t = T[i];\n"
-                     "        if (t < 0 || t >= C) {\n"
-                     "%s"
-                     "            continue;\n"
-                     "        }\n"
-                     "        const real xt = x[t];   /* read before the row is overwritten (G may be X) */\n",
+    str_printf(k->s,
+               "        const real *x = X + i * C;\n"
+               "        const int32_t t = T[i];\n"
+               "        if (t == %d) {\n",
+               (int)ignore);
+    if (grad >= 0) str_printf(k->s, "            %s G[i * C + c] = 0;\n", k->d->row.cols);
+    str_printf(k->s,
+               "            continue;\n"
+               "        }\n"
+               "        if (t < 0 || t >= C) {\n"
+               "%s"
+               "            continue;\n"
+               "        }\n"
+               "        const real xt = x[t];   /* read before the row is overwritten (G may be X) */\n",
                k->d->row.bad_record ? k->d->row.bad_record : "");
     row_max_sum(k);
-    row_ce_tail(k, grad >= 0);
+    row_ce_tail(k, grad >= 0, eps);
     str_puts(k->s, "    }\n");
     if (k->d->row.bad_report) k->d->row.bad_report(k);
     if (ce < 0) {
@@ -379,7 +415,7 @@ static void row_ce(const Kernel *k, int ce, int grad) {
         return;
     }
     row_all(k, "    ", "total", k->d->row.total_all);
-    str_printf(k->s, "    %sLOSS[0] = (real)(total / (double)rows);\n", k->d->row.writer);
+    str_printf(k->s, "    %sLOSS[0] = (real)(total / kept);\n", k->d->row.writer);
 }
 
 /* Number of rows whose first maximal logit is the label (torch.argmax picks the first, and takes

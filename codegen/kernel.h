@@ -65,6 +65,7 @@ struct KernelDialect {
          * threaded loop, "" for none, NULL for a loop that is never threaded). */
         void (*open)(const Kernel *k, int x, const char *omp);
         const char *cols;       /* loop header over the columns c this thread owns */
+        const char *all_rows; /* loop header over every row j, split among a row's owners */
         const char *max_pick;   /* the new mx given x[c] */
         const char *max_all;    /* function giving all of a row's owners their maximum; NULL */
         const char *sum_all;    /* ... their sum (double); NULL where one thread owns a row */

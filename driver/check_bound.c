@@ -386,41 +386,62 @@ static double dloss(const CheckLaunch *c, int x) {
 
 static int32_t label_at(const CheckLaunch *c, int x, int64_t i) { return ((const int32_t *)c->mem(c->ctx, x))[i]; }
 
-/* cross_entropy: the mean over rows of mx + log(s) - x_label, summed in double. */
+/* A cross-entropy node's ignore_index and label smoothing, and the rows it keeps. */
+typedef struct {
+    int32_t ignore;
+    double eps, kept;
+} CeRule;
+
+static CeRule ce_rule(const CheckLaunch *c, const Node *n, const Rows *R) {
+    CeRule r = {(int32_t)n->attr.scalars.p[0], n->attr.scalars.p[1], 0};
+    for (int64_t i = 0; i < R->rows; i++) r.kept += label_at(c, n->in[1], i) != r.ignore;
+    return r;
+}
+
+/* cross_entropy: the mean over the kept rows of mx + log(s) - (1 - eps) x_label - eps sum(x) / C,
+ * the row sums and the total in double. */
 static void tol_cross_entropy(const CheckLaunch *c, int out, CheckTol *t) {
     const Node *n = node_of(c, out);
     Rows R = rows_of(c, n->in[0]);
+    CeRule r = ce_rule(c, n, &R);
     double sum_abs = 0;
     for (int64_t i = 0; i < R.rows; i++) {
-        double mx, s;
-        row_max_sum(c, &R, i, &mx, &s);
+        double mx, s, ax = 0;
         int32_t lb = label_at(c, n->in[1], i);
-        if (lb < 0 || lb >= R.C) continue;
-        sum_abs += fabs(mx) + fabs(log(s)) + fabs(row_x(c, &R, i, lb));
+        if (lb == r.ignore || lb < 0 || lb >= R.C) continue;
+        row_max_sum(c, &R, i, &mx, &s);
+        for (int64_t col = 0; r.eps > 0 && col < R.C; col++) ax += fabs(row_x(c, &R, i, col));
+        sum_abs += fabs(mx) + fabs(log(s)) + (1 - r.eps) * fabs(row_x(c, &R, i, lb)) + r.eps * ax / (double)R.C;
     }
-    double rows = R.rows ? (double)R.rows : 1, L = fabs(ref_at(c, out, 0));
-    double e =
-        (R.re + (double)R.C * D_UNIT) * 1.01 + 4 * (rows + 1) * D_UNIT * sum_abs / rows + R.u * L + tiny_of(c, out);
+    double rows = r.kept ? r.kept : 1, L = fabs(ref_at(c, out, 0));
+    double e = (R.re + (double)R.C * D_UNIT) * 1.01 + 4 * (rows + (double)R.C + 1) * D_UNIT * sum_abs / rows + R.u * L +
+        tiny_of(c, out);
     t->tol[0] = 2 * e;
     snprintf(t->why, sizeof t->why,
              "cross_entropy: log of a double sum of exp within 2 ulps, summed over rows in "
              "double, rounded once; twice");
 }
 
-/* cross_entropy_grad: (EXP(x - mx) / s - onehot) dl / rows. */
+/* cross_entropy_grad: (EXP(x - mx) / s - target) dl / kept, the target (1 - eps) onehot + eps / C;
+ * an ignored row's zeros are exact. */
 static void tol_ce_grad(const CheckLaunch *c, int out, CheckTol *t) {
     const Node *n = node_of(c, out);
     Rows R = rows_of(c, n->in[0]);
-    double k = fabs(dloss(c, n->in[2]) / (double)(R.rows ? R.rows : 1)), u = R.u, tiny = 16 * tiny_of(c, out);
+    CeRule r = ce_rule(c, n, &R);
+    double k = fabs(dloss(c, n->in[2]) / (r.kept ? r.kept : 1)), u = R.u, tiny = 16 * tiny_of(c, out);
     double rel = (2 * R.re + (double)R.C * D_UNIT + 2 * u + D_UNIT) * 1.01;
     for (int64_t i = 0; i < R.rows; i++) {
         double mx, s;
-        row_max_sum(c, &R, i, &mx, &s);
         int32_t lb = label_at(c, n->in[1], i);
+        if (lb == r.ignore) {
+            for (int64_t col = 0; col < R.C; col++) t->tol[i * R.C + col] = 0;
+            continue;
+        }
+        row_max_sum(c, &R, i, &mx, &s);
         for (int64_t col = 0; col < R.C; col++) {
-            double p = exp(row_x(c, &R, i, col) - mx) / s, oh = col == lb ? 1 : 0;
+            double p = exp(row_x(c, &R, i, col) - mx) / s, oh = (col == lb ? 1 - r.eps : 0) + r.eps / (double)R.C;
             double g = fabs(ref_at(c, out, i * R.C + col));
-            t->tol[i * R.C + col] = 2 * (k * (p * rel + u * fabs(p - oh)) * 1.01 + u * g + tiny);
+            t->tol[i * R.C + col] = 2 * (k * (p * rel + u * (fabs(p - oh) + 2 * oh)) * 1.01 + u * g + tiny);
         }
     }
     snprintf(t->why, sizeof t->why,

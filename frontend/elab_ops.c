@@ -108,9 +108,43 @@ static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(graph_add1(E->g, op, x, loc));
 }
 
-/* logits [N, C] f32 and labels [N] i32; shared by cross_entropy and accuracy. */
+/* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
+typedef struct {
+    char name[8][32];
+    const char *names[8];
+    double dflt[8];
+    bool has_dflt[8];
+    int n;
+} Surface;
+
+static void surface_parse(const char *surface, Surface *sf) {
+    sf->n = 0;
+    const char *p = strchr(surface, '(') + 1;
+    while (*p && *p != ')' && sf->n < 8) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, " =,)");
+        snprintf(sf->name[sf->n], sizeof sf->name[0], "%.*s", (int)len, p);
+        sf->names[sf->n] = sf->name[sf->n];
+        p += len;
+        while (*p == ' ') p++;
+        sf->has_dflt[sf->n] = *p == '=';
+        sf->dflt[sf->n] = *p == '=' ? strtod(p + 1, (char **)&p) : 0;
+        sf->n++;
+    }
+}
+
+/* logits [N, C] f32 and labels [N] i32; shared by cross_entropy and accuracy.  A sequence's
+ * [B, T, V] logits are refused with the way to write them: torch takes the classes on axis 1
+ * ([N, C, d1]), so the last axis as classes would be another op where T == V. */
 static bool check_logits_labels(Elab *E, const char *fn, int lg, int lb, SrcLoc loc) {
     Node *L = &E->g->nodes[lg], *Y = &E->g->nodes[lb];
+    if (is_float_dtype(L->dtype) && L->shape.rank == 3 && Y->shape.rank == 2) {
+        diag_error(E->d, loc,
+                   "%s() expects logits f32[N,C] and labels i32[N], got %s and %s; for a sequence, merge its "
+                   "axes as nanoGPT does: %s(reshape(logits, -1, C), reshape(labels, -1))",
+                   fn, tstr(E, lg), tstr(E, lb), fn);
+        return false;
+    }
     if (!is_float_dtype(L->dtype) || L->shape.rank != 2) {
         diag_error(E->d, loc, "%s() expects logits f32[N,C], got %s", fn, tstr(E, lg));
         return false;
@@ -126,14 +160,37 @@ static bool check_logits_labels(Elab *E, const char *fn, int lg, int lb, SrcLoc 
     return true;
 }
 
+/* cross_entropy's numbers, by its surface in ops.def: ignore_index, an integer a label can be
+ * (torch takes any int64; an i32 label can only equal one in i32's range), and label_smoothing
+ * in [0, 1] as torch requires. */
+static bool ce_scalars(Elab *E, const char *fn, Args *a, const Surface *sf, const int *ix, double *p) {
+    bool ok = true;
+    for (int k = 2; k < sf->n; k++) p[k - 2] = num_arg(E, a, ix[k], sf->dflt[k], &ok);
+    if (!ok) return false;
+    if (ix[2] >= 0 && p[0] != floor(p[0])) {
+        diag_error(E->d, a->loc[ix[2]], "%s(): ignore_index must be an integer, got %g", fn, p[0]);
+        ok = false;
+    } else if (ix[2] >= 0 &&
+               !check_range(E, fn, "ignore_index", p[0], INT32_MIN, false, INT32_MAX, false, a->loc[ix[2]]))
+        ok = false;
+    if (ix[3] >= 0 && !check_range(E, fn, "label_smoothing", p[1], 0, false, 1, false, a->loc[ix[3]])) ok = false;
+    return ok;
+}
+
+/* cross_entropy(logits, labels, ignore_index, label_smoothing) and accuracy(logits, labels). */
 static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
-    static const char *names[] = {"logits", "labels"};
-    int ix[2];
-    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    Surface sf;
+    surface_parse(op_info[op].surface, &sf);
+    int ix[8];
+    if (!bind_args(E, fn, a, sf.names, sf.n, ix, 2, loc)) return verror;
     int lg = tensor_arg(E, a, ix[0]), lb = tensor_arg(E, a, ix[1]);
-    if (lg < 0 || lb < 0 || !check_logits_labels(E, fn, lg, lb, loc)) return verror;
+    double p[3] = {0, 0, 0};
+    bool nums = op != OP_CROSS_ENTROPY || ce_scalars(E, fn, a, &sf, ix, p);
+    if (lg < 0 || lb < 0 || !check_logits_labels(E, fn, lg, lb, loc) || !nums) return verror;
     int in[2] = {lg, lb};
-    return vtensor(graph_add(E->g, op, 2, in, shape_scalar(), DT_F32, loc));
+    int r = graph_add(E->g, op, 2, in, shape_scalar(), DT_F32, loc);
+    if (op == OP_CROSS_ENTROPY) memcpy(E->g->nodes[r].attr.scalars.p, p, sizeof p);
+    return vtensor(r);
 }
 
 /* mse_loss(a, b) = mean((a - b)^2) over every element, as torch.nn.functional.mse_loss. */
@@ -420,31 +477,6 @@ static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
 /* ---- builtins from ops.def ------------------------------------------------------------------ */
-
-/* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
-typedef struct {
-    char name[8][32];
-    const char *names[8];
-    double dflt[8];
-    bool has_dflt[8];
-    int n;
-} Surface;
-
-static void surface_parse(const char *surface, Surface *sf) {
-    sf->n = 0;
-    const char *p = strchr(surface, '(') + 1;
-    while (*p && *p != ')' && sf->n < 8) {
-        while (*p == ' ' || *p == ',') p++;
-        size_t len = strcspn(p, " =,)");
-        snprintf(sf->name[sf->n], sizeof sf->name[0], "%.*s", (int)len, p);
-        sf->names[sf->n] = sf->name[sf->n];
-        p += len;
-        while (*p == ' ') p++;
-        sf->has_dflt[sf->n] = *p == '=';
-        sf->dflt[sf->n] = *p == '=' ? strtod(p + 1, (char **)&p) : 0;
-        sf->n++;
-    }
-}
 
 /* The op whose surface name is fn, or -1. */
 static int surface_op(const char *fn) {

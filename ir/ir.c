@@ -258,7 +258,10 @@ static void ir_print_attr(const Node *n, FILE *f) {
         break;
     case ATTR_SCALARS:
         if (n->op == OP_POWC) fprintf(f, " ^%g", a->scalars.p[0]);
-        else ir_print_scalars(a->scalars.p, 1, f);
+        else if (n->op == OP_CROSS_ENTROPY || n->op == OP_CE_GRAD) { /* what differs from torch's defaults */
+            if (a->scalars.p[0] != -100) fprintf(f, " ignore_index=%g", a->scalars.p[0]);
+            if (a->scalars.p[1] != 0) fprintf(f, " label_smoothing=%g", a->scalars.p[1]);
+        } else ir_print_scalars(a->scalars.p, 1, f);
         break;
     case ATTR_AXES: fprintf(f, " axes=0x%x%s", (unsigned)a->axes.mask, a->axes.keepdim ? " keepdim" : ""); break;
     case ATTR_INIT: break;

@@ -386,9 +386,12 @@ static void grad_row(Ad *A, int id, int g, Op back) {
 static void grad_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_SOFTMAX_GRAD); }
 static void grad_log_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_LSM_GRAD); }
 
+/* The gradient op carries the loss's ignore_index and label_smoothing. */
 static void grad_cross_entropy(Ad *A, int id, int g) {
     int in[3] = {opnd(A, id, 0), opnd(A, id, 1), g};
-    accumulate(A, in[0], mk(A, OP_CE_GRAD, 3, in, opshape(A, id, 0)));
+    int d = mk(A, OP_CE_GRAD, 3, in, opshape(A, id, 0));
+    A->g->nodes[d].attr.scalars = A->g->nodes[id].attr.scalars;
+    accumulate(A, in[0], d);
 }
 
 /* The gradient goes back to the operand's device: the copy reversed. */

@@ -35,7 +35,8 @@ static void push(int **arr, int *n, int v) {
     (*arr)[(*n)++] = v;
 }
 
-/* cross_entropy and its gradient over the same logits and labels: one row-wise pass. */
+/* cross_entropy and its gradient over the same logits and labels (and the same ignore_index and
+ * label_smoothing): one row-wise pass. */
 static void merge_ce(Sched *S) {
     Graph *g = S->g;
     for (int i = 0; i < g->n; i++) {
@@ -43,7 +44,8 @@ static void merge_ce(Sched *S) {
         if (!S->e->live[i] || n->op != OP_CE_GRAD || !S->p->fuse || !node_is_inline(&g->nodes[n->in[2]])) continue;
         for (int j = 0; j < g->n; j++) {
             const Node *c = &g->nodes[j];
-            if (S->e->live[j] && c->op == OP_CROSS_ENTROPY && c->in[0] == n->in[0] && c->in[1] == n->in[1]) {
+            if (S->e->live[j] && c->op == OP_CROSS_ENTROPY && c->in[0] == n->in[0] && c->in[1] == n->in[1] &&
+                !memcmp(&c->attr.scalars, &n->attr.scalars, sizeof c->attr.scalars)) {
                 S->e->group[i] = S->e->group[j];
                 break;
             }

@@ -320,11 +320,27 @@ static bool header_fits(const Model *m, const DataBind *b, const DataSource *s, 
     return true;
 }
 
-/* The bound an i32 input's values must stay under, from what reads them: cross_entropy's and
- * accuracy's labels index the logits' last axis, embedding's indices the table's rows.  The
- * smallest over its readers (*by: the node that sets it), or 0 when nothing reads it so.  The
- * values reach a reader unchanged through reshapes and device copies. */
-static int64_t index_bound(const Graph *g, int input, int *by) {
+/* What an i32 input's values must be, from what reads them: under `bound`, the smallest over
+ * its readers (cross_entropy's and accuracy's labels index the logits' last axis, embedding's
+ * indices the table's rows; *by: the node that sets it; 0 when nothing reads it so), or equal to
+ * `ignore`, the ignore_index of every cross_entropy reading it, when no embedding does (`any`
+ * false: no such value).  The values reach a reader unchanged through reshapes and copies. */
+typedef struct {
+    int64_t bound;
+    int by;
+    bool any;
+    int32_t ignore;
+} IndexRule;
+
+static void index_rule_add(IndexRule *r, const Node *x, int64_t k, int id) {
+    if (k > 0 && (r->bound == 0 || k < r->bound)) r->bound = k, r->by = id;
+    if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD) return;
+    int32_t ii = (int32_t)x->attr.scalars.p[0];
+    if (r->ignore == INT32_MAX) r->any = true, r->ignore = ii; /* the first cross_entropy */
+    else if (r->ignore != ii) r->any = false;
+}
+
+static IndexRule index_rule(const Graph *g, int input) {
     bool *carries = xcalloc((size_t)g->n + 1, sizeof *carries);
     carries[input] = true;
     for (bool more = true; more;) {   /* passes may append a copy after its readers */
@@ -334,18 +350,43 @@ static int64_t index_bound(const Graph *g, int input, int *by) {
             if (!carries[i] && (x->op == OP_RESHAPE || x->op == OP_COPY) && carries[x->in[0]]) carries[i] = more = true;
         }
     }
-    int64_t bound = 0;
+    IndexRule r = {.by = -1, .ignore = INT32_MAX}; /* INT32_MAX: no cross_entropy seen yet */
+    bool embedded = false;
     for (int i = 0; i < g->n; i++) {
         const Node *x = &g->nodes[i];
-        int64_t k = 0;
         if (op_has(x->op, OPF_LABELS) && carries[x->in[1]]) {
             Shape l = g->nodes[x->in[0]].shape;
-            k = l.rank ? l.d[l.rank - 1] : 0;
-        } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) k = g->nodes[x->in[1]].shape.d[0];
-        if (k > 0 && (bound == 0 || k < bound)) bound = k, *by = i;
+            index_rule_add(&r, x, l.rank ? l.d[l.rank - 1] : 0, i);
+        } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) {
+            embedded = true;
+            index_rule_add(&r, x, g->nodes[x->in[1]].shape.d[0], i);
+        }
     }
+    if (embedded) r.any = false;
     free(carries);
-    return bound;
+    return r;
+}
+
+/* The message for value v of input b, which `r` does not allow: `what` names the file, `where`
+ * the value in it ("sample 4, element 2"). */
+static void index_error(const Model *m, const IndexRule *r, const DataBind *b, const char *what, const char *where,
+                        int32_t v, char *err, size_t n) {
+    const Node *x = &m->g->nodes[r->by];
+    char hint[96] = "";
+    if (r->any && v < 0) /* nanoGPT pads with -1: say what is skipped */
+        snprintf(hint, sizeof hint, "; a label equal to cross_entropy's ignore_index (%d) is skipped", (int)r->ignore);
+    if (x->op == OP_EMBEDDING)
+        snprintf(err, n, "%s: input '%s': %s: index %d is outside 0..%lld (the %lld rows of the embedding at %s:%d:%d)",
+                 what, b->input, where, v, (long long)r->bound - 1, (long long)r->bound, x->loc.file, x->loc.line,
+                 x->loc.col);
+    else
+        snprintf(err, n, "%s: input '%s': %s: label %d is outside 0..%lld (%s over %lld classes at %s:%d:%d%s)", what,
+                 b->input, where, v, (long long)r->bound - 1, x->op == OP_ACCURACY ? "accuracy" : "cross_entropy",
+                 (long long)r->bound, x->loc.file, x->loc.line, x->loc.col, hint);
+}
+
+static bool index_allowed(const IndexRule *r, int32_t v) {
+    return r->bound <= 0 || (v >= 0 && v < r->bound) || (r->any && v == r->ignore);
 }
 
 /* Labels and indices are checked once, as they load, against what reads them, so that a bad one
@@ -353,23 +394,16 @@ static int64_t index_bound(const Graph *g, int input, int *by) {
  * shuffled batch, stays as the backstop (and for programs that feed a compiled model). */
 static bool labels_check(const Model *m, const DataBind *b, const char *what, const Column *c, int64_t rows,
                          char *err, size_t n) {
-    int by = -1;
-    int64_t bound = index_bound(m->g, b->node, &by), total = rows * c->row_elems;
+    IndexRule r = index_rule(m->g, b->node);
+    int64_t total = rows * c->row_elems;
     const int32_t *v = c->data;
-    for (int64_t i = 0; bound > 0 && i < total; i++) {
-        if (v[i] >= 0 && v[i] < bound) continue;
-        const Node *x = &m->g->nodes[by];
-        char where[64] = "";
-        if (c->row_elems > 1) snprintf(where, sizeof where, ", element %lld", (long long)(i % c->row_elems));
-        if (x->op == OP_EMBEDDING)
-            snprintf(err, n, "%s: input '%s': sample %lld%s: index %d is outside 0..%lld (the %lld rows of the "
-                     "embedding at %s:%d:%d)", what, b->input, (long long)(i / c->row_elems), where, v[i],
-                     (long long)bound - 1, (long long)bound, x->loc.file, x->loc.line, x->loc.col);
-        else
-            snprintf(err, n, "%s: input '%s': sample %lld%s: label %d is outside 0..%lld (%s over %lld classes at "
-                     "%s:%d:%d)", what, b->input, (long long)(i / c->row_elems), where, v[i], (long long)bound - 1,
-                     x->op == OP_ACCURACY ? "accuracy" : "cross_entropy", (long long)bound, x->loc.file,
-                     x->loc.line, x->loc.col);
+    for (int64_t i = 0; i < total; i++) {
+        if (index_allowed(&r, v[i])) continue;
+        char where[64];
+        int k = snprintf(where, sizeof where, "sample %lld", (long long)(i / c->row_elems));
+        if (c->row_elems > 1)
+            snprintf(where + k, sizeof where - (size_t)k, ", element %lld", (long long)(i % c->row_elems));
+        index_error(m, &r, b, what, where, v[i], err, n);
         return false;
     }
     return true;

@@ -687,6 +687,8 @@ static void c_helper(const Kernel *k, const Launch *L) {
     str_free(&geom);
 }
 
+/* a table laid out by hand: clang-format would put every field on a line of its own */
+/* clang-format off */
 const KernelDialect dialect_c = {
     .name = "c",
     .value = "real",
@@ -701,6 +703,7 @@ const KernelDialect dialect_c = {
     .row = {   /* one thread owns a row: nothing to combine, and every thread writes */
         .open = c_rows_open,
         .cols = "for (int64_t c = 0; c < C; c++)",
+        .all_rows = "for (int64_t j = 0; j < rows; j++)",
         /* a NaN is not taken, yet it makes s NaN and so every output of its row */
         .max_pick = "x[c] > mx ? x[c] : mx",
         .leader = "", .writer = "",
@@ -715,3 +718,4 @@ const KernelDialect dialect_c = {
     .helper = c_helper,
     .collective = c_collective,
 };
+/* clang-format on */

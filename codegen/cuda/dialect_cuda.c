@@ -178,6 +178,8 @@ static const char argmax_all[] =
     "            if (i2 >= 0 && (bi < 0 || (n2 && !nb) || (!nb && v2 > bv) || ((n2 == nb && (n2 || v2 == bv)) && i2 < bi))) { bv = v2; bi = i2; }\n"
     "        }\n";
 
+/* a table laid out by hand: clang-format would put every field on a line of its own */
+/* clang-format off */
 const KernelDialect dialect_cuda = {
     .name = "cuda",
     .value = "const real",
@@ -194,6 +196,7 @@ const KernelDialect dialect_cuda = {
                  "    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;\n",
         .open = cuda_rows_open,
         .cols = "for (int64_t c = lane; c < C; c += 32)",
+        .all_rows = "for (int64_t j = lane; j < rows; j += 32)",
         /* NaN wins, so that the warp combine (nnc_warp_max) sees it whichever lane holds it */
         .max_pick = "x[c] > mx || x[c] != x[c] ? x[c] : mx",
         .max_all = "nnc_warp_max",
@@ -213,3 +216,4 @@ const KernelDialect dialect_cuda = {
                       "            }\n",
     },
 };
+/* clang-format on */

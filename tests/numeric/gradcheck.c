@@ -41,6 +41,8 @@ typedef struct {
     double positive;    /* > 0: f32 inputs are |normal| + positive (for log, sqrt, pow 0.5) */
 } Case;
 
+/* a table laid out by hand, a case a few lines */
+/* clang-format off */
 static const Case cases[] = {
     {"matmul", "input x: f32[B, 3]\nparam W: f32[3, 5] = normal(0, 1)\nparam c: f32[5] = normal(0, 1)\n"
                "loss = sum(tanh(x @ W) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
@@ -200,6 +202,12 @@ static const Case cases[] = {
     {"cross_entropy", "input x: f32[B, 3]\ninput y: i32[B]\nparam W: f32[3, 5] = normal(0, 1)\nparam b: f32[5] = normal(0, 1)\n"
                       "logits = x @ W + b\nloss = cross_entropy(logits, y) + cross_entropy(tanh(logits), y) * 0.5"
                       TRAIN("data x = randn(8, 3)\n data y = randn(8)"), 5, 0},
+    /* torch's ignore_index (here a class: a label 2 adds nothing) and label smoothing */
+    {"cross_entropy_smooth_ignore", "input x: f32[B, 3]\ninput y: i32[B]\nparam W: f32[3, 5] = normal(0, 1)\n"
+                                    "param b: f32[5] = normal(0, 1)\nlogits = x @ W + b\n"
+                                    "loss = cross_entropy(logits, y, ignore_index = 2, label_smoothing = 0.2)"
+                                    " + cross_entropy(tanh(logits), y, label_smoothing = 0.7) * 0.5"
+                                    TRAIN("data x = randn(8, 3)\n data y = randn(8)"), 5, 0},
     {"mlp_like", "input x: f32[B, 3]\ninput y: i32[B]\nparam W1: f32[6, 3] = normal(0, 1)\nparam b1: f32[6] = normal(0, 1)\n"
                  "param W2: f32[4, 6] = normal(0, 1)\nparam b2: f32[4] = normal(0, 1)\n"
                  "logits = relu(x @ transpose(W1) + b1) @ transpose(W2) + b2\nloss = cross_entropy(logits, y)"
@@ -239,6 +247,7 @@ static const Case cases[] = {
     {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"
                    "h = tanh(x @ W)\nloss = sum(h * h * h) + sum(tanh(h @ W) * h) + sum(W * W)" TRAIN("data x = randn(8, 3)"), 0, 0},
 };
+/* clang-format on */
 
 /* A small deterministic generator: the test must not depend on the RNG under test. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

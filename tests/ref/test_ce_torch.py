@@ -1,0 +1,142 @@
+"""cross_entropy's ignore_index and label_smoothing against torch.nn.functional.cross_entropy:
+the loss and the gradient of the weight that makes the logits, fused (cross_entropy and its
+gradient in one row pass) and unfused, in float64 and float32.
+
+Each case is a tiny .nn model with inputs x: f32[B, 4] and y: i32[B] (labels, some of them the
+ignore_index) and a parameter W: f32[4, 5]; its loss is one or two cross_entropy calls over
+x @ W.  It runs through tests/numeric/run_model (NNC_ENTRY_EVAL for `loss`, NNC_ENTRY_GRAD for
+grad.W), and every value is compared with torch.autograd in float64:
+|nnc - torch| <= RTOL * |torch| + ATOL * max(1, max|torch|), 1e-10 in float64, 1e-5 in float32;
+a NaN must be a NaN in both (every label ignored: torch's mean over no rows).
+
+    test_ce_torch.py --run-model PATH [--cuda] [-k SUBSTRING]
+
+--cuda runs the float32 models, fused and unfused, on the CUDA target; exit 77 (skipped) where there is none.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOL = {"f64": (1e-10, 1e-10), "f32": (1e-5, 1e-5)}
+BATCH, C = 7, 5
+rng = np.random.default_rng(27)
+
+# name, the loss as nnc writes it, the same in torch (logits, labels), the labels
+CASES = [
+    ("plain", "cross_entropy(x @ W, y)", lambda l, y: F.cross_entropy(l, y), [0, 1, 2, 3, 4, 1, 0]),
+    ("ignore_default", "cross_entropy(x @ W, y)", lambda l, y: F.cross_entropy(l, y),
+     [0, -100, 2, 3, -100, 1, 4]),
+    ("ignore_nanogpt", "cross_entropy(x @ W, y, ignore_index = -1)",
+     lambda l, y: F.cross_entropy(l, y, ignore_index=-1), [-1, 1, -1, 3, 4, -1, 0]),
+    ("ignore_a_class", "cross_entropy(x @ W, y, ignore_index = 2)",
+     lambda l, y: F.cross_entropy(l, y, ignore_index=2), [2, 1, 2, 3, 4, 0, 2]),
+    ("smoothing", "cross_entropy(x @ W, y, label_smoothing = 0.1)",
+     lambda l, y: F.cross_entropy(l, y, label_smoothing=0.1), [0, 1, 2, 3, 4, 1, 0]),
+    ("smoothing_ignore", "cross_entropy(x @ W, y, -1, 0.25)",
+     lambda l, y: F.cross_entropy(l, y, ignore_index=-1, label_smoothing=0.25), [4, -1, 2, -1, 0, 1, 3]),
+    ("smoothing_full", "cross_entropy(x @ W, y, label_smoothing = 1)",
+     lambda l, y: F.cross_entropy(l, y, label_smoothing=1.0), [0, 1, 2, 3, 4, 1, 0]),
+    ("smoothing_large_logits", "cross_entropy(x @ W * 300, y, label_smoothing = 0.3)",
+     lambda l, y: F.cross_entropy(l * 300, y, label_smoothing=0.3), [3, 1, -100, 3, 4, 1, 2]),
+    ("all_ignored", "cross_entropy(x @ W, y, label_smoothing = 0.1)",
+     lambda l, y: F.cross_entropy(l, y, label_smoothing=0.1), [-100] * 7),
+    # two losses over the same logits and labels with other settings: each its own row pass
+    ("two_settings", "cross_entropy(x @ W, y) + cross_entropy(x @ W, y, ignore_index = 0, label_smoothing = 0.3)",
+     lambda l, y: F.cross_entropy(l, y) + F.cross_entropy(l, y, ignore_index=0, label_smoothing=0.3),
+     [0, 1, 2, 3, 4, 0, 3]),
+]
+
+
+# (precision, fused) on the CPU, and on CUDA (its row kernels: the fused pass is one block, the
+# gradient alone a warp per row over a grid)
+MODES = {False: [("f64", True), ("f64", False), ("f32", True)], True: [("f32", True), ("f32", False)]}
+
+
+def model(loss):
+    return ("input x: f32[B, 4]\ninput y: i32[B]\nparam W: f32[4, %d] = zeros()\nloss = %s\n"
+            "train {\n    data x = npy(\"x.npy\")\n    data y = npy(\"y.npy\")\n    batch = %d\n    minimize loss\n}\n"
+            % (C, loss, BATCH))
+
+
+def close(g, w, rtol, atol):
+    nan = np.isnan(w)
+    scale = max(1.0, float(np.abs(w[~nan]).max(initial=0.0)))
+    return (np.isnan(g) != nan) | (~nan & (np.abs(g - w) > rtol * np.abs(w) + atol * scale))
+
+
+def run_case(a, tmp, case, precision, fused):
+    name, loss, fn, labels = case
+    d = os.path.join(tmp, "%s_%s_%s" % (name, precision, "fused" if fused else "unfused"))
+    os.makedirs(d)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(model(loss))
+    dt = np.float64 if precision == "f64" else np.float32
+    x = rng.standard_normal((BATCH, 4)).astype(dt)
+    W = (rng.standard_normal((4, C)) * 0.7).astype(dt)
+    y = np.array(labels, dtype=np.int32)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "y.npy"), y)
+    np.save(os.path.join(d, "W.npy"), W)
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params",
+           os.path.join(d, "W.npy")]
+    if precision == "f64":
+        cmd.append("--f64")
+    if not fused:
+        cmd.append("--no-fuse")
+    if a.cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + [os.path.join(d, "x.npy"), os.path.join(d, "y.npy")], capture_output=True, text=True,
+                       cwd=d)
+    if r.returncode == 77:
+        print("SKIP: no CUDA target or device:\n" + r.stderr)
+        sys.exit(77)
+    if r.returncode != 0:
+        return ["run_model failed:\n" + r.stderr]
+    got = {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}
+    tW = torch.tensor(W.astype(np.float64), requires_grad=True)
+    tl = fn(torch.tensor(x.astype(np.float64)) @ tW, torch.tensor(labels, dtype=torch.long))
+    tl.backward()
+    want = {"loss": np.array(tl.item()), "grad.W": tW.grad.numpy()}
+    rtol, atol = TOL[precision]
+    errs = []
+    for n, w in want.items():
+        if n not in got:
+            errs.append("%s: not written by run_model" % n)
+            continue
+        g = got[n].reshape(w.shape)
+        bad = close(g, w, rtol, atol)
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            errs.append("%s at %s: nnc %r torch %r (%d of %d differ)" % (n, i, g[i], w[i], int(bad.sum()), bad.size))
+    return errs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-model", required=True)
+    ap.add_argument("--cuda", action="store_true")
+    ap.add_argument("-k", default="")
+    a = ap.parse_args()
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            if a.k not in case[0]:
+                continue
+            for precision, fused in MODES[a.cuda]:
+                errs = run_case(a, tmp, case, precision, fused)
+                print("%s %-24s %s %-7s%s" % ("FAIL" if errs else "ok  ", case[0], precision,
+                                              "fused" if fused else "unfused", "".join("\n    " + e for e in errs)))
+                passed += not errs
+                failed += bool(errs)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
