@@ -85,6 +85,21 @@ int nnc_view_idx_u8(const void *buf, size_t len, const char *name, nnc_array *ou
 int nnc_parse_csv(const void *buf, size_t len, const char *name, int skip_header, nnc_array *out, char *err,
                   size_t errlen);
 
+/* Token streams (io/tokens.c): llm.c's .bin (a 256-int32 header: magic 20240520 and version 1
+ * for uint16 tokens, 20240801 and 7 for uint32, the token count; then exactly that many tokens)
+ * or a raw array of tokens in the width asked for; AUTO reads llm.c's header when the file
+ * starts with one of its magics, else raw uint16 (nanoGPT's train.bin).  Gives I32 [tokens]. */
+typedef enum { NNC_TOKENS_AUTO, NNC_TOKENS_U8, NNC_TOKENS_U16, NNC_TOKENS_U32, NNC_TOKENS_I32 } nnc_tokens_format;
+/* Where token i lies in the file: at data_off + i * width (for messages about a token). */
+typedef struct {
+    size_t data_off, width;
+} nnc_tokens_layout;
+/* `at` may be NULL. */
+int nnc_load_tokens(const char *path, nnc_tokens_format fmt, nnc_array *out, nnc_tokens_layout *at, char *err,
+                    size_t errlen);
+int nnc_parse_tokens(const void *buf, size_t len, const char *name, nnc_tokens_format fmt, nnc_array *out,
+                     nnc_tokens_layout *at, char *err, size_t errlen);
+
 /* Conversions; `out` may be the same array as `in` (it is then replaced). */
 int nnc_array_to_f32(const nnc_array *in, float scale, nnc_array *out, char *err, size_t errlen);
 /* Integer dtypes in int32 range, or floats that are exact integers in range;
