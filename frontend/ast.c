@@ -154,6 +154,14 @@ Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, Src
     return s;
 }
 
+Stmt *ast_setting_pair(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, const char *name3,
+                       SrcLoc l3, Expr *e) {
+    Stmt *s = ast_setting(c, l, key, name2, l2, e);
+    s->name3 = name3;
+    s->loc3 = l3;
+    return s;
+}
+
 Stmt *ast_stmts_append(Stmt *list, Stmt *s) {
     if (!s) return list;
     if (!list) {

@@ -57,16 +57,16 @@ typedef struct {
 } TypeAst;
 
 typedef enum {
-    S_INPUT,    /* input name: type */
-    S_PARAM,    /* param name: type = e */
-    S_BUFFER,   /* buffer name: type = e (persistent, saved, not trained) */
-    S_LET,      /* name = e */
-    S_OUTPUT,   /* output name [= e] */
-    S_RETURN,   /* return e */
-    S_FORWARD,  /* forward(params) { body } ; "= e" becomes a body of one return */
-    S_BLOCK,    /* block name(params) { body } */
-    S_TRAIN,    /* train { body of S_SETTING } */
-    S_SETTING,  /* key [name] [= e]: "batch = 64", "data x = idx(...)", "minimize loss" */
+    S_INPUT, /* input name: type */
+    S_PARAM, /* param name: type = e */
+    S_BUFFER, /* buffer name: type = e (persistent, saved, not trained) */
+    S_LET, /* name = e */
+    S_OUTPUT, /* output name [= e] */
+    S_RETURN, /* return e */
+    S_FORWARD, /* forward(params) { body } ; "= e" becomes a body of one return */
+    S_BLOCK, /* block name(params) { body } */
+    S_TRAIN, /* train { body of S_SETTING } */
+    S_SETTING, /* key [name [, name]] [= e]: "batch = 64", "data x = idx(...)", "minimize loss" */
 } StmtKind;
 
 typedef struct Stmt {
@@ -75,6 +75,8 @@ typedef struct Stmt {
     const char *name;           /* S_SETTING: the key */
     const char *name2;          /* S_SETTING: the optional second word */
     SrcLoc loc2;
+    const char *name3; /* S_SETTING: a name after a comma ("data x, y = tokens(...)") */
+    SrcLoc loc3;
     TypeAst *type;
     Expr *e;
     Name *params;
@@ -107,6 +109,8 @@ TypeAst *ast_type(ParseCtx *c, SrcLoc l, const char *dtype, Arg *dims, int scala
 Stmt *ast_stmt(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, TypeAst *t, Expr *e);
 Stmt *ast_def(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, Name *params, Stmt *body);
 Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, Expr *e);
+Stmt *ast_setting_pair(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, const char *name3,
+                       SrcLoc l3, Expr *e);
 Stmt *ast_stmts_append(Stmt *list, Stmt *s);
 
 /* Parse a whole model; returns NULL (with diagnostics printed) on a syntax error. */

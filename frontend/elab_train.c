@@ -68,9 +68,23 @@ static bool arg_check(Elab *E, const char *fn, const ArgSpec *s, double x, SrcLo
         diag_error(E->d, at, "%s= takes true or false", s->name);
         return false;
     case ARG_FLAG:
-    case ARG_PATH: break;
+    case ARG_PATH:
+    case ARG_WORD: break;
     }
     return true;
+}
+
+/* The index of a string argument among its rule's words; -1 (reported) if it is none of them. */
+static int arg_word(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc at) {
+    int n = 0;
+    while (s->words[n]) n++;
+    for (int i = 0; v.k == V_STR && i < n; i++)
+        if (!strcmp(v.str, s->words[i])) return i;
+    const char *q[16];
+    for (int i = 0; i < n && i < 16; i++) q[i] = arena_printf(E->a, "\"%s\"", s->words[i]);
+    diag_error(E->d, at, "%s(): %s is %s, got %s", fn, s->name, join(E->a, q, n < 16 ? n : 16, ", ", " or "),
+               v.k == V_STR ? arena_printf(E->a, "\"%s\"", v.str) : arena_printf(E->a, "a %s", kind_name(v.k)));
+    return -1;
 }
 
 /* f's arguments from the call: bound by position or keyword, each read as its rule takes it,
@@ -92,7 +106,10 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
         x[i] = s->dflt;
         if (ix[i] < 0) continue;
         at[i] = a->loc[ix[i]];
-        if (s->rule != ARG_PATH) x[i] = num_arg(E, a, ix[i], s->dflt, &ok);
+        if (s->rule == ARG_WORD) {
+            x[i] = arg_word(E, f->name, s, a->v[ix[i]], at[i]);
+            ok = ok && x[i] >= 0;
+        } else if (s->rule != ARG_PATH) x[i] = num_arg(E, a, ix[i], s->dflt, &ok);
         else if (a->v[ix[i]].k == V_STR) *(const char **)((char *)cfg + s->at) = a->v[ix[i]].str;
         else {
             diag_error(E->d, at[i], "%s() expects a file path string", f->name);
@@ -192,11 +209,73 @@ static void setting_metric(Elab *E, Stmt *s) {
     graph_add_out(E->g, s->name2, owned_output(E, n, s->e->loc));
 }
 
+/* An input a token stream feeds: i32 with the batch axis first; its row (T elements) is the
+ * window, which a written block_size must equal.  T, or -1 (reported). */
+static int64_t token_input(Elab *E, const DataSource *src, const char *input, SrcLoc loc) {
+    int node = named_tensor(E, input, loc, "data for");
+    if (node < 0) return -1;
+    const Node *n = &E->g->nodes[node];
+    int64_t T = shape_numel(n->shape, 1);
+    if (n->op == OP_INPUT && (n->dtype != DT_I32 || shape_batch_axis(n->shape) != 0)) {
+        diag_error(E->d, loc, "tokens() feeds i32 inputs whose first axis is the batch (i32[B, T]), but '%s' is %s",
+                   input, tstr(E, node));
+        return -1;
+    }
+    if (n->op == OP_INPUT && src->block && src->block != T) {
+        diag_error(E->d, src->loc, "tokens(): block_size = %lld, but input '%s' is %s: a window is one of its rows",
+                   (long long)src->block, input, tstr(E, node));
+        return -1;
+    }
+    return T;
+}
+
+/* 'data x, y = tokens(...)': x the windows of the stream, y the tokens after each (nanoGPT's
+ * get_batch, written once).  Each input gets the source, with its shift and its pair. */
+static void setting_tokens(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, const DataSource *src) {
+    if (src->kind != SRC_TOKENS) {
+        diag_error(E->d, s->loc3, "only tokens() feeds two inputs; write one '%s INPUT = ...' for each", st->name);
+        return;
+    }
+    if (!s->name3) {
+        diag_error(E->d, s->loc2,
+                   "tokens() feeds two inputs, a window and the tokens after it: write '%s %s, y = "
+                   "tokens(...)', as nanoGPT's get_batch gives x and y",
+                   st->name, s->name2);
+        return;
+    }
+    if (!strcmp(s->name2, s->name3)) {
+        diag_error(E->d, s->loc3, "'%s' is named twice: tokens() feeds two inputs", s->name3);
+        return;
+    }
+    int64_t tx = token_input(E, src, s->name2, s->loc2), ty = token_input(E, src, s->name3, s->loc3);
+    if (tx > 0 && ty > 0 && tx != ty) {
+        diag_error(E->d, s->loc3,
+                   "'%s' and '%s' must have rows of the same length (windows of %lld tokens and "
+                   "%lld)",
+                   s->name2, s->name3, (long long)tx, (long long)ty);
+        return;
+    }
+    const char *names[2] = {s->name2, s->name3};
+    SrcLoc locs[2] = {s->loc2, s->loc3};
+    for (int k = 0; k < 2 && tx > 0 && ty > 0; k++) {
+        DataBind *d = bind_for(E, t, names[k], locs[k]); /* may move t->data: one at a time */
+        if (!d) return;
+        DataSource *to = (DataSource *)((char *)d + st->at);
+        *to = *src;
+        to->shift = k;
+        to->pair = names[1 - k];
+    }
+}
+
 /* 'data INPUT = source' and 'test INPUT = source'. */
 static void setting_data(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Value v) {
     if (v.k != V_SOURCE) {
         if (v.k != V_ERROR) diag_error(E->d, s->e->loc, "expected %s", family_list(E, st));
         E->data_error = true;
+        return;
+    }
+    if (s->name3 || v.src->kind == SRC_TOKENS) {
+        setting_tokens(E, t, st, s, v.src);
         return;
     }
     DataBind *d = bind_for(E, t, s->name2, s->loc2);
@@ -284,6 +363,10 @@ static int setting_words(const Setting *st) {
  * 'KEY = value' for the rest. */
 static bool setting_form(Elab *E, const Setting *st, Stmt *s) {
     const char *k = st->name;
+    if (s->name3 && st->kind != SET_DATA) {
+        diag_error(E->d, s->loc3, "unexpected '%s': only data and test name two inputs (for tokens())", s->name3);
+        return false;
+    }
     switch (st->kind) {
     case SET_LOSS:
         if (s->name2 && !s->e) return true;
@@ -387,9 +470,32 @@ void check_params_used(Elab *E) {
     free(live);
 }
 
+/* A set (training or test) that tokens() feeds takes every input from that one call: its
+ * windows have no counterpart in another file, nor in another stream. */
+static void check_token_sets(Elab *E, const TrainConfig *t) {
+    for (int test = 0; test < 2; test++) {
+        const DataSource *tok = NULL;
+        for (int i = 0; i < t->ndata && !tok; i++) {
+            const DataSource *s = test ? &t->data[i].test : &t->data[i].train;
+            if (s->kind == SRC_TOKENS) tok = s;
+        }
+        for (int i = 0; tok && i < t->ndata; i++) {
+            const DataSource *s = test ? &t->data[i].test : &t->data[i].train;
+            if (s->kind == SRC_NONE ||
+                (s->kind == SRC_TOKENS && s->loc.line == tok->loc.line && s->loc.col == tok->loc.col))
+                continue;
+            diag_error(E->d, s->loc,
+                       "input '%s' is fed beside the token stream of %s:%d:%d: a %s set that "
+                       "tokens() feeds takes all its inputs from that call",
+                       t->data[i].input, tok->loc.file, tok->loc.line, tok->loc.col, test ? "test" : "training");
+        }
+    }
+}
+
 void check_train(Elab *E) {
     TrainConfig *t = &E->m->train;
     if (!t->present) return;
+    check_token_sets(E, t);
     if (!E->saw_minimize) diag_error(E->d, t->loc, "the train section needs 'minimize LOSS'");
     for (int i = 0; i < E->g->n; i++) {
         Node *n = &E->g->nodes[i];

@@ -98,6 +98,7 @@ settings: %empty                    { $$ = NULL; }
 ;
 setting: IDENT '=' expr             { $$ = ast_setting(ctx, L(@1), $1, NULL, L(@1), $3); }
        | IDENT IDENT '=' expr       { $$ = ast_setting(ctx, L(@1), $1, $2, L(@2), $4); }
+       | IDENT IDENT ',' IDENT '=' expr { $$ = ast_setting_pair(ctx, L(@1), $1, $2, L(@2), $4, L(@4), $6); }
        | IDENT IDENT                { $$ = ast_setting(ctx, L(@1), $1, $2, L(@2), NULL); }
        | ';'                        { $$ = NULL; }
 ;

@@ -44,6 +44,10 @@ static bool source_random(struct Elab *E, const TrainFn *f, void *cfg, struct Ar
     return true;
 }
 
+/* tokens' dtype, in nnc_tokens_format's order (io/data.h): "auto" reads llm.c's header, or raw
+ * uint16 where there is none */
+static const char *const token_dtypes[] = {"auto", "uint8", "uint16", "uint32", "int32", NULL};
+
 /* a row a builtin, an argument a line */
 /* clang-format off */
 static const TrainFn source_fns[] = {
@@ -57,6 +61,11 @@ static const TrainFn source_fns[] = {
     }},
     {.name = "randn", .kind = SRC_RANDN, .example = "randn(n, d)", .read = source_random},
     {.name = "rand", .kind = SRC_RAND, .example = "rand(n, d)", .read = source_random},
+    /* block_size 0: the inputs' row, which elab_train.c checks a written one against */
+    {.name = "tokens", .kind = SRC_TOKENS, .example = "tokens(\"file\")", .args = {PATH,
+        ARG("block_size", ARG_COUNT, FIELD_INT64, SRC(block), .hi = 2147483647.0),
+        ARG("dtype", ARG_WORD, FIELD_INT, SRC(tok_format), .words = token_dtypes),
+    }},
 };
 
 const TrainFamily train_sources = {

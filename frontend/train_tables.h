@@ -31,6 +31,7 @@ typedef enum {
     ARG_FLAG, /* a number, true unless 0 (nesterov = true) */
     ARG_BOOL, /* true or false exactly; not written: -1 (csv's header: detect it) */
     ARG_PATH, /* a string: a file's path */
+    ARG_WORD, /* a string, one of `words`: stored as its index (tokens' dtype = "uint16") */
 } ArgRule;
 
 /* The C type of the field a value is stored in. */
@@ -45,6 +46,7 @@ typedef struct {
     double dflt; /* the value when it is not written */
     double lo, hi; /* ARG_REAL, ARG_INDEX; ARG_COUNT: hi */
     bool lo_open, hi_open; /* ARG_REAL */
+    const char *const *words; /* ARG_WORD: the strings it takes, NULL-terminated */
 } ArgSpec;
 
 #define TRAIN_FN_MAX_ARGS 6

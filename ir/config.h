@@ -9,11 +9,12 @@
 
 typedef enum {
     SRC_NONE,
-    SRC_IDX,     /* idx(path, scale=1): IDX file, .gz allowed */
-    SRC_NPY,     /* npy(path, scale=1) */
-    SRC_CSV,     /* csv(path, first=0, count=all, scale=1, header): columns [first, first+count) */
-    SRC_RANDN,   /* randn(n, d...): standard normal from the seed */
-    SRC_RAND,    /* rand(n, d...): uniform [0,1) from the seed */
+    SRC_IDX, /* idx(path, scale=1): IDX file, .gz allowed */
+    SRC_NPY, /* npy(path, scale=1) */
+    SRC_CSV, /* csv(path, first=0, count=all, scale=1, header): columns [first, first+count) */
+    SRC_RANDN, /* randn(n, d...): standard normal from the seed */
+    SRC_RAND, /* rand(n, d...): uniform [0,1) from the seed */
+    SRC_TOKENS, /* tokens(path, block_size, dtype): windows of a token stream, for two inputs (shift) */
 } SourceKind;
 
 typedef struct {
@@ -24,6 +25,14 @@ typedef struct {
     int64_t dims[IR_MAX_RANK];
     int64_t first, count;
     int header;                  /* csv: 1 first line is a header, 0 it is data, -1 detect */
+    /* tokens: the window length as written (0: not written, the inputs' row), the file's format
+     * (io/data.h's nnc_tokens_format: 0 llm.c's header or raw uint16), and what this input reads
+     * of each window: shift 0 its first `block` tokens, 1 the `block` tokens after the first
+     * (nanoGPT's x and y); `pair` names the other input the same call feeds */
+    int64_t block;
+    int tok_format;
+    int shift;
+    const char *pair;
     SrcLoc loc;
     SrcLoc scale_loc;            /* where scale= was written (line 0: it was not) */
     /* A relative path as the model wrote it (NULL: absolute, or no file).  The driver joins it to

@@ -3,7 +3,8 @@
  * Every source is loaded through data.c (IDX, .npy, CSV) or generated from the seed (randn,
  * rand), converted to the input's dtype (f32 scaled, or exact i32 labels), and checked: a
  * sample must have as many elements as the input has per batch row, and all inputs must have
- * the same number of samples.  Errors name the file and what did not match. */
+ * the same number of samples.  Errors name the file and what did not match.  A token stream
+ * (tokens(), io/tokens.c) is not cut into samples: its windows are read from it per batch. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -279,6 +280,7 @@ static bool load_source(const DataSource *s, const char *input, uint64_t seed, c
         a->data = d;
         return true;
     }
+    case SRC_TOKENS: break; /* stream_load reads it, once for its two inputs */
     case SRC_NONE: break;
     }
     snprintf(err, n, "input '%s' has no data source", input);
@@ -368,7 +370,7 @@ static IndexRule index_rule(const Graph *g, int input) {
 }
 
 /* The message for value v of input b, which `r` does not allow: `what` names the file, `where`
- * the value in it ("sample 4, element 2"). */
+ * the value in it ("sample 4, element 2", "token 9 (byte offset 1042)"). */
 static void index_error(const Model *m, const IndexRule *r, const DataBind *b, const char *what, const char *where,
                         int32_t v, char *err, size_t n) {
     const Node *x = &m->g->nodes[r->by];
@@ -419,6 +421,71 @@ static void explain_relative(const DataSource *s, char *err, size_t n) {
              s->from_cwd ? "the model came from a pipe, so a relative path is read from the "
                            "current directory"
                          : "a relative path is read from the model file's folder");
+}
+
+/* ---- token streams (tokens()) ----------------------------------------------------------------
+ * One stream feeds two inputs, x the windows and y the tokens after them, so it is loaded once,
+ * by the first of them; each then checks every token against what reads it (the embedding's
+ * rows, cross_entropy's classes), naming the token and its byte offset. */
+
+static bool stream_load(const DataSource *s, const DataBind *b, int64_t T, TokenStream **out, char *err, size_t n) {
+    nnc_array a;
+    nnc_tokens_layout at;
+    if (nnc_load_tokens(s->path, (nnc_tokens_format)s->tok_format, &a, &at, err, n) != 0) return false;
+    if (a.dims[0] < T + 1) {
+        snprintf(err, n,
+                 "%s: holds %lld tokens, but a window needs %lld: a row of '%s' and '%s' (%lld tokens) and "
+                 "the token after it",
+                 s->path, (long long)a.dims[0], (long long)T + 1, s->shift ? s->pair : b->input,
+                 s->shift ? b->input : s->pair, (long long)T);
+        nnc_array_free(&a);
+        return false;
+    }
+    TokenStream *ts = xcalloc(1, sizeof *ts);
+    *ts = (TokenStream){a.data, a.dims[0], T, NULL, s->path, at.data_off, at.width};
+    *out = ts;
+    return true;
+}
+
+/* The tokens input b can read: all but the last (a window), or all but the first (the next tokens). */
+static bool stream_check(const Model *m, const DataBind *b, const TokenStream *ts, int64_t shift, char *err, size_t n) {
+    IndexRule r = index_rule(m->g, b->node);
+    for (int64_t i = shift; i < ts->ntok - 1 + shift; i++) {
+        if (index_allowed(&r, ts->tokens[i])) continue;
+        char where[80];
+        snprintf(where, sizeof where, "token %lld (byte offset %zu)", (long long)i,
+                 ts->data_off + (size_t)i * ts->width);
+        index_error(m, &r, b, ts->path, where, ts->tokens[i], err, n);
+        return false;
+    }
+    return true;
+}
+
+/* Input b's column over the set's stream (loaded here for the first of its inputs). */
+static bool stream_column(const Model *m, const DataBind *b, const DataSource *s, Dataset *d, Column *c,
+                          int64_t *samples, char *err, size_t n) {
+    const Node *in = &m->g->nodes[b->node];
+    int64_t T = shape_numel(in->shape, 1);
+    if (!d->stream && !stream_load(s, b, T, &d->stream, err, n)) {
+        explain_relative(s, err, n);
+        return false;
+    }
+    *c =
+        (Column){.name = b->input, .dtype = DT_I32, .row_elems = T, .scale = 1, .stream = d->stream, .shift = s->shift};
+    *samples = (d->stream->ntok - 1) / T;
+    return stream_check(m, b, d->stream, s->shift, err, n);
+}
+
+bool dataset_windows_draw(Dataset *d, uint64_t seed, int epoch) {
+    TokenStream *ts = d->stream;
+    if (!ts) return false;
+    int64_t windows = (ts->ntok - 1) / ts->T, span = ts->ntok - ts->T; /* starts 0 .. span - 1 */
+    if (!ts->offsets) ts->offsets = xmalloc((size_t)windows * sizeof *ts->offsets);
+    for (int64_t p = 0; p < windows; p++) {
+        int64_t o = (int64_t)(nnc_rng_uniform(seed, DATASET_WINDOWS_KEY + (uint64_t)epoch, (uint64_t)p) * (double)span);
+        ts->offsets[p] = o < span ? o : span - 1; /* u * span may round up to span */
+    }
+    return true;
 }
 
 static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
@@ -508,7 +575,11 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
             return false;
         }
         int64_t rows;
-        if (!load_column(m, b, test, seed, cache_dir, &d->cols[d->ncols], first ? d->n : -1, first, &rows, err, n)) {
+        const DataSource *s = test ? &b->test : &b->train;
+        bool ok = s->kind == SRC_TOKENS
+            ? stream_column(m, b, s, d, &d->cols[d->ncols], &rows, err, n)
+            : load_column(m, b, test, seed, cache_dir, &d->cols[d->ncols], first ? d->n : -1, first, &rows, err, n);
+        if (!ok) {
             free(d->cols[d->ncols].cache_path);   /* the column is not counted yet */
             dataset_free(d);
             return false;
@@ -528,6 +599,11 @@ bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_di
 
 void dataset_free(Dataset *d) {
     cache_writes_join(d);
+    if (d->stream) {
+        free(d->stream->tokens);
+        free(d->stream->offsets);
+        free(d->stream);
+    }
     for (int i = 0; i < d->ncols; i++) {
         if (d->cols[i].map) munmap(d->cols[i].map, d->cols[i].map_len);
         else free(d->cols[i].data);
@@ -537,8 +613,21 @@ void dataset_free(Dataset *d) {
     memset(d, 0, sizeof *d);
 }
 
+/* Rows idx[0..rows) of a column over a token stream: each sample's window from its shift on. */
+static void stream_gather(const Column *col, const int64_t *idx, int64_t rows, int32_t *dst) {
+    const TokenStream *ts = col->stream;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t start = ts->offsets ? ts->offsets[idx[r]] : idx[r] * ts->T;
+        memcpy(dst + r * ts->T, ts->tokens + start + col->shift, (size_t)ts->T * sizeof *dst);
+    }
+}
+
 void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs) {
     for (int c = 0; c < d->ncols; c++) {
+        if (d->cols[c].stream) {
+            stream_gather(&d->cols[c], idx, rows, bufs[c]);
+            continue;
+        }
         if (d->cols[c].bytes) {
             const int64_t re = d->cols[c].row_elems;
             const float k = d->cols[c].scale;
@@ -556,9 +645,15 @@ void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **b
     }
 }
 
+/* Windows in file order lie one after the other, so a batch of them is a [rows, T] block of the
+ * stream from its first window's start (plus the column's shift). */
 bool dataset_direct(const Dataset *d, int64_t first, void **ptrs) {
     for (int c = 0; c < d->ncols; c++)
-        if (d->cols[c].bytes) return false;
-    for (int c = 0; c < d->ncols; c++) ptrs[c] = (char *)d->cols[c].data + (size_t)(first * d->cols[c].row_elems) * 4;
+        if (d->cols[c].bytes || (d->cols[c].stream && d->cols[c].stream->offsets)) return false;
+    for (int c = 0; c < d->ncols; c++) {
+        const Column *col = &d->cols[c];
+        ptrs[c] = col->stream ? (void *)(col->stream->tokens + first * col->row_elems + col->shift)
+                              : (char *)col->data + (size_t)(first * col->row_elems) * 4;
+    }
     return true;
 }

@@ -3,6 +3,18 @@
 #define NNC_DATASET_H
 #include "../ir/config.h"
 
+/* A token stream's windows (tokens()): sample j is the window of T tokens starting at
+ * offsets[j], this epoch's random starts (dataset_windows_draw), or, before any draw, at j * T
+ * (the windows in file order: the test set, shuffle = false).  Either way a set holds
+ * (ntok - 1) / T windows, so that an epoch reads about every token once. */
+typedef struct {
+    int32_t *tokens;
+    int64_t ntok, T;
+    int64_t *offsets;
+    const char *path;
+    size_t data_off, width; /* token i lies at byte data_off + i * width of the file */
+} TokenStream;
+
 typedef struct {
     const char *name;       /* the input it feeds */
     DType dtype;            /* what the model reads: f32 or i32 */
@@ -13,6 +25,8 @@ typedef struct {
     char *cache_path;       /* malloc'd: where to cache these 8-bit samples once all loaded, or NULL */
     void *map;              /* data lies in this mapped cache entry (munmap, not free), or NULL */
     size_t map_len;
+    const TokenStream *stream; /* the samples are windows of this stream (data NULL), from */
+    int64_t shift; /* token `shift` of each window on: 0 the window, 1 the next tokens */
 } Column;
 
 typedef struct {
@@ -20,6 +34,7 @@ typedef struct {
     int ncols;
     int64_t n;              /* samples */
     struct CacheWriter *writer;   /* the decompressed samples being cached in the background */
+    TokenStream *stream; /* the token stream tokens() feeds every column from, or NULL */
 } Dataset;
 
 /* Loads the train (test = false) or test sources of every input; false with `err` set.
@@ -30,6 +45,12 @@ void dataset_free(Dataset *d);
 /* Copies samples idx[0..rows) of every column into bufs[c] (each row_elems * rows). */
 void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs);
 /* Points ptrs[c] at sample `first` of every column, when no column needs converting (8-bit
- * samples do); false otherwise.  The rows that follow are the batch, in order. */
+ * samples do) and no windows were drawn; false otherwise.  The rows that follow are the batch,
+ * in order. */
 bool dataset_direct(const Dataset *d, int64_t first, void **ptrs);
+/* Shuffling a token stream: epoch `epoch`'s windows at random starts, sample p's from Philox
+ * block p of stream WINDOWS_KEY + epoch under the seed (nanoGPT's torch.randint(len - T)).
+ * False, drawing nothing, when the set has no token stream (the trainer permutes it instead). */
+#define DATASET_WINDOWS_KEY 0x57494E444F57ULL /* "WINDOW" */
+bool dataset_windows_draw(Dataset *d, uint64_t seed, int epoch);
 #endif

@@ -2,8 +2,8 @@
  * the test set after each epoch, progress on a terminal (plain lines otherwise), JSON-lines
  * metrics, and safetensors checkpoints that PyTorch and Hugging Face loaders read.
  *
- * Batches come from a Philox permutation keyed by the seed and the epoch, so a run is
- * reproducible from its seed; the last batch of an epoch may be short (PyTorch's DataLoader
+ * Batches come from a Philox permutation keyed by the seed and the epoch (a token stream's from
+ * windows at starts drawn so: dataset_windows_draw), so a run is reproducible from its seed; the last batch of an epoch may be short (PyTorch's DataLoader
  * with drop_last=False), which the compiled step supports because its batch size is a run-time
  * argument bounded by the compile-time batch. */
 #include <errno.h>
@@ -766,12 +766,15 @@ static void poll_upgrade(Run *R) {
  * are counted from there, so a resumed run may use another batch size).  `sum0`, when given,
  * is the loss * rows of the samples before `start`, so that the epoch's mean is the whole
  * epoch's, as the uninterrupted run reports it. */
-static bool train_epoch(Run *R, const Dataset *d, int epoch, int64_t start, const double *sum0, double *mean_loss) {
+static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const double *sum0, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = R->gbatch, steps = (d->n - start + B - 1) / B;
     int64_t done_rows = sum0 ? start : 0;
     int64_t *perm = R->perm;
-    if (R->o->shuffle) nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
+    /* a token stream shuffles by drawing random windows (its order stays 0, 1, ...), the rest
+     * by a permutation of the samples */
+    if (R->o->shuffle && !dataset_windows_draw(d, R->o->seed, epoch))
+        nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     const bool bar = R->o->progress && !R->o->quiet;
     const long log_every = R->o->quiet ? 0 : R->o->log_every;
     double sum = sum0 ? *sum0 : 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;

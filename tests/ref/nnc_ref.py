@@ -119,3 +119,20 @@ def batch_order(n, seed, epoch):
     except ImportError:
         pass
     return perm
+
+
+def token_windows(ntok, T, seed, epoch):
+    """A shuffled epoch's windows of a token stream of ntok tokens (train/dataset.c
+    dataset_windows_draw): (ntok - 1) // T of them, window p starting at floor(u * (ntok - T)),
+    u the uniform of Philox block p of stream "WINDOW" + epoch, below ntok - T; cross-checked on
+    a few blocks against tests/ref/philox.py when that module is importable."""
+    stream, n, span = 0x57494E444F57 + epoch, (ntok - 1) // T, ntok - T
+    u = uniform_np(n, seed, stream).astype(np.float64) * (1.0 / 9007199254740992.0)
+    starts = np.minimum((u * span).astype(np.int64), span - 1)
+    try:
+        import philox
+        for p in {0, 1, n - 1}:
+            assert min(int(philox.uniform(seed, stream, p) * span), span - 1) == starts[p], "philox mismatch"
+    except ImportError:
+        pass
+    return starts
