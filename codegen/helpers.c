@@ -1,4 +1,4 @@
-/* helpers.c - convolution and pooling: the helper routines both targets run.
+/* helpers.c - convolution, pooling, dropout, concat, slices, embedding: the routines both targets run.
  *
  * A convolution is im2col + GEMM, the way Caffe, darknet and ggml do it, over chunks of S
  * samples (Launch.chunk, planned with its scratch by plan.c) so the column buffer stays bounded:
@@ -7,19 +7,20 @@
  *               y[n0 .. n0+S) = to_nchw(yt)
  *   grad input  dyt = from_nchw(dy[n0 ..]);  dcol_g = W_g^T @ dyt_g;  dx[n0 ..] = col2im(dcol)
  *   grad weight col = im2col(x[n0 ..]);  dyt = from_nchw(dy[n0 ..]);  dW_g (+)= dyt_g @ col_g^T
- * The GEMMs are the target's (cblas on the CPU, cuBLAS on CUDA); the chunk loops are the C
- * dialect's (dialect_c.c) and the CUDA backend's (backend_cuda.c).  Pooling is one helper call.
+ * These steps, with the GEMMs between them (cblas on the CPU, cuBLAS on CUDA), are each launch's
+ * plan (helper_plan.c), which the C dialect prints and the CUDA backend issues.
  *
- * Each helper is one loop body over a flat index i < n, written once here in the C that both
- * C99 and CUDA accept; the target wraps it: a static function with an OpenMP loop on the CPU,
- * an `extern "C" __global__` kernel with a grid-stride loop on CUDA.  Every output element is
- * written by exactly one i, as a gather (col2im and the pooling gradients sum over the windows
- * that cover their element), so no atomics and no zeroing pass are needed.  The CPU runs its
- * own loop nests of the hot ones (cpu_bodies): same results, up to the order of additions. */
-#include <assert.h>
+ * A helper's row in helpers.def names its parameters and its bodies here.  Each helper is one
+ * loop body over a flat index i < n, written once in the C that both C99 and CUDA accept; the
+ * target wraps it: a static function with an OpenMP loop on the CPU, an `extern "C" __global__`
+ * kernel with a grid-stride loop on CUDA.  Every output element is written by exactly one i, as
+ * a gather (col2im and the pooling gradients sum over the windows that cover their element), so
+ * no atomics and no zeroing pass are needed -- except the embedding's gradient, whose tokens may
+ * share a row: its plan zeroes dw and the flat body adds atomically.  The CPU runs its own loop
+ * nests of the hot ones (a row's `cpu` body): same results, up to the order of additions. */
 #include <string.h>
 
-#include "kernel.h"
+#include "helpers.h"
 
 /* The geometry parameters every helper takes after its own, in this order. */
 #define GEOM_PARAMS                                                                                 \
@@ -36,141 +37,126 @@
     "                const int64_t tw = w + PW - kw * DW;\n"                    \
     "                if (tw < 0 || tw % SW || tw / SW >= OW) continue;\n"
 
-static const struct {
-    const char *name, *params, *body;
-} helpers[HP_COUNT] = {   /* in Helper's order */
-    /* col[(c KH + kh) KW + kw, s P + oh OW + ow] = x[n0 + s, c, oh SH - PH + kh DH, ...], 0 outside */
-    {"nnc_im2col", "const real *x, real *col, int64_t n, int64_t n0, int64_t S, " GEOM_PARAMS,
-     "        const int64_t P = OH * OW, cols = S * P, r = i / cols, q = i % cols;\n"
-     "        const int64_t s = q / P, oh = q % P / OW, ow = q % OW;\n"
-     "        const int64_t kw = r % KW, kh = r / KW % KH, c = r / (KW * KH);\n"
-     "        const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
-     "        col[i] = h >= 0 && h < H && w >= 0 && w < W ? x[(((n0 + s) * C + c) * H + h) * W + w] : (real)0;\n"},
-    /* dx[n0 + s, c, h, w] = the sum of the column entries that im2col copied from there */
-    {"nnc_col2im", "const real *col, real *dx, int64_t n, int64_t n0, int64_t S, " GEOM_PARAMS,
-     "        const int64_t w = i % W, h = i / W % H, c = i / (W * H) % C, s = i / (W * H * C);\n"
-     "        const int64_t P = OH * OW, cols = S * P;\n"
-     "        real acc = 0;\n"
-     COVERING
-     "                acc += col[((c * KH + kh) * KW + kw) * cols + s * P + th / SH * OW + tw / SW];\n"
-     "            }\n"
-     "        }\n"
-     "        dx[n0 * C * H * W + i] = acc;\n"},
-    /* y[n0 + s, oc, p] = yt[oc, s P + p] */
-    {"nnc_to_nchw", "const real *yt, real *y, int64_t n, int64_t n0, int64_t S, int64_t OC, int64_t P",
-     "        const int64_t p = i % P, oc = i / P % OC, s = i / (P * OC);\n"
-     "        y[n0 * OC * P + i] = yt[oc * S * P + s * P + p];\n"},
-    /* dyt[oc, s P + p] = dy[n0 + s, oc, p] */
-    {"nnc_from_nchw", "const real *dy, real *dyt, int64_t n, int64_t n0, int64_t S, int64_t OC, int64_t P",
-     "        const int64_t p = i % P, oc = i / P % OC, s = i / (P * OC);\n"
-     "        dyt[oc * S * P + s * P + p] = dy[n0 * OC * P + i];\n"},
-    /* y[nc, oh, ow] = the window's maximum; NaN wins, as torch */
-    {"nnc_max_pool", "const real *x, real *y, int64_t n, " GEOM_PARAMS,
-     "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
-     "        const real *xp = x + i / (OW * OH) * H * W;\n"
-     "        real m = -NNC_HELPER_INF;\n"
-     "        for (int64_t kh = 0; kh < KH; kh++)\n"
-     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
-     "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
-     "                if (h < 0 || h >= H || w < 0 || w >= W) continue;\n"
-     "                const real v = xp[h * W + w];\n"
-     "                if (v > m || v != v) m = v;\n"
-     "            }\n"
-     "        y[i] = m;\n"},
-    /* dx[nc, h, w] = the sum of dy over the windows whose maximum (torch's index: the first
-     * maximum, or the last NaN) is this element */
-    {"nnc_max_pool_grad", "const real *dy, const real *x, real *dx, int64_t n, " GEOM_PARAMS,
-     "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
-     "        const real *xp = x + nc * H * W;\n"
-     "        real acc = 0;\n"
-     COVERING
-     "                const int64_t oh = th / SH, ow = tw / SW;\n"
-     "                int64_t best = -1;\n"
-     "                real bv = -NNC_HELPER_INF;\n"
-     "                for (int64_t jh = 0; jh < KH; jh++)\n"
-     "                    for (int64_t jw = 0; jw < KW; jw++) {\n"
-     "                        const int64_t hh = oh * SH - PH + jh * DH, ww = ow * SW - PW + jw * DW;\n"
-     "                        if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;\n"
-     "                        const real v = xp[hh * W + ww];\n"
-     "                        if (best < 0 || v > bv || v != v) { bv = v; best = hh * W + ww; }\n"
-     "                    }\n"
-     "                if (best == h * W + w) acc += dy[(nc * OH + oh) * OW + ow];\n"
-     "            }\n"
-     "        }\n"
-     "        dx[i] = acc;\n"},
-    /* y = the window's mean, the zero padding counted (torch's count_include_pad) */
-    {"nnc_avg_pool", "const real *x, real *y, int64_t n, " GEOM_PARAMS,
-     "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
-     "        const real *xp = x + i / (OW * OH) * H * W;\n"
-     "        real acc = 0;\n"
-     "        for (int64_t kh = 0; kh < KH; kh++)\n"
-     "            for (int64_t kw = 0; kw < KW; kw++) {\n"
-     "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
-     "                if (h >= 0 && h < H && w >= 0 && w < W) acc += xp[h * W + w];\n"
-     "            }\n"
-     "        y[i] = acc / (real)(KH * KW);\n"},
-    {"nnc_avg_pool_grad", "const real *dy, real *dx, int64_t n, " GEOM_PARAMS,
-     "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
-     "        real acc = 0;\n"
-     COVERING
-     "                acc += dy[(nc * OH + th / SH) * OW + tw / SW];\n"
-     "            }\n"
-     "        }\n"
-     "        dx[i] = acc / (real)(KH * KW);\n"},
-    /* dropout's mask in training: u = include/nnc_rng.h's nnc_rng_uniform(seed, stream, i), with
-     * stream = FNV-1a over (node, step) and ctl = {step, seed}; (u >= p) / (1 - p) */
-    {"nnc_dropout_mask", "real *mask, int64_t n, const int64_t *ctl, int64_t node, double p, int training",
-     "        if (!training) { mask[i] = 1; continue; }\n"
-     "        const unsigned long long seed = (unsigned long long)ctl[1];\n"
-     "        unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)node) * 0x100000001b3ULL;\n"
-     "        st = (st ^ (unsigned long long)ctl[0]) * 0x100000001b3ULL;\n"
-     "        unsigned int c0 = (unsigned int)i, c1 = (unsigned int)((unsigned long long)i >> 32);\n"
-     "        unsigned int c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
-     "        unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
-     "        for (int r = 0; r < 10; r++) {   /* Philox4x32-10 */\n"
-     "            if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
-     "            const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
-     "            c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
-     "            c1 = (unsigned int)p1;\n"
-     "            c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
-     "            c3 = (unsigned int)p0;\n"
-     "        }\n"
-     "        const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
-     "        mask[i] = u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"},
-    /* y = the operands one after another along an axis: y[o, p, r] (outer, axis, inner) comes
-     * from the operand whose run holds p; unused operand pointers repeat the first */
-    {"nnc_concat", "const real *a0, const real *a1, const real *a2, const real *a3, real *y, int64_t n, "
-                   "int64_t inner, int64_t L, int64_t n0, int64_t n1, int64_t n2, int64_t n3",
-     "        const int64_t r = i % inner, p = i / inner % L, o = i / (inner * L);\n"
-     "        int64_t q = p, len = n0;\n"
-     "        const real *src = a0;\n"
-     "        if (q >= n0) { q -= n0; src = a1; len = n1;\n"
-     "            if (q >= n1) { q -= n1; src = a2; len = n2;\n"
-     "                if (q >= n2) { q -= n2; src = a3; len = n3; } } }\n"
-     "        y[i] = src[(o * len + q) * inner + r];\n"},
-    /* y[o, p, r] = x[o, start + p step, r] */
-    {"nnc_slice", "const real *x, real *y, int64_t n, int64_t inner, int64_t Ly, int64_t Lx, int64_t start, int64_t step",
-     "        const int64_t r = i % inner, p = i / inner % Ly, o = i / (inner * Ly);\n"
-     "        y[i] = x[(o * Lx + start + p * step) * inner + r];\n"},
-    /* dx[o, j, r] = dy[o, (j - start) / step, r] where j is a sliced position, else 0 */
-    {"nnc_slice_grad", "const real *dy, real *dx, int64_t n, int64_t inner, int64_t Ly, int64_t Lx, int64_t start, int64_t step",
-     "        const int64_t r = i % inner, j = i / inner % Lx, o = i / (inner * Lx), t = j - start;\n"
-     "        dx[i] = t >= 0 && t % step == 0 && t / step < Ly ? dy[(o * Ly + t / step) * inner + r] : (real)0;\n"},
-    /* y[t, d] = w[idx[t], d]; an index outside [0, V) gives 0 and records the first one seen
-     * in err (1: the flag, then position, index, V) */
-    {"nnc_embedding", "const int32_t *idx, const real *w, real *y, int64_t n, int64_t D, int64_t V, int *err",
-     "        const int64_t t = i / D;\n"
-     "        const int v = idx[t];\n"
-     "        if (v < 0 || v >= V) {\n"
-     "            if (i % D == 0 && atomicCAS(err, 0, 2) == 0) { err[1] = (int)t; err[2] = v; err[3] = (int)V; }\n"
-     "            y[i] = 0;\n"
-     "        } else\n"
-     "            y[i] = w[v * D + i % D];\n"},
-    /* dw[idx[t], d] += dy[t, d] (dw zeroed first), with atomics: tokens may share a row */
-    {"nnc_embedding_grad", "const real *dy, const int32_t *idx, real *dw, int64_t n, int64_t D, int64_t V",
-     "        const int v = idx[i / D];\n"
-     "        if (v >= 0 && v < V) atomicAdd(&dw[v * D + i % D], dy[i]);\n"},
-};
+/* col[(c KH + kh) KW + kw, s P + oh OW + ow] = x[n0 + s, c, oh SH - PH + kh DH, ...], 0 outside */
+static const char flat_im2col[] =
+    "        const int64_t P = OH * OW, cols = S * P, r = i / cols, q = i % cols;\n"
+    "        const int64_t s = q / P, oh = q % P / OW, ow = q % OW;\n"
+    "        const int64_t kw = r % KW, kh = r / KW % KH, c = r / (KW * KH);\n"
+    "        const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
+    "        col[i] = h >= 0 && h < H && w >= 0 && w < W ? x[(((n0 + s) * C + c) * H + h) * W + w] : (real)0;\n";
+/* dx[n0 + s, c, h, w] = the sum of the column entries that im2col copied from there */
+static const char flat_col2im[] =
+    "        const int64_t w = i % W, h = i / W % H, c = i / (W * H) % C, s = i / (W * H * C);\n"
+    "        const int64_t P = OH * OW, cols = S * P;\n"
+    "        real acc = 0;\n" COVERING
+    "                acc += col[((c * KH + kh) * KW + kw) * cols + s * P + th / SH * OW + tw / SW];\n"
+    "            }\n"
+    "        }\n"
+    "        dx[n0 * C * H * W + i] = acc;\n";
+/* y[n0 + s, oc, p] = yt[oc, s P + p] */
+static const char flat_to_nchw[] = "        const int64_t p = i % P, oc = i / P % OC, s = i / (P * OC);\n"
+                                   "        y[n0 * OC * P + i] = yt[oc * S * P + s * P + p];\n";
+/* dyt[oc, s P + p] = dy[n0 + s, oc, p] */
+static const char flat_from_nchw[] = "        const int64_t p = i % P, oc = i / P % OC, s = i / (P * OC);\n"
+                                     "        dyt[oc * S * P + s * P + p] = dy[n0 * OC * P + i];\n";
+/* y[nc, oh, ow] = the window's maximum; NaN wins, as torch */
+static const char flat_max_pool[] =
+    "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
+    "        const real *xp = x + i / (OW * OH) * H * W;\n"
+    "        real m = -NNC_HELPER_INF;\n"
+    "        for (int64_t kh = 0; kh < KH; kh++)\n"
+    "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+    "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
+    "                if (h < 0 || h >= H || w < 0 || w >= W) continue;\n"
+    "                const real v = xp[h * W + w];\n"
+    "                if (v > m || v != v) m = v;\n"
+    "            }\n"
+    "        y[i] = m;\n";
+/* dx[nc, h, w] = the sum of dy over the windows whose maximum (torch's index: the first
+ * maximum, or the last NaN) is this element */
+static const char flat_max_pool_grad[] =
+    "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
+    "        const real *xp = x + nc * H * W;\n"
+    "        real acc = 0;\n" COVERING "                const int64_t oh = th / SH, ow = tw / SW;\n"
+    "                int64_t best = -1;\n"
+    "                real bv = -NNC_HELPER_INF;\n"
+    "                for (int64_t jh = 0; jh < KH; jh++)\n"
+    "                    for (int64_t jw = 0; jw < KW; jw++) {\n"
+    "                        const int64_t hh = oh * SH - PH + jh * DH, ww = ow * SW - PW + jw * DW;\n"
+    "                        if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;\n"
+    "                        const real v = xp[hh * W + ww];\n"
+    "                        if (best < 0 || v > bv || v != v) { bv = v; best = hh * W + ww; }\n"
+    "                    }\n"
+    "                if (best == h * W + w) acc += dy[(nc * OH + oh) * OW + ow];\n"
+    "            }\n"
+    "        }\n"
+    "        dx[i] = acc;\n";
+/* y = the window's mean, the zero padding counted (torch's count_include_pad) */
+static const char flat_avg_pool[] =
+    "        const int64_t ow = i % OW, oh = i / OW % OH;\n"
+    "        const real *xp = x + i / (OW * OH) * H * W;\n"
+    "        real acc = 0;\n"
+    "        for (int64_t kh = 0; kh < KH; kh++)\n"
+    "            for (int64_t kw = 0; kw < KW; kw++) {\n"
+    "                const int64_t h = oh * SH - PH + kh * DH, w = ow * SW - PW + kw * DW;\n"
+    "                if (h >= 0 && h < H && w >= 0 && w < W) acc += xp[h * W + w];\n"
+    "            }\n"
+    "        y[i] = acc / (real)(KH * KW);\n";
+static const char flat_avg_pool_grad[] =
+    "        const int64_t w = i % W, h = i / W % H, nc = i / (W * H);\n"
+    "        real acc = 0;\n" COVERING "                acc += dy[(nc * OH + th / SH) * OW + tw / SW];\n"
+    "            }\n"
+    "        }\n"
+    "        dx[i] = acc / (real)(KH * KW);\n";
+/* dropout's mask in training: u = include/nnc_rng.h's nnc_rng_uniform(seed, stream, i), with
+ * stream = FNV-1a over (node, step) and ctl = {step, seed}; (u >= p) / (1 - p) */
+static const char flat_dropout_mask[] =
+    "        if (!training) { mask[i] = 1; continue; }\n"
+    "        const unsigned long long seed = (unsigned long long)ctl[1];\n"
+    "        unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)node) * 0x100000001b3ULL;\n"
+    "        st = (st ^ (unsigned long long)ctl[0]) * 0x100000001b3ULL;\n"
+    "        unsigned int c0 = (unsigned int)i, c1 = (unsigned int)((unsigned long long)i >> 32);\n"
+    "        unsigned int c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
+    "        unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
+    "        for (int r = 0; r < 10; r++) {   /* Philox4x32-10 */\n"
+    "            if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
+    "            const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
+    "            c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
+    "            c1 = (unsigned int)p1;\n"
+    "            c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
+    "            c3 = (unsigned int)p0;\n"
+    "        }\n"
+    "        const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
+    "        mask[i] = u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n";
+/* y = the operands one after another along an axis: y[o, p, r] (outer, axis, inner) comes
+ * from the operand whose run holds p; unused operand pointers repeat the first */
+static const char flat_concat[] = "        const int64_t r = i % inner, p = i / inner % L, o = i / (inner * L);\n"
+                                  "        int64_t q = p, len = n0;\n"
+                                  "        const real *src = a0;\n"
+                                  "        if (q >= n0) { q -= n0; src = a1; len = n1;\n"
+                                  "            if (q >= n1) { q -= n1; src = a2; len = n2;\n"
+                                  "                if (q >= n2) { q -= n2; src = a3; len = n3; } } }\n"
+                                  "        y[i] = src[(o * len + q) * inner + r];\n";
+/* y[o, p, r] = x[o, start + p step, r] */
+static const char flat_slice[] = "        const int64_t r = i % inner, p = i / inner % Ly, o = i / (inner * Ly);\n"
+                                 "        y[i] = x[(o * Lx + start + p * step) * inner + r];\n";
+/* dx[o, j, r] = dy[o, (j - start) / step, r] where j is a sliced position, else 0 */
+static const char flat_slice_grad[] =
+    "        const int64_t r = i % inner, j = i / inner % Lx, o = i / (inner * Lx), t = j - start;\n"
+    "        dx[i] = t >= 0 && t % step == 0 && t / step < Ly ? dy[(o * Ly + t / step) * inner + r] : (real)0;\n";
+/* y[t, d] = w[idx[t], d]; an index outside [0, V) gives 0 and records the first one seen
+ * in err (1: the flag, then position, index, V) */
+static const char flat_embedding[] =
+    "        const int64_t t = i / D;\n"
+    "        const int v = idx[t];\n"
+    "        if (v < 0 || v >= V) {\n"
+    "            if (i % D == 0 && atomicCAS(err, 0, 2) == 0) { err[1] = (int)t; err[2] = v; err[3] = (int)V; }\n"
+    "            y[i] = 0;\n"
+    "        } else\n"
+    "            y[i] = w[v * D + i % D];\n";
+/* dw[idx[t], d] += dy[t, d] (dw zeroed first), with atomics: tokens may share a row */
+static const char flat_embedding_grad[] = "        const int v = idx[i / D];\n"
+                                          "        if (v >= 0 && v < V) atomicAdd(&dw[v * D + i % D], dy[i]);\n";
 
 /* Opens the loops over the input elements (h, w) of output (oh, ow)'s window that lie inside
  * the input (CPU bodies' indentation); the body closes both braces. */
@@ -186,9 +172,8 @@ static const struct {
  * divide once per row, not once per element (integer division costs more than the copy), and
  * the gradients as scatters within a plane one thread owns (no race, no window search per
  * input element).  NULL: the flat body above serves. */
-static const char *const cpu_bodies[HP_COUNT] = {
-    /* the first bad position (lowest) wins, as the message names one */
-    [HP_EMBEDDING] =
+/* the first bad position (lowest) wins, as the message names one */
+static const char cpu_embedding[] =
     "    int64_t bad = -1;\n"
     "    #pragma omp parallel for if (n > 16384)\n"
     "    for (int64_t t = 0; t < n / D; t++) {\n"
@@ -200,10 +185,10 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "        } else\n"
     "            memcpy(y + t * D, w + (int64_t)v * D, sizeof(real) * (size_t)D);\n"
     "    }\n"
-    "    if (bad >= 0) { err[0] = 2; err[1] = (int)bad; err[2] = idx[bad]; err[3] = (int)V; }\n",
-    /* rows in token order (the same sums on every run), threads splitting the columns */
-    [HP_EMBEDDING_GRAD] =
-    "    memset(dw, 0, sizeof(real) * (size_t)(V * D));\n"
+    "    if (bad >= 0) { err[0] = 2; err[1] = (int)bad; err[2] = idx[bad]; err[3] = (int)V; }\n";
+/* rows in token order (the same sums on every run), threads splitting the columns; dw zeroed
+ * first, as for the flat body */
+static const char cpu_embedding_grad[] =
     "    #pragma omp parallel for if (n > 16384)\n"
     "    for (int64_t d0 = 0; d0 < D; d0 += 64) {\n"
     "        const int64_t d1 = d0 + 64 < D ? d0 + 64 : D;\n"
@@ -212,8 +197,8 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "            if (v < 0 || v >= V) continue;\n"
     "            for (int64_t d = d0; d < d1; d++) dw[v * D + d] += dy[t * D + d];\n"
     "        }\n"
-    "    }\n",
-    [HP_IM2COL] =
+    "    }\n";
+static const char cpu_im2col[] =
     "    (void)n;\n"
     "    const int64_t P = OH * OW, cols = S * P;\n"
     "    #pragma omp parallel for collapse(2) if (C * KH * KW * cols > 16384)\n"
@@ -244,8 +229,8 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "                    o[ow] = w >= 0 && w < W ? xr[w] : (real)0;\n"
     "                }\n"
     "            }\n"
-    "        }\n",
-    [HP_COL2IM] =
+    "        }\n";
+static const char cpu_col2im[] =
     "    (void)n;\n"
     "    const int64_t P = OH * OW, cols = S * P;\n"
     "    #pragma omp parallel for collapse(2) if (S * C * H * W > 16384)\n"
@@ -273,22 +258,22 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "                        }\n"
     "                    }\n"
     "                }\n"
-    "        }\n",
-    [HP_TO_NCHW] =
+    "        }\n";
+static const char cpu_to_nchw[] =
     "    (void)n;\n"
     "    #pragma omp parallel for collapse(2) if (S * OC * P > 16384)\n"
     "    for (int64_t s = 0; s < S; s++)\n"
     "        for (int64_t oc = 0; oc < OC; oc++)\n"
-    "            memcpy(y + ((n0 + s) * OC + oc) * P, yt + oc * S * P + s * P, sizeof(real) * (size_t)P);\n",
-    [HP_FROM_NCHW] =
+    "            memcpy(y + ((n0 + s) * OC + oc) * P, yt + oc * S * P + s * P, sizeof(real) * (size_t)P);\n";
+static const char cpu_from_nchw[] =
     "    (void)n;\n"
     "    #pragma omp parallel for collapse(2) if (S * OC * P > 16384)\n"
     "    for (int64_t s = 0; s < S; s++)\n"
     "        for (int64_t oc = 0; oc < OC; oc++)\n"
-    "            memcpy(dyt + oc * S * P + s * P, dy + ((n0 + s) * OC + oc) * P, sizeof(real) * (size_t)P);\n",
-    /* 2x2 windows at stride 2 tiling the input (the convnets' pooling): rows of branch-free
-     * selects the compiler vectorizes, in the general loop's order (the first maximum; NaN wins) */
-    [HP_MAX_POOL] =
+    "            memcpy(dyt + oc * S * P + s * P, dy + ((n0 + s) * OC + oc) * P, sizeof(real) * (size_t)P);\n";
+/* 2x2 windows at stride 2 tiling the input (the convnets' pooling): rows of branch-free
+ * selects the compiler vectorizes, in the general loop's order (the first maximum; NaN wins) */
+static const char cpu_max_pool[] =
     "    if (KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1 && H == 2 * OH &&\n"
     "        W == 2 * OW) {\n"
     "        #pragma omp parallel for if (n > 16384)\n"
@@ -311,16 +296,14 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "        real *yp = y + nc * OH * OW;\n"
     "        for (int64_t oh = 0; oh < OH; oh++)\n"
     "            for (int64_t ow = 0; ow < OW; ow++) {\n"
-    "                real m = -NNC_HELPER_INF;\n"
-    WINDOW
-    "                        const real v = xp[h * W + w];\n"
+    "                real m = -NNC_HELPER_INF;\n" WINDOW "                        const real v = xp[h * W + w];\n"
     "                        if (v > m || v != v) m = v;\n"
     "                    }\n"
     "                }\n"
     "                yp[oh * OW + ow] = m;\n"
     "            }\n"
-    "    }\n",
-    [HP_MAX_POOL_GRAD] =
+    "    }\n";
+static const char cpu_max_pool_grad[] =
     "    if (KH == 2 && KW == 2 && SH == 2 && SW == 2 && PH == 0 && PW == 0 && DH == 1 && DW == 1 && H == 2 * OH &&\n"
     "        W == 2 * OW) {   /* the windows tile dx: each element written once, no zeroing pass */\n"
     "        #pragma omp parallel for if (n > 16384)\n"
@@ -351,27 +334,20 @@ static const char *const cpu_bodies[HP_COUNT] = {
     "        for (int64_t oh = 0; oh < OH; oh++)\n"
     "            for (int64_t ow = 0; ow < OW; ow++) {\n"
     "                int64_t best = -1;\n"
-    "                real bv = -NNC_HELPER_INF;\n"
-    WINDOW
-    "                        const real v = xp[h * W + w];\n"
+    "                real bv = -NNC_HELPER_INF;\n" WINDOW "                        const real v = xp[h * W + w];\n"
     "                        if (best < 0 || v > bv || v != v) { bv = v; best = h * W + w; }\n"
     "                    }\n"
     "                }\n"
     "                if (best >= 0) d[best] += dyp[oh * OW + ow];\n"
     "            }\n"
-    "    }\n",
-};
+    "    }\n";
 
-const char *const helper_names[HP_COUNT] = {
-    "nnc_im2col", "nnc_col2im", "nnc_to_nchw", "nnc_from_nchw",
-    "nnc_max_pool", "nnc_max_pool_grad", "nnc_avg_pool", "nnc_avg_pool_grad", "nnc_dropout_mask",
-    "nnc_concat", "nnc_slice", "nnc_slice_grad", "nnc_embedding", "nnc_embedding_grad",
+/* helpers.def's rows, in Helper's order by construction. */
+const HelperInfo helper_info[HP_COUNT] = {
+#define X(id, name, ptrs, after, geom, flat, cpu) [HP_##id] = {#name, ptrs, after, geom, flat, cpu},
+#include "helpers.def"
+#undef X
 };
-
-Helper pool_helper(Op op) {
-    return op == OP_MAX_POOL2D ? HP_MAX_POOL : op == OP_MAX_POOL2D_GRAD ? HP_MAX_POOL_GRAD
-           : op == OP_AVG_POOL2D ? HP_AVG_POOL : HP_AVG_POOL_GRAD;
-}
 
 /* oneDNN for the CPU's f32 convolutions: measured 3-6x faster than im2col + OpenBLAS on the
  * project's machine (bench/conv_methods.c).  A primitive is made once per (launch, batch size)
@@ -586,43 +562,35 @@ bool program_has_helpers(const Program *p) {
     return false;
 }
 
+/* helpers.def's signature of h: its pointers, n, the rest, then the geometry if it takes it. */
+static void helper_signature(Str *s, Helper h) {
+    const HelperInfo *f = &helper_info[h];
+    str_printf(s, "%s, int64_t n%s%s%s", f->ptrs, *f->after ? ", " : "", f->after, f->geom ? ", " GEOM_PARAMS : "");
+}
+
 void helper_prelude(Str *s, bool cuda) {
     str_printf(s, "\n/* Convolution and pooling helpers (codegen/helpers.c): one element of a flat index space each. */\n"
                   "#define NNC_HELPER_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
-    for (size_t h = 0; h < NNC_COUNTOF(helpers); h++) {
-        assert(!strcmp(helpers[h].name, helper_names[h]));
+    for (int h = 0; h < HP_COUNT; h++) {
+        const HelperInfo *f = &helper_info[h];
+        if (cuda) str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", HELPER_THREADS, f->name);
+        else str_printf(s, "static void %s(", f->name);
+        helper_signature(s, (Helper)h);
         if (cuda)
-            str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s) {\n"
-                          "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n",
-                       HELPER_THREADS, helpers[h].name, helpers[h].params);
-        else if (cpu_bodies[h]) {
-            str_printf(s, "static void %s(%s) {\n%s}\n", helpers[h].name, helpers[h].params, cpu_bodies[h]);
+            str_puts(
+                s,
+                ") {\n"
+                "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n");
+        else if (f->cpu) {
+            str_printf(s, ") {\n%s}\n", f->cpu);
             continue;
         } else
-            str_printf(s, "static void %s(%s) {\n"
-                          "    #pragma omp parallel for if (n > 16384)\n"
-                          "    for (int64_t i = 0; i < n; i++) {\n",
-                       helpers[h].name, helpers[h].params);
-        str_printf(s, "%s    }\n}\n", helpers[h].body);
+            str_puts(s,
+                     ") {\n"
+                     "    #pragma omp parallel for if (n > 16384)\n"
+                     "    for (int64_t i = 0; i < n; i++) {\n");
+        str_printf(s, "%s    }\n}\n", f->flat);
     }
-}
-
-int helper_slice_args(const Graph *g, const Node *r, int64_t B, int64_t out[6]) {
-    const Shape *y = &r->shape, *x = &g->nodes[r->in[0]].shape;
-    int ax = r->attr.slice.axis, k = 0;
-    int64_t inner = 1;
-    for (int d = ax + 1; d < y->rank; d++) inner *= y->d[d] == DIM_BATCH ? B : y->d[d];
-    out[k++] = inner;
-    if (r->op == OP_CONCAT) {
-        out[k++] = y->d[ax];
-        for (int j = 0; j < 4; j++) out[k++] = j < r->nin ? g->nodes[r->in[j]].shape.d[ax] : 0;
-        return k;
-    }
-    out[k++] = r->op == OP_SLICE ? y->d[ax] : x->d[ax];   /* Ly: the sliced extent */
-    out[k++] = r->op == OP_SLICE ? x->d[ax] : y->d[ax];   /* Lx: the whole */
-    out[k++] = r->attr.slice.start;
-    out[k++] = r->attr.slice.step;
-    return k;
 }
 
 void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]) {

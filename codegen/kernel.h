@@ -83,33 +83,12 @@ struct KernelDialect {
     /* ---- library launches (NULL where the backend issues them itself) ---- */
     void (*gemm)(const Kernel *k, const Launch *L);
     void (*copy)(const Kernel *k, int dst, int src);
-    void (*helper)(const Kernel *k, const Launch *L);  /* L_HELPER: calls of helpers.c's helpers */
+    void (*helper)(const Kernel *k, const Launch *L); /* L_HELPER: its plan (helpers.h) */
     void (*collective)(const Kernel *k, const Launch *L);   /* L_COLLECTIVE: the host's nnc_comm */
 };
 
 extern const KernelDialect dialect_c;      /* codegen/cpu/dialect_c.c */
 extern const KernelDialect dialect_cuda;   /* codegen/cuda/dialect_cuda.c (CUDA builds only) */
-
-/* helpers.c: convolution and pooling helpers, the same loop bodies on both targets. */
-#define HELPER_THREADS 256
-#define SPATIAL_GEOM_ARGS 13       /* C H W OH OW KH KW SH SW PH PW DH DW, after each helper's own */
-typedef enum {
-    HP_IM2COL, HP_COL2IM, HP_TO_NCHW, HP_FROM_NCHW,
-    HP_MAX_POOL, HP_MAX_POOL_GRAD, HP_AVG_POOL, HP_AVG_POOL_GRAD, HP_DROPOUT_MASK,
-    HP_CONCAT, HP_SLICE, HP_SLICE_GRAD, HP_EMBEDDING, HP_EMBEDDING_GRAD, HP_COUNT
-} Helper;
-extern const char *const helper_names[HP_COUNT];
-Helper pool_helper(Op op);   /* the one helper of a pooling op or its gradient */
-bool program_has_helpers(const Program *p);
-/* The C target's f32 convolutions call oneDNN (nnc built with libdnnl): its support text. */
-bool helper_uses_dnnl(const Program *p, const BuildOpts *o);
-void helper_dnnl_prelude(Str *s);
-/* A concat's or slice's integer arguments after n, for batch B (its inner extent uses it):
- * concat: inner, L, n0..n3; slice and its gradient: inner, Ly, Lx, start, step.  Returns how
- * many. */
-int helper_slice_args(const Graph *g, const Node *r, int64_t B, int64_t out[6]);
-void helper_prelude(Str *s, bool cuda);    /* static C functions, or CUDA kernels */
-void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]);
 
 /* kernel.c: the walker. */
 void kernel_render(const Kernel *k, const Launch *L, int index);   /* comment, signature, body */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../helpers.h"
 #include "../kernel.h"
 #include "cpu.h"
 

@@ -12,7 +12,10 @@
  *     accumulator over a contiguous run: cache-friendly and threaded over the outputs;
  *   - otherwise the input is walked in order and every point added into its output (a scatter),
  *     which reads the input once, in memory order, whatever the axes.
- * GEMMs are cblas calls, or plain loops when the product is too small to pay for one. */
+ * GEMMs are cblas calls, or plain loops when the product is too small to pay for one.  A helper
+ * launch (convolution, pooling, ...) is its plan (helper_plan.c) printed as C: calls of the
+ * helpers.c routines in the prelude, cblas GEMMs, memsets and the loop over chunks of the batch. */
+#include "../helpers.h"
 #include "../kernel.h"
 
 #define OMP_MIN_ELEMS 32768     /* a thread team pays off past this many elements */
@@ -520,25 +523,6 @@ static void c_copy(const Kernel *k, int dst, int src) {
     str_printf(k->s, " * sizeof(%s));\n", kernel_type(k, dst));
 }
 
-
-/* ---- convolution and pooling (codegen/helpers.c's helpers) --------------------------------- */
-
-static void geom_list(Str *s, const SpatialGeom *q) {
-    int64_t a[SPATIAL_GEOM_ARGS];
-    spatial_geom_args(q, a);
-    for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) str_printf(s, ", %lld", (long long)a[i]);
-}
-
-/* One row-major GEMM per group g: C_g = A_g op B_g (+ C_g when `beta` is "1"). */
-static void group_gemms(const Kernel *k, int64_t G, bool ta, bool tb, const char *M, const char *N, const char *K,
-                        const char *A, const char *lda, const char *Bm, const char *ldb, const char *beta,
-                        const char *Cm, const char *ldc) {
-    str_printf(k->s, "        for (int64_t g = 0; g < %lld; g++)\n"
-                     "            cblas_%cgemm(101, %d, %d, (int)(%s), (int)(%s), (int)(%s), 1, %s, (int)(%s), %s, (int)(%s), %s, %s, (int)(%s));\n",
-               (long long)G, k->o->f64 ? 'd' : 's', ta ? 112 : 111, tb ? 112 : 111, M, N, K, A, lda, Bm, ldb, beta,
-               Cm, ldc);
-}
-
 /* ---- data parallel: an allreduce's two halves call the host's nnc_comm (nnc_abi.h) ---------- */
 
 /* Start: the gradient (copied first when the planner could not put the result over it) goes
@@ -562,129 +546,149 @@ static void c_collective(const Kernel *k, const Launch *L) {
     if (!start) str_puts(k->s, "    if (Y != X) memcpy(Y, X, (size_t)n * sizeof(real));\n");
 }
 
+/* ---- helper launches: their plan (helper_plan.c) as C ---------------------------------------- */
+
+static void helper_ptr(const Kernel *k, HelperPtr p) {
+    switch (p.kind) {
+    case HPTR_NODE: c_ptr(k, k->s, p.node); break;
+    case HPTR_SCRATCH: str_printf(k->s, "(m->act + %lld)", (long long)p.off); break;
+    case HPTR_STEP: str_puts(k->s, "(const int64_t[2]){m->step, (int64_t)m->seed}"); break;
+    case HPTR_ERR: str_puts(k->s, "err"); break; /* helper_error_check's record */
+    }
+}
+
+static void helper_call(const Kernel *k, const HelperPlan *hp, const HelperStep *st, int ind) {
+    const Helper h = st->call.h;
+    str_printf(k->s, "%*s%s(", ind, "", helper_info[h].name);
+    for (int j = 0; j < st->call.nptr; j++) {
+        helper_ptr(k, st->call.ptr[j]);
+        str_puts(k->s, ", ");
+    }
+    affine_render(k->s, st->call.n);
+    for (int j = 0; j < st->call.narg; j++) {
+        const HelperArg *a = &st->call.arg[j];
+        char num[RENDER_NUM_LEN];
+        str_puts(k->s, ", ");
+        if (a->kind == HARG_F64) str_puts(k->s, render_num(num, a->f));
+        else if (a->kind == HARG_PTR) helper_ptr(k, a->p);
+        else affine_render(k->s, a->v);
+    }
+    int64_t geom[SPATIAL_GEOM_ARGS];
+    spatial_geom_args(&hp->q, geom);
+    for (int j = 0; helper_info[h].geom && j < SPATIAL_GEOM_ARGS; j++) str_printf(k->s, ", %lld", (long long)geom[j]);
+    str_puts(k->s, ");\n");
+}
+
+/* "P + g * STRIDE": group g's matrix */
+static void helper_group_ptr(const Kernel *k, HelperPtr p, Affine stride) {
+    helper_ptr(k, p);
+    str_puts(k->s, " + g * ");
+    affine_render(k->s, stride);
+}
+
+static void helper_gemm(const Kernel *k, const HelperStep *st, int ind) {
+    static const char *const beta[] = {[HBETA_0] = "0", [HBETA_1] = "1", [HBETA_CHUNKS] = "n0 ? 1 : 0"};
+    const Affine *dims[3] = {&st->gemm.M, &st->gemm.N, &st->gemm.K};
+    str_printf(k->s, "%*sfor (int64_t g = 0; g < %lld; g++)\n%*scblas_%cgemm(101, %d, %d", ind, "",
+               (long long)st->gemm.G, ind + 4, "", k->o->f64 ? 'd' : 's', st->gemm.ta ? 112 : 111,
+               st->gemm.tb ? 112 : 111);
+    for (int j = 0; j < 3; j++) {
+        str_puts(k->s, ", (int)(");
+        affine_render(k->s, *dims[j]);
+        str_puts(k->s, ")");
+    }
+    str_puts(k->s, ", 1, ");
+    helper_group_ptr(k, st->gemm.a, st->gemm.sa);
+    str_puts(k->s, ", (int)(");
+    affine_render(k->s, st->gemm.lda);
+    str_puts(k->s, "), ");
+    helper_group_ptr(k, st->gemm.b, st->gemm.sb);
+    str_puts(k->s, ", (int)(");
+    affine_render(k->s, st->gemm.ldb);
+    str_printf(k->s, "), %s, ", beta[st->gemm.beta]);
+    helper_group_ptr(k, st->gemm.c, st->gemm.sc);
+    str_puts(k->s, ", (int)(");
+    affine_render(k->s, st->gemm.ldc);
+    str_puts(k->s, "));\n");
+}
+
+static void helper_zero(const Kernel *k, const HelperStep *st, int ind) {
+    str_printf(k->s, "%*s", ind, "");
+    if (st->zero.guarded) {
+        str_puts(k->s, "if (");
+        affine_render(k->s, st->zero.guard);
+        str_puts(k->s, " == 0) ");
+    }
+    str_puts(k->s, "memset(");
+    helper_ptr(k, st->zero.p);
+    str_puts(k->s, ", 0, sizeof(real) * ");
+    affine_render(k->s, st->zero.count);
+    str_puts(k->s, ");\n");
+}
+
+/* oneDNN first, where nnc has it and the program is f32; the steps after it if it refuses. */
+static void helper_dnnl(const Kernel *k, const HelperPlan *hp, const HelperStep *st) {
+    if (!helper_uses_dnnl(k->p, k->o)) return;
+    const SpatialGeom *q = &hp->q;
+    Str rows = {0};
+    affine_render(&rows, st->dnnl.rows);
+    str_printf(
+        k->s,
+        "    static nnc_dnnl_cache dnnl_cache;\n"
+        "    const int64_t dg[16] = {%s, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
+        "%lld, %lld, %lld};\n"
+        "    if (%s > 0 && nnc_dnnl_conv(&dnnl_cache, %d, dg, ",
+        rows.buf, (long long)q->C, (long long)q->H, (long long)q->W, (long long)q->OC, (long long)q->OH,
+        (long long)q->OW, (long long)q->KH, (long long)q->KW, (long long)q->SH, (long long)q->SW, (long long)q->PH,
+        (long long)q->PW, (long long)q->DH, (long long)q->DW, (long long)q->G, rows.buf, st->dnnl.kind);
+    helper_ptr(k, st->dnnl.a);
+    str_puts(k->s, ", ");
+    helper_ptr(k, st->dnnl.b);
+    str_puts(k->s, ", ");
+    helper_ptr(k, st->dnnl.out);
+    str_puts(k->s, ") == 0) return;\n");
+    str_free(&rows);
+}
+
+static void helper_steps(const Kernel *k, const HelperPlan *hp, int from, int to, int ind) {
+    for (int i = from; i < to; i++) {
+        const HelperStep *st = &hp->step[i];
+        switch (st->kind) {
+        case HS_CALL: helper_call(k, hp, st, ind); break;
+        case HS_GEMM: helper_gemm(k, st, ind); break;
+        case HS_ZERO: helper_zero(k, st, ind); break;
+        case HS_DNNL: helper_dnnl(k, hp, st); break;
+        case HS_CHUNKS: {
+            Str rows = {0};
+            long long c = (long long)st->chunks.chunk;
+            affine_render(&rows, st->chunks.rows);
+            str_printf(k->s,
+                       "%*sfor (int64_t n0 = 0; n0 < %s; n0 += %lld) {\n"
+                       "%*sconst int64_t S = %s - n0 < %lld ? %s - n0 : %lld, SP = S * %lld;\n",
+                       ind, "", rows.buf, c, ind + 4, "", rows.buf, c, rows.buf, c, (long long)st->chunks.P);
+            helper_steps(k, hp, i + 1, i + 1 + st->chunks.nbody, ind + 4);
+            str_printf(k->s, "%*s}\n", ind, "");
+            i += st->chunks.nbody;
+            str_free(&rows);
+            break;
+        }
+        }
+    }
+}
+
+/* A call that may find a bad index records it in err: the launch stops the step with it. */
 static void c_helper(const Kernel *k, const Launch *L) {
-    const Graph *g = k->g;
-    const Node *r = &g->nodes[L->root];
-    if (r->op == OP_DROPOUT_MASK) {   /* a training entry draws it; evaluation passes x through */
-        char p[RENDER_NUM_LEN];
-        str_printf(k->s, "    %s(", helper_names[HP_DROPOUT_MASK]);
-        k->d->ptr(k, k->s, L->root);
-        str_puts(k->s, ", ");
-        render_numel(k->s, r->shape);
-        str_printf(k->s, ", (const int64_t[2]){m->step, (int64_t)m->seed}, %d, %s, %d);\n", r->origin,
-                   render_num(p, r->attr.scalars.p[0]), k->e->kind != ENTRY_EVAL);
-        return;
-    }
-    if (r->op == OP_EMBEDDING || r->op == OP_EMBEDDING_GRAD) {
-        const Shape *ws = &g->nodes[r->op == OP_EMBEDDING ? r->in[1] : L->root].shape;
-        bool fwd = r->op == OP_EMBEDDING;
-        if (fwd) str_puts(k->s, "    int err[4] = {0, 0, 0, 0};\n");
-        str_printf(k->s, "    %s(", helper_names[fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD]);
-        for (int j = 0; j < 2; j++) {
-            k->d->ptr(k, k->s, r->in[j]);
-            str_puts(k->s, ", ");
-        }
-        k->d->ptr(k, k->s, L->root);
-        str_puts(k->s, ", ");
-        render_numel(k->s, fwd ? r->shape : g->nodes[r->in[0]].shape);
-        str_printf(k->s, ", %lld, %lld%s);\n", (long long)ws->d[1], (long long)ws->d[0], fwd ? ", err" : "");
-        if (fwd)
-            str_printf(k->s, "    if (err[0]) {\n"
-                             "        %s = NNC_STATUS_CHECK;\n"
-                             "        snprintf(%s, sizeof %s, NNC_RT_INDEX_FMT, err[2], (long long)err[1], (long long)err[3]);\n"
-                             "    }\n", k->d->status, k->d->msg, k->d->msg);
-        return;
-    }
-    if (op_info[r->op].attr == ATTR_SLICE) {
-        /* the inner extent may hold the batch: computed from B; the rest are constants */
-        int64_t a[6];
-        int na = helper_slice_args(g, r, 1, a);
-        const Shape *y = &r->shape;
-        str_puts(k->s, "    const int64_t inner = 1");
-        for (int d = r->attr.slice.axis + 1; d < y->rank; d++) {
-            str_puts(k->s, " * ");
-            render_dim(k->s, y->d[d], "B");
-        }
-        Op op = r->op;
-        str_printf(k->s, ";\n    %s(", helper_names[op == OP_CONCAT ? HP_CONCAT : op == OP_SLICE ? HP_SLICE : HP_SLICE_GRAD]);
-        for (int j = 0; j < (op == OP_CONCAT ? 4 : 1); j++) {
-            k->d->ptr(k, k->s, r->in[j < r->nin ? j : 0]);
-            str_puts(k->s, ", ");
-        }
-        k->d->ptr(k, k->s, L->root);
-        str_puts(k->s, ", ");
-        render_numel(k->s, r->shape);
-        str_puts(k->s, ", inner");
-        for (int j = 1; j < na; j++) str_printf(k->s, ", %lld", (long long)a[j]);
-        str_puts(k->s, ");\n");
-        return;
-    }
-    SpatialGeom q = spatial_geom(g, r);
-    Str geom = {0};
-    geom_list(&geom, &q);
-    if (!op_has(r->op, OPF_CONV)) {
-        str_printf(k->s, "    %s(", helper_names[pool_helper(r->op)]);
-        for (int j = 0; j < r->nin; j++) {
-            k->d->ptr(k, k->s, r->in[j]);
-            str_puts(k->s, ", ");
-        }
-        k->d->ptr(k, k->s, L->root);
-        str_puts(k->s, ", ");
-        render_numel(k->s, r->shape);
-        str_printf(k->s, "%s);\n", geom.buf);
-        str_free(&geom);
-        return;
-    }
-    /* the convolutions: chunks of S samples through the scratch's column buffers */
-    const int64_t G = q.G, P = q.OH * q.OW, ckk = q.C / G * q.KH * q.KW, ocg = q.OC / G;
-    kernel_ptr_line(k, "const real *I0", r->in[0]);
-    kernel_ptr_line(k, "const real *I1", r->in[1]);
-    kernel_ptr_line(k, "real *O", L->root);
-    str_printf(k->s, "    real *col = m->act + %lld, *yt = col + %lld;\n", (long long)L->scratch,
-               (long long)(q.C * q.KH * q.KW * L->chunk * P));
-    str_puts(k->s, "    const int64_t N = ");
-    render_dim(k->s, q.N, "B");
-    str_puts(k->s, ";\n");
-    if (helper_uses_dnnl(k->p, k->o)) {   /* oneDNN, or the im2col code below if it refuses */
-        str_printf(k->s, "    static nnc_dnnl_cache dnnl_cache;\n"
-                         "    const int64_t dg[16] = {N, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, "
-                         "%lld, %lld, %lld};\n"
-                         "    if (N > 0 && nnc_dnnl_conv(&dnnl_cache, %d, dg, I0, I1, O) == 0) return;\n",
-                   (long long)q.C, (long long)q.H, (long long)q.W, (long long)q.OC, (long long)q.OH, (long long)q.OW,
-                   (long long)q.KH, (long long)q.KW, (long long)q.SH, (long long)q.SW, (long long)q.PH, (long long)q.PW,
-                   (long long)q.DH, (long long)q.DW, (long long)q.G,
-                   r->op == OP_CONV2D ? 0 : r->op == OP_CONV2D_DX ? 1 : 2);
-    }
-    str_printf(k->s, "    for (int64_t n0 = 0; n0 < N; n0 += %lld) {\n"
-                     "        const int64_t S = N - n0 < %lld ? N - n0 : %lld, SP = S * %lld;\n",
-               (long long)L->chunk, (long long)L->chunk, (long long)L->chunk, (long long)P);
-    char wg[64], colg[64], ytg[64], ckks[32], ocgs[32];
-    snprintf(wg, sizeof wg, "%s + g * %lld", r->op == OP_CONV2D_DW ? "O" : "I1", (long long)(ocg * ckk));
-    snprintf(colg, sizeof colg, "col + g * %lld * SP", (long long)ckk);
-    snprintf(ytg, sizeof ytg, "yt + g * %lld * SP", (long long)ocg);
-    snprintf(ckks, sizeof ckks, "%lld", (long long)ckk);
-    snprintf(ocgs, sizeof ocgs, "%lld", (long long)ocg);
-    if (r->op == OP_CONV2D) {
-        str_printf(k->s, "        nnc_im2col(I0, col, %lld * SP, n0, S%s);\n", (long long)(q.C * q.KH * q.KW), geom.buf);
-        group_gemms(k, G, false, false, ocgs, "SP", ckks, wg, ckks, colg, "SP", "0", ytg, "SP");
-        str_printf(k->s, "        nnc_to_nchw(yt, O, %lld * SP, n0, S, %lld, %lld);\n", (long long)q.OC, (long long)q.OC,
-                   (long long)P);
-    } else if (r->op == OP_CONV2D_DX) {
-        str_printf(k->s, "        nnc_from_nchw(I0, yt, %lld * SP, n0, S, %lld, %lld);\n", (long long)q.OC,
-                   (long long)q.OC, (long long)P);
-        group_gemms(k, G, true, false, ckks, "SP", ocgs, wg, ckks, ytg, "SP", "0", colg, "SP");
-        str_printf(k->s, "        nnc_col2im(col, O, S * %lld, n0, S%s);\n", (long long)(q.C * q.H * q.W), geom.buf);
-    } else {
-        str_printf(k->s, "        nnc_im2col(I1, col, %lld * SP, n0, S%s);\n", (long long)(q.C * q.KH * q.KW), geom.buf);
-        str_printf(k->s, "        nnc_from_nchw(I0, yt, %lld * SP, n0, S, %lld, %lld);\n", (long long)q.OC,
-                   (long long)q.OC, (long long)P);
-        group_gemms(k, G, false, true, ocgs, ckks, "SP", ytg, "SP", colg, "SP", "n0 ? 1 : 0", wg, ckks);
-    }
-    str_puts(k->s, "    }\n");
-    if (r->op == OP_CONV2D_DW) {   /* an empty batch contributes nothing */
-        str_printf(k->s, "    if (N == 0) memset(O, 0, sizeof(real) * %lld);\n", (long long)(q.OC * ckk));
-    }
-    str_free(&geom);
+    HelperPlan hp = helper_plan(k->p, k->e, L);
+    bool reports = helper_plan_reports(&hp);
+    if (reports) str_puts(k->s, "    int err[4] = {0, 0, 0, 0};\n");
+    helper_steps(k, &hp, 0, hp.nsteps, 4);
+    if (reports)
+        str_printf(k->s,
+                   "    if (err[0]) {\n"
+                   "        %s = NNC_STATUS_CHECK;\n"
+                   "        snprintf(%s, sizeof %s, NNC_RT_INDEX_FMT, err[2], (long long)err[1], (long long)err[3]);\n"
+                   "    }\n",
+                   k->d->status, k->d->msg, k->d->msg);
 }
 
 /* a table laid out by hand: clang-format would put every field on a line of its own */

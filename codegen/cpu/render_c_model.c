@@ -14,6 +14,7 @@
  * is written as templates where '@' stands for the model's C name. */
 #include <string.h>
 
+#include "../helpers.h"
 #include "../kernel.h"
 #include "cpu.h"
 

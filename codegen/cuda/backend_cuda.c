@@ -16,7 +16,8 @@
  *     this file's staging for the batch inputs, so that every copy is asynchronous on the
  *     compute stream and capturable.
  * run() issues an entry's launches in schedule order on one stream: copies as async memcpys,
- * kernels with cuLaunchKernel, GEMMs with cuBLAS, assignments as device memcpys.  The first run
+ * kernels with cuLaunchKernel, GEMMs with cuBLAS, assignments as device memcpys, and a helper
+ * launch's plan (helper_plan.c) step by step: helpers.c's kernels, cuBLAS, memsets.  The first run
  * of an entry at a batch size goes direct; the next one captures the sequence as a CUDA graph
  * (keyed by the batch size, which the cuBLAS calls bake in) and later runs replay it.  If
  * capture fails the entry stays on direct launches.  Every CUDA and cuBLAS call is checked by
@@ -36,6 +37,7 @@
 #include "../../include/nnc_rng.h"
 #include "../../io/cache.h"
 #include "cuda_backend.h"
+#include "../helpers.h"
 #include "../kernel.h"
 #define NNC_RUNTIME_IMPLEMENTATION   /* the runtime's functions, static in this file */
 #include "../../include/nnc_runtime.h"
@@ -542,118 +544,112 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     return true;
 }
 
-/* Helper h over n elements (a grid-stride loop: the grid is capped), with its arguments. */
-static bool launch_helper(CudaModel *m, Helper h, int64_t n, void **args) {
+/* A helper plan's pointer (helpers.h) on the GPU the launch runs on. */
+static bool helper_ptr(CudaModel *m, const Entry *e, HelperPtr p, CUdeviceptr *out) {
+    char *h = NULL;
+    switch (p.kind) {
+    case HPTR_NODE:
+        if (where(m, e, p.node, out, &h) && !h) return true;
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a helper's operand (node %d) is not in device memory", p.node);
+        return false;
+    case HPTR_SCRATCH: *out = m->cur->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(p.off * (int64_t)m->rb); return true;
+    case HPTR_STEP: *out = m->cur->dStep; return true;
+    case HPTR_ERR: *out = m->cur->dErr; return true;
+    }
+    return false;
+}
+
+/* One of helpers.c's kernels over n elements (a grid-stride loop: the grid is capped), with
+ * its pointers, n, the rest and the geometry when it takes it, as helpers.def declares. */
+static bool issue_helper_call(CudaModel *m, const Entry *e, const HelperPlan *hp, const HelperStep *st,
+                              const int64_t *v) {
+    /* each argument's value, typed as the kernel's parameter, at a place args[] points to */
+    union {
+        CUdeviceptr p;
+        int64_t i64;
+        int i32;
+        double f64;
+    } val[NNC_COUNTOF(st->call.ptr) + 1 + NNC_COUNTOF(st->call.arg)];
+    int64_t geom[SPATIAL_GEOM_ARGS];
+    void *args[NNC_COUNTOF(val) + SPATIAL_GEOM_ARGS];
+    int k = 0;
+    for (int j = 0; j < st->call.nptr; j++, k++)
+        if (!helper_ptr(m, e, st->call.ptr[j], &val[k].p)) return false;
+    const int64_t n = val[k++].i64 = affine_eval(st->call.n, v);
+    for (int j = 0; j < st->call.narg; j++, k++) {
+        const HelperArg *a = &st->call.arg[j];
+        if (a->kind == HARG_PTR && !helper_ptr(m, e, a->p, &val[k].p)) return false;
+        if (a->kind == HARG_I64) val[k].i64 = affine_eval(a->v, v);
+        if (a->kind == HARG_INT) val[k].i32 = (int)affine_eval(a->v, v);
+        if (a->kind == HARG_F64) val[k].f64 = a->f;
+    }
+    for (int j = 0; j < k; j++) args[j] = &val[j];
+    spatial_geom_args(&hp->q, geom);
+    for (int j = 0; helper_info[st->call.h].geom && j < SPATIAL_GEOM_ARGS; j++) args[k++] = &geom[j];
     int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
     unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
-    CU(cu.LaunchKernel(m->cur->helper[h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->cur->st, args, NULL));
+    CU(cu.LaunchKernel(m->cur->helper[st->call.h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->cur->st, args, NULL));
     return true;
 }
 
-/* One of helpers.c's helpers over n elements: its pointers, n, its own integers (n0, S, ...),
- * then the geometry when `q` is given. */
-static bool issue_helper(CudaModel *m, Helper h, CUdeviceptr *ptr, int nptr, int64_t n, int64_t *own, int nown,
-                         const SpatialGeom *q) {
-    int64_t geom[SPATIAL_GEOM_ARGS];
-    void *args[8 + SPATIAL_GEOM_ARGS];
-    int k = 0;
-    for (int i = 0; i < nptr; i++) args[k++] = &ptr[i];
-    args[k++] = &n;
-    for (int i = 0; i < nown; i++) args[k++] = &own[i];
-    if (q) {
-        spatial_geom_args(q, geom);
-        for (int i = 0; i < SPATIAL_GEOM_ARGS; i++) args[k++] = &geom[i];
-    }
-    return launch_helper(m, h, n, args);
+/* G row-major products, group g's matrices g * s* reals after group 0's. */
+static bool issue_helper_gemm(CudaModel *m, const Entry *e, const HelperStep *st, const int64_t *v) {
+    CUdeviceptr a, b, c;
+    if (!helper_ptr(m, e, st->gemm.a, &a) || !helper_ptr(m, e, st->gemm.b, &b) || !helper_ptr(m, e, st->gemm.c, &c))
+        return false;
+    const int64_t rb = (int64_t)m->rb;
+    const CUdeviceptr sa = (CUdeviceptr)(affine_eval(st->gemm.sa, v) * rb);
+    const CUdeviceptr sb = (CUdeviceptr)(affine_eval(st->gemm.sb, v) * rb);
+    const CUdeviceptr sc = (CUdeviceptr)(affine_eval(st->gemm.sc, v) * rb);
+    const int M = (int)affine_eval(st->gemm.M, v), N = (int)affine_eval(st->gemm.N, v);
+    const int K = (int)affine_eval(st->gemm.K, v), lda = (int)affine_eval(st->gemm.lda, v);
+    const int ldb = (int)affine_eval(st->gemm.ldb, v), ldc = (int)affine_eval(st->gemm.ldc, v);
+    const double beta = st->gemm.beta == HBETA_1 || (st->gemm.beta == HBETA_CHUNKS && v[AFF_N0] > 0) ? 1 : 0;
+    for (int64_t g = 0; g < st->gemm.G; g++)
+        if (!gemm_rm(m, st->gemm.ta, st->gemm.tb, M, N, K, 1, a + (CUdeviceptr)g * sa, lda, b + (CUdeviceptr)g * sb,
+                     ldb, beta, c + (CUdeviceptr)g * sc, ldc))
+            return false;
+    return true;
 }
 
-/* A convolution (chunks of L->chunk samples through the scratch, as codegen/helpers.c lays
- * out) or a pooling op (one helper). */
-static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
-    const Graph *g = m->p->g;
-    const Node *r = &g->nodes[L->root];
-    CUdeviceptr in0 = 0, in1 = 0, out = 0;
-    char *h;
-    if (r->op == OP_DROPOUT_MASK) {   /* a training entry draws it; evaluation passes x through */
-        where(m, e, L->root, &out, &h);
-        int64_t n = shape_numel(r->shape, B), node = r->origin;
-        double p = r->attr.scalars.p[0];
-        int training = e->kind != ENTRY_EVAL;
-        void *args[] = {&out, &n, &m->cur->dStep, &node, &p, &training};
-        return launch_helper(m, HP_DROPOUT_MASK, n, args);
-    }
-    if (r->op == OP_EMBEDDING || r->op == OP_EMBEDDING_GRAD) {
-        bool fwd = r->op == OP_EMBEDDING;
-        const Shape *ws = &g->nodes[fwd ? r->in[1] : L->root].shape;
-        CUdeviceptr ptr[4];
-        where(m, e, r->in[0], &ptr[0], &h);
-        where(m, e, r->in[1], &ptr[1], &h);
-        where(m, e, L->root, &ptr[2], &h);
-        ptr[3] = m->cur->dErr;
-        int64_t dv[2] = {ws->d[1], ws->d[0]};
-        int64_t n = shape_numel(fwd ? r->shape : g->nodes[r->in[0]].shape, B);
-        if (!fwd) CU(cu.MemsetD32Async(ptr[2], 0, (size_t)(dv[0] * dv[1]) * m->rb / 4, m->cur->st));
-        /* the forward's last argument is the error flag, after D and V */
-        void *args[] = {&ptr[0], &ptr[1], &ptr[2], &n, &dv[0], &dv[1], &ptr[3]};
-        return launch_helper(m, fwd ? HP_EMBEDDING : HP_EMBEDDING_GRAD, n, args);
-    }
-    if (op_info[r->op].attr == ATTR_SLICE) {
-        CUdeviceptr ptr[5];
-        int np = 0;
-        for (int j = 0; j < (r->op == OP_CONCAT ? 4 : 1); j++) where(m, e, r->in[j < r->nin ? j : 0], &ptr[np++], &h);
-        where(m, e, L->root, &ptr[np++], &h);
-        int64_t a[6];
-        int na = helper_slice_args(g, r, B, a);
-        Helper hp = r->op == OP_CONCAT ? HP_CONCAT : r->op == OP_SLICE ? HP_SLICE : HP_SLICE_GRAD;
-        return issue_helper(m, hp, ptr, np, shape_numel(r->shape, B), a, na, NULL);
-    }
-    SpatialGeom q = spatial_geom(g, r);
-    where(m, e, r->in[0], &in0, &h);
-    if (r->nin > 1) where(m, e, r->in[1], &in1, &h);
-    where(m, e, L->root, &out, &h);
-    if (!op_has(r->op, OPF_CONV)) {
-        CUdeviceptr ptr[3] = {in0, in1, out};
-        if (r->nin == 1) ptr[1] = out;
-        return issue_helper(m, pool_helper(r->op), ptr, r->nin + 1, shape_numel(r->shape, B), NULL, 0, &q);
-    }
-    const int64_t G = q.G, P = q.OH * q.OW, ckk = q.C / G * q.KH * q.KW, ocg = q.OC / G, N = dim_at(q.N, B);
-    const CUdeviceptr col = m->cur->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(L->scratch * (int64_t)m->rb);
-    const CUdeviceptr yt = col + (CUdeviceptr)(q.C * q.KH * q.KW * L->chunk * P * (int64_t)m->rb);
-    const CUdeviceptr w = r->op == OP_CONV2D_DW ? out : in1;
-    const int64_t wstep = ocg * ckk * (int64_t)m->rb;
-    for (int64_t n0 = 0; n0 < N; n0 += L->chunk) {
-        const int64_t S = N - n0 < L->chunk ? N - n0 : L->chunk, SP = S * P;
-        const int64_t colstep = ckk * SP * (int64_t)m->rb, ytstep = ocg * SP * (int64_t)m->rb;
-        int64_t chunk_args[2] = {n0, S}, nchw_args[4] = {n0, S, q.OC, P};
-        if (r->op == OP_CONV2D) {
-            CUdeviceptr a[2] = {in0, col}, b[2] = {yt, out};
-            if (!issue_helper(m, HP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q)) return false;
-            for (int64_t gi = 0; gi < G; gi++)
-                if (!gemm_rm(m, false, false, (int)ocg, (int)SP, (int)ckk, 1, w + gi * wstep, (int)ckk, col + gi * colstep,
-                             (int)SP, 0, yt + gi * ytstep, (int)SP))
-                    return false;
-            if (!issue_helper(m, HP_TO_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
-        } else if (r->op == OP_CONV2D_DX) {
-            CUdeviceptr a[2] = {in0, yt}, b[2] = {col, out};
-            if (!issue_helper(m, HP_FROM_NCHW, a, 2, q.OC * SP, nchw_args, 4, NULL)) return false;
-            for (int64_t gi = 0; gi < G; gi++)
-                if (!gemm_rm(m, true, false, (int)ckk, (int)SP, (int)ocg, 1, w + gi * wstep, (int)ckk, yt + gi * ytstep,
-                             (int)SP, 0, col + gi * colstep, (int)SP))
-                    return false;
-            if (!issue_helper(m, HP_COL2IM, b, 2, S * q.C * q.H * q.W, chunk_args, 2, &q)) return false;
-        } else {
-            CUdeviceptr a[2] = {in1, col}, b[2] = {in0, yt};
-            if (!issue_helper(m, HP_IM2COL, a, 2, q.C * q.KH * q.KW * SP, chunk_args, 2, &q) ||
-                !issue_helper(m, HP_FROM_NCHW, b, 2, q.OC * SP, nchw_args, 4, NULL))
-                return false;
-            for (int64_t gi = 0; gi < G; gi++)
-                if (!gemm_rm(m, false, true, (int)ocg, (int)ckk, (int)SP, 1, yt + gi * ytstep, (int)SP, col + gi * colstep,
-                             (int)SP, n0 ? 1 : 0, w + gi * wstep, (int)ckk))
-                    return false;
+/* Steps [from, to) of a helper launch's plan at the values v of (1, B, n0, S, SP). */
+static bool issue_helper_steps(CudaModel *m, const Entry *e, const HelperPlan *hp, int from, int to, int64_t *v) {
+    for (int i = from; i < to; i++) {
+        const HelperStep *st = &hp->step[i];
+        CUdeviceptr p;
+        switch (st->kind) {
+        case HS_CALL:
+            if (!issue_helper_call(m, e, hp, st, v)) return false;
+            break;
+        case HS_GEMM:
+            if (!issue_helper_gemm(m, e, st, v)) return false;
+            break;
+        case HS_ZERO:
+            if (st->zero.guarded && affine_eval(st->zero.guard, v) != 0) break;
+            if (!helper_ptr(m, e, st->zero.p, &p)) return false;
+            CU(cu.MemsetD32Async(p, 0, (size_t)affine_eval(st->zero.count, v) * m->rb / 4, m->cur->st));
+            break;
+        case HS_DNNL: break; /* the CPU's */
+        case HS_CHUNKS: {
+            const int64_t rows = affine_eval(st->chunks.rows, v), c = st->chunks.chunk;
+            for (v[AFF_N0] = 0; v[AFF_N0] < rows; v[AFF_N0] += c) {
+                v[AFF_S] = rows - v[AFF_N0] < c ? rows - v[AFF_N0] : c;
+                v[AFF_SP] = v[AFF_S] * st->chunks.P;
+                if (!issue_helper_steps(m, e, hp, i + 1, i + 1 + st->chunks.nbody, v)) return false;
+            }
+            i += st->chunks.nbody;
+            break;
+        }
         }
     }
-    if (r->op == OP_CONV2D_DW && N == 0) CU(cu.MemsetD32Async(out, 0, (size_t)(q.OC * ckk) * m->rb / 4, m->cur->st));
     return true;
+}
+
+/* An L_HELPER launch: its plan (helper_plan.c), issued step by step at batch B. */
+static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+    HelperPlan hp = helper_plan(m->p, e, L);
+    int64_t v[AFF_NVARS] = {[AFF_1] = 1, [AFF_B] = B};
+    return issue_helper_steps(m, e, &hp, 0, hp.nsteps, v);
 }
 
 static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
@@ -1038,7 +1034,8 @@ static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleGetFunction(&m->cur->step_inc, m->cur->mod, "nnc_step_inc"));
     if (m->check_numerics) CU(cu.ModuleGetFunction(&m->cur->check_fn, m->cur->mod, "nnc_check_finite"));
     if (program_has_helpers(m->p))
-        for (int h = 0; h < HP_COUNT; h++) CU(cu.ModuleGetFunction(&m->cur->helper[h], m->cur->mod, helper_names[h]));
+        for (int h = 0; h < HP_COUNT; h++)
+            CU(cu.ModuleGetFunction(&m->cur->helper[h], m->cur->mod, helper_info[h].name));
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &m->p->entry[k];
         m->cur->fn[k] = arena_alloc(&m->arena, (size_t)(e->nlaunch + 1) * sizeof(CUfunction));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "../helpers.h"
 #include "../kernel.h"
 
 #define EW_THREADS 256

@@ -13,11 +13,15 @@
  *                       planned <= unplanned
  *   placement/copies    --target cuda: one COPY per (value, device) on exactly the crossing
  *                       edges, with the right size; --strict-devices errors and the to() fix
- *   verifier            ir_verify after every pass for every model (pipeline_run verify=true) */
+ *   verifier            ir_verify after every pass for every model (pipeline_run verify=true)
+ *   helper plans        every helper op, on both targets, at the batch bound and at 1: each call
+ *                       passes what its helpers.def row declares, every GEMM group's matrices and
+ *                       every scratch pointer stay inside their buffers, the chunks cover the batch */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/helpers.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
@@ -461,6 +465,130 @@ static void test_cuda(void) {
               oc->p.entry[k].name, (long long)oc->p.entry[k].act_elems[DEV_CUDA]);
 }
 
+/* ---- helper plans (codegen/helper_plan.c) ------------------------------------------------- */
+
+/* The parameters in one of helpers.def's lists ("const real *x, int64_t n0": 2), and the kind
+ * a call must pass as the j-th. */
+static int param_count(const char *list) {
+    int n = *list != 0;
+    for (const char *c = list; *c; c++) n += *c == ',';
+    return n;
+}
+
+static HelperArgKind param_kind(const char *list, int j) {
+    while (j-- > 0) list = strchr(list, ',') + 1;
+    size_t len = strcspn(list, ",");
+    const char *star = memchr(list, '*', len);
+    return star                                               ? HARG_PTR
+        : strstr(list, "double") == list + strspn(list, " ")  ? HARG_F64
+        : strstr(list, "int64_t") == list + strspn(list, " ") ? HARG_I64
+                                                              : HARG_INT;
+}
+
+/* The reals a helper pointer may reach from where it points, or -1 when it points at none. */
+static int64_t helper_room(Compiled *c, Entry *e, const Launch *L, HelperPtr p) {
+    if (p.kind == HPTR_NODE) return e->buf[resolve(e, c->p.g, p.node)].elems;
+    if (p.kind != HPTR_SCRATCH || p.off < L->scratch || p.off >= L->scratch + L->scratch_elems) return -1;
+    return L->scratch + L->scratch_elems - p.off;
+}
+
+/* Group G-1's matrix of `rows` x `cols` with leading dimension ld, s reals per group, inside its buffer. */
+static void check_gemm_operand(Compiled *c, Entry *e, const Launch *L, const char *what, char name, HelperPtr p,
+                               int64_t G, int64_t s, int64_t rows, int64_t cols, int64_t ld) {
+    int64_t room = helper_room(c, e, L, p), end = (G - 1) * s + (rows - 1) * ld + cols;
+    CHECK(room >= 0 && cols <= ld && end <= room, "%s: GEMM operand %c reaches %lld reals of %lld (ld %lld)", what,
+          name, (long long)end, (long long)room, (long long)ld);
+}
+
+static void check_helper_gemm(Compiled *c, Entry *e, const Launch *L, const char *what, const HelperStep *st,
+                              const int64_t *v) {
+    int64_t M = affine_eval(st->gemm.M, v), N = affine_eval(st->gemm.N, v), K = affine_eval(st->gemm.K, v);
+    int64_t G = st->gemm.G;
+    check_gemm_operand(c, e, L, what, 'A', st->gemm.a, G, affine_eval(st->gemm.sa, v), st->gemm.ta ? K : M,
+                       st->gemm.ta ? M : K, affine_eval(st->gemm.lda, v));
+    check_gemm_operand(c, e, L, what, 'B', st->gemm.b, G, affine_eval(st->gemm.sb, v), st->gemm.tb ? N : K,
+                       st->gemm.tb ? K : N, affine_eval(st->gemm.ldb, v));
+    check_gemm_operand(c, e, L, what, 'C', st->gemm.c, G, affine_eval(st->gemm.sc, v), M, N,
+                       affine_eval(st->gemm.ldc, v));
+}
+
+static void check_helper_call(Compiled *c, Entry *e, const Launch *L, const char *what, const HelperStep *st) {
+    const HelperInfo *f = &helper_info[st->call.h];
+    CHECK(st->call.nptr == param_count(f->ptrs) && st->call.narg == param_count(f->after),
+          "%s: %s(%s, n, %s) called with %d pointers and %d more", what, f->name, f->ptrs, f->after, st->call.nptr,
+          st->call.narg);
+    for (int j = 0; j < st->call.nptr; j++)
+        CHECK(helper_room(c, e, L, st->call.ptr[j]) >= 0, "%s: %s's pointer %d points into its buffers", what, f->name,
+              j);
+    for (int j = 0; j < st->call.narg && st->call.narg == param_count(f->after); j++)
+        CHECK(st->call.arg[j].kind == param_kind(f->after, j), "%s: %s's parameter %d after n (of %s) has kind %d",
+              what, f->name, j, f->after, (int)st->call.arg[j].kind);
+}
+
+static void check_helper_steps(Compiled *c, Entry *e, const Launch *L, const char *what, const HelperPlan *hp, int from,
+                               int to, int64_t *v) {
+    for (int i = from; i < to; i++) {
+        const HelperStep *st = &hp->step[i];
+        if (st->kind == HS_CALL) check_helper_call(c, e, L, what, st);
+        if (st->kind == HS_GEMM) check_helper_gemm(c, e, L, what, st, v);
+        if (st->kind == HS_ZERO)
+            CHECK(affine_eval(st->zero.count, v) <= helper_room(c, e, L, st->zero.p), "%s: zeroes inside its buffer",
+                  what);
+        if (st->kind != HS_CHUNKS) continue;
+        int64_t rows = affine_eval(st->chunks.rows, v), covered = 0;
+        CHECK(st->chunks.chunk > 0 && i + st->chunks.nbody < to, "%s: chunks of %lld over the next %d steps", what,
+              (long long)st->chunks.chunk, st->chunks.nbody);
+        for (v[AFF_N0] = 0; st->chunks.chunk > 0 && v[AFF_N0] < rows; v[AFF_N0] += st->chunks.chunk) {
+            v[AFF_S] = rows - v[AFF_N0] < st->chunks.chunk ? rows - v[AFF_N0] : st->chunks.chunk;
+            v[AFF_SP] = v[AFF_S] * st->chunks.P;
+            covered += v[AFF_S];
+            check_helper_steps(c, e, L, what, hp, i + 1, i + 1 + st->chunks.nbody, v);
+        }
+        CHECK(covered == rows, "%s: the chunks cover %lld of %lld samples", what, (long long)covered, (long long)rows);
+        i += st->chunks.nbody;
+    }
+}
+
+static void check_helper_plans(Compiled *c, const char *model, bool *seen) {
+    for (int k = 0; c->ok && k < ENTRY_COUNT; k++) {
+        Entry *e = &c->p.entry[k];
+        for (int l = 0; l < e->nlaunch; l++) {
+            const Launch *L = &e->launches[l];
+            if (L->kind != L_HELPER) continue;
+            Op op = c->p.g->nodes[L->root].op;
+            seen[op] = true;
+            HelperPlan hp = helper_plan(&c->p, e, L);
+            for (int64_t B = 1; B <= c->p.g->batch_max; B = B < c->p.g->batch_max ? c->p.g->batch_max : B + 1) {
+                char what[160];
+                snprintf(what, sizeof what, "%s %s #%d %s at B=%lld", model, e->name, l, op_info[op].name,
+                         (long long)B);
+                int64_t v[AFF_NVARS] = {[AFF_1] = 1, [AFF_B] = B};
+                check_helper_steps(c, e, L, what, &hp, 0, hp.nsteps, v);
+            }
+        }
+    }
+}
+
+static void test_helper_plans(void) {
+    static const char *const models[] = {"convnet.nn", "../tests/cuda/ops/conv.nn", "../tests/cuda/ops/concat.nn"};
+    bool seen[OP_COUNT] = {0};
+    for (size_t i = 0; i < NNC_COUNTOF(models); i++)
+        for (int t = 0; t < 2; t++)
+            check_helper_plans(compile_model(models[i], (Opts){.target = (Device)t}), models[i], seen);
+    const char *emb =
+        "input t: i32[B, 5]\ninput y: f32[B, 1]\nparam E: f32[6, 3] = normal(0, 1)\n"
+        "loss = mse_loss(sum(sum(embedding(t, E), axis = 2), axis = 1, keepdim = true), y)\n"
+        "train {\n    data t = randn(8, 5)\n    data y = randn(8, 1)\n    batch = 4\n    minimize loss\n}\n";
+    for (int t = 0; t < 2; t++) {
+        Compiled *c = compile_src("embedding.nn", emb, (Opts){.target = (Device)t});
+        CHECK(c->ok, "embedding.nn compiles, found:\n%s", c->diag_text);
+        check_helper_plans(c, "embedding.nn", seen);
+    }
+    for (int op = 0; op < OP_COUNT; op++) /* a new helper op needs a model here */
+        CHECK(op_info[op].kind != OK_HELPER || seen[op], "helper op %s has a launch in this test's models",
+              op_info[op].name);
+}
+
 int main(void) {
     const char *models[] = {"mlp.nn", "linreg.nn"};
     for (size_t i = 0; i < NNC_COUNTOF(models); i++)
@@ -477,6 +605,7 @@ int main(void) {
     test_fusion_mlp();
     test_fusion_barriers();
     test_cuda();
+    test_helper_plans();
     printf("%d checks, %d failed\n", checks, failures);
     free_all_compiled();
     return failures ? 1 : 0;
