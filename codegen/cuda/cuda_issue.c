@@ -1,0 +1,477 @@
+/* cuda_issue.c - an entry's launches, issued in schedule order on the GPUs' streams.
+ *
+ * Each launch goes to its result's GPU (model parallel: the previous GPU's work is finished
+ * first), on that GPU's one CU_STREAM_NON_BLOCKING stream, so the whole sequence can be captured
+ * as a CUDA graph (backend_cuda.c): copies as async memcpys (peer copies between GPUs),
+ * assignments as device memcpys, kernels with cuLaunchKernel (grids from cuda_launch_dims),
+ * GEMMs as cuBLAS calls on the swapped row-major operands, a helper launch's plan
+ * (helper_plan.c) step by step, and an allreduce's halves through NCCL or the host's nnc_comm.
+ * With --check-numerics every output is tested for NaN and Inf after its launch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../include/nnc_rng.h"
+#include "cuda_model.h"
+#define NNC_RUNTIME_IMPLEMENTATION   /* the runtime's functions, static in this file */
+#include "../../include/nnc_runtime.h"
+
+static size_t elem_bytes(const CudaModel *m, int node) {
+    DType t = m->p->g->nodes[node].dtype;
+    return t == DT_I32 ? 4 : DTYPE_IS_HALF(t) ? 2 : m->rb;
+}
+
+static cudaDataType cuda_type(DType t) { return t == DT_BF16 ? CUDA_R_16BF : t == DT_F16 ? CUDA_R_16F : CUDA_R_32F; }
+
+static int64_t dim_at(int64_t d, int64_t B) { return d == DIM_BATCH ? B : d; }
+
+bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h) {
+    x = cuda_resolve(e, x);
+    const Buffer *b = &e->buf[x];
+    const int64_t at = b->offset * (int64_t)m->rb;
+    *d = 0;
+    *h = NULL;
+    Gpu *g = DEV_IS_GPU(b->dev) ? &m->gpu[DEV_GPU_INDEX(b->dev)] : NULL;
+    switch (b->kind) {   /* a GPU's range of the parameter and state blocks starts at its lo */
+    case BUF_PARAM: *d = g->dBlock[NNC_BLOCK_PARAMS] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_PARAMS]); return true;
+    case BUF_STATE: *d = g->dBlock[NNC_BLOCK_STATE] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_STATE]); return true;
+    case BUF_ACT:
+        if (g) *d = g->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)at;
+        else *h = m->rt->host[NNC_BLOCK_HOST] + at;
+        return true;
+    case BUF_INPUT: *h = m->hIn[b->index]; return true;
+    case BUF_NONE: case BUF_INLINE: case BUF_ALIAS: return false;
+    }
+    return false;
+}
+
+bool cuda_on_device(const Entry *e, int x) {
+    x = cuda_resolve(e, x);
+    const Buffer *b = &e->buf[x];
+    return b->kind == BUF_PARAM || b->kind == BUF_STATE || (b->kind == BUF_ACT && DEV_IS_GPU(b->dev)) ||
+           b->kind == BUF_INLINE;
+}
+
+/* ---- issuing one entry's launches ---------------------------------------------------------- */
+
+static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B) {
+    CUdeviceptr dd, ds;
+    char *hd, *hs;
+    if (!cuda_where(m, e, dst, &dd, &hd) || !cuda_where(m, e, src, &ds, &hs)) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: copy of node %d into node %d has no buffer", src, dst);
+        return false;
+    }
+    size_t bytes = (size_t)shape_numel(m->p->g->nodes[dst].shape, B) * elem_bytes(m, dst);
+    const Buffer *bd = &e->buf[cuda_resolve(e, dst)], *bs = &e->buf[cuda_resolve(e, src)];
+    if (hs && !hd) CU(cu.MemcpyHtoDAsync(dd, hs, bytes, m->cur->st));
+    else if (!hs && hd) CU(cu.MemcpyDtoHAsync(hd, ds, bytes, m->cur->st));
+    else if (!hs && !hd && bd->dev != bs->dev)   /* GPU to GPU: peer access when the GPUs have it */
+        CU(cu.MemcpyPeerAsync(dd, m->gpu[DEV_GPU_INDEX(bd->dev)].ctx, ds, m->gpu[DEV_GPU_INDEX(bs->dev)].ctx, bytes,
+                              m->cur->st));
+    else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->cur->st));
+    else {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a host-to-host copy reached the CUDA backend");
+        return false;
+    }
+    return true;
+}
+
+/* How this run sums gradients, the same in every process: NCCL when process 0 has it (and the
+ * model is on one GPU), else the host's allreduce through pinned memory.  Process 0's choice
+ * goes to the others over the host's broadcast; one that cannot follow fails the step. */
+static bool choose_comm(CudaModel *m, const nnc_comm *c) {
+    m->comm_chosen = true;
+    const char *why = !c->device_sums ? "--dist-backend mpi" : m->ngpus > 1 ? "the model spans several GPUs" :
+                      !c->bcast || !c->share ? "the host offers no broadcast" : nccl_unavailable();
+    int use = why == NULL;
+    if (c->bcast && c->bcast(c->ctx, &use, sizeof use)) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: could not agree on NCCL with process 0");
+        return false;
+    }
+    if (use && why) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: process 0 sums gradients with NCCL, but process %d cannot: %s",
+                    c->rank, why);
+        return false;
+    }
+    char err[900];
+    if (use && !(m->nccl = nccl_init(c, err, sizeof err))) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: %s", err);
+        return false;
+    }
+    if (use) {   /* NCCL's stream, and a pair of events per gradient to order it with the step's */
+        const Graph *g = m->p->g;
+        CU(cu.StreamCreate(&m->cst, CU_STREAM_NON_BLOCKING));
+        m->ready = arena_alloc(&m->arena, (size_t)g->n * sizeof(CUevent));
+        m->done = arena_alloc(&m->arena, (size_t)g->n * sizeof(CUevent));
+        for (int i = 0; i < g->n; i++)
+            if (g->nodes[i].op == OP_ALLREDUCE_START) {
+                CU(cu.EventCreate(&m->ready[i], CU_EVENT_DISABLE_TIMING));
+                CU(cu.EventCreate(&m->done[i], CU_EVENT_DISABLE_TIMING));
+            }
+    }
+    if (c->rank == 0)
+        fprintf(stderr, "nnc: data parallel over %d process%s: gradients summed %s%s\n", c->size, c->size == 1 ? "" : "es",
+                use ? "by NCCL on the GPUs" : "through host memory by MPI (no NCCL: ", use ? "" : why);
+    if (c->rank == 0 && !use) fputs(")\n", stderr);
+    return true;
+}
+
+/* Data parallel (an allreduce's halves, passes/allreduce.c).  With NCCL the start sums the
+ * gradient in place on NCCL's own stream once the step's stream has produced it, and the wait
+ * makes the step's stream wait for the sum: the backward pass goes on meanwhile.  Else
+ * the host's nnc_comm sums host memory, so a gradient goes through pinned staging -- down
+ * before its start, up after its wait -- as PyTorch's gloo backend does with CUDA tensors.
+ * Without a comm the gradient is already the whole batch's. */
+static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+    const Node *r = &m->p->g->nodes[L->root];
+    bool start = r->op == OP_ALLREDUCE_START;
+    CUdeviceptr dx, dy;
+    char *hx, *hy;
+    if (!cuda_where(m, e, r->in[0], &dx, &hx) || !cuda_where(m, e, L->root, &dy, &hy) || hx || hy) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: an allreduce of node %d outside device memory", r->in[0]);
+        return false;
+    }
+    const int64_t count = shape_numel(r->shape, B);
+    const size_t bytes = (size_t)count * m->rb;
+    const nnc_comm *c = m->rt->comm;
+    const char *name = r->name ? r->name : "a parameter";
+    if (c && !m->comm_chosen && !choose_comm(m, c)) return false;
+    if (!c || m->nccl) {   /* on the GPU: the value moves to the result's buffer, summed there */
+        int s0 = start ? L->root : r->in[0];
+        if (c && !start) CU(cu.StreamWaitEvent(m->cur->st, m->done[s0], 0));
+        if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->cur->st));
+        if (!c || !start) return true;
+        CU(cu.EventRecord(m->ready[s0], m->cur->st));
+        CU(cu.StreamWaitEvent(m->cst, m->ready[s0], 0));
+        char err[600];
+        if (!nccl_allreduce(m->nccl, (void *)dy, (size_t)count, m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, c->share(c->ctx),
+                            (void *)m->cst, err, sizeof err)) {
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce of the gradient of %s: %s", name, err);
+            return false;
+        }
+        CU(cu.EventRecord(m->done[s0], m->cst));
+        return true;
+    }
+    char *h = m->hColl + m->coll_at[start ? L->root : r->in[0]];
+    int type = m->f64 ? NNC_TYPE_F64 : NNC_TYPE_F32, rc;
+    if (start) {
+        CU(cu.MemcpyDtoHAsync(h, dx, bytes, m->cur->st));
+        CU(cu.StreamSynchronize(m->cur->st));
+        rc = c->start(c->ctx, L->bucket, h, count, type, L->bucket_last);
+    } else {
+        rc = c->wait(c->ctx, L->bucket, h, count, type);
+        if (!rc) CU(cu.MemcpyHtoDAsync(dy, h, bytes, m->cur->st));
+    }
+    if (rc) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait", name);
+        return false;
+    }
+    return true;
+}
+
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C is column-major C^T = alpha op(B)^T op(A)^T +
+ * beta C^T: swap the operands. */
+static bool gemm_rm(CudaModel *m, bool ta, bool tb, int M, int N, int K, double alpha, CUdeviceptr pa, int lda,
+                    CUdeviceptr pb, int ldb, double beta, CUdeviceptr pc, int ldc) {
+    cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (m->f64) {
+        BLAS(cu.Dgemm(m->cur->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, (const double *)pa, lda, &beta,
+                      (double *)pc, ldc));
+    } else {
+        const float al = (float)alpha, be = (float)beta;
+        BLAS(cu.Sgemm(m->cur->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, (const float *)pa, lda, &be,
+                      (float *)pc, ldc));
+    }
+    return true;
+}
+
+/* A product with bf16/f16 inputs (both of one kind) and FP32 accumulation, C half or f32: what
+ * torch.autocast's matmul runs; G > 1: strided batched (strides in elements). */
+static bool gemm_rm_half(CudaModel *m, const Launch *L, int M, int N, int K, CUdeviceptr pa, int lda, long long sa,
+                         CUdeviceptr pb, int ldb, long long sb, double beta, CUdeviceptr pc, long long sc, int G) {
+    const Graph *g = m->p->g;
+    cudaDataType tab = cuda_type(g->nodes[L->a].dtype), tc = cuda_type(g->nodes[L->root].dtype);
+    if (tab != cuda_type(g->nodes[L->b].dtype)) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal error: a product of %s and %s", dtype_name(g->nodes[L->a].dtype),
+                    dtype_name(g->nodes[L->b].dtype));
+        return false;
+    }
+    cublasOperation_t oa = L->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = L->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float al = (float)L->alpha, be = (float)beta;
+    if (G == 1)
+        BLAS(cu.GemmEx(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, (const void *)pa, tab, lda, &be,
+                       (void *)pc, tc, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        BLAS(cu.GemmExB(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, sb, (const void *)pa, tab, lda, sa,
+                        &be, (void *)pc, tc, N, sc, G, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return true;
+}
+
+/* G row-major products at once (strides in elements; 0: one matrix for all), as one strided
+ * batched call on the swapped operands. */
+static bool gemm_rm_batched(CudaModel *m, bool ta, bool tb, int M, int N, int K, double alpha, CUdeviceptr pa, int lda,
+                            long long sa, CUdeviceptr pb, int ldb, long long sb, double beta, CUdeviceptr pc,
+                            long long sc, int G) {
+    cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (m->f64) {
+        BLAS(cu.DgemmB(m->cur->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, sb, (const double *)pa, lda, sa, &beta,
+                       (double *)pc, N, sc, G));
+    } else {
+        const float al = (float)alpha, be = (float)beta;
+        BLAS(cu.SgemmB(m->cur->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, sb, (const float *)pa, lda, sa, &be,
+                       (float *)pc, N, sc, G));
+    }
+    return true;
+}
+
+/* G products of launch L (G = 1: one), with half inputs through GemmEx, else S/Dgemm. */
+static bool gemm_call(CudaModel *m, const Launch *L, int M, int N, int K, CUdeviceptr pa, int lda, long long sa,
+                      CUdeviceptr pb, int ldb, long long sb, double beta, CUdeviceptr pc, long long sc, int G) {
+    const Graph *g = m->p->g;
+    if (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype))
+        return gemm_rm_half(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, sc, G);
+    if (G == 1) return gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, beta, pc, N);
+    return gemm_rm_batched(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, sa, pb, ldb, sb, beta, pc, sc, G);
+}
+
+/* With a folded SGD update (fuse.c), C starts as the parameter and the product adds to it.
+ * A batched product (gemm_geom) is one call when it is one product, a strided batched call,
+ * or -- a sum that is not one product -- a call per matrix adding into C. */
+static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+    const Graph *g = m->p->g;
+    GemmGeom q = gemm_geom(g, L);
+    int M = (int)dim_at(q.m, B), N = (int)dim_at(q.n, B), K = (int)dim_at(q.k, B);
+    int lda = (int)dim_at(q.lda, B), ldb = (int)dim_at(q.ldb, B);
+    int64_t G = gemm_count(&q, B);
+    CUdeviceptr pa, pb, pc, pleaf;
+    char *h;
+    int cnode = L->fold >= 0 ? L->fold : L->root;
+    cuda_where(m, e, L->a, &pa, &h);
+    cuda_where(m, e, L->b, &pb, &h);
+    cuda_where(m, e, cnode, &pc, &h);
+    if (L->fold >= 0) {
+        cuda_where(m, e, g->nodes[L->fold].in[0], &pleaf, &h);
+        size_t bytes = (size_t)shape_numel(g->nodes[L->fold].shape, B) * m->rb;
+        if (pleaf != pc) CU(cu.MemcpyDtoDAsync(pc, pleaf, bytes, m->cur->st));
+    }
+    double beta = L->fold >= 0 ? 1 : 0;
+    long long sa = q.a_shared ? 0 : (long long)M * K, sb = q.b_shared ? 0 : (long long)K * N;
+    if (q.nlead == 0) return gemm_call(m, L, M, N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+    if (q.rows_merged) return gemm_call(m, L, (int)(G * M), N, K, pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+    if (q.k_merged) return gemm_call(m, L, M, N, (int)(G * K), pa, lda, 0, pb, ldb, 0, beta, pc, 0, 1);
+    if (!q.sum) return gemm_call(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N, (int)G);
+    size_t eab = elem_bytes(m, L->a);
+    for (int64_t i = 0; i < G; i++)
+        if (!gemm_call(m, L, M, N, K, pa + (CUdeviceptr)(i * sa) * eab, lda, 0, pb + (CUdeviceptr)(i * sb) * eab, ldb, 0,
+                       i > 0 ? 1 : beta, pc, 0, 1))
+            return false;
+    return true;
+}
+
+/* A helper plan's pointer (helpers.h) on the GPU the launch runs on. */
+static bool helper_ptr(CudaModel *m, const Entry *e, HelperPtr p, CUdeviceptr *out) {
+    char *h = NULL;
+    switch (p.kind) {
+    case HPTR_NODE:
+        if (cuda_where(m, e, p.node, out, &h) && !h) return true;
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a helper's operand (node %d) is not in device memory", p.node);
+        return false;
+    case HPTR_SCRATCH: *out = m->cur->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)(p.off * (int64_t)m->rb); return true;
+    case HPTR_STEP: *out = m->cur->dStep; return true;
+    case HPTR_ERR: *out = m->cur->dErr; return true;
+    }
+    return false;
+}
+
+/* One of helpers.c's kernels over n elements (a grid-stride loop: the grid is capped), with
+ * its pointers, n, the rest and the geometry when it takes it, as helpers.def declares. */
+static bool issue_helper_call(CudaModel *m, const Entry *e, const HelperPlan *hp, const HelperStep *st,
+                              const int64_t *v) {
+    /* each argument's value, typed as the kernel's parameter, at a place args[] points to */
+    union {
+        CUdeviceptr p;
+        int64_t i64;
+        int i32;
+        double f64;
+    } val[NNC_COUNTOF(st->call.ptr) + 1 + NNC_COUNTOF(st->call.arg)];
+    int64_t geom[SPATIAL_GEOM_ARGS];
+    void *args[NNC_COUNTOF(val) + SPATIAL_GEOM_ARGS];
+    int k = 0;
+    for (int j = 0; j < st->call.nptr; j++, k++)
+        if (!helper_ptr(m, e, st->call.ptr[j], &val[k].p)) return false;
+    const int64_t n = val[k++].i64 = affine_eval(st->call.n, v);
+    for (int j = 0; j < st->call.narg; j++, k++) {
+        const HelperArg *a = &st->call.arg[j];
+        if (a->kind == HARG_PTR && !helper_ptr(m, e, a->p, &val[k].p)) return false;
+        if (a->kind == HARG_I64) val[k].i64 = affine_eval(a->v, v);
+        if (a->kind == HARG_INT) val[k].i32 = (int)affine_eval(a->v, v);
+        if (a->kind == HARG_F64) val[k].f64 = a->f;
+    }
+    for (int j = 0; j < k; j++) args[j] = &val[j];
+    spatial_geom_args(&hp->q, geom);
+    for (int j = 0; helper_info[st->call.h].geom && j < SPATIAL_GEOM_ARGS; j++) args[k++] = &geom[j];
+    int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
+    unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
+    CU(cu.LaunchKernel(m->cur->helper[st->call.h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->cur->st, args, NULL));
+    return true;
+}
+
+/* G row-major products, group g's matrices g * s* reals after group 0's. */
+static bool issue_helper_gemm(CudaModel *m, const Entry *e, const HelperStep *st, const int64_t *v) {
+    CUdeviceptr a, b, c;
+    if (!helper_ptr(m, e, st->gemm.a, &a) || !helper_ptr(m, e, st->gemm.b, &b) || !helper_ptr(m, e, st->gemm.c, &c))
+        return false;
+    const int64_t rb = (int64_t)m->rb;
+    const CUdeviceptr sa = (CUdeviceptr)(affine_eval(st->gemm.sa, v) * rb);
+    const CUdeviceptr sb = (CUdeviceptr)(affine_eval(st->gemm.sb, v) * rb);
+    const CUdeviceptr sc = (CUdeviceptr)(affine_eval(st->gemm.sc, v) * rb);
+    const int M = (int)affine_eval(st->gemm.M, v), N = (int)affine_eval(st->gemm.N, v);
+    const int K = (int)affine_eval(st->gemm.K, v), lda = (int)affine_eval(st->gemm.lda, v);
+    const int ldb = (int)affine_eval(st->gemm.ldb, v), ldc = (int)affine_eval(st->gemm.ldc, v);
+    const double beta = st->gemm.beta == HBETA_1 || (st->gemm.beta == HBETA_CHUNKS && v[AFF_N0] > 0) ? 1 : 0;
+    for (int64_t g = 0; g < st->gemm.G; g++)
+        if (!gemm_rm(m, st->gemm.ta, st->gemm.tb, M, N, K, 1, a + (CUdeviceptr)g * sa, lda, b + (CUdeviceptr)g * sb,
+                     ldb, beta, c + (CUdeviceptr)g * sc, ldc))
+            return false;
+    return true;
+}
+
+/* Steps [from, to) of a helper launch's plan at the values v of (1, B, n0, S, SP). */
+static bool issue_helper_steps(CudaModel *m, const Entry *e, const HelperPlan *hp, int from, int to, int64_t *v) {
+    for (int i = from; i < to; i++) {
+        const HelperStep *st = &hp->step[i];
+        CUdeviceptr p;
+        switch (st->kind) {
+        case HS_CALL:
+            if (!issue_helper_call(m, e, hp, st, v)) return false;
+            break;
+        case HS_GEMM:
+            if (!issue_helper_gemm(m, e, st, v)) return false;
+            break;
+        case HS_ZERO:
+            if (st->zero.guarded && affine_eval(st->zero.guard, v) != 0) break;
+            if (!helper_ptr(m, e, st->zero.p, &p)) return false;
+            CU(cu.MemsetD32Async(p, 0, (size_t)affine_eval(st->zero.count, v) * m->rb / 4, m->cur->st));
+            break;
+        case HS_DNNL: break; /* the CPU's */
+        case HS_CHUNKS: {
+            const int64_t rows = affine_eval(st->chunks.rows, v), c = st->chunks.chunk;
+            for (v[AFF_N0] = 0; v[AFF_N0] < rows; v[AFF_N0] += c) {
+                v[AFF_S] = rows - v[AFF_N0] < c ? rows - v[AFF_N0] : c;
+                v[AFF_SP] = v[AFF_S] * st->chunks.P;
+                if (!issue_helper_steps(m, e, hp, i + 1, i + 1 + st->chunks.nbody, v)) return false;
+            }
+            i += st->chunks.nbody;
+            break;
+        }
+        }
+    }
+    return true;
+}
+
+/* An L_HELPER launch: its plan (helper_plan.c), issued step by step at batch B. */
+static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
+    HelperPlan hp = helper_plan(m->p, e, L);
+    int64_t v[AFF_NVARS] = {[AFF_1] = 1, [AFF_B] = B};
+    return issue_helper_steps(m, e, &hp, 0, hp.nsteps, v);
+}
+
+static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
+    CudaDims d = cuda_launch_dims(m->p, e, &e->launches[k], B);
+    long long Bv = B;
+    /* kernels address parameters and state by their offset in the whole block (P + offset); a
+     * GPU holds its range of it, from lo */
+    Gpu *g = m->cur;
+    CUdeviceptr P = g->dBlock[NNC_BLOCK_PARAMS] - (CUdeviceptr)g->lo[NNC_BLOCK_PARAMS];
+    CUdeviceptr S = g->dBlock[NNC_BLOCK_STATE] - (CUdeviceptr)g->lo[NNC_BLOCK_STATE];
+    void *args[] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr};
+    CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, 1, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
+    return true;
+}
+
+/* --check-numerics: after launch k, the first NaN or Inf in each of its floating outputs stops
+ * the step with the op, its model line and the step, as the CPU target reports it. */
+static bool check_launch(CudaModel *m, const Entry *e, int k, int64_t B) {
+    const Launch *L = &e->launches[k];
+    const Graph *g = m->p->g;
+    if (L->kind == L_COPY) return true;
+    for (int j = 0; j < L->nouts + (L->kind == L_GEMM && L->nouts == 0); j++) {
+        int o = L->nouts ? L->outs[j] : L->root;
+        CUdeviceptr d;
+        char *h;
+        if (g->nodes[o].dtype != DT_F32 || !cuda_where(m, e, o, &d, &h) || h) continue;
+        long long n = shape_numel(g->nodes[o].shape, B);
+        void *args[] = {&d, &n, &m->cur->dFirst};
+        unsigned grid = (unsigned)((n + 255) / 256 > 4096 ? 4096 : (n + 255) / 256);
+        CU(cu.MemsetD32Async(m->cur->dFirst, 0xffffffffu, 2, m->cur->st));
+        CU(cu.LaunchKernel(m->cur->check_fn, grid ? grid : 1, 1, 1, 256, 1, 1, 0, m->cur->st, args, NULL));
+        CU(cu.MemcpyDtoHAsync(m->cur->hFirst, m->cur->dFirst, sizeof *m->cur->hFirst, m->cur->st));
+        CU(cu.StreamSynchronize(m->cur->st));
+        unsigned long long i = *m->cur->hFirst;
+        if (i == ~0ull) continue;
+        double v = 0;
+        CU(cu.MemcpyDtoHAsync(m->cur->hFirst, d + i * m->rb, m->rb, m->cur->st));
+        CU(cu.StreamSynchronize(m->cur->st));
+        v = m->f64 ? *(double *)m->cur->hFirst : *(float *)m->cur->hFirst;
+        Str what = {0};
+        launch_describe(&what, m->p, e, k, o);
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, NNC_RT_NONFINITE_FMT, v != v ? "NaN" : "Inf", (long long)i, what.buf,
+                    (long long)m->rt->step);
+        str_free(&what);
+        return false;
+    }
+    return true;
+}
+
+/* Makes GPU g the one work is issued to.  Model parallel runs the schedule in order, so what
+ * the previous GPU queued is finished first (a stream of one context cannot wait for another's
+ * work in a captured graph either, and the GPUs take turns anyway in a model split by layers). */
+static bool use_gpu(CudaModel *m, Gpu *g) {
+    if (g == m->cur) return true;
+    CU(cu.StreamSynchronize(m->cur->st));
+    m->cur = g;
+    CU(cu.CtxSetCurrent(g->ctx));
+    return true;
+}
+
+/* The GPU a launch runs on: its result's (a copy to the host: its source's). */
+static Gpu *launch_gpu(CudaModel *m, const Launch *L) {
+    const Graph *g = m->p->g;
+    const Node *r = &g->nodes[L->root];
+    Device d = r->dev;
+    if (L->kind == L_COPY && !DEV_IS_GPU(d)) d = g->nodes[r->in[0]].dev;
+    return DEV_IS_GPU(d) ? &m->gpu[DEV_GPU_INDEX(d)] : m->cur;
+}
+
+bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {   /* each GPU's step counter and error flag */
+        Gpu *g = &m->gpu[i];
+        if (!g->used || !use_gpu(m, g)) continue;
+        if (m->has_ce[e->kind]) CU(cu.MemsetD32Async(g->dErr, 0, 4, g->st));
+        if (e->kind == ENTRY_TRAIN) {
+            void *args[] = {&g->dStep};
+            CU(cu.LaunchKernel(g->step_inc, 1, 1, 1, 32, 1, 1, 0, g->st, args, NULL));
+        }
+    }
+    for (int k = 0; k < e->nlaunch; k++) {
+        const Launch *L = &e->launches[k];
+        const Node *r = &m->p->g->nodes[L->root];
+        if (!use_gpu(m, launch_gpu(m, L))) return false;
+        bool ok = true;
+        switch (L->kind) {
+        case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
+        case L_GEMM: ok = issue_gemm(m, e, L, B); break;
+        case L_HELPER: ok = issue_helper_launch(m, e, L, B); break;
+        case L_COLLECTIVE: ok = issue_collective(m, e, L, B); break;
+        case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
+        case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
+        }
+        if (!ok || (m->check_numerics && !check_launch(m, e, k, B))) return false;
+    }
+    for (int i = 0; m->has_ce[e->kind] && i < NNC_MAX_GPUS; i++) {
+        Gpu *g = &m->gpu[i];
+        if (!g->used || !use_gpu(m, g)) continue;
+        CU(cu.MemcpyDtoHAsync(g->hErr, g->dErr, 4 * sizeof(int), g->st));
+    }
+    return true;
+}

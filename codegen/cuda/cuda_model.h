@@ -1,0 +1,189 @@
+/* cuda_model.h - the CUDA backend's state, and what its three files share.
+ *
+ * The backend is split along its seams:
+ *   cuda_api.c      the driver's and cuBLAS's entry points, found with dlopen (`cu`), and
+ *                   whether the target can run here at all (cuda_probe, for --target auto)
+ *   cuda_issue.c    an entry's launches issued on the stream of the GPU each runs on: copies,
+ *                   kernels, GEMMs, helper plans, collectives, --check-numerics' checks
+ *   backend_cuda.c  the Backend (load: devices, module, memory; --emit ptx; numerics) and the
+ *                   device operations the shared runtime calls: run (directly or as a CUDA
+ *                   graph), copy, the step, pinned host memory, close
+ * They share the instance (CudaModel, with a Gpu per GPU it uses) and the macros that check
+ * every CUDA and cuBLAS call (llm.c's cudaCheck). */
+#ifndef NNC_CUDA_MODEL_H
+#define NNC_CUDA_MODEL_H
+#include <cublas_v2.h>
+#include <cuda.h>
+
+#include "cuda_backend.h"
+#include "../helpers.h"
+
+#define GRAPH_SLOTS 4
+
+/* ---- cuda_api.c: the driver and cuBLAS, by dlopen ------------------------------------------ */
+
+typedef struct {
+    bool tried, ok;
+    char why[1536];
+    char brief[160]; /* why, in a few words: --target auto's "no CUDA device (...)" */
+    CUresult (*Init)(unsigned);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*PrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*PrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleUnload)(CUmodule);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemAllocHost)(void **, size_t);
+    CUresult (*MemFreeHost)(void *);
+    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*MemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*MemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+    CUresult (*DeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+    CUresult (*CtxEnablePeerAccess)(CUcontext, unsigned);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+    CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+    CUresult (*StreamCreate)(CUstream *, unsigned);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void **, void **);
+    CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
+    CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*GraphExecDestroy)(CUgraphExec);
+    CUresult (*GraphDestroy)(CUgraph);
+    /* cuBLAS */
+    cublasStatus_t (*BlasCreate)(cublasHandle_t *);
+    cublasStatus_t (*BlasDestroy)(cublasHandle_t);
+    cublasStatus_t (*BlasSetStream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*BlasSetMathMode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*BlasSetWorkspace)(cublasHandle_t, void *, size_t);
+    cublasStatus_t (*Sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                            const float *, int, const float *, int, const float *, float *, int);
+    cublasStatus_t (*Dgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                            const double *, int, const double *, int, const double *, double *, int);
+    cublasStatus_t (*GemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                             const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                             cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    cublasStatus_t (*GemmExB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
+                              const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
+                              cublasGemmAlgo_t);
+    cublasStatus_t (*SgemmB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                             const float *, int, long long, const float *, int, long long, const float *, float *, int,
+                             long long, int);
+    cublasStatus_t (*DgemmB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
+                             const double *, int, long long, const double *, int, long long, const double *, double *,
+                             int, long long, int);
+} CudaApi;
+extern CudaApi cu;
+
+/* The driver, an initialized driver and at least one device, or a plain reason why not (cu.why,
+ * and in a few words cu.brief). */
+bool cuda_open(void);
+
+/* ---- the device state ------------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t B;
+    CUgraphExec exec;
+} GraphSlot;
+
+/* What the CUDA device keeps for one instance (nnc_rt.dev).  The runtime owns the host blocks
+ * (parameter and state mirrors, host activations) and the output copies, in pinned memory from
+ * cuda_host_alloc; everything in device memory, and the pinned staging the kernels' copies and
+ * captured graphs read, is here. */
+/* One GPU's share of an instance: its context, stream, cuBLAS handle, module (the same kernels
+ * loaded in every GPU's context) and memory.  A model on one GPU has one; a model split over
+ * several (model parallel, placement.c) has one per GPU it uses, each holding its own range of
+ * the parameter and state blocks (plan.c lays them out device by device) and its own
+ * activation block. */
+typedef struct {
+    bool used;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUstream st;
+    cublasHandle_t blas;
+    CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
+    CUfunction helper[HP_COUNT];               /* codegen/helpers.c's helpers, when the model has any */
+    CUdeviceptr dFirst;                         /* --check-numerics: the first non-finite index found */
+    unsigned long long *hFirst;                 /* ... read back (pinned) */
+    CUdeviceptr dBlock[NNC_BLOCK_COUNT];        /* its params, state, act (the host block is the runtime's) */
+    int64_t lo[NNC_BLOCK_COUNT];                /* bytes of the whole block where its range starts */
+    size_t bytes[NNC_BLOCK_COUNT];              /* ... and its size */
+    CUdeviceptr dStep, dErr, dWork;
+    long long *hStep;                           /* pinned staging for the step counter and the seed */
+    int *hErr;                                  /* pinned error flag readback */
+} Gpu;
+
+typedef struct {
+    const Program *p;
+    nnc_rt *rt;                                 /* the instance: messages, step, host blocks */
+    nnc_model_desc *desc;                       /* built from p, in `arena` */
+    size_t rb;                                  /* bytes per real */
+    bool f64, tf32;
+    Gpu gpu[NNC_MAX_GPUS];                      /* by index: cuda:k is gpu[k] */
+    Gpu *cur;                                   /* the one work is issued to now (its context is current) */
+    int ngpus;                                  /* how many the model uses */
+    int base;                                   /* the physical GPU of cuda:0 (cuda:k is base + k) */
+    bool check_numerics;                        /* --check-numerics: test every output after its launch */
+    void **hIn;                                 /* pinned input staging, sized at batch_max */
+    char *hColl;                                /* data parallel: pinned staging of the gradients */
+    NcclComm *nccl;                             /* ... or NCCL, which sums them on the GPU, */
+    CUstream cst;                               /* ... on its own stream, to overlap the step */
+    CUevent *ready, *done;                      /* ... per allreduce_start: its gradient is there,
+                                                   and its sum is */
+    bool comm_chosen;                           /* ... which of the two, decided at the first */
+    size_t *coll_at;                            /* ... per allreduce_start node, its bytes' offset */
+    bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
+    GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
+    int next_slot[ENTRY_COUNT];
+    Arena arena;                                /* the description, kernel tables */
+} CudaModel;
+
+/* backend_cuda.c: a failed CUDA call, as the instance's message.  CU and BLAS check a call and
+ * return false from the function that made it. */
+void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file, int line);
+
+#define CU(call)                                                         \
+    do {                                                                 \
+        CUresult r_ = (call);                                            \
+        if (r_ != CUDA_SUCCESS) {                                        \
+            cu_fail(m, r_, #call, __FILE__, __LINE__);                   \
+            return false;                                                \
+        }                                                                \
+    } while (0)
+
+#define BLAS(call)                                                                                  \
+    do {                                                                                            \
+        cublasStatus_t s_ = (call);                                                                 \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                          \
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "cuBLAS error %d at %s:%d: %s", (int)s_, __FILE__, __LINE__, \
+                        #call);                                                                     \
+            return false;                                                                           \
+        }                                                                                           \
+    } while (0)
+
+/* ---- cuda_issue.c ---------------------------------------------------------------------------- */
+
+/* Where node x's value lives: a device address, or a host pointer (false: it has no memory). */
+bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h);
+bool cuda_on_device(const Entry *e, int x);   /* in device memory (or an inline scalar) */
+/* Entry e's launches at batch B, in schedule order, each on its GPU's stream. */
+bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B);
+#endif
