@@ -34,34 +34,52 @@ static bool load_driver(void) {
         const char *broken = strstr(why, "; the last that exists failed: ");
         snprintf(cu.why, sizeof cu.why,
                  "no CUDA driver found (libcuda.so.1 is not installed or cannot be loaded%s%.300s); the cuda target "
-                 "needs an NVIDIA GPU and its driver. Use --target cpu", broken ? ": " : "",
-                 broken ? broken + strlen("; the last that exists failed: ") : "");
+                 "needs an NVIDIA GPU and its driver. Use --target cpu",
+                 broken ? ": " : "", broken ? broken + strlen("; the last that exists failed: ") : "");
         snprintf(cu.brief, sizeof cu.brief, "%s",
                  broken ? "libcuda.so.1 does not load" : "no driver: libcuda.so.1 not found");
         return false;
     }
     const char *L = "libcuda.so.1";
-    SYM(h, Init, "cuInit", L); SYM(h, DriverGetVersion, "cuDriverGetVersion", L);
-    SYM(h, DeviceGetCount, "cuDeviceGetCount", L); SYM(h, DeviceGet, "cuDeviceGet", L);
-    SYM(h, DeviceGetAttribute, "cuDeviceGetAttribute", L); SYM(h, DeviceGetName, "cuDeviceGetName", L);
+    SYM(h, Init, "cuInit", L);
+    SYM(h, DriverGetVersion, "cuDriverGetVersion", L);
+    SYM(h, DeviceGetCount, "cuDeviceGetCount", L);
+    SYM(h, DeviceGet, "cuDeviceGet", L);
+    SYM(h, DeviceGetAttribute, "cuDeviceGetAttribute", L);
+    SYM(h, DeviceGetName, "cuDeviceGetName", L);
     SYM(h, PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", L);
     SYM(h, PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", L);
-    SYM(h, CtxSetCurrent, "cuCtxSetCurrent", L); SYM(h, GetErrorName, "cuGetErrorName", L);
-    SYM(h, GetErrorString, "cuGetErrorString", L); SYM(h, ModuleLoadData, "cuModuleLoadData", L);
-    SYM(h, ModuleUnload, "cuModuleUnload", L); SYM(h, ModuleGetFunction, "cuModuleGetFunction", L);
-    SYM(h, MemAlloc, "cuMemAlloc_v2", L); SYM(h, MemFree, "cuMemFree_v2", L);
-    SYM(h, MemAllocHost, "cuMemAllocHost_v2", L); SYM(h, MemFreeHost, "cuMemFreeHost", L);
-    SYM(h, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", L); SYM(h, MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", L);
-    SYM(h, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", L); SYM(h, MemsetD32Async, "cuMemsetD32Async", L);
-    SYM(h, MemcpyPeerAsync, "cuMemcpyPeerAsync", L); SYM(h, DeviceCanAccessPeer, "cuDeviceCanAccessPeer", L);
+    SYM(h, CtxSetCurrent, "cuCtxSetCurrent", L);
+    SYM(h, GetErrorName, "cuGetErrorName", L);
+    SYM(h, GetErrorString, "cuGetErrorString", L);
+    SYM(h, ModuleLoadData, "cuModuleLoadData", L);
+    SYM(h, ModuleUnload, "cuModuleUnload", L);
+    SYM(h, ModuleGetFunction, "cuModuleGetFunction", L);
+    SYM(h, MemAlloc, "cuMemAlloc_v2", L);
+    SYM(h, MemFree, "cuMemFree_v2", L);
+    SYM(h, MemAllocHost, "cuMemAllocHost_v2", L);
+    SYM(h, MemFreeHost, "cuMemFreeHost", L);
+    SYM(h, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", L);
+    SYM(h, MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", L);
+    SYM(h, MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", L);
+    SYM(h, MemsetD32Async, "cuMemsetD32Async", L);
+    SYM(h, MemcpyPeerAsync, "cuMemcpyPeerAsync", L);
+    SYM(h, DeviceCanAccessPeer, "cuDeviceCanAccessPeer", L);
     SYM(h, CtxEnablePeerAccess, "cuCtxEnablePeerAccess", L);
-    SYM(h, EventCreate, "cuEventCreate", L); SYM(h, EventDestroy, "cuEventDestroy_v2", L);
-    SYM(h, EventRecord, "cuEventRecord", L); SYM(h, StreamWaitEvent, "cuStreamWaitEvent", L);
-    SYM(h, StreamCreate, "cuStreamCreate", L); SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);
-    SYM(h, StreamSynchronize, "cuStreamSynchronize", L); SYM(h, LaunchKernel, "cuLaunchKernel", L);
-    SYM(h, StreamBeginCapture, "cuStreamBeginCapture_v2", L); SYM(h, StreamEndCapture, "cuStreamEndCapture", L);
-    SYM(h, GraphInstantiate, "cuGraphInstantiateWithFlags", L); SYM(h, GraphLaunch, "cuGraphLaunch", L);
-    SYM(h, GraphExecDestroy, "cuGraphExecDestroy", L); SYM(h, GraphDestroy, "cuGraphDestroy", L);
+    SYM(h, EventCreate, "cuEventCreate", L);
+    SYM(h, EventDestroy, "cuEventDestroy_v2", L);
+    SYM(h, EventRecord, "cuEventRecord", L);
+    SYM(h, StreamWaitEvent, "cuStreamWaitEvent", L);
+    SYM(h, StreamCreate, "cuStreamCreate", L);
+    SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);
+    SYM(h, StreamSynchronize, "cuStreamSynchronize", L);
+    SYM(h, LaunchKernel, "cuLaunchKernel", L);
+    SYM(h, StreamBeginCapture, "cuStreamBeginCapture_v2", L);
+    SYM(h, StreamEndCapture, "cuStreamEndCapture", L);
+    SYM(h, GraphInstantiate, "cuGraphInstantiateWithFlags", L);
+    SYM(h, GraphLaunch, "cuGraphLaunch", L);
+    SYM(h, GraphExecDestroy, "cuGraphExecDestroy", L);
+    SYM(h, GraphDestroy, "cuGraphDestroy", L);
     return true;
 }
 
@@ -71,12 +89,17 @@ static bool load_blas(void) {
     if (!h) snprintf(cu.brief, sizeof cu.brief, "cuBLAS (libcublas) not found");
     if (!h) return false;
     const char *L = "libcublas";
-    SYM(h, BlasCreate, "cublasCreate_v2", L); SYM(h, BlasDestroy, "cublasDestroy_v2", L);
-    SYM(h, BlasSetStream, "cublasSetStream_v2", L); SYM(h, BlasSetMathMode, "cublasSetMathMode", L);
+    SYM(h, BlasCreate, "cublasCreate_v2", L);
+    SYM(h, BlasDestroy, "cublasDestroy_v2", L);
+    SYM(h, BlasSetStream, "cublasSetStream_v2", L);
+    SYM(h, BlasSetMathMode, "cublasSetMathMode", L);
     SYM(h, BlasSetWorkspace, "cublasSetWorkspace_v2", L);
-    SYM(h, Sgemm, "cublasSgemm_v2", L); SYM(h, Dgemm, "cublasDgemm_v2", L);
-    SYM(h, SgemmB, "cublasSgemmStridedBatched", L); SYM(h, DgemmB, "cublasDgemmStridedBatched", L);
-    SYM(h, GemmEx, "cublasGemmEx", L); SYM(h, GemmExB, "cublasGemmStridedBatchedEx", L);
+    SYM(h, Sgemm, "cublasSgemm_v2", L);
+    SYM(h, Dgemm, "cublasDgemm_v2", L);
+    SYM(h, SgemmB, "cublasSgemmStridedBatched", L);
+    SYM(h, DgemmB, "cublasDgemmStridedBatched", L);
+    SYM(h, GemmEx, "cublasGemmEx", L);
+    SYM(h, GemmExB, "cublasGemmStridedBatchedEx", L);
     return true;
 }
 
@@ -90,9 +113,10 @@ bool cuda_open(void) {
     if (rc != CUDA_SUCCESS || count == 0) {
         const char *name = "?";
         if (rc != CUDA_SUCCESS) cu.GetErrorName(rc, &name);
-        snprintf(cu.why, sizeof cu.why, "no CUDA device found (%s%s); the cuda target needs an NVIDIA GPU. "
-                 "Use --target cpu", rc != CUDA_SUCCESS ? "cuInit: " : "the driver reports 0 devices",
-                 rc != CUDA_SUCCESS ? name : "");
+        snprintf(cu.why, sizeof cu.why,
+                 "no CUDA device found (%s%s); the cuda target needs an NVIDIA GPU. "
+                 "Use --target cpu",
+                 rc != CUDA_SUCCESS ? "cuInit: " : "the driver reports 0 devices", rc != CUDA_SUCCESS ? name : "");
         snprintf(cu.brief, sizeof cu.brief, "%s%s", rc != CUDA_SUCCESS ? "cuInit: " : "the driver reports 0 devices",
                  rc != CUDA_SUCCESS ? name : "");
         return false;

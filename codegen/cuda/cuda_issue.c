@@ -13,7 +13,7 @@
 
 #include "../../include/nnc_rng.h"
 #include "cuda_model.h"
-#define NNC_RUNTIME_IMPLEMENTATION   /* the runtime's functions, static in this file */
+#define NNC_RUNTIME_IMPLEMENTATION /* the runtime's functions, static in this file */
 #include "../../include/nnc_runtime.h"
 
 static size_t elem_bytes(const CudaModel *m, int node) {
@@ -32,7 +32,7 @@ bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h) {
     *d = 0;
     *h = NULL;
     Gpu *g = DEV_IS_GPU(b->dev) ? &m->gpu[DEV_GPU_INDEX(b->dev)] : NULL;
-    switch (b->kind) {   /* a GPU's range of the parameter and state blocks starts at its lo */
+    switch (b->kind) { /* a GPU's range of the parameter and state blocks starts at its lo */
     case BUF_PARAM: *d = g->dBlock[NNC_BLOCK_PARAMS] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_PARAMS]); return true;
     case BUF_STATE: *d = g->dBlock[NNC_BLOCK_STATE] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_STATE]); return true;
     case BUF_ACT:
@@ -40,7 +40,9 @@ bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h) {
         else *h = m->rt->host[NNC_BLOCK_HOST] + at;
         return true;
     case BUF_INPUT: *h = m->hIn[b->index]; return true;
-    case BUF_NONE: case BUF_INLINE: case BUF_ALIAS: return false;
+    case BUF_NONE:
+    case BUF_INLINE:
+    case BUF_ALIAS: return false;
     }
     return false;
 }
@@ -49,7 +51,7 @@ bool cuda_on_device(const Entry *e, int x) {
     x = cuda_resolve(e, x);
     const Buffer *b = &e->buf[x];
     return b->kind == BUF_PARAM || b->kind == BUF_STATE || (b->kind == BUF_ACT && DEV_IS_GPU(b->dev)) ||
-           b->kind == BUF_INLINE;
+        b->kind == BUF_INLINE;
 }
 
 /* ---- issuing one entry's launches ---------------------------------------------------------- */
@@ -65,7 +67,7 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     const Buffer *bd = &e->buf[cuda_resolve(e, dst)], *bs = &e->buf[cuda_resolve(e, src)];
     if (hs && !hd) CU(cu.MemcpyHtoDAsync(dd, hs, bytes, m->cur->st));
     else if (!hs && hd) CU(cu.MemcpyDtoHAsync(hd, ds, bytes, m->cur->st));
-    else if (!hs && !hd && bd->dev != bs->dev)   /* GPU to GPU: peer access when the GPUs have it */
+    else if (!hs && !hd && bd->dev != bs->dev) /* GPU to GPU: peer access when the GPUs have it */
         CU(cu.MemcpyPeerAsync(dd, m->gpu[DEV_GPU_INDEX(bd->dev)].ctx, ds, m->gpu[DEV_GPU_INDEX(bs->dev)].ctx, bytes,
                               m->cur->st));
     else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->cur->st));
@@ -81,16 +83,18 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
  * goes to the others over the host's broadcast; one that cannot follow fails the step. */
 static bool choose_comm(CudaModel *m, const nnc_comm *c) {
     m->comm_chosen = true;
-    const char *why = !c->device_sums ? "--dist-backend mpi" : m->ngpus > 1 ? "the model spans several GPUs" :
-                      !c->bcast || !c->share ? "the host offers no broadcast" : nccl_unavailable();
+    const char *why = !c->device_sums ? "--dist-backend mpi"
+        : m->ngpus > 1                ? "the model spans several GPUs"
+        : !c->bcast || !c->share      ? "the host offers no broadcast"
+                                      : nccl_unavailable();
     int use = why == NULL;
     if (c->bcast && c->bcast(c->ctx, &use, sizeof use)) {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: could not agree on NCCL with process 0");
         return false;
     }
     if (use && why) {
-        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: process 0 sums gradients with NCCL, but process %d cannot: %s",
-                    c->rank, why);
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG,
+                    "data parallel: process 0 sums gradients with NCCL, but process %d cannot: %s", c->rank, why);
         return false;
     }
     char err[900];
@@ -98,7 +102,7 @@ static bool choose_comm(CudaModel *m, const nnc_comm *c) {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "data parallel: %s", err);
         return false;
     }
-    if (use) {   /* NCCL's stream, and a pair of events per gradient to order it with the step's */
+    if (use) { /* NCCL's stream, and a pair of events per gradient to order it with the step's */
         const Graph *g = m->p->g;
         CU(cu.StreamCreate(&m->cst, CU_STREAM_NON_BLOCKING));
         m->ready = arena_alloc(&m->arena, (size_t)g->n * sizeof(CUevent));
@@ -110,7 +114,8 @@ static bool choose_comm(CudaModel *m, const nnc_comm *c) {
             }
     }
     if (c->rank == 0)
-        fprintf(stderr, "nnc: data parallel over %d process%s: gradients summed %s%s\n", c->size, c->size == 1 ? "" : "es",
+        fprintf(stderr, "nnc: data parallel over %d process%s: gradients summed %s%s\n", c->size,
+                c->size == 1 ? "" : "es",
                 use ? "by NCCL on the GPUs" : "through host memory by MPI (no NCCL: ", use ? "" : why);
     if (c->rank == 0 && !use) fputs(")\n", stderr);
     return true;
@@ -136,7 +141,7 @@ static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int6
     const nnc_comm *c = m->rt->comm;
     const char *name = r->name ? r->name : "a parameter";
     if (c && !m->comm_chosen && !choose_comm(m, c)) return false;
-    if (!c || m->nccl) {   /* on the GPU: the value moves to the result's buffer, summed there */
+    if (!c || m->nccl) { /* on the GPU: the value moves to the result's buffer, summed there */
         int s0 = start ? L->root : r->in[0];
         if (c && !start) CU(cu.StreamWaitEvent(m->cur->st, m->done[s0], 0));
         if (dy != dx) CU(cu.MemcpyDtoDAsync(dy, dx, bytes, m->cur->st));
@@ -163,7 +168,8 @@ static bool issue_collective(CudaModel *m, const Entry *e, const Launch *L, int6
         if (!rc) CU(cu.MemcpyHtoDAsync(dy, h, bytes, m->cur->st));
     }
     if (rc) {
-        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait", name);
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "allreduce (%s) of the gradient of %s failed", start ? "start" : "wait",
+                    name);
         return false;
     }
     return true;
@@ -202,8 +208,8 @@ static bool gemm_rm_half(CudaModel *m, const Launch *L, int M, int N, int K, CUd
         BLAS(cu.GemmEx(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, (const void *)pa, tab, lda, &be,
                        (void *)pc, tc, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     else
-        BLAS(cu.GemmExB(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, sb, (const void *)pa, tab, lda, sa,
-                        &be, (void *)pc, tc, N, sc, G, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        BLAS(cu.GemmExB(m->cur->blas, ob, oa, N, M, K, &al, (const void *)pb, tab, ldb, sb, (const void *)pa, tab, lda,
+                        sa, &be, (void *)pc, tc, N, sc, G, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return true;
 }
 
@@ -214,8 +220,8 @@ static bool gemm_rm_batched(CudaModel *m, bool ta, bool tb, int M, int N, int K,
                             long long sc, int G) {
     cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (m->f64) {
-        BLAS(cu.DgemmB(m->cur->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, sb, (const double *)pa, lda, sa, &beta,
-                       (double *)pc, N, sc, G));
+        BLAS(cu.DgemmB(m->cur->blas, ob, oa, N, M, K, &alpha, (const double *)pb, ldb, sb, (const double *)pa, lda, sa,
+                       &beta, (double *)pc, N, sc, G));
     } else {
         const float al = (float)alpha, be = (float)beta;
         BLAS(cu.SgemmB(m->cur->blas, ob, oa, N, M, K, &al, (const float *)pb, ldb, sb, (const float *)pa, lda, sa, &be,
@@ -262,8 +268,8 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     if (!q.sum) return gemm_call(m, L, M, N, K, pa, lda, sa, pb, ldb, sb, beta, pc, (long long)M * N, (int)G);
     size_t eab = elem_bytes(m, L->a);
     for (int64_t i = 0; i < G; i++)
-        if (!gemm_call(m, L, M, N, K, pa + (CUdeviceptr)(i * sa) * eab, lda, 0, pb + (CUdeviceptr)(i * sb) * eab, ldb, 0,
-                       i > 0 ? 1 : beta, pc, 0, 1))
+        if (!gemm_call(m, L, M, N, K, pa + (CUdeviceptr)(i * sa) * eab, lda, 0, pb + (CUdeviceptr)(i * sb) * eab, ldb,
+                       0, i > 0 ? 1 : beta, pc, 0, 1))
             return false;
     return true;
 }
@@ -444,7 +450,7 @@ static Gpu *launch_gpu(CudaModel *m, const Launch *L) {
 }
 
 bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
-    for (int i = 0; i < NNC_MAX_GPUS; i++) {   /* each GPU's step counter and error flag */
+    for (int i = 0; i < NNC_MAX_GPUS; i++) { /* each GPU's step counter and error flag */
         Gpu *g = &m->gpu[i];
         if (!g->used || !use_gpu(m, g)) continue;
         if (m->has_ce[e->kind]) CU(cu.MemsetD32Async(g->dErr, 0, 4, g->st));
@@ -459,7 +465,9 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         if (!use_gpu(m, launch_gpu(m, L))) return false;
         bool ok = true;
         switch (L->kind) {
-        case L_EW: case L_REDUCE: case L_ROW: ok = issue_kernel(m, e, k, B); break;
+        case L_EW:
+        case L_REDUCE:
+        case L_ROW: ok = issue_kernel(m, e, k, B); break;
         case L_GEMM: ok = issue_gemm(m, e, L, B); break;
         case L_HELPER: ok = issue_helper_launch(m, e, L, B); break;
         case L_COLLECTIVE: ok = issue_collective(m, e, L, B); break;

@@ -58,8 +58,8 @@ typedef struct {
     CUresult (*StreamCreate)(CUstream *, unsigned);
     CUresult (*StreamDestroy)(CUstream);
     CUresult (*StreamSynchronize)(CUstream);
-    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void **, void **);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void **, void **);
     CUresult (*StreamBeginCapture)(CUstream, CUstreamCaptureMode);
     CUresult (*StreamEndCapture)(CUstream, CUgraph *);
     CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
@@ -120,70 +120,68 @@ typedef struct {
     CUstream st;
     cublasHandle_t blas;
     CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
-    CUfunction helper[HP_COUNT];               /* codegen/helpers.c's helpers, when the model has any */
-    CUdeviceptr dFirst;                         /* --check-numerics: the first non-finite index found */
-    unsigned long long *hFirst;                 /* ... read back (pinned) */
-    CUdeviceptr dBlock[NNC_BLOCK_COUNT];        /* its params, state, act (the host block is the runtime's) */
-    int64_t lo[NNC_BLOCK_COUNT];                /* bytes of the whole block where its range starts */
-    size_t bytes[NNC_BLOCK_COUNT];              /* ... and its size */
+    CUfunction helper[HP_COUNT]; /* codegen/helpers.c's helpers, when the model has any */
+    CUdeviceptr dFirst; /* --check-numerics: the first non-finite index found */
+    unsigned long long *hFirst; /* ... read back (pinned) */
+    CUdeviceptr dBlock[NNC_BLOCK_COUNT]; /* its params, state, act (the host block is the runtime's) */
+    int64_t lo[NNC_BLOCK_COUNT]; /* bytes of the whole block where its range starts */
+    size_t bytes[NNC_BLOCK_COUNT]; /* ... and its size */
     CUdeviceptr dStep, dErr, dWork;
-    long long *hStep;                           /* pinned staging for the step counter and the seed */
-    int *hErr;                                  /* pinned error flag readback */
+    long long *hStep; /* pinned staging for the step counter and the seed */
+    int *hErr; /* pinned error flag readback */
 } Gpu;
 
 typedef struct {
     const Program *p;
-    nnc_rt *rt;                                 /* the instance: messages, step, host blocks */
-    nnc_model_desc *desc;                       /* built from p, in `arena` */
-    size_t rb;                                  /* bytes per real */
+    nnc_rt *rt; /* the instance: messages, step, host blocks */
+    nnc_model_desc *desc; /* built from p, in `arena` */
+    size_t rb; /* bytes per real */
     bool f64, tf32;
-    Gpu gpu[NNC_MAX_GPUS];                      /* by index: cuda:k is gpu[k] */
-    Gpu *cur;                                   /* the one work is issued to now (its context is current) */
-    int ngpus;                                  /* how many the model uses */
-    int base;                                   /* the physical GPU of cuda:0 (cuda:k is base + k) */
-    bool check_numerics;                        /* --check-numerics: test every output after its launch */
-    void **hIn;                                 /* pinned input staging, sized at batch_max */
-    char *hColl;                                /* data parallel: pinned staging of the gradients */
-    NcclComm *nccl;                             /* ... or NCCL, which sums them on the GPU, */
-    CUstream cst;                               /* ... on its own stream, to overlap the step */
-    CUevent *ready, *done;                      /* ... per allreduce_start: its gradient is there,
-                                                   and its sum is */
-    bool comm_chosen;                           /* ... which of the two, decided at the first */
-    size_t *coll_at;                            /* ... per allreduce_start node, its bytes' offset */
+    Gpu gpu[NNC_MAX_GPUS]; /* by index: cuda:k is gpu[k] */
+    Gpu *cur; /* the one work is issued to now (its context is current) */
+    int ngpus; /* how many the model uses */
+    int base; /* the physical GPU of cuda:0 (cuda:k is base + k) */
+    bool check_numerics; /* --check-numerics: test every output after its launch */
+    void **hIn; /* pinned input staging, sized at batch_max */
+    char *hColl; /* data parallel: pinned staging of the gradients */
+    NcclComm *nccl; /* ... or NCCL, which sums them on the GPU, */
+    CUstream cst; /* ... on its own stream, to overlap the step */
+    CUevent *ready, *done; /* ... per allreduce_start: its gradient is there, and its sum is */
+    bool comm_chosen; /* ... which of the two, decided at the first */
+    size_t *coll_at; /* ... per allreduce_start node, its bytes' offset */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
     int next_slot[ENTRY_COUNT];
-    Arena arena;                                /* the description, kernel tables */
+    Arena arena; /* the description, kernel tables */
 } CudaModel;
 
 /* backend_cuda.c: a failed CUDA call, as the instance's message.  CU and BLAS check a call and
  * return false from the function that made it. */
 void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file, int line);
 
-#define CU(call)                                                         \
-    do {                                                                 \
-        CUresult r_ = (call);                                            \
-        if (r_ != CUDA_SUCCESS) {                                        \
-            cu_fail(m, r_, #call, __FILE__, __LINE__);                   \
-            return false;                                                \
-        }                                                                \
+#define CU(call) \
+    do { \
+        CUresult r_ = (call); \
+        if (r_ != CUDA_SUCCESS) { \
+            cu_fail(m, r_, #call, __FILE__, __LINE__); \
+            return false; \
+        } \
     } while (0)
 
-#define BLAS(call)                                                                                  \
-    do {                                                                                            \
-        cublasStatus_t s_ = (call);                                                                 \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                          \
-            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "cuBLAS error %d at %s:%d: %s", (int)s_, __FILE__, __LINE__, \
-                        #call);                                                                     \
-            return false;                                                                           \
-        }                                                                                           \
+#define BLAS(call) \
+    do { \
+        cublasStatus_t s_ = (call); \
+        if (s_ != CUBLAS_STATUS_SUCCESS) { \
+            nnc_rt_fail(m->rt, NNC_STATUS_ARG, "cuBLAS error %d at %s:%d: %s", (int)s_, __FILE__, __LINE__, #call); \
+            return false; \
+        } \
     } while (0)
 
 /* ---- cuda_issue.c ---------------------------------------------------------------------------- */
 
 /* Where node x's value lives: a device address, or a host pointer (false: it has no memory). */
 bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h);
-bool cuda_on_device(const Entry *e, int x);   /* in device memory (or an inline scalar) */
+bool cuda_on_device(const Entry *e, int x); /* in device memory (or an inline scalar) */
 /* Entry e's launches at batch B, in schedule order, each on its GPU's stream. */
 bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B);
 #endif
