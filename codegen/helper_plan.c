@@ -5,7 +5,7 @@
  * numbers, which GEMMs between them, what to zero, and for a convolution the loop over chunks
  * of the batch (Launch.chunk samples through Launch.scratch, plan.c) with oneDNN tried first on
  * the CPU.  The C dialect prints the steps (dialect_c.c) and the CUDA backend issues them
- * (backend_cuda.c); neither knows any helper op.  A number that depends on the batch or the chunk
+ * (cuda/cuda_issue.c); neither knows any helper op.  A number that depends on the batch or the chunk
  * is an Affine over (1, B, n0, S, SP): the C printer spells it, CUDA evaluates it. */
 #include <assert.h>
 #include <string.h>

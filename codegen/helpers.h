@@ -5,7 +5,7 @@
  * routine with these arguments, run a group of GEMMs, zero a buffer, repeat the next steps
  * over chunks of the batch, or (the CPU with oneDNN) try one library call first.  Values that
  * depend on the run-time batch B or on the chunk are affine expressions over (1, B, n0, S, SP),
- * which the C printer spells as C (dialect_c.c) and the CUDA backend evaluates (backend_cuda.c).
+ * which the C printer spells as C (dialect_c.c) and the CUDA backend evaluates (cuda/cuda_issue.c).
  * Pointers are a node's buffer, the launch's scratch in the activation block, the device's
  * {step, seed} slot or the launch's error record.  So a new helper op is written once: a row in
  * helpers.def, its bodies in helpers.c and its case in helper_plan.c. */
