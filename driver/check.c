@@ -385,7 +385,9 @@ static CheckLaunch launch_view(Pair *P, const Launch *L) {
                      .mem = cpu_mem_cb,
                      .rerun_abs = rerun_abs,
                      .ctx = P};
-    P->gbe->numerics(P->pg, L, &P->gbo, &c.num[0]);
+    /* L is the CPU program's launch: both sides are asked how they compute it, from its own nodes (the
+     * CUDA program numbers its nodes otherwise: copies add some) */
+    P->gbe->numerics(P->pc, L, &P->gbo, &c.num[0]);
     P->cbe->numerics(P->pc, L, &P->cbo, &c.num[1]);
     return c;
 }
