@@ -136,4 +136,5 @@ const char *render_num(char buf[RENDER_NUM_LEN], double x);
 extern const char nnc_embed_rng_h[];
 extern const char nnc_embed_abi_h[];
 extern const char nnc_embed_runtime_h[];
+extern const char nnc_embed_pool_h[];
 #endif

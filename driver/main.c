@@ -106,8 +106,9 @@ static void usage(FILE *f) {
           "                         whole set, and the loss and metrics as metadata (safetensors)\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
           "  --bench N              time N training steps on one batch, print JSON, exit\n"
-          "  --threads N            threads for kernels and BLAS (default: all cores; under mpirun,\n"
-          "                         the cores over the processes on the machine)\n"
+          "  --threads N            threads for kernels and products (default: one per core that\n"
+          "                         other processes leave free, rechecked every 200 ms; under\n"
+          "                         mpirun, the cores over the processes on the machine)\n"
           "  --quiet                no progress output\n"
           "  --log-every N          a plain progress line every N steps, and only the epoch lines\n"
           "                         of epochs in which such a step fell (and the last one)\n"
@@ -534,8 +535,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     if (threads > 0) {
         char t[32];
         snprintf(t, sizeof t, "%ld", threads);
-        setenv("OMP_NUM_THREADS", t, 1);
-        setenv("OPENBLAS_NUM_THREADS", t, 1);
+        setenv("OMP_NUM_THREADS", t, 1); /* OpenMP's and the pool's (include/nnc_pool.h) */
     }
     if (c->f64 && m->train.precision != PREC_F32)
         nnc_fatal("--f64 computes everything in double precision; it cannot be combined with precision %s",

@@ -2,9 +2,10 @@
  *
  * The .c is exactly what the in-process path compiles, runtime included (nnc_runtime.h is
  * embedded, with static functions, so two models link into one program); the header opens with
- * a usage example and declares the typed API, whose handle NAME_t is opaque.  The library is built without OpenMP, so it needs only libc,
- * libm and a CBLAS (link with -lopenblas -lm); build NAME.c yourself with -fopenmp for
- * threaded elementwise kernels. */
+ * a usage example and declares the typed API, whose handle NAME_t is opaque.  The library is built
+ * without OpenMP, so it needs only libc, pthreads (the products' pool, nnc_pool.h), libm and a
+ * CBLAS (link with -lopenblas -lm -lpthread); build NAME.c yourself with -fopenmp for threaded
+ * elementwise kernels. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,8 @@ static void header_usage(const Program *p, const BuildOpts *o, const char *rt, c
     str_printf(h, " *   const %s *out = %s_output(m, \"loss\");   // an output of the last call, by name\n", rt, mn);
     str_printf(h, " *   %s *w = %s_param(m, \"NAME\", &numel);     // parameters by their .nn names\n", rt, mn);
     render_template(h, " *   @_free(m);\n *\n", mn);
-    str_printf(h, " * Build: cc app.c lib%s.a%s -lopenblas -lm.\n", mn,
-               helper_uses_dnnl(p, o) ? " -ldnnl -lpthread" : "");
+    str_printf(h, " * Build: cc app.c lib%s.a%s -lopenblas -lm -lpthread.\n", mn,
+               helper_uses_dnnl(p, o) ? " -ldnnl" : "");
     str_printf(h,
                " * n is the batch size, 1 to %d: the batch nnc compiled this library for (the train section's,\n"
                " * or --batch N with -o); a larger n returns 2, so split it or build again with a larger --batch.\n",

@@ -172,7 +172,10 @@ static bool cc_is_gcc(char **cc, const char *log) {
 }
 
 /* Starts cc [CC words] FLAGS [NNC_CFLAGS words] -o so src BLAS -lm, with the log in `log`;
- * `opt` replaces FLAGS' -O3 (the quick first build of a tiered start).  Its pid, or -1. */
+ * `opt` replaces FLAGS' -O3 (the quick first build of a tiered start), and a quick build trains on
+ * one thread (NNC_POOL_QUICK_BUILD, include/nnc_pool.h), leaving the other cores to the -O3
+ * compiler: the thread count never changes a result, so both builds still compute alike.  Its
+ * pid, or -1. */
 static pid_t compile_start(char **cc, char **extra, const char *opt, const char *src, const char *so, const char *log) {
     char **argv = NULL;
     int a = 0, cap = 0;
@@ -181,6 +184,7 @@ static pid_t compile_start(char **cc, char **extra, const char *opt, const char 
     argv_push(&argv, &a, &cap, opt);
     for (size_t i = 1; i < sizeof cpu_flags / sizeof *cpu_flags; i++) argv_push(&argv, &a, &cap, cpu_flags[i]);
     if (gcc) argv_push(&argv, &a, &cap, "-fno-ipa-icf");
+    if (strcmp(opt, "-O3")) argv_push(&argv, &a, &cap, "-DNNC_POOL_QUICK_BUILD");
     for (char **w = extra; *w; w++) argv_push(&argv, &a, &cap, *w);
 #ifdef NNC_DNNL_LIB   /* linked only when the model calls it (its convolutions) */
     const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-Wl,--as-needed", NNC_DNNL_LIB, "-Wl,--no-as-needed", "-lm"};
@@ -255,18 +259,16 @@ static bool compile_in(const Cache *b, const Cache *cache, const char *name, con
 }
 
 /* dlopen + the ABI check.  RTLD_NODELETE: see the top of this file. */
-/* OpenMP's worker threads spin between kernels by default, and OpenBLAS's own pool spins too:
- * on a machine with few cores the two pools take turns burning the same cores.  Measured on 2
- * cores (nnc MODEL --bench 200), passive waiting made the 784-1024-1024-10 step 43 ms -> 18 ms
- * and the 784-128-10 step 0.30 ms -> 0.24 ms.  So, unless the user chose a policy, models wait
- * passively; libgomp reads the variable when the model object first loads it, just below.
- * OpenBLAS's workers yield-spin for 2^28 cycles (about 0.1 s) after each GEMM before they sleep,
- * taking the cores from the OpenMP helpers that run between a convolution's GEMMs: 2^10 cycles
- * made the convnet.nn step at batch 64 114 ms -> 72-79 ms, the MLPs unchanged within noise.
- * OpenBLAS reads OPENBLAS_THREAD_TIMEOUT when the model object loads it; a user's value wins. */
+/* A model's products run on its own pool (include/nnc_pool.h), which keeps OpenBLAS on one
+ * thread: OpenBLAS need not start a pool of its own when the model object loads it, so unless the
+ * user chose a count it starts none.  OpenMP (oneDNN's convolutions, the kernels' large loops)
+ * would spin between its regions by default, on the cores the pool's workers use right after a
+ * product: so, unless the user chose a policy, its threads wait passively (measured on 2 cores
+ * when OpenBLAS still had its pool: the 784-1024-1024-10 step 43 ms -> 18 ms).  libgomp and
+ * OpenBLAS read the variables when the model object first loads them, just below. */
 static void choose_thread_waits(void) {
     if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-    if (!getenv("OPENBLAS_THREAD_TIMEOUT") && !getenv("GOTO_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "10", 0);
+    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("GOTO_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", "1", 0);
 }
 
 static bool open_model(LoadedModel *lm, const char *path, const char *label, const char *mn, char *err, size_t n) {

@@ -46,13 +46,11 @@ static void c_ptr(const Kernel *k, Str *s, int x) {
     }
 }
 
-/* The model file declares cblas_?gemm itself, so that no BLAS header is needed to build it. */
+/* Products call nnc_?gemm (include/nnc_pool.h, pasted before this), which splits them over the
+ * pool's threads and declares cblas_?gemm itself, so that no BLAS header is needed. */
 static void c_prelude(Str *s, const BuildOpts *o) {
     str_puts(s, "\n");
     kernel_math_prelude(s, o->f64);
-    str_printf(s, "void cblas_%cgemm(int, int, int, int, int, int, %s, const %s *, int, const %s *, int, %s, %s *, int);\n",
-               o->f64 ? 'd' : 's', o->f64 ? "double" : "float", o->f64 ? "double" : "float",
-               o->f64 ? "double" : "float", o->f64 ? "double" : "float", o->f64 ? "double" : "float");
 }
 
 static void c_open(const Kernel *k, const Launch *L, int index) {
@@ -498,19 +496,22 @@ static void c_gemm_body(const Kernel *k, const Launch *L) {
     }
     int beta = L->fold >= 0 ? 1 : 0;
     if (!batched)
-        str_printf(k->s, "    cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f, ta, tb,
-                   alpha, beta);
+        str_printf(k->s, "    nnc_%cgemm(%d, %d, M, N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f, ta, tb, alpha,
+                   beta);
     else if (q.rows_merged)   /* [G*M, K] @ [K, N]: one product */
-        str_printf(k->s, "    cblas_%cgemm(101, %d, %d, (int)(G * M), N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f,
-                   ta, tb, alpha, beta);
+        str_printf(k->s, "    nnc_%cgemm(%d, %d, (int)(G * M), N, K, (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f, ta,
+                   tb, alpha, beta);
     else if (q.k_merged)      /* sum over g of A_g^T B_g = [G*K, M]^T @ [G*K, N] */
-        str_printf(k->s, "    cblas_%cgemm(101, %d, %d, M, N, (int)(G * K), (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f,
-                   ta, tb, alpha, beta);
-    else
-        str_printf(k->s,
+        str_printf(k->s, "    nnc_%cgemm(%d, %d, M, N, (int)(G * K), (real)%s, A, lda, Bm, ldb, %d, C, N);\n", f, ta,
+                   tb, alpha, beta);
+    else {
+        const char *keep = beta ? "1" : q.sum ? "g > 0" : "0"; /* a sum's first product overwrites C */
+        str_printf(
+            k->s,
             "    for (int64_t g = 0; g < G; g++)\n"
-            "        cblas_%cgemm(101, %d, %d, M, N, K, (real)%s, A + g * sa, lda, Bm + g * sb, ldb, %s, C + g * sc, N);\n",
-            f, ta, tb, alpha, beta ? "1" : q.sum ? "g > 0" : "0");
+            "        nnc_%cgemm(%d, %d, M, N, K, (real)%s, A + g * sa, lda, Bm + g * sb, ldb, %s, C + g * sc, N);\n",
+            f, ta, tb, alpha, keep);
+    }
 }
 
 static void c_copy(const Kernel *k, int dst, int src) {
@@ -589,7 +590,7 @@ static void helper_group_ptr(const Kernel *k, HelperPtr p, Affine stride) {
 static void helper_gemm(const Kernel *k, const HelperStep *st, int ind) {
     static const char *const beta[] = {[HBETA_0] = "0", [HBETA_1] = "1", [HBETA_CHUNKS] = "n0 ? 1 : 0"};
     const Affine *dims[3] = {&st->gemm.M, &st->gemm.N, &st->gemm.K};
-    str_printf(k->s, "%*sfor (int64_t g = 0; g < %lld; g++)\n%*scblas_%cgemm(101, %d, %d", ind, "",
+    str_printf(k->s, "%*sfor (int64_t g = 0; g < %lld; g++)\n%*snnc_%cgemm(%d, %d", ind, "",
                (long long)st->gemm.G, ind + 4, "", k->o->f64 ? 'd' : 's', st->gemm.ta ? 112 : 111,
                st->gemm.tb ? 112 : 111);
     for (int j = 0; j < 3; j++) {

@@ -38,6 +38,14 @@ bad "$nnc" "$models/linreg.nn" --load "$dir/short.st" --eval; has "short.st"
 ok "$nnc" "$models/linreg.nn" --target cpu -o "$dir/aot"; has "libm_linreg.a\|liblinreg.a"
 ok test -f "$dir/aot/linreg.h"
 ok "$nnc" "$models/mlp.nn" --stats;            has "train_step"
+# The products' threads (include/nnc_pool.h) cut each product by its shape and the most threads
+# allowed, never by how many take part: a busy machine (fewer threads) gives the same losses.
+for n in 1 2; do
+    ok env OMP_NUM_THREADS=2 NNC_TEST_POOL_ACTIVE=$n "$nnc" "$models/mlp.nn" --epochs 1 --quiet --metrics "$dir/pool$n.jsonl"
+    grep -o '"loss":[^,}]*' "$dir/pool$n.jsonl" > "$dir/pool$n.loss"
+done
+ok test "$(wc -l < "$dir/pool1.loss")" -gt 900
+ok cmp "$dir/pool1.loss" "$dir/pool2.loss"
 ok "$nnc" "$models/mlp.nn" --emit c;           has "cblas_sgemm"
 bad "$nnc" "$models/mlp.nn" --save-every 5;    has "need --save FILE"
 # --dump-after is an inspection flag: it prints the graph and exits without training
