@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
 
-    bench/run.py [--nnc build/nnc] [--threads 2] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only] [--startup-only]
+    bench/run.py [--nnc build/nnc] [--threads N] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only] [--startup-only]
 
 Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
 round many steps after a warm-up; the table gives the median over rounds of each round's
@@ -9,10 +9,12 @@ median, the min-max spread, and the nnc/reference time ratio (below 1: nnc is fa
 also measures the machine's ceilings (sgemm GFLOP/s, copy GB/s) in the same run, and writes
 bench/out/results.csv, bench/out/results.md and bench/out/chart.png (if matplotlib is there).
 
-nnc runs with no environment variable of its own set (OMP_*, GOMP_*, OPENBLAS_*, ... are removed
-from its environment): what a user gets; its threads come from --threads, a flag of the command.
-The references keep the settings that are best for them (OMP_WAIT_POLICY=PASSIVE, the thread
-counts, OPENBLAS_CORETYPE for Debian's PyTorch 1.13, which shares the system OpenBLAS).
+Both sides run as a user runs them: no tuning variable is set (OMP_*, GOMP_*, OPENBLAS_*, MKL_*,
+... are removed from the environment of nnc and of the references alike), and each uses its own
+default thread count unless --threads N is given (nnc's --threads N, torch.set_num_threads(N)).
+Each step case also prints its time over the sgemm-ceiling time: the step's floating-point
+operations (its products and convolutions) at the sgemm rate measured in the same run (OpenBLAS,
+2048^3, every core): 1.0 would be a step that runs at the BLAS's best speed from end to end.
 
 PyTorch 2.x from PyPI (MKL, oneDNN, Inductor) is what a new user installs: every step case and the
 convnet are also measured against its eager mode and torch.compile.  --torch2 names a Python that
@@ -62,21 +64,26 @@ class Suite:
     def __init__(self, a):
         self.a = a
         self.rows = []
-        self.env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
-                        OMP_WAIT_POLICY="PASSIVE")
-        # Debian's OpenBLAS misdetects some AVX-512 machines (as Prescott or Haswell); both nnc
-        # and PyTorch 1.13 (which uses the same OpenBLAS) get the same, best, kernels.
+        self.gflops = None   # the sgemm ceiling, once measured
+        # both sides as a user runs them: none of the thread or BLAS variables set
+        self.env = startup_ab.user_env()
+        # --coretype: Debian's OpenBLAS misdetects some AVX-512 machines (as Prescott or
+        # Haswell); then both sides (PyTorch 1.13 shares the system OpenBLAS) get the same kernels
         if a.coretype:
             self.env["OPENBLAS_CORETYPE"] = a.coretype
         self.tenv = self.env
-        # nnc as a user runs it: none of the thread or BLAS variables set
-        self.nenv = startup_ab.user_env()
+        self.nenv = self.env
+        self.threads = ["--threads", str(a.threads)] if a.threads > 0 else []   # nnc's flag
+        self.tthreads = str(max(a.threads, 0))   # the references' argument: 0 is their default
 
-    def add(self, case, nnc, ref, refname, unit):
+    def add(self, case, nnc, ref, refname, unit, flop=None):
         r = {"case": case, "nnc": median(nnc), "nnc_min": min(nnc), "nnc_max": max(nnc),
              "ref": median(ref) if ref else None, "ref_min": min(ref) if ref else None,
              "ref_max": max(ref) if ref else None, "ref_name": refname, "unit": unit}
         r["ratio"] = r["nnc"] / r["ref"] if ref else None
+        # the step's time over its sgemm-ceiling time (flop at the sgemm rate of this run)
+        scale = {"us": 1e-6, "ms": 1e-3}.get(unit)
+        r["ceiling"] = r["nnc"] * scale / (flop / (self.gflops * 1e9)) if flop and scale and self.gflops else None
         self.rows.append(r)
         print(fmt_row(r), flush=True)
 
@@ -86,21 +93,22 @@ class Suite:
 
     def mlp(self, model, sizes, batch, steps):
         n, t, e, c = [], [], [], []
+        flop = mlp_flop([int(s) for s in sizes.split(",")], batch)
         for _ in range(self.a.rounds):
             out, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
-                              "--threads", str(self.a.threads), "--quiet")
+                              *self.threads, "--quiet")
             n.append(last_json(out)["median_us"])
-            out, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp", sizes, str(batch), str(self.a.threads),
+            out, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp", sizes, str(batch), self.tthreads,
                           str(steps)], self.tenv)
             t.append(last_json(out)["median_us"])
             for mode, acc in (("mlp", e), ("mlp-compile", c)) if self.a.torch2 else ():
                 out, _ = run([self.a.torch2, os.path.join(HERE, "torch_ref.py"), mode, sizes, str(batch),
-                              str(self.a.threads), str(steps)], self.tenv)
+                              self.tthreads, str(steps)], self.tenv)
                 acc.append(last_json(out)["median_us"])
-        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch 1.13", "us")
+        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, t, "PyTorch 1.13", "us", flop)
         if self.a.torch2:
-            self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, e, "torch 2 eager", "us")
-            self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, c, "torch.compile", "us")
+            self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, e, "torch 2 eager", "us", flop)
+            self.add(f"MLP {sizes.replace(',', '-')} batch {batch} (step)", n, c, "torch.compile", "us", flop)
 
     def precision(self, model, sizes, batch, steps):
         """--precision bf16 against f32 (nnc, interleaved) and against torch.autocast bf16."""
@@ -108,12 +116,13 @@ class Suite:
         for _ in range(self.a.rounds):
             for prec, out in (("bf16", b), ("f32", f)):
                 o, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
-                                "--threads", str(self.a.threads), "--quiet", "--precision", prec)
+                                *self.threads, "--quiet", "--precision", prec)
                 out.append(last_json(o)["median_us"])
-            o, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp-bf16", sizes, str(batch), str(self.a.threads),
+            o, _ = run([PY, os.path.join(HERE, "torch_ref.py"), "mlp-bf16", sizes, str(batch), self.tthreads,
                         str(steps)], self.tenv)
             t.append(last_json(o)["median_us"])
-        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} step, bf16 vs f32", b, f, "nnc f32", "us")
+        flop = mlp_flop([int(s) for s in sizes.split(",")], batch)
+        self.add(f"MLP {sizes.replace(',', '-')} batch {batch} step, bf16 vs f32", b, f, "nnc f32", "us", flop)
         self.add(f"MLP {sizes.replace(',', '-')} batch {batch} step, bf16 vs torch.autocast bf16", b, t,
                  "PyTorch autocast", "us")
 
@@ -123,9 +132,10 @@ class Suite:
         for _ in range(self.a.rounds):
             for flags, out in (((), f), (("--no-fuse",), u)):
                 o, _ = self.nnc(os.path.join(ROOT, model), "--bench", str(steps), "--batch", str(batch),
-                                "--threads", str(self.a.threads), "--quiet", *flags)
+                                *self.threads, "--quiet", *flags)
                 out.append(last_json(o)["median_us"])
-        self.add(f"{os.path.basename(model)} batch {batch} step: fused vs --no-fuse", f, u, "nnc --no-fuse", "us")
+        self.add(f"{os.path.basename(model)} batch {batch} step: fused vs --no-fuse", f, u, "nnc --no-fuse", "us",
+                 mlp_flop([784, 128, 10], batch))
 
     def linreg(self):
         n, npy, tor = [], [], []
@@ -145,8 +155,8 @@ class Suite:
     def epochs(self):
         n, t = [], []
         for _ in range(max(3, self.a.rounds // 2 | 1)):
-            n.append(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--quiet", "--threads", str(self.a.threads))[1])
-            t.append(run([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "3", str(self.a.threads)], self.tenv)[1])
+            n.append(self.nnc(os.path.join(ROOT, "models/mlp.nn"), "--quiet", *self.threads)[1])
+            t.append(run([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "3", self.tthreads], self.tenv)[1])
         self.add("3 epochs Fashion-MNIST, whole process (warm cache)", n, t, "PyTorch", "s")
 
     def startup(self):
@@ -170,26 +180,50 @@ class Suite:
         n, e, c = [], [], []
         for _ in range(self.a.rounds):
             out, _ = self.nnc(os.path.join(ROOT, "models/convnet.nn"), "--bench", str(steps), "--batch", str(batch),
-                              "--threads", str(self.a.threads), "--quiet")
+                              *self.threads, "--quiet")
             n.append(last_json(out)["median_us"] / 1e3)
             for mode, acc in (("eager", e), ("compile", c)):
-                out, _ = run([self.a.torch2, os.path.join(HERE, "torch_convnet.py"), str(batch), str(self.a.threads),
+                out, _ = run([self.a.torch2, os.path.join(HERE, "torch_convnet.py"), str(batch), self.tthreads,
                               str(steps), mode], self.tenv)
                 acc.append(last_json(out)["median_us"] / 1e3)
-        self.add(f"convnet.nn batch {batch} (step)", n, e, "torch 2 eager", "ms")
-        self.add(f"convnet.nn batch {batch} (step)", n, c, "torch.compile", "ms")
+        self.add(f"convnet.nn batch {batch} (step)", n, e, "torch 2 eager", "ms", CONVNET_FLOP * batch)
+        self.add(f"convnet.nn batch {batch} (step)", n, c, "torch.compile", "ms", CONVNET_FLOP * batch)
 
     def memory(self):
         n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.nenv)]
-        t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", str(self.a.threads)], self.tenv)]
+        t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", self.tthreads], self.tenv)]
         self.add("peak RSS, 1 epoch Fashion-MNIST", n, t, "PyTorch", "MiB")
+
+
+def mlp_flop(sizes, batch):
+    """A training step's product flops: every layer forward, its weight gradient, and its input
+    gradient except the first layer's (the data needs none)."""
+    macs = [a * b for a, b in zip(sizes[:-1], sizes[1:])]
+    return 2 * batch * (3 * sum(macs) - macs[0])
+
+
+# models/convnet.nn per sample: conv1 (1->32, 5x5, 28x28) forward and weight gradient, conv2
+# (32->64, 5x5, 14x14) forward and both gradients, fc1 (3136->1024) and fc2 (1024->10) all three
+CONVNET_FLOP = 2 * (2 * 32 * 28 * 28 * 25 + 3 * 64 * 14 * 14 * 32 * 25 + 3 * 3136 * 1024 + 3 * 1024 * 10)
+
+
+def machine_line(ceil, threads):
+    info = open("/proc/cpuinfo").read()
+    field = lambda k: next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith(k)), "?")
+    flags = field("flags").split()
+    isa = ", ".join(f for f in ("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16") if f in flags) or "no AVX-512"
+    return (f"machine: {os.cpu_count()} cores of {field('model name')} (family {field('cpu family')}, model "
+            f"{field('model')}: {isa}), threads {threads or 'each side its default'}; sgemm "
+            f"{ceil['sgemm2048_gflops']} GFLOP/s (2048^3), copy {ceil['copy_gbs']} GB/s; load average "
+            f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
 
 
 def fmt_row(r):
     ref = f"{r['ref']:10.3f} [{r['ref_min']:.3f}-{r['ref_max']:.3f}]" if r["ref"] is not None else ""
     ratio = f"{r['ratio']:6.3f}" if r["ratio"] is not None else ""
+    ceiling = f"{r['ceiling']:5.2f}" if r.get("ceiling") else ""
     return (f"| {r['case']:<52} | {r['nnc']:10.3f} [{r['nnc_min']:.3f}-{r['nnc_max']:.3f}] | {r['ref_name']:<12} | "
-            f"{ref} | {r['unit']:<3} | {ratio} |")
+            f"{ref} | {r['unit']:<3} | {ratio} | {ceiling} |")
 
 
 def torch2_python():
@@ -214,12 +248,11 @@ def torch2_python():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nnc", default=os.path.join(ROOT, "build", "nnc"))
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="threads for both sides (default: each one's own)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="only the MLP step at batch 64")
-    avx512 = "avx512f" in open("/proc/cpuinfo").read()
-    ap.add_argument("--coretype", default="SkylakeX" if avx512 else "",
-                    help="OPENBLAS_CORETYPE for both sides ('' to inherit; SkylakeX on AVX-512 machines)")
+    ap.add_argument("--coretype", default="",
+                    help="OPENBLAS_CORETYPE for both sides (where Debian's OpenBLAS misdetects the CPU)")
     ap.add_argument("--torch2", help="a Python with PyTorch 2.x (from PyPI); default: bench/out/torch2-venv")
     ap.add_argument("--no-torch2", action="store_true", help="do not measure against PyTorch 2.x")
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
@@ -233,9 +266,9 @@ def main():
     exe = os.path.join(HERE, "out", "ceilings")
     subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "ceilings.c"), "-lopenblas"], check=True)
     ceil = last_json(run([exe], s.env)[0])
-    print(f"machine: {os.cpu_count()} cores, {a.threads} threads; sgemm {ceil['sgemm2048_gflops']} GFLOP/s "
-          f"(2048^3), copy {ceil['copy_gbs']} GB/s; OPENBLAS_CORETYPE={s.env.get('OPENBLAS_CORETYPE', 'default')}")
-    print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref |")
+    s.gflops = ceil["sgemm2048_gflops"]
+    print(machine_line(ceil, a.threads))
+    print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref | nnc/ceiling |")
     if a.startup_only:
         s.linreg()
         s.startup()
@@ -255,15 +288,16 @@ def main():
     if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only or a.startup_only)):
         s.convnet(64, 20)
         s.convnet(256, 10)
+    print(f"load average at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
     large = [r for r in s.rows if "1024" in r["case"]]
     if large:
-        gflops = 2.45e9 / (large[0]["nnc"] * 1e-6) / 1e9
+        gflops = mlp_flop([784, 1024, 1024, 10], 256) / (large[0]["nnc"] * 1e-6) / 1e9
         print(f"large MLP: nnc {gflops:.1f} GFLOP/s over the whole step = {gflops / ceil['sgemm2048_gflops']:.0%} of sgemm")
     with open(os.path.join(HERE, "out", "results.csv"), "w") as f:
-        f.write("case,unit,nnc_median,nnc_min,nnc_max,ref_name,ref_median,ref_min,ref_max,ratio\n")
+        f.write("case,unit,nnc_median,nnc_min,nnc_max,ref_name,ref_median,ref_min,ref_max,ratio,nnc_over_ceiling\n")
         for r in s.rows:
             f.write(f"{r['case']},{r['unit']},{r['nnc']},{r['nnc_min']},{r['nnc_max']},{r['ref_name']},"
-                    f"{r['ref']},{r['ref_min']},{r['ref_max']},{r['ratio']}\n")
+                    f"{r['ref']},{r['ref_min']},{r['ref_max']},{r['ratio']},{r['ceiling']}\n")
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -4,6 +4,8 @@
     torch_convnet.py BATCH THREADS STEPS eager|compile
     torch_convnet.py BATCH THREADS epoch eager|compile     one epoch of Fashion-MNIST, as nnc trains it
 
+THREADS 0 leaves PyTorch's own default (what a user gets); N calls torch.set_num_threads(N).
+
 One training step: forward (two 5x5 convolutions with ReLU and 2x2 max pooling, a 1024-unit
 layer with dropout 0.4, 10 outputs), cross-entropy, backward, Adam; as nnc's --bench, on one
 batch, after a warm-up (for `compile`, torch.compile of the module, compiled before timing).
@@ -61,13 +63,15 @@ def epoch(net, model, batch, mode):
 
 def main():
     if sys.argv[3] == "epoch":
-        torch.set_num_threads(int(sys.argv[2]))
+        if int(sys.argv[2]) > 0:
+            torch.set_num_threads(int(sys.argv[2]))
         torch.manual_seed(0)
         net = Net()
         epoch(net, torch.compile(net) if sys.argv[4] == "compile" else net, int(sys.argv[1]), sys.argv[4])
         return
     batch, threads, steps, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    torch.set_num_threads(threads)
+    if threads > 0:
+        torch.set_num_threads(threads)
     torch.manual_seed(0)
     net = Net()
     model = torch.compile(net) if mode == "compile" else net

@@ -8,6 +8,8 @@ JSON line out, so bench/run.py can interleave it with nnc in the same run.
   torch_ref.py linreg-numpy | linreg-torch      1000 full-batch epochs, the NumPy example
   torch_ref.py epochs N THREADS                 N epochs of the 784-128-10 MLP on Fashion-MNIST
   torch_ref.py import                           seconds to `import torch`
+
+THREADS 0 leaves PyTorch's own default (what a user gets); N calls torch.set_num_threads(N).
 """
 import gzip, json, sys, time
 
@@ -17,7 +19,8 @@ DATA = "/usr/share/datasets/fashion-mnist/"
 def mlp_step(sizes, batch, threads, steps, bf16=False, compiled=False):
     import contextlib
     import torch
-    torch.set_num_threads(threads)
+    if threads > 0:
+        torch.set_num_threads(threads)
     layers = []
     for a, b in zip(sizes[:-1], sizes[1:]):
         layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
@@ -85,7 +88,8 @@ def load_idx(name):
 
 def epochs(n, threads):
     import torch
-    torch.set_num_threads(threads)
+    if threads > 0:
+        torch.set_num_threads(threads)
     torch.manual_seed(42)
     x = torch.from_numpy(load_idx("train-images-idx3-ubyte.gz").reshape(-1, 784).astype("float32") / 255)
     y = torch.from_numpy(load_idx("train-labels-idx1-ubyte.gz").astype("int64"))
