@@ -46,6 +46,20 @@ for n in 1 2; do
 done
 ok test "$(wc -l < "$dir/pool1.loss")" -gt 900
 ok cmp "$dir/pool1.loss" "$dir/pool2.loss"
+# bf16 products: oneDNN where it is fast (AMX; AMD's AVX512-BF16), the f32 product on widened
+# copies on an Intel core without AMX, where oneDNN's AVX512-BF16 product is slower than sgemm
+# (ONEDNN_MAX_CPU_ISA hides AMX from oneDNN as such a CPU lacks it; ONEDNN_VERBOSE names each
+# product oneDNN runs).  Only where nnc has oneDNN and the CPU has AVX512-BF16.
+if "$nnc" "$models/mlp.nn" --precision bf16 --emit c | grep -q nnc_dnnl_matmul && grep -qw avx512_bf16 /proc/cpuinfo; then
+    if grep -q GenuineIntel /proc/cpuinfo; then
+        ok env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 ONEDNN_VERBOSE=1 "$nnc" "$models/mlp.nn" --precision bf16 --bench 2 --quiet
+        hasnt "exec,cpu,matmul"
+    fi
+    if grep -qw amx_bf16 /proc/cpuinfo || grep -q AuthenticAMD /proc/cpuinfo; then
+        ok env ONEDNN_VERBOSE=1 "$nnc" "$models/mlp.nn" --precision bf16 --bench 2 --quiet
+        has "exec,cpu,matmul"
+    fi
+fi
 ok "$nnc" "$models/mlp.nn" --emit c;           has "cblas_sgemm"
 bad "$nnc" "$models/mlp.nn" --save-every 5;    has "need --save FILE"
 # --dump-after is an inspection flag: it prints the graph and exits without training
