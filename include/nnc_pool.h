@@ -14,7 +14,8 @@
  * elements the BLAS sums as it sums a whole product's.  So a step gives the same bits on a busy
  * machine as on an idle one, whichever thread ran which chunk.
  *
- * Waiting: after a job a worker spins for about a millisecond, then sleeps on a futex; the caller
+ * Waiting: after a job a worker spins for 0.3 ms (a training step's gaps), then sleeps on a futex
+ * (so that OpenMP's threads, oneDNN's, find the cores free soon after a product); the caller
  * wakes only workers that sleep.  It spins with `pause` for 10 us only, then yields its core at
  * every check: a process that wants the core (the -O3 compiler of a tiered start, reniced) gets
  * it, and the caller then takes the chunks that worker would have taken.  How many take part follows the machine: every 200 ms, nnc_pool_adapt() (called before
@@ -54,11 +55,12 @@ long syscall(long number, ...); /* unistd.h hides it in strict C11 */
 #endif
 
 #define NNC_POOL_MAX 256                /* threads at most, the caller included */
-#define NNC_POOL_SPIN_NS 1000000        /* a worker's wait for the next job before it sleeps */
+#define NNC_POOL_SPIN_NS 300000         /* a worker's wait for the next job before it sleeps */
 #define NNC_POOL_PAUSE_NS 10000         /* of which this long with `pause`, the rest yielding */
 #define NNC_POOL_SAMPLE_NS 200000000    /* how often the load is read */
 #define NNC_POOL_CHUNK_MACS (1LL << 20) /* the least work worth a chunk: about 10 us of a core */
 #define NNC_POOL_ALIGN 16               /* chunk edges: whole vectors of C's columns */
+#define NNC_POOL_FOR_GRAIN 16384        /* the least points worth an elementwise kernel's piece */
 
 void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 void cblas_dgemm(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
@@ -336,6 +338,39 @@ NNC_POOL_FN void nnc_pool_adapt(void) {
     nnc_pool_g.busy_ticks = ticks, nnc_pool_g.own_ns = own;
     atomic_store(&nnc_pool_g.sampled_at, now);
     atomic_store(&nnc_pool_g.sampling, 0);
+}
+
+/* ---- elementwise kernels, split -------------------------------------------------------------- */
+
+/* A kernel's piece: its frame, inputs and batch, and the outer indices [lo, hi) it computes. */
+typedef void (*nnc_pool_part_fn)(void *m, const void *const *in, int64_t batch, int64_t lo, int64_t hi);
+
+typedef struct {
+    nnc_pool_part_fn fn;
+    void *m;
+    const void *const *in;
+    int64_t batch, n, parts;
+} nnc_pool_for_job;
+
+NNC_POOL_FN void nnc_pool_for_chunk(void *ctx, int c) {
+    const nnc_pool_for_job *q = ctx;
+    q->fn(q->m, q->in, q->batch, q->n * c / q->parts, q->n * (c + 1) / q->parts);
+}
+
+/* fn over outer indices [0, n) of a kernel of `elems` points, in pieces of NNC_POOL_FOR_GRAIN
+ * points or more (one piece per thread the pool may have, at most). */
+NNC_POOL_FN void nnc_pool_for(nnc_pool_part_fn fn, void *m, const void *const *in, int64_t batch, int64_t n,
+                              int64_t elems) {
+    nnc_pool_setup();
+    int64_t parts = elems / NNC_POOL_FOR_GRAIN;
+    parts = parts < nnc_pool_g.max ? parts : nnc_pool_g.max;
+    parts = parts < n ? parts : n;
+    if (parts <= 1) {
+        fn(m, in, batch, 0, n);
+        return;
+    }
+    nnc_pool_for_job q = {fn, m, in, batch, n, parts};
+    nnc_pool_run(nnc_pool_for_chunk, &q, (int)parts);
 }
 
 /* ---- matrix products, split ----------------------------------------------------------------- */

@@ -1,24 +1,28 @@
 /* dialect_c.c - how the kernel walker (kernel.c) speaks C, for the CPU target.
  *
  * A kernel is a static function of the model file that walks its index space serially: one
- * loop per axis, or a flat loop the compiler vectorizes, with an OpenMP pragma on the outermost
- * loop of kernels that can be large enough to pay for a thread team.  One thread owns each row
- * of a row-wise kernel, so rows need no combining.  This file is the only place that spells the
- * model struct's members in a kernel (m->params, m->state, m->act, m->step, m->status, m->msg)
- * and the batch inputs (in[i]): the C host code around the kernels may change them here alone.
+ * loop per axis, or a flat loop the compiler vectorizes.  An elementwise kernel that can be large
+ * is cut over its outermost loop for the model's thread pool (include/nnc_pool.h, which also runs
+ * the products); large reductions and row-wise kernels carry an OpenMP pragma on the outermost
+ * loop instead.  One thread owns each row of a row-wise kernel, so rows need no combining.  This
+ * file is the only place that spells the model struct's members in a kernel (m->params,
+ * m->state, m->act, m->step, m->status, m->msg) and the batch inputs (in[i]): the C host code
+ * around the kernels may change them here alone.
  *
  * Reductions keep two loop structures, both accumulating in double:
  *   - when the kept axes come first (a suffix is reduced, the common case), each output is one
  *     accumulator over a contiguous run: cache-friendly and threaded over the outputs;
  *   - otherwise the input is walked in order and every point added into its output (a scatter),
  *     which reads the input once, in memory order, whatever the axes.
- * GEMMs are cblas calls, or plain loops when the product is too small to pay for one.  A helper
- * launch (convolution, pooling, ...) is its plan (helper_plan.c) printed as C: calls of the
- * helpers.c routines in the prelude, cblas GEMMs, memsets and the loop over chunks of the batch. */
+ * GEMMs are nnc_sgemm calls (cblas, cut for the pool), or plain loops when the product is too
+ * small to pay for one.  A helper launch (convolution, pooling, ...) is its plan (helper_plan.c)
+ * printed as C: calls of the helpers.c routines in the prelude, nnc_?gemm calls, memsets and the
+ * loop over chunks of the batch. */
 #include "../helpers.h"
 #include "../kernel.h"
 
 #define OMP_MIN_ELEMS 32768     /* a thread team pays off past this many elements */
+#define POOL_MIN_ELEMS 16384    /* an elementwise kernel may be cut for the pool past this many */
 #define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
 #define SMALL_GEMM_ACC 4096     /* the most C elements such a loop sums on the stack */
 
@@ -53,10 +57,35 @@ static void c_prelude(Str *s, const BuildOpts *o) {
     kernel_math_prelude(s, o->f64);
 }
 
+/* An elementwise kernel that can be large runs on the pool (include/nnc_pool.h), as the products
+ * do: NAME hands nnc_pool_for the outer extent, and NAME_part computes the outer indices [lo, hi)
+ * of one piece.  Each point is computed alone, so how the loop is cut never changes a bit. */
+static bool c_ew_pooled(const Kernel *k, Shape sp) { return omp_worth(k, sp, POOL_MIN_ELEMS); }
+
 static void c_open(const Kernel *k, const Launch *L, int index) {
-    str_printf(k->s, "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
-                     "    (void)m; (void)in; (void)B;\n", k->mn, k->e->name, index, k->mn);
-    (void)L;
+    const char *mn = k->mn, *en = k->e->name;
+    if (L->kind != L_EW || !c_ew_pooled(k, L->space)) {
+        str_printf(k->s,
+                   "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
+                   "    (void)m; (void)in; (void)B;\n",
+                   mn, en, index, mn);
+        return;
+    }
+    str_printf(k->s,
+               "static void %s_%s_%d_part(void *, const void *const *, int64_t, int64_t, int64_t);\n"
+               "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
+               "    nnc_pool_for(%s_%s_%d_part, m, in, B, ",
+               mn, en, index, mn, en, index, mn, mn, en, index);
+    if (kernel_flat(k, L)) render_numel(k->s, L->space);
+    else render_dim(k->s, L->space.d[0], "B");
+    str_puts(k->s, ", ");
+    render_numel(k->s, L->space);
+    str_printf(k->s,
+               ");\n}\n"
+               "static void %s_%s_%d_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
+               "    struct %s_frame *m = mv;\n"
+               "    (void)m; (void)in; (void)B;\n",
+               mn, en, index, mn);
 }
 
 /* ---- loops ---------------------------------------------------------------------------------- */
@@ -75,19 +104,21 @@ static void close_loops(const Kernel *k, int from, int to, int indent) {
     for (int l = to - 1; l >= from; l--) str_printf(k->s, "%*s}\n", indent + 4 * (l - from), "");
 }
 
+/* An elementwise kernel's index space: one flat loop or one per axis; a pooled kernel's outer
+ * loop runs over its piece, [lo, hi) (c_open). */
 static int c_space_open(const Kernel *k, Shape sp, bool flat) {
-    Str cond = {0};
-    bool omp = omp_worth(k, sp, OMP_MIN_ELEMS);
-    omp_if(&cond, sp, OMP_MIN_ELEMS);
+    bool pooled = c_ew_pooled(k, sp);
     if (flat) {
-        str_puts(k->s, "    const int64_t n = ");
-        render_numel(k->s, sp);
-        str_puts(k->s, ";\n");
-        if (omp) str_printf(k->s, "    #pragma omp parallel for simd if (%s)\n", cond.buf);
-        str_puts(k->s, "    for (int64_t i = 0; i < n; i++) {\n");
-    } else
-        open_loops(k, sp, 0, sp.rank, 4, omp ? cond.buf : NULL);
-    str_free(&cond);
+        if (pooled) str_puts(k->s, "    for (int64_t i = lo; i < hi; i++) {\n");
+        else {
+            str_puts(k->s, "    const int64_t n = ");
+            render_numel(k->s, sp);
+            str_puts(k->s, ";\n    for (int64_t i = 0; i < n; i++) {\n");
+        }
+    } else if (pooled) {
+        str_puts(k->s, "    for (int64_t a0 = lo; a0 < hi; a0++) {\n");
+        open_loops(k, sp, 1, sp.rank, 8, NULL);
+    } else open_loops(k, sp, 0, sp.rank, 4, NULL);
     return flat ? 8 : 4 + 4 * sp.rank;
 }
 

@@ -46,6 +46,16 @@ for n in 1 2; do
 done
 ok test "$(wc -l < "$dir/pool1.loss")" -gt 900
 ok cmp "$dir/pool1.loss" "$dir/pool2.loss"
+# Large elementwise kernels run on the pool too, cut over their outer loop (the large MLP keeps no
+# OpenMP loop); each point is computed alone, so one piece or three give the same losses.
+ok "$nnc" "$models/mlp_large.nn" --emit c;     has "nnc_pool_for(mlp_large_train_step_1_part, m, in, B, B"
+hasnt "omp parallel for"
+for n in 1 3; do
+    ok env OMP_NUM_THREADS=$n "$nnc" "$here/pool_ew.nn" --quiet --metrics "$dir/ew$n.jsonl"
+    grep -o '"loss":[^,}]*' "$dir/ew$n.jsonl" > "$dir/ew$n.loss"
+done
+ok test "$(wc -l < "$dir/ew1.loss")" -ge 8
+ok cmp "$dir/ew1.loss" "$dir/ew3.loss"
 # bf16 products: oneDNN where it is fast (AMX; AMD's AVX512-BF16), the f32 product on widened
 # copies on an Intel core without AMX, where oneDNN's AVX512-BF16 product is slower than sgemm
 # (ONEDNN_MAX_CPU_ISA hides AMX from oneDNN as such a CPU lacks it; ONEDNN_VERBOSE names each
