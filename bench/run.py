@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
 
-    bench/run.py [--nnc build/nnc] [--threads N] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only] [--startup-only]
+    bench/run.py [--nnc build/nnc] [--threads N] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only]
+                 [--startup-only] [--steps-only]
 
 Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
 round many steps after a warm-up; the table gives the median over rounds of each round's
@@ -258,6 +259,8 @@ def main():
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
     ap.add_argument("--precision-only", action="store_true", help="only the bf16 cases")
     ap.add_argument("--startup-only", action="store_true", help="only linear regression and the start-up cases")
+    ap.add_argument("--steps-only", action="store_true",
+                    help="only the training steps: the MLPs (f32 and bf16) and the convnet at batch 64")
     a = ap.parse_args()
     if not a.torch2 and not a.no_torch2:
         a.torch2 = torch2_python()
@@ -269,7 +272,14 @@ def main():
     s.gflops = ceil["sgemm2048_gflops"]
     print(machine_line(ceil, a.threads))
     print("| case | nnc median [min-max] | reference | ref median [min-max] | unit | nnc/ref | nnc/ceiling |")
-    if a.startup_only:
+    if a.steps_only:
+        s.mlp("models/mlp.nn", "784,128,10", 64, 300)
+        s.mlp("models/mlp.nn", "784,128,10", 256, 200)
+        s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
+        s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
+        if a.torch2:
+            s.convnet(64, 20)
+    elif a.startup_only:
         s.linreg()
         s.startup()
     elif a.precision_only:
@@ -277,7 +287,7 @@ def main():
     elif not a.convnet_only:
         s.mlp("models/mlp.nn", "784,128,10", 64, 300)
         s.fusion("models/mlp.nn", 64, 300)
-    if not a.quick and not a.convnet_only and not a.precision_only and not a.startup_only:
+    if not (a.quick or a.convnet_only or a.precision_only or a.startup_only or a.steps_only):
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
@@ -285,7 +295,7 @@ def main():
         s.epochs()
         s.startup()
         s.memory()
-    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only or a.startup_only)):
+    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only or a.startup_only or a.steps_only)):
         s.convnet(64, 20)
         s.convnet(256, 10)
     print(f"load average at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
