@@ -54,13 +54,13 @@ long syscall(long number, ...); /* unistd.h hides it in strict C11 */
 #define NNC_POOL_FN static
 #endif
 
-#define NNC_POOL_MAX 256                /* threads at most, the caller included */
-#define NNC_POOL_SPIN_NS 300000         /* a worker's wait for the next job before it sleeps */
-#define NNC_POOL_PAUSE_NS 10000         /* of which this long with `pause`, the rest yielding */
-#define NNC_POOL_SAMPLE_NS 200000000    /* how often the load is read */
+#define NNC_POOL_MAX 256 /* threads at most, the caller included */
+#define NNC_POOL_SPIN_NS 300000 /* a worker's wait for the next job before it sleeps */
+#define NNC_POOL_PAUSE_NS 10000 /* of which this long with `pause`, the rest yielding */
+#define NNC_POOL_SAMPLE_NS 200000000 /* how often the load is read */
 #define NNC_POOL_CHUNK_MACS (1LL << 20) /* the least work worth a chunk: about 10 us of a core */
-#define NNC_POOL_ALIGN 16               /* chunk edges: whole vectors of C's columns */
-#define NNC_POOL_FOR_GRAIN 16384        /* the least points worth an elementwise kernel's piece */
+#define NNC_POOL_ALIGN 16 /* chunk edges: whole vectors of C's columns */
+#define NNC_POOL_FOR_GRAIN 16384 /* the least points worth an elementwise kernel's piece */
 
 void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 void cblas_dgemm(int, int, int, int, int, int, double, const double *, int, const double *, int, double, double *, int);
@@ -77,19 +77,19 @@ typedef struct {
 typedef struct {
     _Atomic(nnc_pool_fn) fn;
     _Atomic(void *) ctx;
-    _Atomic int n;    /* chunks */
+    _Atomic int n; /* chunks */
     _Atomic int done; /* chunks finished */
 } nnc_pool_job;
 
 static struct {
-    _Atomic int state;                 /* 0 not set up, 1 being set up, 2 ready */
-    int max;                           /* threads the pool may use, the caller included */
-    int fixed;                         /* 1: OMP_NUM_THREADS chose max; no adapting to the load */
-    _Atomic int active;                /* threads that take part now (1..max) */
-    _Atomic int started;               /* workers running (0 until the first job that wants them) */
-    _Atomic int busy;                  /* a caller holds the pool; another runs its job alone */
+    _Atomic int state; /* 0 not set up, 1 being set up, 2 ready */
+    int max; /* threads the pool may use, the caller included */
+    int fixed; /* 1: OMP_NUM_THREADS chose max; no adapting to the load */
+    _Atomic int active; /* threads that take part now (1..max) */
+    _Atomic int started; /* workers running (0 until the first job that wants them) */
+    _Atomic int busy; /* a caller holds the pool; another runs its job alone */
     _Alignas(64) _Atomic uint32_t gen; /* the job number; odd and even jobs use the two slots */
-    _Atomic uint64_t claim;            /* job number << 32 | the next unclaimed chunk */
+    _Atomic uint64_t claim; /* job number << 32 | the next unclaimed chunk */
     nnc_pool_job job[2];
     nnc_pool_worker worker[NNC_POOL_MAX];
     /* the load: /proc/stat's busy time of our cores, and our CPU time, at the last sample */

@@ -22,7 +22,7 @@
 #include "../kernel.h"
 
 #define OMP_MIN_ELEMS 32768     /* a thread team pays off past this many elements */
-#define POOL_MIN_ELEMS 16384    /* an elementwise kernel may be cut for the pool past this many */
+#define POOL_MIN_ELEMS 16384 /* an elementwise kernel may be cut for the pool past this many */
 #define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
 #define SMALL_GEMM_ACC 4096     /* the most C elements such a loop sums on the stack */
 

@@ -167,11 +167,11 @@ int main(void) {
     nnc_pool_adapt();
     CHECK(nnc_pool_g.max == THREADS && nnc_pool_g.fixed, "OMP_NUM_THREADS=4: at most 4 threads, whatever the load");
     CHECK(!openblas_get_num_threads || openblas_get_num_threads() == 1, "OpenBLAS left on one thread");
-    check_product(0, 1, 64, 128, 784, 0.0f);    /* x @ W^T, mlp.nn's first layer at batch 64 */
-    check_product(1, 0, 128, 784, 64, 1.0f);    /* dY^T @ x with the SGD update folded in */
+    check_product(0, 1, 64, 128, 784, 0.0f); /* x @ W^T, mlp.nn's first layer at batch 64 */
+    check_product(1, 0, 128, 784, 64, 1.0f); /* dY^T @ x with the SGD update folded in */
     check_product(0, 0, 256, 1024, 1024, 0.0f); /* a large one, along N */
-    check_product(1, 0, 1024, 300, 256, 1.0f);  /* along M, an edge chunk */
-    check_product(0, 0, 8, 8, 8, 0.0f);         /* too small to split */
+    check_product(1, 0, 1024, 300, 256, 1.0f); /* along M, an edge chunk */
+    check_product(0, 0, 8, 8, 8, 0.0f); /* too small to split */
     check_jobs();
     check_load();
     return check_done();
