@@ -621,9 +621,8 @@ static void helper_group_ptr(const Kernel *k, HelperPtr p, Affine stride) {
 static void helper_gemm(const Kernel *k, const HelperStep *st, int ind) {
     static const char *const beta[] = {[HBETA_0] = "0", [HBETA_1] = "1", [HBETA_CHUNKS] = "n0 ? 1 : 0"};
     const Affine *dims[3] = {&st->gemm.M, &st->gemm.N, &st->gemm.K};
-    str_printf(k->s, "%*sfor (int64_t g = 0; g < %lld; g++)\n%*snnc_%cgemm(%d, %d", ind, "",
-               (long long)st->gemm.G, ind + 4, "", k->o->f64 ? 'd' : 's', st->gemm.ta ? 112 : 111,
-               st->gemm.tb ? 112 : 111);
+    str_printf(k->s, "%*sfor (int64_t g = 0; g < %lld; g++)\n%*snnc_%cgemm(%d, %d", ind, "", (long long)st->gemm.G,
+               ind + 4, "", k->o->f64 ? 'd' : 's', st->gemm.ta ? 112 : 111, st->gemm.tb ? 112 : 111);
     for (int j = 0; j < 3; j++) {
         str_puts(k->s, ", (int)(");
         affine_render(k->s, *dims[j]);
