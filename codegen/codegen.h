@@ -96,6 +96,7 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
 void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, const char *batch_expr);
 void render_dim(Str *s, int64_t d, const char *batch_expr);
 void render_numel(Str *s, Shape sh);                         /* element count, batch axis as B */
+void render_prod(Str *s, Shape sh, uint32_t mask); /* the product of the axes in mask */
 bool launch_has(const Launch *L, int node);
 /* The axes of a reduction launch's input space that it sums over (SUM_TO's from the shapes). */
 int64_t launch_reduce_mask(const Graph *g, const Launch *L);
@@ -107,7 +108,7 @@ Shape launch_space_axes(const Launch *L, int64_t mask, bool in_mask);
 void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);
 /* The matrices of a GEMM launch: for g < G (the product of lead[]), C_g = alpha op(A_g) op(B_g)
  * (+ C_g with a folded update), each [m, n], the inner extent k; A and B stored row-major with
- * row strides lda and ldb (A as [k, m] when ta), C with n.  Dims may be DIM_BATCH.  A shared
+ * row strides lda and ldb (A as [k, m] when ta), C with n.  Dims may be the batch axis (negative: dim_size).  A shared
  * operand (2-d) is the same matrix for every g; with `sum` (matmul_is_sum) the G products add
  * into one C.  Two shapes are one library call: rows_merged (B shared, A not transposed: A and
  * C are [G*m, ...]) and k_merged (a sum with A transposed and B not: the inner extent is G*k). */

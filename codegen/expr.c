@@ -98,7 +98,15 @@ void render_inline_value(Str *s, const Graph *g, int id, const char *step, const
 
 void render_dim(Str *s, int64_t d, const char *batch) {
     if (d == DIM_BATCH) str_puts(s, batch);
+    else if (dim_is_batch(d)) str_printf(s, "(%s * %lldLL)", batch, (long long)-d);
     else str_printf(s, "%lld", (long long)d);
+}
+
+void render_prod(Str *s, Shape sh, uint32_t mask) {
+    bool b;
+    int64_t k = shape_prod(sh, mask, &b);
+    if (b) str_printf(s, "(B * %lldLL)", (long long)k);
+    else str_printf(s, "%lldLL", (long long)k);
 }
 
 /* Quote the distinct .nn lines a launch's nodes came from, in order. */
@@ -143,16 +151,7 @@ const char *render_file_name(const Program *p, const char *file) {
 
 const char *model_c_name(const Program *p) { return p->g->model_name ? p->g->model_name : "model"; }
 
-void render_numel(Str *s, Shape sh) {
-    int64_t k = 1;
-    bool b = false;
-    for (int i = 0; i < sh.rank; i++) {
-        if (sh.d[i] == DIM_BATCH) b = true;
-        else k *= sh.d[i];
-    }
-    if (b) str_printf(s, "(B * %lldLL)", (long long)k);
-    else str_printf(s, "%lldLL", (long long)k);
-}
+void render_numel(Str *s, Shape sh) { render_prod(s, sh, ~0u); }
 
 GemmGeom gemm_geom(const Graph *g, const Launch *L) {
     Shape a = g->nodes[L->a].shape, b = g->nodes[L->b].shape, c = g->nodes[L->root].shape;
@@ -175,16 +174,13 @@ GemmGeom gemm_geom(const Graph *g, const Launch *L) {
 
 int64_t gemm_count(const GemmGeom *q, int64_t batch) {
     int64_t G = 1;
-    for (int i = 0; i < q->nlead; i++) G *= q->lead[i] == DIM_BATCH ? batch : q->lead[i];
+    for (int i = 0; i < q->nlead; i++) G *= dim_size(q->lead[i], batch);
     return G;
 }
 
 void render_gemm_count(Str *s, const GemmGeom *q) {
-    int64_t k = 1;
-    bool b = false;
-    for (int i = 0; i < q->nlead; i++)
-        if (q->lead[i] == DIM_BATCH) b = true;
-        else k *= q->lead[i];
+    bool b;
+    int64_t k = shape_prod(shape_of(q->nlead, q->lead), ~0u, &b);
     str_printf(s, "%s%lldLL", b ? "(int64_t)B * " : "", (long long)k);
 }
 
@@ -200,12 +196,8 @@ void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transpo
     for (int l = 0; l < space.rank; l++) {
         int a = !transposed ? l - (space.rank - xs.rank) : l < space.rank - 2 ? l : 2 * space.rank - 3 - l;
         if (a < 0 || xs.d[a] == 1) continue;
-        int64_t k = 1;
-        bool b = false;
-        for (int j = a + 1; j < xs.rank; j++) {
-            if (xs.d[j] == DIM_BATCH) b = true;
-            else k *= xs.d[j];
-        }
+        bool b;
+        int64_t k = shape_prod(xs, ~0u << (a + 1), &b); /* the stride of axis a */
         str_printf(s, "%sa%d * %s%lldLL", any ? " + " : "", l, b ? "B * " : "", (long long)k);
         any = true;
     }

@@ -21,16 +21,12 @@ static Affine aff(AffineVar v, int64_t k) {
 }
 
 static Affine aff_k(int64_t k) { return aff(AFF_1, k); }
-static Affine aff_dim(int64_t d) { return d == DIM_BATCH ? aff(AFF_B, 1) : aff_k(d); }
+static Affine aff_dim(int64_t d) { return dim_is_batch(d) ? aff(AFF_B, dim_size(d, 1)) : aff_k(d); }
 
-/* A shape's element count: k, or k B with the batch axis. */
+/* A shape's element count: k, or k B with the batch axis (B*m counting m). */
 static Affine aff_numel(Shape s) {
-    int64_t k = 1;
-    bool b = false;
-    for (int i = 0; i < s.rank; i++) {
-        if (s.d[i] == DIM_BATCH) b = true;
-        else k *= s.d[i];
-    }
+    bool b;
+    int64_t k = shape_prod(s, ~0u, &b);
     return b ? aff(AFF_B, k) : aff_k(k);
 }
 

@@ -83,7 +83,7 @@ static size_t elem_bytes(const Pair *P, const Graph *g, int x) {
 
 static int64_t numel_at(Shape s, int64_t B) {
     int64_t n = 1;
-    for (int i = 0; i < s.rank; i++) n *= s.d[i] == DIM_BATCH ? B : s.d[i];
+    for (int i = 0; i < s.rank; i++) n *= dim_size(s.d[i], B);
     return n;
 }
 
@@ -161,7 +161,7 @@ static void force_inputs(Pair *P, const Launch *L) {
         const nnc_tensor_info *t = &P->gpu->abi->outputs[P->entry][j];
         int64_t n_el = numel_at(g->nodes[x].shape, P->B);
         int64_t gn = 1;
-        for (int d = 0; d < t->rank; d++) gn *= t->dims[d] < 0 ? P->B : t->dims[d];
+        for (int d = 0; d < t->rank; d++) gn *= dim_size(t->dims[d], P->B);
         if (gn == n_el) memcpy(dst, src, (size_t)n_el * elem_bytes(P, g, x));
     }
 }

@@ -58,7 +58,7 @@ static double store_unit(const CheckLaunch *c, int x) {
 
 static double gamma_k(double k, double w) { return k * w < 0.5 ? k * w / (1 - k * w) : INFINITY; }
 
-static int64_t dim_at(int64_t d, int64_t B) { return d == DIM_BATCH ? B : d; }
+static int64_t dim_at(int64_t d, int64_t B) { return dim_size(d, B); }
 
 static int64_t numel_at(Shape s, int64_t B) {
     int64_t n = 1;

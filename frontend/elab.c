@@ -100,9 +100,20 @@ Binding *env_find(Env *env, const char *name) {
 }
 
 const char *kind_name(VKind k) {
-    static const char *n[] = {"error", "number", "string", "tensor", "block", "block instance",
-                              "device", "data source", "optimizer", "tuple", "learning-rate schedule",
-                              "loss scaler", "dtype"};
+    static const char *n[] = {"error",
+                              "number",
+                              "string",
+                              "tensor",
+                              "block",
+                              "block instance",
+                              "device",
+                              "data source",
+                              "optimizer",
+                              "tuple",
+                              "learning-rate schedule",
+                              "loss scaler",
+                              "dtype",
+                              "batch dimension"};
     return n[k];
 }
 
@@ -169,7 +180,12 @@ const char *tstr(Elab *E, int node) {
 int as_tensor(Elab *E, Value v, SrcLoc loc) {
     if (v.k == V_TENSOR) return v.node;
     if (v.k == V_NUM) return graph_const(E->g, v.num, loc);
-    if (v.k != V_ERROR) diag_error(E->d, loc, "expected a tensor, got a %s", kind_name(v.k));
+    if (v.k == V_BATCH)
+        diag_error(E->d, loc,
+                   "expected a tensor, got the batch dimension %s: it is a size known only when the step "
+                   "runs, for shapes (reshape(x, %s, -1))",
+                   E->g->batch_name, E->g->batch_name);
+    else if (v.k != V_ERROR) diag_error(E->d, loc, "expected a tensor, got a %s", kind_name(v.k));
     return -1;
 }
 
@@ -217,7 +233,7 @@ Value matmul(Elab *E, Value a, Value b, SrcLoc loc) {
     if (!need_f32(E, x, "matmul", loc) || !need_f32(E, y, "matmul", loc)) return verror;
     Shape sa = E->g->nodes[x].shape, sb = E->g->nodes[y].shape, sc;
     if (!matmul_shape(sa, sb, &sc)) {
-        if (sa.rank >= 2 && sb.rank >= 2 && sa.d[sa.rank - 2] == DIM_BATCH && sb.d[sb.rank - 1] == DIM_BATCH &&
+        if (sa.rank >= 2 && sb.rank >= 2 && dim_is_batch(sa.d[sa.rank - 2]) && dim_is_batch(sb.d[sb.rank - 1]) &&
             sa.d[sa.rank - 1] == sb.d[sb.rank - 2])
             diag_error(E->d, loc, "cannot multiply %s by %s: the result would have the batch dimension twice "
                        "(a tensor has at most one); transpose(a) @ b contracts the batch instead", tstr(E, x), tstr(E, y));
@@ -250,8 +266,27 @@ Value powc(Elab *E, Value a, Value b, SrcLoc loc) {
     return vtensor(r);
 }
 
+/* B * T and T * B: the dimension of the batch axis merged with an axis of T (reshape(x, B * T, V)).
+ * B stands for a size that is only known when the step runs, so nothing else computes with it. */
+static Value batch_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
+    Value k = a.k == V_BATCH ? b : a, bt = a.k == V_BATCH ? a : b;
+    if (op == '*' && k.k == V_NUM && k.num == floor(k.num) && k.num >= 1 && k.num * bt.num <= 1e12)
+        return (Value){.k = V_BATCH, .num = k.num * bt.num};
+    const char *name = E->g->batch_name ? E->g->batch_name : "B";
+    if (k.k == V_TENSOR) { /* B used as a value: as_tensor says what it is */
+        as_tensor(E, bt, loc);
+        return verror;
+    }
+    diag_error(E->d, loc,
+               "the batch size %s is known only when the step runs: it can only be multiplied by a positive "
+               "integer (%s * T), the size of the batch axis merged with an axis of T",
+               name, name);
+    return verror;
+}
+
 static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     if (a.k == V_ERROR || b.k == V_ERROR) return verror;
+    if (a.k == V_BATCH || b.k == V_BATCH) return batch_binop(E, op, a, b, loc);
     if (op == '^') return powc(E, a, b, loc);
     if (op == '@') return matmul(E, a, b, loc);
     if (a.k == V_NUM && b.k == V_NUM) {
@@ -398,7 +433,7 @@ static Value tuple(Elab *E, Env *env, Expr *e) {
     for (Arg *x = e->args; x; x = x->next) {
         t.items[k] = eval(E, env, x->e);
         if (t.items[k].k == V_ERROR) return verror;
-        if (t.items[k].k != V_NUM && t.items[k].k != V_STR && t.items[k].k != V_TENSOR) {
+        if (t.items[k].k != V_NUM && t.items[k].k != V_STR && t.items[k].k != V_TENSOR && t.items[k].k != V_BATCH) {
             diag_error(E->d, x->e->loc, "a tuple holds numbers (axes, sizes) or tensors, not a %s", kind_name(t.items[k].k));
             return verror;
         }
@@ -434,7 +469,7 @@ static Value ident(Elab *E, Env *env, Expr *e) {
     if (!strcmp(e->str, "f16")) return (Value){.k = V_DTYPE, .num = DT_F16};
     if (!strcmp(e->str, "f32")) return (Value){.k = V_DTYPE, .num = DT_F32};
     if (E->g->batch_name && !strcmp(e->str, E->g->batch_name))   /* reshape(h, B, 8) */
-        return (Value){.k = V_STR, .str = e->str};
+        return (Value){.k = V_BATCH, .num = 1};
     int bd = 3;
     const char *best = suggest_env(e->str, env, NULL, &bd);
     best = suggest_list(e->str, keyword_names, NNC_COUNTOF(keyword_names), best, &bd);
@@ -517,6 +552,14 @@ bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out) {
         *out = DIM_BATCH;
         return true;
     }
+    if (v.k == V_BATCH && allow_batch) {
+        *out = dim_batch_times((int64_t)v.num);
+        return true;
+    }
+    if (v.k == V_BATCH) {
+        diag_error(E->d, loc, "the batch dimension cannot be a dimension here: only inputs have a batch dimension");
+        return false;
+    }
     if (v.k != V_NUM || v.num != floor(v.num) || v.num < 1 || v.num > 1e12) {
         if (v.k == V_NUM)
             diag_error(E->d, loc, "a dimension must be a positive integer, got %g", v.num);
@@ -560,7 +603,11 @@ static bool eval_type(Elab *E, Env *env, TypeAst *t, bool is_input, Shape *s, DT
             v = eval(E, env, d->e);
         }
         if (!eval_dim(E, v, d->e->loc, is_input, &s->d[s->rank])) ok = false;
-        else if (s->d[s->rank] == DIM_BATCH && shape_batch_axis(*s) >= 0) {
+        else if (dim_is_batch(s->d[s->rank]) && s->d[s->rank] != DIM_BATCH) {
+            diag_error(E->d, d->e->loc, "an input's batch dimension is %s alone (reshape merges it with others)",
+                       E->g->batch_name);
+            ok = false;
+        } else if (s->d[s->rank] == DIM_BATCH && shape_batch_axis(*s) >= 0) {
             diag_error(E->d, d->e->loc, "a tensor can have only one batch dimension");
             ok = false;
         }
@@ -569,7 +616,7 @@ static bool eval_type(Elab *E, Env *env, TypeAst *t, bool is_input, Shape *s, DT
     /* A shape that claims more than 2^36 elements (256 GiB of f32) per batch row is an error
      * here, not an allocation attempt (and no later size computation can overflow). */
     double total = 1;
-    for (int i = 0; ok && i < s->rank; i++) total *= s->d[i] == DIM_BATCH ? 1.0 : (double)s->d[i];
+    for (int i = 0; ok && i < s->rank; i++) total *= dim_is_batch(s->d[i]) ? 1.0 : (double)s->d[i];
     if (ok && total > 68719476736.0) {
         diag_error(E->d, t->loc, "this tensor would have %.3g elements per batch row; the limit is 2^36", total);
         return false;

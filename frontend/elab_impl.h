@@ -25,7 +25,8 @@ typedef enum {
     V_TUPLE,
     V_SCHED,
     V_SCALER,
-    V_DTYPE
+    V_DTYPE,
+    V_BATCH /* the batch symbol times num: B (num 1), or B * T, a dimension of a merged batch axis */
 } VKind;
 
 typedef struct Env Env;

@@ -38,7 +38,7 @@ static bool pair_arg(Elab *E, const char *fn, const char *name, Args *a, int i, 
 static bool nchw_arg(Elab *E, const char *fn, int x, SrcLoc loc) {
     if (!need_f32(E, x, fn, loc)) return false;
     Shape s = E->g->nodes[x].shape;
-    if (s.rank != 4 || s.d[1] == DIM_BATCH || s.d[2] == DIM_BATCH || s.d[3] == DIM_BATCH) {
+    if (s.rank != 4 || dim_is_batch(s.d[1]) || dim_is_batch(s.d[2]) || dim_is_batch(s.d[3])) {
         diag_error(E->d, loc, "%s(): expected an NCHW tensor [batch, channels, height, width], got %s%s", fn,
                    tstr(E, x), s.rank == 2 ? " (reshape it first: reshape(x, B, 1, 28, 28))" : "");
         return false;
@@ -209,7 +209,7 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         return verror;
     Graph *g = E->g;
     Shape xs = g->nodes[x].shape;
-    if ((xs.rank != 2 && xs.rank != 4) || xs.d[1] == DIM_BATCH) {
+    if ((xs.rank != 2 && xs.rank != 4) || dim_is_batch(xs.d[1])) {
         diag_error(E->d, loc, "%s(): expected [N, C] or [N, C, H, W], got %s", fn, tstr(E, x));
         return verror;
     }
@@ -234,7 +234,8 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     /* statistics over every axis but the channels, kept as [1, C(, 1, 1)] to broadcast */
     int64_t mask = xs.rank == 4 ? 0xd : 0x1;
-    double per = xs.rank == 4 ? (double)(xs.d[2] * xs.d[3]) : 1; /* reduced elements per sample */
+    bool per_b; /* the reduced elements: per (times B when they include the batch axis) */
+    double per = (double)shape_prod(xs, (uint32_t)mask, &per_b);
     Shape ks = {0};
     ks.rank = xs.rank - 1; /* [C] or [C, 1, 1]: aligned on the right against x */
     ks.d[0] = C;
@@ -253,11 +254,11 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (w >= 0) y = graph_add2(g, OP_MUL, y, reshape_node(E, w, ks, loc), loc);
     if (b >= 0) y = graph_add2(g, OP_ADD, y, reshape_node(E, b, ks, loc), loc);
     /* the running statistics' update, in the train step only: r = (1 - m) r + m s, with the
-     * unbiased variance var * n / (n - 1), n = B * per: var / (1 - 1 / n) */
+     * unbiased variance var * n / (n - 1), n the reduced count: var / (1 - 1 / n) */
     Shape cs = shape_of(1, &C);
     int keep = graph_const(g, 1 - mom, loc), mc = graph_const(g, mom, loc);
     int inv_n = graph_const(g, 1 / per, loc);
-    g->nodes[inv_n].attr.cnst.batch_power = -1;
+    g->nodes[inv_n].attr.cnst.batch_power = per_b ? -1 : 0;
     int unbiased = graph_add2(g, OP_DIV, var, graph_add2(g, OP_SUB, graph_const(g, 1, loc), inv_n, loc), loc);
     const int src[2] = {mean, unbiased}, dst[2] = {rm, rv};
     for (int k = 0; k < 2; k++) {

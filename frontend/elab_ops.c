@@ -244,11 +244,34 @@ int reshape_node(Elab *E, int x, Shape s, SrcLoc loc) {
     return graph_add(E->g, OP_RESHAPE, 1, in, s, E->g->nodes[x].dtype, loc);
 }
 
-/* The new dimensions of reshape/view: numbers, the batch symbol, at most one -1 (inferred from
- * the element count, as torch.reshape), one by one or as one tuple. */
-static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s) {
+/* A shape with the -1 a reshape was given at axis `infer` (when >= 0): "f32[B,-1,7]". */
+static const char *reshape_target(Elab *E, Shape s, DType dt, int infer) {
+    char buf[96];
+    shape_str(s, dt, E->g->batch_name, buf, sizeof buf);
+    if (infer < 0) return arena_strdup(E->a, buf);
+    char *p = strchr(buf, '[') + 1;
+    for (int i = 0; i < infer; i++) p = strchr(p, ',') + 1;
+    size_t len = strcspn(p, ",]");
+    return arena_printf(E->a, "%.*s-1%s", (int)(p - buf), buf, p + len);
+}
+
+/* "B*2432 elements" or "760 elements" */
+static const char *count_str(Elab *E, Shape s) {
+    bool b;
+    int64_t k = shape_prod(s, ~0u, &b);
+    const char *bn = E->g->batch_name ? E->g->batch_name : "B";
+    if (!b) return arena_printf(E->a, "%lld elements", (long long)k);
+    return k == 1 ? arena_printf(E->a, "%s elements", bn) : arena_printf(E->a, "%s*%lld elements", bn, (long long)k);
+}
+
+/* The new dimensions of reshape/view: numbers, the batch symbol (B, or B * T: the batch merged with
+ * an axis of T), at most one -1, one by one or as one tuple.  -1 is inferred from the element
+ * count as torch.reshape does it; where x has the batch axis and the other dimensions do not, it
+ * is B times what is left: [B, T, V] to (-1, V) is [B*T, V]. */
+static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s, int *infer) {
     Value *v = a->v + 1;
-    int n = a->n - 1, infer = -1;
+    int n = a->n - 1;
+    *infer = -1;
     if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
     if (n > IR_MAX_RANK) {
         diag_error(E->d, loc, "reshape(): at most %d dimensions", IR_MAX_RANK);
@@ -257,15 +280,38 @@ static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s) {
     *s = (Shape){0};
     for (int i = 0; i < n; i++) {
         SrcLoc at = a->loc[i + 1 < a->n ? i + 1 : a->n - 1];
-        if (v[i].k == V_NUM && v[i].num == -1 && infer < 0) {
-            infer = s->rank;
+        if (v[i].k == V_NUM && v[i].num == -1) {
+            if (*infer >= 0) {
+                diag_error(E->d, at, "reshape(): only one dimension can be -1");
+                return false;
+            }
+            *infer = s->rank;
             s->d[s->rank++] = 1;
         } else if (!eval_dim(E, v[i], at, true, &s->d[s->rank++])) return false;
+        if (shape_batch_axis(*s) >= 0 && shape_batch_axis(*s) < s->rank - 1 && dim_is_batch(s->d[s->rank - 1])) {
+            diag_error(E->d, at, "reshape(): the batch dimension appears twice (a tensor has at most one batch axis)");
+            return false;
+        }
     }
-    Shape from = E->g->nodes[x].shape;
-    int64_t have = shape_numel(from, 1), known = shape_numel(*s, 1);
-    if (infer >= 0 && known > 0 && have % known == 0) s->d[infer] = have / known;
+    bool fb, tb;
+    int64_t have = shape_prod(E->g->nodes[x].shape, ~0u, &fb), known = shape_prod(*s, ~0u, &tb);
+    if (*infer >= 0 && have % known == 0) s->d[*infer] = fb && !tb ? dim_batch_times(have / known) : have / known;
     return true;
+}
+
+/* Why reshaping `from` to s fails: the batch axis went missing or came from nowhere, or the counts
+ * differ (a -1 that no size fits). */
+static const char *reshape_why(Elab *E, int x, Shape s, int infer) {
+    Shape from = E->g->nodes[x].shape;
+    bool fb, tb;
+    shape_prod(from, ~0u, &fb);
+    shape_prod(s, ~0u, &tb);
+    const char *bn = E->g->batch_name ? E->g->batch_name : "B";
+    if (fb && !tb)
+        return arena_printf(E->a, "the batch axis must stay, alone or merged with others (%s * 32, or -1 for it)", bn);
+    if (!fb && tb) return arena_printf(E->a, "%s has no batch axis", tstr(E, x));
+    if (infer >= 0) return arena_printf(E->a, "no size for the -1 gives %s", count_str(E, from));
+    return arena_printf(E->a, "that is %s", count_str(E, s));
 }
 
 static Value reshape(Elab *E, Args *a, SrcLoc loc) {
@@ -273,14 +319,14 @@ static Value reshape(Elab *E, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "reshape() takes a tensor and its new dimensions");
         return verror;
     }
-    int x = tensor_arg(E, a, 0);
+    int x = tensor_arg(E, a, 0), infer;
     Shape s;
-    if (x < 0 || !reshape_dims(E, a, x, loc, &s)) return verror;
-    Shape from = E->g->nodes[x].shape;
-    bool fb = shape_batch_axis(from) >= 0, tb = shape_batch_axis(s) >= 0;
-    if (fb != tb || shape_numel(from, 1) != shape_numel(s, 1)) {
-        diag_error(E->d, loc, "cannot reshape %s to %s", tstr(E, x),
-                   shape_str(s, E->g->nodes[x].dtype, E->g->batch_name, (char[96]){0}, 96));
+    if (x < 0 || !reshape_dims(E, a, x, loc, &s, &infer)) return verror;
+    bool fb, tb;
+    int64_t kf = shape_prod(E->g->nodes[x].shape, ~0u, &fb), kt = shape_prod(s, ~0u, &tb);
+    if (fb != tb || kf != kt) {
+        diag_error(E->d, loc, "cannot reshape %s (%s) to %s: %s", tstr(E, x), count_str(E, E->g->nodes[x].shape),
+                   reshape_target(E, s, E->g->nodes[x].dtype, infer), reshape_why(E, x, s, infer));
         return verror;
     }
     return vtensor(reshape_node(E, x, s, loc));
@@ -291,8 +337,8 @@ static Value read_view(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return reshape(E, a, loc);
 }
 
-/* flatten(x, start_dim = 0, end_dim = -1), as torch.flatten: the axes start..end become one.
- * The batch axis cannot merge with others (its size is only known when the step runs). */
+/* flatten(x, start_dim = 0, end_dim = -1), as torch.flatten: the axes start..end become one (with
+ * the batch axis among them, the batch axis merged with the others: [B, T, V] to [B*T, V]). */
 static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "start_dim", "end_dim"};
     int ix[3];
@@ -313,13 +359,10 @@ static Value read_flatten(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     Shape r = {0};
     for (int i = 0; i < s.rank; i++) {
         if (i <= from || i > to) r.d[r.rank++] = s.d[i];
-        else if (s.d[i] == DIM_BATCH || r.d[r.rank - 1] == DIM_BATCH) {
-            diag_error(E->d, loc,
-                       "%s(): cannot merge the batch axis of %s with others (start at the axis after it: "
-                       "flatten(x, 1))",
-                       fn, tstr(E, x));
-            return verror;
-        } else r.d[r.rank - 1] *= s.d[i];
+        else {
+            int64_t *m = &r.d[r.rank - 1], k = dim_size(*m, 1) * dim_size(s.d[i], 1);
+            *m = dim_is_batch(*m) || dim_is_batch(s.d[i]) ? dim_batch_times(k) : k;
+        }
     }
     return vtensor(reshape_node(E, x, r, loc));
 }
@@ -390,13 +433,13 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int64_t bit = ix[1] < 0 ? 1 : axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s0.rank, &ok);
     if (!ok) return verror;
     int ax = __builtin_ctzll((unsigned long long)bit);
-    if (s0.d[ax] == DIM_BATCH) {
+    if (dim_is_batch(s0.d[ax])) {
         diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): cannot join along the batch axis of %s", fn, tstr(E, x[0]));
         return verror;
     }
     for (int k = 1; k < n; k++) {
         Shape s = E->g->nodes[x[k]].shape;
-        bool same = s.rank == s0.rank && s.d[ax] != DIM_BATCH;
+        bool same = s.rank == s0.rank && !dim_is_batch(s.d[ax]);
         for (int d = 0; same && d < s.rank; d++) same = d == ax || s.d[d] == s0.d[d];
         if (!same) {
             diag_error(E->d, loc, "%s(): %s and %s differ outside axis %d", fn, tstr(E, x[0]), tstr(E, x[k]), ax);
@@ -443,7 +486,7 @@ static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int64_t bit = axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
     if (!ok) return verror;
     int ax = __builtin_ctzll((unsigned long long)bit);
-    if (s.d[ax] == DIM_BATCH) {
+    if (dim_is_batch(s.d[ax])) {
         diag_error(E->d, a->loc[ix[1]], "%s(): cannot cut the batch axis of %s", fn, tstr(E, x));
         return verror;
     }

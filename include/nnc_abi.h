@@ -22,7 +22,7 @@ typedef struct {
     const char *name;     /* "x", "fc1.weight", "fc1.weight.exp_avg", "loss", "grad.fc1.weight" */
     int dtype;            /* NNC_TYPE_*; f32 tensors are f64 in a model built with real = double */
     int rank;
-    int64_t dims[4];      /* -1 marks the batch dimension */
+    int64_t dims[4]; /* a negative d is the batch axis times -d: -1 is the batch, -32 the batch times 32 */
 } nnc_tensor_info;
 
 /* Bytes of a parameter's or a state's data (these have no batch axis). */

@@ -172,7 +172,7 @@ struct nnc_rt {
 
 NNC_RT_FN int64_t nnc_rt_numel(const nnc_tensor_info *t, int64_t batch) {
     int64_t n = 1;
-    for (int i = 0; i < t->rank; i++) n *= t->dims[i] < 0 ? batch : t->dims[i];
+    for (int i = 0; i < t->rank; i++) n *= t->dims[i] < 0 ? -t->dims[i] * batch : t->dims[i];
     return n;
 }
 

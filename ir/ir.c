@@ -120,7 +120,18 @@ Shape shape_of(int rank, const int64_t *d) {
 
 int64_t shape_numel(Shape s, int64_t batch) {
     int64_t n = 1;
-    for (int i = 0; i < s.rank; i++) n *= s.d[i] == DIM_BATCH ? batch : s.d[i];
+    for (int i = 0; i < s.rank; i++) n *= dim_size(s.d[i], batch);
+    return n;
+}
+
+int64_t shape_prod(Shape s, uint32_t mask, bool *batch) {
+    int64_t n = 1;
+    *batch = false;
+    for (int i = 0; i < s.rank; i++) {
+        if (!(mask >> i & 1)) continue;
+        *batch |= dim_is_batch(s.d[i]);
+        n *= dim_size(s.d[i], 1);
+    }
     return n;
 }
 
@@ -162,7 +173,7 @@ bool matmul_shape(Shape a, Shape b, Shape *out) {
     r.d[r.rank - 2] = a.d[a.rank - 2];
     r.d[r.rank - 1] = b.d[b.rank - 1];
     int batch_axes = 0;
-    for (int i = 0; i < r.rank; i++) batch_axes += r.d[i] == DIM_BATCH;
+    for (int i = 0; i < r.rank; i++) batch_axes += dim_is_batch(r.d[i]);
     if (batch_axes > 1) return false;
     *out = r;
     return true;
@@ -187,7 +198,7 @@ DType dtype_join(const Graph *g, int nin, const int *in, DType dflt) {
 
 int shape_batch_axis(Shape s) {
     for (int i = 0; i < s.rank; i++)
-        if (s.d[i] == DIM_BATCH) return i;
+        if (dim_is_batch(s.d[i])) return i;
     return -1;
 }
 
@@ -217,6 +228,8 @@ char *shape_str(Shape s, DType dt, const char *bname, char *buf, size_t n) {
     for (int i = 0; i < s.rank && k < n; i++) {
         if (s.d[i] == DIM_BATCH)
             k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", bname ? bname : "B");
+        else if (dim_is_batch(s.d[i]))
+            k += (size_t)snprintf(buf + k, n - k, "%s%s*%" PRId64, i ? "," : "", bname ? bname : "B", -s.d[i]);
         else
             k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? "," : "", s.d[i]);
     }
@@ -389,7 +402,7 @@ bool ir_verify(const Graph *g, const char *pass) {
             const Shape *y = &n->shape;
             int ax = n->attr.slice.axis;
             int64_t len = 0;
-            bool ok = ax >= 0 && ax < y->rank && y->d[ax] != DIM_BATCH && n->nin >= 1 && n->nin <= NNC_MAX_IN;
+            bool ok = ax >= 0 && ax < y->rank && !dim_is_batch(y->d[ax]) && n->nin >= 1 && n->nin <= NNC_MAX_IN;
             for (int j = 0; ok && j < n->nin; j++) {
                 const Shape *x = &g->nodes[n->in[j]].shape;
                 ok = x->rank == y->rank;
@@ -403,6 +416,16 @@ bool ir_verify(const Graph *g, const char *pass) {
                      n->attr.slice.start + (small - 1) * n->attr.slice.step < big;
             }
             if (!ok) return verify_fail(g, i, pass, "concat/slice shapes");
+        }
+        if (shape_batch_axis(n->shape) >= 0) {
+            Shape t = n->shape;
+            t.d[shape_batch_axis(t)] = 1;
+            if (shape_batch_axis(t) >= 0) return verify_fail(g, i, pass, "two batch axes");
+        }
+        if (n->op == OP_RESHAPE) { /* a view: the same elements, B a factor of both or neither */
+            bool bx, by;
+            int64_t kx = shape_prod(g->nodes[n->in[0]].shape, ~0u, &bx), ky = shape_prod(n->shape, ~0u, &by);
+            if (kx != ky || bx != by) return verify_fail(g, i, pass, "reshape changes the element count");
         }
         if (n->op == OP_ASSIGN && !shape_eq(g->nodes[n->in[0]].shape, g->nodes[n->in[1]].shape))
             return verify_fail(g, i, pass, "assign shapes differ");

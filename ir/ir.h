@@ -17,7 +17,13 @@
 
 #define IR_MAX_RANK 4
 #define NNC_MAX_IN 4
-#define DIM_BATCH (-1)          /* the symbolic batch dimension, bound at run time */
+#define DIM_BATCH (-1) /* the symbolic batch dimension B, bound at run time */
+/* A dimension d < 0 is the batch axis times -d: DIM_BATCH (-1) is B, -32 is B*32, the batch merged
+ * with an axis of 32 (reshape([B, 32, V]) to [B*32, V], as torch's reshape(-1, V)).  A shape has at
+ * most one; reshape splits it back.  Every size a pass or backend computes goes through dim_size. */
+static inline bool dim_is_batch(int64_t d) { return d < 0; }
+static inline int64_t dim_size(int64_t d, int64_t batch) { return d < 0 ? -d * batch : d; }
+static inline int64_t dim_batch_times(int64_t k) { return -k; } /* B*k, k >= 1 */
 
 typedef enum {
 #define X(e, name, kind, arity, attr, flags, surface, expr, grad) OP_##e,
@@ -142,7 +148,7 @@ typedef union {
 
 typedef struct {
     int rank;
-    int64_t d[IR_MAX_RANK];    /* DIM_BATCH marks the batch axis */
+    int64_t d[IR_MAX_RANK]; /* a negative d marks the batch axis (B * -d) */
 } Shape;
 
 typedef struct {
@@ -195,7 +201,10 @@ void graph_add_out(Graph *g, const char *name, int node);
 /* shapes */
 Shape shape_scalar(void);
 Shape shape_of(int rank, const int64_t *d);
-int64_t shape_numel(Shape s, int64_t batch);   /* DIM_BATCH counts as batch */
+int64_t shape_numel(Shape s, int64_t batch); /* the batch axis B*k counts as batch*k */
+/* The product of the axes in `mask` (bit i: axis i) with the batch axis counted as its multiplier
+ * k; *batch says whether B is a factor (so the true product is B times the result). */
+int64_t shape_prod(Shape s, uint32_t mask, bool *batch);
 bool shape_eq(Shape a, Shape b);
 bool shape_broadcast(Shape a, Shape b, Shape *out);
 int shape_batch_axis(Shape s);                 /* -1 if none */

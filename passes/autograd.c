@@ -141,15 +141,9 @@ static int unreduce(Ad *A, const Node *n, int g) {
 }
 
 static int reduce_count_const(Ad *A, const Node *n) {
-    Shape in = A->g->nodes[n->in[0]].shape;
-    double k = 1;
-    int bp = 0;
-    for (int i = 0; i < in.rank; i++)
-        if (n->attr.axes.mask >> i & 1) {
-            if (in.d[i] == DIM_BATCH) bp = -1;
-            else k *= (double)in.d[i];
-        }
-    return mkconst(A, 1.0 / k, bp);
+    bool b;
+    int64_t k = shape_prod(A->g->nodes[n->in[0]].shape, n->attr.axes.mask, &b);
+    return mkconst(A, 1.0 / (double)k, b ? -1 : 0);
 }
 
 /* amax semantics: the gradient is shared evenly among the elements equal to the maximum. */

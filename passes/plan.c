@@ -135,7 +135,7 @@ static void plan_conv_scratch(const Program *p, Launch *L) {
     const Node *r = &p->g->nodes[L->root];
     if (!op_has(r->op, OPF_CONV)) return;
     SpatialGeom q = spatial_geom(p->g, r);
-    int64_t n = q.N == DIM_BATCH ? p->g->batch_max : q.N;
+    int64_t n = dim_size(q.N, p->g->batch_max);
     int64_t per = (q.C * q.KH * q.KW + q.OC) * q.OH * q.OW;
     int64_t s = per > 0 ? conv_scratch_budget() / per : n;
     L->chunk = s < 1 ? 1 : s > n ? (n > 0 ? n : 1) : s;

@@ -272,12 +272,12 @@ static void eval_out_init(const Run *R, EvalResult *res, int64_t n) {
         OutValues *o = &res->out[j];
         o->elems = 1;
         bool batched = false;
-        for (int a = 0; a < node->shape.rank; a++) {
-            if (node->shape.d[a] == DIM_BATCH) batched = true;
-            else o->elems *= node->shape.d[a];
+        for (int a = 0; a < node->shape.rank; a++) { /* per sample: the batch axis B*k gives k */
+            batched |= dim_is_batch(node->shape.d[a]);
+            o->elems *= dim_size(node->shape.d[a], 1);
         }
         o->scalar = !batched && o->elems == 1;
-        o->lead_batch = batched && node->shape.d[0] == DIM_BATCH;
+        o->lead_batch = batched && dim_is_batch(node->shape.d[0]);
         o->batch_inside = batched && !o->lead_batch;
         o->elem_bytes = node->dtype == DT_I32 ? 4 : (size_t)R->lm->abi->real_bytes;
         if (R->o->eval_out && !o->scalar && !o->batch_inside)
@@ -573,7 +573,7 @@ static bool write_eval_out(const Run *R, const Dataset *d, const EvalResult *ev)
         nnc_st_tensor *x = &t[nt++];
         *x = (nnc_st_tensor){.name = g->outs[j].name, .rank = node->shape.rank, .data = o->data};
         x->dtype = node->dtype == DT_I32 ? NNC_DT_I32 : o->elem_bytes == 8 ? NNC_DT_F64 : NNC_DT_F32;
-        for (int a = 0; a < node->shape.rank; a++) x->dims[a] = node->shape.d[a] == DIM_BATCH ? d->n : node->shape.d[a];
+        for (int a = 0; a < node->shape.rank; a++) x->dims[a] = dim_size(node->shape.d[a], d->n);
     }
     char err[1024];
     if (nnc_st_save(R->o->eval_out, t, nt, meta, nm, err, sizeof err) == 0) return true;

@@ -135,13 +135,8 @@ static void reduce_scale(const Kernel *k, const Launch *L, int64_t mask, Str *s)
         str_puts(s, "1.0");
         return;
     }
-    int64_t n = 1;
-    bool b = false;
-    for (int l = 0; l < L->space.rank; l++)
-        if (mask >> l & 1) {
-            if (L->space.d[l] == DIM_BATCH) b = true;
-            else n *= L->space.d[l];
-        }
+    bool b;
+    int64_t n = shape_prod(L->space, (uint32_t)mask, &b);
     if (b) str_printf(s, "(1.0 / ((double)B * %lld))", (long long)n);
     else str_printf(s, "(1.0 / %lld.0)", (long long)n);
 }
@@ -154,12 +149,8 @@ static void reduce_out_offset(const Launch *L, int64_t mask, Str *s) {
     bool any = false;
     for (int l = 0; l < k.rank; l++) {
         if (mask >> l & 1) continue;
-        int64_t st = 1;
-        bool b = false;
-        for (int j = l + 1; j < k.rank; j++) {
-            if (k.d[j] == DIM_BATCH) b = true;
-            else st *= k.d[j];
-        }
+        bool b;
+        int64_t st = shape_prod(k, ~0u << (l + 1), &b);
         str_printf(s, "%sa%d * %s%lld", any ? " + " : "", l, b ? "B * " : "", (long long)st);
         any = true;
     }
@@ -489,7 +480,7 @@ static void c_gemm_body(const Kernel *k, const Launch *L) {
     }
     if (L->fold >= 0) gemm_fold_init(k, L);
     int64_t bm = g->batch_max;
-    int64_t dm = q.m == DIM_BATCH ? bm : q.m, dn = q.n == DIM_BATCH ? bm : q.n, dk = q.k == DIM_BATCH ? bm : q.k;
+    int64_t dm = dim_size(q.m, bm), dn = dim_size(q.n, bm), dk = dim_size(q.k, bm);
     int64_t macs = gemm_count(&q, bm) * dm * dn * dk;
     char alpha[RENDER_NUM_LEN];
     render_num(alpha, L->alpha);

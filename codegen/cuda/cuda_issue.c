@@ -23,7 +23,7 @@ static size_t elem_bytes(const CudaModel *m, int node) {
 
 static cudaDataType cuda_type(DType t) { return t == DT_BF16 ? CUDA_R_16BF : t == DT_F16 ? CUDA_R_16F : CUDA_R_32F; }
 
-static int64_t dim_at(int64_t d, int64_t B) { return d == DIM_BATCH ? B : d; }
+static int64_t dim_at(int64_t d, int64_t B) { return dim_size(d, B); }
 
 bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h) {
     x = cuda_resolve(e, x);

@@ -105,7 +105,7 @@ CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int
         const Node *n = &g->nodes[L->root];
         Shape xs = g->nodes[n->in[0]].shape;
         int64_t cols = xs.rank ? xs.d[xs.rank - 1] : 1;
-        if (cols == DIM_BATCH) cols = B;
+        cols = dim_size(cols, B);
         int64_t rows = cols > 0 ? shape_numel(xs, B) / cols : 0;
         if (op_has(n->op, OPF_ROW_TOTAL)) { /* one block reduces every row */
             d.grid = 1;

@@ -89,7 +89,7 @@ def _positive(what, v):
 
 
 def _dims(info, batch):
-    return tuple(batch if info.dims[i] < 0 else int(info.dims[i]) for i in range(info.rank))
+    return tuple(-int(info.dims[i]) * batch if info.dims[i] < 0 else int(info.dims[i]) for i in range(info.rank))
 
 
 def _infos(ptr, n):
@@ -424,4 +424,6 @@ class Model:
 
 
 def _shape_str(info, batch):
-    return "[" + ", ".join(batch if info.dims[i] < 0 else str(info.dims[i]) for i in range(info.rank)) + "]"
+    def dim(d):
+        return str(d) if d >= 0 else batch if d == -1 else "%s*%d" % (batch, -d)
+    return "[" + ", ".join(dim(int(info.dims[i])) for i in range(info.rank)) + "]"

@@ -44,7 +44,7 @@ static char *slurp(const char *path) {
 
 static int64_t numel(const nnc_tensor_info *t, int64_t B) {
     int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->dims[d] < 0 ? B : t->dims[d];
+    for (int d = 0; d < t->rank; d++) n *= t->dims[d] < 0 ? -t->dims[d] * B : t->dims[d];
     return n;
 }
 

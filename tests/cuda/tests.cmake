@@ -132,6 +132,8 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME ce_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_ce_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
+  add_test(NAME tensor_ops_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_tensor_ops_torch.py
+           --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
   # model parallel: one model over two emulated GPUs, against the cpu target
@@ -144,7 +146,7 @@ if(TARGET nnc_emu_cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
                        half_torch_emu emu_train_explicit emu_cli emu_target_auto nan_torch_emu conv_torch_emu
-                       matmul_torch_emu ce_torch_emu dropout_philox_emu emu_mpi PROPERTIES
+                       matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu emu_mpi PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)
 endif()

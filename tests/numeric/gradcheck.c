@@ -189,6 +189,13 @@ static const Case cases[] = {
                 "h = reshape(tanh(x @ W), B, 3, 2)\n"
                 "loss = sum(tanh(reshape(reshape(h, B, 6), B, 2, 3) * V) * reshape(transpose(V), 2, 3)) + sum(tanh(reshape(W, 18)) * reshape(W, 18))"
                 TRAIN("data x = randn(8, 3)"), 0, 0},
+    /* the batch axis merged with others ([B, 3, 4] -> [B*3, 4]) and split back: products over the
+     * merged rows (one contracting them), row-wise ops and a loss over them */
+    {"merge_batch", "input x: f32[B, 3, 2]\ninput y: i32[B, 3]\nparam W: f32[2, 4] = normal(0, 1)\n"
+                    "param V: f32[4, 3] = normal(0, 1)\nh = tanh(x @ W)\nm = reshape(h, -1, 4)\nz = m @ V\n"
+                    "loss = sum(tanh(reshape(softmax(z), B, 3, 3)) * 0.5) + sum(tanh(transpose(m) @ m)) * 0.1"
+                    " + mean(flatten(h, 0, 1) * m) + sum(tanh(reshape(h, 3, B * 4))) + cross_entropy(z, reshape(y, -1))"
+                    TRAIN("data x = randn(8, 3, 2)\n data y = randn(8, 3)"), 3, 0},
     {"transpose", "input x: f32[B, 3]\nparam W: f32[4, 3] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
                   "loss = sum(tanh(x @ transpose(W)) * c) + sum(tanh(transpose(x @ transpose(W))) * transpose(tanh(x @ transpose(W))))"
                   TRAIN("data x = randn(8, 3)"), 0, 0},

@@ -37,7 +37,7 @@ static int write_npy(const char *path, const char *descr, const nnc_tensor_info 
     char shape[128] = "";
     int64_t n = 1;
     for (int i = 0; i < t->rank; i++) {
-        int64_t d = t->dims[i] < 0 ? batch : t->dims[i];
+        int64_t d = t->dims[i] < 0 ? -t->dims[i] * batch : t->dims[i];
         n *= d;
         snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%lld,%s", (long long)d,
                  i + 1 < t->rank ? " " : "");

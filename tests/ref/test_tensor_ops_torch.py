@@ -1,0 +1,160 @@
+"""The tensor ops a transformer is written with, against PyTorch: each forward value, the loss and
+every parameter's gradient.
+
+Each case is one .nn model holding several ops (few compiles: CI runs this on 2 cores), with
+its inputs, parameters, `output NAME = expr` lines and a loss, and the same computation in
+torch.  It runs through tests/numeric/run_model (NNC_ENTRY_EVAL for the outputs and the loss,
+NNC_ENTRY_GRAD for grad.P), fused and unfused in float64 and fused in float32, and every value
+is compared with torch.autograd in float64: |nnc - torch| <= RTOL * |torch| + ATOL * max(1,
+max|torch|), 1e-10 in float64 and 1e-5 in float32.  (The float64 finite differences of the
+same ops are tests/numeric/gradcheck.c's cases.)
+
+    test_tensor_ops_torch.py --run-model PATH [--cuda] [-k SUBSTRING]
+
+--cuda runs the float32 models on the CUDA target; exit 77 (skipped) where there is none.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+TOL = {"f64": (1e-10, 1e-10), "f32": (1e-5, 1e-5)}
+BATCH = 3
+rng = np.random.default_rng(27)
+
+
+class Case:
+    """inputs: name -> (dtype, per-sample shape[, classes for i32]); params: name -> shape, in the
+    order the model declares them; body: the model's lines after the declarations; torch: a
+    function of a dict of float64 tensors (inputs and params) giving (loss, {output: value})."""
+
+    def __init__(self, name, inputs, params, body, torch_fn):
+        self.name, self.inputs, self.params, self.body, self.torch = name, inputs, params, body, torch_fn
+
+    def model(self):
+        lines = []
+        for n, (dt, shape, *_) in self.inputs.items():
+            lines.append("input %s: %s[%s]" % (n, dt, ", ".join(["B"] + [str(d) for d in shape])))
+        for n, shape in self.params.items():
+            lines.append("param %s: f32[%s] = zeros()" % (n, ", ".join(str(d) for d in shape)))
+        data = "".join('    data %s = npy("%s.npy")\n' % (n, n) for n in self.inputs)
+        return "\n".join(lines) + "\n" + self.body + "\ntrain {\n" + data + \
+            "    batch = %d\n    minimize loss\n}\n" % BATCH
+
+
+def merge_batch(t):
+    h = torch.tanh(t["x"] @ t["W"])                    # [B, 3, 5]
+    m = h.reshape(-1, 5)                               # [B*3, 5]
+    z = m @ t["V"]
+    back = torch.softmax(z, -1).reshape(BATCH, 3, 5)
+    r = back.sum(1)
+    f = torch.flatten(h, 0, 1)
+    g = m.T @ m                                        # the contraction runs over B*3
+    wide = h.reshape(3, -1)                            # [3, B*5]: the batch axis last, merged
+    loss = (F.cross_entropy(z, t["y"].reshape(-1).long()) + (r * r).sum() + (f * m).mean()
+            + (torch.log_softmax(h.reshape(BATCH * 3, 5), -1) * 0.1).sum() + (g * t["V"]).sum() * 0.1
+            + (torch.tanh(wide) * wide).sum() + (m.mean(0) * t["c"]).sum()
+            + (F.layer_norm(m, (5,)) * t["c"]).sum())
+    return loss, {"z": z, "r": r, "g": g, "wide": wide, "col": m.mean(0)}
+
+
+CASES = [
+    # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
+    # row-wise ops, reductions and losses over the merged rows
+    Case("merge_batch", {"x": ("f32", (3, 4)), "y": ("i32", (3,), 5)}, {"W": (4, 5), "V": (5, 5), "c": (5,)},
+         "h = tanh(x @ W)\nm = reshape(h, -1, 5)\noutput z = m @ V\n"
+         "back = reshape(softmax(z), B, 3, 5)\noutput r = sum(back, axis = 1)\nf = flatten(h, 0, 1)\n"
+         "output g = transpose(m) @ m\noutput wide = reshape(h, 3, -1)\noutput col = mean(m, axis = 0)\n"
+         "loss = cross_entropy(z, reshape(y, -1)) + sum(r * r) + mean(f * m)"
+         " + sum(log_softmax(reshape(h, B * 3, 5)) * 0.1) + sum(g * V) * 0.1 + sum(tanh(wide) * wide)"
+         " + sum(col * c) + sum(layer_norm(m) * c)", merge_batch),
+]
+
+
+def run_case(a, tmp, case, precision, fused):
+    d = os.path.join(tmp, "%s_%s_%s" % (case.name, precision, "fused" if fused else "unfused"))
+    os.makedirs(d)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(case.model())
+    dt = np.float64 if precision == "f64" else np.float32
+    vals = {}
+    for n, (kind, shape, *classes) in case.inputs.items():
+        if kind == "i32":
+            vals[n] = rng.integers(0, classes[0], (BATCH,) + shape).astype(np.int32)
+        else:
+            vals[n] = rng.standard_normal((BATCH,) + shape).astype(dt).astype(np.float64)
+    for n, shape in case.params.items():
+        vals[n] = (rng.standard_normal(shape) * 0.5).astype(dt).astype(np.float64)   # what nnc holds
+    for n, v in vals.items():
+        np.save(os.path.join(d, n + ".npy"), v if v.dtype == np.int32 else v.astype(dt))
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params",
+           ",".join(os.path.join(d, n + ".npy") for n in case.params)]
+    if precision == "f64":
+        cmd.append("--f64")
+    if not fused:
+        cmd.append("--no-fuse")
+    if a.cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + [os.path.join(d, n + ".npy") for n in case.inputs], capture_output=True, text=True,
+                       cwd=d)
+    if r.returncode == 77:
+        print("SKIP: no CUDA target or device:\n" + r.stderr)
+        sys.exit(77)
+    if r.returncode != 0:
+        return ["run_model failed:\n" + r.stderr]
+    got = {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}
+    t = {n: torch.tensor(v, dtype=torch.int64 if v.dtype == np.int32 else torch.float64,
+                         requires_grad=n in case.params) for n, v in vals.items()}
+    loss, outs = case.torch(t)
+    loss.backward()
+    want = {n: v.detach().numpy() for n, v in outs.items()}
+    want["loss"] = np.array(loss.item())
+    for n in case.params:
+        want["grad." + n] = t[n].grad.numpy()
+    rtol, atol = TOL[precision]
+    errs = []
+    for n, w in want.items():
+        if n not in got:
+            errs.append("%s: not written by run_model" % n)
+            continue
+        g = got[n]
+        if g.shape != w.shape:
+            errs.append("%s: shape %s, want %s" % (n, g.shape, w.shape))
+            continue
+        bad = ~(np.abs(g - w) <= rtol * np.abs(w) + atol * max(1.0, float(np.abs(w).max(initial=0))))
+        bad &= ~(np.isnan(g) & np.isnan(w)) & ~(np.isinf(w) & (g == w))
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            errs.append("%s at %s: nnc %r torch %r (%d of %d differ)" % (n, i, g[i], w[i], int(bad.sum()), bad.size))
+    return errs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-model", required=True)
+    ap.add_argument("--cuda", action="store_true")
+    ap.add_argument("-k", default="")
+    a = ap.parse_args()
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            if a.k not in case.name:
+                continue
+            for precision in ("f32",) if a.cuda else ("f64", "f32"):
+                for fused in (True, False) if precision == "f64" else (True,):
+                    errs = run_case(a, tmp, case, precision, fused)
+                    print("%s %-22s %s %-7s%s" % ("FAIL" if errs else "ok  ", case.name, precision,
+                                                  "fused" if fused else "unfused", "".join("\n    " + e for e in errs)))
+                    passed += not errs
+                    failed += bool(errs)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
