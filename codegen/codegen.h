@@ -104,8 +104,8 @@ int64_t launch_reduce_mask(const Graph *g, const Launch *L);
  * (or kept) extents. */
 Shape launch_space_axes(const Launch *L, int64_t mask, bool in_mask);
 /* Offset of node x's element at the space index (a0, a1, ...): right-aligned broadcast strides,
- * or the last two axes swapped for a transpose. */
-void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed);
+ * or with `perm` (a transpose's or permute's, node_perm) space axis l reading x's axis perm[l]. */
+void render_load_offset(Str *s, const Graph *g, int x, Shape space, const int8_t *perm);
 /* The matrices of a GEMM launch: for g < G (the product of lead[]), C_g = alpha op(A_g) op(B_g)
  * (+ C_g with a folded update), each [m, n], the inner extent k; A and B stored row-major with
  * row strides lda and ldb (A as [k, m] when ta), C with n.  Dims may be the batch axis (negative: dim_size).  A shared

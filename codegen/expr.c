@@ -190,11 +190,11 @@ bool launch_has(const Launch *L, int x) {
     return false;
 }
 
-void render_load_offset(Str *s, const Graph *g, int x, Shape space, bool transposed) {
+void render_load_offset(Str *s, const Graph *g, int x, Shape space, const int8_t *perm) {
     Shape xs = g->nodes[x].shape;
     bool any = false;
     for (int l = 0; l < space.rank; l++) {
-        int a = !transposed ? l - (space.rank - xs.rank) : l < space.rank - 2 ? l : 2 * space.rank - 3 - l;
+        int a = perm ? perm[l] : l - (space.rank - xs.rank);
         if (a < 0 || xs.d[a] == 1) continue;
         bool b;
         int64_t k = shape_prod(xs, ~0u << (a + 1), &b); /* the stride of axis a */

@@ -4,7 +4,7 @@
  * share the work differ, and those come from the target's KernelDialect (kernel.h).  So the
  * parts that decide what a kernel computes exist once, here:
  *   - the pointers a launch reads (i0, i1, ...) and writes (o0, o1, ...), the loads of its
- *     inputs at a point (flat, broadcast or transposed) and the fused elementwise body, whose
+ *     inputs at a point (flat, broadcast, or through a transpose's or permute's order) and the fused elementwise body, whose
  *     scalar expressions come from the op table (expr.c);
  *   - the reduction's accumulation (double, NaN winning a max as torch.amax);
  *   - the row-wise kernels' arithmetic: max-subtracted, double-accumulated exp-sums for
@@ -175,7 +175,7 @@ static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
 }
 
 /* l<x> for every input: at i (flat: full-size) or 0 (a scalar), else at its broadcast offset. */
-static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, bool transposed, const char *ind) {
+static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, const int8_t *perm, const char *ind) {
     for (int j = 0; j < L->nins; j++) {
         int x = L->ins[j];
         Shape xs = k->g->nodes[x].shape;
@@ -183,7 +183,7 @@ static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, bool
         if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s%s l%d = %s(i%d[", ind, k->d->value, x, half_fn(t, false), j);
         else str_printf(k->s, "%s%s l%d = (real)i%d[", ind, k->d->value, x, j);
         if (flat) str_puts(k->s, shape_numel(xs, 2) == 1 && !shape_eq(xs, space) ? "0" : "i");
-        else render_load_offset(k->s, k->g, x, space, transposed);
+        else render_load_offset(k->s, k->g, x, space, perm);
         str_puts(k->s, DTYPE_IS_HALF(t) ? "]);\n" : "];\n");
     }
 }
@@ -194,7 +194,7 @@ static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, bool
  * needs no index split); else per-axis indices and broadcast strides. */
 bool kernel_flat(const Kernel *k, const Launch *L) {
     Shape sp = L->space;
-    bool flat = k->g->nodes[L->root].op != OP_TRANSPOSE;
+    bool flat = !op_permutes(k->g->nodes[L->root].op);
     for (int j = 0; j < L->nins; j++) {
         Shape xs = k->g->nodes[L->ins[j]].shape;
         flat &= shape_eq(xs, sp) || shape_numel(xs, 2) == 1;
@@ -204,17 +204,19 @@ bool kernel_flat(const Kernel *k, const Launch *L) {
 
 static void kernel_ew(const Kernel *k, const Launch *L) {
     Shape sp = L->space;
-    bool transposed = k->g->nodes[L->root].op == OP_TRANSPOSE;
+    int8_t perm[IR_MAX_RANK]; /* a transpose or permute: its one input read through it */
+    bool permuted = op_permutes(k->g->nodes[L->root].op);
+    if (permuted) node_perm(&k->g->nodes[L->root], perm);
     bool flat = kernel_flat(k, L);
     decl_ptrs(k, L, true);
     char ind[64];
     snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat), "");
-    loads(k, L, sp, flat, transposed, ind);
+    loads(k, L, sp, flat, permuted ? perm : NULL, ind);
     body(k, L, ind, -1);
     for (int j = 0; j < L->nouts; j++) {
         str_printf(k->s, "%so%d[", ind, j);
         if (flat) str_puts(k->s, "i");
-        else render_load_offset(k->s, k->g, L->outs[j], sp, false);
+        else render_load_offset(k->s, k->g, L->outs[j], sp, NULL);
         DType t = k->g->nodes[L->outs[j]].dtype;
         if (DTYPE_IS_HALF(t)) str_printf(k->s, "] = %s(t%d);\n", half_fn(t, true), L->outs[j]);
         else str_printf(k->s, "] = t%d;\n", L->outs[j]);
@@ -244,7 +246,7 @@ void kernel_reduce_point(const Kernel *k, const Launch *L, const char *ind, cons
 }
 
 void kernel_reduce_point_at(const Kernel *k, const Launch *L, const char *ind, const char *target, bool flat) {
-    loads(k, L, L->space, flat, false, ind);
+    loads(k, L, L->space, flat, NULL, ind);
     body(k, L, ind, L->root);
     if (!target) return;
     str_puts(k->s, ind);

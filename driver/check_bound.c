@@ -151,7 +151,7 @@ static Approx operand_at(const CheckLaunch *c, const Operand *o, Shape sp, int64
 
 int check_ew_inputs(const CheckLaunch *c, int out, int64_t i, double *vals) {
     const Node *n = node_of(c, out);
-    if (c->L->kind != L_EW || n->op == OP_TRANSPOSE) return 0;
+    if (c->L->kind != L_EW || op_permutes(n->op)) return 0;
     for (int k = 0; k < n->nin; k++) {
         Operand o;
         operand_init(c, &o, n->in[k], n->shape);

@@ -452,7 +452,7 @@ static Value tensor_member(Elab *E, Value self, Expr *e) {
     }
     if (!strcmp(e->str, "T") || !strcmp(e->str, "mT")) {
         Args a = {.v = {self}, .loc = {e->loc}, .n = 1};
-        return transpose(E, &a, e->loc);
+        return transpose(E, "transpose", &a, e->loc);
     }
     diag_error(E->d, e->loc, "'.%s': a tensor has .T; a builtin is called as a method: x.%s(...)", e->str, e->str);
     return verror;

@@ -138,7 +138,8 @@ int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok);
 /* ---- elab_ops.c ---- */
 int reduce_node(Elab *E, Op op, int x, int64_t mask, bool keep, SrcLoc loc);
 int reshape_node(Elab *E, int x, Shape s, SrcLoc loc);
-Value transpose(Elab *E, Args *a, SrcLoc loc);
+Value transpose(Elab *E, const char *fn, Args *a, SrcLoc loc);
+int permute_node(Elab *E, int x, const int8_t *perm, SrcLoc loc);
 Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc);
 Value to_device(Elab *E, Args *a, SrcLoc loc);
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);

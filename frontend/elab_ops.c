@@ -213,26 +213,107 @@ static Value loss_mse(Elab *E, Args *a, SrcLoc loc) {
     return vtensor(m);
 }
 
-Value transpose(Elab *E, Args *a, SrcLoc loc) {
-    if (a->n != 1) {
-        diag_error(E->d, loc, "transpose() takes one tensor argument");
+/* x with its axes in the order perm (output axis i is x's axis perm[i]).  Orders compose, so a
+ * permute of a permute or transpose reads their source once; the identity is x itself, a swap of
+ * the last two axes a TRANSPOSE (which folds into matrix products), any other order a PERMUTE. */
+int permute_node(Elab *E, int x, const int8_t *perm, SrcLoc loc) {
+    int8_t p[IR_MAX_RANK];
+    memcpy(p, perm, IR_MAX_RANK);
+    const Node *n = &E->g->nodes[x];
+    if (op_permutes(n->op)) {
+        int8_t inner[IR_MAX_RANK];
+        node_perm(n, inner);
+        for (int i = 0; i < n->shape.rank; i++) p[i] = inner[perm[i]];
+        x = n->in[0];
+    }
+    Shape xs = E->g->nodes[x].shape, s = xs;
+    int r = xs.rank, moved = 0;
+    for (int i = 0; i < r; i++) {
+        s.d[i] = xs.d[p[i]];
+        moved += p[i] != i;
+    }
+    if (!moved) return x;
+    bool swap = moved == 2 && p[r - 2] == r - 1;
+    int y = graph_add(E->g, swap ? OP_TRANSPOSE : OP_PERMUTE, 1, &x, s, E->g->nodes[x].dtype, loc);
+    if (!swap) memcpy(E->g->nodes[y].attr.perm.p, p, IR_MAX_RANK);
+    return y;
+}
+
+/* x with axes a and b (bits, as axis_bit gives them) swapped. */
+static int swap_axes(Elab *E, int x, int64_t a, int64_t b, SrcLoc loc) {
+    int8_t p[IR_MAX_RANK] = {0, 1, 2, 3};
+    int i = __builtin_ctzll((unsigned long long)a), j = __builtin_ctzll((unsigned long long)b);
+    p[i] = (int8_t)j;
+    p[j] = (int8_t)i;
+    return permute_node(E, x, p, loc);
+}
+
+/* transpose(x): the last two axes swapped (x.mT); transpose(x, dim0, dim1), also
+ * swapaxes(x, axis0, axis1) and swapdims(x, dim0, dim1), as torch's: those two. */
+Value transpose(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *tn[] = {"x", "dim0", "dim1"}, *an[] = {"x", "axis0", "axis1"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, strcmp(fn, "swapaxes") ? tn : an, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (ix[1] < 0 && ix[2] < 0) {
+        if (s.rank < 2) {
+            diag_error(E->d, loc,
+                       "transpose() swaps the last two axes: it needs a tensor of 2 or more dimensions, got %s",
+                       tstr(E, x));
+            return verror;
+        }
+        return vtensor(swap_axes(E, x, (int64_t)1 << (s.rank - 2), (int64_t)1 << (s.rank - 1), loc));
+    }
+    if (ix[1] < 0 || ix[2] < 0) {
+        diag_error(E->d, loc, "%s() takes both axes to swap (%s(x, 1, 2)), or none: the last two", fn, fn);
+        return verror;
+    }
+    int64_t b0 = axis_bit(E, a->v[ix[1]], a->loc[ix[1]], s.rank, &ok);
+    int64_t b1 = ok ? axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok) : 0;
+    return ok ? vtensor(swap_axes(E, x, b0, b1, loc)) : verror;
+}
+
+/* permute(x, dims...) or permute(x, (dims)), as torch.permute: output axis i is x's axis dims[i],
+ * each axis once (negatives from the end). */
+static Value read_permute(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    (void)op;
+    for (int i = 0; i < a->n; i++)
+        if (a->kw[i] && strcmp(a->kw[i], "dims")) {
+            diag_error(E->d, a->loc[i], "%s() has no argument named '%s'", fn, a->kw[i]);
+            return verror;
+        }
+    if (a->n == 0) {
+        diag_error(E->d, loc, "%s() takes a tensor and its new order of axes: %s(x, 0, 2, 1, 3)", fn, fn);
         return verror;
     }
     int x = tensor_arg(E, a, 0);
     if (x < 0) return verror;
+    Value *v = a->v + 1;
+    int n = a->n - 1;
+    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
     Shape s = E->g->nodes[x].shape;
-    if (s.rank < 2) {
-        diag_error(E->d, loc, "transpose() swaps the last two axes: it needs a tensor of 2 or more dimensions, got %s",
-                   tstr(E, x));
+    if (n != s.rank) {
+        diag_error(E->d, loc, "%s(): %d axes for %s, which has %d (every axis once, in its new place)", fn, n,
+                   tstr(E, x), s.rank);
         return verror;
     }
-    /* transpose(transpose(a)) is a: no chains of views for the passes to walk */
-    if (E->g->nodes[x].op == OP_TRANSPOSE) return vtensor(E->g->nodes[x].in[0]);
-    int64_t t = s.d[s.rank - 1];
-    s.d[s.rank - 1] = s.d[s.rank - 2];
-    s.d[s.rank - 2] = t;
-    int in[1] = {x};
-    return vtensor(graph_add(E->g, OP_TRANSPOSE, 1, in, s, E->g->nodes[x].dtype, loc));
+    int8_t p[IR_MAX_RANK] = {0, 1, 2, 3};
+    int64_t seen = 0;
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        SrcLoc at = a->loc[i + 1 < a->n ? i + 1 : a->n - 1];
+        int64_t bit = axis_bit(E, v[i], at, s.rank, &ok);
+        if (ok && (seen & bit)) {
+            diag_error(E->d, at, "%s(): axis %g is given twice", fn, v[i].num);
+            ok = false;
+        }
+        seen |= bit;
+        if (ok) p[i] = (int8_t)__builtin_ctzll((unsigned long long)bit);
+    }
+    return ok ? vtensor(permute_node(E, x, p, loc)) : verror;
 }
 
 /* A view of x with shape s; chains of reshapes read the original. */
@@ -573,9 +654,10 @@ static Value read_binary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return op == OP_MATMUL ? matmul(E, a->v[0], a->v[1], loc) : powc(E, a->v[0], a->v[1], loc);
 }
 static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
-    (void)op, (void)fn;
-    return transpose(E, a, loc);
+    (void)op;
+    return transpose(E, fn, a, loc);
 }
+static Value read_swapaxes(Elab *E, const char *fn, Args *a, SrcLoc loc) { return transpose(E, fn, a, loc); }
 static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     (void)op, (void)fn;
     return reshape(E, a, loc);
@@ -605,10 +687,13 @@ static Reader *custom_reader(Op op) {
         Op op;
         Reader *read;
     } custom[] = {
-        {OP_MATMUL, read_binary},     {OP_POWC, read_binary},         {OP_CROSS_ENTROPY, loss_ce},
-        {OP_ACCURACY, loss_ce},       {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape},
-        {OP_COPY, read_to},           {OP_GELU, read_gelu},           {OP_CONV2D, read_conv2d},
-        {OP_MAX_POOL2D, read_pool2d}, {OP_AVG_POOL2D, read_pool2d},   {OP_EMBEDDING, read_embedding},
+        {OP_MATMUL, read_binary},       {OP_POWC, read_binary},
+        {OP_CROSS_ENTROPY, loss_ce},    {OP_ACCURACY, loss_ce},
+        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape},
+        {OP_PERMUTE, read_permute},     {OP_COPY, read_to},
+        {OP_GELU, read_gelu},           {OP_CONV2D, read_conv2d},
+        {OP_MAX_POOL2D, read_pool2d},   {OP_AVG_POOL2D, read_pool2d},
+        {OP_EMBEDDING, read_embedding},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;
@@ -650,7 +735,7 @@ static const struct {
     {"flatten", read_flatten}, {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
     {"dropout", read_dropout}, {"batch_norm", read_batch_norm}, {"concat", read_concat},
     {"cat", read_concat},      {"narrow", read_slice},          {"slice", read_slice},
-    {"view", read_view},
+    {"view", read_view},       {"swapaxes", read_swapaxes},     {"swapdims", read_swapaxes},
 };
 
 /* "did you mean": every op's surface name, then the compositions. */

@@ -196,6 +196,13 @@ DType dtype_join(const Graph *g, int nin, const int *in, DType dflt) {
     return t;
 }
 
+void node_perm(const Node *n, int8_t perm[IR_MAX_RANK]) {
+    int r = n->shape.rank;
+    for (int i = 0; i < IR_MAX_RANK; i++) perm[i] = (int8_t)i;
+    if (n->op == OP_PERMUTE) memcpy(perm, n->attr.perm.p, IR_MAX_RANK);
+    else if (r >= 2) perm[r - 2] = (int8_t)(r - 1), perm[r - 1] = (int8_t)(r - 2);
+}
+
 int shape_batch_axis(Shape s) {
     for (int i = 0; i < s.rank; i++)
         if (dim_is_batch(s.d[i])) return i;
@@ -279,6 +286,9 @@ static void ir_print_attr(const Node *n, FILE *f) {
     case ATTR_AXES: fprintf(f, " axes=0x%x%s", (unsigned)a->axes.mask, a->axes.keepdim ? " keepdim" : ""); break;
     case ATTR_INIT: break;
     case ATTR_DERIV: break;   /* in the name: relu_grad */
+    case ATTR_PERM:
+        for (int i = 0; i < n->shape.rank; i++) fprintf(f, "%s%d", i ? "," : " perm=", a->perm.p[i]);
+        break;
     case ATTR_SLICE:
         fprintf(f, " axis=%d", a->slice.axis);
         if (n->op != OP_CONCAT) fprintf(f, " start=%lld step=%lld", (long long)a->slice.start, (long long)a->slice.step);
@@ -365,7 +375,18 @@ bool ir_verify(const Graph *g, const char *pass) {
         }
         if (oi->kind == OK_LEAF && !op_has(n->op, OPF_INLINE) && !n->name)
             return verify_fail(g, i, pass, "unnamed leaf");
-        if (oi->kind == OK_EW && n->op != OP_TRANSPOSE) {
+        if (op_permutes(n->op)) {
+            const Shape *x = &g->nodes[n->in[0]].shape;
+            int8_t perm[IR_MAX_RANK];
+            node_perm(n, perm);
+            unsigned seen = 0;
+            bool ok = x->rank == n->shape.rank && x->rank >= 2;
+            for (int d = 0; ok && d < x->rank; d++) {
+                ok = perm[d] >= 0 && perm[d] < x->rank && !(seen >> perm[d] & 1) && n->shape.d[d] == x->d[perm[d]];
+                seen |= 1u << (perm[d] & 31);
+            }
+            if (!ok) return verify_fail(g, i, pass, "shape is not the operand's axes permuted");
+        } else if (oi->kind == OK_EW) {
             Shape s = g->nodes[n->in[0]].shape;
             for (int j = 1; j < n->nin; j++)
                 if (!shape_broadcast(s, g->nodes[n->in[j]].shape, &s))

@@ -49,14 +49,15 @@ typedef enum {
 /* Which record of Node.attr an op uses (ops.def's attr column). */
 typedef enum {
     ATTR_NONE,
-    ATTR_CONST,      /* cnst: value * B^batch_power */
-    ATTR_STEP,       /* step: a value of the optimizer step counter t */
-    ATTR_SCALARS,    /* scalars: the op's numeric arguments, $p $p1 $p2 in its expression */
-    ATTR_AXES,       /* axes: the reduced axes and keepdim */
-    ATTR_INIT,       /* init: a parameter's initializer and its arguments */
-    ATTR_DERIV,      /* deriv: which op's gradient, for which operand, read from where */
-    ATTR_WINDOW,     /* win: a convolution's or pooling's window geometry */
-    ATTR_SLICE,      /* slice: the axis of a concat or slice, and the slice's start and step */
+    ATTR_CONST, /* cnst: value * B^batch_power */
+    ATTR_STEP, /* step: a value of the optimizer step counter t */
+    ATTR_SCALARS, /* scalars: the op's numeric arguments, $p $p1 $p2 in its expression */
+    ATTR_AXES, /* axes: the reduced axes and keepdim */
+    ATTR_INIT, /* init: a parameter's initializer and its arguments */
+    ATTR_DERIV, /* deriv: which op's gradient, for which operand, read from where */
+    ATTR_WINDOW, /* win: a convolution's or pooling's window geometry */
+    ATTR_SLICE, /* slice: the axis of a concat or slice, and the slice's start and step */
+    ATTR_PERM, /* perm: output axis i is the operand's axis perm.p[i] */
 } AttrKind;
 
 /* Facts about an op that passes and backends ask by name (ops.def's flags column), so that one
@@ -144,6 +145,9 @@ typedef union {
         int32_t groups;      /* convolution: channel groups */
     } win;
     struct { int32_t axis; int64_t start, step; } slice;
+    struct {
+        int8_t p[IR_MAX_RANK];
+    } perm;
 } Attr;
 
 typedef struct {
@@ -230,6 +234,12 @@ typedef struct {
 SpatialGeom spatial_geom(const Graph *g, const Node *n);
 /* Output size along one axis, as torch: floor((in + 2p - d (k - 1) - 1) / s) + 1 (< 1: empty). */
 int64_t spatial_out_dim(int64_t in, int k, int s, int p, int d);
+
+/* A transpose or permute: a kernel whose loads follow a permutation of the axes (never fused). */
+static inline bool op_permutes(Op op) { return op == OP_TRANSPOSE || op == OP_PERMUTE; }
+/* The permutation node n applies (output axis i reads operand axis perm[i]): a permute's own, or
+ * a transpose's swap of the last two axes. */
+void node_perm(const Node *n, int8_t perm[IR_MAX_RANK]);
 
 /* printing and checking */
 void ir_print(const Graph *g, FILE *f, const bool *live);

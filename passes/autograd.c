@@ -113,6 +113,22 @@ static int transpose(Ad *A, int x) {
     return mk(A, OP_TRANSPOSE, 1, &x, swap_last(n->shape));
 }
 
+/* x with its axes in the order perm (output axis i is x's axis perm[i], a local array): a
+ * transpose when that swaps the last two (it folds into products), else a permute. */
+static int permute(Ad *A, int x, const int8_t *perm) {
+    Shape xs = A->g->nodes[x].shape, s = xs;
+    int r = xs.rank;
+    bool swap = r >= 2 && perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+    for (int i = 0; i < r; i++) {
+        s.d[i] = xs.d[perm[i]];
+        swap &= i >= r - 2 || perm[i] == i;
+    }
+    if (swap) return transpose(A, x);
+    int p = mk(A, OP_PERMUTE, 1, &x, s);
+    memcpy(A->g->nodes[p].attr.perm.p, perm, IR_MAX_RANK);
+    return p;
+}
+
 /* x's gradient has x's type (torch: a half tensor's .grad is half, a parameter's f32). */
 static void accumulate(Ad *A, int x, int gx) {
     if (!A->needs[x] || gx < 0) return;
@@ -296,6 +312,13 @@ static void grad_cast(Ad *A, int id, int g) {
 }
 
 static void grad_transpose(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), transpose(A, g)); }
+/* the gradient goes back through the inverse permutation */
+static void grad_permute(Ad *A, int id, int g) {
+    int8_t inv[IR_MAX_RANK] = {0, 1, 2, 3};
+    const Node *n = &A->g->nodes[id];
+    for (int i = 0; i < n->shape.rank; i++) inv[n->attr.perm.p[i]] = (int8_t)i;
+    accumulate(A, opnd(A, id, 0), permute(A, g, inv));
+}
 static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), mk(A, OP_RESHAPE, 1, &g, opshape(A, id, 0))); }
 
 /* dA = G @ B^T, dB = A^T @ G, per matrix of a batched product.  A 2-d operand shared by every

@@ -7,8 +7,9 @@
  * and it never duplicates work.  Inside a group, a smaller operand is evaluated at its own
  * broadcast index, which depends only on its shape, so every member is computed once per point.
  *
- * Never fused: across a matrix product, a row-wise op, a device copy, a reshape (a view) or a
- * transpose (a strided load; it is folded into the GEMM when a GEMM is its only user).  With
+ * Never fused: across a matrix product, a row-wise op, a device copy, a reshape (a view), a
+ * transpose (a strided load; it is folded into the GEMM when a GEMM is its only user) or a
+ * permute (a strided load, its own kernel).  With
  * --no-fuse every op is its own kernel. */
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,8 @@ static bool is_entry_output(Fuse *F, int x) {
 
 static bool absorbable(Fuse *F, int x, int grp) {
     const Node *n = &F->g->nodes[x];
-    return F->enable && F->e->live[x] && F->e->group[x] == -1 && op_info[n->op].kind == OK_EW &&
-           n->op != OP_TRANSPOSE && !is_entry_output(F, x) && live_users_in(F, x, grp);
+    return F->enable && F->e->live[x] && F->e->group[x] == -1 && op_info[n->op].kind == OK_EW && !op_permutes(n->op) &&
+        !is_entry_output(F, x) && live_users_in(F, x, grp);
 }
 
 /* Absorbs producers into the group until nothing changes.  Membership only grows and makes
@@ -125,7 +126,7 @@ void pass_fuse(Program *p, Entry *e) {
         }
         int grp = ngroups++;
         e->group[i] = grp;
-        if (k == OK_EW && n->op != OP_TRANSPOSE) grow(&F, i, grp);
+        if (k == OK_EW && !op_permutes(n->op)) grow(&F, i, grp);
         if (k == OK_REDUCE) grow(&F, i, grp);
     }
     if (p->fuse) fold_sgd_into_gemm(&F);

@@ -96,7 +96,7 @@ static void plan_persistent(Program *p, Entry *e) {
  * it is written: elementwise kernels (same index), and row-wise kernels, which read a whole
  * row before writing that row.  An allreduce's halves work in place this way. */
 static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, const int *last, Arena1 *A, int o, int lst) {
-    bool ew = L->kind == L_EW && p->g->nodes[L->root].op != OP_TRANSPOSE;
+    bool ew = L->kind == L_EW && !op_permutes(p->g->nodes[L->root].op);
     if (!ew && L->kind != L_ROW && L->kind != L_COLLECTIVE) return false;
     Buffer *b = &e->buf[o];
     for (int j = 0; j < L->nins; j++) {

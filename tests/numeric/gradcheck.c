@@ -196,6 +196,12 @@ static const Case cases[] = {
                     "loss = sum(tanh(reshape(softmax(z), B, 3, 3)) * 0.5) + sum(tanh(transpose(m) @ m)) * 0.1"
                     " + mean(flatten(h, 0, 1) * m) + sum(tanh(reshape(h, 3, B * 4))) + cross_entropy(z, reshape(y, -1))"
                     TRAIN("data x = randn(8, 3, 2)\n data y = randn(8, 3)"), 3, 0},
+    /* permute and transpose(x, d0, d1): the inverse order back, the batch axis moved and back */
+    {"permute", "input x: f32[B, 3, 2, 2]\nparam W: f32[2, 3] = normal(0, 1)\nparam c: f32[3, 2] = normal(0, 1)\n"
+                "h = tanh(x @ W)\nq = permute(h, 0, 2, 1, 3)\n"
+                "loss = sum(tanh(q @ transpose(permute(h, 0, 2, 3, 1), 2, 3))) + sum(tanh(permute(h, 1, 3, 0, 2)) * permute(h, 3, 1, 0, 2))"
+                " + sum(swapaxes(h, 0, 3) * c.reshape(3, 1, 2, 1)) + sum(h.mT * h.mT)"
+                TRAIN("data x = randn(8, 3, 2, 2)"), 0, 0},
     {"transpose", "input x: f32[B, 3]\nparam W: f32[4, 3] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
                   "loss = sum(tanh(x @ transpose(W)) * c) + sum(tanh(transpose(x @ transpose(W))) * transpose(tanh(x @ transpose(W))))"
                   TRAIN("data x = randn(8, 3)"), 0, 0},

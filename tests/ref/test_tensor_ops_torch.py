@@ -63,6 +63,21 @@ def merge_batch(t):
     return loss, {"z": z, "r": r, "g": g, "wide": wide, "col": m.mean(0)}
 
 
+def permute(t):
+    h = t["x"] @ t["W"]                                # [B, 4, 3, 2]
+    q = h.permute(0, 2, 1, 3)                          # [B, 3, 4, 2]: heads first, as attention
+    k = t["x"].permute(0, 2, 1, 3)
+    att = q @ k.transpose(-2, -1)                      # [B, 3, 4, 4]
+    y = torch.tanh(att).transpose(1, 2)                # [B, 4, 3, 4]
+    s = torch.swapaxes(att, 1, 3) * t["c"].reshape(4, 1, 1)
+    z = h.permute(1, 0, 3, 2)                          # the batch axis second
+    m = h.reshape(-1, 3, 2).permute(2, 1, 0)           # [2, 3, B*4]: a merged batch axis last
+    w = t["W"].transpose(0, 1) @ t["W"].permute(1, 0)
+    loss = ((y * y).sum() + (torch.tanh(s) * s).sum() + (torch.tanh(z) * z).sum() + (m * m).sum() * 0.5
+            + (w * w).sum() + (q * t["x"].transpose(1, 2)).sum())
+    return loss, {"y": y, "z": z, "m": m, "s": s}
+
+
 CASES = [
     # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
     # row-wise ops, reductions and losses over the merged rows
@@ -73,6 +88,15 @@ CASES = [
          "loss = cross_entropy(z, reshape(y, -1)) + sum(r * r) + mean(f * m)"
          " + sum(log_softmax(reshape(h, B * 3, 5)) * 0.1) + sum(g * V) * 0.1 + sum(tanh(wide) * wide)"
          " + sum(col * c) + sum(layer_norm(m) * c)", merge_batch),
+    # permute and transpose(x, d0, d1) / swapaxes in every direction, the batch axis moving (to the
+    # second place, merged and last), folded into products as a transpose of the last two
+    Case("permute", {"x": ("f32", (4, 3, 2))}, {"W": (2, 2), "c": (4,)},
+         "h = x @ W\nq = permute(h, 0, 2, 1, 3)\nk = x.permute((0, 2, 1, 3))\natt = q @ transpose(k, -2, -1)\n"
+         "output y = tanh(att).transpose(1, 2)\noutput s = swapaxes(att, 1, 3) * reshape(c, 4, 1, 1)\n"
+         "output z = permute(h, 1, 0, 3, 2)\noutput m = reshape(h, -1, 3, 2).permute(2, 1, 0)\n"
+         "w = transpose(W, 0, 1) @ permute(W, 1, 0) + transpose(W, 1, 1) * 0\n"
+         "loss = sum(y * y) + sum(tanh(s) * s) + sum(tanh(z) * z) + sum(m * m) * 0.5 + sum(w * w)"
+         " + sum(q * swapdims(x, 1, 2))", permute),
 ]
 
 
