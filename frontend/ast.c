@@ -162,6 +162,14 @@ Stmt *ast_setting_pair(ParseCtx *c, SrcLoc l, const char *key, const char *name2
     return s;
 }
 
+Stmt *ast_unpack(ParseCtx *c, SrcLoc l, Name *first, Name *rest, Expr *e) {
+    Stmt *s = ast_stmt(c, S_UNPACK, l, NULL, NULL, e);
+    first->next = rest;
+    first->tail = rest->tail ? rest->tail : rest;
+    s->params = first;
+    return s;
+}
+
 Stmt *ast_stmts_append(Stmt *list, Stmt *s) {
     if (!s) return list;
     if (!list) {

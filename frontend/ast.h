@@ -61,6 +61,7 @@ typedef enum {
     S_PARAM, /* param name: type = e */
     S_BUFFER, /* buffer name: type = e (persistent, saved, not trained) */
     S_LET, /* name = e */
+    S_UNPACK, /* params = e: a, b, c = split(x, 4, 2), each name one item of a tuple */
     S_OUTPUT, /* output name [= e] */
     S_RETURN, /* return e */
     S_FORWARD, /* forward(params) { body } ; "= e" becomes a body of one return */
@@ -111,6 +112,7 @@ Stmt *ast_def(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, Name *params,
 Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, Expr *e);
 Stmt *ast_setting_pair(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, const char *name3,
                        SrcLoc l3, Expr *e);
+Stmt *ast_unpack(ParseCtx *c, SrcLoc l, Name *first, Name *rest, Expr *e); /* first, rest... = e */
 Stmt *ast_stmts_append(Stmt *list, Stmt *s);
 
 /* Parse a whole model; returns NULL (with diagnostics printed) on a syntax error. */

@@ -676,6 +676,34 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
     env_bind(E, env, s->name, v, s->loc);
 }
 
+/* a, b, c = e: e is a tuple of as many values (split, chunk, or written out), bound in order, as
+ * Python unpacks one.  After an error every name is bound to the error, which silences its uses. */
+static void stmt_unpack(Elab *E, Env *env, Stmt *s) {
+    int n = 0;
+    for (Name *p = s->params; p; p = p->next) n++;
+    Value v = eval_counted(E, env, s->e, NULL);
+    if (v.k == V_TUPLE && v.nitems != n) {
+        diag_error(E->d, s->e->loc, "cannot unpack %d values into %d names", v.nitems, n);
+        v = verror;
+    } else if (v.k != V_TUPLE && v.k != V_ERROR) {
+        diag_error(E->d, s->e->loc, "cannot unpack a %s into %d names: only a tuple unpacks (split, chunk)",
+                   kind_name(v.k), n);
+        v = verror;
+    }
+    int k = 0;
+    for (Name *p = s->params; p; p = p->next, k++) {
+        Binding *old = env_find(env, p->s);
+        Value item = v.k == V_TUPLE ? v.items[k] : verror;
+        if (old && old->v.k == V_BLOCK) {
+            diag_error(E->d, p->loc, "'%s' is the name of a block", p->s);
+            continue;
+        }
+        if (item.k == V_TENSOR && !E->g->nodes[item.node].name && E->g->nodes[item.node].op != OP_PARAM)
+            E->g->nodes[item.node].name = p->s;
+        env_bind(E, env, p->s, item, p->loc);
+    }
+}
+
 /* Outputs are returned by pointer into the entry's memory.  An f32 input (or a view of one)
  * or an inline scalar (a constant) has no buffer there, so such an output is copied by an
  * identity node. */
@@ -694,6 +722,7 @@ static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
         case S_INPUT: decl_input(E, env, inst, s); break;
         case S_PARAM: case S_BUFFER: decl_param(E, env, inst, s); break;
         case S_LET: stmt_let(E, env, inst, s); break;
+        case S_UNPACK: stmt_unpack(E, env, s); break;
         case S_RETURN:
             if (!ret) {
                 diag_error(E->d, s->loc, "'return' belongs inside forward()");

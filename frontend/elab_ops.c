@@ -599,6 +599,95 @@ static Value read_slice(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(slice_node(E, x, ax, (int64_t)start, len, (int64_t)step, loc));
 }
 
+/* The pieces of x along axis ax, of the lengths len[0..n-1] (summing to the axis), as a tuple. */
+static Value split_pieces(Elab *E, int x, int ax, const int64_t *len, int n, SrcLoc loc) {
+    Value t = {.k = V_TUPLE, .nitems = n};
+    t.items = arena_alloc(E->a, (size_t)n * sizeof *t.items);
+    int64_t start = 0;
+    for (int k = 0; k < n; k++) {
+        t.items[k] = vtensor(slice_node(E, x, ax, start, len[k], 1, loc));
+        start += len[k];
+    }
+    return t;
+}
+
+/* The tensor and the axis (dim, default 0) of split and chunk: not the batch axis. */
+static bool split_axis(Elab *E, const char *fn, Args *a, const int *ix, int *x, int *ax, int64_t *L) {
+    bool ok = true;
+    *x = tensor_arg(E, a, ix[0]);
+    if (*x < 0 || !need_f32(E, *x, fn, a->loc[ix[0]])) return false;
+    Shape s = E->g->nodes[*x].shape;
+    if (s.rank == 0) {
+        diag_error(E->d, a->loc[ix[0]], "%s(): cannot split a scalar", fn);
+        return false;
+    }
+    int64_t bit = ix[2] < 0 ? 1 : axis_bit(E, a->v[ix[2]], a->loc[ix[2]], s.rank, &ok);
+    if (!ok) return false;
+    *ax = __builtin_ctzll((unsigned long long)bit);
+    if (dim_is_batch(s.d[*ax])) {
+        diag_error(E->d, arg_loc(a, ix[2], a->loc[ix[0]]), "%s(): cannot split the batch axis of %s", fn, tstr(E, *x));
+        return false;
+    }
+    *L = s.d[*ax];
+    return true;
+}
+
+/* split(x, split_size_or_sections, dim = 0), as torch.split: pieces of split_size along dim (the
+ * last one shorter when it does not divide), or of the lengths in a tuple, which sum to the axis;
+ * a tuple of tensors (q, k, v = split(qkv, C, 2)).  Each piece is a copy (a slice). */
+static Value read_split(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "split_size_or_sections", "dim"};
+    int ix[3], x, ax, n = 0;
+    int64_t L, len[64];
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc) || !split_axis(E, fn, a, ix, &x, &ax, &L)) return verror;
+    Value v = a->v[ix[1]];
+    SrcLoc at = a->loc[ix[1]];
+    if (v.k == V_TUPLE) {
+        int64_t sum = 0;
+        for (int k = 0; k < v.nitems; k++) {
+            Value it = v.items[k];
+            if (it.k != V_NUM || it.num != floor(it.num) || it.num < 1 || it.num > 1e12 || v.nitems > 64) {
+                diag_error(E->d, at, "%s(): the sections are up to 64 positive integers", fn);
+                return verror;
+            }
+            sum += len[n++] = (int64_t)it.num;
+        }
+        if (sum != L) {
+            diag_error(E->d, at, "%s(): the sections sum to %lld, but axis %d of %s has %lld", fn, (long long)sum, ax,
+                       tstr(E, x), (long long)L);
+            return verror;
+        }
+        return split_pieces(E, x, ax, len, n, loc);
+    }
+    if (v.k != V_NUM || v.num != floor(v.num) || v.num < 1) {
+        diag_error(E->d, at, "%s(): split_size_or_sections is a positive integer or a tuple of them", fn);
+        return verror;
+    }
+    int64_t size = v.num < (double)L ? (int64_t)v.num : L;
+    if ((L + size - 1) / size > 64) {
+        diag_error(E->d, at, "%s(): %lld pieces of %lld; at most 64", fn, (long long)((L + size - 1) / size),
+                   (long long)size);
+        return verror;
+    }
+    for (int64_t start = 0; start < L; start += size) len[n++] = start + size <= L ? size : L - start;
+    return split_pieces(E, x, ax, len, n, loc);
+}
+
+/* chunk(x, chunks, dim = 0), as torch.chunk: pieces of ceil(L / chunks) along dim, the last
+ * shorter; fewer than `chunks` when that size leaves nothing for the rest. */
+static Value read_chunk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "chunks", "dim"};
+    int ix[3], x, ax, n = 0;
+    int64_t L, len[64];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc) || !split_axis(E, fn, a, ix, &x, &ax, &L)) return verror;
+    double c = num_arg(E, a, ix[1], 1, &ok);
+    if (!ok || !check_count(E, fn, "chunks", c, 64, a->loc[ix[1]])) return verror;
+    int64_t size = (L + (int64_t)c - 1) / (int64_t)c;
+    for (int64_t start = 0; start < L; start += size) len[n++] = start + size <= L ? size : L - start;
+    return split_pieces(E, x, ax, len, n, loc);
+}
+
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
 /* ---- builtins from ops.def ------------------------------------------------------------------ */
 
@@ -736,6 +825,7 @@ static const struct {
     {"dropout", read_dropout}, {"batch_norm", read_batch_norm}, {"concat", read_concat},
     {"cat", read_concat},      {"narrow", read_slice},          {"slice", read_slice},
     {"view", read_view},       {"swapaxes", read_swapaxes},     {"swapdims", read_swapaxes},
+    {"split", read_split},     {"chunk", read_chunk},
 };
 
 /* "did you mean": every op's surface name, then the compositions. */

@@ -71,6 +71,7 @@ stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4,
     | BUFFER IDENT ':' type '=' expr { $$ = ast_stmt(ctx, S_BUFFER, L(@2), $2, $4, $6); }
     | BUFFER IDENT ':' type         { $$ = ast_stmt(ctx, S_BUFFER, L(@2), $2, $4, NULL); }
     | IDENT '=' expr                { $$ = ast_stmt(ctx, S_LET, L(@1), $1, NULL, $3); }
+    | IDENT ',' namelist '=' expr   { $$ = ast_unpack(ctx, L(@1), ast_name(ctx, L(@1), $1), $3, $5); }
     | OUTPUT IDENT                  { $$ = ast_stmt(ctx, S_OUTPUT, L(@2), $2, NULL, NULL); }
     | OUTPUT IDENT '=' expr         { $$ = ast_stmt(ctx, S_OUTPUT, L(@2), $2, NULL, $4); }
     | RETURN expr                   { $$ = ast_stmt(ctx, S_RETURN, L(@1), NULL, NULL, $2); }

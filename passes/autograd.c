@@ -12,11 +12,19 @@
 
 #include "passes.h"
 
+/* The gradient g of a unit-step slice of x, held until x's gradient is complete (flush_slices). */
+typedef struct {
+    int slice, g, next; /* the SLICE node, its gradient, the next one of the same x or -1 */
+} SliceGrad;
+
 typedef struct {
     Graph *g;
     int *grad;          /* forward node -> accumulated gradient node, or -1 */
     bool *needs;        /* depends on a parameter */
     const Node *at;     /* the forward node whose rule is being applied */
+    int *pend; /* forward node -> its first held slice gradient in sg[], or -1 */
+    SliceGrad *sg;
+    int nsg, capsg;
 } Ad;
 
 int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, const Node *like) {
@@ -387,11 +395,91 @@ static void grad_embedding(Ad *A, int id, int g) {
     accumulate(A, w, mk(A, OP_EMBEDDING_GRAD, 2, in, opshape(A, id, 1)));
 }
 
-static void grad_slice(Ad *A, int id, int g) {
-    int x = opnd(A, id, 0);
+static void slice_grad_alone(Ad *A, int x, int g) {
     int s = mk(A, OP_SLICE_GRAD, 1, &g, A->g->nodes[x].shape);
     A->g->nodes[s].attr.slice = A->at->attr.slice;
     accumulate(A, x, s);
+}
+
+/* A unit-step slice's gradient waits for its siblings (flush_slices); others go back alone. */
+static void grad_slice(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0);
+    if (!A->needs[x]) return;
+    if (A->at->attr.slice.step != 1) {
+        slice_grad_alone(A, x, g);
+        return;
+    }
+    if (A->nsg == A->capsg) A->sg = xrealloc(A->sg, (size_t)(A->capsg = 2 * A->capsg + 8) * sizeof *A->sg);
+    A->sg[A->nsg] = (SliceGrad){id, g, A->pend[x]};
+    A->pend[x] = A->nsg++;
+}
+
+/* x's held slice gradients, once every user of x has given its own: placed back side by side as
+ * one CONCAT along their axis, in order, zeros filling the gaps (a split's pieces tile the axis:
+ * no zeros), rather than each placed into zeros of x's size and summed -- the gradient of
+ * q, k, v = split(qkv, C, 2) is concat((dq, dk, dv), 2).  One slice alone, or slices that overlap
+ * or cut different axes, go back one by one (SLICE_GRAD). */
+static void flush_slices(Ad *A, int x) {
+    int n = 0;
+    for (int k = A->pend[x]; k >= 0; k = A->sg[k].next) n++;
+    if (!n) return;
+    SliceGrad *v = xmalloc((size_t)n * sizeof *v);
+    n = 0;
+    for (int k = A->pend[x]; k >= 0; k = A->sg[k].next) { /* in order of start */
+        int j = n++;
+        for (; j > 0 && A->g->nodes[v[j - 1].slice].attr.slice.start > A->g->nodes[A->sg[k].slice].attr.slice.start;
+             j--)
+            v[j] = v[j - 1];
+        v[j] = A->sg[k];
+    }
+    A->pend[x] = -1;
+    int ax = A->g->nodes[v[0].slice].attr.slice.axis;
+    bool tile = n > 1;
+    for (int k = 0, end = 0; k < n && tile; k++) {
+        const Node *s = &A->g->nodes[v[k].slice];
+        tile = s->attr.slice.axis == ax && s->attr.slice.start >= end;
+        end = (int)(s->attr.slice.start + s->shape.d[ax]);
+    }
+    Node at = A->g->nodes[v[0].slice];
+    A->at = &at;
+    if (!tile) {
+        for (int k = 0; k < n; k++) {
+            at = A->g->nodes[v[k].slice];
+            slice_grad_alone(A, x, v[k].g);
+        }
+        free(v);
+        return;
+    }
+    Shape xs = A->g->nodes[x].shape;
+    int *piece = xmalloc((size_t)(2 * n + 1) * sizeof *piece), np = 0;
+    int64_t end = 0;
+    for (int k = 0; k <= n; k++) {
+        int64_t start = k < n ? A->g->nodes[v[k].slice].attr.slice.start : xs.d[ax];
+        if (start > end) { /* a gap: zeros */
+            Shape z = xs;
+            z.d[ax] = start - end;
+            int c = mkconst(A, 0, 0);
+            piece[np++] = mk(A, OP_EXPAND, 1, &c, z);
+        }
+        if (k < n) {
+            piece[np++] = v[k].g;
+            end = start + A->g->nodes[v[k].slice].shape.d[ax];
+        }
+    }
+    int acc = piece[0];
+    for (int k = 1; k < np;) { /* four operands a concat, the first what is joined so far */
+        int in[NNC_MAX_IN] = {acc}, m = 1;
+        Shape s = A->g->nodes[acc].shape;
+        while (m < NNC_MAX_IN && k < np) {
+            s.d[ax] += A->g->nodes[piece[k]].shape.d[ax];
+            in[m++] = piece[k++];
+        }
+        acc = mk(A, OP_CONCAT, m, in, s);
+        A->g->nodes[acc].attr.slice.axis = ax;
+    }
+    accumulate(A, x, acc);
+    free(piece);
+    free(v);
 }
 
 /* The backward op of a row-wise op reads the incoming gradient and the op's own result. */
@@ -447,14 +535,16 @@ void pass_autograd(Graph *g, const ScalerConfig *scaler) {
     Ad A = {.g = g};
     A.grad = xmalloc((size_t)n0 * sizeof(int));
     A.needs = xcalloc((size_t)n0, 1);
+    A.pend = xmalloc((size_t)n0 * sizeof(int));
     for (int i = 0; i < n0; i++) {
-        A.grad[i] = -1;
+        A.grad[i] = A.pend[i] = -1;
         A.needs[i] = g->nodes[i].op == OP_PARAM && !g->nodes[i].frozen;
         for (int j = 0; j < g->nodes[i].nin; j++) A.needs[i] |= A.needs[g->nodes[i].in[j]];
     }
     A.at = &g->nodes[g->loss];
     A.grad[g->loss] = g->loss_seed >= 0 ? g->loss_seed : mkconst(&A, 1, 0);   /* a loss scale, or 1 */
     for (int i = g->loss; i >= 0; i--) {
+        flush_slices(&A, i); /* every user of i has given its gradient */
         if (A.grad[i] < 0 || !A.needs[i] || g->nodes[i].op == OP_PARAM) continue;
         A.at = &g->nodes[i];   /* pointer may move as nodes are added: grad_rule copies it first */
         Node copy = g->nodes[i];
@@ -465,4 +555,6 @@ void pass_autograd(Graph *g, const ScalerConfig *scaler) {
         if (g->nodes[i].op == OP_PARAM && A.grad[i] >= 0) g->nodes[i].grad = own_grad(&A, i, A.grad[i]);
     free(A.grad);
     free(A.needs);
+    free(A.pend);
+    free(A.sg);
 }

@@ -202,6 +202,12 @@ static const Case cases[] = {
                 "loss = sum(tanh(q @ transpose(permute(h, 0, 2, 3, 1), 2, 3))) + sum(tanh(permute(h, 1, 3, 0, 2)) * permute(h, 3, 1, 0, 2))"
                 " + sum(swapaxes(h, 0, 3) * c.reshape(3, 1, 2, 1)) + sum(h.mT * h.mT)"
                 TRAIN("data x = randn(8, 3, 2, 2)"), 0, 0},
+    /* split and chunk: the pieces' gradients joined back by one concat (with zeros in gaps) */
+    {"split", "input x: f32[B, 2, 3]\nparam W: f32[3, 7] = normal(0, 1)\nparam c: f32[3] = normal(0, 1)\n"
+              "q, k, v = split(x @ W, (2, 2, 3), 2)\na, b = chunk(W, 2, dim = 1)\nh = tanh(x @ W)\n"
+              "loss = sum(tanh(q * k) * narrow(v, 2, 0, 2)) + sum(a * a) * 0.1 + sum(tanh(b) * c.reshape(3, 1))"
+              " + sum(narrow(h, 2, 1, 2) * narrow(h, 2, 4, 2))"
+              TRAIN("data x = randn(8, 2, 3)"), 0, 0},
     {"transpose", "input x: f32[B, 3]\nparam W: f32[4, 3] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
                   "loss = sum(tanh(x @ transpose(W)) * c) + sum(tanh(transpose(x @ transpose(W))) * transpose(tanh(x @ transpose(W))))"
                   TRAIN("data x = randn(8, 3)"), 0, 0},

@@ -78,6 +78,20 @@ def permute(t):
     return loss, {"y": y, "z": z, "m": m, "s": s}
 
 
+def split(t):
+    qkv = t["x"] @ t["W"]                              # [B, 4, 9]
+    q, k, v = qkv.split(3, dim=2)
+    a, b = torch.split(torch.tanh(qkv), (4, 5), dim=-1)
+    c1, c2, c3 = torch.chunk(qkv.reshape(-1, 9), 3, 1)   # on the merged batch axis
+    p0, p1, p2 = torch.split(qkv, 4, 2)                # the last piece shorter
+    e1, e2 = torch.chunk(t["W"], 2, 0)                 # 3 + 3 rows of a parameter
+    g0, g1 = (qkv * 2)[:, :, 0:2], (qkv * 2)[:, :, 5:7]   # two slices with gaps around them
+    o0, o1 = qkv[:, :, 0:5], qkv[:, :, 3:9]            # two that overlap
+    loss = ((torch.tanh(q) * k * v).sum() + (a * a).sum() + b.sum() * 0.5 + (c1 * c2 - c3).sum()
+            + (p0 * p1).sum() + (p2 * p2).sum() + (e1 * e2).sum() + (g0 * g1).sum() + (o0[..., :1] * o1[..., :1]).sum())
+    return loss, {"q": q, "b": b, "c3": c3, "p2": p2}
+
+
 CASES = [
     # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
     # row-wise ops, reductions and losses over the merged rows
@@ -97,6 +111,17 @@ CASES = [
          "w = transpose(W, 0, 1) @ permute(W, 1, 0) + transpose(W, 1, 1) * 0\n"
          "loss = sum(y * y) + sum(tanh(s) * s) + sum(tanh(z) * z) + sum(m * m) * 0.5 + sum(w * w)"
          " + sum(q * swapdims(x, 1, 2))", permute),
+    # split and chunk unpacked into names: even and uneven pieces, sections, a merged batch axis, a
+    # parameter's rows; their gradients joined back (one concat), with gaps and overlaps
+    Case("split", {"x": ("f32", (4, 6))}, {"W": (6, 9)},
+         "block Attn(n) {\n    forward(h) {\n        q, k, v = h.split(n, dim = 2)\n"
+         "        return sum(tanh(q) * k * v)\n    }\n}\nattn = Attn(3)\nqkv = x @ W\n"
+         "a, b = split(tanh(qkv), (4, 5), dim = -1)\nc1, c2, c3 = chunk(reshape(qkv, -1, 9), 3, 1)\n"
+         "p0, p1, p2 = split(qkv, 4, 2)\ne1, e2 = W.chunk(2)\n"
+         "q2 = qkv * 2\ng0 = narrow(q2, 2, 0, 2)\ng1 = narrow(q2, 2, 5, 2)\no0 = narrow(qkv, 2, 0, 5)\no1 = narrow(qkv, 2, 3, 6)\n"
+         "output q = narrow(qkv, 2, 0, 3)\noutput b = b\noutput c3 = c3\noutput p2 = p2\n"
+         "loss = attn(qkv) + sum(a * a) + sum(b) * 0.5 + sum(c1 * c2 - c3) + sum(p0 * p1) + sum(p2 * p2)"
+         " + sum(e1 * e2) + sum(g0 * g1) + sum(narrow(o0, 2, 0, 1) * narrow(o1, 2, 0, 1))", split),
 ]
 
 
