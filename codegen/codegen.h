@@ -91,7 +91,9 @@ Device backend_auto(char *note, size_t n);
  * The ABI's function pointers come from `fns` (NULL: none; a printed description names them). */
 nnc_model_desc *model_desc_build(const Program *p, bool f64, const nnc_model_abi *fns, Arena *a);
 
-/* expr.c: the op table's expression for node `id`, with `operand(k)` naming operand k. */
+/* expr.c: the op table's expression for node `id`, with operands[k] naming operand k, and for an
+ * OPF_INDEX op operands[EXPR_ROW] and operands[EXPR_COL] its point's row and column. */
+enum { EXPR_ROW = NNC_MAX_IN, EXPR_COL, EXPR_NAMES };
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands);
 void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, const char *batch_expr);
 void render_dim(Str *s, int64_t d, const char *batch_expr);

@@ -37,7 +37,8 @@ const char *render_num(char buf[RENDER_NUM_LEN], double x) {
 #define NUM(x) render_num((char[RENDER_NUM_LEN]){0}, (x))
 
 /* Writes template t: $0..$2 are operands[0..2], $g $y name operands through slot (DERIV),
- * $p $p1 $p2 the scalars p[]. */
+ * $p $p1 $p2 the scalars p[], $r $c the point's row and column, operands[EXPR_ROW] and
+ * operands[EXPR_COL]. */
 static void render_expr_template(Str *s, const char *t, const char *const *operands, const int8_t *slot, const double *p) {
     for (; *t; t++) {
         if (t[0] != '$') {
@@ -45,11 +46,14 @@ static void render_expr_template(Str *s, const char *t, const char *const *opera
             continue;
         }
         char c = t[1];
-        if (c == 'p') {
+        if (c == 'r' || c == 'c') {
+            str_puts(s, operands[c == 'r' ? EXPR_ROW : EXPR_COL]);
+            t++;
+        } else if (c == 'p') {
             int k = t[2] == '1' || t[2] == '2' ? t[2] - '0' : 0;
             str_printf(s, "(real)%s", NUM(p[k]));
             t += 1 + (k > 0);
-        } else if (slot) {   /* a DX expression: every symbol through the slot map */
+        } else if (slot) { /* a DX expression: every symbol through the slot map */
             int sym = c == 'g' ? DERIV_G : c == '0' ? DERIV_X0 : c == '1' ? DERIV_X1 : DERIV_Y;
             str_puts(s, operands[slot[sym]]);
             t++;

@@ -154,10 +154,22 @@ static void operand_name(const Kernel *k, const Launch *L, int x, char *buf, siz
     } else snprintf(buf, n, "l%d", x);
 }
 
+/* Member n's row and column at the point (its last two axes, aligned on the right with the space's
+ * axes a0, a1, ...; 0 along an axis it broadcasts over), for an OPF_INDEX op's $r and $c. */
+static void index_names(const Node *n, Shape space, char (*names)[256], const char **ops) {
+    const Shape *s = &n->shape;
+    for (int w = 0; w < 2; w++) { /* w = 0: the row, 1: the column */
+        int j = s->rank - 2 + w, l = space.rank - 2 + w;
+        if (j < 0 || s->d[j] == 1) snprintf(names[EXPR_ROW + w], 256, "(int64_t)0");
+        else snprintf(names[EXPR_ROW + w], 256, "a%d", l);
+        ops[EXPR_ROW + w] = names[EXPR_ROW + w];
+    }
+}
+
 /* The statements computing every group member (but `skip`) at one point of the space. */
 static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
-    char names[NNC_MAX_IN][256];
-    const char *ops[NNC_MAX_IN];
+    char names[EXPR_NAMES][256];
+    const char *ops[EXPR_NAMES];
     for (int i = 0; i < L->nnodes; i++) {
         int id = L->nodes[i];
         const Node *n = &k->g->nodes[id];
@@ -166,6 +178,7 @@ static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
             operand_name(k, L, n->in[j], names[j], sizeof names[j]);
             ops[j] = names[j];
         }
+        if (op_has(n->op, OPF_INDEX)) index_names(n, L->space, names, ops);
         str_printf(k->s, "%s%s t%d = ", ind, k->d->value, id);
         bool half = DTYPE_IS_HALF(n->dtype);   /* the value rounded to its format, as stored */
         if (half) str_printf(k->s, "%s(%s(", half_fn(n->dtype, false), half_fn(n->dtype, true));
@@ -191,10 +204,12 @@ static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, cons
 /* ---- elementwise ---------------------------------------------------------------------------- */
 
 /* A flat walk when every operand is full-size or a scalar (the C compiler vectorizes it, CUDA
- * needs no index split); else per-axis indices and broadcast strides. */
+ * needs no index split); else per-axis indices and broadcast strides, which a member that reads
+ * its row and column (OPF_INDEX) needs too. */
 bool kernel_flat(const Kernel *k, const Launch *L) {
     Shape sp = L->space;
     bool flat = !op_permutes(k->g->nodes[L->root].op);
+    for (int i = 0; i < L->nnodes; i++) flat &= !op_has(k->g->nodes[L->nodes[i]].op, OPF_INDEX);
     for (int j = 0; j < L->nins; j++) {
         Shape xs = k->g->nodes[L->ins[j]].shape;
         flat &= shape_eq(xs, sp) || shape_numel(xs, 2) == 1;

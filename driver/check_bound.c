@@ -172,12 +172,17 @@ static void tol_ew(const CheckLaunch *c, int out, CheckTol *t) {
     if (!check_expr_build(&x, c->p->g, out, err, sizeof err))
         nnc_fatal("internal error: --check-against cannot read %s's expression: %s", node_op_name(n, nb), err);
     Operand ops[NNC_MAX_IN];
-    Approx vals[NNC_MAX_IN];
+    Approx vals[NNC_MAX_IN + 2];
     for (int k = 0; k < n->nin; k++) operand_init(c, &ops[k], n->in[k], n->shape);
     double u = unit_of(c), uh = store_unit(c, out), tiny = tiny_of(c, out);
+    const Shape *s = &n->shape; /* an OPF_INDEX op's row and column at i follow its operands */
+    int64_t cols = s->rank ? dim_at(s->d[s->rank - 1], c->B) : 1,
+            rows = s->rank > 1 ? dim_at(s->d[s->rank - 2], c->B) : 1;
     for (int64_t i = 0; i < t->n; i++) {
         if (t->need && !t->need[i]) continue;
         for (int k = 0; k < n->nin; k++) vals[k] = operand_at(c, &ops[k], n->shape, i);
+        vals[n->nin] = (Approx){(double)(i / cols % rows), 0};
+        vals[n->nin + 1] = (Approx){(double)(i % cols), 0};
         Approx a = check_expr_eval(&x, vals, u);
         double e = a.e;
         if (uh != u && e != 0) e += uh * (fabs(a.v) + e) + tiny; /* then rounded to its half format */

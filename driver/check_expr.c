@@ -101,10 +101,15 @@ static bool eat(Parser *P, const char *t) {
 static int node2(Parser *P, XOp op, int a, int b) { return add_node(P, (ExprNode){.op = op, .a = a, .b = b}); }
 
 /* $0 $1 $2 (operands), $g $y (a DERIV's incoming gradient and result), $p $p1 $p2 (scalars,
- * rendered as (real) literals), and `$` alone in pow's special forms. */
+ * rendered as (real) literals), $r $c (an OPF_INDEX op's row and column: the values after its
+ * operands), and `$` alone in pow's special forms. */
 static int symbol(Parser *P) {
     const Node *n = P->node;
     char c = P->s[0];
+    if ((c == 'r' || c == 'c') && n->op != OP_DERIV) {
+        P->s++;
+        return add_node(P, (ExprNode){.op = X_OPND, .opnd = n->nin + (c == 'c')});
+    }
     if (c == 'p') {
         int k = P->s[1] == '1' || P->s[1] == '2' ? P->s[1] - '0' : 0;
         P->s += 1 + (k > 0);

@@ -21,7 +21,8 @@ typedef struct {
  * reader does not know; the checker then cannot judge that op. */
 bool check_expr_build(CheckExpr *x, const Graph *g, int id, char *err, size_t n);
 void check_expr_free(CheckExpr *x);
-/* The value at the node's operands' values (operand k: ops[k]), computed in double, with a
+/* The value at the node's operands' values (operand k: ops[k]; an OPF_INDEX op's row and column
+ * after them, exact), computed in double, with a
  * bound on its error in arithmetic of unit roundoff u (2^-24: float, 2^-53: double) whatever
  * the order of roundings, fused multiply-adds and the math library (check_expr.c's table). */
 Approx check_expr_eval(const CheckExpr *x, const Approx *ops, double u);

@@ -8,14 +8,14 @@
 #include "../ir/util.h"
 
 typedef enum {
-    E_NUM,      /* num */
-    E_STR,      /* str */
-    E_IDENT,    /* str */
-    E_BIN,      /* a op b, op one of + - * / @ ^ (^ is **) */
-    E_NEG,      /* -a */
-    E_CALL,     /* a(args) */
-    E_MEMBER,   /* a.str */
-    E_TUPLE,    /* (a, b, ...) or [a, b, ...]: args */
+    E_NUM, /* num */
+    E_STR, /* str */
+    E_IDENT, /* str */
+    E_BIN, /* a op b, op one of + - * / @ ^ (^ is **), or a comparison: < > l (<=) g (>=) e (==) n (!=) */
+    E_NEG, /* -a */
+    E_CALL, /* a(args) */
+    E_MEMBER, /* a.str */
+    E_TUPLE, /* (a, b, ...) or [a, b, ...]: args */
 } ExprKind;
 
 /* Expressions nest at most this deep (a sum of 1,000 terms written a + b + ... nests 1,000

@@ -284,17 +284,62 @@ static Value batch_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     return verror;
 }
 
+/* The comparison op of an operator ('l' is <=, 'g' >=, 'e' ==, 'n' !=), or -1. */
+static int compare_op(int op) {
+    switch (op) {
+    case '<': return OP_LT;
+    case '>': return OP_GT;
+    case 'l': return OP_LE;
+    case 'g': return OP_GE;
+    case 'e': return OP_EQ;
+    case 'n': return OP_NE;
+    default: return -1;
+    }
+}
+
+/* a op b for a comparison op: a number for two numbers (1 or 0, as Python's True and False), else
+ * an f32 mask of 1 and 0, broadcast.  Labels and indices (i32) may be compared too. */
+Value compare(Elab *E, Op op, Value a, Value b, SrcLoc loc) {
+    if (a.k == V_NUM && b.k == V_NUM) {
+        double x = a.num, y = b.num;
+        bool r = op == OP_LT ? x < y
+            : op == OP_GT    ? x > y
+            : op == OP_LE    ? x <= y
+            : op == OP_GE    ? x >= y
+            : op == OP_EQ    ? x == y
+                             : x != y;
+        return vnum(r);
+    }
+    int x = as_tensor(E, a, loc), y = as_tensor(E, b, loc);
+    if (x < 0 || y < 0) return verror;
+    int r = graph_add2(E->g, op, x, y, loc);
+    if (r < 0) {
+        diag_error(E->d, loc, "cannot compare %s and %s: shapes do not broadcast", tstr(E, x), tstr(E, y));
+        return verror;
+    }
+    E->g->nodes[r].dtype = DT_F32;
+    return vtensor(r);
+}
+
+/* A number folded from two: not finite only where an operand was (-inf * 2 is -inf; 1 / 0 is an
+ * error: constants come out of arithmetic finite). */
+static Value fold(Elab *E, double r, Value a, Value b, SrcLoc loc, const char *what) {
+    if (!isnan(r) && (isinf(a.num) || isinf(b.num))) return vnum(r);
+    return vfolded(E, r, loc, what);
+}
+
 static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     if (a.k == V_ERROR || b.k == V_ERROR) return verror;
     if (a.k == V_BATCH || b.k == V_BATCH) return batch_binop(E, op, a, b, loc);
     if (op == '^') return powc(E, a, b, loc);
     if (op == '@') return matmul(E, a, b, loc);
+    if (compare_op(op) >= 0) return compare(E, (Op)compare_op(op), a, b, loc);
     if (a.k == V_NUM && b.k == V_NUM) {
         switch (op) {
-        case '+': return vfolded(E, a.num + b.num, loc, "this sum");
-        case '-': return vfolded(E, a.num - b.num, loc, "this difference");
-        case '*': return vfolded(E, a.num * b.num, loc, "this product");
-        default: return vfolded(E, a.num / b.num, loc, "this division");
+        case '+': return fold(E, a.num + b.num, a, b, loc, "this sum");
+        case '-': return fold(E, a.num - b.num, a, b, loc, "this difference");
+        case '*': return fold(E, a.num * b.num, a, b, loc, "this product");
+        default: return fold(E, a.num / b.num, a, b, loc, "this division");
         }
     }
     return tensor_binop(E, op, a, b, loc);
@@ -463,6 +508,7 @@ static Value ident(Elab *E, Env *env, Expr *e) {
     if (b) return b->v;
     if (!strcmp(e->str, "true")) return vnum(1);
     if (!strcmp(e->str, "false")) return vnum(0);
+    if (!strcmp(e->str, "inf")) return vnum(INFINITY); /* float("inf"), math.inf: -inf masks (masked_fill) */
     if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};
     if (!strcmp(e->str, "cuda")) return (Value){.k = V_DEVICE, .num = DEV_CUDA};
     if (!strcmp(e->str, "bf16")) return (Value){.k = V_DTYPE, .num = DT_BF16};

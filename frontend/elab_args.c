@@ -64,6 +64,16 @@ bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int n
 }
 
 double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok) {
+    if (i >= 0 && a->v[i].k == V_NUM && isinf(a->v[i].num)) {
+        diag_error(E->d, a->loc[i], "expected a finite number, got %s (inf is for values: masked_fill, full, where)",
+                   a->v[i].num > 0 ? "inf" : "-inf");
+        *ok = false;
+        return dflt;
+    }
+    return num_or_inf_arg(E, a, i, dflt, ok);
+}
+
+double num_or_inf_arg(Elab *E, Args *a, int i, double dflt, bool *ok) {
     if (i < 0) return dflt;
     if (a->v[i].k != V_NUM) {
         diag_error(E->d, a->loc[i], "expected a number, got a %s", kind_name(a->v[i].k));

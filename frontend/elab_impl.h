@@ -118,6 +118,7 @@ bool is_float_dtype(DType t);
 bool need_f32(Elab *E, int node, const char *what, SrcLoc loc);
 Value matmul(Elab *E, Value a, Value b, SrcLoc loc);
 Value powc(Elab *E, Value a, Value b, SrcLoc loc);
+Value compare(Elab *E, Op op, Value a, Value b, SrcLoc loc);
 bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out);
 int owned_output(Elab *E, int x, SrcLoc loc);
 
@@ -125,7 +126,8 @@ int owned_output(Elab *E, int x, SrcLoc loc);
 bool eval_args(Elab *E, Env *env, Arg *args, Args *out, SrcLoc loc);
 bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx, int required,
                SrcLoc loc);
-double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok);
+double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok); /* finite */
+double num_or_inf_arg(Elab *E, Args *a, int i, double dflt, bool *ok); /* +-inf too */
 SrcLoc arg_loc(Args *a, int i, SrcLoc call);
 bool check_range(Elab *E, const char *fn, const char *name, double x, double lo, bool lo_open, double hi, bool hi_open,
                  SrcLoc loc);

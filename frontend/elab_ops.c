@@ -688,6 +688,161 @@ static Value read_chunk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return split_pieces(E, x, ax, len, n, loc);
 }
 
+/* ---- masks: comparisons, where, masked_fill, tril, triu; constant tensors -------------------- */
+
+/* eq(input, other), ne, lt, le, gt, ge: the comparison operators as functions (torch.eq, ...). */
+static Value read_compare(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "other"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    return compare(E, op, a->v[ix[0]], a->v[ix[1]], loc);
+}
+
+/* where(condition, input, other), as torch.where: input where the condition is not 0 (a mask
+ * from a comparison), else other, the three broadcast together; input and other may be numbers
+ * (inf too: where(mask, x, -inf)). */
+static Value read_where(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"condition", "input", "other"};
+    int ix[3], in[3];
+    if (!bind_args(E, fn, a, names, 3, ix, 3, loc)) return verror;
+    for (int k = 0; k < 3; k++)
+        if ((in[k] = tensor_arg(E, a, ix[k])) < 0 || (k > 0 && !need_f32(E, in[k], fn, a->loc[ix[k]]))) return verror;
+    Shape s = E->g->nodes[in[0]].shape;
+    if (!shape_broadcast(s, E->g->nodes[in[1]].shape, &s) || !shape_broadcast(s, E->g->nodes[in[2]].shape, &s)) {
+        diag_error(E->d, loc, "%s(): condition %s, input %s and other %s do not broadcast", fn, tstr(E, in[0]),
+                   tstr(E, in[1]), tstr(E, in[2]));
+        return verror;
+    }
+    return vtensor(graph_add(E->g, op, 3, in, s, dtype_join(E->g, 2, in + 1, DT_F32), loc));
+}
+
+/* masked_fill(input, mask, value), as torch's: value where the mask is not 0, input elsewhere;
+ * the mask broadcasts to input's shape (masked_fill(att, tril(ones(T, T)) == 0, -inf)). */
+static Value read_masked_fill(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "mask", "value"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 3, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), m = tensor_arg(E, a, ix[1]);
+    if (x < 0 || m < 0 || !need_f32(E, x, fn, a->loc[ix[0]])) return verror;
+    int v = a->v[ix[2]].k == V_TENSOR ? a->v[ix[2]].node : graph_const(E->g, num_or_inf_arg(E, a, ix[2], 0, &ok), loc);
+    if (!ok || !need_f32(E, v, fn, a->loc[ix[2]])) return verror;
+    Shape xs = E->g->nodes[x].shape, s;
+    if (shape_numel(E->g->nodes[v].shape, 2) != 1 || E->g->nodes[v].shape.rank > xs.rank) {
+        diag_error(E->d, a->loc[ix[2]], "%s(): value is a number or a tensor of one element, got %s", fn, tstr(E, v));
+        return verror;
+    }
+    if (!shape_broadcast(xs, E->g->nodes[m].shape, &s) || !shape_eq(s, xs)) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): the mask %s does not broadcast to the input's shape %s", fn, tstr(E, m),
+                   tstr(E, x));
+        return verror;
+    }
+    int in[3] = {m, v, x};
+    return vtensor(graph_add(E->g, OP_SELECT, 3, in, xs, E->g->nodes[x].dtype, loc));
+}
+
+/* tril(x, diagonal = 0) and triu(x, diagonal = 0), as torch's: over the last two axes. */
+static Value read_tri(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "diagonal"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    double d = num_arg(E, a, ix[1], 0, &ok);
+    if (x < 0 || !ok || !need_f32(E, x, fn, a->loc[ix[0]])) return verror;
+    if (d != floor(d) || fabs(d) > 1e12) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): diagonal is an integer, got %g", fn, d);
+        return verror;
+    }
+    if (E->g->nodes[x].shape.rank < 2) {
+        diag_error(E->d, loc, "%s(): needs a tensor of 2 or more dimensions (its last two are the matrix), got %s", fn,
+                   tstr(E, x));
+        return verror;
+    }
+    int r = graph_add1(E->g, op, x, loc);
+    E->g->nodes[r].attr.scalars.p[0] = d;
+    return vtensor(r);
+}
+
+/* arange(end), arange(start, end, step = 1), as torch.arange: start, start + step, ... up to
+ * (not including) end, as f32 (exact for integers up to 2^24). */
+static Value read_arange(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"start", "end", "step"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    double start = num_arg(E, a, ix[0], 0, &ok), end = num_arg(E, a, ix[1], 0, &ok),
+           step = num_arg(E, a, ix[2], 1, &ok);
+    if (!ok) return verror;
+    if (ix[1] < 0) end = start, start = 0; /* arange(5): the one number is the end */
+    double n = step != 0 ? ceil((end - start) / step) : 0;
+    if (step == 0 || n < 1 || n > 1e9) {
+        diag_error(E->d, loc, "%s(): from %g to %g by %g gives %s values", fn, start, end, step,
+                   n > 1e9 ? "too many" : "no");
+        return verror;
+    }
+    int64_t len = (int64_t)n;
+    int r = graph_add(E->g, op, 0, NULL, shape_of(1, &len), DT_F32, loc);
+    E->g->nodes[r].attr.scalars.p[0] = start;
+    E->g->nodes[r].attr.scalars.p[1] = step;
+    return vtensor(r);
+}
+
+/* The dimensions of a constructor, one by one or as one tuple: numbers or the batch symbol. */
+static bool size_dims(Elab *E, Value *v, int n, const SrcLoc *at, Shape *s) {
+    bool tuple = n == 1 && v[0].k == V_TUPLE; /* its items have the tuple's location */
+    if (tuple) n = v[0].nitems, v = v[0].items;
+    *s = (Shape){0};
+    if (n > IR_MAX_RANK) {
+        diag_error(E->d, at[0], "at most %d dimensions", IR_MAX_RANK);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (!eval_dim(E, v[i], at[tuple ? 0 : i], true, &s->d[s->rank++])) return false;
+    if (shape_batch_axis(*s) >= 0) {
+        Shape t = *s;
+        t.d[shape_batch_axis(t)] = 1;
+        if (shape_batch_axis(t) >= 0) {
+            diag_error(E->d, at[0], "the batch dimension appears twice (a tensor has at most one batch axis)");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A tensor of shape s holding v everywhere (a scalar broadcast: no memory of its own unless it
+ * is used alone). */
+static int filled(Elab *E, Shape s, double v, SrcLoc loc) {
+    int c = graph_const(E->g, v, loc);
+    return s.rank ? graph_add(E->g, OP_EXPAND, 1, &c, s, DT_F32, loc) : c;
+}
+
+/* full(size, fill_value), as torch.full: size a tuple ((T, T)) or a number; fill_value may be
+ * +-inf.  ones(*size) and zeros(*size): dimensions one by one or as a tuple. */
+static Value read_full(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    bool full = !strcmp(fn, "full"), ok = true;
+    Shape s;
+    for (int i = 0; i < a->n; i++)
+        if (a->kw[i] && (!full || (strcmp(a->kw[i], "size") && strcmp(a->kw[i], "fill_value")))) {
+            diag_error(E->d, a->loc[i], "%s() has no argument named '%s'", fn, a->kw[i]);
+            return verror;
+        }
+    if (full) {
+        static const char *names[] = {"size", "fill_value"};
+        int ix[2];
+        if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+        double v = num_or_inf_arg(E, a, ix[1], 0, &ok);
+        if (!ok || !size_dims(E, &a->v[ix[0]], 1, &a->loc[ix[0]], &s)) return verror;
+        return vtensor(filled(E, s, v, loc));
+    }
+    if (a->n == 0) {
+        diag_error(E->d, loc, "%s() takes the dimensions of the tensor: %s(T, T)", fn, fn);
+        return verror;
+    }
+    if (!size_dims(E, a->v, a->n, a->loc, &s)) return verror;
+    return vtensor(filled(E, s, fn[0] == 'o', loc));
+}
+
 /* adaptive_avg_pool2d(x, 1): global average pooling to [N, C, 1, 1] (other sizes: not yet). */
 /* ---- builtins from ops.def ------------------------------------------------------------------ */
 
@@ -719,8 +874,11 @@ static Value ew_call(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     bool ok = true;
     double p[3] = {0, 0, 0};
     for (int k = oi->arity; k < sf.n && k - oi->arity < 3; k++) {
-        p[k - oi->arity] = num_arg(E, a, ix[k], sf.dflt[k], &ok); /* defaults may be +-inf (clamp) */
-        ok = ok && (ix[k] < 0 || check_finite(E, fn, sf.names[k], p[k - oi->arity], a->loc[ix[k]]));
+        /* an argument whose default is +-inf (clamp's bounds) may be given as inf too */
+        p[k - oi->arity] =
+            isinf(sf.dflt[k]) ? num_or_inf_arg(E, a, ix[k], sf.dflt[k], &ok) : num_arg(E, a, ix[k], sf.dflt[k], &ok);
+        ok =
+            ok && (ix[k] < 0 || isinf(sf.dflt[k]) || check_finite(E, fn, sf.names[k], p[k - oi->arity], a->loc[ix[k]]));
     }
     if (!ok) return verror;
     int r = oi->arity == 1 ? graph_add1(E->g, op, x[0], loc) : graph_add2(E->g, op, x[0], x[1], loc);
@@ -776,13 +934,14 @@ static Reader *custom_reader(Op op) {
         Op op;
         Reader *read;
     } custom[] = {
-        {OP_MATMUL, read_binary},       {OP_POWC, read_binary},
-        {OP_CROSS_ENTROPY, loss_ce},    {OP_ACCURACY, loss_ce},
-        {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape},
-        {OP_PERMUTE, read_permute},     {OP_COPY, read_to},
-        {OP_GELU, read_gelu},           {OP_CONV2D, read_conv2d},
-        {OP_MAX_POOL2D, read_pool2d},   {OP_AVG_POOL2D, read_pool2d},
-        {OP_EMBEDDING, read_embedding},
+        {OP_MATMUL, read_binary},     {OP_POWC, read_binary},         {OP_CROSS_ENTROPY, loss_ce},
+        {OP_ACCURACY, loss_ce},       {OP_TRANSPOSE, read_transpose}, {OP_RESHAPE, read_reshape},
+        {OP_PERMUTE, read_permute},   {OP_EQ, read_compare},          {OP_NE, read_compare},
+        {OP_LT, read_compare},        {OP_LE, read_compare},          {OP_GT, read_compare},
+        {OP_GE, read_compare},        {OP_SELECT, read_where},        {OP_TRIL, read_tri},
+        {OP_TRIU, read_tri},          {OP_ARANGE, read_arange},       {OP_COPY, read_to},
+        {OP_GELU, read_gelu},         {OP_CONV2D, read_conv2d},       {OP_MAX_POOL2D, read_pool2d},
+        {OP_AVG_POOL2D, read_pool2d}, {OP_EMBEDDING, read_embedding},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;
@@ -820,12 +979,27 @@ static const struct {
     const char *name;
     Composite *read;
 } composites[] = {
-    {"mse_loss", read_mse},    {"logsumexp", read_logsumexp},   {"min", read_min},
-    {"flatten", read_flatten}, {"layer_norm", read_layer_norm}, {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
-    {"dropout", read_dropout}, {"batch_norm", read_batch_norm}, {"concat", read_concat},
-    {"cat", read_concat},      {"narrow", read_slice},          {"slice", read_slice},
-    {"view", read_view},       {"swapaxes", read_swapaxes},     {"swapdims", read_swapaxes},
-    {"split", read_split},     {"chunk", read_chunk},
+    {"mse_loss", read_mse},
+    {"logsumexp", read_logsumexp},
+    {"min", read_min},
+    {"flatten", read_flatten},
+    {"layer_norm", read_layer_norm},
+    {"adaptive_avg_pool2d", read_adaptive_avg_pool2d},
+    {"dropout", read_dropout},
+    {"batch_norm", read_batch_norm},
+    {"concat", read_concat},
+    {"cat", read_concat},
+    {"narrow", read_slice},
+    {"slice", read_slice},
+    {"view", read_view},
+    {"swapaxes", read_swapaxes},
+    {"swapdims", read_swapaxes},
+    {"split", read_split},
+    {"chunk", read_chunk},
+    {"masked_fill", read_masked_fill},
+    {"full", read_full},
+    {"ones", read_full},
+    {"zeros", read_full},
 };
 
 /* "did you mean": every op's surface name, then the compositions. */

@@ -288,10 +288,12 @@ static void setting_data(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Va
                    s->name2);
 }
 
-/* A number > 0 (clip_grad_norm = 1), unless the setting it excludes is set too. */
+/* A finite number > 0 (clip_grad_norm = 1), unless the setting it excludes is set too. */
 static void setting_positive(Elab *E, TrainConfig *t, const Setting *st, Stmt *s, Value v) {
-    if (v.k != V_NUM || !(v.num > 0)) {
-        if (v.k == V_NUM) diag_error(E->d, s->e->loc, "%s must be a number > 0, got %g", st->name, v.num);
+    if (v.k != V_NUM || !(v.num > 0) || isinf(v.num)) {
+        if (v.k == V_NUM)
+            diag_error(E->d, s->e->loc, "%s must be a %snumber > 0, got %g", st->name, isinf(v.num) ? "finite " : "",
+                       v.num);
         else diag_error(E->d, s->e->loc, "%s must be a number > 0", st->name);
         return;
     }

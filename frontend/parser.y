@@ -39,6 +39,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token <str> STRING "string"
 %token BLOCK "'block'" INPUT "'input'" PARAM "'param'" BUFFER "'buffer'" OUTPUT "'output'" RETURN "'return'"
 %token FORWARD "'forward'" TRAIN "'train'" POW "'**'"
+%token EQ_OP "'=='" NE_OP "'!='" LE_OP "'<='" GE_OP "'>='"
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
 %type <expr> expr postfix primary
@@ -47,6 +48,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %type <type> type
 %type <stmt> items item stmt stmts settings setting
 
+%nonassoc '<' '>' LE_OP GE_OP EQ_OP NE_OP   /* as Python's, below arithmetic; not chained */
 %left '+' '-'
 %left '*' '/' '@'
 %precedence UMINUS
@@ -109,6 +111,12 @@ expr: expr '+' expr                 { $$ = ast_bin(ctx, L(@2), '+', $1, $3); }
     | expr '/' expr                 { $$ = ast_bin(ctx, L(@2), '/', $1, $3); }
     | expr '@' expr                 { $$ = ast_bin(ctx, L(@2), '@', $1, $3); }
     | expr POW expr                 { $$ = ast_bin(ctx, L(@2), '^', $1, $3); }
+    | expr '<' expr                 { $$ = ast_bin(ctx, L(@2), '<', $1, $3); }
+    | expr '>' expr                 { $$ = ast_bin(ctx, L(@2), '>', $1, $3); }
+    | expr LE_OP expr               { $$ = ast_bin(ctx, L(@2), 'l', $1, $3); }
+    | expr GE_OP expr               { $$ = ast_bin(ctx, L(@2), 'g', $1, $3); }
+    | expr EQ_OP expr               { $$ = ast_bin(ctx, L(@2), 'e', $1, $3); }
+    | expr NE_OP expr               { $$ = ast_bin(ctx, L(@2), 'n', $1, $3); }
     | '-' expr %prec UMINUS         { $$ = ast_neg(ctx, L(@1), $2); }
     | postfix                       { $$ = $1; }
 ;

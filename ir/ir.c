@@ -42,6 +42,7 @@ const OpInfo op_info[OP_COUNT] = {
     FACT(e, flags, OPF_LABELS, (arity) >= 2, "OPF_LABELS: the labels are operand 1") \
     FACT(e, flags, OPF_MAY_FAIL, (kind) == OK_ROW || (kind) == OK_HELPER, "OPF_MAY_FAIL: a row or helper op") \
     FACT(e, flags, OPF_INLINE, (kind) == OK_LEAF, "OPF_INLINE: a leaf") \
+    FACT(e, flags, OPF_INDEX, (kind) == OK_EW, "OPF_INDEX: elementwise") \
     _Static_assert((attr) != ATTR_WINDOW || ((flags) & (OPF_CONV | OPF_POOL)), \
                    "ops.def: " #e ": ATTR_WINDOW, no OPF_CONV or OPF_POOL");
 #include "ops.def"
@@ -386,7 +387,7 @@ bool ir_verify(const Graph *g, const char *pass) {
                 seen |= 1u << (perm[d] & 31);
             }
             if (!ok) return verify_fail(g, i, pass, "shape is not the operand's axes permuted");
-        } else if (oi->kind == OK_EW) {
+        } else if (oi->kind == OK_EW && n->nin > 0) {
             Shape s = g->nodes[n->in[0]].shape;
             for (int j = 1; j < n->nin; j++)
                 if (!shape_broadcast(s, g->nodes[n->in[j]].shape, &s))

@@ -72,6 +72,8 @@ enum {
     OPF_POOL = 1 << 5, /* pooling or its gradient over attr.win's window */
     OPF_MOVES = 1 << 6, /* places operand values (a view, a transpose, a slice), computes none: the same bits */
     OPF_INLINE = 1 << 7, /* a scalar written into its users' expressions, with no buffer of its own */
+    OPF_INDEX = 1 << 8, /* elementwise, its expression reads the point's row and column ($r, $c: its
+                            own last two axes), so its kernel walks the axes, not a flat index */
 };
 
 typedef struct {

@@ -327,6 +327,27 @@ static void grad_permute(Ad *A, int id, int g) {
     for (int i = 0; i < n->shape.rank; i++) inv[n->attr.perm.p[i]] = (int8_t)i;
     accumulate(A, opnd(A, id, 0), permute(A, g, inv));
 }
+/* where(c, a, b): g goes to a where c holds and to b elsewhere (0 on the other side, as torch:
+ * no NaN of the unchosen side's gradient leaks through), summed back over broadcast axes. */
+static void grad_where(Ad *A, int id, int g) {
+    int c = opnd(A, id, 0), a = opnd(A, id, 1), b = opnd(A, id, 2);
+    Shape gs = A->g->nodes[g].shape;
+    for (int side = 1; side <= 2; side++) {
+        int x = side == 1 ? a : b;
+        if (!A->needs[x]) continue;
+        int zero = mkconst(A, 0, 0), in[3] = {c, side == 1 ? g : zero, side == 1 ? zero : g};
+        accumulate(A, x, sum_to(A, mk(A, OP_SELECT, 3, in, gs), A->g->nodes[x].shape));
+    }
+}
+
+/* tril / triu: the gradient masked as the value was */
+static void grad_tri(Ad *A, int id, int g) {
+    double p = A->at->attr.scalars.p[0];
+    int t = mk(A, A->at->op, 1, &g, A->g->nodes[g].shape);
+    A->g->nodes[t].attr.scalars.p[0] = p;
+    accumulate(A, opnd(A, id, 0), t);
+}
+
 static void grad_reshape(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), mk(A, OP_RESHAPE, 1, &g, opshape(A, id, 0))); }
 
 /* dA = G @ B^T, dB = A^T @ G, per matrix of a batched product.  A 2-d operand shared by every

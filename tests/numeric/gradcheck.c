@@ -208,6 +208,12 @@ static const Case cases[] = {
               "loss = sum(tanh(q * k) * narrow(v, 2, 0, 2)) + sum(a * a) * 0.1 + sum(tanh(b) * c.reshape(3, 1))"
               " + sum(narrow(h, 2, 1, 2) * narrow(h, 2, 4, 2))"
               TRAIN("data x = randn(8, 2, 3)"), 0, 0},
+    /* masks: where (both sides, broadcast), masked_fill (a causal -inf before a softmax), tril, triu */
+    {"masks", "input x: f32[B, 2, 3, 3]\nparam W: f32[3, 3] = normal(0, 1)\nparam V: f32[3, 3] = normal(0, 1)\n"
+              "att = x @ W\np = softmax(masked_fill(att, tril(ones(3, 3)) == 0, -inf))\n"
+              "loss = sum(p * att) + sum(tanh(where(att > 0.3, att * V, V - att))) + sum(tanh(triu(att, 1)) * tril(V))"
+              " + sum(masked_fill(att * V, arange(3) > 1, 0.5) ** 2)"
+              TRAIN("data x = randn(8, 2, 3, 3)"), 0, 0},
     {"transpose", "input x: f32[B, 3]\nparam W: f32[4, 3] = normal(0, 1)\nparam c: f32[4] = normal(0, 1)\n"
                   "loss = sum(tanh(x @ transpose(W)) * c) + sum(tanh(transpose(x @ transpose(W))) * transpose(tanh(x @ transpose(W))))"
                   TRAIN("data x = randn(8, 3)"), 0, 0},

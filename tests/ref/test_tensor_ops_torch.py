@@ -92,6 +92,29 @@ def split(t):
     return loss, {"q": q, "b": b, "c3": c3, "p2": p2}
 
 
+def masks(t):
+    x, W = t["x"], t["W"]                              # x [B, 2, 4, 4]
+    att = x @ W
+    causal = torch.tril(torch.ones(4, 4))
+    a = att.masked_fill(causal == 0, float("-inf"))
+    p = torch.softmax(a, -1)                           # rows with -inf: exp(-inf) = 0
+    r = torch.arange(4.0)
+    m2 = (r <= r.reshape(4, 1)).double()
+    w = torch.where(m2 > 0, att, torch.full((4, 4), 0.5, dtype=torch.float64))
+    wb = torch.where(att > 0.1, att * 2, W)            # broadcast, both sides differentiable
+    y = t["y"]
+    lbl = (y == 1).double() + (y != 2).double() * 2 + (y >= 2).double() * 4 + (y < 1).double() * 8
+    cmp = ((att > W).double() + (0.2 < att).double() * 2 + torch.le(att, 0.3).double() * 4
+           + torch.ge(W, att).double() * 8 + (att == att).double() * 16)
+    tri = torch.triu(att, 1) + torch.tril(att, -1) * 2 + torch.triu(torch.tanh(att), -2) * 3
+    ar = torch.arange(1, 2, 0.25) + torch.arange(5.0, 1.0, -1.5).sum()
+    allinf = torch.softmax(att.masked_fill(torch.ones(4, 4) > 0, float("-inf")), -1)   # NaN, as torch
+    loss = ((p * att).sum() + (torch.tanh(w) * w).sum() + (wb * wb).sum() + (tri * tri).sum()
+            + torch.where(m2 > 0, torch.tanh(att), -att).sum() + (torch.zeros(3, 4) + W[:3]).sum()
+            + (torch.ones((4,)) * W).sum())
+    return loss, {"p": p, "lbl": lbl, "cmp": cmp, "tri": tri, "ar": ar, "allinf": allinf, "m2": m2}
+
+
 CASES = [
     # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
     # row-wise ops, reductions and losses over the merged rows
@@ -122,6 +145,20 @@ CASES = [
          "output q = narrow(qkv, 2, 0, 3)\noutput b = b\noutput c3 = c3\noutput p2 = p2\n"
          "loss = attn(qkv) + sum(a * a) + sum(b) * 0.5 + sum(c1 * c2 - c3) + sum(p0 * p1) + sum(p2 * p2)"
          " + sum(e1 * e2) + sum(g0 * g1) + sum(narrow(o0, 2, 0, 1) * narrow(o1, 2, 0, 1))", split),
+    # comparisons (operators and functions, i32 labels too), where (both sides, broadcast, numbers),
+    # masked_fill with -inf before a softmax (a row all -inf is NaN, as torch), tril and triu with
+    # diagonals, arange, full, ones, zeros: unbatched constants computed in the kernels that use them
+    Case("masks", {"x": ("f32", (2, 4, 4)), "y": ("i32", (), 4)}, {"W": (4, 4)},
+         "att = x @ W\ncausal = tril(ones(4, 4))\na = att.masked_fill(causal == 0, -inf)\noutput p = softmax(a)\n"
+         "r = arange(4)\noutput m2 = r <= reshape(r, 4, 1)\nw = where(m2 > 0, att, full((4, 4), 0.5))\n"
+         "wb = where(att > 0.1, att * 2, W)\n"
+         "output lbl = (y == 1) + (y != 2) * 2 + (y >= 2) * 4 + (y < 1) * 8\n"
+         "output cmp = (att > W) + (0.2 < att) * 2 + le(att, 0.3) * 4 + ge(W, att) * 8 + eq(att, att) * 16\n"
+         "output tri = triu(att, 1) + tril(att, diagonal = -1) * 2 + tanh(att).triu(-2) * 3\n"
+         "output ar = arange(1, 2, 0.25) + sum(arange(5, 1, -1.5))\n"
+         "output allinf = softmax(masked_fill(att, ones(4, 4) > 0, -inf))\n"
+         "loss = sum(p * att) + sum(tanh(w) * w) + sum(wb * wb) + sum(tri * tri)"
+         " + sum(where(m2 > 0, tanh(att), -att)) + sum(zeros(3, 4) + narrow(W, 0, 0, 3)) + sum(ones((4)) * W)", masks),
 ]
 
 
