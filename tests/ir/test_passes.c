@@ -9,6 +9,9 @@
  *                       cross_entropy + its gradient in one row-wise launch, one in-place kernel
  *                       per parameter update (sgd, sgd with momentum, adam); no fusion across a
  *                       matmul, a reduction, a reshape or a copy; --no-fuse: one launch per op
+ *   attention           nanoGPT's causal self-attention: the split's gradient one concat, permutes
+ *                       composed (one per tensor), the causal mask fused into the kernel that
+ *                       applies it, transposes of the last two axes folded into products
  *   memory plan         no two simultaneously live buffers overlap; outputs survive to the end;
  *                       planned <= unplanned
  *   placement/copies    --target cuda: one COPY per (value, device) on exactly the crossing
@@ -320,6 +323,58 @@ static void test_fusion_barriers(void) {
     if (cu->ok) check_fusion_barriers(cu, "barriers.nn cuda");
 }
 
+/* ---- attention's tensor ops --------------------------------------------------------------- */
+
+static void check_plan(Compiled *c, const char *what);
+
+static int count_live(Graph *g, Entry *e, Op op, Phase ph) {
+    int n = 0;
+    for (int i = 0; i < g->n; i++) n += e->live[i] && g->nodes[i].op == op && g->nodes[i].phase == ph;
+    return n;
+}
+
+static void test_attention(void) {
+    const char *src =
+        "input x: f32[B, 4, 8]\n"
+        "input y: i32[B, 4]\n"
+        "param Wqkv: f32[8, 24] = normal(0, 0.3)\n"
+        "q, k, v = (x @ Wqkv).split(8, dim = 2)\n"
+        "q = q.view(B, 4, 2, 4).transpose(1, 2)\n"
+        "k = k.view(B, 4, 2, 4).transpose(1, 2)\n"
+        "v = permute(permute(v.view(B, 4, 2, 4), 0, 2, 1, 3), 0, 2, 1, 3).transpose(1, 2)\n"
+        "att = (q @ k.transpose(-2, -1)) * 0.5\n"
+        "att = softmax(att.masked_fill(tril(ones(4, 4)) == 0, -inf))\n"
+        "h = (att @ v).transpose(1, 2).reshape(-1, 8)\n"
+        "loss = cross_entropy(h, y.view(-1))\n"
+        "train {\n    data x = randn(8, 4, 8)\n    data y = randn(8, 4)\n    batch = 4\n    minimize loss\n}\n";
+    Compiled *c = compile_src("attention.nn", src, (Opts){0});
+    CHECK(c->ok, "attention.nn compiles, found:\n%s", c->diag_text);
+    if (!c->ok) return;
+    Graph *g = c->p.g;
+    Entry *e = train_entry(c);
+    /* q, k (its transpose composed in: one permute), v (two permutes that undo each other, then a
+     * transpose: one), and the heads joined back */
+    CHECK(count_live(g, e, OP_PERMUTE, PH_FORWARD) == 4, "attention: 4 forward permutes, found %d",
+          count_live(g, e, OP_PERMUTE, PH_FORWARD));
+    CHECK(count_live(g, e, OP_CONCAT, PH_BACKWARD) == 1 && count_live(g, e, OP_SLICE_GRAD, PH_BACKWARD) == 0,
+          "attention: the split's gradient is one concat (found %d) and no slice_grad (found %d)",
+          count_live(g, e, OP_CONCAT, PH_BACKWARD), count_live(g, e, OP_SLICE_GRAD, PH_BACKWARD));
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (!e->live[i]) continue;
+        if (n->op == OP_TRANSPOSE) CHECK(e->folded[i], "attention: transpose %%%d folded into its product", i);
+        if (n->op == OP_TRIL) {
+            int eq = find_user(g, e, i, OP_EQ);
+            CHECK(eq >= 0 && e->group[eq] == e->group[i] && e->launches[launch_of(e, i)].kind == L_EW,
+                  "attention: the mask's tril %%%d and == %%%d in one kernel, found #%d and #%d", i, eq,
+                  launch_of(e, i), eq >= 0 ? launch_of(e, eq) : -1);
+        }
+        if (n->op == OP_SELECT && n->phase == PH_FORWARD)
+            CHECK(e->group[n->in[2]] == e->group[i], "attention: masked_fill %%%d in the kernel that scales att", i);
+    }
+    check_plan(c, "attention.nn");
+}
+
 /* ---- memory plan --------------------------------------------------------------------------- */
 
 static int resolve(Entry *e, Graph *g, int x) {
@@ -363,12 +418,15 @@ static void check_plan(Compiled *c, const char *what) {
                            e->buf[b].offset < e->buf[a].offset + e->buf[a].elems;
                 bool time = wr[a] <= lb && wr[b] <= la;
                 /* a kernel may write its output over an input it reads for the last time, at the
-                 * same index (elementwise) or row by row (row-wise), when the shapes agree */
+                 * same index (elementwise) or row by row (row-wise), when the element counts agree
+                 * (the input may be a view of the buffer: cross_entropy's gradient over logits that
+                 * a reshape merged, [B, T, V] read as [B*T, V]) */
                 int w = wr[a] > wr[b] ? wr[a] : wr[b], r = wr[a] > wr[b] ? lb : la;
                 int later = wr[a] > wr[b] ? a : b, earlier = later == a ? b : a;
                 bool inplace = w == r && (e->launches[w].kind == L_EW || e->launches[w].kind == L_ROW) &&
-                               e->buf[a].offset == e->buf[b].offset &&
-                               shape_eq(g->nodes[later].shape, g->nodes[earlier].shape);
+                    e->buf[a].offset == e->buf[b].offset &&
+                    shape_numel(g->nodes[later].shape, g->batch_max) ==
+                        shape_numel(g->nodes[earlier].shape, g->batch_max);
                 CHECK(!(mem && time) || inplace,
                       "%s/%s: %%%d [%lld,+%lld) live #%d..#%d and %%%d [%lld,+%lld) live #%d..#%d must not overlap",
                       what, e->name, a, (long long)e->buf[a].offset, (long long)e->buf[a].elems, wr[a], la, b,
@@ -604,6 +662,7 @@ int main(void) {
     if (nf->ok) check_plan(nf, "mlp.nn --no-fuse");
     test_fusion_mlp();
     test_fusion_barriers();
+    test_attention();
     test_cuda();
     test_helper_plans();
     printf("%d checks, %d failed\n", checks, failures);

@@ -84,6 +84,18 @@ CASES = [
      [X], [W], lambda: {"a": np.concatenate([X, X @ W], 1), "b": X[:, 1:5:2], "c": X[:, 2:5],
                         "d": np.concatenate([X, X * 2, X, X + 1, X, X], -1), "e": X[:, -3:],
                         "f": np.concatenate([X[:, :, None], 3 * X[:, :, None]], 1)}),
+    # a transformer's tensor ops: the batch axis merged, permutes, a split, masks and constants
+    ("tensor_ops", "input x: f32[B, 4, 5]\nparam W: f32[5, 3] = zeros()\n"
+     "output a = reshape(x, -1, 5) @ W\noutput b = permute(x, 2, 0, 1)\noutput c = transpose(x, 0, 1)\n"
+     "p, q = split(x, (2, 3), 2)\noutput d = p * 2\noutput e = q + 1\noutput k = flatten(x, 0, 1)\n"
+     "output f = softmax(masked_fill(x, tril(ones(4, 5), 1) == 0, -inf))\noutput g = tril(x, -1) + triu(x, 2) * 3\n"
+     "output h = where(x < 0, arange(5), masked_fill(x, x > 0.5, -7))\noutput l = (x >= 0) + (x != x) + (x == x) * 2",
+     [X3], [W], lambda: {"a": X3.reshape(-1, 5) @ W, "b": X3.transpose(2, 0, 1), "c": X3.transpose(1, 0, 2),
+                         "d": X3[..., :2] * 2, "e": X3[..., 2:] + 1, "k": X3.reshape(-1, 5),
+                         "f": softmax(np.where(np.tril(np.ones((4, 5)), 1) == 0, -np.inf, X3)),
+                         "g": np.tril(X3, -1) + np.triu(X3, 2) * 3,
+                         "h": np.where(X3 < 0, np.arange(5.0), np.where(X3 > 0.5, -7.0, X3)),
+                         "l": (X3 >= 0) + 2.0}),
     ("matmul", "input x: f32[B, 5]\nparam W: f32[5, 3] = zeros()\noutput y = x @ W\noutput z = matmul(x, W)",
      [X], [W], lambda: {"y": X @ W, "z": X @ W}),
     ("matmul_transpose", "input x: f32[B, 5]\nparam W: f32[5, 3] = zeros()\nparam V: f32[3, 4] = zeros()\n"

@@ -115,6 +115,21 @@ def masks(t):
     return loss, {"p": p, "lbl": lbl, "cmp": cmp, "tri": tri, "ar": ar, "allinf": allinf, "m2": m2}
 
 
+def attention(t):
+    B, T, C, H = BATCH, 4, 8, 2
+    q, k, v = (t["x"] @ t["Wqkv"]).split(C, dim=2)
+    q = q.view(B, T, H, C // H).transpose(1, 2)
+    k = k.view(B, T, H, C // H).transpose(1, 2)
+    v = v.view(B, T, H, C // H).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / (C // H) ** 0.5)
+    att = att.masked_fill(torch.tril(torch.ones(T, T)) == 0, float("-inf"))
+    att = torch.softmax(att, dim=-1)
+    y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+    logits = y @ t["Wo"]
+    loss = F.cross_entropy(logits.view(-1, C), t["y"].view(-1).long())
+    return loss, {"att": att, "logits": logits}
+
+
 CASES = [
     # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
     # row-wise ops, reductions and losses over the merged rows
@@ -159,6 +174,13 @@ CASES = [
          "output allinf = softmax(masked_fill(att, ones(4, 4) > 0, -inf))\n"
          "loss = sum(p * att) + sum(tanh(w) * w) + sum(wb * wb) + sum(tri * tri)"
          " + sum(where(m2 > 0, tanh(att), -att)) + sum(zeros(3, 4) + narrow(W, 0, 0, 3)) + sum(ones((4)) * W)", masks),
+    # causal self-attention as nanoGPT writes it: every op above together
+    Case("attention", {"x": ("f32", (4, 8)), "y": ("i32", (4,), 8)}, {"Wqkv": (8, 24), "Wo": (8, 8)},
+         "q, k, v = (x @ Wqkv).split(8, dim = 2)\nq = q.view(B, 4, 2, 4).transpose(1, 2)\n"
+         "k = k.view(B, 4, 2, 4).transpose(1, 2)\nv = v.view(B, 4, 2, 4).transpose(1, 2)\n"
+         "att = (q @ k.transpose(-2, -1)) * (1 / sqrt(4))\natt = att.masked_fill(tril(ones(4, 4)) == 0, -inf)\n"
+         "output att = softmax(att, axis = -1)\nh = (att @ v).transpose(1, 2).reshape(B, 4, 8)\n"
+         "output logits = h @ Wo\nloss = cross_entropy(logits.view(-1, 8), y.view(-1))", attention),
 ]
 
 
