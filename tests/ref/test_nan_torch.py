@@ -136,6 +136,21 @@ CASES = [
      lambda t: {"r": F.mse_loss(t["p"], t["q"])}, lambda t, o: o["r"]),
     ("matmul", "output r = p @ transpose(q)\nloss = sum(r * (d @ transpose(d)))",
      lambda t: {"r": t["p"] @ t["q"].T}, lambda t, o: (o["r"] * (t["d"] @ t["d"].T)).sum()),
+    # masks and moves: comparisons (NaN compares false, != true), where and masked_fill (the side
+    # not chosen, NaN or not, gives nothing), tril/triu (a masked NaN is 0), a permute, a split
+    ("compare", "output r = (p < q) + (p <= q) * 2 + (p == q) * 4 + (p != q) * 8 + (p > 0) * 16 + ge(q, p) * 32\n"
+     "loss = sum(p * d) + sum(q * d)",
+     lambda t: {"r": sum(m.to(t["p"].dtype) * k for m, k in ((t["p"] < t["q"], 1), (t["p"] <= t["q"], 2),
+                                                             (t["p"] == t["q"], 4), (t["p"] != t["q"], 8),
+                                                             (t["p"] > 0, 16), (t["q"] >= t["p"], 32)))},
+     lambda t, o: (t["p"] * t["d"]).sum() + (t["q"] * t["d"]).sum()),
+    ew("where", "where(p > q, p, q)", lambda t: torch.where(t["p"] > t["q"], t["p"], t["q"])),
+    ew("masked_fill", "masked_fill(p, q > 0, -inf)", lambda t: t["p"].masked_fill(t["q"] > 0, -inf)),
+    ew("tril_triu", "tril(p) + triu(q, 1)", lambda t: torch.tril(t["p"]) + torch.triu(t["q"], 1)),
+    ew("permute", "reshape(swapaxes(reshape(p, 7, 5, 1), 0, 2), 5, 7).mT",
+       lambda t: t["p"].reshape(7, 5, 1).swapaxes(0, 2).reshape(5, 7).mT),
+    ("split", "a, b = split(p, (2, 3), 1)\noutput r = concat((b, a), axis = 1)\nloss = sum(r * d)",
+     lambda t: {"r": torch.cat(torch.split(t["p"], (2, 3), 1)[::-1], 1)}, lambda t, o: (o["r"] * t["d"]).sum()),
 ]
 
 
