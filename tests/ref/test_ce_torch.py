@@ -50,6 +50,12 @@ CASES = [
     ("two_settings", "cross_entropy(x @ W, y) + cross_entropy(x @ W, y, ignore_index = 0, label_smoothing = 0.3)",
      lambda l, y: F.cross_entropy(l, y) + F.cross_entropy(l, y, ignore_index=0, label_smoothing=0.3),
      [0, 1, 2, 3, 4, 0, 3]),
+    # over a sequence, as nanoGPT writes it: x f32[B, T, 4], y i32[B, T], the batch axis merged
+    ("sequence", "cross_entropy(reshape(x @ W, -1, %d), reshape(y, -1))" % C,
+     lambda l, y: F.cross_entropy(l.reshape(-1, C), y.reshape(-1)), [0, 1, 2, 3, 4, 1, 0] * 3, 3),
+    ("sequence_ignore_smoothing", "cross_entropy(reshape(x @ W, -1, %d), reshape(y, -1), -1, 0.1)" % C,
+     lambda l, y: F.cross_entropy(l.reshape(-1, C), y.reshape(-1), ignore_index=-1, label_smoothing=0.1),
+     [4, -1, 2, 3, -1, 1, 0, 2, 2, 3, 1, -1, 0, 4], 2),
 ]
 
 
@@ -58,10 +64,11 @@ CASES = [
 MODES = {False: [("f64", True), ("f64", False), ("f32", True)], True: [("f32", True), ("f32", False)]}
 
 
-def model(loss):
-    return ("input x: f32[B, 4]\ninput y: i32[B]\nparam W: f32[4, %d] = zeros()\nloss = %s\n"
+def model(loss, T):
+    seq = ", %d" % T if T else ""
+    return ("input x: f32[B%s, 4]\ninput y: i32[B%s]\nparam W: f32[4, %d] = zeros()\nloss = %s\n"
             "train {\n    data x = npy(\"x.npy\")\n    data y = npy(\"y.npy\")\n    batch = %d\n    minimize loss\n}\n"
-            % (C, loss, BATCH))
+            % (seq, seq, C, loss, BATCH))
 
 
 def close(g, w, rtol, atol):
@@ -71,15 +78,16 @@ def close(g, w, rtol, atol):
 
 
 def run_case(a, tmp, case, precision, fused):
-    name, loss, fn, labels = case
+    name, loss, fn, labels = case[:4]
+    T = case[4] if len(case) > 4 else 0   # a sequence of T labels per sample
     d = os.path.join(tmp, "%s_%s_%s" % (name, precision, "fused" if fused else "unfused"))
     os.makedirs(d)
     with open(os.path.join(d, "m.nn"), "w") as f:
-        f.write(model(loss))
+        f.write(model(loss, T))
     dt = np.float64 if precision == "f64" else np.float32
-    x = rng.standard_normal((BATCH, 4)).astype(dt)
+    x = rng.standard_normal((BATCH, T, 4) if T else (BATCH, 4)).astype(dt)
     W = (rng.standard_normal((4, C)) * 0.7).astype(dt)
-    y = np.array(labels, dtype=np.int32)
+    y = np.array(labels, dtype=np.int32).reshape((BATCH, T) if T else (BATCH,))
     np.save(os.path.join(d, "x.npy"), x)
     np.save(os.path.join(d, "y.npy"), y)
     np.save(os.path.join(d, "W.npy"), W)
@@ -100,7 +108,7 @@ def run_case(a, tmp, case, precision, fused):
         return ["run_model failed:\n" + r.stderr]
     got = {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}
     tW = torch.tensor(W.astype(np.float64), requires_grad=True)
-    tl = fn(torch.tensor(x.astype(np.float64)) @ tW, torch.tensor(labels, dtype=torch.long))
+    tl = fn(torch.tensor(x.astype(np.float64)) @ tW, torch.tensor(y, dtype=torch.long))
     tl.backward()
     want = {"loss": np.array(tl.item()), "grad.W": tW.grad.numpy()}
     rtol, atol = TOL[precision]
