@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -107,7 +108,7 @@ typedef struct {
     unsigned max_threads;       /* __launch_bounds__, else the device's limit */
 } Function;
 
-enum { OP_KERNEL, OP_COPY, OP_MEMSET, OP_HOST, OP_NOP };
+enum { OP_KERNEL, OP_COPY, OP_MEMSET, OP_HOST, OP_NOP, OP_STAMP };
 struct Op {
     int kind;
     uint64_t seq;
@@ -130,11 +131,18 @@ struct Op {
     void (*host)(void *);
     char *ctx;
     size_t ctx_bytes;
+    /* an event's record (OP_STAMP) */
+    void *event;
+    uint64_t gen;
 };
 
 typedef struct {
     Stream *s;
     uint64_t seq;
+    unsigned flags;
+    uint64_t gen; /* which record the stamp op in flight belongs to */
+    double t; /* when the work before its last record had run (host clock) */
+    int stamped, pending, destroyed;
 } Event;
 
 static struct {
@@ -664,8 +672,23 @@ static void run_model_kernel(Op *o) {
     if (before) fault_plant(o->fn->name, before, rel);
 }
 
+static double host_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* An event's record has run: the time, unless a later record of the event superseded it.  An
+ * event destroyed while records were in flight is freed by the last of them. */
+static void stamp_event(Op *o) {
+    Event *e = o->event;
+    if (o->gen == e->gen) e->t = host_seconds(), e->stamped = 1;
+    if (--e->pending == 0 && e->destroyed) free(e);
+}
+
 static void execute(Op *o) {
     switch (o->kind) {
+    case OP_STAMP: stamp_event(o); break;
     case OP_KERNEL: run_model_kernel(o); break;
     case OP_COPY: memmove(o->dst, o->staged ? o->staged : o->src, o->bytes); break;
     case OP_MEMSET:
@@ -776,6 +799,10 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *v = 65535; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = 48 << 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 1; break;
+    /* an H100 SXM's clocks and bus, so that --profile's nominal ceilings have numbers to show */
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *v = 1980000; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *v = 2619000; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *v = 5120; break;
     default: *v = 0; break;
     }
     return CUDA_SUCCESS;
@@ -1125,15 +1152,18 @@ EXPORT CUresult cuStreamSynchronize(CUstream h) {
 
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
     NEED_CTX();
-    (void)flags;
     if (!e) return CUDA_ERROR_INVALID_VALUE;
-    *e = (CUevent)xcalloc(1, sizeof(Event));
+    Event *ev = xcalloc(1, sizeof(Event));
+    ev->flags = flags;
+    *e = (CUevent)ev;
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+EXPORT CUresult cuEventDestroy_v2(CUevent ev) {
     NEED_CTX();
-    free(e);
+    Event *e = (Event *)ev;
+    if (e && e->pending) e->destroyed = 1; /* its records in flight free it */
+    else free(e);
     return CUDA_SUCCESS;
 }
 
@@ -1146,9 +1176,35 @@ EXPORT CUresult cuEventRecord(CUevent ev, CUstream h) {
     Stream *s = stream_of(h);
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (s->capture) return CUDA_ERROR_NOT_SUPPORTED;   /* event nodes in graphs: not emulated */
+    Op *o = xcalloc(1, sizeof *o); /* stamps the time when the work before it has run */
+    o->kind = OP_STAMP;
+    o->event = e;
+    o->gen = ++e->gen;
+    e->stamped = 0;
+    e->pending++;
+    enqueue(s, o);
     e->s = s;
-    e->seq = s->last_seq;
+    e->seq = o->seq;
     return CUDA_SUCCESS;
+}
+
+/* The host time between the two records' runs: the emulator runs work when the host waits
+ * for it, so this is the time the work between them took on the host. */
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
+    NEED_CTX();
+    const Event *a = (const Event *)start, *b = (const Event *)end;
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (!a || !b || !a->s || !b->s || ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (G.sticky) return G.sticky;
+    if (!a->stamped || !b->stamped) return CUDA_ERROR_NOT_READY;
+    *ms = (float)(1e3 * (b->t - a->t));
+    return CUDA_SUCCESS;
+}
+
+#undef cuEventElapsedTime /* cuda.h maps it to _v2; drivers before CUDA 12.8 have only this name */
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+    return cuEventElapsedTime_v2(ms, start, end);
 }
 
 EXPORT CUresult cuEventSynchronize(CUevent ev) {

@@ -322,6 +322,28 @@ static int c_nosync_read(int bug) {
     return bug ? ok : !ok;
 }
 
+/* --profile's events: times are there once the work between them has run (the real driver says
+ * CUDA_ERROR_NOT_READY before), never for an event made without timing. */
+static int c_event_time(int bug) {
+    CUevent e0, e1, quiet;
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, N * sizeof(float)));
+    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&quiet, CU_EVENT_DISABLE_TIMING));
+    float v = 3, ms = -1;
+    int n = N;
+    void *args[] = {&d, &v, &n};
+    CK(cuEventRecord(e0, snb));
+    CK(launch("fill_k", 1, N, snb, args));
+    CK(cuEventRecord(e1, snb));
+    CK(cuEventRecord(quiet, snb));
+    if (!bug) CK(cuStreamSynchronize(snb));
+    CUresult rc = cuEventElapsedTime(&ms, e0, e1);
+    if (bug) return rc != CUDA_ERROR_NOT_READY;
+    return rc != CUDA_SUCCESS || !(ms >= 0) || cuEventElapsedTime(&ms, e0, quiet) != CUDA_ERROR_INVALID_HANDLE;
+}
+
 static int c_pageable(int bug) {
     float in[N], out[N];
     for (int i = 0; i < N; i++) in[i] = (float)i;
@@ -446,6 +468,7 @@ static const Case cases[] = {
     {"cuBLAS called as if row-major", NULL, c_rowmajor},
     {"missing cublasSetStream", NULL, c_blas_stream},
     {"result read without a stream sync", NULL, c_nosync_read},
+    {"event times read without a stream sync", NULL, c_event_time},
     {"pageable cuMemcpyHtoD, then a non-blocking stream", NULL, c_pageable},
     {"memcpy past an allocation", "bytes past its end", c_memcpy_range},
     {"async copy past a pinned host block", "cuMemAllocHost block|bytes past its end", c_pinned_range},
