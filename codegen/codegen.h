@@ -56,6 +56,22 @@ typedef struct {
     double input_unit; /* a product's inputs are first rounded by this much (TF32), or 0 */
 } LaunchNumerics;
 
+/* What a device can do at most, for --profile's percentages (driver/profile.c): measured where it
+ * can be (a copy, a library product), else nominal; 0 where unknown. */
+typedef enum {
+    FLOP_F32, /* f32 arithmetic: CUDA cores, the CPU's vector units (sgemm) */
+    FLOP_F64, /* double: --f64 builds */
+    FLOP_TF32, /* f32 products on tensor cores (--tf32) */
+    FLOP_HALF, /* bf16/f16 products on tensor cores (precision bf16 | f16) */
+    FLOP_KINDS
+} FlopKind;
+typedef struct {
+    char device[160]; /* "cpu (2 threads)", "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)" */
+    double gbs; /* memory bandwidth, GB/s (bytes read + written per second) */
+    double gflops[FLOP_KINDS]; /* arithmetic, GFLOP/s */
+    char how[600]; /* how each was found, one line: "memory 11.2 GB/s measured (...); f32 ..." */
+} DeviceCeilings;
+
 typedef struct {
     const char *name;
     /* Render the whole program (--emit c / --emit cuda). */
@@ -78,6 +94,14 @@ typedef struct {
     bool (*launch_access)(const LoadedModel *lm, LaunchAccess *out);
     /* How the code this backend makes for launch L (its sums and products) rounds. */
     void (*numerics)(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out);
+    /* --profile (driver/profile.c): one call of `entry` as abi->run makes it (checks, step,
+     * outputs), with t[k] the seconds launch k of p->entry[entry] took on the device's own clock;
+     * 0 or a status (the message in abi->error).  `how` says how it timed them, in a few words.
+     * NULL where the target cannot; the CPU needs a model built with BuildOpts.launch_access. */
+    int (*run_timed)(LoadedModel *lm, const Program *p, int entry, const void *const *in, int64_t batch, double *t);
+    const char *timed_how;
+    /* --profile: the ceilings of the device lm runs on (built with o). */
+    void (*ceilings)(LoadedModel *lm, const BuildOpts *o, DeviceCeilings *out);
 } Backend;
 
 extern const Backend backend_cpu;
@@ -90,6 +114,20 @@ Device backend_auto(char *note, size_t n);
 /* model_desc.c: the description of a planned program (include/nnc_runtime.h), allocated in `a`.
  * The ABI's function pointers come from `fns` (NULL: none; a printed description names them). */
 nnc_model_desc *model_desc_build(const Program *p, bool f64, const nnc_model_abi *fns, Arena *a);
+
+/* launch_cost.c: what launch L of entry e must move and compute at batch B, for --profile.
+ * bytes: each distinct buffer it reads, once, and each it writes, once (a convolution's scratch
+ * columns not counted; a copy between devices its size, once); flops: a product's 2 m n k, a
+ * convolution's 2 per multiply-add, one per element for each arithmetic elementwise op (views,
+ * copies and casts none), one per element reduced, pooling one per window element, a row-wise
+ * op an estimate of 5 per element (max, subtract, exp, sum, scale; accuracy 1). */
+typedef struct {
+    int64_t bytes, flops;
+    FlopKind kind; /* the arithmetic that does the flops, and so the ceiling they meet */
+    bool bus; /* a copy between devices (host and GPU, or two GPUs): its bytes, counted once, cross a
+                 bus, and the memory's ceiling does not apply */
+} LaunchCost;
+LaunchCost launch_cost(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64, bool tf32);
 
 /* expr.c: the op table's expression for node `id`, with operands[k] naming operand k, and for an
  * OPF_INDEX op operands[EXPR_ROW] and operands[EXPR_COL] its point's row and column. */

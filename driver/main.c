@@ -22,6 +22,7 @@
 #include "check.h"
 #include "compile.h"
 #include "plot.h"
+#include "profile.h"
 
 #ifndef NNC_VERSION
 #define NNC_VERSION "0.1.0"
@@ -39,6 +40,7 @@ typedef struct {
     bool data_parallel;         /* --data-parallel: the data-parallel step even in one process */
     int save_half;              /* --save-dtype: 0, NNC_DT_BF16 or NNC_DT_F16 */
     long threads, bench, save_every;
+    long profile; /* --profile [N]: N steps with every launch timed (0: no profile) */
     long log_every; /* --log-every N */
     const char *tensorboard; /* --tensorboard DIR */
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
@@ -106,6 +108,10 @@ static void usage(FILE *f) {
           "                         whole set, and the loss and metrics as metadata (safetensors)\n"
           "  --metrics FILE         one JSON object per step and per epoch\n"
           "  --bench N              time N training steps on one batch, print JSON, exit\n"
+          "  --profile [N]          time every launch of the training step, the median of N steps\n"
+          "                         (default 20) on one batch, with its bytes, FLOPs and rates\n"
+          "                         against the device's ceilings and its model line; print the\n"
+          "                         table sorted by time and exit (CUDA: without CUDA graphs)\n"
           "  --threads N            threads for kernels and products (default: one per core that\n"
           "                         other processes leave free, rechecked every 200 ms; under\n"
           "                         mpirun, the cores over the processes on the machine)\n"
@@ -235,6 +241,8 @@ static int cli_actions(const Cli *c, Arena *a, CliFlag *act) {
         act[n++] = (CliFlag){"-o", "writes a library (DIR/NAME.c, NAME.h, libNAME.a) and exits", RUN_BUILD, NULL};
     if (c->eval) act[n++] = (CliFlag){"--eval", "evaluates the model without training it", RUN_EVAL, NULL};
     if (c->bench) act[n++] = (CliFlag){"--bench", "times training steps on one batch and exits", RUN_BENCH, NULL};
+    if (c->profile)
+        act[n++] = (CliFlag){"--profile", "times every launch of a training step and exits", RUN_BENCH, NULL};
     return n;
 }
 
@@ -244,7 +252,7 @@ static void cli_conflict(const CliFlag *a, const CliFlag *b, const char *hint) {
 }
 
 static void check_combinations(const Cli *c, Arena *a) {
-    CliFlag act[6];
+    CliFlag act[7];
     int nact = cli_actions(c, a, act);
     if (nact > 1) {
         bool code_and_lib = c->emit && !strcmp(c->emit, "c") && c->out_dir;
@@ -256,10 +264,15 @@ static void check_combinations(const Cli *c, Arena *a) {
     const unsigned update = RUN_TRAIN | RUN_BENCH | RUN_PRINT | RUN_BUILD;   /* compiled into the step */
     const CliFlag flags[] = {
         {c->save ? "--save" : NULL, "writes the parameters a training run ends with", RUN_TRAIN,
-         c->eval ? "to evaluate a checkpoint: --load FILE --eval" : c->bench ? "train without --bench to save" : NULL},
+         c->eval          ? "to evaluate a checkpoint: --load FILE --eval"
+             : c->bench   ? "train without --bench to save"
+             : c->profile ? "train without --profile to save"
+                          : NULL},
         {c->load ? "--load" : NULL, "starts a run from a checkpoint", RUN_ANY, NULL},
         {c->metrics ? "--metrics" : NULL, "records the steps of a training or evaluation run", RUN_TRAIN | RUN_EVAL,
-         c->bench ? "--bench prints its timings as JSON on stdout" : NULL},
+         c->bench         ? "--bench prints its timings as JSON on stdout"
+             : c->profile ? "--profile prints its table on stdout"
+                          : NULL},
         {c->over.has_epochs ? "--epochs" : NULL, "sets how many epochs training runs", RUN_TRAIN, NULL},
         {c->over.has_seed ? "--seed" : NULL, "seeds the parameters of a run", RUN_ANY,
          c->out_dir ? "a library's parameters come from NAME_init(m, seed)" : NULL},
@@ -273,6 +286,21 @@ static void check_combinations(const Cli *c, Arena *a) {
         if (flags[i].flag && !(flags[i].mode & action->mode)) cli_conflict(action, &flags[i], flags[i].hint);
     if (c->check_tol != -1 && !c->check_against)
         cli_error("--check-tol sets the tolerance of --check-against: add --check-against cpu");
+}
+
+/* --profile, --profile=N or --profile N: the value is optional, so the next word is its value
+ * when it starts as a number does, or when the model was named already and it is not a flag
+ * (so `--profile ten` says what --profile takes). */
+static long parse_profile(int argc, char **argv, int *i, bool have_model) {
+    const char *a = argv[*i], *v = NULL;
+    if (a[9] == '=') v = a + 10;
+    else if (*i + 1 < argc) {
+        const char *next = argv[*i + 1];
+        bool number =
+            isdigit((unsigned char)next[0]) || ((next[0] == '-' || next[0] == '+') && isdigit((unsigned char)next[1]));
+        if (number || (have_model && next[0] != '-')) v = argv[++*i];
+    }
+    return v ? parse_long("--profile", v, 1, 100000) : 20;
 }
 
 static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
@@ -301,6 +329,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             c->over.has_seed = true;
         } else if (is_flag(a, "--threads")) c->threads = parse_long(f, flag_value(argc, argv, &i, f), 1, 4096);
         else if (is_flag(a, "--bench")) c->bench = parse_long(f, flag_value(argc, argv, &i, f), 1, INT_MAX);
+        else if (is_flag(a, "--profile")) c->profile = parse_profile(argc, argv, &i, c->model != NULL);
         else if (is_flag(a, "--log-every")) c->log_every = parse_long(f, flag_value(argc, argv, &i, f), 1, LONG_MAX);
         else if (is_flag(a, "--tensorboard")) c->tensorboard = flag_value(argc, argv, &i, "--tensorboard");
         else if (!strcmp(a, "--data-parallel")) c->data_parallel = true;
@@ -373,6 +402,10 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
         cli_error("--dump-after: unknown pass '%s' (passes: %s)", c->dump_after, pipeline_pass_names);
     if (c->check_against && strcmp(c->check_against, "cpu"))
         cli_error("--check-against takes cpu (the reference target), not '%s'", c->check_against);
+    if (c->profile && (c->check_against || c->check_numerics))
+        cli_error("--profile times the step as it normally runs, and %s adds work to every launch: run nnc once "
+                  "for each",
+                  c->check_against ? "--check-against" : "--check-numerics");
     if (c->check_against && (!c->target || strcmp(c->target, "cuda")))
         cli_error("--check-against cpu compares the cuda target with the cpu: add --target cuda");
     check_combinations(c, ar);
@@ -540,9 +573,13 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     if (c->f64 && m->train.precision != PREC_F32)
         nnc_fatal("--f64 computes everything in double precision; it cannot be combined with precision %s",
                   m->train.precision == PREC_BF16 ? "bf16" : "f16");
-    BuildOpts bo = {.f64 = c->f64, .cache_dir = compile_cache_dir(&cp->arena, !c->no_cache), .tf32 = c->tf32,
-                    .check_numerics = c->check_numerics, .device = comm_local_rank(comm),
-                    .tiered = !comm && !ref};   /* one process: the others would each build alike */
+    BuildOpts bo = {.f64 = c->f64,
+                    .cache_dir = compile_cache_dir(&cp->arena, !c->no_cache),
+                    .tf32 = c->tf32,
+                    .check_numerics = c->check_numerics,
+                    .device = comm_local_rank(comm),
+                    .tiered = !comm && !ref && !c->profile, /* one process: the others would each build alike */
+                    .launch_access = c->profile > 0}; /* the CPU times each launch through it */
     if (c->emit) {
         bool wants_cpu = !strcmp(c->emit, "c");
         if (wants_cpu != (p->target == DEV_CPU)) nnc_fatal("--emit %s needs --target %s", c->emit, wants_cpu ? "cpu" : "cuda");
@@ -606,7 +643,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
                     .load_path = c->load,
                     .eval_only = c->eval,
                     .eval_out = c->eval_out,
-                    .bench_steps = (int)c->bench,
+                    .bench_steps = (int)(c->bench ? c->bench : c->profile),
                     .source_file = c->model,
                     .t_process = t_process,
                     .save_every = c->save_every,
@@ -622,11 +659,17 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         to.tensorboard = NULL;
         to.metrics_path = NULL;   /* --eval-out stays: every process must shard evaluation alike */
     }
+    Profile *prof = NULL;
+    if (c->profile) {
+        if (!(prof = profile_new(be, lm, p, &bo, (int)c->profile, stdout, err, sizeof err))) nnc_fatal("%s", err);
+        to.profile = profile_hook(prof);
+    }
     Upgrade up = {be, lm, to.seed};
     ModelRef mr = {lm->abi, lm->m, lm->tier ? upgrade_ref : NULL, &up};
     int rc = train_run(m, &mr, &to);
     if (ref) check_pair_finish(lm, c->quiet ? NULL : stderr);
     else be->unload(lm);
+    profile_free(prof);
     return rc;
 }
 
@@ -706,6 +749,8 @@ int main(int argc, char **argv) {
     Comm *comm = comm_init(&argc, &argv, cerr, sizeof cerr);   /* NULL: not under mpirun */
     if (!comm && cerr[0]) nnc_fatal("%s", cerr);
     if (!comm && c.data_parallel) comm = comm_solo();
+    if (comm && c.profile)
+        nnc_fatal("--profile times the step of one process: run it without mpirun and --data-parallel");
     if (!comm && (c.bucket_mb || c.dist_given))
         nnc_fatal("%s applies to data-parallel training, and this is one process: run under mpirun -np N, or add "
                   "--data-parallel", c.bucket_mb ? "--bucket-mb" : "--dist-backend");

@@ -76,18 +76,23 @@ static void dot_edges(const Graph *g, const Entry *e, int i, FILE *f) {
     (void)e;
 }
 
+const char *launch_kind_label(LaunchKind k) {
+    static const char *const kind[] = {"elementwise", "reduction", "row-wise", "gemm",
+                                       "copy",        "assign",    "helper",   "allreduce"};
+    _Static_assert(NNC_COUNTOF(kind) == L_COLLECTIVE + 1, "a name for every LaunchKind");
+    return kind[k];
+}
+
 /* Launches of more than one node are clusters: the kernels fusion made. */
 static void dot_clusters(const Program *p, const Entry *e, FILE *f) {
     const Graph *g = p->g;
-    static const char *const kind[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign", "helper",
-                                               "allreduce"};
     for (int k = 0; k < e->nlaunch; k++) {
         const Launch *L = &e->launches[k];
         int drawn = 0;
         for (int i = 0; i < L->nnodes; i++) drawn += dot_drawn(g, e, L->nodes[i]);
         if (drawn < 2) continue;
-        fprintf(f, "  subgraph cluster_%d {\n    label=\"launch %d: %s\"; style=\"rounded\"; color=\"#7f8c8d\";\n", k, k,
-                kind[L->kind]);
+        fprintf(f, "  subgraph cluster_%d {\n    label=\"launch %d: %s\"; style=\"rounded\"; color=\"#7f8c8d\";\n", k,
+                k, launch_kind_label(L->kind));
         for (int i = 0; i < L->nnodes; i++)
             if (dot_drawn(g, e, L->nodes[i])) fprintf(f, "    n%d;\n", L->nodes[i]);
         fputs("  }\n", f);

@@ -132,6 +132,7 @@ bool pipeline_has_pass(const char *name);
 bool pipeline_run(Program *p, const PipelineOpts *o);
 void program_print(const Program *p, FILE *f);
 void program_print_dot(const Program *p, FILE *f);   /* dot.c: --emit dot */
+const char *launch_kind_label(LaunchKind k); /* dot.c: "elementwise", "gemm", ... */
 void program_free(Program *p);   /* what the passes allocated outside the graph's arena */
 /* plan.c: the largest activation block any entry needs on device d (elements), and where GPU
  * d's begins when the GPUs' blocks are counted one after another (cuda:0 first). */

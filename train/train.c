@@ -885,9 +885,10 @@ static int compare_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* --bench N: time N training steps on the first batch after a warm-up; one JSON line out.
- * Data parallel: each process times its share of the batch, and the time its collectives took
- * (waiting for the other processes included) is reported beside: the allreduce's share. */
+/* --bench N: time N training steps on the first batch after a warm-up; one JSON line out, or
+ * with --profile the profile of the step on that batch (TrainOpts.profile).  Data parallel:
+ * each process times its share of the batch, and the time its collectives took (waiting for
+ * the other processes included) is reported beside: the allreduce's share. */
 static int bench(Run *R, const Dataset *d) {
     int64_t B = R->gbatch, rows = d->n < B ? d->n : B;
     Share sh = share_of(R, rows);
@@ -911,7 +912,13 @@ static int bench(Run *R, const Dataset *d) {
     }
     qsort(t, (size_t)n, sizeof *t, compare_double);
     qsort(c, (size_t)n, sizeof *c, compare_double);
-    if (R->rank == 0) {
+    const TrainProfile *prof = R->o->profile;
+    if (prof && !prof->run(prof->ctx, (const void *const *)R->bufs, use, t[n / 2])) {
+        free(t);
+        free(c);
+        return 1;
+    }
+    if (R->rank == 0 && !prof) {
         printf("{\"steps\":%d,\"batch\":%lld,\"median_us\":%.3f,\"min_us\":%.3f,\"max_us\":%.3f,\"first_step_s\":%.6f",
                n, (long long)rows, 1e6 * t[n / 2], 1e6 * t[0], 1e6 * t[n - 1], first);
         if (R->comm) printf(",\"processes\":%d,\"allreduce_median_us\":%.3f", R->size, 1e6 * c[n / 2]);

@@ -18,6 +18,14 @@ typedef struct ModelRef {
     void *upgrade_ctx;
 } ModelRef;
 
+/* --profile: what --bench's loop hands its batch to once it has timed its steps.  run() profiles
+ * the step on that batch (`in`, `batch` rows; step_s: the median step --bench measured) and
+ * prints its report; false with the error printed. */
+typedef struct TrainProfile {
+    void *ctx;
+    bool (*run)(void *ctx, const void *const *in, int64_t batch, double step_s);
+} TrainProfile;
+
 typedef struct {
     int epochs;
     uint64_t seed;
@@ -33,6 +41,7 @@ typedef struct {
     bool eval_only;
     const char *eval_out;       /* with eval_only: non-scalar outputs over the set (safetensors) */
     int bench_steps;            /* > 0: time this many steps and print JSON */
+    const TrainProfile *profile; /* with bench_steps: profile the step after timing it (no JSON) */
     const char *source_file;
     double t_process;           /* CLOCK_MONOTONIC seconds when the process started */
     long save_every;            /* > 0: checkpoint to save_path every N steps */

@@ -599,5 +599,16 @@ static void cpu_numerics(const Program *p, const Launch *L, const BuildOpts *o, 
     out->input_unit = 0;
 }
 
-const Backend backend_cpu = {"cpu",     cpu_render,  cpu_load,          cpu_unload,  NULL,
-                             aot_write, cpu_upgrade, cpu_launch_access, cpu_numerics};
+const Backend backend_cpu = {
+    .name = "cpu",
+    .render = cpu_render,
+    .load = cpu_load,
+    .unload = cpu_unload,
+    .build_library = aot_write,
+    .upgrade = cpu_upgrade,
+    .launch_access = cpu_launch_access,
+    .numerics = cpu_numerics,
+    .run_timed = cpu_run_timed,
+    .timed_how = "the monotonic clock around each launch; the step runs its launches one after another",
+    .ceilings = cpu_ceilings,
+};

@@ -23,4 +23,7 @@ bool cpu_write_file(const char *path, const char *text, char *err, size_t n);
  * double accumulator. */
 bool c_reduce_sums_in_real(const Graph *g, const Launch *L);
 bool aot_write(const Program *p, const BuildOpts *o, const char *dir, char *err, size_t n);
+/* cpu_profile.c: Backend.run_timed (a model built with launch_access) and Backend.ceilings. */
+int cpu_run_timed(LoadedModel *lm, const Program *p, int entry, const void *const *in, int64_t batch, double *t);
+void cpu_ceilings(LoadedModel *lm, const BuildOpts *o, DeviceCeilings *out);
 #endif

@@ -54,15 +54,13 @@ static void render_entry(const Kernel *r) {
     str_printf(k.s, "    return %s;\n}\n", status);
 }
 
-/* BuildOpts.launch_access (--check-against's reference): NAME_launch runs one launch of an entry
- * alone over an instance's blocks, and NAME_block gives a block's memory, so that the checker
- * can write each launch's inputs before it runs (Backend.launch_access finds them by name). */
-static void render_launch_access(const Program *p, const nnc_model_desc *d, Str *s) {
+/* BuildOpts.launch_access (--check-against's reference, --profile): NAME_launch runs one launch
+ * of an entry alone over an instance's blocks, and NAME_block gives a block's memory, so that
+ * the checker can write each launch's inputs before it runs; NAME_timed makes a whole call as
+ * NAME_run does, through the runtime (checks, step, outputs), with the host's clock read around
+ * each launch (Backend.launch_access and run_timed find them by name). */
+static void render_launch_lists(const Program *p, const nnc_model_desc *d, Str *s) {
     const char *mn = model_c_name(p);
-    render_template(s,
-                    "\n/* ---- each launch alone, for --check-against (driver/check.c) ---- */\n"
-                    "typedef void (*@_launch_fn)(struct @_frame *, const void *const *, int64_t);\n",
-                    mn);
     for (int k = 0; k < ENTRY_COUNT; k++) {
         const Entry *e = &p->entry[k];
         if (!d->entry[k].present || !e->nlaunch) continue;
@@ -70,30 +68,68 @@ static void render_launch_access(const Program *p, const nnc_model_desc *d, Str 
         for (int i = 0; i < e->nlaunch; i++) str_printf(s, "%s%s_%s_%d", i ? ", " : "", mn, e->name, i);
         str_puts(s, "};\n");
     }
-    str_printf(s,
-               "int %s_launch(void *inst, int entry, int k, const void *const *in, int64_t B) {\n"
-               "    static const %s_launch_fn *const lists[3] = {",
-               mn, mn);
+    str_printf(s, "static const %s_launch_fn *const %s_lists[3] = {", mn, mn);
     for (int k = 0; k < ENTRY_COUNT; k++)
         if (d->entry[k].present && p->entry[k].nlaunch)
             str_printf(s, "%s%s_%s_launches", k ? ", " : "", mn, p->entry[k].name);
         else str_printf(s, "%sNULL", k ? ", " : "");
-    str_puts(s, "};\n    static const int counts[3] = {");
+    str_printf(s, "};\nstatic const int %s_counts[3] = {", mn);
     for (int k = 0; k < ENTRY_COUNT; k++)
         str_printf(s, "%s%d", k ? ", " : "", d->entry[k].present ? p->entry[k].nlaunch : 0);
+    str_puts(s, "};\n");
+}
+
+static const char launch_access_text[] =
+    "int @_launch(void *inst, int entry, int k, const void *const *in, int64_t B) {\n"
+    "    nnc_rt *rt = inst;\n"
+    "    if (entry < 0 || entry > 2 || k < 0 || k >= @_counts[entry])\n"
+    "        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, \"no launch %d in entry %d\", k, entry);\n"
+    "    struct @_frame m = @_frame_of(rt);\n"
+    "    @_lists[entry][k](&m, in, B);\n"
+    "    return m.status ? nnc_rt_fail(rt, m.status, \"%s\", m.msg) : 0;\n"
+    "}\n"
+    "void *@_block(void *inst, int b) {\n"
+    "    return b >= 0 && b < NNC_BLOCK_COUNT ? ((nnc_rt *)inst)->host[b] : NULL;\n"
+    "}\n"
+    "/* The CPU device has no state of its own (rt->dev is NULL): during @_timed it points at the\n"
+    " * clock and where the times go, and the device's run is this one. */\n"
+    "struct @_timing {\n"
+    "    double (*now)(void);\n"
+    "    double *t;\n"
+    "};\n"
+    "static int @_run_timed(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
+    "    const struct @_timing *tm = rt->dev;\n"
+    "    nnc_pool_adapt(); /* as @_run does */\n"
+    "    struct @_frame m = @_frame_of(rt);\n"
+    "    for (int k = 0; k < @_counts[entry]; k++) {\n"
+    "        const double t0 = tm->now();\n"
+    "        @_lists[entry][k](&m, in, B);\n"
+    "        tm->t[k] = tm->now() - t0;\n"
+    "        if (m.status) return nnc_rt_fail(rt, m.status, \"%s\", m.msg);\n"
+    "    }\n"
+    "    return 0;\n"
+    "}\n"
+    "static const nnc_device_ops @_cpu_timed = NNC_RT_CPU_DEVICE(@_run_timed);\n"
+    "int @_timed(void *inst, int entry, const void *const *in, int64_t B, double (*now)(void), double *t) {\n"
+    "    nnc_rt *rt = inst;\n"
+    "    struct @_timing tm = {now, t};\n"
+    "    const nnc_device_ops *ops = rt->ops;\n"
+    "    rt->ops = &@_cpu_timed;\n"
+    "    rt->dev = &tm;\n"
+    "    const int rc = nnc_rt_run(rt, entry, in, B);\n"
+    "    rt->ops = ops;\n"
+    "    rt->dev = NULL;\n"
+    "    return rc;\n"
+    "}\n";
+
+static void render_launch_access(const Program *p, const nnc_model_desc *d, Str *s) {
+    const char *mn = model_c_name(p);
     render_template(s,
-                    "};\n"
-                    "    nnc_rt *rt = inst;\n"
-                    "    if (entry < 0 || entry > 2 || k < 0 || k >= counts[entry])\n"
-                    "        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, \"no launch %d in entry %d\", k, entry);\n"
-                    "    struct @_frame m = @_frame_of(rt);\n"
-                    "    lists[entry][k](&m, in, B);\n"
-                    "    return m.status ? nnc_rt_fail(rt, m.status, \"%s\", m.msg) : 0;\n"
-                    "}\n"
-                    "void *@_block(void *inst, int b) {\n"
-                    "    return b >= 0 && b < NNC_BLOCK_COUNT ? ((nnc_rt *)inst)->host[b] : NULL;\n"
-                    "}\n",
+                    "\n/* ---- each launch alone, for --check-against (driver/check.c) and --profile ---- */\n"
+                    "typedef void (*@_launch_fn)(struct @_frame *, const void *const *, int64_t);\n",
                     mn);
+    render_launch_lists(p, d, s);
+    render_template(s, launch_access_text, mn);
 }
 
 /* The whole file: prelude, each entry's kernels and entry function, then the model's

@@ -14,7 +14,7 @@ endif()
 
 if(NNC_CUDA_HAVE)
   message(STATUS "nnc: CUDA target ON (headers in ${NNC_CUDA_INCLUDE}; driver, NVRTC and cuBLAS are loaded at run time)")
-  target_sources(nnc_core PRIVATE codegen/cuda/dialect_cuda.c codegen/cuda/render_cuda.c codegen/cuda/nvrtc.c codegen/cuda/cuda_libs.c codegen/cuda/cuda_api.c codegen/cuda/cuda_issue.c codegen/cuda/backend_cuda.c codegen/cuda/nccl.c)
+  target_sources(nnc_core PRIVATE codegen/cuda/dialect_cuda.c codegen/cuda/render_cuda.c codegen/cuda/nvrtc.c codegen/cuda/cuda_libs.c codegen/cuda/cuda_api.c codegen/cuda/cuda_issue.c codegen/cuda/backend_cuda.c codegen/cuda/cuda_profile.c codegen/cuda/nccl.c)
   # the toolkit headers are for types only; as SYSTEM they do not trip -Wall -Wextra -Werror
   target_include_directories(nnc_core SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
   target_compile_definitions(nnc_core PUBLIC NNC_HAVE_CUDA)

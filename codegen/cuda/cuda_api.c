@@ -69,6 +69,8 @@ static bool load_driver(void) {
     SYM(h, EventCreate, "cuEventCreate", L);
     SYM(h, EventDestroy, "cuEventDestroy_v2", L);
     SYM(h, EventRecord, "cuEventRecord", L);
+    cu.EventElapsedTime = dlsym(h, "cuEventElapsedTime_v2"); /* CUDA 12.8 and later; then the older one */
+    if (!cu.EventElapsedTime) SYM(h, EventElapsedTime, "cuEventElapsedTime", L);
     SYM(h, StreamWaitEvent, "cuStreamWaitEvent", L);
     SYM(h, StreamCreate, "cuStreamCreate", L);
     SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);

@@ -462,7 +462,7 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
     for (int k = 0; k < e->nlaunch; k++) {
         const Launch *L = &e->launches[k];
         const Node *r = &m->p->g->nodes[L->root];
-        if (!use_gpu(m, launch_gpu(m, L))) return false;
+        if (!use_gpu(m, launch_gpu(m, L)) || (m->timing && !cuda_profile_mark(m, e, k, false))) return false;
         bool ok = true;
         switch (L->kind) {
         case L_EW:
@@ -474,6 +474,7 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         case L_COPY: ok = issue_copy(m, e, L->root, r->in[0], B); break;
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
+        ok = ok && (!m->timing || cuda_profile_mark(m, e, k, true));
         if (!ok || (m->check_numerics && !check_launch(m, e, k, B))) return false;
     }
     for (int i = 0; m->has_ce[e->kind] && i < NNC_MAX_GPUS; i++) {

@@ -8,6 +8,7 @@
  *   backend_cuda.c  the Backend (load: devices, module, memory; --emit ptx; numerics) and the
  *                   device operations the shared runtime calls: run (directly or as a CUDA
  *                   graph), copy, the step, pinned host memory, close
+ *   cuda_profile.c  --profile: events around each launch, and the device's ceilings
  * They share the instance (CudaModel, with a Gpu per GPU it uses) and the macros that check
  * every CUDA and cuBLAS call (llm.c's cudaCheck). */
 #ifndef NNC_CUDA_MODEL_H
@@ -53,6 +54,7 @@ typedef struct {
     CUresult (*EventCreate)(CUevent *, unsigned);
     CUresult (*EventDestroy)(CUevent);
     CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
     CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
     CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
     CUresult (*StreamCreate)(CUstream *, unsigned);
@@ -152,6 +154,8 @@ typedef struct {
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
     int next_slot[ENTRY_COUNT];
+    double *timing; /* --profile: the call in progress is timed, launch k's seconds into timing[k] */
+    CUevent *timing_ev[ENTRY_COUNT]; /* ... by events before and after each launch: 2k, 2k + 1 */
     Arena arena; /* the description, kernel tables */
 } CudaModel;
 
@@ -184,4 +188,16 @@ bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h);
 bool cuda_on_device(const Entry *e, int x); /* in device memory (or an inline scalar) */
 /* Entry e's launches at batch B, in schedule order, each on its GPU's stream. */
 bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B);
+
+/* ---- cuda_profile.c: --profile ------------------------------------------------------------- */
+
+/* While m->timing is set: the event before (end false) or after launch k of e, on the stream
+ * of the GPU it runs on (made there the first time). */
+bool cuda_profile_mark(CudaModel *m, const Entry *e, int k, bool end);
+/* After the call's streams are synchronized: each launch's time into m->timing. */
+bool cuda_profile_read(CudaModel *m, const Entry *e);
+void cuda_profile_free(CudaModel *m);
+/* Backend.run_timed and Backend.ceilings. */
+int cuda_run_timed(LoadedModel *lm, const Program *p, int entry, const void *const *in, int64_t batch, double *t);
+void cuda_ceilings(LoadedModel *lm, const BuildOpts *o, DeviceCeilings *out);
 #endif

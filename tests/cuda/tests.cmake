@@ -115,6 +115,9 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
+  # --profile on the cuda target: events around every launch, the copies, no CUDA graph
+  add_test(NAME emu_profile COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/profile_test.py $<TARGET_FILE:nnc>
+           --cuda)
   # --target auto / device = auto with an emulated GPU and with none
   add_test(NAME emu_target_auto COMMAND ${NNC_CUDA_TESTS}/emu_auto_test.sh $<TARGET_FILE:nnc>)
   # --check-against cpu on models built to provoke false alarms (tests/cuda/check/), with the
@@ -145,8 +148,8 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
-                       half_torch_emu emu_train_explicit emu_cli emu_target_auto nan_torch_emu conv_torch_emu
-                       matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu emu_mpi PROPERTIES
+                       half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
+                       conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu emu_mpi PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -19,7 +19,10 @@
  *   verifier            ir_verify after every pass for every model (pipeline_run verify=true)
  *   helper plans        every helper op, on both targets, at the batch bound and at 1: each call
  *                       passes what its helpers.def row declares, every GEMM group's matrices and
- *                       every scratch pointer stay inside their buffers, the chunks cover the batch */
+ *                       every scratch pointer stay inside their buffers, the chunks cover the batch
+ *   launch cost         --profile's bytes and FLOPs of mlp.nn's launches (a product, the bias and
+ *                       ReLU kernel, a weight gradient with its SGD step, the input's copy to the
+ *                       GPU) and of convnet.nn's first convolution, against hand-computed values */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -647,6 +650,75 @@ static void test_helper_plans(void) {
               op_info[op].name);
 }
 
+/* ---- launch cost (--profile) --------------------------------------------------------------- */
+
+/* The first launch of entry e of `kind` in `phase` whose nodes include an op `op`, or NULL. */
+static const Launch *find_launch(const Graph *g, const Entry *e, LaunchKind kind, int phase, Op op) {
+    for (int l = 0; l < e->nlaunch; l++) {
+        const Launch *L = &e->launches[l];
+        for (int k = 0; L->kind == kind && L->phase == phase && k < L->nnodes; k++)
+            if (g->nodes[L->nodes[k]].op == op) return L;
+    }
+    return NULL;
+}
+
+/* The GEMM launch with the SGD step of parameter `name` folded in, or NULL. */
+static const Launch *find_fold(const Graph *g, const Entry *e, const char *name) {
+    for (int l = 0; l < e->nlaunch; l++) {
+        const Launch *L = &e->launches[l];
+        if (L->kind == L_GEMM && L->fold >= 0 && !strcmp(g->nodes[g->nodes[L->fold].in[0]].name, name)) return L;
+    }
+    return NULL;
+}
+
+static void check_cost(const Program *p, const Launch *L, int64_t B, int64_t bytes, int64_t flops, FlopKind kind,
+                       const char *what) {
+    CHECK(L != NULL, "%s: the launch is there", what);
+    if (!L) return;
+    LaunchCost c = launch_cost(p, &p->entry[ENTRY_TRAIN], L, B, false, false);
+    CHECK(c.bytes == bytes && c.flops == flops && c.kind == kind,
+          "%s at batch %lld: %lld bytes, %lld FLOPs of kind %d, found %lld bytes, %lld FLOPs of kind %d", what,
+          (long long)B, (long long)bytes, (long long)flops, kind, (long long)c.bytes, (long long)c.flops, c.kind);
+}
+
+static void test_launch_cost(void) {
+    Compiled *c = compile_model("mlp.nn", (Opts){0});
+    if (!c->ok) return;
+    const Graph *g = c->p.g;
+    const Entry *e = train_entry(c);
+    for (int64_t B = 64; B >= 10; B -= 54) { /* the batch bound, and a short last batch */
+        /* x [B,784] @ transpose(fc1.weight [128,784]) -> [B,128]: each operand and the result once */
+        check_cost(&c->p, find_launch(g, e, L_GEMM, PH_FORWARD, OP_MATMUL), B, 4 * (B * 784 + 128 * 784 + B * 128),
+                   2 * B * 128 * 784, FLOP_F32, "mlp.nn fc1's product");
+        /* relu(h + fc1.bias): reads h [B,128] and the bias [128], writes [B,128]; an add and a relu per element */
+        check_cost(&c->p, find_launch(g, e, L_EW, PH_FORWARD, OP_RELU), B, 4 * (B * 128 + 128 + B * 128), 2 * B * 128,
+                   FLOP_F32, "mlp.nn's bias and ReLU");
+        /* fc1.weight -= lr * dh^T @ x, in the product: reads dh [B,128], x [B,784] and the weight, writes it */
+        check_cost(&c->p, find_fold(g, e, "fc1.weight"), B, 4 * (B * 128 + B * 784 + 2 * 128 * 784),
+                   2 * 128 * 784 * B + 2 * 128 * 784, FLOP_F32, "mlp.nn fc1.weight's gradient and SGD step");
+    }
+    Compiled *cu = compile_model("mlp.nn", (Opts){.target = DEV_CUDA});
+    if (cu->ok) {
+        const Launch *L = find_launch(cu->p.g, train_entry(cu), L_COPY, PH_FORWARD, OP_COPY);
+        check_cost(&cu->p, L, 64, 4 * 64 * 784, 0, FLOP_F32, "mlp.nn's batch copied to the GPU (once: the bus)");
+        CHECK(L && launch_cost(&cu->p, train_entry(cu), L, 64, false, false).bus, "the copy crosses a bus");
+        L = find_launch(cu->p.g, train_entry(cu), L_GEMM, PH_FORWARD, OP_MATMUL);
+        CHECK(L && launch_cost(&cu->p, train_entry(cu), L, 64, false, true).kind == FLOP_TF32,
+              "with --tf32 a product is held to the TF32 ceiling");
+    }
+    Compiled *cv = compile_model("convnet.nn", (Opts){0});
+    if (!cv->ok) return;
+    const Launch *conv = NULL;
+    for (int l = 0; l < train_entry(cv)->nlaunch && !conv; l++) {
+        const Launch *L = &train_entry(cv)->launches[l];
+        const Node *r = &cv->p.g->nodes[L->root];
+        if (L->kind == L_HELPER && r->op == OP_CONV2D && cv->p.g->nodes[r->in[0]].shape.d[1] == 1) conv = L;
+    }
+    /* conv1: [B,1,28,28] * [32,1,5,5] "same" -> [B,32,28,28]: 2 FLOPs per multiply-add, 25 per output */
+    check_cost(&cv->p, conv, 64, 4 * (64 * 784 + 32 * 25 + 64 * 32 * 784), 2 * 64 * 32 * 784 * 25, FLOP_F32,
+               "convnet.nn's first convolution");
+}
+
 int main(void) {
     const char *models[] = {"mlp.nn", "linreg.nn"};
     for (size_t i = 0; i < NNC_COUNTOF(models); i++)
@@ -665,6 +737,7 @@ int main(void) {
     test_attention();
     test_cuda();
     test_helper_plans();
+    test_launch_cost();
     printf("%d checks, %d failed\n", checks, failures);
     free_all_compiled();
     return failures ? 1 : 0;
