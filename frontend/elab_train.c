@@ -69,7 +69,40 @@ static bool arg_check(Elab *E, const char *fn, const ArgSpec *s, double x, SrcLo
         return false;
     case ARG_FLAG:
     case ARG_PATH:
-    case ARG_WORD: break;
+    case ARG_WORD:
+    case ARG_PAIR: break;
+    }
+    return true;
+}
+
+/* A pair argument, (a, b): two numbers, each within the argument's range, into x[0], x[1]. */
+static bool pair_read(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc at, double x[2]) {
+    if (v.k != V_TUPLE || v.nitems != 2 || v.items[0].k != V_NUM || v.items[1].k != V_NUM) {
+        const char *got = v.k != V_TUPLE ? arena_printf(E->a, "a %s", kind_name(v.k))
+            : v.nitems != 2              ? arena_printf(E->a, "%d values", v.nitems)
+                                         : "values that are not all numbers";
+        diag_error(E->d, at, "%s(): %s takes two numbers in parentheses, as (0.9, 0.95); got %s", fn, s->name, got);
+        return false;
+    }
+    bool ok = true;
+    for (int k = 0; k < 2; k++) {
+        x[k] = v.items[k].num;
+        char name[64];
+        snprintf(name, sizeof name, "%s[%d]", s->name, k);
+        ok &= check_range(E, fn, name, x[k], s->lo, s->lo_open, s->hi, s->hi_open, at);
+    }
+    return ok;
+}
+
+/* More positional arguments than f takes before its keyword-only ones: the message bind_args
+ * gives for too many. */
+static bool positional_fit(Elab *E, const TrainFn *f, Args *a, int n) {
+    int npos = 0, given = 0;
+    while (npos < n && !f->args[npos].kw_only) npos++;
+    for (int i = 0; i < a->n; i++) {
+        if (a->kw[i] || ++given <= npos) continue;
+        diag_error(E->d, a->loc[i], "%s() takes at most %d argument%s", f->name, npos, npos == 1 ? "" : "s");
+        return false;
     }
     return true;
 }
@@ -88,8 +121,9 @@ static int arg_word(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc a
 }
 
 /* f's arguments from the call: bound by position or keyword, each read as its rule takes it,
- * the written ones checked, then all stored (defaults for the rest).  Every mistake is
- * reported; the row's own check runs once each argument is valid. */
+ * the written ones checked, then all stored (defaults for the rest, then the pairs written, so
+ * betas = (...) wins over beta1's default).  Every mistake is reported; the row's own check runs
+ * once each argument is valid. */
 static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc) {
     const char *names[TRAIN_FN_MAX_ARGS];
     int n = 0, required = 0, ix[TRAIN_FN_MAX_ARGS];
@@ -97,8 +131,8 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
         names[n] = f->args[n].name;
         if (f->args[n].required) required = n + 1;
     }
-    if (!bind_args(E, f->name, a, names, n, ix, required, loc)) return false;
-    double x[TRAIN_FN_MAX_ARGS];
+    if (!positional_fit(E, f, a, n) || !bind_args(E, f->name, a, names, n, ix, required, loc)) return false;
+    double x[TRAIN_FN_MAX_ARGS], pair[TRAIN_FN_MAX_ARGS][2];
     SrcLoc at[TRAIN_FN_MAX_ARGS] = {{0}};
     bool ok = true;
     for (int i = 0; i < n; i++) {
@@ -106,7 +140,8 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
         x[i] = s->dflt;
         if (ix[i] < 0) continue;
         at[i] = a->loc[ix[i]];
-        if (s->rule == ARG_WORD) {
+        if (s->rule == ARG_PAIR) ok &= pair_read(E, f->name, s, a->v[ix[i]], at[i], pair[i]);
+        else if (s->rule == ARG_WORD) {
             x[i] = arg_word(E, f->name, s, a->v[ix[i]], at[i]);
             ok = ok && x[i] >= 0;
         } else if (s->rule != ARG_PATH) x[i] = num_arg(E, a, ix[i], s->dflt, &ok);
@@ -118,9 +153,15 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
     }
     if (!ok) return false;
     for (int i = 0; i < n; i++) /* every check reports */
-        if (ix[i] >= 0 && !arg_check(E, f->name, &f->args[i], x[i], at[i])) ok = false;
+        if (ix[i] >= 0 && f->args[i].rule != ARG_PAIR && !arg_check(E, f->name, &f->args[i], x[i], at[i])) ok = false;
     if (!ok) return false;
-    for (int i = 0; i < n; i++) field_set(cfg, f->args[i].type, f->args[i].at, x[i]);
+    for (int i = 0; i < n; i++)
+        if (f->args[i].rule != ARG_PAIR) field_set(cfg, f->args[i].type, f->args[i].at, x[i]);
+    for (int i = 0; i < n; i++)
+        if (f->args[i].rule == ARG_PAIR && ix[i] >= 0) {
+            field_set(cfg, f->args[i].type, f->args[i].at, pair[i][0]);
+            field_set(cfg, f->args[i].type, f->args[i].at2, pair[i][1]);
+        }
     return !f->check || f->check(E, f, cfg, at, loc);
 }
 

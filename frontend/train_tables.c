@@ -80,9 +80,21 @@ const TrainFamily train_sources = {
 #define RATE(name, field, d) ARG(name, ARG_REAL, FIELD_DOUBLE, OPT(field), .dflt = d, .hi = INFINITY)
 #define BETA(name, field, d) ARG(name, ARG_REAL, FIELD_DOUBLE, OPT(field), .dflt = d, .hi = 1, .hi_open = true)
 /* clang-format off */
+/* betas = (b1, b2) as torch.optim.Adam takes them; beta1 and beta2 one at a time as before */
+#define BETAS ARG("betas", ARG_PAIR, FIELD_DOUBLE, OPT(beta1), .at2 = OPT(beta2), .hi = 1, .hi_open = true, \
+                  .kw_only = true)
 #define ADAM_ARGS(wd) {RATE("lr", lr, 1e-3), BETA("beta1", beta1, 0.9), BETA("beta2", beta2, 0.999), \
-                       RATE("eps", eps, 1e-8), RATE("weight_decay", weight_decay, wd)}
+                       RATE("eps", eps, 1e-8), RATE("weight_decay", weight_decay, wd), BETAS}
 /* clang-format on */
+
+/* torch.optim.Adam's betas, written once: as the pair or one by one, not both. */
+static bool adam_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc *at, SrcLoc loc) {
+    (void)cfg, (void)loc;
+    int pair = train_fn_arg(f, "betas"), one = train_fn_arg(f, "beta1"), two = train_fn_arg(f, "beta2");
+    if (!at[pair].line || (!at[one].line && !at[two].line)) return true;
+    diag_error(E->d, at[pair], "%s(): give betas = (%s, %s) or beta1 and beta2, not both", f->name, "beta1", "beta2");
+    return false;
+}
 
 /* torch.optim.SGD: nesterov needs a momentum and zero dampening. */
 static bool sgd_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc *at, SrcLoc loc) {
@@ -103,8 +115,8 @@ static const TrainFn optimizer_fns[] = {
         RATE("weight_decay", weight_decay, 0),
         ARG("nesterov", ARG_FLAG, FIELD_BOOL, OPT(nesterov)),
     }},
-    {.name = "adam", .kind = OPT_ADAM, .torch = "torch.optim.Adam", .args = ADAM_ARGS(0)},
-    {.name = "adamw", .kind = OPT_ADAMW, .torch = "torch.optim.AdamW", .args = ADAM_ARGS(1e-2)},
+    {.name = "adam", .kind = OPT_ADAM, .torch = "torch.optim.Adam", .check = adam_check, .args = ADAM_ARGS(0)},
+    {.name = "adamw", .kind = OPT_ADAMW, .torch = "torch.optim.AdamW", .check = adam_check, .args = ADAM_ARGS(1e-2)},
 };
 
 const TrainFamily train_optimizers = {

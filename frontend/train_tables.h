@@ -32,6 +32,7 @@ typedef enum {
     ARG_BOOL, /* true or false exactly; not written: -1 (csv's header: detect it) */
     ARG_PATH, /* a string: a file's path */
     ARG_WORD, /* a string, one of `words`: stored as its index (tokens' dtype = "uint16") */
+    ARG_PAIR, /* two numbers (a, b), each as ARG_REAL's lo and hi, stored at `at` and `at2` (betas = (0.9, 0.95)) */
 } ArgRule;
 
 /* The C type of the field a value is stored in. */
@@ -42,14 +43,16 @@ typedef struct {
     ArgRule rule;
     FieldType type;
     size_t at; /* offsetof its field in the builtin's config */
+    size_t at2; /* ARG_PAIR: the second number's field */
     bool required; /* required arguments come first */
+    bool kw_only; /* only by keyword, as Python's arguments after `*` (the last ones) */
     double dflt; /* the value when it is not written */
     double lo, hi; /* ARG_REAL, ARG_INDEX; ARG_COUNT: hi */
     bool lo_open, hi_open; /* ARG_REAL */
     const char *const *words; /* ARG_WORD: the strings it takes, NULL-terminated */
 } ArgSpec;
 
-#define TRAIN_FN_MAX_ARGS 6
+#define TRAIN_FN_MAX_ARGS 8
 
 /* A builtin the train section may call: `adam(lr = 1e-3, ...)` makes an OptConfig. */
 typedef struct TrainFn {

@@ -212,6 +212,29 @@ static bool doc_number(const char *v, size_t len, double *x) {
     return end != buf && *end == 0;
 }
 
+/* The length of what the docs write up to the ')' (or, with comma, the ',') that ends it at its
+ * own level: a default may be a pair or a list itself (betas=(0.9, 0.999), no_decay=[]). */
+static size_t arg_len(const char *p, bool comma) {
+    size_t k = 0;
+    for (int depth = 0; p[k] && p[k] != '\n' && (depth || (p[k] != ')' && !(comma && p[k] == ','))); k++)
+        depth += (p[k] == '(' || p[k] == '[') - (p[k] == ')' || p[k] == ']');
+    return k;
+}
+
+/* A pair's default as the docs show it, "(0.9, 0.999)": the defaults of the arguments that set
+ * its two fields one at a time (betas: beta1 and beta2). */
+static void check_pair_default(const TrainFn *f, const ArgSpec *s, const char *v, size_t len) {
+    double x[2];
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.*s", (int)len, v);
+    CHECK(sscanf(buf, "(%lf, %lf)", &x[0], &x[1]) == 2, "docs: %s(%s=%s) is not a pair", f->name, s->name, buf);
+    for (int i = 0; i < TRAIN_FN_MAX_ARGS && f->args[i].name; i++)
+        for (int k = 0; k < 2; k++)
+            if (&f->args[i] != s && f->args[i].at == (k ? s->at2 : s->at))
+                CHECK(x[k] == f->args[i].dflt, "docs: %s(%s=%s): %s's default is %g", f->name, s->name, buf,
+                      f->args[i].name, f->args[i].dflt);
+}
+
 /* One builtin's signature in the docs, "name(a, b=1, ...)", against its row. */
 static void check_signature(const char *docs, const TrainFn *f) {
     char pat[64];
@@ -230,10 +253,10 @@ static void check_signature(const char *docs, const TrainFn *f) {
         free(line);
     }
     if (f->read) return; /* randn(n, d...): a shape, not a list of arguments */
-    const char *p = strchr(sig, '(') + 1, *end = strchr(p, ')');
+    const char *p = strchr(sig, '(') + 1, *end = p + arg_len(p, false);
     bool seen[TRAIN_FN_MAX_ARGS] = {0}, elided = false;
     while (p < end) {
-        size_t len = strcspn(p, ",)");
+        size_t len = arg_len(p, true);
         size_t nlen = strcspn(p, "=,)");
         if (!strncmp(p, "...", 3)) elided = true;
         else {
@@ -249,6 +272,7 @@ static void check_signature(const char *docs, const TrainFn *f) {
                 if (!s->required && nlen < len && doc_number(p + nlen + 1, len - nlen - 1, &x))
                     CHECK(fabs(x - s->dflt) <= 1e-12 * fabs(s->dflt), "docs: %s(%s=%.*s), the table's default is %g",
                           f->name, name, (int)(len - nlen - 1), p + nlen + 1, s->dflt);
+                if (s->rule == ARG_PAIR) check_pair_default(f, s, p + nlen + 1, len - nlen - 1);
             }
         }
         p += len;
