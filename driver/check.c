@@ -456,6 +456,14 @@ static void pair_set_step(void *m, int64_t s) {
     P->cpu->abi->set_step(P->cpu->m, s);
 }
 
+/* The CUDA side's rate; the CPU reference takes it with the rest of the state before each call. */
+static int pair_set_lr(void *m, double lr) {
+    Pair *P = pair_of(m);
+    int rc = P->gpu->abi->set_lr(P->gpu->m, lr);
+    if (rc) snprintf(P->msg, sizeof P->msg, "%s", P->gpu->abi->error(P->gpu->m));
+    return rc;
+}
+
 LoadedModel *check_pair(const Backend *gbe, LoadedModel *gpu, const Program *pg, const BuildOpts *gbo,
                         const Backend *cbe, LoadedModel *cpu, const Program *pc, const BuildOpts *cbo, double factor,
                         char *err, size_t n) {
@@ -477,6 +485,7 @@ LoadedModel *check_pair(const Backend *gbe, LoadedModel *gpu, const Program *pg,
     P->abi.set_step = pair_set_step;
     P->abi.error = pair_error;
     P->abi.sync = pair_sync;
+    P->abi.set_lr = pair_set_lr;
     pair_outputs(P);
     P->self = *gpu;
     P->self.abi = &P->abi;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NNC_ABI_VERSION 2
+#define NNC_ABI_VERSION 3
 
 enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2 };
 /* BF16 and F16 (16-bit patterns) appear only among the values a model built for --check-against
@@ -85,5 +85,11 @@ typedef struct nnc_model_abi {
     void (*sync)(void *m, int direction);
     int collectives;              /* allreduces per train step (0: not built for data parallel) */
     void (*set_comm)(void *m, const nnc_comm *comm);   /* the host's collectives (above), or NULL */
+    /* The learning rate of the steps from now on, as torch's param_group["lr"] = lr: what a
+     * schedule sets (nnc's trainer per epoch or per step, an application as it likes).  A model
+     * built with an lr_schedule keeps its rate as state ("lr"); another has it compiled into its
+     * update and returns 3.  A device target writes its own copy of the rate only (no sync of the
+     * other parameters and state).  0, or a status (error() says why; 6: not a finite rate >= 0). */
+    int (*set_lr)(void *m, double lr);
 } nnc_model_abi;
 #endif

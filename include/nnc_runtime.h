@@ -491,11 +491,10 @@ NNC_RT_FN void nnc_rt_set_comm(void *m, const nnc_comm *comm) {
 
 /* The ABI table's functions, as designated initializers: a description printed as C uses them
  * in its initializer, the CUDA backend in a compound literal. */
-#define NNC_RT_ABI_FUNCTIONS(create_fn)                                                          \
-    .create = (create_fn), .destroy = nnc_rt_destroy, .init = nnc_rt_init, .run = nnc_rt_run,   \
-    .param = nnc_rt_param, .state = nnc_rt_state, .output = nnc_rt_output,                      \
-    .get_step = nnc_rt_get_step, .set_step = nnc_rt_set_step, .error = nnc_rt_error,            \
-    .sync = nnc_rt_sync, .set_comm = nnc_rt_set_comm
+#define NNC_RT_ABI_FUNCTIONS(create_fn) \
+    .create = (create_fn), .destroy = nnc_rt_destroy, .init = nnc_rt_init, .run = nnc_rt_run, .param = nnc_rt_param, \
+    .state = nnc_rt_state, .output = nnc_rt_output, .get_step = nnc_rt_get_step, .set_step = nnc_rt_set_step, \
+    .error = nnc_rt_error, .sync = nnc_rt_sync, .set_comm = nnc_rt_set_comm, .set_lr = nnc_rt_set_lr
 
 /* ---- the typed API's behaviour (an ahead-of-time header declares NAME_init, NAME_output, ...) */
 

@@ -103,22 +103,17 @@ double sched_lr(const SchedConfig *s, double lr, int e, int epochs) {
     return lr;
 }
 
-/* Before epoch `epoch` (1 for the first) under a schedule: the optimizer state "lr" set to
- * what torch's scheduler gives after epoch - 1 scheduler.step() calls.  A device keeps its own
- * copy, so the mirrors go up to the host first (the parameters there may be stale). */
-static void set_epoch_lr(Run *R, int epoch) {
+/* Before epoch `epoch` (1 for the first) under a schedule: the rate torch's scheduler gives
+ * after epoch - 1 scheduler.step() calls, through the ABI's set_lr.  False (printed) when the
+ * model refuses it. */
+static bool set_epoch_lr(Run *R, int epoch) {
     const TrainConfig *t = &R->m->train;
     const nnc_model_abi *a = R->lm->abi;
-    if (t->sched.kind == SCHED_NONE || !t->opt.lr_state) return;
-    for (int i = 0; i < a->nstates; i++) {
-        if (strcmp(a->states[i].name, "lr")) continue;
-        R->lr = sched_lr(&t->sched, t->opt.lr, epoch - 1, R->o->epochs);
-        a->sync(R->lm->m, NNC_SYNC_TO_HOST);
-        void *p = a->state(R->lm->m, i);
-        if (a->real_bytes == 8) *(double *)p = R->lr;
-        else *(float *)p = (float)R->lr;
-        a->sync(R->lm->m, NNC_SYNC_TO_DEVICE);
-    }
+    if (t->sched.kind == SCHED_NONE || !t->opt.lr_state) return true;
+    R->lr = sched_lr(&t->sched, t->opt.lr, epoch - 1, R->o->epochs);
+    if (a->set_lr(R->lm->m, R->lr) == 0) return true;
+    fprintf(stderr, "nnc: error: %s\n", a->error(R->lm->m));
+    return false;
 }
 
 static double read_scalar(const ModelRef *lm, int entry, int k) {
@@ -1188,9 +1183,10 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;
             int64_t before = lm->abi->get_step(lm->m), after;
-            set_epoch_lr(&R, e);
             const double *sum0 = e == e0 && s0 > 0 && start.has_loss_sum ? &start.loss_sum : NULL;
-            if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, sum0, &loss)) rc = interrupted ? 128 + interrupted : 1;
+            if (!set_epoch_lr(&R, e)) rc = 1;
+            else if (!train_epoch(&R, &train, e, e == e0 ? s0 : 0, sum0, &loss))
+                rc = interrupted ? 128 + interrupted : 1;
             else if (!params_finite(&R, e)) rc = 1;
             else if (has_test && !evaluate(&R, &test, &ev)) rc = 1;
             else { /* --log-every N: the epochs in which a step that is a multiple of N ended, and the last */

@@ -220,6 +220,13 @@ class Model:
         self._check_open()
         return int(self._abi.get_step(self._m))
 
+    def set_lr(self, lr):
+        """The learning rate of the steps from now on, as torch's param_group["lr"] = lr; for a
+        model whose train section has an lr_schedule (another has its rate compiled in)."""
+        self._check_open()
+        if self._abi.set_lr(self._m, float(lr)) != 0:
+            raise Error(self._abi.error(self._m).decode(errors="replace"))
+
     @property
     def source(self):
         """The generated C (or CUDA) source."""

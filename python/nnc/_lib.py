@@ -8,7 +8,7 @@ import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int64, c_long, c_size_t, c_uint32,
                     c_uint64, c_ulonglong, c_void_p)
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL = 0, 1, 2
 TYPE_F32, TYPE_I32, TYPE_F64 = 0, 1, 2
 SYNC_TO_DEVICE, SYNC_TO_HOST = 0, 1
@@ -19,7 +19,7 @@ class TensorInfo(Structure):
 
 
 class ModelABI(Structure):
-    """nnc_model_abi (include/nnc_abi.h, NNC_ABI_VERSION 2)."""
+    """nnc_model_abi (include/nnc_abi.h, NNC_ABI_VERSION 3)."""
     _fields_ = [
         ("abi_version", c_uint32), ("name", c_char_p), ("real_bytes", c_int), ("batch_max", c_int64),
         ("ninputs", c_int), ("nparams", c_int), ("nstates", c_int),
@@ -33,7 +33,7 @@ class ModelABI(Structure):
         ("output", CFUNCTYPE(c_void_p, c_void_p, c_int, c_int)),
         ("get_step", CFUNCTYPE(c_int64, c_void_p)), ("set_step", CFUNCTYPE(None, c_void_p, c_int64)),
         ("error", CFUNCTYPE(c_char_p, c_void_p)), ("sync", CFUNCTYPE(None, c_void_p, c_int)),
-        ("collectives", c_int), ("set_comm", c_void_p),
+        ("collectives", c_int), ("set_comm", c_void_p), ("set_lr", CFUNCTYPE(c_int, c_void_p, c_double)),
     ]
 
 

@@ -59,6 +59,9 @@ int main(void) {
           linsched_set_lr(c, NAN) == 6 && linsched_set_lr(c, INFINITY) == 6 && *lr == 0.05f,
           "set_lr refuses a negative, NaN or infinite rate: 6 (a value out of range), the rate unchanged");
     check(linsched_set_lr(NULL, 0.1) == 4, "set_lr(NULL, ...): 4 (a NULL argument)");
+    check(linsched_abi()->set_lr(c, 0.02) == 0 && *lr == 0.02f && linsched_abi()->set_lr(c, -2) == 6 && *lr == 0.02f &&
+              linreg_abi()->set_lr(b, 0.1) == 3,
+          "the ABI's set_lr is the typed API's: the rate, 6 for a bad one, 3 for a rate compiled in");
     check(linreg_set_lr(b, 0.1) == 3 && strstr(linreg_error_message(b), "lr_schedule"),
           "set_lr on a model whose rate is compiled in: 3 (no such thing), and says how to make it settable");
     /* nnc checks labels as its data loads; a program feeding the library has the kernels' check */

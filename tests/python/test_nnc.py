@@ -128,6 +128,28 @@ def test_train_step_matches_the_command(tmp_path):
         assert got == [np.float32(v) for v in want] and m.step == 8
 
 
+def test_set_lr_matches_the_command(tmp_path):
+    """set_lr, as a schedule's scheduler.step() sets param_group["lr"]: a loop that sets each
+    epoch's rate gives the command's losses; a model with its rate compiled in refuses it."""
+    x, y = write_data(tmp_path)
+    text = npy_model(tmp_path).replace("minimize loss", "lr_schedule = step_lr(step_size = 1, gamma = 0.5)\n"
+                                       "    minimize loss")
+    (tmp_path / "m.nn").write_text(text)
+    cli(tmp_path / "m.nn", "--quiet", "--metrics", tmp_path / "cli.jsonl")
+    want = [r["loss"] for r in records(tmp_path / "cli.jsonl") if r["type"] == "step"]
+    m = nnc.compile(tmp_path / "m.nn")
+    got = []
+    for epoch in range(2):
+        m.set_lr(0.1 * 0.5 ** epoch)
+        got += [m.train_step(x=x[i:i + 16], y=y[i:i + 16]) for i in range(0, 60, 16)]
+    assert got == [np.float32(v) for v in want]
+    with pytest.raises(nnc.Error, match="not a finite number"):
+        m.set_lr(float("nan"))
+    (tmp_path / "c.nn").write_text(npy_model(tmp_path))
+    with pytest.raises(nnc.Error, match="lr_schedule"):
+        nnc.compile(tmp_path / "c.nn").set_lr(0.1)
+
+
 def test_eval_and_grad(tmp_path):
     x, y = write_data(tmp_path)
     (tmp_path / "m.nn").write_text(npy_model(tmp_path))

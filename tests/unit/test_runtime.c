@@ -184,8 +184,58 @@ static void check_device_outputs(void) {
     nnc_rt_destroy(rt);
 }
 
+/* The toy with its rate as state ("lr", after w.m) kept in a device's memory: set_lr writes the
+ * host mirror and the device's copy of that one number, and nothing else moves. */
+static const nnc_tensor_info lr_states[] = {{"w.m", NNC_TYPE_F32, 1, {2}}, {"lr", NNC_TYPE_F32, 0, {0}}, {0}};
+static const nnc_leaf_desc lr_state_leaves[] = {{0, NNC_INIT_ZEROS, 0, 0}, {8, NNC_INIT_CONSTANT, 0.5, 0}, {0}};
+static float lr_dev_state[3];
+static int lr_copies, lr_copied_at;
+
+static int lr_copy(nnc_rt *rt, int block, int64_t offset, void *host, size_t bytes, int direction) {
+    if (block != NNC_BLOCK_STATE) return nnc_rt_fail(rt, NNC_STATUS_ARG, "lr toy: bad copy");
+    char *dev = (char *)lr_dev_state + offset;
+    if (direction == NNC_SYNC_TO_DEVICE) memcpy(dev, host, bytes);
+    else memcpy(host, dev, bytes);
+    lr_copies++;
+    lr_copied_at = (int)offset;
+    return (int)bytes == 4 || bytes == sizeof lr_dev_state
+        ? 0
+        : nnc_rt_fail(rt, NNC_STATUS_ARG, "lr toy: %zu bytes", bytes);
+}
+
+static const nnc_device_ops lr_device = {.name = "lr toy",
+                                         .device_blocks = 1u << NNC_BLOCK_STATE,
+                                         .host_alloc = nnc_rt_host_alloc,
+                                         .host_free = nnc_rt_host_free,
+                                         .copy = lr_copy,
+                                         .run = toy_run};
+
+static void check_set_lr(void) {
+    nnc_model_desc d = toy_desc;
+    d.abi.nstates = 2, d.abi.states = lr_states, d.abi.state_bytes = 12;
+    d.block_bytes[NNC_BLOCK_STATE] = 12;
+    d.state = lr_state_leaves;
+    CHECK(d.abi.set_lr == nnc_rt_set_lr, "the ABI's set_lr is the typed API's");
+    nnc_rt *rt = nnc_rt_new(&d, &lr_device, NULL);
+    CHECK(rt && nnc_rt_alloc(rt, NULL) == 0, "lr toy: created");
+    nnc_rt_init(rt, 1);
+    CHECK(lr_dev_state[2] == 0.5f && lr_copies == 1, "init: the rate from its initializer, on the device");
+    lr_dev_state[0] = 42; /* the device's own moment, which set_lr must not overwrite from a stale mirror */
+    CHECK(d.abi.set_lr(rt, 0.25) == 0 && lr_dev_state[2] == 0.25f && *(float *)nnc_rt_state(rt, 1) == 0.25f,
+          "set_lr: the rate on the device and in the mirror");
+    CHECK(lr_copies == 2 && lr_copied_at == 8 && lr_dev_state[0] == 42, "set_lr: one copy of the rate alone");
+    CHECK(d.abi.set_lr(rt, -1) == 6 && lr_copies == 2 && lr_dev_state[2] == 0.25f, "set_lr(-1): 6, nothing copied");
+    nnc_rt_destroy(rt);
+    rt = toy_create(NULL);
+    nnc_rt_init(rt, 1);
+    CHECK(toy_desc.abi.set_lr(rt, 0.1) == 3 && strstr(nnc_rt_error(rt), "lr_schedule"),
+          "set_lr on a model without the rate as state: 3");
+    nnc_rt_destroy(rt);
+}
+
 int main(void) {
     check_calls();
+    check_set_lr();
     check_arguments();
     check_init_and_values();
     check_device_outputs();
