@@ -22,6 +22,7 @@ struct nnc_compiled {
     const char *file; /* the name diagnostics use */
     bool use_cache;
     int epochs; /* of the last fit (the hyperparameters a save records) */
+    int64_t steps; /* ... and its optimizer steps (0: none yet) */
     TrainPos pos; /* where the last fit stopped: a save lets --resume go on from there */
 };
 
@@ -129,7 +130,8 @@ int nnc_fit(nnc_compiled *c, const nnc_fit_options *o) {
                     .cache_dir = compile_cache_dir(&c->c.arena, c->use_cache),
                     .global_batch = m->train.batch,
                     .keep_params = true,
-                    .end = &c->pos};
+                    .end = &c->pos,
+                    .run_steps = &c->steps};
     ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL};
     c->epochs = to.epochs;
     return train_run(m, &ref, &to);
@@ -143,7 +145,7 @@ int nnc_save(nnc_compiled *c, const char *path, char *err, size_t errlen) {
     char dummy[1];
     if (!err || !errlen) err = dummy, errlen = sizeof dummy;
     Hparams hp;
-    hparams_of(&hp, &c->c.m->train, c->c.m->train.batch, c->epochs);
+    hparams_of(&hp, &c->c.m->train, c->c.m->train.batch, c->epochs, c->steps);
     ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL};
     return checkpoint_save(&ref, path, &c->pos, 0, &hp, err, errlen) ? 0 : -1;
 }

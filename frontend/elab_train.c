@@ -75,6 +75,19 @@ static bool arg_check(Elab *E, const char *fn, const ArgSpec *s, double x, SrcLo
     return true;
 }
 
+/* The index of a string argument among its rule's words; -1 (reported) if it is none of them. */
+static int arg_word(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc at) {
+    int n = 0;
+    while (s->words[n]) n++;
+    for (int i = 0; v.k == V_STR && i < n; i++)
+        if (!strcmp(v.str, s->words[i])) return i;
+    const char *q[16];
+    for (int i = 0; i < n && i < 16; i++) q[i] = arena_printf(E->a, "\"%s\"", s->words[i]);
+    diag_error(E->d, at, "%s(): %s is %s, got %s", fn, s->name, join(E->a, q, n < 16 ? n : 16, ", ", " or "),
+               v.k == V_STR ? arena_printf(E->a, "\"%s\"", v.str) : arena_printf(E->a, "a %s", kind_name(v.k)));
+    return -1;
+}
+
 /* A pair argument, (a, b): two numbers, each within the argument's range, into x[0], x[1]. */
 static bool pair_read(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc at, double x[2]) {
     if (v.k != V_TUPLE || v.nitems != 2 || v.items[0].k != V_NUM || v.items[1].k != V_NUM) {
@@ -105,19 +118,6 @@ static bool positional_fit(Elab *E, const TrainFn *f, Args *a, int n) {
         return false;
     }
     return true;
-}
-
-/* The index of a string argument among its rule's words; -1 (reported) if it is none of them. */
-static int arg_word(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc at) {
-    int n = 0;
-    while (s->words[n]) n++;
-    for (int i = 0; v.k == V_STR && i < n; i++)
-        if (!strcmp(v.str, s->words[i])) return i;
-    const char *q[16];
-    for (int i = 0; i < n && i < 16; i++) q[i] = arena_printf(E->a, "\"%s\"", s->words[i]);
-    diag_error(E->d, at, "%s(): %s is %s, got %s", fn, s->name, join(E->a, q, n < 16 ? n : 16, ", ", " or "),
-               v.k == V_STR ? arena_printf(E->a, "\"%s\"", v.str) : arena_printf(E->a, "a %s", kind_name(v.k)));
-    return -1;
 }
 
 /* f's arguments from the call: bound by position or keyword, each read as its rule takes it,

@@ -124,12 +124,26 @@ const TrainFamily train_optimizers = {
     .loc_at = offsetof(OptConfig, loc), .fns = optimizer_fns, .n = NNC_COUNTOF(optimizer_fns)};
 /* clang-format on */
 
-/* ---- learning-rate schedules (torch.optim.lr_scheduler, stepped once per epoch) ------------- */
+/* ---- learning-rate schedules (torch.optim.lr_scheduler, per epoch or per optimizer step) ---- */
 
 #define SCH(f) offsetof(SchedConfig, f)
 #define SCH_COUNT (1 << 30)
 #define GAMMA(d, req) \
     ARG("gamma", ARG_REAL, FIELD_DOUBLE, SCH(gamma), .required = req, .dflt = d, .hi = INFINITY, .hi_open = true)
+/* SchedInterval's order: what e counts, as Lightning's {"interval": "step"} */
+static const char *const intervals[] = {"epoch", "step", NULL};
+#define INTERVAL(d) ARG("interval", ARG_WORD, FIELD_INT, SCH(interval), .dflt = d, .words = intervals, .kw_only = true)
+
+/* nanoGPT's get_lr decays from warmup to max_steps: a decay needs max_steps past the warm-up. */
+static bool warmup_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc *at, SrcLoc loc) {
+    (void)loc;
+    const SchedConfig *s = cfg;
+    if (s->max_steps == 0 || s->max_steps > s->warmup) return true;
+    int i = train_fn_arg(f, "max_steps");
+    diag_error(E->d, at[i], "%s(): max_steps (%.0f) must be larger than warmup (%.0f): the cosine decays between them",
+               f->name, s->max_steps, s->warmup);
+    return false;
+}
 
 /* a row a builtin, an argument a line */
 /* clang-format off */
@@ -137,16 +151,27 @@ static const TrainFn schedule_fns[] = {
     {.name = "step_lr", .kind = SCHED_STEP, .torch = "StepLR", .args = {
         ARG("step_size", ARG_COUNT, FIELD_DOUBLE, SCH(step_size), .required = true, .dflt = 1, .hi = SCH_COUNT),
         GAMMA(0.1, false),
+        INTERVAL(SCHED_PER_EPOCH),
     }},
-    {.name = "exponential_lr", .kind = SCHED_EXPONENTIAL, .torch = "ExponentialLR", .args = {GAMMA(0, true)}},
+    {.name = "exponential_lr", .kind = SCHED_EXPONENTIAL, .torch = "ExponentialLR", .args = {GAMMA(0, true),
+        INTERVAL(SCHED_PER_EPOCH)}},
     {.name = "cosine_lr", .kind = SCHED_COSINE, .torch = "CosineAnnealingLR", .args = {
-        ARG("T_max", ARG_COUNT, FIELD_DOUBLE, SCH(t_max), .hi = SCH_COUNT),   /* 0: the run's epochs */
+        ARG("T_max", ARG_COUNT, FIELD_DOUBLE, SCH(t_max), .hi = SCH_COUNT),   /* 0: the run's epochs (or steps) */
         ARG("eta_min", ARG_REAL, FIELD_DOUBLE, SCH(eta_min), .hi = INFINITY, .hi_open = true),
+        INTERVAL(SCHED_PER_EPOCH),
     }},
     {.name = "linear_lr", .kind = SCHED_LINEAR, .torch = "LinearLR", .args = {
         ARG("start_factor", ARG_REAL, FIELD_DOUBLE, SCH(start_factor), .dflt = 1.0 / 3, .hi = 1, .lo_open = true),
         ARG("end_factor", ARG_REAL, FIELD_DOUBLE, SCH(end_factor), .dflt = 1, .hi = 1),
         ARG("total_iters", ARG_COUNT, FIELD_DOUBLE, SCH(total_iters), .dflt = 5, .hi = SCH_COUNT),
+        INTERVAL(SCHED_PER_EPOCH),
+    }},
+    {.name = "warmup_cosine", .kind = SCHED_WARMUP_COSINE, .torch = "nanoGPT's get_lr", .check = warmup_check,
+     .args = {
+        ARG("warmup", ARG_INDEX, FIELD_DOUBLE, SCH(warmup), .required = true, .hi = SCH_COUNT),
+        ARG("max_steps", ARG_COUNT, FIELD_DOUBLE, SCH(max_steps), .hi = SCH_COUNT),   /* 0: the run's steps */
+        ARG("min_lr", ARG_REAL, FIELD_DOUBLE, SCH(min_lr), .hi = INFINITY, .hi_open = true),
+        INTERVAL(SCHED_PER_STEP),
     }},
 };
 

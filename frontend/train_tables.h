@@ -31,7 +31,7 @@ typedef enum {
     ARG_FLAG, /* a number, true unless 0 (nesterov = true) */
     ARG_BOOL, /* true or false exactly; not written: -1 (csv's header: detect it) */
     ARG_PATH, /* a string: a file's path */
-    ARG_WORD, /* a string, one of `words`: stored as its index (tokens' dtype = "uint16") */
+    ARG_WORD, /* a string, one of `words`: stored as its index (tokens' dtype = "uint16", interval = "step") */
     ARG_PAIR, /* two numbers (a, b), each as ARG_REAL's lo and hi, stored at `at` and `at2` (betas = (0.9, 0.95)) */
 } ArgRule;
 

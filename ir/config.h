@@ -71,21 +71,31 @@ typedef struct {
     SrcLoc loc;
 } OptConfig;
 
-/* torch.optim.lr_scheduler's epoch schedules, in their closed forms (sched_lr): the learning
- * rate of epoch e (0 for the first) from the optimizer's lr.  With one, the rate is optimizer
- * state ("lr", saved as optimizer.lr) that the trainer sets before each epoch. */
+/* torch.optim.lr_scheduler's schedules in their closed forms (sched_lr): the learning rate after
+ * e scheduler.step() calls from the optimizer's lr, where e counts epochs (interval = "epoch",
+ * the default: stepped after each epoch) or optimizer steps (interval = "step", as Lightning's
+ * scheduler interval; warmup_cosine's default).  With one, the rate is optimizer state ("lr",
+ * saved as optimizer.lr) that the trainer sets through the ABI's set_lr before each epoch or
+ * step. */
 typedef enum {
     SCHED_NONE,
-    SCHED_STEP,          /* step_lr(step_size, gamma=0.1): lr * gamma^floor(e / step_size) */
-    SCHED_EXPONENTIAL,   /* exponential_lr(gamma): lr * gamma^e */
-    SCHED_COSINE,        /* cosine_lr(T_max=epochs, eta_min=0): eta_min + (lr - eta_min)(1 + cos(pi e / T_max)) / 2 */
-    SCHED_LINEAR,        /* linear_lr(start_factor=1/3, end_factor=1, total_iters=5):
+    SCHED_STEP, /* step_lr(step_size, gamma=0.1): lr * gamma^floor(e / step_size) */
+    SCHED_EXPONENTIAL, /* exponential_lr(gamma): lr * gamma^e */
+    SCHED_COSINE, /* cosine_lr(T_max=epochs, eta_min=0): eta_min + (lr - eta_min)(1 + cos(pi e / T_max)) / 2 */
+    SCHED_LINEAR, /* linear_lr(start_factor=1/3, end_factor=1, total_iters=5):
                             lr * (start + (end - start) min(e, total) / total) */
+    SCHED_WARMUP_COSINE, /* warmup_cosine(warmup, max_steps=steps, min_lr=0): nanoGPT's get_lr, e < warmup:
+                            lr (e + 1) / (warmup + 1); e > max_steps: min_lr; else min_lr + (lr - min_lr)
+                            (1 + cos(pi (e - warmup) / (max_steps - warmup))) / 2 */
 } SchedKind;
+
+typedef enum { SCHED_PER_EPOCH, SCHED_PER_STEP } SchedInterval;
 
 typedef struct {
     SchedKind kind;
-    double step_size, gamma, t_max, eta_min, start_factor, end_factor, total_iters;   /* t_max 0: epochs */
+    double step_size, gamma, t_max, eta_min, start_factor, end_factor, total_iters; /* t_max 0: the run's length */
+    double warmup, max_steps, min_lr; /* warmup_cosine; max_steps 0: the run's optimizer steps */
+    int interval; /* SchedInterval: what e counts */
     SrcLoc loc;
 } SchedConfig;
 

@@ -50,33 +50,50 @@ static void put_optimizer(Hparams *h, const OptConfig *o) {
     put(h, "weight_decay", "%s", num(a, sizeof a, o->weight_decay));
 }
 
-/* The schedule as the train section writes it, with cosine_lr's T_max as it applies. */
-static void put_schedule(Hparams *h, const SchedConfig *s, int epochs) {
+/* ", interval=\"step\"" where the schedule is stepped otherwise than its row's default says. */
+static const char *interval_text(const SchedConfig *s) {
+    bool dflt = s->interval == (s->kind == SCHED_WARMUP_COSINE ? SCHED_PER_STEP : SCHED_PER_EPOCH);
+    return dflt ? "" : s->interval == SCHED_PER_STEP ? ", interval=\"step\"" : ", interval=\"epoch\"";
+}
+
+/* The schedule as the train section writes it, with a length that defaults to the run's (cosine_lr's
+ * T_max, warmup_cosine's max_steps) as it applies: in epochs or in steps (0: not known). */
+static void put_schedule(Hparams *h, const SchedConfig *s, int epochs, int64_t steps) {
     char a[32], b[32], c[32];
+    double len = s->interval == SCHED_PER_STEP ? (double)steps : epochs;
+    const char *iv = interval_text(s);
     switch (s->kind) {
     case SCHED_NONE: put(h, "lr_schedule", "none"); break;
     case SCHED_STEP:
-        put(h, "lr_schedule", "step_lr(step_size=%s, gamma=%s)", num(a, sizeof a, s->step_size),
-            num(b, sizeof b, s->gamma));
+        put(h, "lr_schedule", "step_lr(step_size=%s, gamma=%s%s)", num(a, sizeof a, s->step_size),
+            num(b, sizeof b, s->gamma), iv);
         break;
-    case SCHED_EXPONENTIAL: put(h, "lr_schedule", "exponential_lr(gamma=%s)", num(a, sizeof a, s->gamma)); break;
+    case SCHED_EXPONENTIAL: put(h, "lr_schedule", "exponential_lr(gamma=%s%s)", num(a, sizeof a, s->gamma), iv); break;
     case SCHED_COSINE:
-        put(h, "lr_schedule", "cosine_lr(T_max=%s, eta_min=%s)",
-            num(a, sizeof a, s->t_max > 0 ? s->t_max : epochs > 0 ? epochs : 1), num(b, sizeof b, s->eta_min));
+        put(h, "lr_schedule", "cosine_lr(T_max=%s, eta_min=%s%s)",
+            num(a, sizeof a,
+                s->t_max > 0  ? s->t_max
+                    : len > 0 ? len
+                              : 1),
+            num(b, sizeof b, s->eta_min), iv);
         break;
     case SCHED_LINEAR:
-        put(h, "lr_schedule", "linear_lr(start_factor=%s, end_factor=%s, total_iters=%s)",
-            num(a, sizeof a, s->start_factor), num(b, sizeof b, s->end_factor), num(c, sizeof c, s->total_iters));
+        put(h, "lr_schedule", "linear_lr(start_factor=%s, end_factor=%s, total_iters=%s%s)",
+            num(a, sizeof a, s->start_factor), num(b, sizeof b, s->end_factor), num(c, sizeof c, s->total_iters), iv);
+        break;
+    case SCHED_WARMUP_COSINE:
+        put(h, "lr_schedule", "warmup_cosine(warmup=%s, max_steps=%s, min_lr=%s%s)", num(a, sizeof a, s->warmup),
+            num(b, sizeof b, s->max_steps > 0 ? s->max_steps : len), num(c, sizeof c, s->min_lr), iv);
         break;
     }
 }
 
-void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epochs) {
+void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epochs, int64_t steps) {
     char a[32], b[32], c[32], d[32];
     memset(h, 0, sizeof *h);
     put_optimizer(h, &t->opt);
     put(h, "batch", "%lld", (long long)global_batch);
-    put_schedule(h, &t->sched, epochs);
+    put_schedule(h, &t->sched, epochs, steps);
     put(h, "clip_grad_norm", "%s", t->clip_norm > 0 ? num(a, sizeof a, t->clip_norm) : "none");
     put(h, "clip_grad_value", "%s", t->clip_value > 0 ? num(a, sizeof a, t->clip_value) : "none");
     put(h, "precision", "%s", t->precision == PREC_BF16 ? "bf16" : t->precision == PREC_F16 ? "f16" : "f32");

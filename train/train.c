@@ -66,6 +66,7 @@ typedef struct {
     double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
     long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
     Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
+    int64_t steps; /* the run's optimizer steps: a per-step schedule's default length */
     bool bar_shown; /* the progress line is on the terminal (progress_clear erases it) */
     int bar_width; /* its bar's characters: 30, or fewer on a narrow terminal */
     TbWriter *tb; /* --tensorboard's event file, or NULL */
@@ -86,33 +87,66 @@ static double state_scalar(const Run *R, int i) {
     return R->lm->abi->real_bytes == 8 ? *(const double *)p : (double)*(const float *)p;
 }
 
-double sched_lr(const SchedConfig *s, double lr, int e, int epochs) {
+double sched_lr(const SchedConfig *s, double lr, int64_t e, int64_t length) {
+    double x = (double)e, len = length > 0 ? (double)length : 1;
     switch (s->kind) {
     case SCHED_NONE: break;
-    case SCHED_STEP: return lr * pow(s->gamma, floor(e / s->step_size));
-    case SCHED_EXPONENTIAL: return lr * pow(s->gamma, e);
+    case SCHED_STEP: return lr * pow(s->gamma, floor(x / s->step_size));
+    case SCHED_EXPONENTIAL: return lr * pow(s->gamma, x);
     case SCHED_COSINE: {
-        double tmax = s->t_max > 0 ? s->t_max : epochs > 0 ? epochs : 1;
-        return s->eta_min + (lr - s->eta_min) * (1 + cos(M_PI * e / tmax)) / 2;
+        double tmax = s->t_max > 0 ? s->t_max : len;
+        return s->eta_min + (lr - s->eta_min) * (1 + cos(M_PI * x / tmax)) / 2;
     }
     case SCHED_LINEAR: {
-        double f = e < s->total_iters ? e / s->total_iters : 1;
+        double f = x < s->total_iters ? x / s->total_iters : 1;
         return lr * (s->start_factor + (s->end_factor - s->start_factor) * f);
+    }
+    case SCHED_WARMUP_COSINE: { /* max_steps > warmup: the front end's check, or sched_check's for the run's length */
+        double top = s->max_steps > 0 ? s->max_steps : len;
+        if (x < s->warmup) return lr * (x + 1) / (s->warmup + 1);
+        if (x > top) return s->min_lr;
+        return s->min_lr + 0.5 * (1 + cos(M_PI * (x - s->warmup) / (top - s->warmup))) * (lr - s->min_lr);
     }
     }
     return lr;
 }
 
-/* Before epoch `epoch` (1 for the first) under a schedule: the rate torch's scheduler gives
- * after epoch - 1 scheduler.step() calls, through the ABI's set_lr.  False (printed) when the
- * model refuses it. */
-static bool set_epoch_lr(Run *R, int epoch) {
-    const TrainConfig *t = &R->m->train;
+/* R->lr into the model through the ABI's set_lr; false (printed) when the model refuses it. */
+static bool set_lr(Run *R) {
     const nnc_model_abi *a = R->lm->abi;
-    if (t->sched.kind == SCHED_NONE || !t->opt.lr_state) return true;
-    R->lr = sched_lr(&t->sched, t->opt.lr, epoch - 1, R->o->epochs);
     if (a->set_lr(R->lm->m, R->lr) == 0) return true;
     fprintf(stderr, "nnc: error: %s\n", a->error(R->lm->m));
+    return false;
+}
+
+/* Before epoch `epoch` (1 for the first) under a schedule stepped per epoch: the rate torch's
+ * scheduler gives after epoch - 1 scheduler.step() calls. */
+static bool set_epoch_lr(Run *R, int epoch) {
+    const TrainConfig *t = &R->m->train;
+    if (t->sched.kind == SCHED_NONE || !t->opt.lr_state || t->sched.interval != SCHED_PER_EPOCH) return true;
+    R->lr = sched_lr(&t->sched, t->opt.lr, epoch - 1, R->o->epochs);
+    return set_lr(R);
+}
+
+/* Before each optimizer step under a schedule stepped per step (interval = "step"): the rate
+ * after as many scheduler.step() calls as steps taken, which is nanoGPT's get_lr(iter_num). */
+static bool set_step_lr(Run *R) {
+    const TrainConfig *t = &R->m->train;
+    if (t->sched.kind == SCHED_NONE || !t->opt.lr_state || t->sched.interval != SCHED_PER_STEP) return true;
+    R->lr = sched_lr(&t->sched, t->opt.lr, R->lm->abi->get_step(R->lm->m), R->steps);
+    return set_lr(R);
+}
+
+/* A per-step schedule whose length is the run's: warmup_cosine must have steps left to decay. */
+static bool sched_check(const Run *R) {
+    const SchedConfig *s = &R->m->train.sched;
+    if (s->kind != SCHED_WARMUP_COSINE || s->interval != SCHED_PER_STEP || s->max_steps > 0 || R->steps == 0 ||
+        (double)R->steps > s->warmup)
+        return true;
+    fprintf(stderr,
+            "nnc: error: %s:%d:%d: warmup_cosine(): warmup = %.0f steps, but the run takes %lld (its max_steps "
+            "by default): give max_steps, or train longer\n",
+            s->loc.file, s->loc.line, s->loc.col, s->warmup, (long long)R->steps);
     return false;
 }
 
@@ -783,6 +817,7 @@ static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const doub
         Share sh = share_of(R, rows);
         int64_t off = at + sh.first, use = sh.use, mine = sh.mine;
         bool ok;
+        if (!set_step_lr(R)) return false;
         if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, off, R->direct)) {
             void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
             R->bufs = R->direct;
@@ -818,6 +853,8 @@ static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const doub
             metric_int(R, "step", gstep);
             metric_num(R, "loss", loss, false);
             if (R->norm_out >= 0) metric_num(R, "grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out), false);
+            if (R->m->train.sched.kind != SCHED_NONE && R->m->train.sched.interval == SCHED_PER_STEP)
+                metric_num(R, "lr", R->lr, false); /* the rate this step took */
             if (R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
                 abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
                 metric_num(R, "loss_scale", state_scalar(R, R->scale_state), false);
@@ -1115,7 +1152,9 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     for (int k = 0; k < lm->abi->noutputs[NNC_ENTRY_TRAIN]; k++)
         if (!strcmp(lm->abi->outputs[NNC_ENTRY_TRAIN][k].name, "grad_norm")) R.norm_out = k;
     R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
-    hparams_of(&R.hp, &m->train, R.gbatch, o->epochs);
+    R.steps = (int64_t)o->epochs * ((train.n + R.gbatch - 1) / R.gbatch);
+    if (o->run_steps) *o->run_steps = R.steps;
+    hparams_of(&R.hp, &m->train, R.gbatch, o->epochs, R.steps);
     if (!o->keep_params) {
         lm->abi->init(lm->m, o->seed);
         lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);
@@ -1139,6 +1178,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     int rc = 0;
     if (R.comm && lm->abi->set_comm) lm->abi->set_comm(lm->m, comm_abi(R.comm));
     if (R.comm && !same_start(&R)) rc = 1;
+    if (!rc && !o->eval_only && o->bench_steps <= 0 && !sched_check(&R)) rc = 1;
     if (rc) {
     } else if (o->metrics_path &&
                !(R.metrics = metrics_open(o->metrics_path, continuing ? lm->abi->get_step(lm->m) : -1))) {

@@ -57,15 +57,17 @@ typedef struct {
     bool no_write;              /* never write --save (another process does) */
     bool keep_params; /* train the model as it stands: no initialisation from the seed (the library) */
     struct TrainPos *end; /* if set: where training stood at the end (the library's next save) */
+    int64_t *run_steps; /* if set: the run's optimizer steps, once its data is loaded (ditto) */
 } TrainOpts;
 
 double train_now(void);
 
 /* Returns the process exit status. */
 int train_run(const Model *m, ModelRef *lm, const TrainOpts *o);
-/* A schedule's learning rate for 0-based epoch e of a run of `epochs`, from the base rate lr
- * (torch.optim.lr_scheduler's closed forms; SCHED_NONE: lr). */
-double sched_lr(const SchedConfig *s, double lr, int e, int epochs);
+/* A schedule's learning rate after e of its intervals (epochs, or optimizer steps with interval
+ * = "step"; 0 for the first) in a run of `length` of them, from the base rate lr
+ * (torch.optim.lr_scheduler's closed forms, nanoGPT's get_lr; SCHED_NONE: lr). */
+double sched_lr(const SchedConfig *s, double lr, int64_t e, int64_t length);
 /* Where training stands, saved in a checkpoint's metadata so a resumed run continues exactly. */
 typedef struct TrainPos {
     int epoch;                  /* 1-based epoch in progress (or just finished, with samples = n) */
@@ -88,8 +90,9 @@ typedef struct {
     } p[HPARAM_MAX];
 } Hparams;
 struct nnc_st_file;
-/* This run's, from its train section (overrides applied) and its global batch. */
-void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epochs);
+/* This run's, from its train section (overrides applied), its global batch and its length in
+ * epochs and optimizer steps (0: not known; a schedule's length defaults to one of them). */
+void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epochs, int64_t steps);
 /* A file's; false when it records none (a file from PyTorch or from an older nnc). */
 bool hparams_read(Hparams *h, const struct nnc_st_file *f);
 /* The value of key, or NULL. */

@@ -101,6 +101,10 @@ if(TARGET nnc_emu_cuda)
   # a learning-rate schedule: the rate is device state the trainer rewrites each epoch
   add_test(NAME emu_train_linsched COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${CMAKE_SOURCE_DIR}/tests/numeric/linsched.nn --epochs 30)
+  # per-step schedules, parameter groups and gradient accumulation on the CUDA target, against
+  # the same torch.optim loop as on the CPU
+  add_test(NAME train_settings_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_train_settings.py
+           --nnc $<TARGET_FILE:nnc> --target cuda)
   # precision = bf16 | f16: half products through GemmEx (plain and strided batched), the half
   # kernels; rounding and gradients against torch as on the CPU
   add_test(NAME emu_train_half_bf16 COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
@@ -148,6 +152,7 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
+                       train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
                        conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu emu_mpi PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
