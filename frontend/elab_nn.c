@@ -190,6 +190,13 @@ Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(graph_add2(E->g, OP_MUL, x, mask, loc));
 }
 
+/* A normalization layer's weight and bias (when given, and parameters): what the optimizer's
+ * no_decay = ["norm"] spares, as minGPT spares every LayerNorm's whatever its name. */
+static void mark_norm_params(Graph *g, int w, int b) {
+    if (w >= 0 && g->nodes[w].op == OP_PARAM) g->nodes[w].layer = PARAM_NORM;
+    if (b >= 0 && g->nodes[b].op == OP_PARAM) g->nodes[b].layer = PARAM_NORM;
+}
+
 /* batch_norm(x, running_mean, running_var, weight, bias, momentum = 0.1, eps = 1e-5), as
  * torch.nn.functional.batch_norm over axis 1 of [N, C] or [N, C, H, W]: in training entries the
  * batch's statistics normalize x, and the train step moves the running buffers toward them
@@ -251,6 +258,7 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int eval = graph_add2(g, OP_DIV, centered, graph_add1(g, OP_SQRT, graph_add2(g, OP_ADD, rvk, epsc, loc), loc), loc);
     int in[2] = {train, eval};
     int y = graph_add(g, OP_MODE, 2, in, xs, DT_F32, loc);
+    mark_norm_params(g, w, b);
     if (w >= 0) y = graph_add2(g, OP_MUL, y, reshape_node(E, w, ks, loc), loc);
     if (b >= 0) y = graph_add2(g, OP_ADD, y, reshape_node(E, b, ks, loc), loc);
     /* the running statistics' update, in the train step only: r = (1 - m) r + m s, with the
@@ -317,6 +325,7 @@ Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int y = graph_add2(E->g, OP_DIV, d,
                        graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc),
                        loc);
+    mark_norm_params(E->g, w, b);
     if (w >= 0) y = graph_add2(E->g, OP_MUL, y, w, loc);
     if (b >= 0) y = graph_add2(E->g, OP_ADD, y, b, loc);
     return vtensor(y);
@@ -345,6 +354,7 @@ Value read_embedding(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     }
     Shape s = in->shape;
     s.d[s.rank++] = wn->shape.d[1];
+    if (wn->op == OP_PARAM) E->g->nodes[w].layer = PARAM_EMBEDDING;
     int io[2] = {idx, w};
     return vtensor(graph_add(E->g, op, 2, io, s, DT_F32, loc));
 }

@@ -27,7 +27,8 @@ static void field_set(void *cfg, FieldType type, size_t at, double x) {
     case FIELD_INT: *(int *)p = (int)x; break;
     case FIELD_INT64: *(int64_t *)p = (int64_t)x; break;
     case FIELD_UINT64: *(uint64_t *)p = (uint64_t)x; break;
-    case FIELD_STR: break;
+    case FIELD_STR:
+    case FIELD_STRS: break;
     }
 }
 
@@ -70,7 +71,8 @@ static bool arg_check(Elab *E, const char *fn, const ArgSpec *s, double x, SrcLo
     case ARG_FLAG:
     case ARG_PATH:
     case ARG_WORD:
-    case ARG_PAIR: break;
+    case ARG_PAIR:
+    case ARG_NAMES: break;
     }
     return true;
 }
@@ -107,6 +109,23 @@ static bool pair_read(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc
     return ok;
 }
 
+/* A list of names, ["bias", "norm"] (or one, "bias"): a NULL-terminated array in the arena. */
+static const char **names_read(Elab *E, const char *fn, const ArgSpec *s, Value v, SrcLoc at) {
+    int n = v.k == V_TUPLE ? v.nitems : 1;
+    const Value *items = v.k == V_TUPLE ? v.items : &v;
+    const char **list = arena_alloc(E->a, (size_t)(n + 1) * sizeof *list);
+    for (int i = 0; i < n; i++) {
+        if (items[i].k != V_STR || !items[i].str[0]) {
+            diag_error(E->d, at, "%s(): %s is a list of names, as [\"bias\", \"norm\"] or [bias, norm]; got %s", fn,
+                       s->name,
+                       items[i].k == V_STR ? "an empty name" : arena_printf(E->a, "a %s", kind_name(items[i].k)));
+            return NULL;
+        }
+        list[i] = items[i].str;
+    }
+    return list;
+}
+
 /* More positional arguments than f takes before its keyword-only ones: the message bind_args
  * gives for too many. */
 static bool positional_fit(Elab *E, const TrainFn *f, Args *a, int n) {
@@ -133,6 +152,7 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
     }
     if (!positional_fit(E, f, a, n) || !bind_args(E, f->name, a, names, n, ix, required, loc)) return false;
     double x[TRAIN_FN_MAX_ARGS], pair[TRAIN_FN_MAX_ARGS][2];
+    const char **names_of[TRAIN_FN_MAX_ARGS] = {0};
     SrcLoc at[TRAIN_FN_MAX_ARGS] = {{0}};
     bool ok = true;
     for (int i = 0; i < n; i++) {
@@ -141,6 +161,7 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
         if (ix[i] < 0) continue;
         at[i] = a->loc[ix[i]];
         if (s->rule == ARG_PAIR) ok &= pair_read(E, f->name, s, a->v[ix[i]], at[i], pair[i]);
+        else if (s->rule == ARG_NAMES) ok &= (names_of[i] = names_read(E, f->name, s, a->v[ix[i]], at[i])) != NULL;
         else if (s->rule == ARG_WORD) {
             x[i] = arg_word(E, f->name, s, a->v[ix[i]], at[i]);
             ok = ok && x[i] >= 0;
@@ -153,10 +174,11 @@ static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc)
     }
     if (!ok) return false;
     for (int i = 0; i < n; i++) /* every check reports */
-        if (ix[i] >= 0 && f->args[i].rule != ARG_PAIR && !arg_check(E, f->name, &f->args[i], x[i], at[i])) ok = false;
+        if (ix[i] >= 0 && !arg_check(E, f->name, &f->args[i], x[i], at[i])) ok = false;
     if (!ok) return false;
     for (int i = 0; i < n; i++)
-        if (f->args[i].rule != ARG_PAIR) field_set(cfg, f->args[i].type, f->args[i].at, x[i]);
+        if (f->args[i].rule == ARG_NAMES) *(const char ***)((char *)cfg + f->args[i].at) = names_of[i];
+        else if (f->args[i].rule != ARG_PAIR) field_set(cfg, f->args[i].type, f->args[i].at, x[i]);
     for (int i = 0; i < n; i++)
         if (f->args[i].rule == ARG_PAIR && ix[i] >= 0) {
             field_set(cfg, f->args[i].type, f->args[i].at, pair[i][0]);
@@ -444,6 +466,23 @@ static void setting_unknown(Elab *E, Stmt *s) {
                join(E->a, names, n, ", ", NULL));
 }
 
+/* A word or names argument may be written without quotes, as precision's words are: no_decay =
+ * [bias, norm] and interval = step read the names as spelled, not as values of the model (whose
+ * parameter may well be called bias). */
+static void words_unquoted(const Setting *st, Expr *e) {
+    if (st->kind != SET_CALL || e->k != E_CALL || e->a->k != E_IDENT) return;
+    const TrainFn *f = NULL;
+    for (int i = 0; i < st->family->n; i++)
+        if (!strcmp(st->family->fns[i].name, e->a->str)) f = &st->family->fns[i];
+    for (Arg *x = f ? e->args : NULL; x; x = x->next) {
+        int i = x->kw ? train_fn_arg(f, x->kw) : -1;
+        if (i < 0 || (f->args[i].rule != ARG_NAMES && f->args[i].rule != ARG_WORD)) continue;
+        if (x->e->k == E_IDENT) x->e->k = E_STR;
+        for (Arg *y = x->e->k == E_TUPLE ? x->e->args : NULL; y; y = y->next)
+            if (y->e->k == E_IDENT) y->e->k = E_STR;
+    }
+}
+
 static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
     const Setting *st = train_setting_named(s->name);
     if (!st) {
@@ -467,6 +506,7 @@ static void train_setting(Elab *E, TrainConfig *t, Stmt *s) {
         memset((char *)t + st->at, 0, st->family->size);
         *(SrcLoc *)((char *)t + st->at + st->family->loc_at) = s->e->loc;
     } else {
+        words_unquoted(st, s->e);
         E->in_train = 1;
         Value v = eval(E, E->globals, s->e);
         E->in_train = 0;
@@ -535,10 +575,55 @@ static void check_token_sets(Elab *E, const TrainConfig *t) {
     }
 }
 
+/* Whether no_decay's name nd selects the trainable parameter p (OptConfig.no_decay: the kinds of
+ * minGPT's configure_optimizers, else Hugging Face's `any(nd in name for nd in no_decay)`). */
+static bool no_decay_selects(const char *nd, const Node *p) {
+    size_t n = strlen(p->name);
+    if (!strcmp(nd, "norm")) return p->layer == PARAM_NORM;
+    if (!strcmp(nd, "embedding")) return p->layer == PARAM_EMBEDDING;
+    if (!strcmp(nd, "bias")) return n >= 4 && !strcmp(p->name + n - 4, "bias");
+    return strstr(p->name, nd) != NULL;
+}
+
+/* Why nd selected nothing, and what there is to select. */
+static const char *no_decay_nothing(Elab *E, const char *nd) {
+    if (!strcmp(nd, "norm")) return "no layer_norm or batch_norm takes a parameter as its weight or bias";
+    if (!strcmp(nd, "embedding")) return "no embedding reads a parameter as its table";
+    Str s = {0};
+    str_printf(&s, "no trainable parameter's name %s it; they are", strcmp(nd, "bias") ? "contains" : "ends in");
+    int shown = 0;
+    for (int i = 0; i < E->g->n && shown < 8; i++) {
+        const Node *p = &E->g->nodes[i];
+        if (p->op == OP_PARAM && !p->frozen) str_printf(&s, "%s %s", shown++ ? "," : "", p->name);
+    }
+    const char *r = arena_strdup(E->a, shown == 8 ? arena_printf(E->a, "%s, ...", s.buf) : shown ? s.buf : "none");
+    str_free(&s);
+    return r;
+}
+
+/* The optimizer's no_decay group, marked on its parameters (Node.no_decay).  Each name must
+ * select a trainable parameter: one that selects none is a typo, or a recipe for another model,
+ * and would leave weight decay where the user took it away. */
+static void resolve_no_decay(Elab *E, const OptConfig *o) {
+    for (int k = 0; o->no_decay && o->no_decay[k]; k++) {
+        int hits = 0;
+        for (int i = 0; i < E->g->n; i++) {
+            Node *p = &E->g->nodes[i];
+            if (p->op != OP_PARAM || p->frozen || !no_decay_selects(o->no_decay[k], p)) continue;
+            p->no_decay = true;
+            hits++;
+        }
+        if (!hits)
+            diag_error(E->d, o->no_decay_loc, "no_decay: \"%s\" selects no parameter: %s", o->no_decay[k],
+                       no_decay_nothing(E, o->no_decay[k]));
+    }
+}
+
 void check_train(Elab *E) {
     TrainConfig *t = &E->m->train;
     if (!t->present) return;
     check_token_sets(E, t);
+    resolve_no_decay(E, &t->opt);
     if (!E->saw_minimize) diag_error(E->d, t->loc, "the train section needs 'minimize LOSS'");
     for (int i = 0; i < E->g->n; i++) {
         Node *n = &E->g->nodes[i];

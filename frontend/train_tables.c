@@ -83,13 +83,21 @@ const TrainFamily train_sources = {
 /* betas = (b1, b2) as torch.optim.Adam takes them; beta1 and beta2 one at a time as before */
 #define BETAS ARG("betas", ARG_PAIR, FIELD_DOUBLE, OPT(beta1), .at2 = OPT(beta2), .hi = 1, .hi_open = true, \
                   .kw_only = true)
+/* the second param group, spared weight decay (elab_train.c's check_train resolves the names) */
+#define NO_DECAY ARG("no_decay", ARG_NAMES, FIELD_STRS, OPT(no_decay), .kw_only = true)
 #define ADAM_ARGS(wd) {RATE("lr", lr, 1e-3), BETA("beta1", beta1, 0.9), BETA("beta2", beta2, 0.999), \
-                       RATE("eps", eps, 1e-8), RATE("weight_decay", weight_decay, wd), BETAS}
+                       RATE("eps", eps, 1e-8), RATE("weight_decay", weight_decay, wd), BETAS, NO_DECAY}
 /* clang-format on */
+
+/* Where no_decay was written: check_train names it when one of its names selects nothing. */
+static void no_decay_at(const TrainFn *f, void *cfg, const SrcLoc *at) {
+    ((OptConfig *)cfg)->no_decay_loc = at[train_fn_arg(f, "no_decay")];
+}
 
 /* torch.optim.Adam's betas, written once: as the pair or one by one, not both. */
 static bool adam_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc *at, SrcLoc loc) {
-    (void)cfg, (void)loc;
+    (void)loc;
+    no_decay_at(f, cfg, at);
     int pair = train_fn_arg(f, "betas"), one = train_fn_arg(f, "beta1"), two = train_fn_arg(f, "beta2");
     if (!at[pair].line || (!at[one].line && !at[two].line)) return true;
     diag_error(E->d, at[pair], "%s(): give betas = (%s, %s) or beta1 and beta2, not both", f->name, "beta1", "beta2");
@@ -98,7 +106,7 @@ static bool adam_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc
 
 /* torch.optim.SGD: nesterov needs a momentum and zero dampening. */
 static bool sgd_check(struct Elab *E, const TrainFn *f, void *cfg, const SrcLoc *at, SrcLoc loc) {
-    (void)f, (void)at;
+    no_decay_at(f, cfg, at);
     const OptConfig *o = cfg;
     if (!o->nesterov || (o->momentum > 0 && o->dampening == 0)) return true;
     diag_error(E->d, loc, "nesterov momentum requires a momentum and zero dampening");
@@ -114,6 +122,7 @@ static const TrainFn optimizer_fns[] = {
         ARG("dampening", ARG_FINITE, FIELD_DOUBLE, OPT(dampening)),
         RATE("weight_decay", weight_decay, 0),
         ARG("nesterov", ARG_FLAG, FIELD_BOOL, OPT(nesterov)),
+        NO_DECAY,
     }},
     {.name = "adam", .kind = OPT_ADAM, .torch = "torch.optim.Adam", .check = adam_check, .args = ADAM_ARGS(0)},
     {.name = "adamw", .kind = OPT_ADAMW, .torch = "torch.optim.AdamW", .check = adam_check, .args = ADAM_ARGS(1e-2)},

@@ -33,10 +33,11 @@ typedef enum {
     ARG_PATH, /* a string: a file's path */
     ARG_WORD, /* a string, one of `words`: stored as its index (tokens' dtype = "uint16", interval = "step") */
     ARG_PAIR, /* two numbers (a, b), each as ARG_REAL's lo and hi, stored at `at` and `at2` (betas = (0.9, 0.95)) */
+    ARG_NAMES, /* a string or a list of strings, stored as a NULL-terminated array (no_decay = ["bias"]) */
 } ArgRule;
 
 /* The C type of the field a value is stored in. */
-typedef enum { FIELD_DOUBLE, FIELD_BOOL, FIELD_INT, FIELD_INT64, FIELD_UINT64, FIELD_STR } FieldType;
+typedef enum { FIELD_DOUBLE, FIELD_BOOL, FIELD_INT, FIELD_INT64, FIELD_UINT64, FIELD_STR, FIELD_STRS } FieldType;
 
 typedef struct {
     const char *name; /* as written: "weight_decay" */

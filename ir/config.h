@@ -68,6 +68,12 @@ typedef struct {
     double lr, momentum, dampening, weight_decay, beta1, beta2, eps;
     bool nesterov;
     bool lr_state; /* the rate is the state tensor "lr" (a schedule sets it), not a constant */
+    /* no_decay = ["bias", "norm", ...]: the parameters of a second param group, updated with
+     * weight_decay 0 (NULL-terminated; NULL: one group).  The front end marks them
+     * (Node.no_decay): "bias" names ending in bias, "norm" a norm layer's weight and bias,
+     * "embedding" an embedding's table, any other text names containing it. */
+    const char **no_decay;
+    SrcLoc no_decay_loc;
     SrcLoc loc;
 } OptConfig;
 

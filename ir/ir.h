@@ -157,6 +157,12 @@ typedef struct {
     int64_t d[IR_MAX_RANK]; /* a negative d marks the batch axis (B * -d) */
 } Shape;
 
+/* Node.layer of a parameter, what the optimizer's no_decay = ["norm", "embedding"] selects: */
+enum {
+    PARAM_NORM = 1, /* the weight or bias of a layer_norm or batch_norm */
+    PARAM_EMBEDDING = 2, /* the table of an embedding */
+};
+
 typedef struct {
     Op op;
     DType dtype;
@@ -166,6 +172,8 @@ typedef struct {
     bool user_copy;             /* a COPY the user asked for; --strict-devices allows it */
     bool frozen;                /* PARAM declared `buffer`: persistent and saved, never trained
                                    (batch norm's running statistics, torch's register_buffer) */
+    uint8_t layer; /* PARAM: the layer that reads it, PARAM_NORM or PARAM_EMBEDDING, or 0 */
+    bool no_decay; /* PARAM: in the optimizer's no_decay group, updated with weight_decay 0 */
     int nin;
     int in[NNC_MAX_IN];
     Attr attr;                  /* typed by op_info[op].attr */

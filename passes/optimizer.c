@@ -1,7 +1,8 @@
 /* optimizer.c - the parameter update as part of the graph.
  *
  * For each parameter, adds the nodes of torch.optim's update rule (SGD with momentum, dampening,
- * Nesterov and weight decay; Adam; AdamW), the state tensors it keeps (named as PyTorch names
+ * Nesterov and weight decay; Adam; AdamW) with its param group's weight decay (0 for those the
+ * front end put in no_decay's group: Node.no_decay), the state tensors it keeps (named as PyTorch names
  * them: "fc1.weight.momentum_buffer", ".exp_avg", ".exp_avg_sq"), and ASSIGN nodes that write
  * the new values back.  Everything is tagged PH_UPDATE, so the schedule runs it after the
  * backward pass and fusion can turn each parameter's whole update into one kernel.  Step-
@@ -14,6 +15,7 @@
 typedef struct {
     Graph *g;
     Node like;
+    double wd; /* the parameter's weight decay: its param group's (0 in no_decay's) */
     int lr;          /* the state "lr" when a schedule sets the rate, else -1: the constant */
     int ok;          /* with a loss scaler: 1 when this step's gradients are finite, else -1 */
     int skipped;     /* ... and the state counting the steps it skipped */
@@ -82,7 +84,7 @@ static int opt_step(Up *U) {
  * d = nesterov ? d + m*buf : buf; p -= lr*d */
 static void sgd(Up *U, const OptConfig *o, int p, int g) {
     int d = g;
-    if (o->weight_decay != 0) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
+    if (U->wd != 0) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, U->wd), p));
     if (o->momentum != 0) {
         int buf = state(U, p, "momentum_buffer");
         int damp;
@@ -109,15 +111,13 @@ static void sgd(Up *U, const OptConfig *o, int p, int g) {
  * p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
 static void adam(Up *U, const OptConfig *o, int p, int g) {
     int d = g, pp = p;
-    if (o->weight_decay != 0 && o->kind == OPT_ADAM)
-        d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, o->weight_decay), p));
-    if (o->weight_decay != 0 && o->kind == OPT_ADAMW) {
+    if (U->wd != 0 && o->kind == OPT_ADAM) d = up2(U, OP_ADD, d, up2(U, OP_MUL, upc(U, U->wd), p));
+    if (U->wd != 0 && o->kind == OPT_ADAMW) {
         int f;
         if (U->lr >= 0) {
             int one = upc(U, 1);
-            f = up2(U, OP_SUB, one, up2(U, OP_MUL, U->lr, upc(U, o->weight_decay)));
-        } else
-            f = upc(U, 1 - o->lr * o->weight_decay);
+            f = up2(U, OP_SUB, one, up2(U, OP_MUL, U->lr, upc(U, U->wd)));
+        } else f = upc(U, 1 - o->lr * U->wd);
         pp = up2(U, OP_MUL, p, f);
     }
     int m = state(U, p, "exp_avg");
@@ -280,7 +280,12 @@ void pass_optimizer(Graph *g, const TrainConfig *t) {
     for (int p = 0; p < n0; p++) {
         if (gr[p] < 0) continue;
         if (o->lr_state && lr < 0) lr = lr_state(g, o, &g->nodes[p]);
-        Up U = {.g = g, .like = g->nodes[p], .lr = lr, .ok = ok, .skipped = skipped};
+        Up U = {.g = g,
+                .like = g->nodes[p],
+                .wd = g->nodes[p].no_decay ? 0 : o->weight_decay,
+                .lr = lr,
+                .ok = ok,
+                .skipped = skipped};
         U.like.phase = PH_UPDATE;
         U.like.loc = o->loc.line ? o->loc : g->nodes[p].loc;
         if (o->kind == OPT_SGD) sgd(&U, o, p, gr[p]);

@@ -48,6 +48,11 @@ static void put_optimizer(Hparams *h, const OptConfig *o) {
         put(h, "eps", "%s", num(a, sizeof a, o->eps));
     }
     put(h, "weight_decay", "%s", num(a, sizeof a, o->weight_decay));
+    char list[128] = "none"; /* ["bias", "norm"]: the second group, as the train section writes it */
+    for (int i = 0, k = 0; o->no_decay && o->no_decay[i] && k < (int)sizeof list; i++)
+        k += snprintf(list + k, sizeof list - (size_t)k, "%s\"%s\"%s", i ? ", " : "[", o->no_decay[i],
+                      o->no_decay[i + 1] ? "" : "]");
+    put(h, "no_decay", "%s", list);
 }
 
 /* ", interval=\"step\"" where the schedule is stepped otherwise than its row's default says. */
@@ -108,8 +113,8 @@ void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epoc
 
 /* Every key hparams_of may write, for reading a file back. */
 static const char *const hparam_keys[] = {
-    "optimizer", "lr", "momentum", "dampening", "nesterov", "betas", "eps", "weight_decay", "batch",
-    "lr_schedule", "clip_grad_norm", "clip_grad_value", "precision", "loss_scale",
+    "optimizer", "lr",    "momentum",    "dampening",      "nesterov",        "betas",     "eps",        "weight_decay",
+    "no_decay",  "batch", "lr_schedule", "clip_grad_norm", "clip_grad_value", "precision", "loss_scale",
 };
 
 bool hparams_read(Hparams *h, const nnc_st_file *f) {

@@ -86,10 +86,19 @@ CONFIGS = [
     ("warmup_cosine_run_length", "adam(lr = 0.01)", "lr_schedule = warmup_cosine(warmup = 3)",
      dict(opt="adam", lr=0.01, epochs=3, batch=8, lr_of=lambda it: get_lr(it, 0.01, 3, 15, 0.0))),
     ("step_lr_per_step", "sgd(lr = 0.1, momentum = 0.9)",
-     "lr_schedule = step_lr(step_size = 4, gamma = 0.5, interval = \"step\")",
+     "lr_schedule = step_lr(step_size = 4, gamma = 0.5, interval = step)",
      dict(opt="sgd", lr=0.1, momentum=0.9, epochs=3, batch=8, sched=("step", dict(step_size=4, gamma=0.5)))),
     ("cosine_lr_per_step", "adamw(lr = 0.02)", "lr_schedule = cosine_lr(eta_min = 0.001, interval = \"step\")",
      dict(opt="adamw", lr=0.02, wd=0.01, epochs=2, batch=16, sched=("cosine", dict(T_max=6, eta_min=0.001)))),
+    # parameter groups: minGPT's kinds (biases, norm layers) and Hugging Face's name substrings
+    ("adamw_no_decay", "adamw(lr = 0.02, weight_decay = 0.3, no_decay = [bias, norm])", "",
+     dict(opt="adamw", lr=0.02, wd=0.3, epochs=2, batch=8,
+          no_decay_names={"fc1.bias", "ln.weight", "ln.bias", "fc2.bias"})),
+    ("adam_no_decay", "adam(lr = 0.01, weight_decay = 0.2, no_decay = \"norm\")", "",
+     dict(opt="adam", lr=0.01, wd=0.2, epochs=2, batch=8, no_decay_names={"ln.weight", "ln.bias"})),
+    ("sgd_no_decay_names", "sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.05, no_decay = [\"ln.\", \"fc2.bias\"])", "",
+     dict(opt="sgd", lr=0.05, momentum=0.9, wd=0.05, epochs=2, batch=8,
+          no_decay_names={"ln.weight", "ln.bias", "fc2.bias"})),
 ]
 
 
