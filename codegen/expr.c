@@ -83,7 +83,7 @@ void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands)
                     op_info[n->op].attr == ATTR_SCALARS ? n->attr.scalars.p : none);
 }
 
-void render_inline_value(Str *s, const Graph *g, int id, const char *step, const char *batch) {
+void render_inline_value(Str *s, const Graph *g, int id, const char *step, const char *micro, const char *batch) {
     const Node *n = &g->nodes[id];
     if (n->op == OP_CONST) {
         double v = n->attr.cnst.value;
@@ -97,6 +97,7 @@ void render_inline_value(Str *s, const Graph *g, int id, const char *step, const
     case STEP_T: str_printf(s, "((real)(%s))", step); break;
     case STEP_ONE_MINUS_POW: str_printf(s, "((real)(1.0 - pow(%s, (double)(%s))))", NUM(base), step); break;
     case STEP_FIRST_ONE: str_printf(s, "((%s) == 1 ? (real)1 : (real)%s)", step, NUM(base)); break;
+    case STEP_ACCUMULATED: str_printf(s, "((%s) > 0 ? (real)1 : (real)0)", micro); break;
     }
 }
 

@@ -120,6 +120,7 @@ static void plan_dropout(Planner *P) {
     call_i64(s, aff_k(P->r->origin));
     call_arg(s, (HelperArg){.kind = HARG_F64, .f = P->r->attr.scalars.p[0]});
     call_arg(s, (HelperArg){.kind = HARG_INT, .v = aff_k(P->e->kind != ENTRY_EVAL)});
+    call_arg(s, (HelperArg){.kind = HARG_INT, .v = aff_k(P->e->kind == ENTRY_ACCUM)});
 }
 
 /* The lookup records a bad index in the error record; the gradient adds into a zeroed dw. */

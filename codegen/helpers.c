@@ -109,12 +109,15 @@ static const char flat_avg_pool_grad[] =
     "        }\n"
     "        dx[i] = acc / (real)(KH * KW);\n";
 /* dropout's mask in training: u = include/nnc_rng.h's nnc_rng_uniform(seed, stream, i), with
- * stream = FNV-1a over (node, step) and ctl = {step, seed}; (u >= p) / (1 - p) */
+ * stream = FNV-1a over (node, step), and for an accumulate call also its micro-batch's number
+ * in the group (its step is the previous train_step's: the micro-batches of one group and the
+ * step before differ by that); ctl = {step, seed, micro}; (u >= p) / (1 - p) */
 static const char flat_dropout_mask[] =
     "        if (!training) { mask[i] = 1; continue; }\n"
     "        const unsigned long long seed = (unsigned long long)ctl[1];\n"
     "        unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)node) * 0x100000001b3ULL;\n"
     "        st = (st ^ (unsigned long long)ctl[0]) * 0x100000001b3ULL;\n"
+    "        if (accum) st = (st ^ (unsigned long long)ctl[2]) * 0x100000001b3ULL;\n"
     "        unsigned int c0 = (unsigned int)i, c1 = (unsigned int)((unsigned long long)i >> 32);\n"
     "        unsigned int c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
     "        unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"

@@ -49,7 +49,7 @@ void affine_render(Str *s, Affine a);
 typedef enum {
     HPTR_NODE, /* node `node`'s buffer */
     HPTR_SCRATCH, /* the activation block + `off` reals: the launch's scratch (plan.c) */
-    HPTR_STEP, /* the device's {step, seed} slot: two int64 */
+    HPTR_STEP, /* the device's {step, seed, micro} slot: three int64 */
     HPTR_ERR, /* the launch's error record, int[4]: {flag, position, value, bound} */
 } HelperPtrKind;
 typedef struct {

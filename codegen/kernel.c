@@ -135,7 +135,7 @@ static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
             }
             if (seen) continue;
             str_printf(k->s, "    %s s%d = ", k->d->value, x);
-            render_inline_value(k->s, k->g, x, k->d->step, "B");
+            render_inline_value(k->s, k->g, x, k->d->step, k->d->micro, "B");
             str_puts(k->s, ";\n");
         }
     }
@@ -148,7 +148,7 @@ static void operand_name(const Kernel *k, const Launch *L, int x, char *buf, siz
     else if (k->g->nodes[x].op == OP_STEPVAL) snprintf(buf, n, "s%d", x);   /* decl_ptrs' */
     else if (node_is_inline(&k->g->nodes[x])) {
         Str tmp = {0};
-        render_inline_value(&tmp, k->g, x, k->d->step, "B");
+        render_inline_value(&tmp, k->g, x, k->d->step, k->d->micro, "B");
         snprintf(buf, n, "%s", tmp.buf);
         str_free(&tmp);
     } else snprintf(buf, n, "l%d", x);
@@ -344,7 +344,7 @@ static void row_softmax_grad(const Kernel *k, const Launch *L, bool log) {
 /* dl, the gradient flowing into the loss: an inline scalar or a one-element buffer. */
 static void row_dloss(const Kernel *k, int g) {
     str_puts(k->s, "    const double dl = (double)");
-    if (node_is_inline(&k->g->nodes[g])) render_inline_value(k->s, k->g, g, k->d->step, "B");
+    if (node_is_inline(&k->g->nodes[g])) render_inline_value(k->s, k->g, g, k->d->step, k->d->micro, "B");
     else {
         str_puts(k->s, "*");
         k->d->ptr(k, k->s, g);

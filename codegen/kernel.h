@@ -40,6 +40,7 @@ struct KernelDialect {
     const char *value;          /* declares a point's temporaries: "real" | "const real" */
     const char *inf;            /* +infinity as a real or double expression */
     const char *step;           /* the optimizer step, an int64 expression */
+    const char *micro; /* accumulate calls since the last step (nnc_rt.micro), likewise */
     const char *status, *msg;   /* the int a failed kernel sets, the char[256] it explains in;
                                    NULL where errors go another way (CUDA's err[]) */
     const char *qual[2];        /* between '*' and a pointer's name: [1] when no output of

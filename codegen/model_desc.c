@@ -12,13 +12,17 @@
  *   - parameter and state offsets (the plan's, the same in every entry);
  *   - block sizes: the activation block is the largest any entry needs, per device.
  * Everything lives in the caller's arena. */
+#include <string.h>
+
 #include "codegen.h"
 
 _Static_assert(NNC_INIT_ZEROS == (int)INIT_ZEROS && NNC_INIT_ONES == (int)INIT_ONES &&
                NNC_INIT_CONSTANT == (int)INIT_CONSTANT && NNC_INIT_UNIFORM == (int)INIT_UNIFORM &&
                NNC_INIT_NORMAL == (int)INIT_NORMAL, "the runtime's initializer numbers are the IR's");
 _Static_assert(NNC_ENTRY_TRAIN == (int)ENTRY_TRAIN && NNC_ENTRY_GRAD == (int)ENTRY_GRAD &&
-               NNC_ENTRY_EVAL == (int)ENTRY_EVAL && ENTRY_COUNT == 3, "the ABI's entry numbers are the schedule's");
+                   NNC_ENTRY_EVAL == (int)ENTRY_EVAL && NNC_ENTRY_ACCUM == (int)ENTRY_ACCUM &&
+                   NNC_ENTRY_COUNT == (int)ENTRY_COUNT,
+               "the ABI's entry numbers are the schedule's");
 
 typedef struct {
     const Program *p;
@@ -33,7 +37,7 @@ static nnc_tensor_info info_of(const Build *b, const char *name, const Node *n) 
         : n->dtype == DT_F16      ? NNC_TYPE_F16
         : b->rb == 8              ? NNC_TYPE_F64
                                   : NNC_TYPE_F32;
-    nnc_tensor_info t = {name, type, n->shape.rank, {0}};
+    nnc_tensor_info t = {name, type, n->shape.rank, {0}, NNC_ROLE_NONE};
     for (int i = 0; i < n->shape.rank; i++) t.dims[i] = n->shape.d[i];
     return t;
 }
@@ -50,6 +54,30 @@ static const char *output_name(const Build *b, const Entry *e, int k) {
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == OP_PARAM && g->nodes[i].grad == node) return arena_printf(b->a, "grad.%s", g->nodes[i].name);
     return "?";
+}
+
+/* The role of output k of entry e (include/nnc_abi.h): a metric counts when accuracy makes it. */
+static int output_role(const Build *b, const Entry *e, int k) {
+    const Graph *g = b->p->g;
+    int node = e->outputs[k];
+    if (node == g->loss && k == 0) return NNC_ROLE_LOSS;
+    if (node == g->grad_norm && e->kind == ENTRY_TRAIN) return NNC_ROLE_GRAD_NORM;
+    if (e->kind == ENTRY_GRAD) return NNC_ROLE_GRAD;
+    if (e->kind != ENTRY_EVAL || k - (g->loss >= 0) >= g->nouts) return NNC_ROLE_NONE;
+    const Node *n = &g->nodes[node];
+    while (n->op == OP_COPY) n = &g->nodes[n->in[0]];
+    if (n->op == OP_ACCURACY) return NNC_ROLE_COUNT;
+    return shape_numel(n->shape, 1) == 1 && shape_batch_axis(n->shape) < 0 ? NNC_ROLE_MEAN : NNC_ROLE_NONE;
+}
+
+/* The role of a state: the scheduled rate, a gradient sum (an accumulate entry's write, which
+ * accumulate.c puts in the backward phase), or the optimizer's own. */
+static int state_role(const Graph *g, int s) {
+    if (!strcmp(g->nodes[s].name, "lr")) return NNC_ROLE_LR;
+    for (int i = s + 1; i < g->n; i++)
+        if (g->nodes[i].op == OP_ASSIGN && g->nodes[i].in[0] == s && g->nodes[i].phase == PH_BACKWARD)
+            return NNC_ROLE_GRAD_SUM;
+    return NNC_ROLE_NONE;
 }
 
 /* Where node x's value is after a call of entry e.  On a device target, an activation the
@@ -99,7 +127,8 @@ static void build_leaves(Build *b) {
         }
         if (n->op == OP_STATE) {
             sl[ns] = (nnc_leaf_desc){at, (int)n->attr.init.kind, n->attr.init.a, n->attr.init.b};
-            st[ns++] = info_of(b, n->name, n);
+            st[ns] = info_of(b, n->name, n);
+            st[ns++].role = state_role(g, i);
         }
     }
     A->inputs = in;
@@ -118,6 +147,7 @@ static void build_entry(Build *b, int k) {
     unsigned char *reads = arena_alloc(b->a, (size_t)b->d->abi.ninputs + 1);
     for (int j = 0; j < e->noutputs; j++) {
         out[j] = info_of(b, output_name(b, e, j), &g->nodes[e->outputs[j]]);
+        out[j].role = output_role(b, e, j);
         at[j] = place_of(b, e, e->outputs[j]);
     }
     for (int i = 0, slot = 0; i < g->n; i++)

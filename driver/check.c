@@ -44,8 +44,10 @@ typedef struct {
     long long own_inputs; /* launch inputs CUDA keeps no value of: the CPU's own were used */
     double worst; /* the largest difference / its tolerance seen */
     char worst_at[512];
+    int64_t micro; /* accumulate calls since the last train_step (the runtime's nnc_rt.micro) */
     /* the call in progress */
     int entry, launch;
+    int64_t call_micro; /* its micro: the CPU reference runs its launches at it */
     int64_t B;
     const void *const *in;
     int nsnap; /* inputs of the launch in progress that it writes over: */
@@ -381,6 +383,7 @@ static CheckLaunch launch_view(Pair *P, const Launch *L) {
                      .L = L,
                      .B = P->B,
                      .step = P->cpu->abi->get_step(P->cpu->m),
+                     .micro = P->call_micro,
                      .real_bytes = P->cpu->abi->real_bytes,
                      .mem = cpu_mem_cb,
                      .rerun_abs = rerun_abs,
@@ -413,6 +416,9 @@ static int pair_run(void *m, int entry, const void *const *in, int64_t B) {
     }
     if (entry == NNC_ENTRY_TRAIN) P->steps++;
     P->cpu->abi->set_step(P->cpu->m, P->gpu->abi->get_step(P->gpu->m)); /* the step this call ran at */
+    P->call_micro = P->micro; /* ... and its micro-batch in the group, which the CPU's frame reads */
+    ((nnc_rt *)P->cpu->m)->micro = P->micro;
+    P->micro = entry == NNC_ENTRY_ACCUM ? P->micro + 1 : entry == NNC_ENTRY_TRAIN ? 0 : P->micro;
     P->entry = entry, P->B = B, P->in = in;
     const Entry *e = &P->pc->entry[entry];
     for (int k = 0; k < e->nlaunch; k++) {
@@ -439,6 +445,7 @@ static int pair_run(void *m, int entry, const void *const *in, int64_t B) {
 
 static void pair_init(void *m, uint64_t seed) {
     Pair *P = pair_of(m);
+    P->micro = 0;
     P->gpu->abi->init(P->gpu->m, seed);
     P->cpu->abi->init(P->cpu->m, seed);
 }
@@ -452,6 +459,7 @@ static const char *pair_error(void *m) { return pair_of(m)->msg; }
 
 static void pair_set_step(void *m, int64_t s) {
     Pair *P = pair_of(m);
+    P->micro = 0;
     P->gpu->abi->set_step(P->gpu->m, s);
     P->cpu->abi->set_step(P->cpu->m, s);
 }

@@ -95,6 +95,7 @@ static Approx inline_value(const CheckLaunch *c, int x) {
     switch (n->attr.step.fn) {
     case STEP_T: return (Approx){f ? (double)(float)t : t, 0};
     case STEP_FIRST_ONE: return (Approx){c->step == 1 ? 1 : f ? (double)(float)base : base, 0};
+    case STEP_ACCUMULATED: return (Approx){c->micro > 0 ? 1 : 0, 0};
     case STEP_ONE_MINUS_POW: { /* pow in double may differ by an ulp between libraries */
         double v = 1.0 - pow(base, t);
         return (Approx){f ? (double)(float)v : v, 2 * u * fabs(v)};

@@ -11,6 +11,7 @@ typedef struct {
     const Entry *e;
     const Launch *L;
     int64_t B, step; /* the batch, and the step it ran at */
+    int64_t micro; /* accumulate calls of its group before it (STEP_ACCUMULATED) */
     int real_bytes; /* 4, or 8 (--f64) */
     LaunchNumerics num[2]; /* how each target rounds this launch: [0] checked, [1] reference */
     /* The reference's memory of node x (an input as both targets read it, an output as the

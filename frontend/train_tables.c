@@ -249,6 +249,7 @@ const Setting train_settings[] = {
      .excludes = "clip_grad_value"},
     {.name = "clip_grad_value", .kind = SET_POSITIVE, .type = FIELD_DOUBLE, .at = TC(clip_value),
      .excludes = "clip_grad_norm"},
+    {.name = "accumulate", .kind = SET_INT, .type = FIELD_INT, .at = TC(accumulate), .lo = 1, .hi = 1 << 20, .dflt = 1},
 };
 /* clang-format on */
 

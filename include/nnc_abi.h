@@ -12,17 +12,37 @@
 
 #define NNC_ABI_VERSION 3
 
-enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2 };
+/* The entry points.  ACCUM exists in a model built for gradient accumulation (accumulate > 1):
+ * forward and backward of a micro-batch, its gradients (of loss / accumulate) added to the
+ * group's, no update and no collective (DDP's no_sync); TRAIN then takes the group's last
+ * micro-batch and makes the optimizer step with the group's sum, as a torch loop of
+ * (loss / accumulate).backward() per micro-batch and one opt.step(). */
+enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2, NNC_ENTRY_ACCUM = 3, NNC_ENTRY_COUNT = 4 };
 /* BF16 and F16 (16-bit patterns) appear only among the values a model built for --check-against
  * keeps as outputs; parameters, state, inputs and the named outputs are never half. */
 enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2, NNC_TYPE_BF16 = 3, NNC_TYPE_F16 = 4 };
 enum { NNC_SYNC_TO_DEVICE = 0, NNC_SYNC_TO_HOST = 1 };
+
+/* What a tensor is to a trainer (nnc_tensor_info.role): what to save, how to average, what to show. */
+enum {
+    NNC_ROLE_NONE = 0, /* an input, a parameter, optimizer state; an output of none of the kinds below */
+    NNC_ROLE_LOSS = 1, /* output: the loss minimized (a mean over the batch's rows) */
+    NNC_ROLE_MEAN = 2, /* output: a scalar metric; over a set, the mean weighted by each batch's rows */
+    NNC_ROLE_COUNT = 3, /* output: a scalar metric that counts rows (accuracy); over a set, the sum of
+                                the counts over the set's samples */
+    NNC_ROLE_GRAD_NORM = 4, /* output of train_step: clip_grad_norm's total norm, before clipping */
+    NNC_ROLE_GRAD = 5, /* output of grad: a parameter's gradient ("grad.fc1.weight") */
+    NNC_ROLE_LR = 6, /* state: the learning rate, which set_lr writes */
+    NNC_ROLE_GRAD_SUM = 7, /* state: a parameter's gradients summed over a group's micro-batches
+                                (accumulate); meaningless between optimizer steps, so not saved */
+};
 
 typedef struct {
     const char *name;     /* "x", "fc1.weight", "fc1.weight.exp_avg", "loss", "grad.fc1.weight" */
     int dtype;            /* NNC_TYPE_*; f32 tensors are f64 in a model built with real = double */
     int rank;
     int64_t dims[4]; /* a negative d is the batch axis times -d: -1 is the batch, -32 the batch times 32 */
+    int role; /* NNC_ROLE_* */
 } nnc_tensor_info;
 
 /* Bytes of a parameter's or a state's data (these have no batch axis). */
@@ -64,8 +84,8 @@ typedef struct nnc_model_abi {
     int64_t batch_max;            /* largest batch a call may pass */
     int ninputs, nparams, nstates;
     const nnc_tensor_info *inputs, *params, *states;
-    int noutputs[3];              /* per entry */
-    const nnc_tensor_info *outputs[3];
+    int noutputs[NNC_ENTRY_COUNT]; /* per entry */
+    const nnc_tensor_info *outputs[NNC_ENTRY_COUNT];
     size_t param_bytes, state_bytes, act_bytes;   /* memory blocks the model uses */
     void *(*create)(void *mem);   /* mem: NULL, or param_bytes+state_bytes+act_bytes, 64-aligned */
     void (*destroy)(void *m);

@@ -100,7 +100,7 @@ typedef struct nnc_model_desc {
     nnc_model_abi abi;                      /* exported as is: names, shapes, sizes, functions */
     size_t block_bytes[NNC_BLOCK_COUNT];    /* each block's size (0: unused) */
     const nnc_leaf_desc *param, *state;     /* parallel to abi.params, abi.states */
-    nnc_entry_desc entry[3];                /* by NNC_ENTRY_* */
+    nnc_entry_desc entry[NNC_ENTRY_COUNT]; /* by NNC_ENTRY_* */
 } nnc_model_desc;
 
 typedef struct nnc_rt nnc_rt;
@@ -137,9 +137,12 @@ struct nnc_rt {
     char *host[NNC_BLOCK_COUNT];    /* each block's host memory, or NULL (device activations) */
     void *owned;                    /* the host blocks when the runtime allocated them */
     char *stage;                    /* host copies of device-memory outputs */
-    nnc_rt_stage *stages[3];        /* per entry and output */
-    int64_t batch[3];               /* each entry's last batch: sizes its outputs */
+    nnc_rt_stage *stages[NNC_ENTRY_COUNT]; /* per entry and output */
+    int64_t batch[NNC_ENTRY_COUNT]; /* each entry's last batch: sizes its outputs */
     int64_t step;                   /* optimizer steps taken */
+    int64_t micro; /* accumulate calls since the last step, before the current call:
+                                       whether the group's sum counts (STEP_ACCUMULATED), and with the
+                                       step it keys an accumulate call's dropout masks */
     uint64_t seed;                  /* of the last init: with the step, it keys dropout masks */
     int initialized;                /* init() has run: the parameters hold values, not create's zeros */
     int status;
@@ -235,7 +238,7 @@ NNC_RT_FN nnc_rt *nnc_rt_new(const nnc_model_desc *d, const nnc_device_ops *ops,
 static int nnc_rt_alloc_stages(nnc_rt *rt) {
     const nnc_model_desc *d = rt->d;
     size_t total = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < NNC_ENTRY_COUNT; k++) {
         rt->stages[k] = calloc((size_t)d->abi.noutputs[k] + 1, sizeof *rt->stages[k]);
         if (!rt->stages[k]) return nnc_rt_fail(rt, NNC_STATUS_ARG, "out of memory");
         for (int j = 0; j < d->abi.noutputs[k]; j++) {
@@ -268,7 +271,7 @@ NNC_RT_FN void nnc_rt_destroy(void *m) {
     if (!rt) return;
     if (rt->stage) rt->ops->host_free(rt, rt->stage);
     if (rt->owned) rt->ops->host_free(rt, rt->owned);
-    for (int k = 0; k < 3; k++) free(rt->stages[k]);
+    for (int k = 0; k < NNC_ENTRY_COUNT; k++) free(rt->stages[k]);
     if (rt->ops->close) rt->ops->close(rt);
     free(rt);
 }
@@ -322,6 +325,7 @@ NNC_RT_FN void nnc_rt_set_step(void *m, int64_t step) {
     nnc_rt *rt = m;
     if (!rt) return;
     rt->step = step;
+    rt->micro = 0; /* a step boundary: no micro-batch of the next group has run */
     if (rt->ops->set_step && rt->ops->set_step(rt)) fprintf(stderr, "nnc: error: %s\n", rt->msg);
 }
 
@@ -423,7 +427,7 @@ static int nnc_rt_check_call(nnc_rt *rt, int entry, const void *const *in, int64
     if (batch < 1 || batch > d->abi.batch_max)
         return nnc_rt_fail(rt, NNC_STATUS_BATCH, "batch of %lld rows is outside [1, %lld]", (long long)batch,
                            (long long)d->abi.batch_max);
-    if (entry < 0 || entry > 2 || !d->entry[entry].present)
+    if (entry < 0 || entry >= NNC_ENTRY_COUNT || !d->entry[entry].present)
         return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "this model has no such entry point (no loss to train?)");
     /* only the inputs this entry reads must be given (eval of a model whose labels feed only
      * the loss still needs them: the loss is an eval output) */
@@ -452,6 +456,8 @@ static int nnc_rt_call(nnc_rt *rt, int entry, const void *const *in, int64_t bat
     for (int j = 0; j < rt->d->abi.noutputs[entry]; j++) rt->stages[entry][j].fresh = 0;
     const int rc = rt->ops->run(rt, entry, in, batch);
     if (rc) return rt->status = rc;
+    if (entry == NNC_ENTRY_ACCUM) rt->micro++; /* a device keeps its own count alongside */
+    if (entry == NNC_ENTRY_TRAIN) rt->micro = 0;
     rt->last = entry;
     return 0;
 }
@@ -465,7 +471,7 @@ NNC_RT_FN int nnc_rt_run(void *m, int entry, const void *const *in, int64_t batc
 /* A host pointer to output k of an entry: host memory directly, device memory copied over. */
 NNC_RT_FN const void *nnc_rt_output(void *m, int entry, int k) {
     nnc_rt *rt = m;
-    if (!rt || entry < 0 || entry > 2 || k < 0 || k >= rt->d->abi.noutputs[entry]) return NULL;
+    if (!rt || entry < 0 || entry >= NNC_ENTRY_COUNT || k < 0 || k >= rt->d->abi.noutputs[entry]) return NULL;
     const nnc_place *at = &rt->d->entry[entry].outputs[k];
     if (at->block == NNC_BLOCK_NONE) return NULL;
     if (!nnc_rt_on_device(rt->ops, at->block)) return rt->host[at->block] + at->offset;
@@ -504,7 +510,7 @@ NNC_RT_FN int nnc_rt_run_typed(void *m, int entry, const void *const *in, int64_
     return nnc_rt_call(m, entry, in, batch, 1);
 }
 
-static const char *const nnc_rt_entry_fn_names[3] = {"train_step", "grad", "eval"};
+static const char *const nnc_rt_entry_fn_names[NNC_ENTRY_COUNT] = {"train_step", "grad", "eval", "accumulate"};
 
 NNC_RT_FN int nnc_rt_init_model(void *m, uint64_t seed) {
     if (!m) return NNC_STATUS_ARG;

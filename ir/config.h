@@ -124,6 +124,7 @@ typedef struct {
     ScalerConfig scaler; /* loss_scale */
     double clip_norm; /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
     double clip_value; /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
+    int accumulate; /* micro-batches per optimizer step (1: none): passes/accumulate.c, the trainer's groups */
     SrcLoc loc;
 } TrainConfig;
 

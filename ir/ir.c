@@ -275,6 +275,7 @@ static void ir_print_attr(const Node *n, FILE *f) {
     case ATTR_STEP:
         if (a->step.fn == STEP_T) fprintf(f, " t");
         else if (a->step.fn == STEP_ONE_MINUS_POW) fprintf(f, " 1-%g^t", a->step.base);
+        else if (a->step.fn == STEP_ACCUMULATED) fprintf(f, " micro>0");
         else fprintf(f, " t==1?1:%g", a->step.base);
         break;
     case ATTR_SCALARS:

@@ -120,9 +120,11 @@ typedef enum {
 
 /* The step-dependent scalars of the optimizers (STEPVAL). */
 typedef enum {
-    STEP_T,               /* t */
-    STEP_ONE_MINUS_POW,   /* 1 - base^t: Adam's bias corrections */
-    STEP_FIRST_ONE,       /* 1 at the first step, else base: SGD's dampening skips step 1 */
+    STEP_T, /* t */
+    STEP_ONE_MINUS_POW, /* 1 - base^t: Adam's bias corrections */
+    STEP_FIRST_ONE, /* 1 at the first step, else base: SGD's dampening skips step 1 */
+    STEP_ACCUMULATED, /* 1 when micro-batches of this group ran before this call (the runtime's
+                             micro > 0), else 0: whether the accumulated gradients count */
 } StepFn;
 
 /* DERIV's operands, by the symbol of the DX expression they stand for. */

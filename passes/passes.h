@@ -1,9 +1,9 @@
 /* passes.h - the compiler's passes and the schedule they hand to the backends.
  *
  * Graph-wide passes (run once, in pipeline.c's order):
- *   autocast (precision bf16/f16) -> autograd -> allreduce (under MPI) -> optimizer -> placement
- *   -> copies
- * Per-entry passes (run for each entry point: train step, grad, eval):
+ *   autocast (precision bf16/f16) -> autograd -> accumulate (accumulate > 1) -> allreduce (under
+ *   MPI) -> optimizer -> placement -> copies
+ * Per-entry passes (run for each entry point: train step, grad, eval, accumulate):
  *   fuse -> schedule -> plan
  * Each pass lives in its own file and has one entry point.  After the per-entry passes an
  * Entry holds a flat list of Launches in execution order and a buffer for every value: the
@@ -12,7 +12,7 @@
 #define NNC_PASSES_H
 #include "../ir/config.h"
 
-typedef enum { ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_COUNT } EntryKind;
+typedef enum { ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM, ENTRY_COUNT } EntryKind;
 
 typedef enum {
     L_EW,       /* fused elementwise kernel over `space`; nodes[] in order, outs[] written */
@@ -77,7 +77,7 @@ typedef struct {
 
 typedef struct {
     EntryKind kind;
-    const char *name;           /* "train_step", "grad", "eval" */
+    const char *name; /* "train_step", "grad", "eval", "accumulate" */
     bool *live;                 /* nodes this entry computes */
     int *group;                 /* node -> launch, or -1 */
     bool *folded;               /* a transpose its GEMMs read transposed: no launch, no memory */
@@ -142,6 +142,7 @@ int64_t program_act_base(const Program *p, Device d);
 /* graph-wide passes */
 bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); false: nothing to do */
 void pass_autograd(Graph *g, const ScalerConfig *scaler); /* seeded with the loss scale, if on */
+void pass_accumulate(Graph *g, int k); /* accumulate = k > 1: gradients summed over micro-batches */
 void pass_allreduce(Graph *g);                  /* data-parallel runs only */
 void pass_optimizer(Graph *g, const TrainConfig *t);
 void pass_placement(Graph *g, Device target);

@@ -1,7 +1,8 @@
 /* pipeline.c - the whole compiler as one readable list of passes (QBE's main.c is the model).
  *
- *   autograd -> [allreduce] -> optimizer -> placement -> copies        (graph-wide)
- *   select -> fuse -> schedule -> plan                    (per entry: train_step, grad, eval)
+ *   [autocast] -> autograd -> [accumulate] -> [allreduce] -> optimizer -> placement -> copies
+ *                                                                         (graph-wide)
+ *   select -> fuse -> schedule -> plan    (per entry: train_step, grad, eval, accumulate)
  *
  * With --dump-after=PASS (or --emit ir, which dumps after every pass) the graph is printed
  * after that pass; in test and debug builds the verifier runs after every graph-wide pass. */
@@ -12,7 +13,8 @@
 #include "passes.h"
 
 /* The names --dump-after accepts, in pipeline order. */
-const char *const pipeline_pass_names = "parse autocast autograd allreduce optimizer placement copies fuse schedule plan all";
+const char *const pipeline_pass_names =
+    "parse autocast autograd accumulate allreduce optimizer placement copies fuse schedule plan all";
 
 bool pipeline_has_pass(const char *name) {
     size_t n = strlen(name);
@@ -37,6 +39,8 @@ static const char *skipped_why(const char *pass) {
     if (!strcmp(pass, "autocast"))
         return "it runs only in mixed precision: precision = bf16 or f16 in the train section, --precision bf16 "
                "or f16, or a to(x, bf16) in the model";
+    if (!strcmp(pass, "accumulate"))
+        return "it runs only with gradient accumulation: accumulate = N (N > 1) in the train section";
     if (!strcmp(pass, "allreduce"))
         return "it runs only in data-parallel training: under mpirun -np N, or with --data-parallel";
     if (!strcmp(pass, "autograd") || !strcmp(pass, "optimizer"))
@@ -91,6 +95,10 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     if (g->loss >= 0) {
         pass_autograd(g, &t->scaler);
         if (!after(p, o, "autograd")) return false;
+        if (t->accumulate > 1) { /* micro-batches: each adds its gradients, the last one steps */
+            pass_accumulate(g, t->accumulate);
+            if (!after(p, o, "accumulate")) return false;
+        }
         if (o->data_parallel) {   /* under MPI: gradients averaged over the processes */
             pass_allreduce(g);
             if (!after(p, o, "allreduce")) return false;

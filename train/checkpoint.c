@@ -71,8 +71,10 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
         snprintf(err, n, "%s: not saved: %s (the model diverged; a previous file there is left as it was)", path, why);
         return false;
     }
-    /* a half export holds the parameters only: it is for inference (or PyTorch), not resuming */
-    int total = a->nparams + (half ? 0 : a->nstates);
+    /* a half export holds the parameters only: it is for inference (or PyTorch), not resuming;
+     * gradient sums are not kept (torch's state_dict keeps no .grad: training stops between steps) */
+    int total = a->nparams, kept = 0;
+    for (int i = 0; i < a->nstates && !half; i++) total += a->states[i].role != NNC_ROLE_GRAD_SUM;
     nnc_st_tensor *ts = xcalloc((size_t)total + 1, sizeof *ts);
     char **names = xcalloc((size_t)total + 1, sizeof *names);
     void **owned = xcalloc((size_t)a->nparams + 1, sizeof *owned);
@@ -84,10 +86,12 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
         }
     }
     for (int i = 0; i < a->nstates && !half; i++) {
+        if (a->states[i].role == NNC_ROLE_GRAD_SUM) continue;
         size_t len = strlen(a->states[i].name) + 16;
-        names[i] = xmalloc(len);
-        snprintf(names[i], len, "optimizer.%s", a->states[i].name);
-        to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + i], names[i]);
+        names[kept] = xmalloc(len);
+        snprintf(names[kept], len, "optimizer.%s", a->states[i].name);
+        to_st(&a->states[i], a->state(lm->m, i), a->real_bytes, &ts[a->nparams + kept], names[kept]);
+        kept++;
     }
     char step[32], ep[32], pos[32], seed[32], lsum[40], keys[HPARAM_MAX][64];
     snprintf(step, sizeof step, "%lld", (long long)a->get_step(lm->m));
@@ -105,7 +109,7 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
         meta[nmeta++] = (nnc_st_meta){keys[i], hp->p[i].value};
     }
     int rc = nnc_st_save(path, ts, total, meta, nmeta, err, n);
-    for (int i = 0; i < total; i++) free(names[i]);
+    for (int i = 0; i < kept; i++) free(names[i]);
     for (int i = 0; i < a->nparams; i++) free(owned[i]);
     free(owned);
     free(names);
@@ -211,13 +215,14 @@ static bool load_position(ModelRef *lm, const nnc_st_file *f, const char *path, 
     return true;
 }
 
-/* Which of the model's optimizer state tensors the file lacks.  "lr" is not counted: the
- * trainer writes it from the schedule before every epoch, so the file's value never matters. */
+/* Which of the model's optimizer state tensors the file lacks.  The rate is not counted (the
+ * trainer sets it from the schedule before every epoch or step, so the file's value never
+ * matters), nor gradient sums (never saved). */
 static void count_states(const nnc_model_abi *a, const nnc_st_file *f, CkptInfo *info) {
     for (int i = 0; i < a->nstates; i++) {
         char name[512];
         snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
-        if (!strcmp(a->states[i].name, "lr")) continue;
+        if (a->states[i].role == NNC_ROLE_LR || a->states[i].role == NNC_ROLE_GRAD_SUM) continue;
         info->states++;
         if (nnc_st_find(f, name)) continue;
         if (!info->states_missing++) snprintf(info->first_missing, sizeof info->first_missing, "%s", name);
@@ -243,6 +248,7 @@ bool checkpoint_load(ModelRef *lm, const char *path, bool with_state, TrainPos *
         ok = false;
     }
     for (int i = 0; ok && with_state && i < a->nstates; i++) {
+        if (a->states[i].role == NNC_ROLE_GRAD_SUM) continue;
         char name[512];
         snprintf(name, sizeof name, "optimizer.%s", a->states[i].name);
         ok = load_one(f, path, name, &a->states[i], a->state(lm->m, i), a->real_bytes, false, err, n);

@@ -98,6 +98,7 @@ void hparams_of(Hparams *h, const TrainConfig *t, int64_t global_batch, int epoc
     memset(h, 0, sizeof *h);
     put_optimizer(h, &t->opt);
     put(h, "batch", "%lld", (long long)global_batch);
+    put(h, "accumulate", "%d", t->accumulate > 1 ? t->accumulate : 1);
     put_schedule(h, &t->sched, epochs, steps);
     put(h, "clip_grad_norm", "%s", t->clip_norm > 0 ? num(a, sizeof a, t->clip_norm) : "none");
     put(h, "clip_grad_value", "%s", t->clip_value > 0 ? num(a, sizeof a, t->clip_value) : "none");

@@ -137,6 +137,26 @@ static bool set_step_lr(Run *R) {
     return set_lr(R);
 }
 
+/* Data parallel with gradient accumulation: the group's sum goes through one allreduce,
+ * weighted by each process's share of the group's last micro-batch.  Every batch but an
+ * epoch's last splits alike; when that one splits in other proportions and ends a group of
+ * several, the group's earlier micro-batches take its shares: said once, before training. */
+static void accumulate_shares_note(const Run *R, int64_t n) {
+    int64_t k = R->m->train.accumulate, B = R->gbatch, rem = n % B, batches = (n + B - 1) / B;
+    if (!R->comm || R->size < 2 || k < 2 || !rem || (batches - 1) % k == 0 || R->o->no_write) return;
+    for (int r = 0; r < R->size; r++) {
+        int64_t full = B * (r + 1) / R->size - B * r / R->size, last = rem * (r + 1) / R->size - rem * r / R->size;
+        if (full * rem == last * B) continue;
+        fprintf(stderr,
+                "nnc: note: accumulate = %lld over %d processes: each epoch's last batch (%lld row%s) splits "
+                "unevenly, so the micro-batches of its group are weighted by its shares (process %d: %lld of "
+                "%lld rows, against %lld of %lld); a batch or sample count the processes divide avoids it\n",
+                (long long)k, R->size, (long long)rem, rem == 1 ? "" : "s", r, (long long)last, (long long)rem,
+                (long long)full, (long long)B);
+        return;
+    }
+}
+
 /* A per-step schedule whose length is the run's: warmup_cosine must have steps left to decay. */
 static bool sched_check(const Run *R) {
     const SchedConfig *s = &R->m->train.sched;
@@ -791,48 +811,72 @@ static void poll_upgrade(Run *R) {
     }
 }
 
+/* One batch of `rows` rows from `at` in the epoch's order through `entry` (train_step, or an
+ * accumulate call for a group's earlier micro-batches): this process's share of it, its loss
+ * in *loss and that times its rows in *part.  An accumulate call on a share of nothing is
+ * skipped: it has no collective to take part in, and a row at weight 0 would still add its
+ * gradient to the group's. */
+static bool run_batch(Run *R, const Dataset *d, int entry, int64_t at, int64_t rows, double *loss, double *part) {
+    Share sh = share_of(R, rows);
+    *loss = *part = 0;
+    if (entry == NNC_ENTRY_ACCUM && !sh.mine) return true;
+    int64_t off = at + sh.first;
+    bool ok;
+    if (!R->o->shuffle && R->lm->abi->real_bytes == 4 && dataset_direct(d, off, R->direct)) {
+        void **saved = R->bufs; /* samples in order and already f32/i32: no copy */
+        R->bufs = R->direct;
+        ok = run_step(R, entry, sh.use);
+        R->bufs = saved;
+    } else {
+        gather(R, d, R->perm + off, sh.use);
+        ok = run_step(R, entry, sh.use);
+    }
+    if (!ok) return false;
+    *loss = read_scalar(R->lm, entry, 0);
+    *part = sh.mine ? *loss * (double)sh.mine : 0;
+    return true;
+}
+
 /* Runs one epoch from sample `start` of its order (non-zero when resuming mid-epoch; batches
  * are counted from there, so a resumed run may use another batch size).  `sum0`, when given,
  * is the loss * rows of the samples before `start`, so that the epoch's mean is the whole
- * epoch's, as the uninterrupted run reports it. */
+ * epoch's, as the uninterrupted run reports it.  With accumulate = k each optimizer step takes
+ * k batches (micro-batches: k - 1 accumulate calls, then train_step), and the epoch's last step
+ * takes what is left, as a torch loop that steps at (i + 1) % k == 0 or at the epoch's last
+ * batch; the step's loss is the mean over its rows. */
 static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const double *sum0, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
-    int64_t B = R->gbatch, steps = (d->n - start + B - 1) / B;
+    int64_t B = R->gbatch, k = R->m->train.accumulate > 1 ? R->m->train.accumulate : 1;
+    int64_t batches = (d->n - start + B - 1) / B, steps = (batches + k - 1) / k;
     int64_t done_rows = sum0 ? start : 0;
-    int64_t *perm = R->perm;
     /* a token stream shuffles by drawing random windows (its order stays 0, 1, ...), the rest
      * by a permutation of the samples */
     if (R->o->shuffle && !dataset_windows_draw(d, R->o->seed, epoch))
-        nnc_rng_permutation(perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
+        nnc_rng_permutation(R->perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
     const bool bar = R->o->progress && !R->o->quiet;
     const long log_every = R->o->quiet ? 0 : R->o->log_every;
     double sum = sum0 ? *sum0 : 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;
     R->bar_width = 30;
     R->t_step = train_now() - R->t0;
     for (int64_t s = 0; s < steps; s++) {
-        poll_upgrade(R);
+        poll_upgrade(R); /* between groups: a new build starts with no micro-batch accumulated */
         abi = R->lm->abi;
-        int64_t at = start + s * B, rows = d->n - at < B ? d->n - at : B;
-        done_rows += rows;
-        Share sh = share_of(R, rows);
-        int64_t off = at + sh.first, use = sh.use, mine = sh.mine;
-        bool ok;
         if (!set_step_lr(R)) return false;
-        if (!R->o->shuffle && abi->real_bytes == 4 && dataset_direct(d, off, R->direct)) {
-            void **saved = R->bufs;   /* samples in order and already f32/i32: no copy */
-            R->bufs = R->direct;
-            ok = run_step(R, NNC_ENTRY_TRAIN, use);
-            R->bufs = saved;
-        } else {
-            gather(R, d, perm + off, use);
-            ok = run_step(R, NNC_ENTRY_TRAIN, use);
+        int64_t first = s * k, nmicro = batches - first < k ? batches - first : k, at = 0, rows = 0, group = 0;
+        double loss = 0, part, parts = 0;
+        for (int64_t j = 0; j < nmicro; j++) {
+            at = start + (first + j) * B, rows = d->n - at < B ? d->n - at : B;
+            if (!run_batch(R, d, j + 1 < nmicro ? NNC_ENTRY_ACCUM : NNC_ENTRY_TRAIN, at, rows, &loss, &part))
+                return false;
+            parts += part;
+            group += rows;
         }
-        if (!ok) return false;
-        double loss = read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
-        if (R->size > 1) {   /* the batch's loss, and a stop any process was asked for: for all */
-            double v[3] = {mine ? loss * (double)mine : 0, interrupted != 0, interrupted == SIGTERM};
+        done_rows += group;
+        if (nmicro > 1 || R->size > 1) loss = parts / (double)group; /* one batch alone: its loss as read */
+        if (R->size > 1) { /* the step's loss, and a stop any process was asked for: for all */
+            double v[3] = {parts, interrupted != 0, interrupted == SIGTERM};
             if (!comm_sum(R->comm, v, 3)) return false;
-            loss = v[0] / (double)rows;
+            loss = v[0] / (double)group;
             if (v[1] > 0) interrupted = v[2] > 0 ? SIGTERM : SIGINT;
         }
         int64_t gstep = abi->get_step(R->lm->m);
@@ -845,7 +889,7 @@ static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const doub
                     isnan(loss) ? "NaN" : "infinite", epoch, (long long)gstep);
             return false;
         }
-        sum += loss * (double)rows;
+        sum += loss * (double)group;
         R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed, true, sum};
         if (R->metrics) {
             metric_open(R, "step");
@@ -1152,7 +1196,8 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     for (int k = 0; k < lm->abi->noutputs[NNC_ENTRY_TRAIN]; k++)
         if (!strcmp(lm->abi->outputs[NNC_ENTRY_TRAIN][k].name, "grad_norm")) R.norm_out = k;
     R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
-    R.steps = (int64_t)o->epochs * ((train.n + R.gbatch - 1) / R.gbatch);
+    int64_t k = m->train.accumulate > 1 ? m->train.accumulate : 1;
+    R.steps = (int64_t)o->epochs * (((train.n + R.gbatch - 1) / R.gbatch + k - 1) / k);
     if (o->run_steps) *o->run_steps = R.steps;
     hparams_of(&R.hp, &m->train, R.gbatch, o->epochs, R.steps);
     if (!o->keep_params) {
@@ -1179,6 +1224,7 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     if (R.comm && lm->abi->set_comm) lm->abi->set_comm(lm->m, comm_abi(R.comm));
     if (R.comm && !same_start(&R)) rc = 1;
     if (!rc && !o->eval_only && o->bench_steps <= 0 && !sched_check(&R)) rc = 1;
+    if (!rc && !o->eval_only && o->bench_steps <= 0) accumulate_shares_note(&R, train.n);
     if (rc) {
     } else if (o->metrics_path &&
                !(R.metrics = metrics_open(o->metrics_path, continuing ? lm->abi->get_step(lm->m) : -1))) {

@@ -106,7 +106,7 @@ bool checkpoint_save(const ModelRef *lm, const char *path, const TrainPos *tp, i
 bool checkpoint_params_finite(const ModelRef *lm, char *err, size_t n);
 /* What checkpoint_load found besides the tensors it loaded. */
 typedef struct {
-    int states;                 /* the model's optimizer state tensors (not "lr": the trainer sets it every epoch) */
+    int states; /* the model's optimizer state tensors (not the rate, which the trainer sets, nor gradient sums) */
     int states_missing;         /* how many of them the file lacks (a parameters-only export, another program's file) */
     char first_missing[512];    /* the first of those, as the file would name it: "optimizer.w1.exp_avg" */
     bool has_hparams;           /* the file records hyperparameters: */

@@ -83,7 +83,9 @@ static void header_api(const Program *p, const char *rt, const char *params, Str
                        "const nnc_model_abi *@_abi(void);\n"
                        "@_t *@_create(void);\n@_t *@_create_in(void *mem, size_t bytes);\nvoid @_free(@_t *m);\n"
                        "size_t @_memory_bytes(void);\nint @_init(@_t *m, uint64_t seed);\n", mn);
-    for (int k = 0; k < ENTRY_COUNT; k++) str_printf(h, "int %s_%s(%s_t *m, %sint64_t n);\n", mn, p->entry[k].name, mn, params);
+    for (int k = 0; k < ENTRY_COUNT; k++)
+        if (k != ENTRY_ACCUM || p->entry[k].nlaunch || p->entry[k].noutputs)
+            str_printf(h, "int %s_%s(%s_t *m, %sint64_t n);\n", mn, p->entry[k].name, mn, params);
     render_template(h, "float @_loss(@_t *m);\n", mn);
     str_printf(h, "const %s *%s_output(%s_t *m, const char *name);\n", rt, mn, mn);
     str_printf(h, "%s *%s_param(%s_t *m, const char *name, int64_t *numel);\n", rt, mn, mn);

@@ -575,7 +575,7 @@ static void helper_ptr(const Kernel *k, HelperPtr p) {
     switch (p.kind) {
     case HPTR_NODE: c_ptr(k, k->s, p.node); break;
     case HPTR_SCRATCH: str_printf(k->s, "(m->act + %lld)", (long long)p.off); break;
-    case HPTR_STEP: str_puts(k->s, "(const int64_t[2]){m->step, (int64_t)m->seed}"); break;
+    case HPTR_STEP: str_puts(k->s, "(const int64_t[3]){m->step, (int64_t)m->seed, m->micro}"); break;
     case HPTR_ERR: str_puts(k->s, "err"); break; /* helper_error_check's record */
     }
 }
@@ -720,7 +720,7 @@ const KernelDialect dialect_c = {
     .value = "real",
     .inf = "INFINITY",                  /* math.h's */
     /* the model struct, spelled here alone: the host code around the kernels owns it */
-    .step = "m->step", .status = "m->status", .msg = "m->msg", .ptr = c_ptr,
+    .step = "m->step", .micro = "m->micro", .status = "m->status", .msg = "m->msg", .ptr = c_ptr,
     .qual = {" ", " restrict "},        /* restrict lets the compiler vectorize flat loops */
     .prelude = c_prelude,
     .open = c_open,

@@ -68,12 +68,12 @@ static void render_launch_lists(const Program *p, const nnc_model_desc *d, Str *
         for (int i = 0; i < e->nlaunch; i++) str_printf(s, "%s%s_%s_%d", i ? ", " : "", mn, e->name, i);
         str_puts(s, "};\n");
     }
-    str_printf(s, "static const %s_launch_fn *const %s_lists[3] = {", mn, mn);
+    str_printf(s, "static const %s_launch_fn *const %s_lists[NNC_ENTRY_COUNT] = {", mn, mn);
     for (int k = 0; k < ENTRY_COUNT; k++)
         if (d->entry[k].present && p->entry[k].nlaunch)
             str_printf(s, "%s%s_%s_launches", k ? ", " : "", mn, p->entry[k].name);
         else str_printf(s, "%sNULL", k ? ", " : "");
-    str_printf(s, "};\nstatic const int %s_counts[3] = {", mn);
+    str_printf(s, "};\nstatic const int %s_counts[NNC_ENTRY_COUNT] = {", mn);
     for (int k = 0; k < ENTRY_COUNT; k++)
         str_printf(s, "%s%d", k ? ", " : "", d->entry[k].present ? p->entry[k].nlaunch : 0);
     str_puts(s, "};\n");
@@ -82,7 +82,7 @@ static void render_launch_lists(const Program *p, const nnc_model_desc *d, Str *
 static const char launch_access_text[] =
     "int @_launch(void *inst, int entry, int k, const void *const *in, int64_t B) {\n"
     "    nnc_rt *rt = inst;\n"
-    "    if (entry < 0 || entry > 2 || k < 0 || k >= @_counts[entry])\n"
+    "    if (entry < 0 || entry >= NNC_ENTRY_COUNT || k < 0 || k >= @_counts[entry])\n"
     "        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, \"no launch %d in entry %d\", k, entry);\n"
     "    struct @_frame m = @_frame_of(rt);\n"
     "    @_lists[entry][k](&m, in, B);\n"

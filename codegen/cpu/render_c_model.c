@@ -32,6 +32,7 @@ static const char frame_text[] =
     "    real *params, *state, *act;\n"
     "    const nnc_comm *comm;   /* the host's collectives (a data-parallel step), or NULL */\n"
     "    int64_t step;\n"
+    "    int64_t micro;          /* accumulate calls since the last step (nnc_rt.micro) */\n"
     "    uint64_t seed;\n"
     "    int status;\n"
     "    char msg[NNC_RT_MSG_LEN];\n"
@@ -75,19 +76,20 @@ static const char cpu_device_text[] =
 /* The runtime calls only entries that exist (nnc_entry_desc.present), with checked inputs. */
 static void render_cpu_device(Str *s, const Program *p, const nnc_model_desc *d) {
     const char *mn = model_c_name(p);
-    render_template(s,
-                    "\n/* ---- the CPU as the runtime's device: host memory, entries called directly ---- */\n"
-                    "static const nnc_model_desc @_desc;\n"
-                    "static struct @_frame @_frame_of(nnc_rt *rt) {\n"
-                    "    struct @_frame m = {\n"
-                    "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE],\n"
-                    "        (real *)rt->host[NNC_BLOCK_ACT], rt->comm, rt->step, rt->seed, 0, {0},\n"
-                    "    };\n"
-                    "    return m;\n"
-                    "}\n"
-                    "static int @_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
-                    "    static int (*const entries[3])(struct @_frame *, const void *const *, int64_t) = {",
-                    mn);
+    render_template(
+        s,
+        "\n/* ---- the CPU as the runtime's device: host memory, entries called directly ---- */\n"
+        "static const nnc_model_desc @_desc;\n"
+        "static struct @_frame @_frame_of(nnc_rt *rt) {\n"
+        "    struct @_frame m = {\n"
+        "        (real *)rt->host[NNC_BLOCK_PARAMS], (real *)rt->host[NNC_BLOCK_STATE],\n"
+        "        (real *)rt->host[NNC_BLOCK_ACT], rt->comm, rt->step, rt->micro, rt->seed, 0, {0},\n"
+        "    };\n"
+        "    return m;\n"
+        "}\n"
+        "static int @_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {\n"
+        "    static int (*const entries[NNC_ENTRY_COUNT])(struct @_frame *, const void *const *, int64_t) = {",
+        mn);
     for (int k = 0; k < ENTRY_COUNT; k++) {
         if (d->entry[k].present) str_printf(s, "%s_run_%s", mn, d->entry[k].name);
         else str_puts(s, "NULL");
@@ -107,13 +109,15 @@ static void print_string(Str *s, const char *text) {
 static void print_infos(Str *s, const char *mn, const char *what, const nnc_tensor_info *t, int n) {
     static const char *const types[] = {"NNC_TYPE_F32", "NNC_TYPE_I32", "NNC_TYPE_F64", "NNC_TYPE_BF16",
                                         "NNC_TYPE_F16"};
+    static const char *const roles[] = {"NNC_ROLE_NONE",      "NNC_ROLE_LOSS", "NNC_ROLE_MEAN", "NNC_ROLE_COUNT",
+                                        "NNC_ROLE_GRAD_NORM", "NNC_ROLE_GRAD", "NNC_ROLE_LR",   "NNC_ROLE_GRAD_SUM"};
     str_printf(s, "static const nnc_tensor_info %s_%s[] = {\n", mn, what);
     for (int i = 0; i < n; i++) {
         str_puts(s, "    {");
         print_string(s, t[i].name);
         str_printf(s, ", %s, %d, {", types[t[i].dtype], t[i].rank);
         for (int j = 0; j < t[i].rank; j++) str_printf(s, "%s%lld", j ? ", " : "", (long long)t[i].dims[j]);
-        str_puts(s, t[i].rank ? "}},\n" : "0}},\n");
+        str_printf(s, "%s}, %s},\n", t[i].rank ? "" : "0", roles[t[i].role]);
     }
     str_puts(s, "    {0}\n};\n");
 }
@@ -153,7 +157,9 @@ static void print_desc(Str *s, const char *mn, const nnc_model_desc *d) {
     str_printf(s, ", .real_bytes = %d, .batch_max = %lld,\n", A->real_bytes, (long long)A->batch_max);
     str_printf(s, "        .ninputs = %d, .nparams = %d, .nstates = %d,\n", A->ninputs, A->nparams, A->nstates);
     render_template(s, "        .inputs = @_inputs, .params = @_params, .states = @_states,\n", mn);
-    str_printf(s, "        .noutputs = {%d, %d, %d},\n        .outputs = {", A->noutputs[0], A->noutputs[1], A->noutputs[2]);
+    str_puts(s, "        .noutputs = {");
+    for (int k = 0; k < ENTRY_COUNT; k++) str_printf(s, "%s%d", k ? ", " : "", A->noutputs[k]);
+    str_puts(s, "},\n        .outputs = {");
     for (int k = 0; k < ENTRY_COUNT; k++) str_printf(s, "%s%s_%s_outputs", k ? ", " : "", mn, d->entry[k].name);
     str_printf(s, "},\n        .param_bytes = %zu, .state_bytes = %zu, .act_bytes = %zu, .collectives = %d,\n",
                A->param_bytes, A->state_bytes, A->act_bytes, A->collectives);
@@ -200,8 +206,8 @@ static const char typed_api_text[] =
 
 /* NAME_train_step(m, x, y, n), NAME_grad and NAME_eval: the inputs by name, then the batch.
  * in_NAME: no input name can collide with a keyword or the function's m, n and in. */
-static void render_typed_entries(Str *s, const Program *p) {
-    static const char *const nnc_entry[] = {"NNC_ENTRY_TRAIN", "NNC_ENTRY_GRAD", "NNC_ENTRY_EVAL"};
+static void render_typed_entries(Str *s, const Program *p, const nnc_model_desc *d) {
+    static const char *const nnc_entry[] = {"NNC_ENTRY_TRAIN", "NNC_ENTRY_GRAD", "NNC_ENTRY_EVAL", "NNC_ENTRY_ACCUM"};
     const char *mn = model_c_name(p);
     Str params = {0}, args = {0};
     str_puts(&params, "");
@@ -213,8 +219,11 @@ static void render_typed_entries(Str *s, const Program *p) {
         str_printf(&args, "in_%s, ", n->name);
     }
     for (int k = 0; k < ENTRY_COUNT; k++)
-        str_printf(s, "int %s_%s(%s_t *m, %sint64_t n) {\n    const void *in[] = {%sNULL};\n    return nnc_rt_run_typed(m, %s, in, n);\n}\n",
-                   mn, p->entry[k].name, mn, params.buf, args.buf, nnc_entry[k]);
+        if (k != ENTRY_ACCUM || d->entry[k].present) /* NAME_accumulate: models built to accumulate */
+            str_printf(
+                s,
+                "int %s_%s(%s_t *m, %sint64_t n) {\n    const void *in[] = {%sNULL};\n    return nnc_rt_run_typed(m, %s, in, n);\n}\n",
+                mn, p->entry[k].name, mn, params.buf, args.buf, nnc_entry[k]);
     str_free(&params);
     str_free(&args);
 }
@@ -224,5 +233,5 @@ void render_c_model(Str *s, const Program *p, const nnc_model_desc *d) {
     render_cpu_device(s, p, d);
     render_description(s, mn, d);
     render_template(s, typed_api_text, mn);
-    render_typed_entries(s, p);
+    render_typed_entries(s, p, d);
 }

@@ -124,7 +124,8 @@ static bool upload_step(CudaModel *m) {
         CU(cu.CtxSetCurrent(g->ctx));
         g->hStep[0] = m->rt->step;
         g->hStep[1] = (long long)m->rt->seed;   /* dropout masks read it next to the step */
-        CU(cu.MemcpyHtoDAsync(g->dStep, g->hStep, 2 * sizeof *g->hStep, g->st));
+        g->hStep[2] = m->rt->micro;
+        CU(cu.MemcpyHtoDAsync(g->dStep, g->hStep, 3 * sizeof *g->hStep, g->st));
         CU(cu.StreamSynchronize(g->st));
     }
     CU(cu.CtxSetCurrent(m->cur->ctx));
@@ -329,6 +330,7 @@ static char *get_cubin(const Program *p, const BuildOpts *o, const char *src, co
 static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleLoadData(&m->cur->mod, cubin));
     CU(cu.ModuleGetFunction(&m->cur->step_inc, m->cur->mod, "nnc_step_inc"));
+    CU(cu.ModuleGetFunction(&m->cur->micro_next, m->cur->mod, "nnc_micro_next"));
     if (m->check_numerics) CU(cu.ModuleGetFunction(&m->cur->check_fn, m->cur->mod, "nnc_check_finite"));
     if (program_has_helpers(m->p))
         for (int h = 0; h < HP_COUNT; h++)
@@ -370,7 +372,7 @@ static bool alloc_gpu(CudaModel *m, int k) {
     CU(cu.MemAllocHost((void **)&g->hFirst, 64));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(g->blas, (void *)g->dWork, BLAS_WORKSPACE));
-    CU(cu.MemAllocHost((void **)&g->hStep, 2 * sizeof *g->hStep));
+    CU(cu.MemAllocHost((void **)&g->hStep, 3 * sizeof *g->hStep));
     CU(cu.MemAllocHost((void **)&g->hErr, 64));
     memset(g->hErr, 0, 64);
     return true;

@@ -477,6 +477,15 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         ok = ok && (!m->timing || cuda_profile_mark(m, e, k, true));
         if (!ok || (m->check_numerics && !check_launch(m, e, k, B))) return false;
     }
+    /* gradient accumulation: the device's micro (nnc_rt_call keeps the host's) */
+    bool micro = m->p->entry[ENTRY_ACCUM].nlaunch > 0 && (e->kind == ENTRY_TRAIN || e->kind == ENTRY_ACCUM);
+    for (int i = 0; micro && i < NNC_MAX_GPUS; i++) {
+        Gpu *g = &m->gpu[i];
+        if (!g->used || !use_gpu(m, g)) continue;
+        int reset = e->kind == ENTRY_TRAIN;
+        void *args[] = {&g->dStep, &reset};
+        CU(cu.LaunchKernel(g->micro_next, 1, 1, 1, 32, 1, 1, 0, g->st, args, NULL));
+    }
     for (int i = 0; m->has_ce[e->kind] && i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->used || !use_gpu(m, g)) continue;

@@ -121,7 +121,7 @@ typedef struct {
     CUmodule mod;
     CUstream st;
     cublasHandle_t blas;
-    CUfunction *fn[ENTRY_COUNT], step_inc, check_fn;
+    CUfunction *fn[ENTRY_COUNT], step_inc, micro_next, check_fn;
     CUfunction helper[HP_COUNT]; /* codegen/helpers.c's helpers, when the model has any */
     CUdeviceptr dFirst; /* --check-numerics: the first non-finite index found */
     unsigned long long *hFirst; /* ... read back (pinned) */
@@ -129,7 +129,7 @@ typedef struct {
     int64_t lo[NNC_BLOCK_COUNT]; /* bytes of the whole block where its range starts */
     size_t bytes[NNC_BLOCK_COUNT]; /* ... and its size */
     CUdeviceptr dStep, dErr, dWork;
-    long long *hStep; /* pinned staging for the step counter and the seed */
+    long long *hStep; /* pinned staging for the step counter, the seed and micro */
     int *hErr; /* pinned error flag readback */
 } Gpu;
 

@@ -185,6 +185,7 @@ const KernelDialect dialect_cuda = {
     .value = "const real",
     .inf = "NNC_INF",                   /* the prelude's: NVRTC has no math.h */
     .step = "(*stepp)",                 /* on the device, for CUDA graph replays */
+    .micro = "stepp[2]",                /* after the seed: backend_cuda.c's step slot */
     .qual = {"", ""},
     .ptr = cuda_ptr,
     .prelude = cuda_prelude, .open = cuda_open,

@@ -32,6 +32,12 @@ static const char step_inc[] =
     "/* The train step's first launch: the optimizer step counter lives on the device. */\n"
     "extern \"C\" __global__ void nnc_step_inc(int64_t *stepp) {\n"
     "    if (threadIdx.x == 0 && blockIdx.x == 0) stepp[0] += 1;\n"
+    "}\n"
+    "\n"
+    "/* With gradient accumulation, the last launch of an accumulate call (one more micro-batch in\n"
+    " * the group) and of a train_step (a new group): stepp[2] is nnc_rt.micro on the device. */\n"
+    "extern \"C\" __global__ void nnc_micro_next(int64_t *stepp, int reset) {\n"
+    "    if (threadIdx.x == 0 && blockIdx.x == 0) stepp[2] = reset ? 0 : stepp[2] + 1;\n"
     "}\n";
 
 /* --check-numerics: the lowest index of a NaN or Inf in q[0, n), by exponent bits (immune to

@@ -24,7 +24,7 @@ from ctypes import POINTER, c_double, c_float, c_int32, c_ubyte, c_void_p, cast,
 import numpy as np
 
 from . import _lib
-from ._lib import ENTRY_EVAL, ENTRY_GRAD, ENTRY_TRAIN, SYNC_TO_DEVICE, SYNC_TO_HOST, TYPE_I32, lib
+from ._lib import ENTRY_ACCUM, ENTRY_EVAL, ENTRY_GRAD, ENTRY_TRAIN, SYNC_TO_DEVICE, SYNC_TO_HOST, TYPE_I32, lib
 
 __all__ = ["compile", "load", "Model", "Error", "__version__"]
 __version__ = lib.nnc_version().decode()
@@ -311,6 +311,14 @@ class Model:
         batch = self._run(ENTRY_TRAIN, args, inputs)
         return self._output(ENTRY_TRAIN, 0, batch)
 
+    def accumulate(self, *args, **inputs):
+        """With `accumulate = k` in the train section: one micro-batch's forward and backward, its
+        gradients (of loss / k) added to the group's, no update; train_step on the group's last
+        micro-batch then steps with the sum, as a torch loop of (loss / k).backward() per
+        micro-batch and one opt.step().  Returns the micro-batch's loss."""
+        batch = self._run(ENTRY_ACCUM, args, inputs)
+        return self._output(ENTRY_ACCUM, 0, batch)
+
     def eval(self, *args, **inputs):
         """The forward pass with no gradients (dropout off, batch norm's running statistics), as
         `no_grad` evaluation: {"loss": float, metric: float, output: array, ...} for this batch.
@@ -380,6 +388,8 @@ class Model:
                                                           if optimizer else [])
         for prefix, infos, get in groups:
             for i, info in enumerate(infos):
+                if info.role == _lib.ROLE_GRAD_SUM:   # a group's gradient sum: checkpoints keep none
+                    continue
                 raw, dtype, shape = self._tensor(info, get(self._m, i))
                 out[prefix + info.name.decode()] = raw.view(dtype).reshape(shape).copy()
         out.metadata = {"nnc_step": str(self.step)}
@@ -393,7 +403,7 @@ class Model:
         self._check_open()
         targets = {info.name.decode(): (info, self._abi.param, i) for i, info in enumerate(self._params)}
         targets.update({"optimizer." + info.name.decode(): (info, self._abi.state, i)
-                        for i, info in enumerate(self._states)})
+                        for i, info in enumerate(self._states) if info.role != _lib.ROLE_GRAD_SUM})
         unexpected = [k for k in state if k not in targets]
         missing = [info.name.decode() for info in self._params if info.name.decode() not in state]
         if strict and (unexpected or missing):

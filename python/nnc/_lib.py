@@ -9,13 +9,14 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_
                     c_uint64, c_ulonglong, c_void_p)
 
 ABI_VERSION = 3
-ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL = 0, 1, 2
+ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM = 0, 1, 2, 3
 TYPE_F32, TYPE_I32, TYPE_F64 = 0, 1, 2
 SYNC_TO_DEVICE, SYNC_TO_HOST = 0, 1
+ROLE_GRAD_SUM = 7   # nnc_tensor_info.role of a gradient sum (accumulate), which checkpoints leave out
 
 
 class TensorInfo(Structure):
-    _fields_ = [("name", c_char_p), ("dtype", c_int), ("rank", c_int), ("dims", c_int64 * 4)]
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("rank", c_int), ("dims", c_int64 * 4), ("role", c_int)]
 
 
 class ModelABI(Structure):
@@ -24,7 +25,7 @@ class ModelABI(Structure):
         ("abi_version", c_uint32), ("name", c_char_p), ("real_bytes", c_int), ("batch_max", c_int64),
         ("ninputs", c_int), ("nparams", c_int), ("nstates", c_int),
         ("inputs", POINTER(TensorInfo)), ("params", POINTER(TensorInfo)), ("states", POINTER(TensorInfo)),
-        ("noutputs", c_int * 3), ("outputs", POINTER(TensorInfo) * 3),
+        ("noutputs", c_int * 4), ("outputs", POINTER(TensorInfo) * 4),
         ("param_bytes", c_size_t), ("state_bytes", c_size_t), ("act_bytes", c_size_t),
         ("create", CFUNCTYPE(c_void_p, c_void_p)), ("destroy", CFUNCTYPE(None, c_void_p)),
         ("init", CFUNCTYPE(None, c_void_p, c_uint64)),

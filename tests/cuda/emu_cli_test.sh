@@ -5,7 +5,7 @@
 #   (NNC_EMU_FAULT_GEMM, NNC_EMU_FAULT_KERNEL); --check-numerics names the op and line on CUDA as on the
 #   CPU; a round trip through the host trains as on the CPU; --strict-devices
 #   refuses implicit crossings and accepts to(x, cuda); an embedding index out of range is
-#   refused; a convolutional model passes --check-against cpu.
+#   refused; a convolutional model passes --check-against cpu, and so does gradient accumulation.
 set -u
 nnc=$1; here=$(cd "$(dirname "$0")" && pwd); models=$here/../../models
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -25,6 +25,9 @@ NNC_EMU_FAULT_GEMM=3 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --
 has "first differ at matmul (forward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 2"
 NNC_EMU_FAULT_GEMM=2 bad "$nnc" "$models/linreg.nn" --target cuda --epochs 20 --check-against cpu
 has "first differ at matmul (backward, .*linreg.nn:10:10, launch [0-9]* of train_step) in step 1: .*tolerance"
+# gradient accumulation: accumulate calls and train steps alike, dropout's masks per micro-batch
+ok "$nnc" "$here/accumulate.nn" --target cuda --epochs 2 --check-against cpu
+has "check-against cpu: 6 steps, [0-9]* values compared launch by launch"
 
 # A wrong value planted in each kernel of a classifier's step in turn (elementwise ops, their
 # gradients, reductions, softmax, log_softmax, cross-entropy and theirs, the update): each

@@ -97,6 +97,19 @@ def main():
     d = tempfile.mkdtemp()
     try:
         single([MODEL, "--metrics", "one.jsonl", "--save", "one.st", "--target", "cpu"], d)
+        # gradient accumulation: one allreduce per optimizer step, of the group's sum; batch 40
+        # splits alike over 2 processes, and 25 batches make groups of 4 and a last one of 1
+        acc = os.path.join(d, "acc.nn")
+        with open(MODEL) as f, open(acc, "w") as g:
+            g.write(f.read().replace("batch = 37", "batch = 40\n    accumulate = 4"))
+        single([acc, "--metrics", "acc1.jsonl", "--save", "acc1.st", "--target", "cpu"], d)
+        if "--cuda" in sys.argv:
+            mpirun(2, [acc, "--target", "cuda", "--metrics", "acc2.jsonl", "--save", "acc2.st"], d)
+        else:
+            mpirun(2, [acc, "--metrics", "acc2.jsonl", "--save", "acc2.st"], d)
+        same_run(os.path.join(d, "acc2.jsonl"), os.path.join(d, "acc1.jsonl"), "accumulate = 4, 2 processes")
+        same_checkpoint(os.path.join(d, "acc2.st"), os.path.join(d, "acc1.st"), "accumulate = 4, 2 processes")
+        check(len(read_metrics(os.path.join(d, "acc1.jsonl"))[0]) == 3 * 7, "accumulate = 4: 7 steps an epoch")
         if "--cuda" in sys.argv:   # NCCL (the emulator's, over MPI), then through host memory
             for backend, says in (("nccl", "by NCCL on the GPUs"), ("mpi", "through host memory by MPI")):
                 args = [MODEL, "--target", "cuda", "--dist-backend", backend, "--metrics", backend + ".jsonl",
@@ -117,6 +130,14 @@ def main():
             _, meta = load_safetensors(os.path.join(d, "p%d.st" % n))
             check(meta.get("nnc_batch") == "37", "%d processes: the checkpoint records the global batch, 37 (%s)"
                   % (n, meta.get("nnc_batch")))
+
+        # batch 37 over 3 processes, accumulate = 4: the epoch's last batch (1 row) ends a group of
+        # 4 and splits otherwise than the others: said before training
+        with open(MODEL) as f, open(os.path.join(d, "acc37.nn"), "w") as g:
+            g.write(f.read().replace("batch = 37", "batch = 37\n    accumulate = 4"))
+        r = mpirun(3, [os.path.join(d, "acc37.nn"), "--epochs", "1"], d)
+        check("each epoch's last batch (1 row) splits unevenly" in r.stderr,
+              "accumulate with an uneven last batch: a note (%s)" % r.stderr.strip()[-300:])
 
         # clip_grad_norm: the norm of the averaged gradients (as DDP then clip_grad_norm_), the
         # same in every process; SGD, which (unlike Adam) a uniform scale of the gradients moves

@@ -2,7 +2,7 @@
  * .npy files, and write every output of that entry as OUTDIR/NAME.npy (float64 or int32).
  *
  *   run_model MODEL.nn OUTDIR [--f64] [--no-fuse] [--cuda] [--precision f32|bf16|f16]
- *             [--entry eval|grad|eval,grad] [--seed N]
+ *             [--entry eval|grad|eval,grad|accumulate,grad] [--seed N]
  *             [--load-params P0.npy,P1.npy,...] IN0.npy IN1.npy ...
  *
  * Inputs are given in the order the model declares them, already in the model's dtype
@@ -59,7 +59,8 @@ static int write_npy(const char *path, const char *descr, const nnc_tensor_info 
 }
 
 /* Runs one entry and writes its outputs; grad and eval leave the parameters as they are, so
- * "--entry eval,grad" gives the forward outputs and the gradients of one compile. */
+ * "--entry eval,grad" gives the forward outputs and the gradients of one compile, and
+ * "accumulate,grad" the gradients with one micro-batch's accumulated before (accumulate = k). */
 static int run_entry(const nnc_model_abi *abi, void *m, int entry, const void *const *in, int64_t batch,
                      const char *outdir) {
     if (abi->run(m, entry, in, batch)) {
@@ -90,7 +91,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     nnc_options o = nnc_default_options();
-    int entries[2] = {NNC_ENTRY_EVAL}, nentries = 1;
+    int entries[3] = {NNC_ENTRY_EVAL}, nentries = 1;
     unsigned long long seed = 0;
     const char *load = NULL;
     const char *inputs[16];
@@ -106,7 +107,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--entry") && i + 1 < argc) {
             const char *v = argv[++i];
             nentries = 0;
-            if (!strncmp(v, "eval", 4)) entries[nentries++] = NNC_ENTRY_EVAL;
+            if (!strncmp(v, "accumulate", 10)) entries[nentries++] = NNC_ENTRY_ACCUM;
+            if (strstr(v, "eval")) entries[nentries++] = NNC_ENTRY_EVAL;
             if (strstr(v, "grad")) entries[nentries++] = NNC_ENTRY_GRAD;
             if (!nentries) entries[nentries++] = NNC_ENTRY_EVAL;
         }

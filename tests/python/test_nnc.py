@@ -150,6 +150,30 @@ def test_set_lr_matches_the_command(tmp_path):
         nnc.compile(tmp_path / "c.nn").set_lr(0.1)
 
 
+def test_accumulate_matches_the_command(tmp_path):
+    """accumulate = 2: a loop of accumulate on a group's first micro-batch and train_step on its
+    last gives the command's step losses (each the mean of its group's); the epoch's last group
+    (60 rows in batches of 16: 4 batches, then 2 groups) is whole here.  A model built without
+    accumulation has no such entry."""
+    x, y = write_data(tmp_path)
+    (tmp_path / "m.nn").write_text(npy_model(tmp_path).replace("minimize loss", "accumulate = 2\n    minimize loss"))
+    cli(tmp_path / "m.nn", "--quiet", "--metrics", tmp_path / "cli.jsonl")
+    want = [r["loss"] for r in records(tmp_path / "cli.jsonl") if r["type"] == "step"]
+    m = nnc.compile(tmp_path / "m.nn")
+    got = []
+    for _ in range(2):
+        for g in (0, 32):
+            a = m.accumulate(x=x[g:g + 16], y=y[g:g + 16])
+            rows = min(g + 32, 60) - (g + 16)
+            b = m.train_step(x=x[g + 16:g + 16 + rows], y=y[g + 16:g + 16 + rows])
+            got.append((a * 16 + b * rows) / (16 + rows))
+    assert len(want) == 4 and m.step == 4
+    assert np.allclose(got, want, rtol=1e-6, atol=0)
+    (tmp_path / "c.nn").write_text(npy_model(tmp_path))
+    with pytest.raises(nnc.Error, match="no such entry"):
+        nnc.compile(tmp_path / "c.nn").accumulate(x=x[:16], y=y[:16])
+
+
 def test_eval_and_grad(tmp_path):
     x, y = write_data(tmp_path)
     (tmp_path / "m.nn").write_text(npy_model(tmp_path))

@@ -99,6 +99,17 @@ CONFIGS = [
     ("sgd_no_decay_names", "sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.05, no_decay = [\"ln.\", \"fc2.bias\"])", "",
      dict(opt="sgd", lr=0.05, momentum=0.9, wd=0.05, epochs=2, batch=8,
           no_decay_names={"ln.weight", "ln.bias", "fc2.bias"})),
+    # gradient accumulation: 5 batches an epoch in groups of 3 (the last group 2 batches), of 4
+    # (7 batches of 6 rows, the last of 4: groups 4, 3), and nanoGPT's whole recipe
+    ("accumulate", "adamw(lr = 0.02, weight_decay = 0.1)", "accumulate = 3",
+     dict(opt="adamw", lr=0.02, wd=0.1, epochs=2, batch=8, accumulate=3)),
+    ("accumulate_sgd_short_batch", "sgd(lr = 0.05, momentum = 0.9)", "accumulate = 4",
+     dict(opt="sgd", lr=0.05, momentum=0.9, epochs=2, batch=6, accumulate=4)),
+    ("gpt_recipe", "adamw(lr = 0.02, betas = (0.9, 0.95), weight_decay = 0.1, no_decay = [bias, norm])",
+     "lr_schedule = warmup_cosine(warmup = 2, max_steps = 6, min_lr = 0.002)\naccumulate = 2\nclip_grad_norm = 0.5",
+     dict(opt="adamw", lr=0.02, betas=(0.9, 0.95), wd=0.1, epochs=2, batch=6, accumulate=2, clip_norm=0.5,
+          no_decay_names={"fc1.bias", "ln.weight", "ln.bias", "fc2.bias"},
+          lr_of=lambda it: get_lr(it, 0.02, 2, 6, 0.002))),
 ]
 
 
@@ -137,7 +148,7 @@ def torch_train(cfg, X, Y, init):
     sched = torch_scheduler(torch, cfg, opt)
     k, B = cfg.get("accumulate", 1), cfg["batch"]
     Xt, Yt = torch.tensor(X, dtype=torch.float64), torch.tensor(Y, dtype=torch.float64)
-    losses, rates, it = [], [], 0
+    losses, rates, it, clipped = [], [], 0, 0
     for _ in range(cfg["epochs"]):
         batches = [(Xt[i:i + B], Yt[i:i + B]) for i in range(0, N, B)]
         for g0 in range(0, len(batches), k):
@@ -152,11 +163,16 @@ def torch_train(cfg, X, Y, init):
                 (loss / k).backward()
                 total += loss.item() * len(x)
                 rows += len(x)
+            if "clip_norm" in cfg:
+                norm = torch.nn.utils.clip_grad_norm_([p[n] for n in NAMES], cfg["clip_norm"]).item()
+                clipped += norm > cfg["clip_norm"]
             opt.step()
             if sched:
                 sched.step()
             losses.append(total / rows)
             it += 1
+    if "clip_norm" in cfg and not clipped:
+        raise RuntimeError("the config never clips: the test would not see clipping of the group's sum")
     state = {n: {s: v.detach().numpy().copy() for s, v in opt.state[p[n]].items() if s != "step"} for n in NAMES}
     return losses, rates, {n: p[n].detach().numpy().copy() for n in NAMES}, state
 

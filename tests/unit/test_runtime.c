@@ -20,13 +20,14 @@
 #define NNC_RUNTIME_IMPLEMENTATION
 #include "nnc_runtime.h"
 
-static const nnc_tensor_info toy_inputs[] = {{"x", NNC_TYPE_F32, 2, {-1, 2}}, {0}};
-static const nnc_tensor_info toy_params[] = {{"w", NNC_TYPE_F32, 1, {2}}, {0}};
-static const nnc_tensor_info toy_states[] = {{"w.m", NNC_TYPE_F32, 1, {2}}, {0}};
+static const nnc_tensor_info toy_inputs[] = {{"x", NNC_TYPE_F32, 2, {-1, 2}, NNC_ROLE_NONE}, {0}};
+static const nnc_tensor_info toy_params[] = {{"w", NNC_TYPE_F32, 1, {2}, NNC_ROLE_NONE}, {0}};
+static const nnc_tensor_info toy_states[] = {{"w.m", NNC_TYPE_F32, 1, {2}, NNC_ROLE_NONE}, {0}};
 static const nnc_leaf_desc toy_param_leaves[] = {{0, NNC_INIT_UNIFORM, -1, 1}, {0}};
 static const nnc_leaf_desc toy_state_leaves[] = {{0, NNC_INIT_ZEROS, 0, 0}, {0}};
-static const nnc_tensor_info toy_train_outputs[] = {{"loss", NNC_TYPE_F32, 0, {0}}, {0}};
-static const nnc_tensor_info toy_eval_outputs[] = {{"loss", NNC_TYPE_F32, 0, {0}}, {"out", NNC_TYPE_F32, 2, {-1, 2}}, {0}};
+static const nnc_tensor_info toy_train_outputs[] = {{"loss", NNC_TYPE_F32, 0, {0}, NNC_ROLE_LOSS}, {0}};
+static const nnc_tensor_info toy_eval_outputs[] = {
+    {"loss", NNC_TYPE_F32, 0, {0}, NNC_ROLE_LOSS}, {"out", NNC_TYPE_F32, 2, {-1, 2}, NNC_ROLE_NONE}, {0}};
 static const nnc_place toy_train_places[] = {{NNC_BLOCK_ACT, 0}, {0}};
 static const nnc_place toy_eval_places[] = {{NNC_BLOCK_ACT, 0}, {NNC_BLOCK_ACT, 64}, {0}};
 static const unsigned char toy_reads[] = {1, 0};
@@ -186,7 +187,8 @@ static void check_device_outputs(void) {
 
 /* The toy with its rate as state ("lr", after w.m) kept in a device's memory: set_lr writes the
  * host mirror and the device's copy of that one number, and nothing else moves. */
-static const nnc_tensor_info lr_states[] = {{"w.m", NNC_TYPE_F32, 1, {2}}, {"lr", NNC_TYPE_F32, 0, {0}}, {0}};
+static const nnc_tensor_info lr_states[] = {
+    {"w.m", NNC_TYPE_F32, 1, {2}, NNC_ROLE_NONE}, {"lr", NNC_TYPE_F32, 0, {0}, NNC_ROLE_LR}, {0}};
 static const nnc_leaf_desc lr_state_leaves[] = {{0, NNC_INIT_ZEROS, 0, 0}, {8, NNC_INIT_CONSTANT, 0.5, 0}, {0}};
 static float lr_dev_state[3];
 static int lr_copies, lr_copied_at;
