@@ -2,7 +2,8 @@
  * built once from a planned Program.
  *
  * Everything the host side of a model needs to know, as data: the ABI's tensor tables (inputs,
- * parameters, state, each entry's outputs with their names), where every parameter, state and
+ * parameters, state, each entry's outputs with their names and roles; what an i32 input's
+ * values must be, from what reads them), where every parameter, state and
  * output lives (block and byte offset), each parameter's initializer, the size of every memory
  * block, which inputs each entry reads, and whether it advances the step.  The runtime
  * (nnc_runtime.h) implements nnc_model_abi over it; the C backend prints it as initializers
@@ -12,6 +13,7 @@
  *   - parameter and state offsets (the plan's, the same in every entry);
  *   - block sizes: the activation block is the largest any entry needs, per device.
  * Everything lives in the caller's arena. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen.h"
@@ -67,7 +69,7 @@ static int output_role(const Build *b, const Entry *e, int k) {
     const Node *n = &g->nodes[node];
     while (n->op == OP_COPY) n = &g->nodes[n->in[0]];
     if (n->op == OP_ACCURACY) return NNC_ROLE_COUNT;
-    return shape_numel(n->shape, 1) == 1 && shape_batch_axis(n->shape) < 0 ? NNC_ROLE_MEAN : NNC_ROLE_NONE;
+    return shape_numel(n->shape, 1) == 1 && shape_batch_axis(n->shape) < 0 ? NNC_ROLE_MEAN : NNC_ROLE_OUTPUT;
 }
 
 /* The role of a state: the scheduled rate, a gradient sum (an accumulate entry's write, which
@@ -138,6 +140,61 @@ static void build_leaves(Build *b) {
     b->d->state = sl;
 }
 
+/* ---- what an i32 input's values must be (nnc_input_rule) ------------------------------------
+ * Under `bound`, the smallest over its readers (cross_entropy's and accuracy's labels index the
+ * logits' last axis, embedding's indices the table's rows), or equal to the ignore_index of
+ * every cross_entropy reading it, when no embedding does.  The values reach a reader unchanged
+ * through reshapes and copies. */
+
+static void input_rule_add(Build *b, nnc_input_rule *r, bool *mixed, const Node *x, int64_t k) {
+    if (k > 0 && (r->bound == 0 || k < r->bound)) {
+        r->bound = k;
+        r->reader = x->op == OP_EMBEDDING ? "embedding" : x->op == OP_ACCURACY ? "accuracy" : "cross_entropy";
+        r->at = arena_printf(b->a, "%s:%d:%d", x->loc.file ? x->loc.file : "the model", x->loc.line, x->loc.col);
+    }
+    if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD) return;
+    int32_t ii = (int32_t)x->attr.scalars.p[0];
+    if (!*mixed && !r->has_ignore) r->has_ignore = 1, r->ignore = ii; /* the first cross_entropy */
+    else if (r->ignore != ii) *mixed = true, r->has_ignore = 0;
+}
+
+static nnc_input_rule input_rule(Build *b, int input) {
+    const Graph *g = b->p->g;
+    bool *carries = xcalloc((size_t)g->n + 1, sizeof *carries), mixed = false, embedded = false;
+    carries[input] = true;
+    for (bool more = true; more;) { /* passes may append a copy after its readers */
+        more = false;
+        for (int i = 0; i < g->n; i++) {
+            const Node *x = &g->nodes[i];
+            if (!carries[i] && (x->op == OP_RESHAPE || x->op == OP_COPY) && carries[x->in[0]]) carries[i] = more = true;
+        }
+    }
+    nnc_input_rule r = {0};
+    for (int i = 0; i < g->n; i++) {
+        const Node *x = &g->nodes[i];
+        if (op_has(x->op, OPF_LABELS) && carries[x->in[1]]) {
+            Shape l = g->nodes[x->in[0]].shape;
+            input_rule_add(b, &r, &mixed, x, l.rank ? l.d[l.rank - 1] : 0);
+        } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) {
+            embedded = true;
+            input_rule_add(b, &r, &mixed, x, g->nodes[x->in[1]].shape.d[0]);
+        }
+    }
+    if (embedded) r.has_ignore = 0;
+    free(carries);
+    return r;
+}
+
+static void build_input_rules(Build *b) {
+    const Graph *g = b->p->g;
+    nnc_model_abi *A = &b->d->abi;
+    nnc_input_rule *rules = arena_alloc(b->a, (size_t)(A->ninputs + 1) * sizeof *rules);
+    for (int i = 0, k = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_INPUT) rules[k++] = input_rule(b, i);
+    A->input_rules = rules;
+    A->batch_name = g->batch_name ? g->batch_name : "B";
+}
+
 static void build_entry(Build *b, int k) {
     const Entry *e = &b->p->entry[k];
     const Graph *g = b->p->g;
@@ -190,6 +247,7 @@ nnc_model_desc *model_desc_build(const Program *p, bool f64, const nnc_model_abi
     for (int k = 0; k < t->nlaunch; k++)
         A->collectives += t->launches[k].kind == L_COLLECTIVE && p->g->nodes[t->launches[k].root].op == OP_ALLREDUCE_START;
     build_leaves(&b);
+    build_input_rules(&b);
     for (int k = 0; k < ENTRY_COUNT; k++) build_entry(&b, k);
     build_blocks(&b);
     return b.d;

@@ -132,9 +132,9 @@ int nnc_fit(nnc_compiled *c, const nnc_fit_options *o) {
                     .keep_params = true,
                     .end = &c->pos,
                     .run_steps = &c->steps};
-    ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL};
+    ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL, NULL};
     c->epochs = to.epochs;
-    return train_run(m, &ref, &to);
+    return train_run(&m->train, &ref, &to);
 }
 
 int nnc_save(nnc_compiled *c, const char *path, char *err, size_t errlen) {
@@ -146,7 +146,7 @@ int nnc_save(nnc_compiled *c, const char *path, char *err, size_t errlen) {
     if (!err || !errlen) err = dummy, errlen = sizeof dummy;
     Hparams hp;
     hparams_of(&hp, &c->c.m->train, c->c.m->train.batch, c->epochs, c->steps);
-    ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL};
+    ModelRef ref = {c->lm->abi, c->lm->m, NULL, NULL, NULL};
     return checkpoint_save(&ref, path, &c->pos, 0, &hp, err, errlen) ? 0 : -1;
 }
 

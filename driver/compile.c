@@ -35,6 +35,10 @@ LoadedModel *compile_load(Compiled *c, const BuildOpts *bo, char *err, size_t n)
     return c->be->load(&c->p, bo, err, n);
 }
 
+const nnc_model_abi *compile_tables(Compiled *c, const BuildOpts *bo) {
+    return &model_desc_build(&c->p, bo->f64, NULL, &c->arena)->abi;
+}
+
 void compile_free(Compiled *c) {
     program_free(&c->p);
     if (c->m) model_free(c->m);

@@ -47,6 +47,9 @@ typedef struct {
 bool compile_model(Compiled *c, const CompileOpts *o, char *err, size_t n);
 /* Renders, builds (or finds in the cache) and loads the program; NULL with `err` filled. */
 LoadedModel *compile_load(Compiled *c, const BuildOpts *bo, char *err, size_t n);
+/* The model's ABI tables as a build with `bo` exports them, without its functions: what the
+ * trainer reads its data against while the build compiles (ModelRef.info).  In c's arena. */
+const nnc_model_abi *compile_tables(Compiled *c, const BuildOpts *bo);
 void compile_free(Compiled *c);
 
 /* The compile cache: $XDG_CACHE_HOME/nnc, else ~/.cache/nnc (arena copy), or NULL when the

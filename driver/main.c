@@ -665,8 +665,8 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
         to.profile = profile_hook(prof);
     }
     Upgrade up = {be, lm, to.seed};
-    ModelRef mr = {lm->abi, lm->m, lm->tier ? upgrade_ref : NULL, &up};
-    int rc = train_run(m, &mr, &to);
+    ModelRef mr = {lm->abi, lm->m, lm->tier ? upgrade_ref : NULL, &up, compile_tables(cp, &bo)};
+    int rc = train_run(&m->train, &mr, &to);
     if (ref) check_pair_finish(lm, c->quiet ? NULL : stderr);
     else be->unload(lm);
     profile_free(prof);

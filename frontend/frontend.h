@@ -5,7 +5,7 @@
  * read into a TrainConfig.  All errors go to the Diag with the model file's locations. */
 #ifndef NNC_FRONTEND_H
 #define NNC_FRONTEND_H
-#include "../ir/config.h"
+#include "../ir/ir.h"
 
 /* "models/mlp.nn" -> "mlp", "int.nn" -> "int_", "2d.nn" -> "m_2d": the prefix of every symbol
  * of the generated code, a C identifier that cannot collide with C, C++, CUDA or the headers

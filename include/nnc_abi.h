@@ -35,6 +35,8 @@ enum {
     NNC_ROLE_LR = 6, /* state: the learning rate, which set_lr writes */
     NNC_ROLE_GRAD_SUM = 7, /* state: a parameter's gradients summed over a group's micro-batches
                                 (accumulate); meaningless between optimizer steps, so not saved */
+    NNC_ROLE_OUTPUT = 8, /* output of eval: a named output that is not one number (logits,
+                            predictions): per sample along a leading batch axis, or not */
 };
 
 typedef struct {
@@ -44,6 +46,17 @@ typedef struct {
     int64_t dims[4]; /* a negative d is the batch axis times -d: -1 is the batch, -32 the batch times 32 */
     int role; /* NNC_ROLE_* */
 } nnc_tensor_info;
+
+/* What an i32 input's values must be, from what reads them (nnc_model_abi.input_rules, one per
+ * input): a trainer checks its data as it loads, so that a bad label names its file and sample
+ * (the kernels check again, naming a row of the batch). */
+typedef struct {
+    int64_t bound;          /* the values index this many classes or rows: each in [0, bound); 0: any */
+    int has_ignore;         /* 1: `ignore` is allowed too (cross_entropy's ignore_index: skipped) */
+    int32_t ignore;
+    const char *reader;     /* what sets the bound: "cross_entropy", "accuracy" or "embedding" (NULL: none) */
+    const char *at;         /* its place in the model, "m.nn:6:8" */
+} nnc_input_rule;
 
 /* Bytes of a parameter's or a state's data (these have no batch axis). */
 static inline size_t nnc_tensor_bytes(const nnc_tensor_info *t) {
@@ -111,5 +124,7 @@ typedef struct nnc_model_abi {
      * update and returns 3.  A device target writes its own copy of the rate only (no sync of the
      * other parameters and state).  0, or a status (error() says why; 6: not a finite rate >= 0). */
     int (*set_lr)(void *m, double lr);
+    const char *batch_name;                /* the batch dimension as the model names it ("B") */
+    const nnc_input_rule *input_rules;     /* per input (above) */
 } nnc_model_abi;
 #endif

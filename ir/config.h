@@ -1,11 +1,12 @@
-/* config.h - a model as the front end hands it on: the Graph plus the train section as plain
- * data (data sources, optimizer, batch, epochs, seed), each setting held once.  The front end
- * fills it from the section and the command line's overrides (resolve_train_config, the one
- * owner of its final values); the passes and the trainer only read it.  Nothing here depends
- * on how it was parsed. */
+/* config.h - the train section as plain data (data sources, optimizer, batch, epochs, seed),
+ * each setting held once; with the Graph, it is the Model the front end hands on (ir.h).  The
+ * front end fills it from the section and the command line's overrides (resolve_train_config,
+ * the one owner of its final values); the passes and the trainer only read it.  Nothing here
+ * depends on how it was parsed, nor on the Graph: the trainer includes it without ir.h. */
 #ifndef NNC_CONFIG_H
 #define NNC_CONFIG_H
-#include "ir.h"
+#include "base.h"
+#include "util.h"
 
 typedef enum {
     SRC_NONE,
@@ -43,8 +44,8 @@ typedef struct {
 } DataSource;
 
 typedef struct {
-    const char *input;           /* the input's name */
-    int node;                    /* its INPUT node */
+    const char *input;           /* the input's name (the trainer binds by it: nnc_model_abi.inputs) */
+    int node;                    /* its INPUT node (the front end's and the passes') */
     DataSource train, test;
 } DataBind;
 
@@ -138,9 +139,4 @@ typedef struct {
     double clip_norm; /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
     Precision precision;
 } TrainOverrides;
-
-typedef struct {
-    Graph *g;
-    TrainConfig train;
-} Model;
 #endif

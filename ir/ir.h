@@ -13,9 +13,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* train/ works over the model ABI and the train section alone (docs/architecture.md): its files
+ * are built with NNC_NO_GRAPH, so that reading the Graph there fails the build. */
+#ifdef NNC_NO_GRAPH
+#error "train/ may not include ir/ir.h: it reads the model ABI (include/nnc_abi.h) and the train section (ir/config.h)"
+#endif
+
+#include "base.h"
+#include "config.h"
 #include "util.h"
 
-#define IR_MAX_RANK 4
 #define NNC_MAX_IN 4
 #define DIM_BATCH (-1) /* the symbolic batch dimension B, bound at run time */
 /* A dimension d < 0 is the batch axis times -d: DIM_BATCH (-1) is B, -32 is B*32, the batch merged
@@ -95,14 +102,6 @@ static inline bool op_has(Op op, unsigned f) { return (op_info[op].flags & f) !=
  * PyTorch's CPU kernels do.  Only passes/autocast.c makes half tensors (precision = bf16|f16). */
 typedef enum { DT_F32, DT_I32, DT_BF16, DT_F16 } DType;
 #define DTYPE_IS_HALF(t) ((t) == DT_BF16 || (t) == DT_F16)
-/* A device: the host, or GPU k as DEV_CUDA + k (cuda:0 is DEV_CUDA, written "cuda"), as torch's
- * torch.device("cuda:1").  Arrays over devices have NNC_MAX_DEVICES entries. */
-typedef enum { DEV_CPU, DEV_CUDA } Device;
-#define NNC_MAX_GPUS 8
-#define NNC_MAX_DEVICES (1 + NNC_MAX_GPUS)
-#define DEV_GPU(k) ((Device)(DEV_CUDA + (k)))     /* cuda:k */
-#define DEV_IS_GPU(d) ((int)(d) >= (int)DEV_CUDA)
-#define DEV_GPU_INDEX(d) ((int)(d) - (int)DEV_CUDA)
 typedef enum { PH_FORWARD, PH_BACKWARD, PH_UPDATE } Phase;
 
 /* PyTorch's initializers (torch.nn.init), applied by the generated init function. */
@@ -206,6 +205,12 @@ typedef struct Graph {
     const char *batch_name;     /* the symbol the user wrote ("B") */
     const char *model_name;
 } Graph;
+
+/* A model as the front end hands it on: the Graph and its train section (config.h). */
+typedef struct {
+    Graph *g;
+    TrainConfig train;
+} Model;
 
 Graph *graph_new(Arena *a);
 int graph_add(Graph *g, Op op, int nin, const int *in, Shape shape, DType dt, SrcLoc loc);

@@ -10,7 +10,7 @@
  * contract both backends consume (docs/architecture.md). */
 #ifndef NNC_PASSES_H
 #define NNC_PASSES_H
-#include "../ir/config.h"
+#include "../ir/ir.h"
 
 typedef enum { ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM, ENTRY_COUNT } EntryKind;
 

@@ -295,23 +295,58 @@ static void column_release(Column *c, nnc_array *conv) {
     c->map_len = 0;
 }
 
+/* An input as the model's ABI describes it: its shape and type, and what its values must be. */
+typedef struct {
+    const nnc_tensor_info *t;
+    const nnc_input_rule *rule;
+    const char *batch_name;
+} Input;
+
+/* Samples are along the first axis, the batch: [B, ...]. */
+static bool input_batch_first(const nnc_tensor_info *t) {
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] < 0) return i == 0;
+    return false;
+}
+
+static int64_t input_row_elems(const nnc_tensor_info *t) {
+    int64_t k = 1;
+    for (int i = 0; i < t->rank; i++) k *= tensor_dim(t->dims[i], 1);
+    return k;
+}
+
+const char *tensor_shape_str(const nnc_tensor_info *t, const char *batch, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "%s[", t->dtype == NNC_TYPE_I32 ? "i32" : "f32");
+    for (int i = 0; i < t->rank && k < n; i++) {
+        long long d = (long long)t->dims[i];
+        if (d == -1) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", batch);
+        else if (d < 0) k += (size_t)snprintf(buf + k, n - k, "%s%s*%lld", i ? "," : "", batch, -d);
+        else k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", d);
+    }
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* "f32[B,784]", as the model declares it. */
+static const char *input_shape(const Input *in, char *buf, size_t n) {
+    return tensor_shape_str(in->t, in->batch_name, buf, n);
+}
+
 /* What the model needs, checked against an IDX or .npy header before the data is read: samples
  * of the input's size, as many as the inputs before it have (want_rows, or -1).  A .gz that
  * declares gigabytes of the wrong shape is refused after its header, not after inflating them.
  * load_column checks the loaded data again (a file may change in between). */
-static bool header_fits(const Model *m, const DataBind *b, const DataSource *s, int64_t want_rows,
-                        const char *first, char *err, size_t n) {
-    const Node *in = &m->g->nodes[b->node];
+static bool header_fits(const Input *in, const DataBind *b, const DataSource *s, int64_t want_rows, const char *first,
+                        char *err, size_t n) {
     nnc_array h;
-    if ((s->kind != SRC_IDX && s->kind != SRC_NPY) || shape_batch_axis(in->shape) != 0) return true;
+    if ((s->kind != SRC_IDX && s->kind != SRC_NPY) || !input_batch_first(in->t)) return true;
     if ((s->kind == SRC_IDX ? nnc_load_idx_header : nnc_load_npy_header)(s->path, &h, err, n) != 0) return false;
-    int64_t rows = h.rank ? h.dims[0] : 1, per = 1, row_elems = shape_numel(in->shape, 1);
+    int64_t rows = h.rank ? h.dims[0] : 1, per = 1, row_elems = input_row_elems(in->t);
     for (int i = 1; i < h.rank && rows > 0; i++) per *= h.dims[i];   /* fits: so does the product with rows */
     if (rows > 0 && per != row_elems) {
         char sb[96];
         snprintf(err, n, "%s: each sample has %lld elements, but input '%s' is %s (%lld per sample)", s->path,
-                 (long long)per, b->input, shape_str(in->shape, in->dtype, m->g->batch_name, sb, sizeof sb),
-                 (long long)row_elems);
+                 (long long)per, b->input, input_shape(in, sb, sizeof sb), (long long)row_elems);
         return false;
     }
     if (want_rows >= 0 && rows != want_rows) {
@@ -322,90 +357,41 @@ static bool header_fits(const Model *m, const DataBind *b, const DataSource *s, 
     return true;
 }
 
-/* What an i32 input's values must be, from what reads them: under `bound`, the smallest over
- * its readers (cross_entropy's and accuracy's labels index the logits' last axis, embedding's
- * indices the table's rows; *by: the node that sets it; 0 when nothing reads it so), or equal to
- * `ignore`, the ignore_index of every cross_entropy reading it, when no embedding does (`any`
- * false: no such value).  The values reach a reader unchanged through reshapes and copies. */
-typedef struct {
-    int64_t bound;
-    int by;
-    bool any;
-    int32_t ignore;
-} IndexRule;
-
-static void index_rule_add(IndexRule *r, const Node *x, int64_t k, int id) {
-    if (k > 0 && (r->bound == 0 || k < r->bound)) r->bound = k, r->by = id;
-    if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD) return;
-    int32_t ii = (int32_t)x->attr.scalars.p[0];
-    if (r->ignore == INT32_MAX) r->any = true, r->ignore = ii; /* the first cross_entropy */
-    else if (r->ignore != ii) r->any = false;
-}
-
-static IndexRule index_rule(const Graph *g, int input) {
-    bool *carries = xcalloc((size_t)g->n + 1, sizeof *carries);
-    carries[input] = true;
-    for (bool more = true; more;) {   /* passes may append a copy after its readers */
-        more = false;
-        for (int i = 0; i < g->n; i++) {
-            const Node *x = &g->nodes[i];
-            if (!carries[i] && (x->op == OP_RESHAPE || x->op == OP_COPY) && carries[x->in[0]]) carries[i] = more = true;
-        }
-    }
-    IndexRule r = {.by = -1, .ignore = INT32_MAX}; /* INT32_MAX: no cross_entropy seen yet */
-    bool embedded = false;
-    for (int i = 0; i < g->n; i++) {
-        const Node *x = &g->nodes[i];
-        if (op_has(x->op, OPF_LABELS) && carries[x->in[1]]) {
-            Shape l = g->nodes[x->in[0]].shape;
-            index_rule_add(&r, x, l.rank ? l.d[l.rank - 1] : 0, i);
-        } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) {
-            embedded = true;
-            index_rule_add(&r, x, g->nodes[x->in[1]].shape.d[0], i);
-        }
-    }
-    if (embedded) r.any = false;
-    free(carries);
-    return r;
-}
-
-/* The message for value v of input b, which `r` does not allow: `what` names the file, `where`
- * the value in it ("sample 4, element 2", "token 9 (byte offset 1042)"). */
-static void index_error(const Model *m, const IndexRule *r, const DataBind *b, const char *what, const char *where,
-                        int32_t v, char *err, size_t n) {
-    const Node *x = &m->g->nodes[r->by];
+/* The message for value v of input b, which its rule (the model's nnc_input_rule, from what
+ * reads it) does not allow: `what` names the file, `where` the value in it ("sample 4, element
+ * 2", "token 9 (byte offset 1042)"). */
+static void index_error(const Input *in, const DataBind *b, const char *what, const char *where, int32_t v, char *err,
+                        size_t n) {
+    const nnc_input_rule *r = in->rule;
     char hint[96] = "";
-    if (r->any && v < 0) /* nanoGPT pads with -1: say what is skipped */
+    if (r->has_ignore && v < 0) /* nanoGPT pads with -1: say what is skipped */
         snprintf(hint, sizeof hint, "; a label equal to cross_entropy's ignore_index (%d) is skipped", (int)r->ignore);
-    if (x->op == OP_EMBEDDING)
-        snprintf(err, n, "%s: input '%s': %s: index %d is outside 0..%lld (the %lld rows of the embedding at %s:%d:%d)",
-                 what, b->input, where, v, (long long)r->bound - 1, (long long)r->bound, x->loc.file, x->loc.line,
-                 x->loc.col);
+    if (!strcmp(r->reader, "embedding"))
+        snprintf(err, n, "%s: input '%s': %s: index %d is outside 0..%lld (the %lld rows of the embedding at %s)", what,
+                 b->input, where, v, (long long)r->bound - 1, (long long)r->bound, r->at);
     else
-        snprintf(err, n, "%s: input '%s': %s: label %d is outside 0..%lld (%s over %lld classes at %s:%d:%d%s)", what,
-                 b->input, where, v, (long long)r->bound - 1, x->op == OP_ACCURACY ? "accuracy" : "cross_entropy",
-                 (long long)r->bound, x->loc.file, x->loc.line, x->loc.col, hint);
+        snprintf(err, n, "%s: input '%s': %s: label %d is outside 0..%lld (%s over %lld classes at %s%s)", what,
+                 b->input, where, v, (long long)r->bound - 1, r->reader, (long long)r->bound, r->at, hint);
 }
 
-static bool index_allowed(const IndexRule *r, int32_t v) {
-    return r->bound <= 0 || (v >= 0 && v < r->bound) || (r->any && v == r->ignore);
+static bool index_allowed(const nnc_input_rule *r, int32_t v) {
+    return r->bound <= 0 || (v >= 0 && v < r->bound) || (r->has_ignore && v == r->ignore);
 }
 
 /* Labels and indices are checked once, as they load, against what reads them, so that a bad one
  * names the file and the sample in it; the kernels' own check, which can only name a row of a
  * shuffled batch, stays as the backstop (and for programs that feed a compiled model). */
-static bool labels_check(const Model *m, const DataBind *b, const char *what, const Column *c, int64_t rows,
+static bool labels_check(const Input *in, const DataBind *b, const char *what, const Column *c, int64_t rows,
                          char *err, size_t n) {
-    IndexRule r = index_rule(m->g, b->node);
     int64_t total = rows * c->row_elems;
     const int32_t *v = c->data;
     for (int64_t i = 0; i < total; i++) {
-        if (index_allowed(&r, v[i])) continue;
+        if (index_allowed(in->rule, v[i])) continue;
         char where[64];
         int k = snprintf(where, sizeof where, "sample %lld", (long long)(i / c->row_elems));
         if (c->row_elems > 1)
             snprintf(where + k, sizeof where - (size_t)k, ", element %lld", (long long)(i % c->row_elems));
-        index_error(m, &r, b, what, where, v[i], err, n);
+        index_error(in, b, what, where, v[i], err, n);
         return false;
     }
     return true;
@@ -448,32 +434,31 @@ static bool stream_load(const DataSource *s, const DataBind *b, int64_t T, Token
 }
 
 /* The tokens input b can read: all but the last (a window), or all but the first (the next tokens). */
-static bool stream_check(const Model *m, const DataBind *b, const TokenStream *ts, int64_t shift, char *err, size_t n) {
-    IndexRule r = index_rule(m->g, b->node);
+static bool stream_check(const Input *in, const DataBind *b, const TokenStream *ts, int64_t shift, char *err,
+                         size_t n) {
     for (int64_t i = shift; i < ts->ntok - 1 + shift; i++) {
-        if (index_allowed(&r, ts->tokens[i])) continue;
+        if (index_allowed(in->rule, ts->tokens[i])) continue;
         char where[80];
         snprintf(where, sizeof where, "token %lld (byte offset %zu)", (long long)i,
                  ts->data_off + (size_t)i * ts->width);
-        index_error(m, &r, b, ts->path, where, ts->tokens[i], err, n);
+        index_error(in, b, ts->path, where, ts->tokens[i], err, n);
         return false;
     }
     return true;
 }
 
 /* Input b's column over the set's stream (loaded here for the first of its inputs). */
-static bool stream_column(const Model *m, const DataBind *b, const DataSource *s, Dataset *d, Column *c,
+static bool stream_column(const Input *in, const DataBind *b, const DataSource *s, Dataset *d, Column *c,
                           int64_t *samples, char *err, size_t n) {
-    const Node *in = &m->g->nodes[b->node];
-    int64_t T = shape_numel(in->shape, 1);
+    int64_t T = input_row_elems(in->t);
     if (!d->stream && !stream_load(s, b, T, &d->stream, err, n)) {
         explain_relative(s, err, n);
         return false;
     }
     *c =
-        (Column){.name = b->input, .dtype = DT_I32, .row_elems = T, .scale = 1, .stream = d->stream, .shift = s->shift};
+        (Column){.name = b->input, .dtype = NNC_TYPE_I32, .row_elems = T, .scale = 1, .stream = d->stream, .shift = s->shift};
     *samples = (d->stream->ntok - 1) / T;
-    return stream_check(m, b, d->stream, s->shift, err, n);
+    return stream_check(in, b, d->stream, s->shift, err, n);
 }
 
 bool dataset_windows_draw(Dataset *d, uint64_t seed, int epoch) {
@@ -488,22 +473,22 @@ bool dataset_windows_draw(Dataset *d, uint64_t seed, int epoch) {
     return true;
 }
 
-static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
+static bool load_column(const Input *in, const DataBind *b, bool test, uint64_t seed, const char *cache_dir, Column *c,
                         int64_t want_rows, const char *first, int64_t *samples, char *err, size_t n) {
     const DataSource *s = test ? &b->test : &b->train;
-    const Node *in = &m->g->nodes[b->node];
+    const int dtype = in->t->dtype == NNC_TYPE_I32 ? NNC_TYPE_I32 : NNC_TYPE_F32;
     nnc_array a, conv;
     char *pending = NULL;
     void *map = NULL;
     size_t map_len = 0;
-    if (!header_fits(m, b, s, want_rows, first, err, n) ||
+    if (!header_fits(in, b, s, want_rows, first, err, n) ||
         !load_source(s, b->input, seed, cache_dir, &a, &pending, &map, &map_len, err, n)) {
         explain_relative(s, err, n);
         return false;
     }
     const char *what = s->path ? s->path : b->input;
     c->scale = (float)s->scale;
-    c->bytes = in->dtype == DT_F32 && a.dtype == NNC_DT_U8;   /* images: 4x less memory */
+    c->bytes = dtype == NNC_TYPE_F32 && a.dtype == NNC_DT_U8;   /* images: 4x less memory */
     if (c->bytes) c->cache_path = pending;   /* written by dataset_load once all is valid */
     else free(pending);
     bool ok = true;
@@ -512,7 +497,7 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
         c->map = map;   /* the samples stay in the mapped cache entry */
         c->map_len = map_len;
     } else {
-        ok = in->dtype == DT_I32 ? nnc_array_to_i32(&a, &conv, err, n) == 0
+        ok = dtype == NNC_TYPE_I32 ? nnc_array_to_i32(&a, &conv, err, n) == 0
                                  : nnc_array_to_f32(&a, (float)s->scale, &conv, err, n) == 0;
         if (map) munmap(map, map_len);   /* a->data lay in it */
         else nnc_array_free(&a);
@@ -525,10 +510,10 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
         return false;
     }
     c->name = b->input;
-    c->dtype = in->dtype;
-    c->row_elems = shape_numel(in->shape, 1);
+    c->dtype = dtype;
+    c->row_elems = input_row_elems(in->t);
     int64_t total = nnc_array_numel(&conv), rows = conv.rank ? conv.dims[0] : 1;
-    if (shape_batch_axis(in->shape) != 0) {
+    if (!input_batch_first(in->t)) {
         snprintf(err, n, "input '%s' is fed from %s, so its first dimension must be the batch dimension", b->input, what);
         column_release(c, &conv);
         return false;
@@ -536,14 +521,14 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     if (rows * c->row_elems != total) {
         char sb[96];
         snprintf(err, n, "%s: each sample has %lld elements, but input '%s' is %s (%lld per sample)", what,
-                 (long long)(rows ? total / rows : 0), b->input,
-                 shape_str(in->shape, in->dtype, m->g->batch_name, sb, sizeof sb), (long long)c->row_elems);
+                 (long long)(rows ? total / rows : 0), b->input, input_shape(in, sb, sizeof sb),
+                 (long long)c->row_elems);
         column_release(c, &conv);
         return false;
     }
     c->data = conv.data;
     *samples = rows;
-    if (c->dtype == DT_I32 && !labels_check(m, b, what, c, rows, err, n)) {
+    if (c->dtype == NNC_TYPE_I32 && !labels_check(in, b, what, c, rows, err, n)) {
         column_release(c, &conv);
         c->data = NULL;
         return false;
@@ -558,27 +543,27 @@ static bool load_column(const Model *m, const DataBind *b, bool test, uint64_t s
     return true;
 }
 
-bool dataset_load(const Model *m, bool test, uint64_t seed, const char *cache_dir, Dataset *d, char *err, size_t n) {
+bool dataset_load(const TrainConfig *t, const nnc_model_abi *model, bool test, uint64_t seed, const char *cache_dir,
+                  Dataset *d, char *err, size_t n) {
     memset(d, 0, sizeof *d);
-    const TrainConfig *t = &m->train;
     d->cols = xcalloc((size_t)t->ndata + 1, sizeof *d->cols);
     const char *first = NULL;
-    for (int i = 0; i < m->g->n; i++) {
-        if (m->g->nodes[i].op != OP_INPUT) continue;
+    for (int i = 0; i < model->ninputs; i++) {
+        const Input in = {&model->inputs[i], &model->input_rules[i], model->batch_name};
         const DataBind *b = NULL;
         for (int j = 0; j < t->ndata; j++)
-            if (t->data[j].node == i) b = &t->data[j];
+            if (!strcmp(t->data[j].input, in.t->name)) b = &t->data[j];
         if (!b || (test && b->test.kind == SRC_NONE)) {
-            if (!test) snprintf(err, n, "input '%s' has no training data", m->g->nodes[i].name);
-            else snprintf(err, n, "no test data for input '%s'", m->g->nodes[i].name);
+            if (!test) snprintf(err, n, "input '%s' has no training data", in.t->name);
+            else snprintf(err, n, "no test data for input '%s'", in.t->name);
             dataset_free(d);
             return false;
         }
         int64_t rows;
         const DataSource *s = test ? &b->test : &b->train;
         bool ok = s->kind == SRC_TOKENS
-            ? stream_column(m, b, s, d, &d->cols[d->ncols], &rows, err, n)
-            : load_column(m, b, test, seed, cache_dir, &d->cols[d->ncols], first ? d->n : -1, first, &rows, err, n);
+            ? stream_column(&in, b, s, d, &d->cols[d->ncols], &rows, err, n)
+            : load_column(&in, b, test, seed, cache_dir, &d->cols[d->ncols], first ? d->n : -1, first, &rows, err, n);
         if (!ok) {
             free(d->cols[d->ncols].cache_path);   /* the column is not counted yet */
             dataset_free(d);

@@ -40,8 +40,9 @@ static void on_stop_signal(int sig) {
 }
 
 typedef struct {
-    const Model *m;
+    const TrainConfig *t;       /* the train section, overrides applied */
     ModelRef *lm;
+    int metric_first, nouts;    /* eval's metrics and outputs: outputs metric_first .. + nouts */
     TrainPos pos;               /* where training stands, for checkpoints */
     const TrainOpts *o;
     void **bufs;
@@ -122,7 +123,7 @@ static bool set_lr(Run *R) {
 /* Before epoch `epoch` (1 for the first) under a schedule stepped per epoch: the rate torch's
  * scheduler gives after epoch - 1 scheduler.step() calls. */
 static bool set_epoch_lr(Run *R, int epoch) {
-    const TrainConfig *t = &R->m->train;
+    const TrainConfig *t = R->t;
     if (t->sched.kind == SCHED_NONE || !t->opt.lr_state || t->sched.interval != SCHED_PER_EPOCH) return true;
     R->lr = sched_lr(&t->sched, t->opt.lr, epoch - 1, R->o->epochs);
     return set_lr(R);
@@ -131,7 +132,7 @@ static bool set_epoch_lr(Run *R, int epoch) {
 /* Before each optimizer step under a schedule stepped per step (interval = "step"): the rate
  * after as many scheduler.step() calls as steps taken, which is nanoGPT's get_lr(iter_num). */
 static bool set_step_lr(Run *R) {
-    const TrainConfig *t = &R->m->train;
+    const TrainConfig *t = R->t;
     if (t->sched.kind == SCHED_NONE || !t->opt.lr_state || t->sched.interval != SCHED_PER_STEP) return true;
     R->lr = sched_lr(&t->sched, t->opt.lr, R->lm->abi->get_step(R->lm->m), R->steps);
     return set_lr(R);
@@ -142,7 +143,7 @@ static bool set_step_lr(Run *R) {
  * epoch's last splits alike; when that one splits in other proportions and ends a group of
  * several, the group's earlier micro-batches take its shares: said once, before training. */
 static void accumulate_shares_note(const Run *R, int64_t n) {
-    int64_t k = R->m->train.accumulate, B = R->gbatch, rem = n % B, batches = (n + B - 1) / B;
+    int64_t k = R->t->accumulate, B = R->gbatch, rem = n % B, batches = (n + B - 1) / B;
     if (!R->comm || R->size < 2 || k < 2 || !rem || (batches - 1) % k == 0 || R->o->no_write) return;
     for (int r = 0; r < R->size; r++) {
         int64_t full = B * (r + 1) / R->size - B * r / R->size, last = rem * (r + 1) / R->size - rem * r / R->size;
@@ -159,7 +160,7 @@ static void accumulate_shares_note(const Run *R, int64_t n) {
 
 /* A per-step schedule whose length is the run's: warmup_cosine must have steps left to decay. */
 static bool sched_check(const Run *R) {
-    const SchedConfig *s = &R->m->train.sched;
+    const SchedConfig *s = &R->t->sched;
     if (s->kind != SCHED_WARMUP_COSINE || s->interval != SCHED_PER_STEP || s->max_steps > 0 || R->steps == 0 ||
         (double)R->steps > s->warmup)
         return true;
@@ -309,26 +310,28 @@ typedef struct {
     bool has_loss;
 } EvalResult;
 
-static bool is_count_metric(const Model *m, int k) {
-    const Node *n = &m->g->nodes[m->g->outs[k].node];
-    while (n->op == OP_COPY) n = &m->g->nodes[n->in[0]];
-    return n->op == OP_ACCURACY;
+/* The model's metrics and outputs, in eval's outputs after the loss (their roles say which):
+ * metric j is output metric_first + j, as many as R->nouts. */
+static const nnc_tensor_info *metric_info(const Run *R, int j) {
+    return &R->lm->abi->outputs[NNC_ENTRY_EVAL][R->metric_first + j];
 }
 
+static bool is_count_metric(const Run *R, int j) { return metric_info(R, j)->role == NNC_ROLE_COUNT; }
+
 static void eval_out_init(const Run *R, EvalResult *res, int64_t n) {
-    for (int j = 0; j < R->m->g->nouts && j < 16; j++) {
-        const Node *node = &R->m->g->nodes[R->m->g->outs[j].node];
+    for (int j = 0; j < R->nouts && j < 16; j++) {
+        const nnc_tensor_info *t = metric_info(R, j);
         OutValues *o = &res->out[j];
         o->elems = 1;
         bool batched = false;
-        for (int a = 0; a < node->shape.rank; a++) { /* per sample: the batch axis B*k gives k */
-            batched |= dim_is_batch(node->shape.d[a]);
-            o->elems *= dim_size(node->shape.d[a], 1);
+        for (int a = 0; a < t->rank; a++) { /* per sample: the batch axis B*k gives k */
+            batched |= t->dims[a] < 0;
+            o->elems *= tensor_dim(t->dims[a], 1);
         }
-        o->scalar = !batched && o->elems == 1;
-        o->lead_batch = batched && dim_is_batch(node->shape.d[0]);
+        o->scalar = t->role == NNC_ROLE_MEAN || t->role == NNC_ROLE_COUNT;
+        o->lead_batch = batched && t->dims[0] < 0;
         o->batch_inside = batched && !o->lead_batch;
-        o->elem_bytes = node->dtype == DT_I32 ? 4 : (size_t)R->lm->abi->real_bytes;
+        o->elem_bytes = t->dtype == NNC_TYPE_I32 ? 4 : (size_t)R->lm->abi->real_bytes;
         if (R->o->eval_out && !o->scalar && !o->batch_inside)
             o->data = xmalloc((size_t)(o->lead_batch ? n : 1) * (size_t)o->elems * o->elem_bytes);
     }
@@ -354,8 +357,7 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
     const nnc_model_abi *abi = R->lm->abi;
     int64_t B = abi->batch_max;
     memset(res, 0, sizeof *res);
-    int nout = abi->noutputs[NNC_ENTRY_EVAL];
-    res->has_loss = R->m->g->loss >= 0;
+    res->has_loss = R->metric_first > 0;
     eval_out_init(R, res, d->n);
     /* data parallel: batch b is process b % size's, and the sums are added up after (every
      * process computes everything when --eval-out gathers per-sample outputs) */
@@ -366,15 +368,15 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
         for (int64_t r = 0; r < rows; r++) R->idx[r] = s + r;
         gather(R, d, R->idx, rows);
         if (!run_step(R, NNC_ENTRY_EVAL, rows)) return false;
-        int k = 0;
-        if (res->has_loss) res->loss += read_scalar(R->lm, NNC_ENTRY_EVAL, k++) * (double)rows;
-        for (int j = 0; k < nout && j < 16; j++, k++) {
+        if (res->has_loss) res->loss += read_scalar(R->lm, NNC_ENTRY_EVAL, 0) * (double)rows;
+        for (int j = 0; j < R->nouts && j < 16; j++) {
+            int k = R->metric_first + j;
             if (!res->out[j].scalar) {
                 eval_out_add(R, &res->out[j], k, s, rows);
                 continue;
             }
             double v = read_scalar(R->lm, NNC_ENTRY_EVAL, k);
-            res->metric[j] += is_count_metric(R->m, j) ? v : v * (double)rows;
+            res->metric[j] += is_count_metric(R, j) ? v : v * (double)rows;
         }
     }
     if (shard) {
@@ -386,7 +388,7 @@ static bool evaluate(Run *R, const Dataset *d, EvalResult *res) {
         memcpy(res->metric, v + 1, sizeof res->metric);
     }
     res->loss /= (double)d->n;
-    for (int j = 0; j < R->m->g->nouts && j < 16; j++) res->metric[j] /= (double)d->n;
+    for (int j = 0; j < R->nouts && j < 16; j++) res->metric[j] /= (double)d->n;
     return true;
 }
 
@@ -471,7 +473,7 @@ static void metric_close(Run *R) {
  * warning, and the run's exit status says the file is incomplete (as for --metrics). */
 
 static double current_lr(const Run *R) {
-    const TrainConfig *t = &R->m->train;
+    const TrainConfig *t = R->t;
     return t->sched.kind != SCHED_NONE && t->opt.lr_state ? R->lr : t->opt.lr;
 }
 
@@ -527,19 +529,18 @@ static bool tb_finish(Run *R) {
 /* The epoch's line (when `show`: --log-every thins them out), metrics and event records. */
 static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, const EvalResult *ev, bool has_eval,
                          bool show) {
-    const Graph *g = R->m->g;
     double secs = train_now() - R->t0;
     progress_clear(R);
     if (!R->o->quiet && show) {
         printf("epoch %d/%d  step %lld  loss %.6f", epoch, R->o->epochs, (long long)step, train_loss);
         if (has_eval) {
             if (ev->has_loss) printf("  test_loss %.6f", ev->loss);
-            for (int j = 0; j < g->nouts && j < 16; j++)
+            for (int j = 0; j < R->nouts && j < 16; j++)
                 if (ev->out[j].scalar)   /* per-sample outputs have no one value: --eval shows them */
-                    printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
-                       is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
+                    printf(is_count_metric(R, j) ? "  %s %.2f%%" : "  %s %.6f", metric_info(R, j)->name,
+                       is_count_metric(R, j) ? 100 * ev->metric[j] : ev->metric[j]);
         }
-        if (R->m->train.sched.kind != SCHED_NONE) printf("  lr %.4g", R->lr);
+        if (R->t->sched.kind != SCHED_NONE) printf("  lr %.4g", R->lr);
         if (R->scale_state >= 0)
             printf("  scale %g skipped %.0f", state_scalar(R, R->scale_state), state_scalar(R, R->skipped_state));
         printf("  %.2fs\n", secs);
@@ -552,10 +553,10 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         metric_num(R, "loss", train_loss, false);
         if (has_eval) {
             if (ev->has_loss) metric_num(R, "test_loss", ev->loss, false);
-            for (int j = 0; j < g->nouts && j < 16; j++)
-                if (ev->out[j].scalar) metric_num(R, g->outs[j].name, ev->metric[j], false);
+            for (int j = 0; j < R->nouts && j < 16; j++)
+                if (ev->out[j].scalar) metric_num(R, metric_info(R, j)->name, ev->metric[j], false);
         }
-        if (R->m->train.sched.kind != SCHED_NONE) metric_num(R, "lr", R->lr, false);
+        if (R->t->sched.kind != SCHED_NONE) metric_num(R, "lr", R->lr, false);
         if (R->scale_state >= 0) {
             metric_num(R, "loss_scale", state_scalar(R, R->scale_state), false);
             metric_int(R, "skipped_steps", (long long)state_scalar(R, R->skipped_state));
@@ -568,9 +569,9 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
         tb_begin(R->tb, epoch);
         tb_scalar(R->tb, "epoch/loss", train_loss);
         if (has_eval && ev->has_loss) tb_scalar(R->tb, "epoch/test_loss", ev->loss);
-        for (int j = 0; has_eval && j < g->nouts && j < 16; j++) {
+        for (int j = 0; has_eval && j < R->nouts && j < 16; j++) {
             char tag[300];
-            snprintf(tag, sizeof tag, "epoch/%s", g->outs[j].name);
+            snprintf(tag, sizeof tag, "epoch/%s", metric_info(R, j)->name);
             if (ev->out[j].scalar) tb_scalar(R->tb, tag, ev->metric[j]);
         }
         tb_scalar(R->tb, "epoch/lr", current_lr(R));
@@ -583,10 +584,9 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
 
 /* "f32[10000,10]": the shape of a non-scalar output over a set of n samples. */
 static const char *out_shape(const Run *R, int j, int64_t n, char *buf, size_t len) {
-    const Node *node = &R->m->g->nodes[R->m->g->outs[j].node];
     char b[32];
     snprintf(b, sizeof b, "%lld", (long long)n);
-    return shape_str(node->shape, node->dtype, b, buf, len);
+    return tensor_shape_str(metric_info(R, j), b, buf, len);
 }
 
 static const char *out_not_written(const OutValues *o) {
@@ -599,7 +599,6 @@ static const char *out_not_written(const OutValues *o) {
 /* Writes the gathered non-scalar outputs as one safetensors file, the set's loss and scalar
  * metrics as its metadata.  False (with a message) on failure. */
 static bool write_eval_out(const Run *R, const Dataset *d, const EvalResult *ev) {
-    const Graph *g = R->m->g;
     nnc_st_tensor t[16];
     nnc_st_meta meta[17];
     char vals[17][32];
@@ -609,20 +608,20 @@ static bool write_eval_out(const Run *R, const Dataset *d, const EvalResult *ev)
         meta[nm] = (nnc_st_meta){"loss", vals[nm]};
         nm++;
     }
-    for (int j = 0; j < g->nouts && j < 16; j++) {
+    for (int j = 0; j < R->nouts && j < 16; j++) {
         const OutValues *o = &ev->out[j];
-        const Node *node = &g->nodes[g->outs[j].node];
+        const nnc_tensor_info *info = metric_info(R, j);
         if (o->scalar) {
             snprintf(vals[nm], sizeof vals[nm], "%.9g", ev->metric[j]);
-            meta[nm] = (nnc_st_meta){g->outs[j].name, vals[nm]};
+            meta[nm] = (nnc_st_meta){info->name, vals[nm]};
             nm++;
             continue;
         }
         if (!o->data || out_not_written(o)) continue;
         nnc_st_tensor *x = &t[nt++];
-        *x = (nnc_st_tensor){.name = g->outs[j].name, .rank = node->shape.rank, .data = o->data};
-        x->dtype = node->dtype == DT_I32 ? NNC_DT_I32 : o->elem_bytes == 8 ? NNC_DT_F64 : NNC_DT_F32;
-        for (int a = 0; a < node->shape.rank; a++) x->dims[a] = dim_size(node->shape.d[a], d->n);
+        *x = (nnc_st_tensor){.name = info->name, .rank = info->rank, .data = o->data};
+        x->dtype = info->dtype == NNC_TYPE_I32 ? NNC_DT_I32 : o->elem_bytes == 8 ? NNC_DT_F64 : NNC_DT_F32;
+        for (int a = 0; a < info->rank; a++) x->dims[a] = tensor_dim(info->dims[a], d->n);
     }
     char err[1024];
     if (nnc_st_save(R->o->eval_out, t, nt, meta, nm, err, sizeof err) == 0) return true;
@@ -633,19 +632,18 @@ static bool write_eval_out(const Run *R, const Dataset *d, const EvalResult *ev)
 /* The loss and scalar metrics as one number each; a non-scalar output by its shape, and
  * where --eval-out put it (or why it could not). */
 static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *ev) {
-    const Graph *g = R->m->g;
     char sb[160];
     if (!R->o->quiet) {
         printf("eval on %s data (%lld samples):", test ? "test" : "training", (long long)d->n);
         if (ev->has_loss) printf("  loss %.6f", ev->loss);
-        for (int j = 0; j < g->nouts && j < 16; j++) {
+        for (int j = 0; j < R->nouts && j < 16; j++) {
             const OutValues *o = &ev->out[j];
             if (o->scalar) {
-                printf(is_count_metric(R->m, j) ? "  %s %.2f%%" : "  %s %.6f", g->outs[j].name,
-                       is_count_metric(R->m, j) ? 100 * ev->metric[j] : ev->metric[j]);
+                printf(is_count_metric(R, j) ? "  %s %.2f%%" : "  %s %.6f", metric_info(R, j)->name,
+                       is_count_metric(R, j) ? 100 * ev->metric[j] : ev->metric[j]);
                 continue;
             }
-            printf("  %s %s", g->outs[j].name, out_shape(R, j, d->n, sb, sizeof sb));
+            printf("  %s %s", metric_info(R, j)->name, out_shape(R, j, d->n, sb, sizeof sb));
             if (!R->o->eval_out) printf(" (not a single number: --eval-out FILE writes it)");
             else if (out_not_written(o)) printf(" (not written: %s)", out_not_written(o));
             else printf(" -> %s", R->o->eval_out);
@@ -656,16 +654,16 @@ static void report_eval(Run *R, const Dataset *d, bool test, const EvalResult *e
         metric_open(R, "eval");
         metric_int(R, "samples", d->n);
         if (ev->has_loss) metric_num(R, "loss", ev->loss, false);
-        for (int j = 0; j < g->nouts && j < 16; j++)
-            if (ev->out[j].scalar) metric_num(R, g->outs[j].name, ev->metric[j], false);
+        for (int j = 0; j < R->nouts && j < 16; j++)
+            if (ev->out[j].scalar) metric_num(R, metric_info(R, j)->name, ev->metric[j], false);
         metric_close(R);
     }
     if (R->tb) {
         tb_begin(R->tb, R->lm->abi->get_step(R->lm->m));
         if (ev->has_loss) tb_scalar(R->tb, "eval/loss", ev->loss);
-        for (int j = 0; j < g->nouts && j < 16; j++) {
+        for (int j = 0; j < R->nouts && j < 16; j++) {
             char tag[300];
-            snprintf(tag, sizeof tag, "eval/%s", g->outs[j].name);
+            snprintf(tag, sizeof tag, "eval/%s", metric_info(R, j)->name);
             if (ev->out[j].scalar) tb_scalar(R->tb, tag, ev->metric[j]);
         }
         tb_done(R, 0);
@@ -846,7 +844,7 @@ static bool run_batch(Run *R, const Dataset *d, int entry, int64_t at, int64_t r
  * batch; the step's loss is the mean over its rows. */
 static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const double *sum0, double *mean_loss) {
     const nnc_model_abi *abi = R->lm->abi;
-    int64_t B = R->gbatch, k = R->m->train.accumulate > 1 ? R->m->train.accumulate : 1;
+    int64_t B = R->gbatch, k = R->t->accumulate > 1 ? R->t->accumulate : 1;
     int64_t batches = (d->n - start + B - 1) / B, steps = (batches + k - 1) / k;
     int64_t done_rows = sum0 ? start : 0;
     /* a token stream shuffles by drawing random windows (its order stays 0, 1, ...), the rest
@@ -897,7 +895,7 @@ static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const doub
             metric_int(R, "step", gstep);
             metric_num(R, "loss", loss, false);
             if (R->norm_out >= 0) metric_num(R, "grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out), false);
-            if (R->m->train.sched.kind != SCHED_NONE && R->m->train.sched.interval == SCHED_PER_STEP)
+            if (R->t->sched.kind != SCHED_NONE && R->t->sched.interval == SCHED_PER_STEP)
                 metric_num(R, "lr", R->lr, false); /* the rate this step took */
             if (R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
                 abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
@@ -1136,7 +1134,8 @@ static FILE *metrics_open(const char *path, long long keep_upto) {
 
 /* The test set, loaded in a thread beside the training set (a .gz's inflate is single-threaded). */
 typedef struct {
-    const Model *m;
+    const TrainConfig *t;
+    const nnc_model_abi *model;
     uint64_t seed;
     const char *cache_dir;
     Dataset d;
@@ -1146,18 +1145,19 @@ typedef struct {
 
 static void *load_test(void *arg) {
     TestLoad *t = arg;
-    t->ok = dataset_load(t->m, true, t->seed, t->cache_dir, &t->d, t->err, sizeof t->err);
+    t->ok = dataset_load(t->t, t->model, true, t->seed, t->cache_dir, &t->d, t->err, sizeof t->err);
     return NULL;
 }
 
 /* Both sets, or false with the error printed (the training set's first).  Both are checked
  * before the first step, as when they loaded one after the other. */
-static bool load_data(const Model *m, const TrainOpts *o, bool has_test, Dataset *train, Dataset *test) {
+static bool load_data(const TrainConfig *t, const nnc_model_abi *model, const TrainOpts *o, bool has_test,
+                      Dataset *train, Dataset *test) {
     char err[2048];
-    TestLoad tl = {.m = m, .seed = o->seed, .cache_dir = o->cache_dir, .ok = true};
+    TestLoad tl = {.t = t, .model = model, .seed = o->seed, .cache_dir = o->cache_dir, .ok = true};
     pthread_t th;
     bool threaded = has_test && pthread_create(&th, NULL, load_test, &tl) == 0;
-    bool ok = dataset_load(m, false, o->seed, o->cache_dir, train, err, sizeof err);
+    bool ok = dataset_load(t, model, false, o->seed, o->cache_dir, train, err, sizeof err);
     if (threaded) pthread_join(th, NULL);
     else if (has_test && ok) load_test(&tl);
     *test = tl.d;
@@ -1168,11 +1168,24 @@ static bool load_data(const Model *m, const TrainOpts *o, bool has_test, Dataset
     return false;
 }
 
-int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
+/* Where eval's metrics and outputs are among its outputs: after the loss, as far as their roles
+ * go (a --check-against build keeps every other value after them). */
+static void find_metrics(Run *R, const nnc_model_abi *model) {
+    const nnc_tensor_info *out = model->outputs[NNC_ENTRY_EVAL];
+    int n = model->noutputs[NNC_ENTRY_EVAL];
+    R->metric_first = n > 0 && out[0].role == NNC_ROLE_LOSS;
+    for (R->nouts = 0; R->metric_first + R->nouts < n; R->nouts++) {
+        int role = out[R->metric_first + R->nouts].role;
+        if (role != NNC_ROLE_MEAN && role != NNC_ROLE_COUNT && role != NNC_ROLE_OUTPUT) break;
+    }
+}
+
+int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
     interrupted = 0; /* a library's process may train again after a stop */
-    Run R = {.m = m, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
+    Run R = {.t = t, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
              .size = comm_size(o->comm), .wait_step = -1};
+    const nnc_model_abi *model = lm->info ? lm->info : lm->abi; /* its tables, before its build is loaded */
     const char *ws = getenv("NNC_TIER_WAIT_STEP");
     if (ws && *ws) R.wait_step = strtol(ws, NULL, 10);
     Dataset train = {0}, test = {0};
@@ -1181,14 +1194,15 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
         fprintf(stderr, "nnc: error: %s\n", err);
         return 1;
     }
-    for (int i = 0; i < m->train.ndata; i++) has_test |= m->train.data[i].test.kind != SRC_NONE;
-    if (!load_data(m, o, has_test, &train, &test)) return 1;
+    for (int i = 0; i < t->ndata; i++) has_test |= t->data[i].test.kind != SRC_NONE;
+    if (!load_data(t, model, o, has_test, &train, &test)) return 1;
     if (!lm->abi && !(lm->upgrade && lm->upgrade(lm, true, err, sizeof err) && lm->abi)) {   /* read while it compiled */
         fprintf(stderr, "nnc: error: %s\n", err);
         dataset_free(&train);
         dataset_free(&test);
         return 1;
     }
+    find_metrics(&R, lm->abi);
     R.scale_state = state_index(lm->abi, "scaler.scale");
     R.skipped_state = state_index(lm->abi, "scaler.skipped_steps");
     if (R.skipped_state < 0) R.scale_state = -1;
@@ -1196,10 +1210,10 @@ int train_run(const Model *m, ModelRef *lm, const TrainOpts *o) {
     for (int k = 0; k < lm->abi->noutputs[NNC_ENTRY_TRAIN]; k++)
         if (!strcmp(lm->abi->outputs[NNC_ENTRY_TRAIN][k].name, "grad_norm")) R.norm_out = k;
     R.gbatch = o->global_batch > 0 ? o->global_batch : lm->abi->batch_max;
-    int64_t k = m->train.accumulate > 1 ? m->train.accumulate : 1;
+    int64_t k = t->accumulate > 1 ? t->accumulate : 1;
     R.steps = (int64_t)o->epochs * (((train.n + R.gbatch - 1) / R.gbatch + k - 1) / k);
     if (o->run_steps) *o->run_steps = R.steps;
-    hparams_of(&R.hp, &m->train, R.gbatch, o->epochs, R.steps);
+    hparams_of(&R.hp, t, R.gbatch, o->epochs, R.steps);
     if (!o->keep_params) {
         lm->abi->init(lm->m, o->seed);
         lm->abi->sync(lm->m, NNC_SYNC_TO_DEVICE);

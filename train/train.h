@@ -16,6 +16,9 @@ typedef struct ModelRef {
     void *m;
     bool (*upgrade)(struct ModelRef *ref, bool wait, char *err, size_t n);
     void *upgrade_ctx;
+    /* The model's tables as its build will export them (no functions), there before the build is
+     * loaded: what the data loads against while it compiles.  NULL: abi's. */
+    const nnc_model_abi *info;
 } ModelRef;
 
 /* --profile: what --bench's loop hands its batch to once it has timed its steps.  run() profiles
@@ -62,8 +65,9 @@ typedef struct {
 
 double train_now(void);
 
-/* Returns the process exit status. */
-int train_run(const Model *m, ModelRef *lm, const TrainOpts *o);
+/* Trains, evaluates or benchmarks the model over the ABI as the train section `t` (overrides
+ * applied) says; returns the process exit status. */
+int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o);
 /* A schedule's learning rate after e of its intervals (epochs, or optimizer steps with interval
  * = "step"; 0 for the first) in a run of `length` of them, from the base rate lr
  * (torch.optim.lr_scheduler's closed forms, nanoGPT's get_lr; SCHED_NONE: lr). */

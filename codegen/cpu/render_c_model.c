@@ -109,8 +109,9 @@ static void print_string(Str *s, const char *text) {
 static void print_infos(Str *s, const char *mn, const char *what, const nnc_tensor_info *t, int n) {
     static const char *const types[] = {"NNC_TYPE_F32", "NNC_TYPE_I32", "NNC_TYPE_F64", "NNC_TYPE_BF16",
                                         "NNC_TYPE_F16"};
-    static const char *const roles[] = {"NNC_ROLE_NONE",      "NNC_ROLE_LOSS", "NNC_ROLE_MEAN", "NNC_ROLE_COUNT",
-                                        "NNC_ROLE_GRAD_NORM", "NNC_ROLE_GRAD", "NNC_ROLE_LR",   "NNC_ROLE_GRAD_SUM"};
+    static const char *const roles[] = {"NNC_ROLE_NONE", "NNC_ROLE_LOSS", "NNC_ROLE_MEAN",
+                                        "NNC_ROLE_COUNT", "NNC_ROLE_GRAD_NORM", "NNC_ROLE_GRAD",
+                                        "NNC_ROLE_LR", "NNC_ROLE_GRAD_SUM", "NNC_ROLE_OUTPUT"};
     str_printf(s, "static const nnc_tensor_info %s_%s[] = {\n", mn, what);
     for (int i = 0; i < n; i++) {
         str_puts(s, "    {");
@@ -118,6 +119,20 @@ static void print_infos(Str *s, const char *mn, const char *what, const nnc_tens
         str_printf(s, ", %s, %d, {", types[t[i].dtype], t[i].rank);
         for (int j = 0; j < t[i].rank; j++) str_printf(s, "%s%lld", j ? ", " : "", (long long)t[i].dims[j]);
         str_printf(s, "%s}, %s},\n", t[i].rank ? "" : "0", roles[t[i].role]);
+    }
+    str_puts(s, "    {0}\n};\n");
+}
+
+static void print_rules(Str *s, const char *mn, const nnc_input_rule *r, int n) {
+    str_printf(s, "static const nnc_input_rule %s_input_rules[] = {\n", mn);
+    for (int i = 0; i < n; i++) {
+        str_printf(s, "    {%lld, %d, %d, ", (long long)r[i].bound, r[i].has_ignore, (int)r[i].ignore);
+        if (r[i].reader) {
+            print_string(s, r[i].reader);
+            str_puts(s, ", ");
+            print_string(s, r[i].at);
+        } else str_puts(s, "NULL, NULL");
+        str_puts(s, "},\n");
     }
     str_puts(s, "    {0}\n};\n");
 }
@@ -154,7 +169,9 @@ static void print_desc(Str *s, const char *mn, const nnc_model_desc *d) {
     const nnc_model_abi *A = &d->abi;
     str_printf(s, "static const nnc_model_desc %s_desc = {\n    .abi = {\n        .abi_version = NNC_ABI_VERSION, .name = ", mn);
     print_string(s, A->name);
-    str_printf(s, ", .real_bytes = %d, .batch_max = %lld,\n", A->real_bytes, (long long)A->batch_max);
+    str_printf(s, ", .real_bytes = %d, .batch_max = %lld, .batch_name = ", A->real_bytes, (long long)A->batch_max);
+    print_string(s, A->batch_name);
+    render_template(s, ", .input_rules = @_input_rules,\n", mn);
     str_printf(s, "        .ninputs = %d, .nparams = %d, .nstates = %d,\n", A->ninputs, A->nparams, A->nstates);
     render_template(s, "        .inputs = @_inputs, .params = @_params, .states = @_states,\n", mn);
     str_puts(s, "        .noutputs = {");
@@ -177,6 +194,7 @@ static void print_desc(Str *s, const char *mn, const nnc_model_desc *d) {
 static void render_description(Str *s, const char *mn, const nnc_model_desc *d) {
     str_puts(s, "\n/* ---- the model, as data (codegen/model_desc.c; the types are nnc_runtime.h's) ---- */\n");
     print_infos(s, mn, "inputs", d->abi.inputs, d->abi.ninputs);
+    print_rules(s, mn, d->abi.input_rules, d->abi.ninputs);
     print_infos(s, mn, "params", d->abi.params, d->abi.nparams);
     print_infos(s, mn, "states", d->abi.states, d->abi.nstates);
     print_leaves(s, mn, "param_leaves", d->param, d->abi.nparams);

@@ -5,8 +5,8 @@ libnnc.so is found next to this file (where `pip install .` puts it), or at $NNC
 
 import ctypes
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int64, c_long, c_size_t, c_uint32,
-                    c_uint64, c_ulonglong, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int32, c_int64, c_long, c_size_t,
+                    c_uint32, c_uint64, c_ulonglong, c_void_p)
 
 ABI_VERSION = 3
 ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM = 0, 1, 2, 3
@@ -17,6 +17,11 @@ ROLE_GRAD_SUM = 7   # nnc_tensor_info.role of a gradient sum (accumulate), which
 
 class TensorInfo(Structure):
     _fields_ = [("name", c_char_p), ("dtype", c_int), ("rank", c_int), ("dims", c_int64 * 4), ("role", c_int)]
+
+
+class InputRule(Structure):
+    """nnc_input_rule: what an i32 input's values must be (bound 0: any), from what reads them."""
+    _fields_ = [("bound", c_int64), ("has_ignore", c_int), ("ignore", c_int32), ("reader", c_char_p), ("at", c_char_p)]
 
 
 class ModelABI(Structure):
@@ -35,6 +40,7 @@ class ModelABI(Structure):
         ("get_step", CFUNCTYPE(c_int64, c_void_p)), ("set_step", CFUNCTYPE(None, c_void_p, c_int64)),
         ("error", CFUNCTYPE(c_char_p, c_void_p)), ("sync", CFUNCTYPE(None, c_void_p, c_int)),
         ("collectives", c_int), ("set_comm", c_void_p), ("set_lr", CFUNCTYPE(c_int, c_void_p, c_double)),
+        ("batch_name", c_char_p), ("input_rules", POINTER(InputRule)),
     ]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import nnc
+from nnc import _lib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -148,6 +149,21 @@ def test_set_lr_matches_the_command(tmp_path):
     (tmp_path / "c.nn").write_text(npy_model(tmp_path))
     with pytest.raises(nnc.Error, match="lr_schedule"):
         nnc.compile(tmp_path / "c.nn").set_lr(0.1)
+
+
+def test_abi_tables(tmp_path):
+    """The ctypes mirror of nnc_model_abi reads its last fields right: the batch's name, each input's
+    rule (the labels index cross_entropy's 3 classes, -100 skipped), the eval outputs' roles."""
+    write_data(tmp_path)
+    (tmp_path / "m.nn").write_text(npy_model(tmp_path))
+    a = nnc.compile(tmp_path / "m.nn")._abi
+    assert a.batch_name == b"B" and a.ninputs == 2
+    x, y = a.input_rules[0], a.input_rules[1]
+    assert x.bound == 0 and not x.reader
+    assert (y.bound, y.has_ignore, y.ignore, y.reader) == (3, 1, -100, b"cross_entropy")
+    assert y.at.endswith(b"m.nn:7:8")
+    roles = [a.outputs[_lib.ENTRY_EVAL][k].role for k in range(a.noutputs[_lib.ENTRY_EVAL])]
+    assert roles == [1, 3]   # the loss, accuracy's count
 
 
 def test_accumulate_matches_the_command(tmp_path):
