@@ -51,11 +51,11 @@ typedef struct {
  * input): a trainer checks its data as it loads, so that a bad label names its file and sample
  * (the kernels check again, naming a row of the batch). */
 typedef struct {
-    int64_t bound;          /* the values index this many classes or rows: each in [0, bound); 0: any */
-    int has_ignore;         /* 1: `ignore` is allowed too (cross_entropy's ignore_index: skipped) */
+    int64_t bound; /* the values index this many classes or rows: each in [0, bound); 0: any */
+    int has_ignore; /* 1: `ignore` is allowed too (cross_entropy's ignore_index: skipped) */
     int32_t ignore;
-    const char *reader;     /* what sets the bound: "cross_entropy", "accuracy" or "embedding" (NULL: none) */
-    const char *at;         /* its place in the model, "m.nn:6:8" */
+    const char *reader; /* what sets the bound: "cross_entropy", "accuracy" or "embedding" (NULL: none) */
+    const char *at; /* its place in the model, "m.nn:6:8" */
 } nnc_input_rule;
 
 /* Bytes of a parameter's or a state's data (these have no batch axis). */
@@ -124,7 +124,7 @@ typedef struct nnc_model_abi {
      * update and returns 3.  A device target writes its own copy of the rate only (no sync of the
      * other parameters and state).  0, or a status (error() says why; 6: not a finite rate >= 0). */
     int (*set_lr)(void *m, double lr);
-    const char *batch_name;                /* the batch dimension as the model names it ("B") */
-    const nnc_input_rule *input_rules;     /* per input (above) */
+    const char *batch_name; /* the batch dimension as the model names it ("B") */
+    const nnc_input_rule *input_rules; /* per input (above) */
 } nnc_model_abi;
 #endif

@@ -44,8 +44,8 @@ typedef struct {
 } DataSource;
 
 typedef struct {
-    const char *input;           /* the input's name (the trainer binds by it: nnc_model_abi.inputs) */
-    int node;                    /* its INPUT node (the front end's and the passes') */
+    const char *input; /* the input's name (the trainer binds by it: nnc_model_abi.inputs) */
+    int node; /* its INPUT node (the front end's and the passes') */
     DataSource train, test;
 } DataBind;
 

@@ -381,8 +381,8 @@ static bool index_allowed(const nnc_input_rule *r, int32_t v) {
 /* Labels and indices are checked once, as they load, against what reads them, so that a bad one
  * names the file and the sample in it; the kernels' own check, which can only name a row of a
  * shuffled batch, stays as the backstop (and for programs that feed a compiled model). */
-static bool labels_check(const Input *in, const DataBind *b, const char *what, const Column *c, int64_t rows,
-                         char *err, size_t n) {
+static bool labels_check(const Input *in, const DataBind *b, const char *what, const Column *c, int64_t rows, char *err,
+                         size_t n) {
     int64_t total = rows * c->row_elems;
     const int32_t *v = c->data;
     for (int64_t i = 0; i < total; i++) {
@@ -455,8 +455,8 @@ static bool stream_column(const Input *in, const DataBind *b, const DataSource *
         explain_relative(s, err, n);
         return false;
     }
-    *c =
-        (Column){.name = b->input, .dtype = NNC_TYPE_I32, .row_elems = T, .scale = 1, .stream = d->stream, .shift = s->shift};
+    *c = (Column){
+        .name = b->input, .dtype = NNC_TYPE_I32, .row_elems = T, .scale = 1, .stream = d->stream, .shift = s->shift};
     *samples = (d->stream->ntok - 1) / T;
     return stream_check(in, b, d->stream, s->shift, err, n);
 }
@@ -488,7 +488,7 @@ static bool load_column(const Input *in, const DataBind *b, bool test, uint64_t 
     }
     const char *what = s->path ? s->path : b->input;
     c->scale = (float)s->scale;
-    c->bytes = dtype == NNC_TYPE_F32 && a.dtype == NNC_DT_U8;   /* images: 4x less memory */
+    c->bytes = dtype == NNC_TYPE_F32 && a.dtype == NNC_DT_U8; /* images: 4x less memory */
     if (c->bytes) c->cache_path = pending;   /* written by dataset_load once all is valid */
     else free(pending);
     bool ok = true;
@@ -498,7 +498,7 @@ static bool load_column(const Input *in, const DataBind *b, bool test, uint64_t 
         c->map_len = map_len;
     } else {
         ok = dtype == NNC_TYPE_I32 ? nnc_array_to_i32(&a, &conv, err, n) == 0
-                                 : nnc_array_to_f32(&a, (float)s->scale, &conv, err, n) == 0;
+                                   : nnc_array_to_f32(&a, (float)s->scale, &conv, err, n) == 0;
         if (map) munmap(map, map_len);   /* a->data lay in it */
         else nnc_array_free(&a);
     }

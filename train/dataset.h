@@ -18,7 +18,7 @@ typedef struct {
 
 typedef struct {
     const char *name;       /* the input it feeds */
-    int dtype;              /* what the model reads: NNC_TYPE_F32 or NNC_TYPE_I32 */
+    int dtype; /* what the model reads: NNC_TYPE_F32 or NNC_TYPE_I32 */
     int64_t row_elems;      /* elements per sample */
     void *data;             /* n * row_elems: f32, i32, or u8 when `bytes` */
     bool bytes;             /* 8-bit samples kept as they are and scaled per batch */

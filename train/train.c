@@ -40,9 +40,9 @@ static void on_stop_signal(int sig) {
 }
 
 typedef struct {
-    const TrainConfig *t;       /* the train section, overrides applied */
+    const TrainConfig *t; /* the train section, overrides applied */
     ModelRef *lm;
-    int metric_first, nouts;    /* eval's metrics and outputs: outputs metric_first .. + nouts */
+    int metric_first, nouts; /* eval's metrics and outputs: outputs metric_first .. + nouts */
     TrainPos pos;               /* where training stands, for checkpoints */
     const TrainOpts *o;
     void **bufs;
@@ -538,7 +538,7 @@ static void report_epoch(Run *R, int epoch, int64_t step, double train_loss, con
             for (int j = 0; j < R->nouts && j < 16; j++)
                 if (ev->out[j].scalar)   /* per-sample outputs have no one value: --eval shows them */
                     printf(is_count_metric(R, j) ? "  %s %.2f%%" : "  %s %.6f", metric_info(R, j)->name,
-                       is_count_metric(R, j) ? 100 * ev->metric[j] : ev->metric[j]);
+                           is_count_metric(R, j) ? 100 * ev->metric[j] : ev->metric[j]);
         }
         if (R->t->sched.kind != SCHED_NONE) printf("  lr %.4g", R->lr);
         if (R->scale_state >= 0)
@@ -1183,8 +1183,14 @@ static void find_metrics(Run *R, const nnc_model_abi *model) {
 int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
     char err[2048];
     interrupted = 0; /* a library's process may train again after a stop */
-    Run R = {.t = t, .lm = lm, .o = o, .t0 = train_now(), .comm = o->comm, .rank = comm_rank(o->comm),
-             .size = comm_size(o->comm), .wait_step = -1};
+    Run R = {.t = t,
+             .lm = lm,
+             .o = o,
+             .t0 = train_now(),
+             .comm = o->comm,
+             .rank = comm_rank(o->comm),
+             .size = comm_size(o->comm),
+             .wait_step = -1};
     const nnc_model_abi *model = lm->info ? lm->info : lm->abi; /* its tables, before its build is loaded */
     const char *ws = getenv("NNC_TIER_WAIT_STEP");
     if (ws && *ws) R.wait_step = strtol(ws, NULL, 10);

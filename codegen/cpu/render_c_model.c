@@ -109,9 +109,9 @@ static void print_string(Str *s, const char *text) {
 static void print_infos(Str *s, const char *mn, const char *what, const nnc_tensor_info *t, int n) {
     static const char *const types[] = {"NNC_TYPE_F32", "NNC_TYPE_I32", "NNC_TYPE_F64", "NNC_TYPE_BF16",
                                         "NNC_TYPE_F16"};
-    static const char *const roles[] = {"NNC_ROLE_NONE", "NNC_ROLE_LOSS", "NNC_ROLE_MEAN",
+    static const char *const roles[] = {"NNC_ROLE_NONE",  "NNC_ROLE_LOSS",      "NNC_ROLE_MEAN",
                                         "NNC_ROLE_COUNT", "NNC_ROLE_GRAD_NORM", "NNC_ROLE_GRAD",
-                                        "NNC_ROLE_LR", "NNC_ROLE_GRAD_SUM", "NNC_ROLE_OUTPUT"};
+                                        "NNC_ROLE_LR",    "NNC_ROLE_GRAD_SUM",  "NNC_ROLE_OUTPUT"};
     str_printf(s, "static const nnc_tensor_info %s_%s[] = {\n", mn, what);
     for (int i = 0; i < n; i++) {
         str_puts(s, "    {");
