@@ -1285,6 +1285,8 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
         sigaction(SIGINT, &sa, &old_int);
         sigaction(SIGTERM, &sa, &old_term);
         R.pos = (TrainPos){e0 - 1, train.n, o->seed, false, 0};
+        if (s0 == 0 && start.samples > 0 && start.has_loss_sum) /* resumed at an epoch's end: saved as it was */
+            R.pos.has_loss_sum = true, R.pos.loss_sum = start.loss_sum;
         EvalResult ev = {0};   /* evaluate() clears it; eval_free leaves no pointer behind */
         for (int e = e0; e <= o->epochs && rc == 0; e++) {
             double loss;

@@ -49,6 +49,11 @@ for attempt in $(seq 1 200); do
 done
 echo "accumulate: killed $akills times with SIGKILL, then finished"
 check cmp "$dir/accref.st" "$dir/acc.st"
+# a kill after the last save: resumed from the finished run's checkpoint, nothing is left to
+# train and the checkpoint is saved again unchanged (its last epoch's loss sum included)
+cp "$dir/accref.st" "$dir/again.st"
+"$nnc" "$dir/acc.nn" --quiet --save "$dir/again.st" --resume || { echo "FAIL: resuming a finished run"; fail=$((fail+1)); }
+check cmp "$dir/accref.st" "$dir/again.st"
 
 # SIGINT: stops at the end of a step, saves, exits 130; --resume finishes bit-identical
 rm -f "$dir/int.st"
