@@ -16,7 +16,7 @@ typedef struct {
     const char *cc;             /* C compiler ($CC or "cc") */
     const char *cache_dir;      /* NULL: no cache */
     int threads;                /* OpenMP threads (0: default) */
-    bool verbose;
+    bool verbose; /* --verbose: say what load chose (CUDA: cuDNN or im2col per convolution) */
     bool tf32;
     bool check_numerics;        /* test every kernel's outputs for NaN/Inf (--check-numerics) */
     int device;                 /* CUDA: the GPU, modulo the GPUs there are (under mpirun, each

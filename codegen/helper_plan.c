@@ -3,8 +3,8 @@
  * Each helper op is one function here, which says what its launch does in terms of
  * helpers.def's routines: which routine over how many elements with which pointers and
  * numbers, which GEMMs between them, what to zero, and for a convolution the loop over chunks
- * of the batch (Launch.chunk samples through Launch.scratch, plan.c) with oneDNN tried first on
- * the CPU.  The C dialect prints the steps (dialect_c.c) and the CUDA backend issues them
+ * of the batch (Launch.chunk samples through Launch.scratch, plan.c) with a library tried first
+ * (HS_CONV_LIB: oneDNN on the CPU, cuDNN on CUDA).  The C dialect prints the steps (dialect_c.c) and the CUDA backend issues them
  * (cuda/cuda_issue.c); neither knows any helper op.  A number that depends on the batch or the chunk
  * is an Affine over (1, B, n0, S, SP): the C printer spells it, CUDA evaluates it. */
 #include <assert.h>
@@ -221,10 +221,10 @@ static void plan_conv(Planner *P) {
     const Affine SP = aff(AFF_SP, 1), rows = aff_dim(q.N);
     const GemmOperand w = {r->op == OP_CONV2D_DW ? out : x1, aff_k(ocg * ckk), aff_k(ckk)};
     const GemmOperand col = {colp, aff(AFF_SP, ckk), SP}, yt = {ytp, aff(AFF_SP, ocg), SP};
-    HelperStep *d = step_add(hp, HS_DNNL);
-    d->dnnl.kind = r->op == OP_CONV2D ? 0 : r->op == OP_CONV2D_DX ? 1 : 2;
-    d->dnnl.rows = rows;
-    d->dnnl.a = x0, d->dnnl.b = x1, d->dnnl.out = out;
+    HelperStep *d = step_add(hp, HS_CONV_LIB);
+    d->lib.kind = r->op == OP_CONV2D ? 0 : r->op == OP_CONV2D_DX ? 1 : 2;
+    d->lib.rows = rows;
+    d->lib.a = x0, d->lib.b = x1, d->lib.out = out;
     HelperStep *ch = step_add(hp, HS_CHUNKS);
     ch->chunks.rows = rows;
     ch->chunks.chunk = P->L->chunk;

@@ -3,9 +3,9 @@
  * An L_HELPER launch (a convolution or its gradients, pooling, a dropout mask, concat, slices,
  * embedding lookups) is planned once, for both targets, as a short list of steps: call this
  * routine with these arguments, run a group of GEMMs, zero a buffer, repeat the next steps
- * over chunks of the batch, or (the CPU with oneDNN) try one library call first.  Values that
- * depend on the run-time batch B or on the chunk are affine expressions over (1, B, n0, S, SP),
- * which the C printer spells as C (dialect_c.c) and the CUDA backend evaluates (cuda/cuda_issue.c).
+ * over chunks of the batch, or try one library call first (oneDNN on the CPU, cuDNN on CUDA).
+ * Values that depend on the run-time batch B or on the chunk are affine expressions over
+ * (1, B, n0, S, SP), which the C printer spells as C (dialect_c.c) and the CUDA backend evaluates (cuda/cuda_issue.c).
  * Pointers are a node's buffer, the launch's scratch in the activation block, the device's
  * {step, seed} slot or the launch's error record.  So a new helper op is written once: a row in
  * helpers.def, its bodies in helpers.c and its case in helper_plan.c. */
@@ -77,9 +77,10 @@ typedef enum {
     HS_ZERO, /* count reals at p set to 0; `guarded`: only when `guard` is 0 */
     HS_CHUNKS, /* the next `nbody` steps once per chunk [n0, n0 + S) of `rows` samples,
                        S = min(rows - n0, chunk), SP = S P */
-    HS_DNNL, /* the CPU's f32 convolution by oneDNN (a, b -> out, kind 0 forward, 1 input
-                       gradient, 2 weight gradient over `rows` samples): when it succeeds the
-                       launch is done, else the steps after it run.  CUDA skips it */
+    HS_CONV_LIB, /* the convolution by a library, oneDNN on the CPU (f32) and cuDNN on CUDA
+                       (cuda_dnn.c): a, b -> out, kind 0 forward, 1 input gradient, 2 weight
+                       gradient over `rows` samples.  When it runs the launch is done, else
+                       the steps after it do the work (im2col + GEMM) */
 } HelperStepKind;
 
 typedef enum {
@@ -120,7 +121,7 @@ typedef struct {
             int kind;
             Affine rows;
             HelperPtr a, b, out;
-        } dnnl;
+        } lib;
     };
 } HelperStep;
 

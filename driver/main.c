@@ -44,7 +44,7 @@ typedef struct {
     long log_every; /* --log-every N */
     const char *tensorboard; /* --tensorboard DIR */
     TrainOverrides over;        /* --epochs, --batch, --seed, --lr, --momentum, --clip-grad-norm */
-    bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume;
+    bool eval, stats, no_fuse, quiet, no_cache, strict, tf32, f64, verify, check_numerics, resume, verbose;
     bool fresh_optimizer;       /* --resume-fresh-optimizer */
     const char *cache_cmd; /* --cache-info or --cache-clear: a command of its own */
 } Cli;
@@ -127,6 +127,8 @@ static void usage(FILE *f) {
           "                         (compiled code is kept under NNC_CACHE_MAX bytes, default 1G;\n"
           "                         decompressed data under NNC_DATA_CACHE_MAX, default 2G)\n"
           "  --tf32                 allow TF32 tensor-core math on CUDA\n"
+          "  --verbose              say what the target chose when the model loads (on CUDA: cuDNN or\n"
+          "                         im2col + cuBLAS for each convolution, its algorithm and workspace)\n"
           "\n"
           "several processes (mpirun -np N nnc MODEL.nn ...: data parallel, as DDP):\n"
           "  each process takes its share of every batch (--batch stays the global batch), the\n"
@@ -383,6 +385,7 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             return;
         } else if (!strcmp(a, "--strict-devices")) c->strict = true;
         else if (!strcmp(a, "--tf32")) c->tf32 = true;
+        else if (!strcmp(a, "--verbose")) c->verbose = true;
         else if (!strcmp(a, "--f64")) c->f64 = true;
         else if (!strcmp(a, "--verify-ir")) c->verify = true;
         else if (a[0] == '-' && a[1]) cli_error("unknown option '%s' (see nnc --help)", a);
@@ -576,6 +579,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
     BuildOpts bo = {.f64 = c->f64,
                     .cache_dir = compile_cache_dir(&cp->arena, !c->no_cache),
                     .tf32 = c->tf32,
+                    .verbose = c->verbose,
                     .check_numerics = c->check_numerics,
                     .device = comm_local_rank(comm),
                     .tiered = !comm && !ref && !c->profile, /* one process: the others would each build alike */

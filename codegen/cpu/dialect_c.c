@@ -653,7 +653,7 @@ static void helper_dnnl(const Kernel *k, const HelperPlan *hp, const HelperStep 
     if (!helper_uses_dnnl(k->p, k->o)) return;
     const SpatialGeom *q = &hp->q;
     Str rows = {0};
-    affine_render(&rows, st->dnnl.rows);
+    affine_render(&rows, st->lib.rows);
     str_printf(
         k->s,
         "    static nnc_dnnl_cache dnnl_cache;\n"
@@ -662,12 +662,12 @@ static void helper_dnnl(const Kernel *k, const HelperPlan *hp, const HelperStep 
         "    if (%s > 0 && nnc_dnnl_conv(&dnnl_cache, %d, dg, ",
         rows.buf, (long long)q->C, (long long)q->H, (long long)q->W, (long long)q->OC, (long long)q->OH,
         (long long)q->OW, (long long)q->KH, (long long)q->KW, (long long)q->SH, (long long)q->SW, (long long)q->PH,
-        (long long)q->PW, (long long)q->DH, (long long)q->DW, (long long)q->G, rows.buf, st->dnnl.kind);
-    helper_ptr(k, st->dnnl.a);
+        (long long)q->PW, (long long)q->DH, (long long)q->DW, (long long)q->G, rows.buf, st->lib.kind);
+    helper_ptr(k, st->lib.a);
     str_puts(k->s, ", ");
-    helper_ptr(k, st->dnnl.b);
+    helper_ptr(k, st->lib.b);
     str_puts(k->s, ", ");
-    helper_ptr(k, st->dnnl.out);
+    helper_ptr(k, st->lib.out);
     str_puts(k->s, ") == 0) return;\n");
     str_free(&rows);
 }
@@ -679,7 +679,7 @@ static void helper_steps(const Kernel *k, const HelperPlan *hp, int from, int to
         case HS_CALL: helper_call(k, hp, st, ind); break;
         case HS_GEMM: helper_gemm(k, st, ind); break;
         case HS_ZERO: helper_zero(k, st, ind); break;
-        case HS_DNNL: helper_dnnl(k, hp, st); break;
+        case HS_CONV_LIB: helper_dnnl(k, hp, st); break;
         case HS_CHUNKS: {
             Str rows = {0};
             long long c = (long long)st->chunks.chunk;

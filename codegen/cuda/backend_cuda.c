@@ -10,7 +10,8 @@
  * with NVRTC (cached on disk by a hash of the source, the architecture, the NVRTC version and
  * the flags), and allocates:
  *   - device memory: parameters, optimizer state, one activation block (the description's
- *     block sizes), the step counter and the error flag;
+ *     block sizes), the step counter and the error flag, and cuDNN's workspace where the
+ *     convolutions run on it (cuda_dnn.c chooses their algorithms here, once);
  *   - pinned host memory: the runtime's host blocks (parameter and state mirrors, host
  *     activations such as the loss copied back) and output copies, through host_alloc, and
  *     this file's staging for the batch inputs, so that every copy is asynchronous on the
@@ -213,12 +214,14 @@ static void cuda_close(nnc_rt *rt) {
         if (m->done[i]) cu.EventDestroy(m->done[i]);
     }
     if (m->cst) cu.StreamDestroy(m->cst);
+    cuda_dnn_close(m);
     for (int i = 0; i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->ctx) continue;
         cu.CtxSetCurrent(g->ctx);
         if (g->blas) cu.BlasDestroy(g->blas);
-        CUdeviceptr dev[] = {g->dBlock[0], g->dBlock[1], g->dBlock[2], g->dBlock[3], g->dStep, g->dErr, g->dWork, g->dFirst};
+        CUdeviceptr dev[] = {g->dBlock[0], g->dBlock[1], g->dBlock[2], g->dBlock[3], g->dStep,
+                             g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork};
         for (size_t j = 0; j < NNC_COUNTOF(dev); j++)
             if (dev[j]) cu.MemFree(dev[j]);
         void *pinned[] = {g->hErr, g->hStep, g->hFirst};
@@ -496,6 +499,11 @@ static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *
     }
     if (m->ngpus > 1)   /* the GPUs take turns, synchronized by the host: no CUDA graphs */
         for (int k = 0; k < ENTRY_COUNT; k++) m->no_graph[k] = true;
+    char why[1700];
+    if (ok && !cuda_dnn_setup(m, o, why, sizeof why)) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "%s", why);
+        ok = false;
+    }
     ok = ok && alloc_staging(m) && nnc_rt_alloc(m->rt, NULL) == 0;
     free(cubin);
     if (!ok) snprintf(err, n, "%s", m->rt->msg);
@@ -557,14 +565,17 @@ static bool cuda_emit_ptx(const Program *p, const BuildOpts *o, Str *out, char *
 }
 
 /* Reductions and row sums accumulate in double (kernel.c).  cuBLAS's FP32 products (and the
- * convolutions' im2col GEMMs) use FMA chains; half inputs or TF32 (--tf32) run on tensor cores,
+ * convolutions' im2col GEMMs, and cuDNN's with FMA math) use FMA chains; half inputs or TF32
+ * (--tf32; cuDNN on a convolution of half values widened, cuda_dnn.c) run on tensor cores,
  * whose FP32 accumulation may truncate rather than round (Fasi et al., "Numerical behavior of
  * NVIDIA tensor cores", 2021): twice the unit roundoff, and TF32 inputs keep 10 bits. */
 static void cuda_numerics(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out) {
     const Graph *g = p->g;
+    const Node *r = &g->nodes[L->root];
     double u = o->f64 ? 0x1p-53 : 0x1p-24;
-    bool product = L->kind == L_GEMM || (L->kind == L_HELPER && op_has(g->nodes[L->root].op, OPF_CONV));
-    bool half = L->kind == L_GEMM && (DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype));
+    bool conv = L->kind == L_HELPER && op_has(r->op, OPF_CONV), product = L->kind == L_GEMM || conv;
+    bool half = L->kind == L_GEMM ? DTYPE_IS_HALF(g->nodes[L->a].dtype) || DTYPE_IS_HALF(g->nodes[L->b].dtype)
+                                  : conv && cuda_half_widened(g, r->in[0]) && cuda_half_widened(g, r->in[1]);
     bool tensor = product && !o->f64 && (half || o->tf32);
     out->sum_unit = L->kind == L_REDUCE ? 0x1p-53 : tensor ? 2 * u : u;
     out->input_unit = product && o->tf32 && !o->f64 && !half ? 0x1p-10 : 0;

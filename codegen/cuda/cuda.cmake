@@ -1,7 +1,8 @@
 # cuda.cmake - the CUDA target, included by the top-level CMakeLists.txt.
 #
-# Needs only the toolkit's headers at build time: libcuda, libnvrtc, libcublas and libnccl are opened
-# with dlopen at run time, so a CUDA-enabled nnc still starts and trains on the CPU on a
+# Needs only the toolkit's headers at build time: libcuda, libnvrtc, libcublas, libcudnn and libnccl
+# are opened with dlopen at run time (cuDNN's and NCCL's few declarations are nnc's own, so neither
+# cudnn.h nor nccl.h is needed), so a CUDA-enabled nnc still starts and trains on the CPU on a
 # machine without a GPU, a driver or the toolkit's libraries.
 set(NNC_CUDA_HAVE OFF)
 if(NNC_CUDA)
@@ -13,8 +14,8 @@ if(NNC_CUDA)
 endif()
 
 if(NNC_CUDA_HAVE)
-  message(STATUS "nnc: CUDA target ON (headers in ${NNC_CUDA_INCLUDE}; driver, NVRTC and cuBLAS are loaded at run time)")
-  target_sources(nnc_core PRIVATE codegen/cuda/dialect_cuda.c codegen/cuda/render_cuda.c codegen/cuda/nvrtc.c codegen/cuda/cuda_libs.c codegen/cuda/cuda_api.c codegen/cuda/cuda_issue.c codegen/cuda/backend_cuda.c codegen/cuda/cuda_profile.c codegen/cuda/nccl.c)
+  message(STATUS "nnc: CUDA target ON (headers in ${NNC_CUDA_INCLUDE}; driver, NVRTC, cuBLAS and cuDNN are loaded at run time)")
+  target_sources(nnc_core PRIVATE codegen/cuda/dialect_cuda.c codegen/cuda/render_cuda.c codegen/cuda/nvrtc.c codegen/cuda/cuda_libs.c codegen/cuda/cuda_api.c codegen/cuda/cuda_issue.c codegen/cuda/backend_cuda.c codegen/cuda/cuda_dnn.c codegen/cuda/cuda_profile.c codegen/cuda/nccl.c)
   # the toolkit headers are for types only; as SYSTEM they do not trip -Wall -Wextra -Werror
   target_include_directories(nnc_core SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
   target_compile_definitions(nnc_core PUBLIC NNC_HAVE_CUDA)

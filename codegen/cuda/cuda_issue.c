@@ -5,7 +5,8 @@
  * as a CUDA graph (backend_cuda.c): copies as async memcpys (peer copies between GPUs),
  * assignments as device memcpys, kernels with cuLaunchKernel (grids from cuda_launch_dims),
  * GEMMs as cuBLAS calls on the swapped row-major operands, a helper launch's plan
- * (helper_plan.c) step by step, and an allreduce's halves through NCCL or the host's nnc_comm.
+ * (helper_plan.c) step by step (a convolution by cuDNN where cuda_dnn.c set it up), and an
+ * allreduce's halves through NCCL or the host's nnc_comm.
  * With --check-numerics every output is tested for NaN and Inf after its launch. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,8 +343,23 @@ static bool issue_helper_gemm(CudaModel *m, const Entry *e, const HelperStep *st
     return true;
 }
 
-/* Steps [from, to) of a helper launch's plan at the values v of (1, B, n0, S, SP). */
-static bool issue_helper_steps(CudaModel *m, const Entry *e, const HelperPlan *hp, int from, int to, int64_t *v) {
+/* HS_CONV_LIB: the convolution by cuDNN when it was set up for this launch (cuda_dnn.c).  1: it
+ * ran, and the launch is done; 0: the im2col steps after it do the work; -1: an error. */
+static int issue_conv_lib(CudaModel *m, const Entry *e, DnnConv *c, const HelperStep *st, const int64_t *v) {
+    CUdeviceptr a, b, out;
+    if (!c) return 0;
+    if (!helper_ptr(m, e, st->lib.a, &a) || !helper_ptr(m, e, st->lib.b, &b) || !helper_ptr(m, e, st->lib.out, &out))
+        return -1;
+    char err[600];
+    int ran = cuda_dnn_run(c, affine_eval(st->lib.rows, v), a, b, out, err, sizeof err);
+    if (ran < 0) nnc_rt_fail(m->rt, NNC_STATUS_ARG, "%s", err);
+    return ran;
+}
+
+/* Steps [from, to) of a helper launch's plan at the values v of (1, B, n0, S, SP); lib: the
+ * launch's convolution by cuDNN, or NULL. */
+static bool issue_helper_steps(CudaModel *m, const Entry *e, const HelperPlan *hp, DnnConv *lib, int from, int to,
+                               int64_t *v) {
     for (int i = from; i < to; i++) {
         const HelperStep *st = &hp->step[i];
         CUdeviceptr p;
@@ -359,13 +375,17 @@ static bool issue_helper_steps(CudaModel *m, const Entry *e, const HelperPlan *h
             if (!helper_ptr(m, e, st->zero.p, &p)) return false;
             CU(cu.MemsetD32Async(p, 0, (size_t)affine_eval(st->zero.count, v) * m->rb / 4, m->cur->st));
             break;
-        case HS_DNNL: break; /* the CPU's */
+        case HS_CONV_LIB: {
+            int ran = issue_conv_lib(m, e, lib, st, v);
+            if (ran) return ran > 0;
+            break;
+        }
         case HS_CHUNKS: {
             const int64_t rows = affine_eval(st->chunks.rows, v), c = st->chunks.chunk;
             for (v[AFF_N0] = 0; v[AFF_N0] < rows; v[AFF_N0] += c) {
                 v[AFF_S] = rows - v[AFF_N0] < c ? rows - v[AFF_N0] : c;
                 v[AFF_SP] = v[AFF_S] * st->chunks.P;
-                if (!issue_helper_steps(m, e, hp, i + 1, i + 1 + st->chunks.nbody, v)) return false;
+                if (!issue_helper_steps(m, e, hp, lib, i + 1, i + 1 + st->chunks.nbody, v)) return false;
             }
             i += st->chunks.nbody;
             break;
@@ -379,7 +399,7 @@ static bool issue_helper_steps(CudaModel *m, const Entry *e, const HelperPlan *h
 static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, int64_t B) {
     HelperPlan hp = helper_plan(m->p, e, L);
     int64_t v[AFF_NVARS] = {[AFF_1] = 1, [AFF_B] = B};
-    return issue_helper_steps(m, e, &hp, 0, hp.nsteps, v);
+    return issue_helper_steps(m, e, &hp, cuda_dnn_conv(m, e, L), 0, hp.nsteps, v);
 }
 
 static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {

@@ -1,16 +1,18 @@
-/* cuda_libs.c - finds and opens the CUDA libraries nnc loads at run time (driver, NVRTC, cuBLAS).
+/* cuda_libs.c - finds and opens the CUDA libraries nnc loads at run time (driver, NVRTC, cuBLAS,
+ * cuDNN, NCCL).
  *
  * nnc links no CUDA library, so it must find them the way a user's machine has them:
  *   1. the loader's own search (LD_LIBRARY_PATH, the ldconfig cache): what the user set wins;
  *   2. the toolkit named by CUDA_HOME, CUDA_PATH or CUDA_ROOT, then /usr/local/cuda, in each of
  *      lib64/, lib/ and targets/<arch>-linux/lib/ (layouts differ between installers);
  *   3. NVIDIA's Python wheels (what `pip install torch` brings): site-packages/nvidia/cu13/lib
- *      (CUDA 13) and nvidia/<component>/lib (CUDA 12), in the active virtual environment, the
- *      conda prefix, the user's site and the system's;
+ *      (CUDA 13), nvidia/<component>/lib (CUDA 12, and cuDNN's nvidia/cudnn/lib on both), in the
+ *      active virtual environment, the conda prefix, the user's site and the system's;
  *   4. for the driver, the WSL folder.
  * A library opened by absolute path cannot find its own helpers by name unless they are already
  * loaded (libnvrtc dlopens libnvrtc-builtins.so.MAJOR.MINOR at compile time), so callers preload
- * those from the directory the library came from (cuda_libs_preload).  When nothing loads, the
+ * those from the directory the library came from (cuda_libs_preload).  libcudnn.so.9 needs none:
+ * it finds its sublibraries (libcudnn_cnn.so.9, ...) through its own RUNPATH, $ORIGIN.  When nothing loads, the
  * message lists every directory searched and the loader's last complaint about a file that
  * exists, so "not installed" and "installed but broken" read differently. */
 #include <dlfcn.h>
@@ -51,10 +53,11 @@ static void toolkit_dirs(DirList *d, const char *root) {
     }
 }
 
-/* site-packages/nvidia/{cu13,cu12,cuda_nvrtc,cublas}/lib under one prefix pattern */
+/* site-packages/nvidia/{cu13,cu12,cuda_nvrtc,cublas,nccl,cudnn}/lib under one prefix pattern (cuDNN's
+ * wheels, nvidia-cudnn-cu12 and -cu13, keep their own folder) */
 static void wheel_dirs(DirList *d, const char *site_glob) {
-    static const char *const sub[] = {"nvidia/cu13/lib", "nvidia/cu12/lib", "nvidia/cuda_nvrtc/lib",
-                                      "nvidia/cublas/lib", "nvidia/nccl/lib"};
+    static const char *const sub[] = {"nvidia/cu13/lib",   "nvidia/cu12/lib", "nvidia/cuda_nvrtc/lib",
+                                      "nvidia/cublas/lib", "nvidia/nccl/lib", "nvidia/cudnn/lib"};
     char pat[600];
     for (size_t i = 0; i < NNC_COUNTOF(sub); i++) {
         glob_t gl;

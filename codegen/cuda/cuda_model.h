@@ -1,10 +1,11 @@
-/* cuda_model.h - the CUDA backend's state, and what its three files share.
+/* cuda_model.h - the CUDA backend's state, and what its files share.
  *
  * The backend is split along its seams:
  *   cuda_api.c      the driver's and cuBLAS's entry points, found with dlopen (`cu`), and
  *                   whether the target can run here at all (cuda_probe, for --target auto)
  *   cuda_issue.c    an entry's launches issued on the stream of the GPU each runs on: copies,
  *                   kernels, GEMMs, helper plans, collectives, --check-numerics' checks
+ *   cuda_dnn.c      convolutions by cuDNN (dlopen'ed), set up at load, where it takes them
  *   backend_cuda.c  the Backend (load: devices, module, memory; --emit ptx; numerics) and the
  *                   device operations the shared runtime calls: run (directly or as a CUDA
  *                   graph), copy, the step, pinned host memory, close
@@ -17,6 +18,7 @@
 #include <cuda.h>
 
 #include "cuda_backend.h"
+#include "cudnn_api.h"
 #include "../helpers.h"
 
 #define GRAPH_SLOTS 4
@@ -105,6 +107,8 @@ typedef struct {
     CUgraphExec exec;
 } GraphSlot;
 
+typedef struct DnnConv DnnConv; /* cuda_dnn.c: one convolution launch by cuDNN */
+
 /* What the CUDA device keeps for one instance (nnc_rt.dev).  The runtime owns the host blocks
  * (parameter and state mirrors, host activations) and the output copies, in pinned memory from
  * cuda_host_alloc; everything in device memory, and the pinned staging the kernels' copies and
@@ -129,6 +133,10 @@ typedef struct {
     int64_t lo[NNC_BLOCK_COUNT]; /* bytes of the whole block where its range starts */
     size_t bytes[NNC_BLOCK_COUNT]; /* ... and its size */
     CUdeviceptr dStep, dErr, dWork;
+    DnnHandle dnn; /* cuDNN, on st (cuda_dnn.c), or NULL */
+    bool dnn_failed; /* ... cudnnCreate failed: im2col here */
+    CUdeviceptr dDnnWork; /* ... its workspace, allocated once */
+    size_t dnn_work; /* ... of this many bytes */
     long long *hStep; /* pinned staging for the step counter, the seed and micro */
     int *hErr; /* pinned error flag readback */
 } Gpu;
@@ -153,6 +161,7 @@ typedef struct {
     size_t *coll_at; /* ... per allreduce_start node, its bytes' offset */
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
+    DnnConv **dnn[ENTRY_COUNT]; /* per launch: its convolution by cuDNN, or NULL (im2col + GEMM) */
     int next_slot[ENTRY_COUNT];
     double *timing; /* --profile: the call in progress is timed, launch k's seconds into timing[k] */
     CUevent *timing_ev[ENTRY_COUNT]; /* ... by events before and after each launch: 2k, 2k + 1 */
@@ -200,4 +209,22 @@ void cuda_profile_free(CudaModel *m);
 /* Backend.run_timed and Backend.ceilings. */
 int cuda_run_timed(LoadedModel *lm, const Program *p, int entry, const void *const *in, int64_t batch, double *t);
 void cuda_ceilings(LoadedModel *lm, const BuildOpts *o, DeviceCeilings *out);
+
+/* ---- cuda_dnn.c ------------------------------------------------------------------------------ */
+
+/* At load, after the GPUs' memory: cuDNN where it can run the model's convolutions (their
+ * descriptors, algorithms, each GPU's handle and workspace), with --verbose saying which.  False
+ * with err only for a bad NNC_CUDNN or a CUDA error: a missing or refusing cuDNN leaves im2col +
+ * cuBLAS. */
+bool cuda_dnn_setup(CudaModel *m, const BuildOpts *o, char *err, size_t n);
+/* Launch L's convolution by cuDNN, or NULL. */
+DnnConv *cuda_dnn_conv(const CudaModel *m, const Entry *e, const Launch *L);
+/* Runs it over `rows` samples, a and b the operands (HS_CONV_LIB's) into out, on its GPU's stream:
+ * 1 done, 0 not run (an empty batch, or more workspace than was allocated: the im2col steps then
+ * do it), -1 a cuDNN error (err). */
+int cuda_dnn_run(DnnConv *c, int64_t rows, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, char *err, size_t n);
+void cuda_dnn_close(CudaModel *m); /* descriptors and handles (the workspaces go with the GPU's memory) */
+/* Whether node x holds half values widened to f32: autocast.c's convolution operands, and the
+ * gradients that come back to them.  TF32 holds them exactly. */
+bool cuda_half_widened(const Graph *g, int x);
 #endif

@@ -1,9 +1,10 @@
 /* cuda_libs_test.c - where nnc looks for the CUDA libraries, and what it says when they fail.
  *
- * Builds a fake toolkit (CUDA_HOME with lib64/ and lib/) and a fake CUDA 13 wheel
- * (VIRTUAL_ENV/lib/python3.X/site-packages/nvidia/cu13/lib) in a temporary folder and checks
- * that both are searched, the toolkit first; then that a library which exists but does not load
- * is reported with the loader's complaint, and a missing one with the folders searched. */
+ * Builds a fake toolkit (CUDA_HOME with lib64/ and lib/) and fake CUDA 13 and cuDNN wheels
+ * (VIRTUAL_ENV/lib/python3.X/site-packages/nvidia/cu13/lib, .../nvidia/cudnn/lib) in a temporary
+ * folder and checks that they are searched, the toolkit first; then that a library which exists
+ * but does not load is reported with the loader's complaint, and a missing one with the folders
+ * searched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ int main(void) {
     mk(root, "toolkit/lib64");
     mk(root, "toolkit/lib");
     mk(root, "venv/lib/python3.11/site-packages/nvidia/cu13/lib");
+    mk(root, "venv/lib/python3.11/site-packages/nvidia/cudnn/lib");
     snprintf(wheel, sizeof wheel, "%s/lib/python3.11/site-packages/nvidia/cu13/lib", venv);
     setenv("CUDA_HOME", tk, 1);
     setenv("VIRTUAL_ENV", venv, 1);
@@ -63,6 +65,8 @@ int main(void) {
     CHECK(i64 >= 0, "CUDA_HOME/lib64 is not searched");
     CHECK(ilib >= 0, "CUDA_HOME/lib is not searched (only lib64 was, before)");
     CHECK(iwheel >= 0, "the CUDA 13 wheel folder %s is not searched", wheel);
+    snprintf(p, sizeof p, "%s/lib/python3.11/site-packages/nvidia/cudnn/lib", venv);
+    CHECK(index_of(dirs, n, p) >= 0, "cuDNN's wheel folder %s is not searched", p);
     CHECK(i64 < iwheel && ilib < iwheel, "the toolkit CUDA_HOME names must come before the wheels");
 
     /* a library that exists but is not one: the loader's complaint is reported */

@@ -12,6 +12,15 @@ add_executable(nvrtc_compile ${NNC_CUDA_TESTS}/nvrtc_compile.c)
 target_link_libraries(nvrtc_compile PRIVATE nnc_core)
 target_include_directories(nvrtc_compile PRIVATE ${NNC_CUDA_INCLUDE})
 
+# nnc's declarations of cuDNN against cudnn.h, where there is one (nnc itself builds without it)
+find_path(NNC_CUDNN_INCLUDE NAMES cudnn.h HINTS ${NNC_CUDA_INCLUDE})
+if(NNC_CUDNN_INCLUDE)
+  add_executable(cudnn_abi ${NNC_CUDA_TESTS}/cudnn_abi.c)
+  target_include_directories(cudnn_abi SYSTEM PRIVATE ${NNC_CUDNN_INCLUDE} ${NNC_CUDA_INCLUDE})
+  add_test(NAME cudnn_abi COMMAND cudnn_abi)
+  set_tests_properties(cudnn_abi PROPERTIES LABELS cuda TIMEOUT 30)
+endif()
+
 add_executable(cuda_libs_test ${NNC_CUDA_TESTS}/cuda_libs_test.c)
 target_link_libraries(cuda_libs_test PRIVATE nnc_core)
 add_test(NAME cuda_libs COMMAND cuda_libs_test)
@@ -132,9 +141,19 @@ if(TARGET nnc_emu_cuda)
   # NaN and Inf through every op on the CUDA kernels, against torch (as nan_torch on the CPU)
   add_test(NAME nan_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_nan_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
-  # conv2d and pooling on the CUDA helpers and cuBLAS, against torch
+  # conv2d and pooling on the CUDA target (cuDNN's stand-in, the helpers, cuBLAS), against torch:
+  # forward and both gradients
   add_test(NAME conv_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_conv_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
+  # the same, the convolutions by im2col + cuBLAS (NNC_CUDNN=0): their CUDA path where there is no
+  # cuDNN, and the chunked cases (a batch in several chunks of columns), which cuDNN does not need
+  add_test(NAME conv_torch_emu_im2col COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_conv_torch.py
+           --run-model $<TARGET_FILE:run_model> --cuda)
+  set_tests_properties(conv_torch_emu_im2col PROPERTIES LABELS cuda-emu TIMEOUT 400
+                       ENVIRONMENT "${_emu_run_env};NNC_CUDNN=0")
+  # convolutions through cuDNN (the emulator's stand-in records what it ran), and every fallback
+  add_test(NAME emu_cudnn COMMAND ${NNC_CUDA_TESTS}/cudnn_test.sh $<TARGET_FILE:nnc>)
+  set_tests_properties(emu_cudnn PROPERTIES LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   add_test(NAME matmul_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_matmul_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME ce_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_ce_torch.py

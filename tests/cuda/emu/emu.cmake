@@ -1,6 +1,6 @@
 # emu.cmake - the CUDA emulator (included by tests/cuda/tests.cmake when the toolkit is found):
-# stand-ins for libcuda.so.1, libcublas.so.13 and libnvrtc.so.13 in ${CMAKE_BINARY_DIR}/emu that
-# the unchanged nnc loads through LD_LIBRARY_PATH, so the CUDA target runs without a GPU.
+# stand-ins for libcuda.so.1, libcublas.so.13, libcudnn.so.9 and libnvrtc.so.13 in ${CMAKE_BINARY_DIR}/emu
+# that the unchanged nnc loads through LD_LIBRARY_PATH, so the CUDA target runs without a GPU.
 # Label `cuda-emu`.  Not in sanitizer builds: the emulator switches stacks (fibers) and catches
 # SIGSEGV on its guard pages, which fights ASan's own stack and signal bookkeeping, and the
 # sanitizer stage selects tests with -L '...|cuda', which would match `cuda-emu`.
@@ -32,6 +32,9 @@ target_compile_definitions(nnc_emu_cuda PRIVATE NNC_EMU_CXX="${NNC_EMU_CXX}" NNC
 target_link_libraries(nnc_emu_cuda PRIVATE ${CMAKE_DL_LIBS} pthread)
 nnc_emu_lib(nnc_emu_cublas cublas.c libcublas.so.13)
 target_link_libraries(nnc_emu_cublas PRIVATE nnc_emu_cuda ${NNC_OPENBLAS} m)
+# cuDNN's convolutions by reference loops (no cudnn.h needed: codegen/cuda/cudnn_api.h)
+nnc_emu_lib(nnc_emu_cudnn cudnn.c libcudnn.so.9)
+target_link_libraries(nnc_emu_cudnn PRIVATE nnc_emu_cuda)
 nnc_emu_lib(nnc_emu_nvrtc nvrtc.c libnvrtc.so.13)
 target_compile_definitions(nnc_emu_nvrtc PRIVATE NNC_EMU_REAL_NVRTC_DIR="${_emu_nvrtc_dir}")
 target_link_libraries(nnc_emu_nvrtc PRIVATE ${CMAKE_DL_LIBS} pthread)
@@ -44,7 +47,7 @@ endif()
 
 add_executable(emu_selftest ${_emu}/selftest.c)
 target_include_directories(emu_selftest SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
-target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
+target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
 
 # CUDA_HOME empty: nnc would look there first and load the real libraries
 set(_emu_env CUDA_HOME= LD_LIBRARY_PATH=${_emu_out} NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
@@ -66,14 +69,18 @@ foreach(order forward reverse)
   set_tests_properties(gpu_vs_cpu_emu_${order} PROPERTIES LABELS cuda-emu TIMEOUT 400
                        ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
 endforeach()
-add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
+add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
+# the convolutions by im2col + cuBLAS (NNC_CUDNN=0), which the runs above do in cuDNN's stand-in
+add_test(NAME gpu_vs_cpu_emu_im2col COMMAND gpu_vs_cpu ${CMAKE_SOURCE_DIR}/tests/cuda/ops/conv.nn)
+set_tests_properties(gpu_vs_cpu_emu_im2col PROPERTIES LABELS cuda-emu TIMEOUT 120
+                     ENVIRONMENT "${_emu_env};NNC_CUDNN=0")
 # a train step straight after init, as `nnc train` runs: nothing has synchronized yet
 add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
 set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
 # a label or an index out of range, fed through the library, stops the step on the device
 add_test(NAME index_check_emu COMMAND index_check)
 set_tests_properties(index_check_emu PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
-add_dependencies(index_check nnc_emu_cuda nnc_emu_cublas nnc_emu_nvrtc)
+add_dependencies(index_check nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
 # the kernel cache is a security boundary: a directory others can write to is refused
 add_test(NAME emu_cache_refused COMMAND emu_selftest)
 set_tests_properties(emu_cache_refused PROPERTIES LABELS cuda-emu TIMEOUT 60

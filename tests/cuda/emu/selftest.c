@@ -1,6 +1,6 @@
 /* selftest.c - the CUDA emulator catches the GPU bugs it is meant to catch.
  *
- * Drives the stand-in driver, NVRTC and cuBLAS directly.  Every case is a planted bug paired
+ * Drives the stand-in driver, NVRTC, cuBLAS and cuDNN directly.  Every case is a planted bug paired
  * with its correct twin: the bug must be caught (a wrong or NaN result, or the error the real
  * stack returns, with the expected words on stderr) and the twin must pass.  Each case runs in
  * a child process (a kernel fault is sticky, as on a GPU) and prints one line; the exit status
@@ -17,6 +17,8 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <nvrtc.h>
+
+#include "../../../codegen/cuda/cudnn_api.h"
 
 #define N 64
 
@@ -442,6 +444,158 @@ static int c_real_cubin(int bug) {
     return bug ? rc != CUDA_ERROR_INVALID_IMAGE : rc != CUDA_SUCCESS;
 }
 
+/* ---- cuDNN (cudnn.c): a grouped, strided, dilated, padded convolution ------------------------- */
+
+DnnCreateFn cudnnCreate;
+DnnSetStreamFn cudnnSetStream;
+DnnCreateTensorFn cudnnCreateTensorDescriptor;
+DnnSetTensor4dFn cudnnSetTensor4dDescriptor;
+DnnCreateFilterFn cudnnCreateFilterDescriptor;
+DnnSetFilter4dFn cudnnSetFilter4dDescriptor;
+DnnCreateConvFn cudnnCreateConvolutionDescriptor;
+DnnSetConv2dFn cudnnSetConvolution2dDescriptor;
+DnnSetConvIntFn cudnnSetConvolutionGroupCount, cudnnSetConvolutionMathType;
+DnnFwdSizeFn cudnnGetConvolutionForwardWorkspaceSize;
+DnnFwdFn cudnnConvolutionForward;
+DnnDataFn cudnnConvolutionBackwardData;
+DnnFilterFn cudnnConvolutionBackwardFilter;
+
+/* x [2, 4, 7, 6], w [6, 2, 3, 2] in 2 groups, padding 1, stride (2, 1), dilation (1, 2): y [2, 6, 4, 6] */
+enum { DN = 2, DC = 4, DH = 7, DW = 6, DK = 6, DG = 2, DR = 3, DS = 2, DP = 4, DQ = 6 };
+#define XN (DN * DC * DH * DW)
+#define WN (DK * DC / DG * DR * DS)
+#define YN (DN * DK * DP * DQ)
+
+typedef struct {
+    DnnHandle h;
+    DnnTensorDesc x, y;
+    DnnFilterDesc w;
+    DnnConvDesc conv;
+    CUdeviceptr dx, dw, dy, dgx, dgw, dgy, ws;
+    float hx[XN], hw[WN], hgy[YN]; /* x, w and the output gradient on the host */
+} Dnn;
+
+/* The descriptors (y's height as given), the operands and the output gradient on the device. */
+static int dnn_setup(Dnn *d, int yh, int mode, int set_stream) {
+    for (int i = 0; i < XN; i++) d->hx[i] = (float)((i * 7 % 13) - 6) / 4;
+    for (int i = 0; i < WN; i++) d->hw[i] = (float)((i * 5 % 11) - 5) / 8;
+    for (int i = 0; i < YN; i++) d->hgy[i] = (float)((i * 3 % 7) - 3) / 2;
+    if (cudnnCreate(&d->h) || (set_stream && cudnnSetStream(d->h, snb)) || cudnnCreateTensorDescriptor(&d->x) ||
+        cudnnCreateTensorDescriptor(&d->y) || cudnnCreateFilterDescriptor(&d->w) ||
+        cudnnCreateConvolutionDescriptor(&d->conv) ||
+        cudnnSetTensor4dDescriptor(d->x, DNN_TENSOR_NCHW, DNN_DATA_FLOAT, DN, DC, DH, DW) ||
+        cudnnSetTensor4dDescriptor(d->y, DNN_TENSOR_NCHW, DNN_DATA_FLOAT, DN, DK, yh, DQ) ||
+        cudnnSetFilter4dDescriptor(d->w, DNN_DATA_FLOAT, DNN_TENSOR_NCHW, DK, DC / DG, DR, DS) ||
+        cudnnSetConvolutionGroupCount(d->conv, DG) || cudnnSetConvolutionMathType(d->conv, DNN_FMA_MATH))
+        return 2;
+    if (cudnnSetConvolution2dDescriptor(d->conv, 1, 1, 2, 1, 1, 2, mode, DNN_DATA_FLOAT)) return 3;
+    CUdeviceptr *bufs[] = {&d->dx, &d->dgx, &d->dw, &d->dgw, &d->dy, &d->dgy, &d->ws};
+    size_t bytes[] = {sizeof d->hx, sizeof d->hx, sizeof d->hw, sizeof d->hw, sizeof d->hgy, sizeof d->hgy, 4096};
+    for (int i = 0; i < 7; i++) CK(cuMemAlloc(bufs[i], bytes[i]));
+    CK(cuMemcpyHtoDAsync(d->dx, d->hx, sizeof d->hx, snb));
+    CK(cuMemcpyHtoDAsync(d->dw, d->hw, sizeof d->hw, snb));
+    CK(cuMemcpyHtoDAsync(d->dgy, d->hgy, sizeof d->hgy, snb));
+    return 0;
+}
+
+/* y by a host loop of its own: 0 if the device's y matches. */
+static int dnn_forward_right(const Dnn *d, const float *y) {
+    for (int n = 0; n < DN; n++)
+        for (int k = 0; k < DK; k++)
+            for (int p = 0; p < DP; p++)
+                for (int q = 0; q < DQ; q++) {
+                    double acc = 0;
+                    for (int c = 0; c < DC / DG; c++)
+                        for (int r = 0; r < DR; r++)
+                            for (int s = 0; s < DS; s++) {
+                                int ih = p * 2 - 1 + r, iw = q - 1 + 2 * s, ch = k / (DK / DG) * (DC / DG) + c;
+                                if (ih >= 0 && ih < DH && iw >= 0 && iw < DW)
+                                    acc += d->hx[((n * DC + ch) * DH + ih) * DW + iw] *
+                                        d->hw[((k * (DC / DG) + c) * DR + r) * DS + s];
+                            }
+                    if (!(fabs(y[((n * DK + k) * DP + p) * DQ + q] - acc) <= 1e-5 * (1 + fabs(acc)))) return 1;
+                }
+    return 0;
+}
+
+static double dot(const float *a, const float *b, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* Forward with the workspace the algorithm asks for (bug: 4 bytes less); twin: y right, and the
+ * gradients the adjoints of it: <y, gy> = <x, gx> = <w, gw>. */
+static int c_dnn_conv(int bug) {
+    static Dnn d;
+    if (dnn_setup(&d, DP, DNN_CROSS_CORRELATION, 1)) return 2;
+    size_t need = 0;
+    const float one = 1, zero = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(d.h, d.x, d.w, d.conv, d.y, DNN_FWD_IMPLICIT_PRECOMP_GEMM, &need) ||
+        !need)
+        return 1;
+    DnnStatus st =
+        cudnnConvolutionForward(d.h, &one, d.x, (void *)d.dx, d.w, (void *)d.dw, d.conv, DNN_FWD_IMPLICIT_PRECOMP_GEMM,
+                                (void *)d.ws, bug ? need - 4 : need, &zero, d.y, (void *)d.dy);
+    if (bug) return st != DNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT;
+    if (st ||
+        cudnnConvolutionBackwardData(d.h, &one, d.w, (void *)d.dw, d.y, (void *)d.dgy, d.conv, DNN_BWD_DATA_1,
+                                     (void *)d.ws, 4096, &zero, d.x, (void *)d.dgx) ||
+        cudnnConvolutionBackwardFilter(d.h, &one, d.x, (void *)d.dx, d.y, (void *)d.dgy, d.conv, DNN_BWD_FILTER_1,
+                                       (void *)d.ws, 4096, &zero, d.w, (void *)d.dgw))
+        return 1;
+    static float y[YN], gx[XN], gw[WN];
+    CK(cuMemcpyDtoHAsync(y, d.dy, sizeof y, snb));
+    CK(cuMemcpyDtoHAsync(gx, d.dgx, sizeof gx, snb));
+    CK(cuMemcpyDtoHAsync(gw, d.dgw, sizeof gw, snb));
+    CK(cuStreamSynchronize(snb));
+    double a = dot(y, d.hgy, YN), b = dot(d.hx, gx, XN), c = dot(d.hw, gw, WN);
+    return dnn_forward_right(&d, y) || !(fabs(a - b) <= 1e-4 * fabs(a)) || !(fabs(a - c) <= 1e-4 * fabs(a));
+}
+
+/* An output descriptor one row short of what the convolution makes. */
+static int c_dnn_shape(int bug) {
+    static Dnn d;
+    if (dnn_setup(&d, bug ? DP - 1 : DP, DNN_CROSS_CORRELATION, 1)) return 2;
+    const float one = 1, zero = 0;
+    DnnStatus st = cudnnConvolutionForward(d.h, &one, d.x, (void *)d.dx, d.w, (void *)d.dw, d.conv,
+                                           DNN_FWD_IMPLICIT_GEMM, NULL, 0, &zero, d.y, (void *)d.dy);
+    return bug ? st != DNN_STATUS_BAD_PARAM : st != DNN_STATUS_SUCCESS || cuStreamSynchronize(snb) != CUDA_SUCCESS;
+}
+
+/* The output written over the input it reads (twin: its own buffer). */
+static int c_dnn_overlap(int bug) {
+    static Dnn d;
+    if (dnn_setup(&d, DP, DNN_CROSS_CORRELATION, 1)) return 2;
+    const float one = 1, zero = 0;
+    DnnStatus st = cudnnConvolutionBackwardData(d.h, &one, d.w, (void *)d.dw, d.y, (void *)(bug ? d.dgx : d.dgy),
+                                                d.conv, DNN_BWD_DATA_0, NULL, 0, &zero, d.x, (void *)d.dgx);
+    return bug ? st != DNN_STATUS_BAD_PARAM : st != DNN_STATUS_SUCCESS || cuStreamSynchronize(snb) != CUDA_SUCCESS;
+}
+
+/* CUDNN_CONVOLUTION flips the filter: the stand-in refuses it rather than compute the other thing. */
+static int c_dnn_flip(int bug) {
+    static Dnn d;
+    int rc = dnn_setup(&d, DP, bug ? DNN_CONVOLUTION : DNN_CROSS_CORRELATION, 1);
+    return bug ? rc != 3 : rc != 0;
+}
+
+/* cuDNN's work on the legacy stream unless cudnnSetStream: a sync of our stream does not run it. */
+static int c_dnn_stream(int bug) {
+    static Dnn d;
+    static float y[YN];
+    if (dnn_setup(&d, DP, DNN_CROSS_CORRELATION, !bug)) return 2;
+    const float one = 1, zero = 0;
+    CK(cuStreamSynchronize(snb));
+    if (cudnnConvolutionForward(d.h, &one, d.x, (void *)d.dx, d.w, (void *)d.dw, d.conv, DNN_FWD_GEMM, (void *)d.ws,
+                                4096, &zero, d.y, (void *)d.dy))
+        return 1;
+    CK(cuMemcpyDtoHAsync(y, d.dy, sizeof y, snb));
+    CK(cuStreamSynchronize(snb));
+    int right = !dnn_forward_right(&d, y);
+    return bug ? right : !right;
+}
+
 typedef struct {
     const char *what, *bug_words;
     int (*run)(int);
@@ -476,6 +630,11 @@ static const Case cases[] = {
     {"graph replay vs the current arguments", NULL, c_graph_args},
     {"a cubin from a real NVRTC run", "real NVRTC|clear the kernel cache", c_real_cubin},
     {"a block larger than __launch_bounds__", "bounded_k|__launch_bounds__(64)", c_bounds},
+    {"cuDNN workspace too small (twin: y, dx, dw right)", "needs|bytes of workspace", c_dnn_conv},
+    {"cuDNN output descriptor of the wrong shape", "the output descriptor", c_dnn_shape},
+    {"cuDNN output over its input", "overlaps", c_dnn_overlap},
+    {"cuDNN asked for a flipped convolution", "CUDNN_CONVOLUTION", c_dnn_flip},
+    {"missing cudnnSetStream", NULL, c_dnn_stream},
 };
 
 /* Runs one half of a case in a child; 0 if it behaved.  Checks the stderr words of a bug. */
