@@ -9,7 +9,8 @@
 # 3. models/mlp.nn for 3 epochs on --target cuda and --target cpu from the same seed: test
 #    accuracy of both (they start from identical parameters and see the same batches);
 # 4. the training step: `nnc --bench 200` on cuda (and cpu) against PyTorch eager on the same
-#    GPU (bench/torch_mlp_step.py, CUDA events, batch 64);
+#    GPU (bench/torch_mlp_step.py, CUDA events, batch 64); models/convnet.nn's step with its
+#    convolutions in cuDNN (the algorithms --verbose chose) and in im2col + cuBLAS;
 # then a table.  Fashion-MNIST: FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist; the
 # steps that need it are skipped (and say so) when its four .gz files are missing.
 set -uo pipefail   # not -e: every check runs and the table says which failed
@@ -64,6 +65,15 @@ if [ "$HAVE_DATA" = 1 ]; then
     for t in cuda cpu; do
         out=$(timeout 120 "$NNC" "$MODEL" --target "$t" --bench 200 2>&1) && row "nnc --target $t step, batch 64 (median)" "$(echo "$out" | json_field median_us) us" \
             || row "nnc --target $t --bench 200" "FAILED: $(echo "$out" | tail -1)"
+    done
+    echo "== convolutions: models/convnet.nn's step through cuDNN, and through im2col + cuBLAS (NNC_CUDNN=0) =="
+    CONV="$BUILD/convnet_data.nn"
+    sed "s|/usr/share/datasets/fashion-mnist|$DATA|g" models/convnet.nn > "$CONV"
+    timeout 120 "$NNC" "$CONV" --target cuda --bench 1 --verbose 2>&1 | grep "nnc: \(cuda\|note\)"   # the algorithms
+    for c in 1 0; do
+        out=$(NNC_CUDNN=$c timeout 120 "$NNC" "$CONV" --target cuda --bench 100 2>&1) \
+            && row "convnet step batch 64, NNC_CUDNN=$c (median)" "$(echo "$out" | json_field median_us) us" \
+            || row "convnet --bench 100 NNC_CUDNN=$c" "FAILED: $(echo "$out" | tail -2 | tr '\n' ' ')"
     done
     echo "== data parallel: NCCL with one process, the step with and without its allreduce nodes =="
     for dp in "" --data-parallel; do
