@@ -1,4 +1,6 @@
 /* ast.c - constructors for the syntax tree, called one per grammar action (parser.y). */
+#include <string.h>
+
 #include "ast.h"
 
 static Expr *ast_expr(ParseCtx *c, ExprKind k, SrcLoc l) {
@@ -75,6 +77,32 @@ Expr *ast_tuple(ParseCtx *c, SrcLoc l, Arg *items) {
     Expr *e = ast_expr(c, E_TUPLE, l);
     e->args = items;
     for (Arg *x = items; x; x = x->next) ast_nest(c, e, x->e);
+    return e;
+}
+
+Expr *ast_index(ParseCtx *c, SrcLoc l, Expr *a, Expr *index) {
+    Expr *e = ast_expr(c, E_INDEX, l);
+    e->a = a;
+    e->b = index;
+    ast_nest(c, e, a);
+    ast_nest(c, e, index);
+    return e;
+}
+
+/* `in` is not a keyword (an input may be called `in`), so the grammar reads any identifier
+ * there and this says when it was not `in`. */
+static void ast_expect_in(ParseCtx *c, const char *in, SrcLoc in_loc) {
+    if (strcmp(in, "in")) diag_error(c->diag, in_loc, "syntax error: unexpected identifier '%s', expecting 'in'", in);
+}
+
+Expr *ast_comp(ParseCtx *c, SrcLoc l, Expr *item, Name *var, const char *in, SrcLoc in_loc, Expr *iter) {
+    ast_expect_in(c, in, in_loc);
+    Expr *e = ast_expr(c, E_COMP, l);
+    e->a = item;
+    e->b = iter;
+    e->str = var->s;
+    ast_nest(c, e, item);
+    ast_nest(c, e, iter);
     return e;
 }
 
@@ -167,6 +195,13 @@ Stmt *ast_unpack(ParseCtx *c, SrcLoc l, Name *first, Name *rest, Expr *e) {
     first->next = rest;
     first->tail = rest->tail ? rest->tail : rest;
     s->params = first;
+    return s;
+}
+
+Stmt *ast_for(ParseCtx *c, SrcLoc l, Name *var, const char *in, SrcLoc in_loc, Expr *iter, Stmt *body) {
+    ast_expect_in(c, in, in_loc);
+    Stmt *s = ast_def(c, S_FOR, l, var->s, var, body);
+    s->e = iter;
     return s;
 }
 

@@ -16,6 +16,8 @@ typedef enum {
     E_CALL, /* a(args) */
     E_MEMBER, /* a.str */
     E_TUPLE, /* (a, b, ...) or [a, b, ...]: args */
+    E_INDEX, /* a[b]: an item of a list or tuple */
+    E_COMP, /* [a for str in b]: a evaluated once per item of b, str bound to the item */
 } ExprKind;
 
 /* Expressions nest at most this deep (a sum of 1,000 terms written a + b + ... nests 1,000
@@ -68,6 +70,7 @@ typedef enum {
     S_BLOCK, /* block name(params) { body } */
     S_TRAIN, /* train { body of S_SETTING } */
     S_SETTING, /* key [name [, name]] [= e]: "batch = 64", "data x = idx(...)", "minimize loss" */
+    S_FOR, /* for name in e { body }: body run once per item of e, name bound to it (Python's scope) */
 } StmtKind;
 
 typedef struct Stmt {
@@ -101,6 +104,8 @@ Expr *ast_neg(ParseCtx *c, SrcLoc l, Expr *a);
 Expr *ast_call(ParseCtx *c, SrcLoc l, Expr *f, Arg *args);
 Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name);
 Expr *ast_tuple(ParseCtx *c, SrcLoc l, Arg *items);
+Expr *ast_index(ParseCtx *c, SrcLoc l, Expr *a, Expr *index);
+Expr *ast_comp(ParseCtx *c, SrcLoc l, Expr *item, Name *var, const char *in, SrcLoc in_loc, Expr *iter);
 Arg *ast_args_prepend(Arg *a, Arg *list);
 Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e);
 Arg *ast_args_append(Arg *list, Arg *a);
@@ -113,6 +118,7 @@ Stmt *ast_setting(ParseCtx *c, SrcLoc l, const char *key, const char *name2, Src
 Stmt *ast_setting_pair(ParseCtx *c, SrcLoc l, const char *key, const char *name2, SrcLoc l2, const char *name3,
                        SrcLoc l3, Expr *e);
 Stmt *ast_unpack(ParseCtx *c, SrcLoc l, Name *first, Name *rest, Expr *e); /* first, rest... = e */
+Stmt *ast_for(ParseCtx *c, SrcLoc l, Name *var, const char *in, SrcLoc in_loc, Expr *iter, Stmt *body);
 Stmt *ast_stmts_append(Stmt *list, Stmt *s);
 
 /* Parse a whole model; returns NULL (with diagnostics printed) on a syntax error. */

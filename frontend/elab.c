@@ -29,8 +29,7 @@
 #define ELAB_MAX_STEPS 1000000L
 #define ELAB_MAX_NODES 20000
 
-static Value eval_counted(Elab *E, Env *env, Expr *e, const char *bind_as);
-static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret);
+static bool exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret);
 
 /* A number folded from constants (1 / 0, log(0), 1e300 * 1e300) that is not finite has no
  * meaning in a model and no spelling in the generated C: an error where it was written. */
@@ -364,6 +363,10 @@ static Value instantiate(Elab *E, Stmt *def, Args *a, const char *scope, SrcLoc 
     Inst *inst = arena_alloc(E->a, sizeof *inst);
     inst->def = def;
     inst->scope = scope;
+    inst->loc = loc;
+    Binding *prev = env_find_local(E->instances, scope);
+    inst->prev = prev ? prev->v.inst : NULL;
+    env_bind(E, E->instances, scope, (Value){.k = V_INST, .inst = inst}, loc);
     inst->env = arena_alloc(E->a, sizeof *inst->env);
     inst->env->parent = E->globals;
     i = 0;
@@ -470,16 +473,19 @@ static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
 
 /* (a, b) and [a, b]: numbers, strings and the batch symbol, for axes and shapes; tensors, for
  * concat((a, b)). */
-static Value tuple(Elab *E, Env *env, Expr *e) {
+static Value tuple(Elab *E, Env *env, Expr *e, const char *bind_as) {
     Value t = {.k = V_TUPLE};
     for (Arg *x = e->args; x; x = x->next) t.nitems++;
     t.items = arena_alloc(E->a, (size_t)t.nitems * sizeof *t.items);
     int k = 0;
     for (Arg *x = e->args; x; x = x->next) {
-        t.items[k] = eval(E, env, x->e);
+        /* h = [Linear(4, 8), Linear(8, 2)]: instances h.0 and h.1, as nn.ModuleList([...]) */
+        t.items[k] = eval_as(E, env, x->e, bind_as ? arena_printf(E->a, "%s.%d", bind_as, k) : NULL);
         if (t.items[k].k == V_ERROR) return verror;
-        if (t.items[k].k != V_NUM && t.items[k].k != V_STR && t.items[k].k != V_TENSOR && t.items[k].k != V_BATCH) {
-            diag_error(E->d, x->e->loc, "a tuple holds numbers (axes, sizes) or tensors, not a %s", kind_name(t.items[k].k));
+        if (t.items[k].k != V_NUM && t.items[k].k != V_STR && t.items[k].k != V_TENSOR && t.items[k].k != V_BATCH &&
+            t.items[k].k != V_INST && t.items[k].k != V_TUPLE) {
+            diag_error(E->d, x->e->loc, "a tuple holds numbers (axes, sizes), tensors or block instances, not a %s",
+                       kind_name(t.items[k].k));
             return verror;
         }
         k++;
@@ -540,7 +546,9 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
         return vtensor(graph_add1(E->g, OP_NEG, x, e->loc));
     }
     case E_CALL: return call(E, env, e, bind_as);
-    case E_TUPLE: return tuple(E, env, e);
+    case E_TUPLE: return tuple(E, env, e, bind_as);
+    case E_INDEX: return eval_index(E, env, e);
+    case E_COMP: return eval_comprehension(E, env, e, bind_as);
     case E_MEMBER: {
         Value a = eval(E, env, e->a);
         if (a.k == V_ERROR) return verror;
@@ -579,7 +587,7 @@ static bool within_budget(Elab *E, SrcLoc loc) {
     return false;
 }
 
-static Value eval_counted(Elab *E, Env *env, Expr *e, const char *bind_as) {
+Value eval_as(Elab *E, Env *env, Expr *e, const char *bind_as) {
     if (!within_budget(E, e->loc)) return verror;
     E->eval_depth++;
     Value v = eval_bound(E, env, e, bind_as);
@@ -587,7 +595,7 @@ static Value eval_counted(Elab *E, Env *env, Expr *e, const char *bind_as) {
     return v;
 }
 
-Value eval(Elab *E, Env *env, Expr *e) { return eval_counted(E, env, e, NULL); }
+Value eval(Elab *E, Env *env, Expr *e) { return eval_as(E, env, e, NULL); }
 
 /* ---- declarations ------------------------------------------------------------------------- */
 
@@ -674,9 +682,57 @@ static const char *scoped(Elab *E, Inst *inst, const char *name) {
     return inst ? arena_printf(E->a, "%s.%s", inst->scope, name) : name;
 }
 
+/* The instance that makes a parameter's name a second time: the outermost on the way to the
+ * name that is a second instance under its scope ("l" of l.attn.c_attn.weight when l = Block()
+ * ran twice), or NULL. */
+static Inst *clashing_instance(Elab *E, const char *name) {
+    char *buf = arena_strdup(E->a, name);
+    for (char *dot = strchr(buf, '.'); dot; dot = strchr(dot + 1, '.')) {
+        *dot = 0;
+        Binding *b = env_find_local(E->instances, buf);
+        *dot = '.';
+        if (b && b->v.inst->prev) return b->v.inst;
+    }
+    return NULL;
+}
+
+/* Inputs, parameters and buffers are named once: a checkpoint, the data and the trainer find
+ * them by name.  A second instance under one name (l = Block() run twice, in a loop or written
+ * twice) is reported once, at its call. */
+static bool decl_unique(Elab *E, const char *name, SrcLoc loc) {
+    Binding *b = env_find_local(E->declared, name);
+    if (!b) {
+        env_bind(E, E->declared, name, vnum(0), loc);
+        return true;
+    }
+    Inst *in = clashing_instance(E, name);
+    if (in && in->clash_reported) return false;
+    if (in) {
+        in->clash_reported = true;
+        diag_error(E->d, in->loc,
+                   "a second instance named '%s': its parameters would have the names of the "
+                   "first's ('%s'); give each instance a name of its own, or make a list of them, "
+                   "[%s(...) for _ in range(n)]",
+                   in->scope, name, in->def->name);
+        if (in->prev->loc.line == in->loc.line && in->prev->loc.col == in->loc.col)
+            diag_note(E->d, in->prev->loc,
+                      "the first was made by this line too, in an earlier pass of a loop or an "
+                      "earlier call of a forward()");
+        else diag_note(E->d, in->prev->loc, "the first instance named '%s'", in->scope);
+    } else {
+        diag_error(E->d, loc, "'%s' is declared twice", name);
+        diag_note(E->d, b->loc, "the first '%s'", name);
+    }
+    return false;
+}
+
 static void decl_param(Elab *E, Env *env, Inst *inst, Stmt *s) {
     Shape sh;
     DType dt;
+    if (!decl_unique(E, scoped(E, inst, s->name), s->loc)) {
+        env_bind(E, env, s->name, verror, s->loc);
+        return;
+    }
     if (!eval_type(E, env, s->type, false, &sh, &dt)) {
         env_bind(E, env, s->name, verror, s->loc);
         return;
@@ -699,6 +755,7 @@ static void decl_input(Elab *E, Env *env, Inst *inst, Stmt *s) {
         diag_error(E->d, s->loc, "inputs are declared at the top level, not inside a block");
         return;
     }
+    if (!decl_unique(E, s->name, s->loc)) return;
     Shape sh;
     DType dt;
     if (!eval_type(E, env, s->type, true, &sh, &dt)) {
@@ -708,6 +765,7 @@ static void decl_input(Elab *E, Env *env, Inst *inst, Stmt *s) {
     int n = graph_add(E->g, OP_INPUT, 0, NULL, sh, dt, s->loc);
     E->g->nodes[n].name = s->name;
     env_bind(E, env, s->name, vtensor(n), s->loc);
+    env_find_local(E->declared, s->name)->v = vtensor(n); /* data x = ... feeds it (elab_train.c) */
 }
 
 static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
@@ -716,7 +774,7 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
         diag_error(E->d, s->loc, "'%s' is the name of a block", s->name);
         return;
     }
-    Value v = eval_counted(E, env, s->e, scoped(E, inst, s->name));
+    Value v = eval_as(E, env, s->e, scoped(E, inst, s->name));
     if (v.k == V_TENSOR && !E->g->nodes[v.node].name && E->g->nodes[v.node].op != OP_PARAM)
         E->g->nodes[v.node].name = s->name;
     env_bind(E, env, s->name, v, s->loc);
@@ -727,7 +785,7 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
 static void stmt_unpack(Elab *E, Env *env, Stmt *s) {
     int n = 0;
     for (Name *p = s->params; p; p = p->next) n++;
-    Value v = eval_counted(E, env, s->e, NULL);
+    Value v = eval_as(E, env, s->e, NULL);
     if (v.k == V_TUPLE && v.nitems != n) {
         diag_error(E->d, s->e->loc, "cannot unpack %d values into %d names", v.nitems, n);
         v = verror;
@@ -762,20 +820,44 @@ int owned_output(Elab *E, int x, SrcLoc loc) {
     return graph_add(E->g, OP_EXPAND, 1, in, E->g->nodes[x].shape, DT_F32, loc);
 }
 
-static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
+/* for name in e { body }: the body once per item of e, name bound to the item in the enclosing
+ * scope, as Python's for (it has no scope of its own: what the body binds is seen after it).
+ * True when the body returned (in a forward). */
+static bool stmt_for(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
+    Value v = eval(E, env, s->e);
+    if (!list_walkable(E, v, s->e->loc)) {
+        env_bind(E, env, s->name, verror, s->params->loc);
+        return false;
+    }
+    int errors = E->d->errors;
+    bool returned = false;
+    E->loop_depth++;
+    for (int k = 0; k < v.nitems && E->d->errors == errors && !returned; k++) { /* an error once, not per item */
+        env_bind(E, env, s->name, v.items[k], s->params->loc);
+        returned = exec_stmts(E, env, inst, s->body, ret);
+    }
+    E->loop_depth--;
+    return returned;
+}
+
+/* Runs statements; true when one was a return (ret holds its value). */
+static bool exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
     for (; s && !E->over_budget && !diag_stopped(E->d); s = s->next) {
         switch (s->k) {
         case S_INPUT: decl_input(E, env, inst, s); break;
         case S_PARAM: case S_BUFFER: decl_param(E, env, inst, s); break;
         case S_LET: stmt_let(E, env, inst, s); break;
         case S_UNPACK: stmt_unpack(E, env, s); break;
+        case S_FOR:
+            if (stmt_for(E, env, inst, s, ret)) return true;
+            break;
         case S_RETURN:
             if (!ret) {
                 diag_error(E->d, s->loc, "'return' belongs inside forward()");
                 break;
             }
             *ret = eval(E, env, s->e);
-            return;
+            return true;
         case S_FORWARD:
             if (!inst || ret) diag_error(E->d, s->loc, "forward() is defined inside a block");
             else inst->forward = s;
@@ -794,10 +876,13 @@ static void exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
             if (s->e && v.k != V_ERROR) env_bind(E, env, s->name, v, s->loc);
             break;
         }
-        case S_TRAIN:
-        case S_SETTING: break;   /* read after the model body */
+        case S_TRAIN: /* read after the model body (read_train), from the top level's statements */
+            if (inst || ret || E->loop_depth) diag_error(E->d, s->loc, "the train section is written at the top level");
+            break;
+        case S_SETTING: break;
         }
     }
+    return false;
 }
 
 /* A UTF-8 byte-order mark (some Windows editors write one) marks the encoding and is not part
@@ -818,6 +903,8 @@ Model *nn_load_model(Arena *a, Diag *d, const char *path, const char *src, const
     E.g = E.m->g = graph_new(a);
     E.g->model_name = model_name ? nn_model_c_name(a, model_name) : NULL;
     E.globals = arena_alloc(a, sizeof *E.globals);
+    E.declared = arena_alloc(a, sizeof *E.declared);
+    E.instances = arena_alloc(a, sizeof *E.instances);
     for (Stmt *s = prog; s; s = s->next)
         if (s->k == S_BLOCK) {
             if (env_find(E.globals, s->name)) diag_error(d, s->loc, "block '%s' is defined twice", s->name);

@@ -5,6 +5,7 @@
  *   elab_ops.c     the op readers (ops.def's surfaces and the compositions) and call_builtin
  *   elab_nn.c      torch.nn's layers (convolution, pooling, normalization, ...) and initializers
  *   elab_train.c   the train section, read by the rows of train_tables.c
+ *   elab_list.c    lists: repeated layers ([Block(...) for _ in range(n)]), h[i], range(), len()
  *
  * The sections below are named after the file that defines them. */
 #ifndef NNC_ELAB_IMPL_H
@@ -32,7 +33,10 @@ typedef enum {
 typedef struct Env Env;
 typedef struct Inst {
     Stmt *def;
-    const char *scope; /* "fc1", "enc.fc1" */
+    const char *scope; /* "fc1", "enc.fc1", "h.0" */
+    SrcLoc loc; /* the call that made it */
+    struct Inst *prev; /* an earlier instance of the same scope (its parameters' names would clash) */
+    bool clash_reported;
     Env *env;
     Stmt *forward;
     int first, end; /* the nodes its instantiation made (its parameters) */
@@ -81,8 +85,11 @@ typedef struct Elab {
     Graph *g;
     Model *m;
     Env *globals;
+    Env *declared; /* the full names of inputs (bound to their node), parameters and buffers: each once */
+    Env *instances; /* the instances made so far, by scope (a second one under a name clashes) */
     int in_train; /* data sources and optimizers may be called */
     int depth; /* recursion guard for blocks that call themselves */
+    int loop_depth; /* for statements being run */
     bool saw_minimize; /* a 'minimize' was written, even if it failed its checks */
     int eval_depth; /* eval() calls in progress (bounded: ELAB_MAX_DEPTH) */
     long steps; /* eval() calls so far (bounded: ELAB_MAX_STEPS) */
@@ -102,8 +109,14 @@ static const Value verror = {.k = V_ERROR};
 static inline Value vnum(double x) { return (Value){.k = V_NUM, .num = x}; }
 static inline Value vtensor(int node) { return (Value){.k = V_TENSOR, .node = node}; }
 
+/* A list (range(), a comprehension) holds at most this many items: counts are written by hand,
+ * and this keeps a typo (range(1e9)) a located error, not an allocation. */
+#define NN_MAX_ITEMS 10000
+
 /* ---- elab.c ---- */
 Value eval(Elab *E, Env *env, Expr *e);
+/* eval, a block call bound to the instance name bind_as (h = Block(...) makes "h") */
+Value eval_as(Elab *E, Env *env, Expr *e, const char *bind_as);
 Value vfolded(Elab *E, double x, SrcLoc loc, const char *what);
 void env_bind(Elab *E, Env *env, const char *name, Value v, SrcLoc loc);
 Binding *env_find(Env *env, const char *name);
@@ -155,6 +168,13 @@ Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc);
 bool eval_init(Elab *E, Env *env, Node *p, Expr *e);
+
+/* ---- elab_list.c ---- */
+bool list_walkable(Elab *E, Value v, SrcLoc loc);
+Value eval_comprehension(Elab *E, Env *env, Expr *e, const char *bind_as);
+Value eval_index(Elab *E, Env *env, Expr *e);
+Value read_range(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_len(Elab *E, const char *fn, Args *a, SrcLoc loc);
 
 /* ---- elab_train.c ---- */
 /* A builtin only the train section may call (train_tables.c): true when fn is one, with its

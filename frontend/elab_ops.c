@@ -1000,6 +1000,8 @@ static const struct {
     {"full", read_full},
     {"ones", read_full},
     {"zeros", read_full},
+    {"range", read_range},
+    {"len", read_len},
 };
 
 /* "did you mean": every op's surface name, then the compositions. */

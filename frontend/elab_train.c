@@ -230,7 +230,9 @@ static int named_tensor(Elab *E, const char *name, SrcLoc loc, const char *what)
 }
 
 static DataBind *bind_for(Elab *E, TrainConfig *t, const char *input, SrcLoc loc) {
-    int node = named_tensor(E, input, loc, "data for");
+    /* the input declared under the name, also where the model rebinds it (x = block(x)) */
+    Binding *decl = env_find(E->declared, input);
+    int node = decl && decl->v.k == V_TENSOR ? decl->v.node : named_tensor(E, input, loc, "data for");
     if (node < 0) return NULL;
     if (E->g->nodes[node].op != OP_INPUT) {
         diag_error(E->d, loc, "'%s' is not an input: data is bound to inputs", input);

@@ -38,10 +38,11 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token <str> IDENT "identifier"
 %token <str> STRING "string"
 %token BLOCK "'block'" INPUT "'input'" PARAM "'param'" BUFFER "'buffer'" OUTPUT "'output'" RETURN "'return'"
-%token FORWARD "'forward'" TRAIN "'train'" POW "'**'"
+%token FORWARD "'forward'" TRAIN "'train'" FOR "'for'" POW "'**'"
 %token EQ_OP "'=='" NE_OP "'!='" LE_OP "'<='" GE_OP "'>='"
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
+%type <str> var
 %type <expr> expr postfix primary
 %type <arg> args arglist arg dims exprlist
 %type <name> names namelist
@@ -80,8 +81,14 @@ stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4,
     | FORWARD '(' names ')' '=' expr   { $$ = ast_def(ctx, S_FORWARD, L(@1), NULL, $3, ast_stmt(ctx, S_RETURN, L(@6), NULL, NULL, $6)); }
     | FORWARD '(' names ')' '{' stmts '}' { $$ = ast_def(ctx, S_FORWARD, L(@1), NULL, $3, $6); }
     | TRAIN '{' settings '}'        { $$ = ast_def(ctx, S_TRAIN, L(@1), NULL, NULL, $3); }
+    | FOR var IDENT expr '{' stmts '}' { $$ = ast_for(ctx, L(@1), ast_name(ctx, L(@2), $2), $3, L(@3), $4, $6); }
     | ';'                           { $$ = NULL; }
     | error                         { $$ = NULL; }   /* resynchronize at the next statement */
+;
+/* A loop's variable may be `block`, as in PyTorch's `for block in self.transformer.h: x = block(x)`:
+ * an expression never starts an item, which the keyword does */
+var: IDENT                          { $$ = $1; }
+   | BLOCK                          { $$ = "block"; }
 ;
 names: %empty                       { $$ = NULL; }
      | namelist                     { $$ = $1; }
@@ -123,14 +130,16 @@ expr: expr '+' expr                 { $$ = ast_bin(ctx, L(@2), '+', $1, $3); }
 postfix: primary                    { $$ = $1; }
        | postfix '(' args ')'       { $$ = ast_call(ctx, L(@1), $1, $3); }
        | postfix '.' IDENT          { $$ = ast_member(ctx, L(@3), $1, $3); }
+       | postfix '[' expr ']'       { $$ = ast_index(ctx, L(@2), $1, $3); }
 ;
 primary: NUMBER                     { $$ = ast_num(ctx, L(@1), $1); }
        | STRING                     { $$ = ast_str(ctx, L(@1), $1); }
-       | IDENT                      { $$ = ast_ident(ctx, L(@1), $1); }
+       | var                        { $$ = ast_ident(ctx, L(@1), $1); }
        | '(' expr ')'               { $$ = $2; }
        | '(' expr ',' ')'           { $$ = ast_tuple(ctx, L(@1), ast_arg(ctx, NULL, $2)); }
        | '(' expr ',' exprlist ')'  { $$ = ast_tuple(ctx, L(@1), ast_args_prepend(ast_arg(ctx, NULL, $2), $4)); }
        | '[' exprlist ']'           { $$ = ast_tuple(ctx, L(@1), $2); }
+       | '[' expr FOR var IDENT expr ']' { $$ = ast_comp(ctx, L(@1), $2, ast_name(ctx, L(@4), $4), $5, L(@5), $6); }
 ;
 exprlist: expr                      { $$ = ast_arg(ctx, NULL, $1); }
         | exprlist ',' expr         { $$ = ast_args_append($1, ast_arg(ctx, NULL, $3)); }

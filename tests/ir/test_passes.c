@@ -12,6 +12,8 @@
  *   attention           nanoGPT's causal self-attention: the split's gradient one concat, permutes
  *                       composed (one per tensor), the causal mask fused into the kernel that
  *                       applies it, transposes of the last two axes folded into products
+ *   repeated layers     lists of blocks: parameters named as PyTorch names them (h.0.weight), in
+ *                       order; nested and written-out lists, h[i] and h[-1], for over a list
  *   memory plan         no two simultaneously live buffers overlap; outputs survive to the end;
  *                       planned <= unplanned
  *   placement/copies    --target cuda: one COPY per (value, device) on exactly the crossing
@@ -378,6 +380,65 @@ static void test_attention(void) {
     check_plan(c, "attention.nn");
 }
 
+/* ---- repeated layers ----------------------------------------------------------------------- */
+
+static int node_named(Graph *g, Op op, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == op && g->nodes[i].name && !strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* Lists written out, nested, inside a block, indexed and walked: each instance once, named by its
+ * place, and the computation as written (three matmuls through the walk, one for h[-1]); the
+ * train section's data x feeds the input x after the model rebinds the name. */
+static void test_repeat_forms(void) {
+    const char *src = "block Lin(n_in, n_out) {\n"
+                      "    param weight: f32[n_out, n_in] = normal(0, 0.3)\n"
+                      "    forward(x) = x @ weight.T\n"
+                      "}\n"
+                      "block Stack(n) {\n"
+                      "    h = [Lin(4, 4) for _ in range(n)]\n"
+                      "    forward(x) {\n"
+                      "        for block in h {\n"
+                      "            x = tanh(block(x))\n"
+                      "        }\n"
+                      "        return x\n"
+                      "    }\n"
+                      "}\n"
+                      "input x: f32[B, 4]\n"
+                      "net = Stack(3)\n"
+                      "seq = [Lin(4, 8), Lin(8, 4)]\n"
+                      "grid = [[Lin(4, 4) for _ in range(2)] for _ in range(2)]\n"
+                      "y = seq[1](seq[0](net(x)))\n"
+                      "for i in range(len(grid)) {\n"
+                      "    y = grid[i][-1](y)\n"
+                      "}\n"
+                      "loss = sum(y * y) + sum(net.h[-1](x)) + sum(grid[0][0].weight) + sum(grid[1][0].weight)\n"
+                      "x = y\n" /* data x still feeds the input x */
+                      "train {\n    data x = randn(8, 4)\n    minimize loss\n}\n";
+    Compiled *c = compile_src("repeat.nn", src, (Opts){0});
+    CHECK(c->ok, "repeat.nn compiles, found:\n%s", c->diag_text);
+    if (!c->ok) return;
+    Graph *g = c->p.g;
+    static const char *names[] = {"net.h.0.weight",  "net.h.1.weight",  "net.h.2.weight",
+                                  "seq.0.weight",    "seq.1.weight",    "grid.0.0.weight",
+                                  "grid.0.1.weight", "grid.1.0.weight", "grid.1.1.weight"};
+    int nparams = 0, last = -1;
+    for (int i = 0; i < g->n; i++) nparams += g->nodes[i].op == OP_PARAM;
+    CHECK(nparams == (int)NNC_COUNTOF(names), "repeat.nn: %d parameters, found %d", (int)NNC_COUNTOF(names), nparams);
+    for (size_t k = 0; k < NNC_COUNTOF(names); k++) {
+        int p = node_named(g, OP_PARAM, names[k]);
+        CHECK(p > last, "repeat.nn: parameter '%s' in order, found node %d after %d", names[k], p, last);
+        last = p > last ? p : last;
+    }
+    int net_mm = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_MATMUL && g->nodes[i].phase == PH_FORWARD && g->nodes[i].scope &&
+            !strncmp(g->nodes[i].scope, "net.h.", 6))
+            net_mm++;
+    CHECK(net_mm == 4, "repeat.nn: net's walk makes 3 forward products and net.h[-1] one, found %d", net_mm);
+}
+
 /* ---- memory plan --------------------------------------------------------------------------- */
 
 static int resolve(Entry *e, Graph *g, int x) {
@@ -735,6 +796,7 @@ int main(void) {
     test_fusion_mlp();
     test_fusion_barriers();
     test_attention();
+    test_repeat_forms();
     test_cuda();
     test_helper_plans();
     test_launch_cost();
