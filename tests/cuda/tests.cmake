@@ -160,6 +160,9 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME tensor_ops_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_tensor_ops_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
+  # gpt.nn (2 layers, n_embd 32) on the CUDA target against nanoGPT's model in torch, 20 AdamW steps
+  add_test(NAME gpt_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
+           --nnc $<TARGET_FILE:nnc> --target cuda --tiny)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
   # model parallel: one model over two emulated GPUs, against the cpu target
@@ -173,7 +176,8 @@ if(TARGET nnc_emu_cuda)
   set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
-                       conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu emu_mpi PROPERTIES
+                       conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu gpt_torch_emu
+                       emu_mpi PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
-  set_tests_properties(emu_train_mlp PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(emu_train_mlp gpt_torch_emu PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -12,8 +12,10 @@
  *   attention           nanoGPT's causal self-attention: the split's gradient one concat, permutes
  *                       composed (one per tensor), the causal mask fused into the kernel that
  *                       applies it, transposes of the last two axes folded into products
- *   repeated layers     lists of blocks: parameters named as PyTorch names them (h.0.weight), in
- *                       order; nested and written-out lists, h[i] and h[-1], for over a list
+ *   repeated layers     gpt.nn's list of blocks: parameters named as PyTorch names them
+ *                       (transformer.h.0.attn.c_attn.weight), in order, with their optimizer state,
+ *                       each block's computation scoped to its instance; nested and written-out
+ *                       lists, h[i] and h[-1], for over a list
  *   memory plan         no two simultaneously live buffers overlap; outputs survive to the end;
  *                       planned <= unplanned
  *   placement/copies    --target cuda: one COPY per (value, device) on exactly the crossing
@@ -386,6 +388,39 @@ static int node_named(Graph *g, Op op, const char *name) {
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == op && g->nodes[i].name && !strcmp(g->nodes[i].name, name)) return i;
     return -1;
+}
+
+/* models/gpt.nn: [Block(n_embd, n_head) for _ in range(n_layer)] inside the Transformer block makes
+ * transformer.h.0 ... transformer.h.3, each with nanoGPT's twelve parameters, in that order. */
+static void test_repeat_gpt(void) {
+    static const char *per_block[] = {
+        "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+        "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+    Compiled *c = compile_model("gpt.nn", (Opts){0});
+    if (!c->ok) return;
+    Graph *g = c->p.g;
+    int nparams = 0, last = node_named(g, OP_PARAM, "transformer.wpe.weight");
+    for (int i = 0; i < g->n; i++) nparams += g->nodes[i].op == OP_PARAM;
+    CHECK(nparams == 4 * 12 + 4, "gpt.nn: 52 parameters (wte, wpe, 4 blocks of 12, ln_f), found %d", nparams);
+    for (int b = 0; b < 4; b++)
+        for (size_t k = 0; k < NNC_COUNTOF(per_block); k++) {
+            char name[96];
+            snprintf(name, sizeof name, "transformer.h.%d.%s", b, per_block[k]);
+            int p = node_named(g, OP_PARAM, name);
+            CHECK(p > last, "gpt.nn: parameter '%s' after the one before it (node %d), found node %d", name, last, p);
+            last = p > last ? p : last;
+            char st[128];
+            snprintf(st, sizeof st, "%s.exp_avg_sq", name);
+            CHECK(p < 0 || node_named(g, OP_STATE, st) >= 0, "gpt.nn: AdamW's state '%s' exists", st);
+        }
+    CHECK(node_named(g, OP_PARAM, "transformer.h.4.ln_1.weight") < 0, "gpt.nn: no fifth block");
+    CHECK(node_named(g, OP_PARAM, "transformer.ln_f.weight") > last, "gpt.nn: ln_f after the blocks");
+    /* block 2's attention scores are computed under its scope (kernels name their instance) */
+    int scoped = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_SOFTMAX && g->nodes[i].phase == PH_FORWARD)
+            scoped += g->nodes[i].scope && !strcmp(g->nodes[i].scope, "transformer.h.2.attn");
+    CHECK(scoped == 1, "gpt.nn: one forward softmax scoped transformer.h.2.attn, found %d", scoped);
 }
 
 /* Lists written out, nested, inside a block, indexed and walked: each instance once, named by its
@@ -796,6 +831,7 @@ int main(void) {
     test_fusion_mlp();
     test_fusion_barriers();
     test_attention();
+    test_repeat_gpt();
     test_repeat_forms();
     test_cuda();
     test_helper_plans();
