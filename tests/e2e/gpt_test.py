@@ -6,7 +6,11 @@ one step).  Checked:
 - the first step's loss is about ln(vocab_size), as nanoGPT's initialisation gives, and the
   epoch's loss is below it; the test loss is finite;
 - the checkpoint names the repeated blocks as PyTorch does: transformer.h.0 ... h.{n_layer-1};
-- --eval on the saved checkpoint gives the epoch's test loss back.
+- --eval on the saved checkpoint gives the epoch's test loss back;
+- models/gpt2_small.nn (GPT-2 small) compiles without its data, and --stats reports its 124M
+  parameters, AdamW's two moments, and the step's activation memory: with attention composed of
+  products, a mask and a softmax, at least the [B, H, T, T] probabilities each layer keeps for
+  its backward, plus the one the backward works on.
 (tests/ref/test_gpt_torch.py compares the losses step by step with nanoGPT's model in torch.)
 
     gpt_test.py NNC
@@ -34,6 +38,35 @@ def check(ok, what):
     global fails
     fails += not ok
     print("%s %s" % ("ok  " if ok else "FAIL", what))
+
+
+def gpt2_stats(nnc):
+    path = os.path.join(ROOT, "models", "gpt2_small.nn")
+    with open(path) as f:
+        src = f.read()
+    c = {k: int(re.search(r"^%s = (\d+)" % k, src, re.M).group(1))
+         for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")}
+    L, H, C, T, V = c["n_layer"], c["n_head"], c["n_embd"], c["block_size"], c["vocab_size"]
+    B = int(re.search(r"^\s*batch = (\d+)", src, re.M).group(1))
+    with tempfile.TemporaryDirectory() as d:   # no gpt2_data/ there: --stats reads no data
+        shutil.copy(path, d)
+        r = subprocess.run([nnc, os.path.join(d, "gpt2_small.nn"), "--stats"], capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, "gpt2_small.nn --stats without its data%s" % ("" if r.returncode == 0 else ":\n" + out))
+    if r.returncode != 0:
+        return
+    nparams = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+    got = re.search(r"parameters (\d+) B  optimizer state (\d+) B", out)
+    check(got and int(got.group(1)) == 4 * nparams and 0 <= int(got.group(2)) - 8 * nparams <= 64,
+          "GPT-2 small: %d parameters (%s), AdamW's state twice that and the schedule's rate" % (
+              nparams, got and got.group(0)))
+    act = re.search(r"train_step .* activations +(\d+) B planned, +(\d+) B unplanned", out)
+    scores = B * H * T * T * 4
+    check(act and (L + 1) * scores <= int(act.group(1)) <= int(act.group(2)),
+          "train_step's activations %.2f GiB planned (%.1f GiB unplanned), batch %d: at least the %d x %d MiB of "
+          "[B, %d, %d, %d] attention probabilities the composed attention holds" % (
+              int(act.group(1)) / 2**30 if act else -1, int(act.group(2)) / 2**30 if act else -1, B, L + 1,
+              scores >> 20, H, T, T))
 
 
 def main():
@@ -92,6 +125,7 @@ def main():
         got = re.search(r"loss ([0-9.]+)", out) if r.returncode == 0 else None
         check(got is not None and abs(float(got.group(1)) - epochs[-1]["test_loss"]) < 1e-4,
               "--eval of the checkpoint: %s (the epoch's test loss %.6f)" % (out.strip(), epochs[-1]["test_loss"]))
+    gpt2_stats(nnc)
     print("%d failed" % fails if fails else "all passed")
     return 1 if fails else 0
 
