@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NNC_ABI_VERSION 3
+#define NNC_ABI_VERSION 4
 
 /* The entry points.  ACCUM exists in a model built for gradient accumulation (accumulate > 1):
  * forward and backward of a micro-batch, its gradients (of loss / accumulate) added to the
@@ -126,5 +126,24 @@ typedef struct nnc_model_abi {
     int (*set_lr)(void *m, double lr);
     const char *batch_name; /* the batch dimension as the model names it ("B") */
     const nnc_input_rule *input_rules; /* per input (above) */
+    /* Pipelined calls, where the target computes beside the host (CUDA; NULL on the CPU, whose
+     * calls run to their end): the host prepares the next batch while a call runs, and reads a
+     * call's outputs one call later.  At most NNC_PIPELINE_DEPTH calls are in flight.
+     *   input_buffer(m, i)   where to put input i of the next submit (pinned host memory, one
+     *                        of a ring, sized at batch_max); NULL when the ring is full (finish
+     *                        one first).  Inputs written there are not copied again.
+     *   submit(m, entry, inputs, batch)   checks the call as run() does, advances the step and
+     *                        queues it without waiting: its inputs' copies go to the device
+     *                        while earlier calls run.  Inputs elsewhere are copied into the
+     *                        ring first, so the caller may reuse them at once.  0 or a status.
+     *   finish(m)            waits for the oldest call in flight; its status (error() says
+     *                        why), and on 0 output() gives its outputs, as after run().
+     * run() stays synchronous (it may be called between them); sync(), param() and state() see
+     * the parameters after every call submitted. */
+    void *(*input_buffer)(void *m, int i);
+    int (*submit)(void *m, int entry, const void *const *inputs, int64_t batch);
+    int (*finish)(void *m);
 } nnc_model_abi;
+
+#define NNC_PIPELINE_DEPTH 2 /* calls in flight at most: one running, the next one queued */
 #endif

@@ -115,13 +115,28 @@ typedef struct nnc_device_ops {
      * are asynchronous on the compute stream and can be captured). */
     void *(*host_alloc)(nnc_rt *rt, size_t bytes);
     void (*host_free)(nnc_rt *rt, void *p);
-    /* bytes at `offset` of a device block to or from host memory (NNC_SYNC_TO_*); waits */
+    /* bytes at `offset` of a device block to or from host memory (NNC_SYNC_TO_*): a copy to the
+     * host has landed when it returns, a copy to the device comes before every later call */
     int (*copy)(nnc_rt *rt, int block, int64_t offset, void *host, size_t bytes, int direction);
     int (*set_step)(nnc_rt *rt);    /* the device's copy of rt->step */
     /* Runs an entry that exists on inputs that are checked; rt->step is already advanced. */
     int (*run)(nnc_rt *rt, int entry, const void *const *in, int64_t batch);
     void (*close)(nnc_rt *rt);      /* the device's own memory and state; rt->dev is gone after */
+    /* Pipelined calls (NULL: every call runs to its end, and the ABI's submit is NULL too).
+     * submit queues an entry that exists on checked inputs in ring slot `slot` (pinned, left
+     * unchanged until the call is finished) and returns without waiting; finish waits for the
+     * call queued in `slot` and leaves its outputs where run leaves them (nnc_rt_outputs_take).
+     * The runtime keeps at most one call per slot in flight and finishes them in order. */
+    int (*submit)(nnc_rt *rt, int entry, const void *const *in, int64_t batch, int slot);
+    int (*finish)(nnc_rt *rt, int slot, int entry, int64_t batch);
 } nnc_device_ops;
+
+/* A pipelined call in flight: what finish needs to know of it. */
+typedef struct {
+    int entry;
+    int64_t batch;
+    int slot; /* its ring slot */
+} nnc_rt_flight;
 
 /* An output in device memory: its host copy, and whether it is this call's. */
 typedef struct {
@@ -148,6 +163,10 @@ struct nnc_rt {
     int status;
     int last;                       /* the entry whose outputs are current, or -1 */
     const nnc_comm *comm;           /* the host's collectives (data parallel), or NULL */
+    size_t stage_lo[NNC_ENTRY_COUNT], stage_hi[NNC_ENTRY_COUNT]; /* each entry's bytes of `stage` */
+    void **ring[NNC_PIPELINE_DEPTH]; /* pipelined calls' input buffers, per slot one per input (pinned) */
+    nnc_rt_flight flight[NNC_PIPELINE_DEPTH]; /* the calls in flight, oldest at first_flight */
+    int nflight, first_flight, next_slot;
     char msg[NNC_RT_MSG_LEN];
 };
 #endif /* NNC_RUNTIME_H */
@@ -241,11 +260,13 @@ static int nnc_rt_alloc_stages(nnc_rt *rt) {
     for (int k = 0; k < NNC_ENTRY_COUNT; k++) {
         rt->stages[k] = calloc((size_t)d->abi.noutputs[k] + 1, sizeof *rt->stages[k]);
         if (!rt->stages[k]) return nnc_rt_fail(rt, NNC_STATUS_ARG, "out of memory");
+        rt->stage_lo[k] = total;
         for (int j = 0; j < d->abi.noutputs[k]; j++) {
             if (!nnc_rt_on_device(rt->ops, d->entry[k].outputs[j].block)) continue;
             rt->stages[k][j].at = total;
             total += nnc_rt_round64(nnc_rt_bytes(d, &d->abi.outputs[k][j], d->abi.batch_max));
         }
+        rt->stage_hi[k] = total;
     }
     if (total && !(rt->stage = rt->ops->host_alloc(rt, total)))
         return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot allocate %zu bytes of host memory", total);
@@ -271,6 +292,11 @@ NNC_RT_FN void nnc_rt_destroy(void *m) {
     if (!rt) return;
     if (rt->stage) rt->ops->host_free(rt, rt->stage);
     if (rt->owned) rt->ops->host_free(rt, rt->owned);
+    for (int s = 0; s < NNC_PIPELINE_DEPTH; s++) {
+        for (int i = 0; rt->ring[s] && i < rt->d->abi.ninputs; i++)
+            if (rt->ring[s][i]) rt->ops->host_free(rt, rt->ring[s][i]);
+        free(rt->ring[s]);
+    }
     for (int k = 0; k < NNC_ENTRY_COUNT; k++) free(rt->stages[k]);
     if (rt->ops->close) rt->ops->close(rt);
     free(rt);
@@ -485,6 +511,100 @@ NNC_RT_FN const void *nnc_rt_output(void *m, int entry, int k) {
     return rt->stage + s->at;
 }
 
+/* ---- pipelined calls (a device with submit) ----------------------------------------------------
+ * The host gathers the next batch into a ring slot while the device runs the call before it, and
+ * reads a call's outputs when it finishes it, one call later.  The slots are used in turn, so
+ * the slot a new call takes was last used by the call NNC_PIPELINE_DEPTH submits ago, which
+ * has been finished: its input copies have run, and the host may write the slot again. */
+
+/* The ring's buffers, allocated at the first pipelined call: one per input and slot, at batch_max. */
+static int nnc_rt_ring_alloc(nnc_rt *rt) {
+    const nnc_model_desc *d = rt->d;
+    for (int s = 0; s < NNC_PIPELINE_DEPTH; s++) {
+        if (!rt->ring[s] && !(rt->ring[s] = calloc((size_t)d->abi.ninputs + 1, sizeof(void *))))
+            return nnc_rt_fail(rt, NNC_STATUS_ARG, "out of memory");
+        for (int i = 0; i < d->abi.ninputs; i++) {
+            const size_t bytes = nnc_rt_bytes(d, &d->abi.inputs[i], d->abi.batch_max);
+            if (!rt->ring[s][i] && !(rt->ring[s][i] = rt->ops->host_alloc(rt, bytes)))
+                return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot allocate %zu bytes of host memory", bytes);
+        }
+    }
+    return 0;
+}
+
+/* The ABI's input_buffer: where input i of the next submit goes; NULL while the ring is full. */
+NNC_RT_FN void *nnc_rt_input_buffer(void *m, int i) {
+    nnc_rt *rt = m;
+    if (!rt || !rt->ops->submit || i < 0 || i >= rt->d->abi.ninputs || rt->nflight == NNC_PIPELINE_DEPTH ||
+        nnc_rt_ring_alloc(rt))
+        return NULL;
+    return rt->ring[rt->next_slot][i];
+}
+
+/* The ABI's submit: run's checks and step, then the call queued on its ring slot. */
+NNC_RT_FN int nnc_rt_submit(void *m, int entry, const void *const *in, int64_t batch) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    const nnc_model_desc *d = rt->d;
+    rt->status = 0;
+    rt->msg[0] = 0;
+    if (!rt->ops->submit)
+        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_submit: the %s target runs each call to its end: use run",
+                           d->abi.name, rt->ops->name);
+    if (rt->nflight == NNC_PIPELINE_DEPTH)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_submit: %d calls are in flight already: finish one first",
+                           d->abi.name, NNC_PIPELINE_DEPTH);
+    if (nnc_rt_check_call(rt, entry, in, batch) || nnc_rt_ring_alloc(rt)) return rt->status;
+    const int slot = rt->next_slot;
+    void **ring = rt->ring[slot];
+    for (int i = 0; i < d->abi.ninputs; i++) /* the caller's own memory: copied, so it is free at once */
+        if (d->entry[entry].reads[i] && in[i] != ring[i])
+            memcpy(ring[i], in[i], nnc_rt_bytes(d, &d->abi.inputs[i], batch));
+    if (d->entry[entry].advances_step) rt->step++;
+    const int rc = rt->ops->submit(rt, entry, (const void *const *)ring, batch, slot);
+    if (rc) return rt->status = rc;
+    if (entry == NNC_ENTRY_ACCUM) rt->micro++;
+    if (entry == NNC_ENTRY_TRAIN) rt->micro = 0;
+    rt->flight[(rt->first_flight + rt->nflight) % NNC_PIPELINE_DEPTH] = (nnc_rt_flight){entry, batch, slot};
+    rt->nflight++;
+    rt->next_slot = (slot + 1) % NNC_PIPELINE_DEPTH;
+    return 0;
+}
+
+/* The ABI's finish: the oldest call in flight, waited for; on success its outputs are current. */
+NNC_RT_FN int nnc_rt_finish(void *m) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    rt->status = 0;
+    rt->msg[0] = 0;
+    if (!rt->nflight) return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_finish: no call is in flight", rt->d->abi.name);
+    const nnc_rt_flight f = rt->flight[rt->first_flight];
+    rt->first_flight = (rt->first_flight + 1) % NNC_PIPELINE_DEPTH;
+    rt->nflight--;
+    rt->last = -1;
+    const int rc = rt->ops->finish(rt, f.slot, f.entry, f.batch);
+    if (rc) return rt->status = rc;
+    rt->batch[f.entry] = f.batch;
+    rt->last = f.entry;
+    return 0;
+}
+
+/* For a device's finish: a pipelined call's outputs from the copies it made of them (`host`: of
+ * the host block from its start, `stage`: of the entry's outputs in device memory, laid out as
+ * rt->stage from stage_lo[entry]) into the places a run leaves them, where output() reads them. */
+NNC_RT_FN void nnc_rt_outputs_take(nnc_rt *rt, int entry, int64_t batch, const char *host, const char *stage) {
+    const nnc_model_desc *d = rt->d;
+    for (int k = 0; k < d->abi.noutputs[entry]; k++) {
+        const nnc_place *at = &d->entry[entry].outputs[k];
+        const size_t bytes = nnc_rt_bytes(d, &d->abi.outputs[entry][k], batch);
+        nnc_rt_stage *s = &rt->stages[entry][k];
+        if (nnc_rt_on_device(rt->ops, at->block)) {
+            memcpy(rt->stage + s->at, stage + (s->at - rt->stage_lo[entry]), bytes);
+            s->fresh = 1;
+        } else if (at->block == NNC_BLOCK_HOST) memcpy(rt->host[NNC_BLOCK_HOST] + at->offset, host + at->offset, bytes);
+    }
+}
+
 NNC_RT_FN const char *nnc_rt_error(void *m) {
     return m ? ((nnc_rt *)m)->msg
              : "the model is NULL (did create fail? It does when out of memory, and create_in when its memory is NULL, "
@@ -501,6 +621,9 @@ NNC_RT_FN void nnc_rt_set_comm(void *m, const nnc_comm *comm) {
     .create = (create_fn), .destroy = nnc_rt_destroy, .init = nnc_rt_init, .run = nnc_rt_run, .param = nnc_rt_param, \
     .state = nnc_rt_state, .output = nnc_rt_output, .get_step = nnc_rt_get_step, .set_step = nnc_rt_set_step, \
     .error = nnc_rt_error, .sync = nnc_rt_sync, .set_comm = nnc_rt_set_comm, .set_lr = nnc_rt_set_lr
+
+/* ... and a device target's pipelined calls (the device has submit and finish). */
+#define NNC_RT_ABI_PIPELINE .input_buffer = nnc_rt_input_buffer, .submit = nnc_rt_submit, .finish = nnc_rt_finish
 
 /* ---- the typed API's behaviour (an ahead-of-time header declares NAME_init, NAME_output, ...) */
 

@@ -18,9 +18,11 @@
  *     compute stream and capturable.
  * run() issues an entry's launches (cuda_issue.c).  The first run of an entry at a batch size
  * goes direct; the next one captures the sequence as a CUDA graph (keyed by the batch size,
- * which the cuBLAS calls bake in) and later runs replay it.  If capture fails the entry stays
- * on direct launches.  Every CUDA and cuBLAS call is checked by a macro that reports the call
- * and its site (llm.c's cudaCheck) into the instance's message. */
+ * which the cuBLAS calls bake in, and the call slot) and later runs replay it.  If capture fails the entry stays
+ * on direct launches.  submit() and finish() are the pipelined calls: a call queued on a slot
+ * of the runtime's input ring, its inputs going up on a copy stream while the call before it
+ * runs (below).  Every CUDA and cuBLAS call is checked by a macro that reports the call and its
+ * site (llm.c's cudaCheck) into the instance's message. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +68,7 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
     int k = e->kind;
     if (m->timing) return cuda_issue_entry(m, e, B); /* --profile: events around each launch, no graph */
     for (int s = 0; s < GRAPH_SLOTS; s++)
-        if (m->graph[k][s].exec && m->graph[k][s].B == B) {
+        if (m->graph[k][s].exec && m->graph[k][s].B == B && m->graph[k][s].slot == m->slot) {
             CU(cu.GraphLaunch(m->graph[k][s].exec, m->cur->st));
             return true;
         }
@@ -83,7 +85,7 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
     GraphSlot *slot = &m->graph[k][m->next_slot[k]];
     m->next_slot[k] = (m->next_slot[k] + 1) % GRAPH_SLOTS;
     if (slot->exec) cu.GraphExecDestroy(slot->exec);
-    *slot = (GraphSlot){B, exec};
+    *slot = (GraphSlot){B, m->slot, exec};
     CU(cu.GraphLaunch(exec, m->cur->st));
     return true;
 }
@@ -91,11 +93,17 @@ static bool launch_entry(CudaModel *m, const Entry *e, int64_t B) {
 /* ---- the device operations (nnc_device_ops) -------------------------------------------------- */
 
 /* Every host<->device copy goes on the compute stream, from pinned memory, then the host waits
- * for it.  A synchronous cuMemcpyHtoD would run on the legacy stream, which a
- * CU_STREAM_NON_BLOCKING stream does not wait for: the first kernel could read parameters (or
- * Adam's step) before they landed.  Ordering on one stream makes "copied, then used" hold by
- * construction. */
+ * for it (but a small upload: upload_small).  A synchronous cuMemcpyHtoD would run on the legacy
+ * stream, which a CU_STREAM_NON_BLOCKING stream does not wait for: the first kernel could read
+ * parameters (or Adam's step) before they landed.  Ordering on one stream makes "copied, then
+ * used" hold by construction. */
+static bool upload_small(CudaModel *m, CUdeviceptr d, const void *host, size_t bytes);
+
 static bool copy_block(CudaModel *m, int block, int64_t offset, void *host, size_t bytes, int direction) {
+    if (direction == NNC_SYNC_TO_DEVICE && bytes <= UPLOAD_CELL_BYTES && m->ngpus == 1) {
+        Gpu *g = m->cur;
+        return upload_small(m, g->dBlock[block] + (CUdeviceptr)(offset - g->lo[block]), host, bytes);
+    }
     for (int i = 0; i < NNC_MAX_GPUS; i++) {   /* each GPU's part of [offset, offset + bytes) */
         Gpu *g = &m->gpu[i];
         int64_t lo = offset > g->lo[block] ? offset : g->lo[block];
@@ -110,6 +118,28 @@ static bool copy_block(CudaModel *m, int block, int64_t offset, void *host, size
         CU(cu.StreamSynchronize(g->st));
     }
     CU(cu.CtxSetCurrent(m->cur->ctx));
+    return true;
+}
+
+/* A small upload (the rate a schedule sets before each step, NNC_SYNC_TO_DEVICE of a few bytes)
+ * without waiting for the calls in flight: its bytes go into a pinned cell, copied on the
+ * compute stream, so every call queued after it reads them.  A cell is written again once the
+ * call issued after its copy has finished (then the copy has run); otherwise the host waits
+ * for the copy's event, which with UPLOAD_CELLS cells and two calls in flight does not happen
+ * in a training loop. */
+static bool upload_small(CudaModel *m, CUdeviceptr d, const void *host, size_t bytes) {
+    int c = m->next_cell;
+    m->next_cell = (c + 1) % UPLOAD_CELLS;
+    if (!m->hCell) {
+        CU(cu.MemAllocHost((void **)&m->hCell, UPLOAD_CELLS * UPLOAD_CELL_BYTES));
+        for (int i = 0; i < UPLOAD_CELLS; i++) CU(cu.EventCreate(&m->cell_ev[i], CU_EVENT_DISABLE_TIMING));
+    }
+    if (m->cell_call[c] && m->cell_call[c] > m->finished) CU(cu.EventSynchronize(m->cell_ev[c]));
+    char *cell = m->hCell + c * UPLOAD_CELL_BYTES;
+    memcpy(cell, host, bytes);
+    CU(cu.MemcpyHtoDAsync(d, cell, bytes, m->cur->st));
+    CU(cu.EventRecord(m->cell_ev[c], m->cur->st));
+    m->cell_call[c] = m->issued + 1;
     return true;
 }
 
@@ -154,6 +184,7 @@ static void cuda_host_free(nnc_rt *rt, void *p) {
         if (m->gpu[i].ctx && m->gpu[i].st && cu.CtxSetCurrent(m->gpu[i].ctx) == CUDA_SUCCESS)
             cu.StreamSynchronize(m->gpu[i].st);
     if (m->cur) cu.CtxSetCurrent(m->cur->ctx);
+    if (m->cpy) cu.StreamSynchronize(m->cpy);
     cu.MemFreeHost(p);
 }
 
@@ -164,12 +195,9 @@ static void stage_inputs(CudaModel *m, int entry, const void *const *in, int64_t
         if (d->entry[entry].reads[i]) memcpy(m->hIn[i], in[i], nnc_rt_bytes(d, &d->abi.inputs[i], B));
 }
 
-/* The runtime has checked the batch and the inputs and advanced the step. */
-static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
-    CudaModel *m = rt->dev;
-    if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS) return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
-    stage_inputs(m, entry, in, B);
-    bool ok = launch_entry(m, &m->p->entry[entry], B);
+/* Waits for every GPU's stream: the work issued so far has run.  `ok` false: a failure is
+ * already reported, and stays the one reported. */
+static bool wait_all(CudaModel *m, bool ok) {
     for (int i = 0; i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->used) continue;
@@ -181,14 +209,116 @@ static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
         }
     }
     cu.CtxSetCurrent(m->cur->ctx);
-    ok = ok && (!m->timing || cuda_profile_read(m, &m->p->entry[entry]));
-    if (!ok) return rt->status ? rt->status : NNC_STATUS_ARG;
+    return ok;
+}
+
+/* The kernels' label and index checks of the call in slot `slot` (-1: run's), read back. */
+static int check_flags(CudaModel *m, int entry, int slot) {
     for (int i = 0; m->has_ce[entry] && i < NNC_MAX_GPUS; i++) {
-        const int *err = m->gpu[i].hErr;   /* 1: a cross_entropy label, 2: an embedding index */
+        const int *err = m->gpu[i].hErr[slot + 1]; /* 1: a cross_entropy label, 2: an embedding index */
         if (m->gpu[i].used && err[0])
-            return nnc_rt_fail(rt, NNC_STATUS_CHECK, err[0] == 2 ? NNC_RT_INDEX_FMT : NNC_RT_LABEL_FMT, err[2],
+            return nnc_rt_fail(m->rt, NNC_STATUS_CHECK, err[0] == 2 ? NNC_RT_INDEX_FMT : NNC_RT_LABEL_FMT, err[2],
                                (long long)err[1], (long long)err[3]);
     }
+    return 0;
+}
+
+/* The runtime has checked the batch and the inputs and advanced the step. */
+static int cuda_run(nnc_rt *rt, int entry, const void *const *in, int64_t B) {
+    CudaModel *m = rt->dev;
+    if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
+    stage_inputs(m, entry, in, B);
+    m->issued++;
+    bool ok = wait_all(m, launch_entry(m, &m->p->entry[entry], B));
+    ok = ok && (!m->timing || cuda_profile_read(m, &m->p->entry[entry]));
+    if (!ok) return rt->status ? rt->status : NNC_STATUS_ARG;
+    m->finished = m->issued;
+    return check_flags(m, entry, -1);
+}
+
+/* ---- pipelined calls (nnc_rt_submit) ------------------------------------------------------------
+ * A call is queued on its ring slot's memory and the host goes on: the inputs go up on the copy
+ * stream into the slot's device buffer while the calls before it run, the compute stream waits
+ * for them by an event (never the host), then the entry's graph for that slot runs, which copies
+ * the inputs from there into the activations, and the host block, the error flags and the
+ * device outputs into the slot's pinned copies; an event marks its end, which finish waits for.
+ * A graph is captured per slot because a graph's addresses are fixed: the two slots' graphs
+ * differ only in the addresses of these copies. */
+
+/* Slot s's memory, at its first call (never during a capture: nothing is allocated then), and
+ * its copies of an entry's outputs at the entry's first call there: only as much as the entry
+ * writes, so that eval's large outputs (logits) cost no pinned memory to a pipelined train step. */
+static bool call_slot_alloc(CudaModel *m, int s, int entry) {
+    CallSlot *c = &m->call[s];
+    if (!c->ready) {
+        m->up = m->ngpus == 1; /* a model over several GPUs copies its inputs in its step, as a run does */
+        if (m->up && !m->cpy) CU(cu.StreamCreate(&m->cpy, CU_STREAM_NON_BLOCKING));
+        if (m->up) CU(cu.MemAlloc(&c->dIn, nonzero(m->in_bytes)));
+        CU(cu.EventCreate(&c->copied, CU_EVENT_DISABLE_TIMING));
+        CU(cu.EventCreate(&c->done, CU_EVENT_DISABLE_TIMING));
+        c->ready = true;
+    }
+    if (!c->hHost[entry])
+        CU(cu.MemAllocHost((void **)&c->hHost[entry], nonzero(cuda_host_extent(m, &m->p->entry[entry]))));
+    if (!c->hOut[entry])
+        CU(cu.MemAllocHost((void **)&c->hOut[entry], nonzero(m->rt->stage_hi[entry] - m->rt->stage_lo[entry])));
+    return true;
+}
+
+/* The call's inputs onto the device on the copy stream, and the compute stream's wait for them.
+ * The slot's device buffer was last read by the call NNC_PIPELINE_DEPTH submits ago, which the
+ * runtime has finished. */
+static bool inputs_up(CudaModel *m, int entry, const void *const *in, int64_t B) {
+    const nnc_model_desc *d = m->desc;
+    CallSlot *c = &m->call[m->slot];
+    if (!m->up) return true;
+    for (int i = 0; i < d->abi.ninputs; i++)
+        if (d->entry[entry].reads[i])
+            CU(cu.MemcpyHtoDAsync(c->dIn + (CUdeviceptr)m->in_at[i], in[i], nnc_rt_bytes(d, &d->abi.inputs[i], B),
+                                  m->cpy));
+    CU(cu.EventRecord(c->copied, m->cpy));
+    CU(cu.StreamWaitEvent(m->cur->st, c->copied, 0));
+    return true;
+}
+
+/* The call's end on the compute stream (a model over several GPUs has run its call already). */
+static bool mark_done(CudaModel *m, CallSlot *c) {
+    if (m->ngpus == 1) CU(cu.EventRecord(c->done, m->cur->st));
+    return true;
+}
+
+static int cuda_submit(nnc_rt *rt, int entry, const void *const *in, int64_t B, int slot) {
+    CudaModel *m = rt->dev;
+    CallSlot *c = &m->call[slot];
+    if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
+    if (!call_slot_alloc(m, slot, entry)) return rt->status;
+    m->slot = slot;
+    m->in = in;
+    c->seq = ++m->issued;
+    bool ok = inputs_up(m, entry, in, B) && launch_entry(m, &m->p->entry[entry], B) && mark_done(m, c);
+    m->slot = -1;
+    m->in = NULL;
+    return ok ? 0 : rt->status ? rt->status : NNC_STATUS_ARG;
+}
+
+/* Waits for the call in `slot` (a model over several GPUs: for every stream), then its checks
+ * and outputs, as a run leaves them. */
+static int cuda_finish(nnc_rt *rt, int slot, int entry, int64_t B) {
+    CudaModel *m = rt->dev;
+    CallSlot *c = &m->call[slot];
+    if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
+    if (m->ngpus > 1 && !wait_all(m, true)) return rt->status;
+    CUresult r = m->ngpus > 1 ? CUDA_SUCCESS : cu.EventSynchronize(c->done);
+    if (r != CUDA_SUCCESS) {
+        cu_fail(m, r, "cuEventSynchronize(the call's end)", __FILE__, __LINE__);
+        return rt->status;
+    }
+    if (c->seq > m->finished) m->finished = c->seq;
+    if (check_flags(m, entry, slot)) return rt->status;
+    nnc_rt_outputs_take(rt, entry, B, c->hHost[entry], c->hOut[entry]);
     return 0;
 }
 
@@ -208,6 +338,21 @@ static void cuda_close(nnc_rt *rt) {
         if (m->hIn[i]) cu.MemFreeHost(m->hIn[i]);
     if (m->hColl) cu.MemFreeHost(m->hColl);
     if (m->cst) cu.StreamSynchronize(m->cst);
+    if (m->cpy) cu.StreamSynchronize(m->cpy);
+    for (int s = 0; s < NNC_PIPELINE_DEPTH; s++) {
+        CallSlot *c = &m->call[s];
+        if (c->dIn) cu.MemFree(c->dIn);
+        for (int k = 0; k < ENTRY_COUNT; k++) {
+            if (c->hHost[k]) cu.MemFreeHost(c->hHost[k]);
+            if (c->hOut[k]) cu.MemFreeHost(c->hOut[k]);
+        }
+        if (c->copied) cu.EventDestroy(c->copied);
+        if (c->done) cu.EventDestroy(c->done);
+    }
+    if (m->hCell) cu.MemFreeHost(m->hCell);
+    for (int i = 0; i < UPLOAD_CELLS; i++)
+        if (m->cell_ev[i]) cu.EventDestroy(m->cell_ev[i]);
+    if (m->cpy) cu.StreamDestroy(m->cpy);
     nccl_free(m->nccl);
     for (int i = 0; m->ready && i < m->p->g->n; i++) {
         if (m->ready[i]) cu.EventDestroy(m->ready[i]);
@@ -224,9 +369,11 @@ static void cuda_close(nnc_rt *rt) {
                              g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork};
         for (size_t j = 0; j < NNC_COUNTOF(dev); j++)
             if (dev[j]) cu.MemFree(dev[j]);
-        void *pinned[] = {g->hErr, g->hStep, g->hFirst};
+        void *pinned[] = {g->hStep, g->hFirst};
         for (size_t j = 0; j < NNC_COUNTOF(pinned); j++)
             if (pinned[j]) cu.MemFreeHost(pinned[j]);
+        for (int s = 0; s <= NNC_PIPELINE_DEPTH; s++)
+            if (g->hErr[s]) cu.MemFreeHost(g->hErr[s]);
         if (g->mod) cu.ModuleUnload(g->mod);
         if (g->st) cu.StreamDestroy(g->st);
         cu.PrimaryCtxRelease(g->dev);
@@ -247,6 +394,8 @@ static const nnc_device_ops cuda_device = {
     .set_step = cuda_set_step,
     .run = cuda_run,
     .close = cuda_close,
+    .submit = cuda_submit,
+    .finish = cuda_finish,
 };
 
 /* nnc_model_abi.create: a CUDA model is created by the backend's load(), with its device. */
@@ -376,8 +525,10 @@ static bool alloc_gpu(CudaModel *m, int k) {
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(g->blas, (void *)g->dWork, BLAS_WORKSPACE));
     CU(cu.MemAllocHost((void **)&g->hStep, 3 * sizeof *g->hStep));
-    CU(cu.MemAllocHost((void **)&g->hErr, 64));
-    memset(g->hErr, 0, 64);
+    for (int s = 0; s <= NNC_PIPELINE_DEPTH; s++) {
+        CU(cu.MemAllocHost((void **)&g->hErr[s], 64));
+        memset(g->hErr[s], 0, 64);
+    }
     return true;
 }
 
@@ -394,8 +545,13 @@ static bool alloc_staging(CudaModel *m) {
         }
     if (coll) CU(cu.MemAllocHost((void **)&m->hColl, coll));
     m->hIn = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(void *));
-    for (int i = 0; i < d->abi.ninputs; i++)
-        CU(cu.MemAllocHost(&m->hIn[i], nonzero(nnc_rt_bytes(d, &d->abi.inputs[i], d->abi.batch_max))));
+    m->in_at = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(size_t));
+    for (int i = 0; i < d->abi.ninputs; i++) {
+        size_t bytes = nnc_rt_bytes(d, &d->abi.inputs[i], d->abi.batch_max);
+        CU(cu.MemAllocHost(&m->hIn[i], nonzero(bytes)));
+        m->in_at[i] = m->in_bytes; /* a pipelined call's inputs on the device, each on 256 bytes */
+        m->in_bytes += (bytes + 255) / 256 * 256;
+    }
     return true;
 }
 
@@ -442,7 +598,8 @@ static CudaModel *cuda_model_new(const Program *p, const BuildOpts *o) {
     m->tf32 = o->tf32;
     m->check_numerics = o->check_numerics;
     m->rb = o->f64 ? 8 : 4;
-    const nnc_model_abi fns = {NNC_RT_ABI_FUNCTIONS(cuda_create)};
+    m->slot = -1;
+    const nnc_model_abi fns = {NNC_RT_ABI_FUNCTIONS(cuda_create), NNC_RT_ABI_PIPELINE};
     m->desc = model_desc_build(p, o->f64, &fns, &m->arena);
     if (!(m->rt = nnc_rt_new(m->desc, &cuda_device, m))) {
         arena_free(&m->arena);

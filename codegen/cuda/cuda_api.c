@@ -72,6 +72,7 @@ static bool load_driver(void) {
     cu.EventElapsedTime = dlsym(h, "cuEventElapsedTime_v2"); /* CUDA 12.8 and later; then the older one */
     if (!cu.EventElapsedTime) SYM(h, EventElapsedTime, "cuEventElapsedTime", L);
     SYM(h, StreamWaitEvent, "cuStreamWaitEvent", L);
+    SYM(h, EventSynchronize, "cuEventSynchronize", L);
     SYM(h, StreamCreate, "cuStreamCreate", L);
     SYM(h, StreamDestroy, "cuStreamDestroy_v2", L);
     SYM(h, StreamSynchronize, "cuStreamSynchronize", L);

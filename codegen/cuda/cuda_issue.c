@@ -36,11 +36,15 @@ bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h) {
     switch (b->kind) { /* a GPU's range of the parameter and state blocks starts at its lo */
     case BUF_PARAM: *d = g->dBlock[NNC_BLOCK_PARAMS] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_PARAMS]); return true;
     case BUF_STATE: *d = g->dBlock[NNC_BLOCK_STATE] + (CUdeviceptr)(at - g->lo[NNC_BLOCK_STATE]); return true;
-    case BUF_ACT:
+    case BUF_ACT: /* a pipelined call writes the host block's image of its own slot */
         if (g) *d = g->dBlock[NNC_BLOCK_ACT] + (CUdeviceptr)at;
-        else *h = m->rt->host[NNC_BLOCK_HOST] + at;
+        else *h = (m->slot < 0 ? m->rt->host[NNC_BLOCK_HOST] : m->call[m->slot].hHost[e->kind]) + at;
         return true;
-    case BUF_INPUT: *h = m->hIn[b->index]; return true;
+    case BUF_INPUT: /* run's staging, a pipelined call's inputs on the device, or its ring slot */
+        if (m->slot < 0) *h = m->hIn[b->index];
+        else if (m->up) *d = m->call[m->slot].dIn + (CUdeviceptr)m->in_at[b->index];
+        else *h = (char *)(uintptr_t)m->in[b->index];
+        return true;
     case BUF_NONE:
     case BUF_INLINE:
     case BUF_ALIAS: return false;
@@ -53,6 +57,26 @@ bool cuda_on_device(const Entry *e, int x) {
     const Buffer *b = &e->buf[x];
     return b->kind == BUF_PARAM || b->kind == BUF_STATE || (b->kind == BUF_ACT && DEV_IS_GPU(b->dev)) ||
         b->kind == BUF_INLINE;
+}
+
+size_t cuda_host_extent(const CudaModel *m, const Entry *e) {
+    size_t end = 0;
+    for (int i = 0; i < e->nlaunch; i++) {
+        const Launch *L = &e->launches[i];
+        int dst = L->kind == L_COPY ? L->root : L->kind == L_ASSIGN ? m->p->g->nodes[L->root].in[0] : -1;
+        const Buffer *b = dst >= 0 ? &e->buf[cuda_resolve(e, dst)] : NULL;
+        if (!b || b->kind != BUF_ACT || DEV_IS_GPU(b->dev)) continue;
+        size_t hi = (size_t)b->offset * m->rb +
+            (size_t)shape_numel(m->p->g->nodes[dst].shape, m->p->g->batch_max) * elem_bytes(m, dst);
+        if (hi > end) end = hi;
+    }
+    const nnc_model_desc *d = m->desc; /* and its outputs there, which finish reads */
+    for (int k = 0; k < d->abi.noutputs[e->kind]; k++) {
+        const nnc_place *at = &d->entry[e->kind].outputs[k];
+        size_t hi = (size_t)at->offset + nnc_rt_bytes(d, &d->abi.outputs[e->kind][k], d->abi.batch_max);
+        if (at->block == NNC_BLOCK_HOST && hi > end) end = hi;
+    }
+    return end;
 }
 
 /* ---- issuing one entry's launches ---------------------------------------------------------- */
@@ -68,10 +92,11 @@ static bool issue_copy(CudaModel *m, const Entry *e, int dst, int src, int64_t B
     const Buffer *bd = &e->buf[cuda_resolve(e, dst)], *bs = &e->buf[cuda_resolve(e, src)];
     if (hs && !hd) CU(cu.MemcpyHtoDAsync(dd, hs, bytes, m->cur->st));
     else if (!hs && hd) CU(cu.MemcpyDtoHAsync(hd, ds, bytes, m->cur->st));
-    else if (!hs && !hd && bd->dev != bs->dev) /* GPU to GPU: peer access when the GPUs have it */
+    else if (!hs && !hd && bs->kind != BUF_INPUT && bd->dev != bs->dev) /* GPU to GPU: peer access if there is */
         CU(cu.MemcpyPeerAsync(dd, m->gpu[DEV_GPU_INDEX(bd->dev)].ctx, ds, m->gpu[DEV_GPU_INDEX(bs->dev)].ctx, bytes,
                               m->cur->st));
-    else if (!hs && !hd) CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->cur->st));
+    else if (!hs && !hd) /* on one GPU, or a pipelined call's input from its slot (inputs_up) */
+        CU(cu.MemcpyDtoDAsync(dd, ds, bytes, m->cur->st));
     else {
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a host-to-host copy reached the CUDA backend");
         return false;
@@ -449,6 +474,39 @@ static bool check_launch(CudaModel *m, const Entry *e, int k, int64_t B) {
     return true;
 }
 
+/* Where byte `offset` of a block (the runtime's numbering, as output places give it) is on the
+ * device: the GPU whose range holds it, and the address there. */
+static bool block_at(CudaModel *m, int block, int64_t offset, Gpu **g, CUdeviceptr *d) {
+    for (int i = 0; i < NNC_MAX_GPUS; i++) {
+        Gpu *x = &m->gpu[i];
+        if (!x->used || offset < x->lo[block] || offset >= x->lo[block] + (int64_t)x->bytes[block]) continue;
+        *g = x;
+        *d = x->dBlock[block] + (CUdeviceptr)(offset - x->lo[block]);
+        return true;
+    }
+    nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: byte %lld of block %d is on no GPU", (long long)offset, block);
+    return false;
+}
+
+static bool use_gpu(CudaModel *m, Gpu *g);
+
+/* A pipelined call's outputs in device memory, copied into its slot as the call leaves them (the
+ * next call reuses the activations before the host reads them). */
+static bool issue_output_copies(CudaModel *m, const Entry *e, int64_t B) {
+    const nnc_model_desc *d = m->desc;
+    for (int k = 0; k < d->abi.noutputs[e->kind]; k++) {
+        const nnc_place *at = &d->entry[e->kind].outputs[k];
+        Gpu *g;
+        CUdeviceptr p;
+        if (!nnc_rt_on_device(m->rt->ops, at->block)) continue;
+        if (!block_at(m, at->block, at->offset, &g, &p) || !use_gpu(m, g)) return false;
+        CU(cu.MemcpyDtoHAsync(m->call[m->slot].hOut[e->kind] +
+                                  (m->rt->stages[e->kind][k].at - m->rt->stage_lo[e->kind]),
+                              p, nnc_rt_bytes(d, &d->abi.outputs[e->kind][k], B), g->st));
+    }
+    return true;
+}
+
 /* Makes GPU g the one work is issued to.  Model parallel runs the schedule in order, so what
  * the previous GPU queued is finished first (a stream of one context cannot wait for another's
  * work in a captured graph either, and the GPUs take turns anyway in a model split by layers). */
@@ -509,7 +567,7 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
     for (int i = 0; m->has_ce[e->kind] && i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->used || !use_gpu(m, g)) continue;
-        CU(cu.MemcpyDtoHAsync(g->hErr, g->dErr, 4 * sizeof(int), g->st));
+        CU(cu.MemcpyDtoHAsync(g->hErr[m->slot + 1], g->dErr, 4 * sizeof(int), g->st));
     }
-    return true;
+    return m->slot < 0 || issue_output_copies(m, e, B);
 }

@@ -21,7 +21,7 @@
 #include "cudnn_api.h"
 #include "../helpers.h"
 
-#define GRAPH_SLOTS 4
+#define GRAPH_SLOTS 8 /* per entry: a graph per batch size and call slot (run's, each pipelined slot) */
 
 /* ---- cuda_api.c: the driver and cuBLAS, by dlopen ------------------------------------------ */
 
@@ -57,6 +57,7 @@ typedef struct {
     CUresult (*EventDestroy)(CUevent);
     CUresult (*EventRecord)(CUevent, CUstream);
     CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*EventSynchronize)(CUevent);
     CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
     CUresult (*MemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
     CUresult (*StreamCreate)(CUstream *, unsigned);
@@ -104,10 +105,30 @@ bool cuda_open(void);
 
 typedef struct {
     int64_t B;
+    int slot; /* the call slot it was captured for (CudaModel.slot): its inputs, host block and copies */
     CUgraphExec exec;
 } GraphSlot;
 
 typedef struct DnnConv DnnConv; /* cuda_dnn.c: one convolution launch by cuDNN */
+
+/* A pipelined call's own memory, one per slot of the runtime's ring (nnc_rt_submit), so that a
+ * call can be queued while the one before it runs: its inputs on the device (the copy stream
+ * writes them), its image of the host block and its copies of the device outputs (the compute
+ * stream writes them at its end, the host reads them when it finishes the call), its events. */
+typedef struct {
+    bool ready;
+    CUdeviceptr dIn; /* every input at batch_max, side by side (CudaModel.in_at) */
+    char *hHost[ENTRY_COUNT]; /* per entry, the host block as the call leaves it (the loss copied
+                                 back), as far as the entry writes it (cuda_host_extent) */
+    char *hOut[ENTRY_COUNT]; /* ... its outputs in device memory, as nnc_rt.stage lays them out */
+    CUevent copied, done; /* its inputs are on the device; its work and copies have run */
+    int64_t seq; /* the call's number (CudaModel.issued when it was queued) */
+} CallSlot;
+
+/* Small uploads (the learning rate a schedule sets before each step) go through pinned cells of
+ * their own rather than a wait: a cell is written again once the call after its copy finished. */
+#define UPLOAD_CELLS 8
+#define UPLOAD_CELL_BYTES 64
 
 /* What the CUDA device keeps for one instance (nnc_rt.dev).  The runtime owns the host blocks
  * (parameter and state mirrors, host activations) and the output copies, in pinned memory from
@@ -138,7 +159,7 @@ typedef struct {
     CUdeviceptr dDnnWork; /* ... its workspace, allocated once */
     size_t dnn_work; /* ... of this many bytes */
     long long *hStep; /* pinned staging for the step counter, the seed and micro */
-    int *hErr; /* pinned error flag readback */
+    int *hErr[1 + NNC_PIPELINE_DEPTH]; /* pinned error flag readback, per call slot (+ 1) */
 } Gpu;
 
 typedef struct {
@@ -152,7 +173,18 @@ typedef struct {
     int ngpus; /* how many the model uses */
     int base; /* the physical GPU of cuda:0 (cuda:k is base + k) */
     bool check_numerics; /* --check-numerics: test every output after its launch */
-    void **hIn; /* pinned input staging, sized at batch_max */
+    void **hIn; /* pinned input staging of run (slot -1), sized at batch_max */
+    int slot; /* the call being issued: -1 a run, else its slot of the runtime's ring */
+    CallSlot call[NNC_PIPELINE_DEPTH]; /* ... each slot's memory (allocated at its first call) */
+    const void *const *in; /* ... a pipelined call's inputs (the ring's, pinned) */
+    bool up; /* ... whose inputs go up on the copy stream (a model on one GPU) */
+    CUstream cpy; /* ... that stream */
+    size_t *in_at, in_bytes; /* each input's offset in a CallSlot's dIn, and its size */
+    int64_t issued, finished; /* calls issued (run or submit) and known to have run, in order */
+    char *hCell; /* the upload cells (UPLOAD_CELLS of UPLOAD_CELL_BYTES, pinned) */
+    CUevent cell_ev[UPLOAD_CELLS]; /* ... each one's copy */
+    int64_t cell_call[UPLOAD_CELLS]; /* ... the call issued after it (0: unused) */
+    int next_cell;
     char *hColl; /* data parallel: pinned staging of the gradients */
     NcclComm *nccl; /* ... or NCCL, which sums them on the GPU, */
     CUstream cst; /* ... on its own stream, to overlap the step */
@@ -195,6 +227,8 @@ void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file, int l
 /* Where node x's value lives: a device address, or a host pointer (false: it has no memory). */
 bool cuda_where(CudaModel *m, const Entry *e, int x, CUdeviceptr *d, char **h);
 bool cuda_on_device(const Entry *e, int x); /* in device memory (or an inline scalar) */
+/* Bytes of the host block that entry e writes or returns at most (at batch_max). */
+size_t cuda_host_extent(const CudaModel *m, const Entry *e);
 /* Entry e's launches at batch B, in schedule order, each on its GPU's stream. */
 bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B);
 

@@ -8,7 +8,7 @@ import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int32, c_int64, c_long, c_size_t,
                     c_uint32, c_uint64, c_ulonglong, c_void_p)
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM = 0, 1, 2, 3
 TYPE_F32, TYPE_I32, TYPE_F64 = 0, 1, 2
 SYNC_TO_DEVICE, SYNC_TO_HOST = 0, 1
@@ -25,7 +25,7 @@ class InputRule(Structure):
 
 
 class ModelABI(Structure):
-    """nnc_model_abi (include/nnc_abi.h, NNC_ABI_VERSION 3)."""
+    """nnc_model_abi (include/nnc_abi.h, NNC_ABI_VERSION 4)."""
     _fields_ = [
         ("abi_version", c_uint32), ("name", c_char_p), ("real_bytes", c_int), ("batch_max", c_int64),
         ("ninputs", c_int), ("nparams", c_int), ("nstates", c_int),
@@ -41,6 +41,9 @@ class ModelABI(Structure):
         ("error", CFUNCTYPE(c_char_p, c_void_p)), ("sync", CFUNCTYPE(None, c_void_p, c_int)),
         ("collectives", c_int), ("set_comm", c_void_p), ("set_lr", CFUNCTYPE(c_int, c_void_p, c_double)),
         ("batch_name", c_char_p), ("input_rules", POINTER(InputRule)),
+        ("input_buffer", CFUNCTYPE(c_void_p, c_void_p, c_int)),
+        ("submit", CFUNCTYPE(c_int, c_void_p, c_int, POINTER(c_void_p), c_int64)),
+        ("finish", CFUNCTYPE(c_int, c_void_p)),
     ]
 
 

@@ -81,6 +81,10 @@ set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEO
 add_test(NAME index_check_emu COMMAND index_check)
 set_tests_properties(index_check_emu PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
 add_dependencies(index_check nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
+# pipelined calls through the ABI (queued one ahead, as the trainer does) against run()
+add_test(NAME pipeline_abi_emu COMMAND pipeline_abi)
+set_tests_properties(pipeline_abi_emu PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
+add_dependencies(pipeline_abi nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
 # the kernel cache is a security boundary: a directory others can write to is refused
 add_test(NAME emu_cache_refused COMMAND emu_selftest)
 set_tests_properties(emu_cache_refused PROPERTIES LABELS cuda-emu TIMEOUT 60

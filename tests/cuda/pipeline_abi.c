@@ -1,0 +1,181 @@
+/* pipeline_abi.c - the model ABI's pipelined calls (input_buffer, submit, finish) on the CUDA
+ * target, against run() on a second instance of the same model.
+ *
+ *   pipeline_abi
+ *
+ * Each batch is queued before the previous call is waited for, as nnc's trainer does; every
+ * call's loss and gradient norm (an output the copies pass leaves in device memory) must equal
+ * run()'s bit for bit, and so must the parameters at the end.  Also: a batch gathered in the
+ * caller's own memory is copied at submit (the caller may overwrite it at once); a bad label in
+ * the queued call is reported by its finish, after the call before it finished with its own
+ * outputs; the ring refuses a third call in flight, finish refuses when none is; run() between
+ * a submit and its finish waits for it and leaves its outputs to its finish; the CPU target has
+ * no pipelined calls.  Prints one ok/FAIL line per check; without a CUDA device: exit 77. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnc.h"
+
+static const char model[] = "input x: f32[B, 6]\n"
+                            "input y: i32[B]\n"
+                            "param w: f32[6, 5] = normal(0, 1)\n"
+                            "param b: f32[5] = zeros()\n"
+                            "loss = cross_entropy(tanh(x @ w) * 3 + b, y)\n"
+                            "train {\n"
+                            "    data x = randn(8, 6)\n"
+                            "    data y = randn(8)      # compile-only: the labels are fed below\n"
+                            "    batch = 8\n"
+                            "    optimizer = sgd(lr = 0.5, momentum = 0.9)\n"
+                            "    clip_grad_norm = 0.5\n"
+                            "    minimize loss\n"
+                            "}\n";
+
+enum { STEPS = 12, B = 8 };
+static int failed;
+
+static void check(int ok, const char *what) {
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    failed += !ok;
+}
+
+static nnc_compiled *compile(int target, char *err, size_t n) {
+    nnc_options o = nnc_default_options();
+    o.target = target;
+    return nnc_compile("pipeline_abi.nn", model, &o, err, n);
+}
+
+/* Batch k: x and y made from k alone (the last batch short, as an epoch's last). */
+static int64_t batch(int k, float *x, int32_t *y) {
+    for (int i = 0; i < B * 6; i++) x[i] = (float)sin(0.37 * (k * B * 6 + i));
+    for (int i = 0; i < B; i++) y[i] = (k * 3 + i) % 5;
+    return k == STEPS - 1 ? 5 : B;
+}
+
+static int out_index(const nnc_model_abi *a, const char *name) {
+    for (int k = 0; k < a->noutputs[NNC_ENTRY_TRAIN]; k++)
+        if (!strcmp(a->outputs[NNC_ENTRY_TRAIN][k].name, name)) return k;
+    return -1;
+}
+
+/* The loss and grad_norm of the call whose outputs are current. */
+static void outputs(const nnc_model_abi *a, void *m, float v[2]) {
+    const float *l = a->output(m, NNC_ENTRY_TRAIN, 0), *g = a->output(m, NNC_ENTRY_TRAIN, out_index(a, "grad_norm"));
+    v[0] = l ? *l : NAN;
+    v[1] = g ? *g : NAN;
+}
+
+/* STEPS train steps through run(): each one's loss and grad_norm. */
+static void by_run(const nnc_model_abi *a, void *m, float ref[STEPS][2]) {
+    static float x[B * 6];
+    static int32_t y[B];
+    for (int k = 0; k < STEPS; k++) {
+        int64_t rows = batch(k, x, y);
+        const void *in[] = {x, y};
+        if (a->run(m, NNC_ENTRY_TRAIN, in, rows)) printf("run: %s\n", a->error(m));
+        outputs(a, m, ref[k]);
+    }
+}
+
+/* The same steps pipelined: batch k + 1 gathered into the ring and queued before call k is
+ * finished (even batches straight into the ring, odd ones in the caller's memory, overwritten
+ * once submitted). */
+static void by_submit(const nnc_model_abi *a, void *m, float got[STEPS][2]) {
+    static float x[B * 6];
+    static int32_t y[B];
+    int ok = 1;
+    for (int k = 0; k <= STEPS; k++) {
+        if (k < STEPS) {
+            float *rx = a->input_buffer(m, 0);
+            int32_t *ry = a->input_buffer(m, 1);
+            int mine = k % 2 || !rx || !ry;
+            int64_t rows = mine ? batch(k, x, y) : batch(k, rx, ry);
+            const void *in[] = {mine ? (void *)x : rx, mine ? (void *)y : ry};
+            ok &= a->submit(m, NNC_ENTRY_TRAIN, in, rows) == 0;
+            memset(x, 0xff, sizeof x); /* the caller's memory is free once submit returns */
+        }
+        if (k > 0) {
+            ok &= a->finish(m) == 0;
+            outputs(a, m, got[k - 1]);
+        }
+    }
+    check(ok, "every submit and finish succeeded");
+}
+
+static int same_params(const nnc_model_abi *a, void *m1, void *m2) {
+    a->sync(m1, NNC_SYNC_TO_HOST);
+    a->sync(m2, NNC_SYNC_TO_HOST);
+    for (int i = 0; i < a->nparams; i++)
+        if (memcmp(a->param(m1, i), a->param(m2, i), nnc_tensor_bytes(&a->params[i]))) return 0;
+    return 1;
+}
+
+/* The ring's and finish's refusals, a bad label in the queued call, run() in between. */
+static void edges(const nnc_model_abi *a, void *m) {
+    static float x[B * 6];
+    static int32_t y[B];
+    batch(0, x, y);
+    const void *in[] = {x, y};
+    int rc = a->finish(m);
+    check(rc != 0 && strstr(a->error(m), "no call is in flight"), "finish with nothing in flight is refused");
+    a->submit(m, NNC_ENTRY_TRAIN, in, B);
+    y[5] = 7;
+    a->submit(m, NNC_ENTRY_TRAIN, in, B);
+    y[5] = 0;
+    check(a->input_buffer(m, 0) == NULL, "no input buffer while two calls are in flight");
+    rc = a->submit(m, NNC_ENTRY_TRAIN, in, B);
+    check(rc != 0 && strstr(a->error(m), "2 calls are in flight already"), "a third call in flight is refused");
+    float v[2];
+    rc = a->finish(m);
+    outputs(a, m, v);
+    check(rc == 0 && isfinite(v[0]), "the call before a bad label finishes with its own loss");
+    rc = a->finish(m);
+    check(rc == 1 && strstr(a->error(m), "cross_entropy: label 7 at row 5 is outside [0, 5)"),
+          "the queued call's bad label is reported by its finish");
+    rc = a->submit(m, NNC_ENTRY_TRAIN, in, B);
+    float r[2];
+    int rr = a->run(m, NNC_ENTRY_TRAIN, in, B);
+    outputs(a, m, r);
+    int64_t step = a->get_step(m);
+    rc |= a->finish(m);
+    outputs(a, m, v);
+    check(rc == 0 && rr == 0 && step == a->get_step(m) && v[0] != r[0],
+          "run() between a submit and its finish: each call keeps its own loss");
+}
+
+int main(void) {
+    char err[16384];
+    nnc_compiled *c1 = compile(1, err, sizeof err);
+    if (!c1 && strstr(err, "no CUDA")) {
+        printf("SKIP: no CUDA device (%s)\n", err);
+        return 77;
+    }
+    nnc_compiled *c2 = c1 ? compile(1, err, sizeof err) : NULL, *cpu = c2 ? compile(0, err, sizeof err) : NULL;
+    if (!cpu) {
+        printf("FAIL compile: %s\n", err);
+        return 1;
+    }
+    const nnc_model_abi *a = nnc_abi(c1);
+    check(a->submit && a->finish && a->input_buffer && out_index(a, "grad_norm") > 0, "the CUDA model pipelines");
+    check(!nnc_abi(cpu)->submit && !nnc_abi(cpu)->finish && !nnc_abi(cpu)->input_buffer, "the CPU model does not");
+    float ref[STEPS][2], got[STEPS][2];
+    by_run(a, nnc_model(c1), ref);
+    by_submit(a, nnc_model(c2), got);
+    int same = 1;
+    for (int k = 0; k < STEPS; k++) {
+        same &= memcmp(ref[k], got[k], sizeof ref[k]) == 0;
+        if (memcmp(ref[k], got[k], sizeof ref[k]))
+            printf("  step %d: run %.9g %.9g, submit %.9g %.9g\n", k + 1, ref[k][0], ref[k][1], got[k][0], got[k][1]);
+    }
+    check(same, "every step's loss and grad_norm equal run()'s, bit for bit");
+    check(a->get_step(nnc_model(c1)) == STEPS && a->get_step(nnc_model(c2)) == STEPS, "both took every step");
+    check(same_params(a, nnc_model(c1), nnc_model(c2)), "the parameters equal run()'s, bit for bit");
+    edges(a, nnc_model(c2));
+    nnc_free(c1);
+    nnc_free(c2);
+    nnc_free(cpu);
+    printf("%s\n", failed ? "FAIL" : "ok");
+    return failed != 0;
+}
