@@ -58,6 +58,8 @@ typedef struct {
     bool metrics_failed;        /* a metrics write failed: metrics closed, training goes on */
     int64_t metrics_lost;       /* the step at which it failed */
     void **direct;              /* zero-copy batch pointers into the dataset */
+    bool pipe; /* pipelined calls: the next batch queued before a call is waited for */
+    void **ring; /* ... the model's input buffers of the call being gathered */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
     int norm_out;                     /* train_step's output "grad_norm" (clip_grad_norm), or -1 */
@@ -472,10 +474,13 @@ static void metric_close(Run *R) {
  * at the model's step.  A failed write (a full disk) stops the events, never the training: a
  * warning, and the run's exit status says the file is incomplete (as for --metrics). */
 
-static double current_lr(const Run *R) {
+/* The rate the steps take when the schedule has set `lr` (R->lr, or what it was at a step). */
+static double lr_taken(const Run *R, double lr) {
     const TrainConfig *t = R->t;
-    return t->sched.kind != SCHED_NONE && t->opt.lr_state ? R->lr : t->opt.lr;
+    return t->sched.kind != SCHED_NONE && t->opt.lr_state ? lr : t->opt.lr;
 }
+
+static double current_lr(const Run *R) { return lr_taken(R, R->lr); }
 
 static void tb_done(Run *R, double now) {
     bool ok = tb_end(R->tb);
@@ -495,11 +500,11 @@ static void tb_done(Run *R, double now) {
     R->tb_failed = true;
 }
 
-static void tb_step(Run *R, int64_t gstep, double loss, double now) {
+static void tb_step(Run *R, int64_t gstep, double loss, double lr, double now) {
     if (!R->tb) return;
     tb_begin(R->tb, gstep);
     tb_scalar(R->tb, "train/loss", loss);
-    tb_scalar(R->tb, "train/lr", current_lr(R));
+    tb_scalar(R->tb, "train/lr", lr_taken(R, lr));
     tb_scalar(R->tb, "train/step_ms", 1e3 * (now - R->t_step));
     if (R->norm_out >= 0) tb_scalar(R->tb, "train/grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out));
     if (R->scale_state >= 0) { /* the scale after this step (a GPU's is read back) */
@@ -835,6 +840,226 @@ static bool run_batch(Run *R, const Dataset *d, int entry, int64_t at, int64_t r
     return true;
 }
 
+/* An epoch in progress, as its steps' records see it. */
+typedef struct {
+    int epoch;
+    int64_t steps; /* its optimizer steps (from where it started) */
+    int64_t done_rows; /* rows whose losses are in sum */
+    double sum; /* their loss * rows */
+    double t_start, last_draw; /* the progress line's clock */
+    bool bar;
+    long log_every;
+} Epoch;
+
+/* An optimizer step that has run: what its records say. */
+typedef struct {
+    int64_t s; /* its index in the epoch */
+    int64_t gstep; /* the step counter after it */
+    int64_t end; /* the epoch's sample after its last batch */
+    int64_t group; /* its rows */
+    double loss; /* the mean over them */
+    double lr; /* R->lr when it was queued: the rate it took */
+} StepDone;
+
+/* A step's records, in the order a user sees them: the stop on a non-finite loss, its metrics
+ * and events, a save that is due, a stop that was asked for, progress.  `ahead`: a call of
+ * the next step is queued already (pipelined calls), so a stop asked for now waits for that
+ * step, as if the signal had come while it ran.  False: stop (with its message printed). */
+static bool step_record(Run *R, Epoch *E, const StepDone *st, bool ahead) {
+    const nnc_model_abi *abi = R->lm->abi;
+    if (!isfinite(st->loss)) {
+        comm_mark_agreed(R->comm);
+        if (R->o->no_write) return false;
+        progress_clear(R);
+        fprintf(stderr,
+                "nnc: error: the loss became %s at epoch %d, step %lld; training stopped "
+                "(lower the learning rate, or find the op with --check-numerics)\n",
+                isnan(st->loss) ? "NaN" : "infinite", E->epoch, (long long)st->gstep);
+        return false;
+    }
+    E->sum += st->loss * (double)st->group;
+    E->done_rows += st->group;
+    R->pos = (TrainPos){E->epoch, (long long)st->end, R->o->seed, true, E->sum};
+    if (R->metrics) {
+        metric_open(R, "step");
+        metric_int(R, "epoch", E->epoch);
+        metric_int(R, "step", st->gstep);
+        metric_num(R, "loss", st->loss, false);
+        if (R->norm_out >= 0) metric_num(R, "grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out), false);
+        if (R->t->sched.kind != SCHED_NONE && R->t->sched.interval == SCHED_PER_STEP)
+            metric_num(R, "lr", st->lr, false); /* the rate this step took */
+        if (R->scale_state >= 0) { /* the scale after this step (a GPU's is read back) */
+            abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
+            metric_num(R, "loss_scale", state_scalar(R, R->scale_state), false);
+            metric_int(R, "skipped_steps", (long long)state_scalar(R, R->skipped_state));
+        }
+        metric_close(R);
+    }
+    metrics_check(R);
+    if (R->tb) {
+        double now = train_now();
+        tb_step(R, st->gstep, st->loss, st->lr, now - R->t0);
+        R->t_step = now - R->t0;
+    }
+    /* the step's records go out before its checkpoint (a run killed after the save has them,
+     * and --resume keeps exactly the records up to the checkpoint's step) */
+    bool save_due = R->o->save_every > 0 && st->gstep % R->o->save_every == 0;
+    if ((save_due || (interrupted && !ahead)) && R->metrics) {
+        metrics_flush(R);
+        fflush(R->metrics);
+        metrics_check(R);
+    }
+    if (save_due && !save_now(R)) return false;
+    if (interrupted && !ahead) {
+        comm_mark_agreed(R->comm);
+        if (R->o->no_write) return false; /* process 0 says it */
+        progress_clear(R);
+        fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
+                E->epoch, (long long)st->gstep, R->o->save_path ? "; saving" : "");
+        if (R->o->save_path && save_now(R))
+            fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
+        return false;
+    }
+    if (E->bar || E->log_every) {
+        double t = train_now();
+        bool log = E->log_every && st->gstep % E->log_every == 0 && st->s + 1 < E->steps; /* the epoch's line ends it */
+        if (log)
+            progress_log(R, E->epoch, st->gstep, st->s + 1, E->steps, E->sum / (double)E->done_rows, t - E->t_start);
+        if (E->bar && (log || t - E->last_draw > 0.1 || st->s + 1 == E->steps)) {
+            progress_draw(R, E->epoch, st->s + 1, E->steps, E->sum / (double)E->done_rows, t - E->t_start);
+            E->last_draw = t;
+        }
+    }
+    return true;
+}
+
+/* ---- pipelined calls: the next batch queued before this one is waited for ------------------
+ * On a target that computes beside the host (the ABI's submit: CUDA), each batch is gathered
+ * straight into the model's pinned input ring and queued while the call before it runs; the
+ * host waits for a call only after queuing the next one, then reads its loss and writes its
+ * step's records, one call late, so the gather, the copy to the device and the host's records
+ * overlap the device's step.  Everything a user sees is the same as without: each step's
+ * records are written from that step's own outputs and rate, and the next step is not queued
+ * ahead when something must see the parameters right after this one: the epoch's end
+ * (evaluation), a save that is due, a stop already asked for.  A stop asked for while the next
+ * step is queued happens after that step, as if the signal had come while it ran.  A
+ * non-finite loss stops with the same message at the same step; the step queued after it
+ * runs and is discarded (nothing is saved after such a stop).  Not used by data-parallel runs
+ * (each step's loss is summed over the processes), nor when a loss scaler's state is recorded
+ * every step, which reads the state right after its step; NNC_NO_PIPELINE=1 turns it off. */
+
+/* A call queued and not yet finished, with what its step's records need. */
+typedef struct {
+    int entry;
+    int64_t s, at, rows; /* its step's index in the epoch, its batch */
+    int64_t gstep; /* the step counter once it is queued */
+    double lr; /* R->lr then */
+    bool refused; /* submit refused it: `msg` says why, reported in its turn */
+    char msg[1024];
+} Flight;
+
+typedef struct {
+    Flight q[NNC_PIPELINE_DEPTH]; /* oldest first */
+    int n;
+} Flights;
+
+static bool pipelined(const Run *R) {
+    const nnc_model_abi *a = R->lm->abi;
+    const char *off = getenv("NNC_NO_PIPELINE");
+    return a->submit && a->finish && a->input_buffer && !R->comm && !R->lm->upgrade &&
+        !(R->scale_state >= 0 && (R->o->metrics_path || R->tb)) && !(off && *off && strcmp(off, "0"));
+}
+
+/* Gathers the batch at `at` into the model's input ring and queues it (a refusal is kept for
+ * its turn, so that the step before it is recorded first, as when each call ran to its end). */
+static void flight_submit(Run *R, const Dataset *d, Flights *F, int entry, int64_t s, int64_t at, int64_t rows) {
+    const nnc_model_abi *abi = R->lm->abi;
+    Flight *f = &F->q[F->n++];
+    *f = (Flight){.entry = entry, .s = s, .at = at, .rows = rows, .lr = R->lr};
+    void **saved = R->bufs;
+    for (int c = 0; c < d->ncols; c++)
+        if (!(R->ring[c] = abi->input_buffer(R->lm->m, c))) {
+            f->refused = true;
+            snprintf(f->msg, sizeof f->msg, "no input buffer for the next call: %s", abi->error(R->lm->m));
+            return;
+        }
+    R->bufs = R->ring;
+    gather(R, d, R->perm + at, rows);
+    R->bufs = saved;
+    f->refused = abi->submit(R->lm->m, entry, (const void *const *)R->ring, rows) != 0;
+    if (f->refused) snprintf(f->msg, sizeof f->msg, "%s", abi->error(R->lm->m));
+    f->gstep = abi->get_step(R->lm->m);
+}
+
+/* Waits for the oldest call: its Flight in *f and its loss; false (reported) when it failed. */
+static bool flight_finish(Run *R, Flights *F, Flight *f, double *loss) {
+    const nnc_model_abi *abi = R->lm->abi;
+    *f = F->q[0];
+    F->q[0] = F->q[1];
+    F->n--;
+    if (f->refused || abi->finish(R->lm->m) != 0) {
+        progress_clear(R);
+        fprintf(stderr, "nnc: error: %s\n", f->refused ? f->msg : abi->error(R->lm->m));
+        return false;
+    }
+    *loss = read_scalar(R->lm, f->entry, 0);
+    return true;
+}
+
+/* Finishes what is still queued, reporting nothing: the run has stopped before it. */
+static void flights_drain(Run *R, Flights *F) {
+    for (; F->n > 0; F->n--) {
+        if (!F->q[0].refused) R->lm->abi->finish(R->lm->m);
+        F->q[0] = F->q[1];
+    }
+}
+
+/* Whether call c + 1, whose step starts a new one when `new_step`, may be queued before call
+ * c is waited for: not past a step after which the parameters must be seen as they are. */
+static bool may_queue_ahead(const Run *R, bool new_step) {
+    if (!new_step) return true;
+    int64_t gstep = R->lm->abi->get_step(R->lm->m); /* call c ended its step: the step counter after it */
+    return !interrupted && !(R->o->save_every > 0 && gstep % R->o->save_every == 0);
+}
+
+/* The epoch's batches from `start` as pipelined calls (k per optimizer step, the last step's
+ * fewer), each step recorded when its last call is finished. */
+static bool train_epoch_pipelined(Run *R, Dataset *d, Epoch *E, int64_t start, int64_t batches, int64_t k) {
+    int64_t B = R->gbatch, next = 0, group = 0;
+    double sum_parts = 0;
+    Flights F = {.n = 0};
+    for (int64_t c = 0; c < batches; c++) {
+        while (next <= c + 1 && next < batches && (next == c || may_queue_ahead(R, next % k == 0))) {
+            int64_t s = next / k, nmicro = batches - s * k < k ? batches - s * k : k, at = start + next * B;
+            if (next % k == 0 && !set_step_lr(R)) {
+                flights_drain(R, &F);
+                return false;
+            }
+            flight_submit(R, d, &F, next % k + 1 < nmicro ? NNC_ENTRY_ACCUM : NNC_ENTRY_TRAIN, s, at,
+                          d->n - at < B ? d->n - at : B);
+            next++;
+        }
+        Flight f;
+        double loss;
+        if (!flight_finish(R, &F, &f, &loss)) {
+            flights_drain(R, &F);
+            return false;
+        }
+        sum_parts += loss * (double)f.rows;
+        group += f.rows;
+        if (f.entry != NNC_ENTRY_TRAIN) continue;
+        bool several = c % k > 0; /* one batch alone: its loss as read */
+        StepDone st = {f.s, f.gstep, f.at + f.rows, group, several ? sum_parts / (double)group : loss, f.lr};
+        sum_parts = 0;
+        group = 0;
+        if (!step_record(R, E, &st, F.n > 0)) {
+            flights_drain(R, &F);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Runs one epoch from sample `start` of its order (non-zero when resuming mid-epoch; batches
  * are counted from there, so a resumed run may use another batch size).  `sum0`, when given,
  * is the loss * rows of the samples before `start`, so that the epoch's mean is the whole
@@ -843,22 +1068,24 @@ static bool run_batch(Run *R, const Dataset *d, int entry, int64_t at, int64_t r
  * takes what is left, as a torch loop that steps at (i + 1) % k == 0 or at the epoch's last
  * batch; the step's loss is the mean over its rows. */
 static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const double *sum0, double *mean_loss) {
-    const nnc_model_abi *abi = R->lm->abi;
     int64_t B = R->gbatch, k = R->t->accumulate > 1 ? R->t->accumulate : 1;
     int64_t batches = (d->n - start + B - 1) / B, steps = (batches + k - 1) / k;
-    int64_t done_rows = sum0 ? start : 0;
     /* a token stream shuffles by drawing random windows (its order stays 0, 1, ...), the rest
      * by a permutation of the samples */
     if (R->o->shuffle && !dataset_windows_draw(d, R->o->seed, epoch))
         nnc_rng_permutation(R->perm, d->n, R->o->seed, 0x5348554646ULL + (uint64_t)epoch);
-    const bool bar = R->o->progress && !R->o->quiet;
-    const long log_every = R->o->quiet ? 0 : R->o->log_every;
-    double sum = sum0 ? *sum0 : 0, t_start = bar || log_every ? train_now() : 0, last_draw = 0;
+    Epoch E = {.epoch = epoch,
+               .steps = steps,
+               .done_rows = sum0 ? start : 0,
+               .sum = sum0 ? *sum0 : 0,
+               .bar = R->o->progress && !R->o->quiet,
+               .log_every = R->o->quiet ? 0 : R->o->log_every};
+    E.t_start = E.bar || E.log_every ? train_now() : 0;
     R->bar_width = 30;
     R->t_step = train_now() - R->t0;
-    for (int64_t s = 0; s < steps; s++) {
+    if (R->pipe && !train_epoch_pipelined(R, d, &E, start, batches, k)) return false;
+    for (int64_t s = 0; !R->pipe && s < steps; s++) {
         poll_upgrade(R); /* between groups: a new build starts with no micro-batch accumulated */
-        abi = R->lm->abi;
         if (!set_step_lr(R)) return false;
         int64_t first = s * k, nmicro = batches - first < k ? batches - first : k, at = 0, rows = 0, group = 0;
         double loss = 0, part, parts = 0;
@@ -869,7 +1096,6 @@ static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const doub
             parts += part;
             group += rows;
         }
-        done_rows += group;
         if (nmicro > 1 || R->size > 1) loss = parts / (double)group; /* one batch alone: its loss as read */
         if (R->size > 1) { /* the step's loss, and a stop any process was asked for: for all */
             double v[3] = {parts, interrupted != 0, interrupted == SIGTERM};
@@ -877,69 +1103,10 @@ static bool train_epoch(Run *R, Dataset *d, int epoch, int64_t start, const doub
             loss = v[0] / (double)group;
             if (v[1] > 0) interrupted = v[2] > 0 ? SIGTERM : SIGINT;
         }
-        int64_t gstep = abi->get_step(R->lm->m);
-        if (!isfinite(loss)) {
-            comm_mark_agreed(R->comm);
-            if (R->o->no_write) return false;
-            progress_clear(R);
-            fprintf(stderr, "nnc: error: the loss became %s at epoch %d, step %lld; training stopped "
-                            "(lower the learning rate, or find the op with --check-numerics)\n",
-                    isnan(loss) ? "NaN" : "infinite", epoch, (long long)gstep);
-            return false;
-        }
-        sum += loss * (double)group;
-        R->pos = (TrainPos){epoch, (long long)(at + rows), R->o->seed, true, sum};
-        if (R->metrics) {
-            metric_open(R, "step");
-            metric_int(R, "epoch", epoch);
-            metric_int(R, "step", gstep);
-            metric_num(R, "loss", loss, false);
-            if (R->norm_out >= 0) metric_num(R, "grad_norm", read_scalar(R->lm, NNC_ENTRY_TRAIN, R->norm_out), false);
-            if (R->t->sched.kind != SCHED_NONE && R->t->sched.interval == SCHED_PER_STEP)
-                metric_num(R, "lr", R->lr, false); /* the rate this step took */
-            if (R->scale_state >= 0) {   /* the scale after this step (a GPU's is read back) */
-                abi->sync(R->lm->m, NNC_SYNC_TO_HOST);
-                metric_num(R, "loss_scale", state_scalar(R, R->scale_state), false);
-                metric_int(R, "skipped_steps", (long long)state_scalar(R, R->skipped_state));
-            }
-            metric_close(R);
-        }
-        metrics_check(R);
-        if (R->tb) {
-            double now = train_now();
-            tb_step(R, gstep, loss, now - R->t0);
-            R->t_step = now - R->t0;
-        }
-        /* the step's records go out before its checkpoint (a run killed after the save has them,
-         * and --resume keeps exactly the records up to the checkpoint's step) */
-        bool save_due = R->o->save_every > 0 && gstep % R->o->save_every == 0;
-        if ((save_due || interrupted) && R->metrics) {
-            metrics_flush(R);
-            fflush(R->metrics);
-            metrics_check(R);
-        }
-        if (save_due && !save_now(R)) return false;
-        if (interrupted) {
-            comm_mark_agreed(R->comm);
-            if (R->o->no_write) return false; /* process 0 says it */
-            progress_clear(R);
-            fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
-                    epoch, (long long)gstep, R->o->save_path ? "; saving" : "");
-            if (R->o->save_path && save_now(R))
-                fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
-            return false;
-        }
-        if (bar || log_every) {
-            double t = train_now();
-            bool log = log_every && gstep % log_every == 0 && s + 1 < steps; /* the epoch's line ends it */
-            if (log) progress_log(R, epoch, gstep, s + 1, steps, sum / (double)done_rows, t - t_start);
-            if (bar && (log || t - last_draw > 0.1 || s + 1 == steps)) {
-                progress_draw(R, epoch, s + 1, steps, sum / (double)done_rows, t - t_start);
-                last_draw = t;
-            }
-        }
+        StepDone st = {s, R->lm->abi->get_step(R->lm->m), at + rows, group, loss, R->lr};
+        if (!step_record(R, &E, &st, false)) return false;
     }
-    *mean_loss = done_rows ? sum / (double)done_rows : NAN;
+    *mean_loss = E.done_rows ? E.sum / (double)E.done_rows : NAN;
     return true;
 }
 
@@ -952,6 +1119,7 @@ static void alloc_bufs(Run *R, const Dataset *d) {
     R->perm = xmalloc((size_t)(d->n + 1) * sizeof(int64_t));
     for (int64_t i = 0; i < d->n; i++) R->perm[i] = i;   /* the order, unless shuffled per epoch */
     R->direct = xcalloc((size_t)d->ncols + 1, sizeof(void *));
+    R->ring = xcalloc((size_t)d->ncols + 1, sizeof(void *));
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -959,10 +1127,58 @@ static int compare_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Bytes of input i at `rows` rows (f32 inputs in the model's real). */
+static size_t input_bytes(const nnc_model_abi *a, int i, int64_t rows) {
+    const nnc_tensor_info *t = &a->inputs[i];
+    size_t n = t->dtype == NNC_TYPE_I32 ? 4 : (size_t)a->real_bytes;
+    for (int k = 0; k < t->rank; k++) n *= (size_t)tensor_dim(t->dims[k], rows);
+    return n;
+}
+
+/* --bench on a pipelined target: the batch copied into the model's input ring and queued (as
+ * training gathers it there), then the step before it waited for and its loss read. */
+static bool bench_queue(Run *R, int64_t use) {
+    const nnc_model_abi *a = R->lm->abi;
+    for (int i = 0; i < a->ninputs; i++) {
+        if (!(R->ring[i] = a->input_buffer(R->lm->m, i))) return false;
+        memcpy(R->ring[i], R->bufs[i], input_bytes(a, i, use));
+    }
+    return a->submit(R->lm->m, NNC_ENTRY_TRAIN, (const void *const *)R->ring, use) == 0;
+}
+
+static bool bench_wait(Run *R) {
+    if (R->lm->abi->finish(R->lm->m) != 0) return false;
+    (void)read_scalar(R->lm, NNC_ENTRY_TRAIN, 0);
+    return true;
+}
+
+/* The loop's median step, as training runs it: each iteration queues a step and waits for the
+ * one before (the first step alone, for first_step_s). */
+static bool bench_pipelined(Run *R, int64_t use, int n, double *t, double *first) {
+    if (!bench_queue(R, use) || !bench_wait(R)) {
+        fprintf(stderr, "nnc: error: %s\n", R->lm->abi->error(R->lm->m));
+        return false;
+    }
+    *first = train_now() - R->o->t_process;
+    bool ok = bench_queue(R, use);
+    for (int i = 0; ok && i < 9 + n; i++) {
+        double a = train_now();
+        ok = bench_queue(R, use) && bench_wait(R);
+        if (i >= 9) t[i - 9] = train_now() - a;
+    }
+    if (ok && bench_wait(R)) return true;
+    fprintf(stderr, "nnc: error: %s\n", R->lm->abi->error(R->lm->m));
+    for (int i = 0; i < NNC_PIPELINE_DEPTH; i++) R->lm->abi->finish(R->lm->m); /* what is left, if anything */
+    return false;
+}
+
 /* --bench N: time N training steps on the first batch after a warm-up; one JSON line out, or
- * with --profile the profile of the step on that batch (TrainOpts.profile).  Data parallel:
- * each process times its share of the batch, and the time its collectives took (waiting for
- * the other processes included) is reported beside: the allreduce's share. */
+ * with --profile the profile of the step on that batch (TrainOpts.profile).  On a pipelined
+ * target a step is one turn of training's loop (bench_pipelined): the batch into the input
+ * ring, queued, the step before waited for and its loss read, so the median is the loop's time
+ * per step.  Data parallel: each process times its share of the batch, and the time its
+ * collectives took (waiting for the other processes included) is reported beside: the
+ * allreduce's share. */
 static int bench(Run *R, const Dataset *d) {
     int64_t B = R->gbatch, rows = d->n < B ? d->n : B;
     Share sh = share_of(R, rows);
@@ -972,13 +1188,16 @@ static int bench(Run *R, const Dataset *d) {
     int n = R->o->bench_steps;
     double *t = xmalloc((size_t)n * sizeof *t), *c = xmalloc((size_t)n * sizeof *c);
     double first = 0;
-    for (int i = 0; i < 10; i++) {
+    R->pipe = pipelined(R) && R->lm->abi->ninputs <= d->ncols;
+    memset(c, 0, (size_t)n * sizeof *c);
+    if (R->pipe && !bench_pipelined(R, use, n, t, &first)) return 1;
+    for (int i = 0; !R->pipe && i < 10; i++) {
         if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         if (i == 0) first = train_now() - R->o->t_process;
         if (i == 0 && R->lm->upgrade) R->lm->upgrade(R->lm, true, NULL, 0);   /* time the build training ends on */
     }
     comm_take_seconds(R->comm);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; !R->pipe && i < n; i++) {
         double a = train_now();
         if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         t[i] = train_now() - a;
@@ -1032,6 +1251,7 @@ static void free_run(Run *R, const Dataset *d) {
     free(R->idx);
     free(R->perm);
     free(R->direct);
+    free(R->ring);
     free(R->mbuf);
     if (R->metrics) fclose(R->metrics);   /* only on paths that already failed */
 }
@@ -1280,6 +1500,7 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
             s0 = start.samples >= train.n ? 0 : start.samples;
             if (!o->quiet && rc == 0) printf("resuming from %s: epoch %d, sample %lld\n", from, e0, (long long)s0);
         }
+        R.pipe = pipelined(&R);
         struct sigaction sa = {0}, old_int, old_term;
         sa.sa_handler = on_stop_signal;
         sigaction(SIGINT, &sa, &old_int);

@@ -179,6 +179,10 @@ if(TARGET nnc_emu_cuda)
            ${NNC_CUDA_TESTS}/split.nn --strict-devices)
   set_tests_properties(emu_train_split PROPERTIES LABELS cuda-emu TIMEOUT 400
                        ENVIRONMENT "${_emu_run_env};NNC_EMU_DEVICES=2")
+  # the trainer's pipelined calls: the next batch's copy queued on the copy stream before the
+  # host waits for a step, no host sync per step but that wait (the emulator's trace), and
+  # records, checkpoints, stops and --resume byte for byte as with NNC_NO_PIPELINE=1
+  add_test(NAME emu_pipeline COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/pipeline_test.py $<TARGET_FILE:nnc>)
   # data parallel on the cuda target: 2 processes, each with an emulated GPU
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
@@ -186,7 +190,7 @@ if(TARGET nnc_emu_cuda)
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
                        conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu gpt_torch_emu
-                       emu_mpi PROPERTIES
+                       emu_mpi emu_pipeline PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp gpt_torch_emu PROPERTIES SKIP_RETURN_CODE 77)
 endif()
