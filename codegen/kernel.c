@@ -488,15 +488,9 @@ static void kernel_row(const Kernel *k, const Launch *L) {
 
 /* ---- the kernel ----------------------------------------------------------------------------- */
 
-static const char *launch_kind_name(LaunchKind kind) {
-    static const char *const n[] = {"elementwise", "reduction", "row-wise", "gemm", "copy", "assign", "helper",
-                                       "allreduce"};
-    return n[kind];
-}
-
 /* The kernel's head comment: what it computes and the .nn lines it came from. */
 static void kernel_comment(const Kernel *k, const Launch *L, int index) {
-    str_printf(k->s, "\n/* %s launch %d: %s", k->e->name, index, launch_kind_name(L->kind));
+    str_printf(k->s, "\n/* %s launch %d: %s", k->e->name, index, launch_kind_label(L->kind));
     char nb[48];
     for (int i = 0; i < L->nnodes; i++) str_printf(k->s, "%s%s", i ? ", " : " (", node_op_name(&k->g->nodes[L->nodes[i]], nb));
     str_puts(k->s, ")\n");
@@ -508,7 +502,7 @@ static void kernel_comment(const Kernel *k, const Launch *L, int index) {
  * issues them as library calls and never asks for their kernel). */
 void kernel_render(const Kernel *k, const Launch *L, int index) {
     const Node *root = &k->g->nodes[L->root];
-    assert(L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW ||
+    assert(L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW || L->kind == L_ATTENTION ||
            (k->d->gemm && k->d->copy && k->d->helper && k->d->collective));
     kernel_comment(k, L, index);
     k->d->open(k, L, index);
@@ -521,6 +515,7 @@ void kernel_render(const Kernel *k, const Launch *L, int index) {
     case L_ASSIGN: k->d->copy(k, root->in[0], root->in[1]); break;
     case L_HELPER: k->d->helper(k, L); break;
     case L_COLLECTIVE: k->d->collective(k, L); break;
+    case L_ATTENTION: k->d->attention(k, L); break;
     }
     str_puts(k->s, "}\n");
 }

@@ -86,6 +86,7 @@ struct KernelDialect {
     void (*copy)(const Kernel *k, int dst, int src);
     void (*helper)(const Kernel *k, const Launch *L); /* L_HELPER: its plan (helpers.h) */
     void (*collective)(const Kernel *k, const Launch *L);   /* L_COLLECTIVE: the host's nnc_comm */
+    void (*attention)(const Kernel *k, const Launch *L); /* L_ATTENTION: codegen/attention.c */
 };
 
 extern const KernelDialect dialect_c;      /* codegen/cpu/dialect_c.c */

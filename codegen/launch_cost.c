@@ -8,6 +8,7 @@
  * whatever its expression costs (exp is one, as add is): tinygrad counts the same way.  So the
  * achieved rates --profile prints are comparable across targets and kernel shapes, and the
  * rates a launch can reach are its bytes and FLOPs over the device's ceilings. */
+#include "attention.h"
 #include "codegen.h"
 
 static size_t elem_bytes(const Graph *g, int x, bool f64) {
@@ -83,11 +84,25 @@ static int64_t gemm_flops(const Graph *g, const Launch *L, int64_t B) {
     return 2 * m * n * k * gemm_count(&q, B) + (L->fold >= 0 ? 2 * m * n : 0); /* a fold scales and adds */
 }
 
+/* Attention's products (2 a multiply-add) over the (query, key) pairs it visits, the causal mask's
+ * (top-left aligned) only: the forward's scores and weighted sum, D + Dv a pair; the backward's
+ * recomputed scores and dP, and each gradient's product (D, D or Dv a pair).  The softmax's
+ * exp and sums are not counted, as FlashAttention counts. */
+static int64_t attention_flops(const Graph *g, const Launch *L, int64_t B) {
+    const AttnGeom a = attention_geom(g, L);
+    int64_t pairs = a.tq * a.tk;
+    if (a.causal) pairs = a.tq <= a.tk ? a.tq * (a.tq + 1) / 2 : a.tk * (a.tk + 1) / 2 + (a.tq - a.tk) * a.tk;
+    int64_t per = a.d + a.dv_dim;
+    if (a.backward) per += (a.dq >= 0 ? a.d : 0) + (a.dk >= 0 ? a.d : 0) + (a.dv >= 0 ? a.dv_dim : 0);
+    return 2 * pairs * per * a.lead * (a.batched ? B : 1);
+}
+
 static int64_t launch_flops(const Graph *g, const Launch *L, int64_t B) {
     int64_t f = 0;
     switch (L->kind) {
     case L_GEMM: return gemm_flops(g, L, B);
     case L_HELPER: return helper_flops(g, L, B);
+    case L_ATTENTION: return attention_flops(g, L, B);
     case L_COPY:
     case L_ASSIGN:
     case L_COLLECTIVE: return 0;

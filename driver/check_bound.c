@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../codegen/attention.h"
 #include "../io/half.h"
 #include "check_expr.h"
 
@@ -466,6 +467,155 @@ static void tol_row(const CheckLaunch *c, int out, CheckTol *t) {
     }
 }
 
+/* ---- attention -------------------------------------------------------------------------------
+ * codegen/attention.c's arithmetic, per row i of a head, in `real` of unit w on each target:
+ *   - a score s_ij = (q_i . k_j) scale, D products summed and scaled: within
+ *     es_ij = gamma_{D+1}(w) |scale| sum_d |q_id k_jd|;
+ *   - forward: e_ij = EXP(s_ij - m) within 2 ulps of exp of an argument off by at most
+ *     es_ij + E (E = max_j es_ij, the maximum's own error); the rescalings exp(m - m') multiply
+ *     acc and l alike, so only their roundings count (a key tile of at least 8 keys each); l and
+ *     acc_c sums of Tk terms; y = acc / l, lse = m + log(l);
+ *   - backward: P_ij = EXP(s_ij - lse_i) from the lse both targets read; dP_ij a sum of Dv
+ *     products; dS_ij = P_ij (dP_ij M_ij - delta_i) scale; dv, dq and dk sums of Tq or Tk terms.
+ * The dropout factors M are bounded by the largest, 1 / (1 - p), where the weights are drawn.
+ * Per target with its unit, summed; 1% over for the second-order terms. */
+
+typedef struct {
+    const CheckLaunch *c;
+    AttnGeom a;
+    const void *m[6]; /* q, k, v, dy, lse, delta */
+    double mmax; /* the largest dropout factor */
+} AttnCheck;
+
+static double attn_in(const AttnCheck *A, int which, int64_t i) {
+    const int x[6] = {A->a.q, A->a.k, A->a.v, A->a.dy, A->a.lse, A->a.delta};
+    return check_elem(A->c->p->g, x[which], A->m[which], i, A->c->real_bytes);
+}
+
+/* Head h's scores at row i: s[j], and a[j] = |scale| sum |q k| (-1 where the mask hides j). */
+static void attn_scores(const AttnCheck *A, int64_t h, int64_t i, double *s, double *a) {
+    const AttnGeom *g = &A->a;
+    for (int64_t j = 0; j < g->tk; j++) {
+        a[j] = -1;
+        if (g->causal && j > i) continue;
+        double dot = 0, mag = 0;
+        for (int64_t d = 0; d < g->d; d++) {
+            double x = attn_in(A, 0, (h * g->tq + i) * g->d + d), y = attn_in(A, 1, (h * g->tk + j) * g->d + d);
+            dot += x * y;
+            mag += fabs(x * y);
+        }
+        s[j] = dot * g->scale;
+        a[j] = mag * fabs(g->scale);
+    }
+}
+
+/* The forward's y (lse_out false) or lse tolerances of head h, per target unit w, added to t. */
+static void attn_tol_forward(const AttnCheck *A, int out, int64_t h, double w, double *s, double *a, double *tol) {
+    const AttnGeom *g = &A->a;
+    const double re = 2 * EXP_ULPS * w, nt = (double)((g->tk + 7) / 8);
+    for (int64_t i = 0; i < g->tq; i++) {
+        attn_scores(A, h, i, s, a);
+        double m = -INFINITY, E = 0, l = 0;
+        for (int64_t j = 0; j < g->tk; j++)
+            if (a[j] >= 0) {
+                m = fmax(m, s[j]);
+                E = fmax(E, gamma_k((double)g->d + 1, w) * a[j]);
+            }
+        for (int64_t j = 0; j < g->tk; j++) l += a[j] >= 0 ? exp(s[j] - m) : 0;
+        if (out == g->lse_out) {
+            double v = fabs(ref_at(A->c, out, h * g->tq + i));
+            tol[h * g->tq + i] += 1.01 * (2 * E + re + gamma_k((double)g->tk + nt + 2, w) + w * v);
+            continue;
+        }
+        const double rel = 4 * E + 2 * re + gamma_k((double)g->tk + nt + 3, w);
+        for (int64_t c = 0; c < g->dv_dim; c++) {
+            double mag = 0;
+            for (int64_t j = 0; j < g->tk; j++)
+                if (a[j] >= 0)
+                    mag += exp(s[j] - m) / l * A->mmax * fabs(attn_in(A, 2, (h * g->tk + j) * g->dv_dim + c));
+            int64_t at = (h * g->tq + i) * g->dv_dim + c;
+            tol[at] += 1.01 * (rel * mag + w * fabs(ref_at(A->c, out, at)));
+        }
+    }
+}
+
+/* The backward's dq, dk or dv (whichever `out` is) tolerances of head h, per target unit w:
+ * err[] gathers the terms' errors and mag[] their magnitudes. */
+static void attn_tol_backward(const AttnCheck *A, int out, int64_t h, double w, double *s, double *a, double *err,
+                              double *mag, double *tol) {
+    const AttnGeom *g = &A->a;
+    const double re = 2 * EXP_ULPS * w, sc = fabs(g->scale), M = A->mmax;
+    const int64_t W = out == g->dv ? g->dv_dim : g->d, rows = out == g->dq ? g->tq : g->tk;
+    memset(err, 0, (size_t)(rows * W) * sizeof *err);
+    memset(mag, 0, (size_t)(rows * W) * sizeof *mag);
+    for (int64_t i = 0; i < g->tq; i++) {
+        attn_scores(A, h, i, s, a);
+        const double L = attn_in(A, 4, h * g->tq + i), Dl = attn_in(A, 5, h * g->tq + i);
+        for (int64_t j = 0; j < g->tk; j++) {
+            if (a[j] < 0) continue;
+            const double P = exp(s[j] - L), eP = P * (gamma_k((double)g->d + 1, w) * a[j] + re + w);
+            if (out == g->dv) {
+                for (int64_t c = 0; c < W; c++) {
+                    const double dy = fabs(attn_in(A, 3, (h * g->tq + i) * g->dv_dim + c));
+                    err[j * W + c] += (eP + P * w) * M * dy;
+                    mag[j * W + c] += P * M * dy;
+                }
+                continue;
+            }
+            double dP = 0, adP = 0;
+            for (int64_t c = 0; c < g->dv_dim; c++) {
+                const double x =
+                    attn_in(A, 3, (h * g->tq + i) * g->dv_dim + c) * attn_in(A, 2, (h * g->tk + j) * g->dv_dim + c);
+                dP += x;
+                adP += fabs(x);
+            }
+            const double inner = fabs(dP) * M + fabs(Dl), dS = P * inner * sc;
+            const double edS =
+                eP * inner * sc + P * sc * (M * gamma_k((double)g->dv_dim, w) * adP + 2 * w * inner) + w * dS;
+            for (int64_t d = 0; d < W; d++) { /* dq_i += dS_ij k_j, dk_j += dS_ij q_i */
+                const int64_t row = out == g->dq ? i : j;
+                const double other = fabs(out == g->dq ? attn_in(A, 1, (h * g->tk + j) * g->d + d)
+                                                       : attn_in(A, 0, (h * g->tq + i) * g->d + d));
+                err[row * W + d] += edS * other;
+                mag[row * W + d] += dS * other;
+            }
+        }
+    }
+    const double k = (double)(out == g->dq ? g->tk : g->tq);
+    for (int64_t e = 0; e < rows * W; e++) {
+        const int64_t at = h * rows * W + e;
+        tol[at] += 1.01 * (err[e] + gamma_k(k, w) * mag[e] + w * fabs(ref_at(A->c, out, at)));
+    }
+}
+
+static void tol_attention(const CheckLaunch *c, int out, CheckTol *t) {
+    AttnCheck A = {c, attention_geom(c->p->g, c->L), {0}, 1};
+    const int x[6] = {A.a.q, A.a.k, A.a.v, A.a.dy, A.a.lse, A.a.delta};
+    for (int i = 0; i < 6; i++) A.m[i] = x[i] >= 0 ? c->mem(c->ctx, x[i]) : NULL;
+    if (A.a.dropout > 0 && c->e->kind != ENTRY_EVAL) A.mmax = A.a.dropout < 1 ? 1 / (1 - A.a.dropout) : 0;
+    const int64_t heads = A.a.lead * (A.a.batched ? c->B : 1), width = A.a.d > A.a.dv_dim ? A.a.d : A.a.dv_dim;
+    const int64_t rows = A.a.tq > A.a.tk ? A.a.tq : A.a.tk;
+    double *s = xmalloc((size_t)(2 * A.a.tk + 1) * sizeof *s), *a = s + A.a.tk;
+    double *err = xmalloc((size_t)(2 * rows * width + 1) * sizeof *err), *mag = err + rows * width;
+    for (int tg = 0; tg < 2; tg++) {
+        const double w = fmax(c->num[tg].sum_unit, unit_of(c));
+        for (int64_t h = 0; h < heads; h++) {
+            if (A.a.backward) attn_tol_backward(&A, out, h, w, s, a, err, mag, t->tol);
+            else attn_tol_forward(&A, out, h, w, s, a, t->tol);
+        }
+    }
+    for (int64_t i = 0; i < t->n; i++) {
+        t->tol[i] += 2 * 16 * tiny_of(c, out);
+        if (isnan(t->tol[i])) t->tol[i] = INFINITY;
+    }
+    free(s);
+    free(err);
+    snprintf(t->why, sizeof t->why,
+             "%s: scores within gamma_%lld of |q| |k|, exp within %d ulps, sums of %lld or %lld terms in real, "
+             "bounded term by term on each target, summed",
+             op_info[node_of(c, out)->op].name, (long long)A.a.d + 1, EXP_ULPS, (long long)A.a.tk, (long long)A.a.tq);
+}
+
 void check_tol_launch(const CheckLaunch *c, int out, int64_t n, const unsigned char *need, CheckTol *t) {
     memset(t, 0, sizeof *t);
     t->n = n;
@@ -477,6 +627,7 @@ void check_tol_launch(const CheckLaunch *c, int out, int64_t n, const unsigned c
     case L_GEMM: tol_gemm(c, out, t); break;
     case L_ROW: tol_row(c, out, t); break;
     case L_HELPER: tol_helper(c, out, t); break;
+    case L_ATTENTION: tol_attention(c, out, t); break;
     case L_COPY:
     case L_ASSIGN:
     case L_COLLECTIVE:

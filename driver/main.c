@@ -458,6 +458,7 @@ static void print_stats(const Program *p) {
                    p->nbuckets, p->nbuckets == 1 ? "" : "s", reduced);
     }
     printf("parameters %" PRId64 " B  optimizer state %" PRId64 " B\n", 4 * p->param_elems, 4 * p->state_elems);
+    graph_print_notes(p->g, stdout, ""); /* lowering choices: an attention composed of ops, and why */
 }
 
 /* Debian's OpenBLAS picks its kernels from a CPU table that misses some AVX-512 machines

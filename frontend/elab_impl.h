@@ -164,6 +164,7 @@ Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_pool2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_embedding(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_sdpa(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc);

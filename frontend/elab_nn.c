@@ -197,6 +197,130 @@ static void mark_norm_params(Graph *g, int w, int b) {
     if (b >= 0 && g->nodes[b].op == OP_PARAM) g->nodes[b].layer = PARAM_NORM;
 }
 
+/* ---- scaled dot-product attention ------------------------------------------------------------ */
+
+/* What scaled_dot_product_attention read: its tensors and the attention's attributes. */
+typedef struct {
+    int q, k, v, mask; /* mask: attn_mask, or -1 */
+    Attr at;
+} Sdpa;
+
+/* softmax(q k^T scale + mask) @ v as the ops torch's math path uses: the product, the scale, the
+ * mask (attn_mask added; a causal one ... ), softmax, dropout, the product. */
+static int sdpa_composed(Elab *E, const Sdpa *A, SrcLoc loc) {
+    Graph *g = E->g;
+    Shape ks = g->nodes[A->k].shape;
+    int64_t t = ks.d[ks.rank - 1];
+    ks.d[ks.rank - 1] = ks.d[ks.rank - 2];
+    ks.d[ks.rank - 2] = t;
+    int kt = graph_add(g, OP_TRANSPOSE, 1, &A->k, ks, g->nodes[A->k].dtype, loc);
+    Value sv = matmul(E, vtensor(A->q), vtensor(kt), loc);
+    if (sv.k != V_TENSOR) return -1;
+    int s = graph_add2(g, OP_MUL, sv.node, graph_const(g, A->at.attn.scale, loc), loc);
+    if (A->at.attn.causal) { /* TODO(i27-ops): the causal mask as tril/masked_fill once they exist */
+        diag_error(E->d, loc,
+                   "scaled_dot_product_attention(): is_causal with a head size above %d is not supported yet",
+                   ATTENTION_MAX_HEAD);
+        return -1;
+    }
+    if (A->mask >= 0) {
+        int m = graph_add2(g, OP_ADD, s, A->mask, loc);
+        if (m < 0 || !shape_eq(g->nodes[m].shape, g->nodes[s].shape)) {
+            diag_error(E->d, loc, "scaled_dot_product_attention(): attn_mask %s does not broadcast to the scores %s",
+                       tstr(E, A->mask), tstr(E, s));
+            return -1;
+        }
+        s = m;
+    }
+    int w = graph_add1(g, OP_SOFTMAX, s, loc);
+    if (A->at.attn.dropout > 0) {
+        int mask = graph_add(g, OP_DROPOUT_MASK, 0, NULL, g->nodes[w].shape, DT_F32, loc);
+        g->nodes[mask].attr.scalars.p[0] = A->at.attn.dropout;
+        w = graph_add2(g, OP_MUL, w, mask, loc);
+    }
+    Value y = matmul(E, vtensor(w), vtensor(A->v), loc);
+    return y.k == V_TENSOR ? y.node : -1;
+}
+
+/* Why the fused kernel cannot take this call, or NULL. */
+static const char *sdpa_unfused_why(Elab *E, const Sdpa *A) {
+    Shape q = E->g->nodes[A->q].shape, v = E->g->nodes[A->v].shape;
+    if (A->mask >= 0) return "attn_mask is given (the fused kernel's only mask is is_causal)";
+    if (q.d[q.rank - 1] > ATTENTION_MAX_HEAD || v.d[v.rank - 1] > ATTENTION_MAX_HEAD)
+        return arena_printf(E->a, "head size %lld is above the fused kernel's %d",
+                            (long long)(q.d[q.rank - 1] > v.d[v.rank - 1] ? q.d[q.rank - 1] : v.d[v.rank - 1]),
+                            ATTENTION_MAX_HEAD);
+    return NULL;
+}
+
+/* query [..., Tq, D], key [..., Tk, D], value [..., Tk, Dv]: ranks 2 to 4, the same leading axes
+ * (the batch axis among them, if any). */
+static bool sdpa_shapes(Elab *E, const char *fn, const Sdpa *A, SrcLoc loc) {
+    const int x[3] = {A->q, A->k, A->v};
+    for (int i = 0; i < 3; i++)
+        if (!need_f32(E, x[i], fn, loc)) return false;
+    Shape q = E->g->nodes[A->q].shape, k = E->g->nodes[A->k].shape, v = E->g->nodes[A->v].shape;
+    int r = q.rank, bq = shape_batch_axis(q);
+    bool ok = r >= 2 && k.rank == r && v.rank == r && (bq < 0 || bq < r - 2) && shape_batch_axis(k) == bq &&
+        shape_batch_axis(v) == bq;
+    for (int d = 0; ok && d < r - 2; d++) ok = k.d[d] == q.d[d] && v.d[d] == q.d[d];
+    if (ok && k.d[r - 1] == q.d[r - 1] && v.d[r - 2] == k.d[r - 2]) return true;
+    diag_error(E->d, loc,
+               "%s(): expected query [..., L, E], key [..., S, E] and value [..., S, Ev] with the same leading axes "
+               "(the batch axis among them), got %s, %s and %s",
+               fn, tstr(E, A->q), tstr(E, A->k), tstr(E, A->v));
+    return false;
+}
+
+/* scaled_dot_product_attention(query, key, value, attn_mask, dropout_p = 0, is_causal = false,
+ * scale, enable_gqa = false), as torch.nn.functional's, dropout only in training entries (as
+ * nnc's dropout): one fused op (OP_SDPA), or the ops it stands for where the fused kernel does
+ * not apply (a graph note says which and why). */
+Value read_sdpa(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"query",     "key",       "value", "attn_mask",
+                                  "dropout_p", "is_causal", "scale", "enable_gqa"};
+    int ix[8];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 8, ix, 3, loc)) return verror;
+    Sdpa A = {tensor_arg(E, a, ix[0]), tensor_arg(E, a, ix[1]), tensor_arg(E, a, ix[2]), -1, {.attn = {0}}};
+    if (A.q < 0 || A.k < 0 || A.v < 0) return verror;
+    if (ix[3] >= 0 && ((A.mask = tensor_arg(E, a, ix[3])) < 0 || !need_f32(E, A.mask, fn, a->loc[ix[3]])))
+        return verror;
+    double p = num_arg(E, a, ix[4], 0, &ok), causal = num_arg(E, a, ix[5], 0, &ok), gqa = num_arg(E, a, ix[7], 0, &ok);
+    if (!ok || !sdpa_shapes(E, fn, &A, loc) ||
+        !check_range(E, fn, "dropout_p", p, 0, false, 1, false, arg_loc(a, ix[4], loc)))
+        return verror;
+    Shape qs = E->g->nodes[A.q].shape;
+    double scale = num_arg(E, a, ix[6], 1 / sqrt((double)qs.d[qs.rank - 1]), &ok);
+    if (!ok || (ix[6] >= 0 && !check_finite(E, fn, "scale", scale, a->loc[ix[6]]))) return verror;
+    if (gqa != 0) {
+        diag_error(E->d, arg_loc(a, ix[7], loc), "%s(): enable_gqa is not supported: give key and value every head",
+                   fn);
+        return verror;
+    }
+    if (causal != 0 && A.mask >= 0) {
+        diag_error(E->d, arg_loc(a, ix[5], loc), "%s(): is_causal and attn_mask cannot both be given, as torch refuses",
+                   fn);
+        return verror;
+    }
+    A.at.attn.scale = scale;
+    A.at.attn.dropout = p;
+    A.at.attn.causal = causal != 0;
+    A.at.attn.key = -1;
+    const char *why = sdpa_unfused_why(E, &A);
+    if (why) {
+        int y = sdpa_composed(E, &A, loc);
+        if (y >= 0) graph_note(E->g, loc, "%s composed of matmul, softmax and matmul: %s", fn, why);
+        return y < 0 ? verror : vtensor(y);
+    }
+    int in[3] = {A.q, A.k, A.v};
+    Shape ys = qs;
+    ys.d[ys.rank - 1] = E->g->nodes[A.v].shape.d[ys.rank - 1];
+    int y = graph_add(E->g, op, 3, in, ys, DT_F32, loc);
+    E->g->nodes[y].attr = A.at;
+    return vtensor(y);
+}
+
 /* batch_norm(x, running_mean, running_var, weight, bias, momentum = 0.1, eps = 1e-5), as
  * torch.nn.functional.batch_norm over axis 1 of [N, C] or [N, C, H, W]: in training entries the
  * batch's statistics normalize x, and the train step moves the running buffers toward them

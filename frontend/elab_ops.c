@@ -529,9 +529,9 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     int acc = x[0];
     for (int k = 1; k < n;) { /* four at a time, the first being what is joined so far */
-        int in[NNC_MAX_IN] = {acc}, m = 1;
+        int in[CONCAT_MAX_IN] = {acc}, m = 1;
         Shape s = E->g->nodes[acc].shape;
-        while (m < NNC_MAX_IN && k < n) {
+        while (m < CONCAT_MAX_IN && k < n) {
             s.d[ax] += E->g->nodes[x[k]].shape.d[ax];
             in[m++] = x[k++];
         }
@@ -941,7 +941,7 @@ static Reader *custom_reader(Op op) {
         {OP_GE, read_compare},        {OP_SELECT, read_where},        {OP_TRIL, read_tri},
         {OP_TRIU, read_tri},          {OP_ARANGE, read_arange},       {OP_COPY, read_to},
         {OP_GELU, read_gelu},         {OP_CONV2D, read_conv2d},       {OP_MAX_POOL2D, read_pool2d},
-        {OP_AVG_POOL2D, read_pool2d}, {OP_EMBEDDING, read_embedding},
+        {OP_AVG_POOL2D, read_pool2d}, {OP_EMBEDDING, read_embedding}, {OP_SDPA, read_sdpa},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;
@@ -962,6 +962,7 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     case OK_COPY:
     case OK_ASSIGN:
     case OK_HELPER:
+    case OK_ATTENTION:
     case OK_COLLECTIVE: break;
     }
     diag_error(E->d, loc, "internal: ops.def gives '%s' a surface but the front end has no reader for it", fn);

@@ -8,6 +8,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,27 @@ Graph *graph_new(Arena *a) {
     g->grad_norm = -1;
     g->batch_max = 1;
     return g;
+}
+
+void graph_note(Graph *g, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    Str t = {0};
+    str_vprintf(&t, fmt, ap);
+    va_end(ap);
+    GraphNote *n = arena_alloc(g->arena, (size_t)(g->nnotes + 1) * sizeof *n);
+    if (g->nnotes) memcpy(n, g->notes, (size_t)g->nnotes * sizeof *n);
+    n[g->nnotes].loc = loc;
+    n[g->nnotes].text = arena_strdup(g->arena, t.buf ? t.buf : "");
+    g->notes = n;
+    g->nnotes++;
+    str_free(&t);
+}
+
+void graph_print_notes(const Graph *g, FILE *f, const char *prefix) {
+    for (int i = 0; i < g->nnotes; i++)
+        fprintf(f, "%s%s:%d:%d: note: %s\n", prefix, g->notes[i].loc.file ? g->notes[i].loc.file : "",
+                g->notes[i].loc.line, g->notes[i].loc.col, g->notes[i].text);
 }
 
 int graph_add(Graph *g, Op op, int nin, const int *in, Shape shape, DType dt, SrcLoc loc) {
@@ -301,6 +323,10 @@ static void ir_print_attr(const Node *n, FILE *f) {
         if (a->win.d[0] != 1 || a->win.d[1] != 1) fprintf(f, " dilation=%d,%d", a->win.d[0], a->win.d[1]);
         if (a->win.groups > 1) fprintf(f, " groups=%d", a->win.groups);
         break;
+    case ATTR_ATTN:
+        fprintf(f, " scale=%g%s", a->attn.scale, a->attn.causal ? " causal" : "");
+        if (a->attn.dropout > 0) fprintf(f, " dropout=%g key=%d", a->attn.dropout, attention_key(n));
+        break;
     }
 }
 
@@ -347,6 +373,27 @@ void ir_print(const Graph *g, FILE *f, const bool *live) {
     }
     if (g->loss >= 0) fprintf(f, "  loss = %%%d\n", g->loss);
     for (int i = 0; i < g->nouts; i++) fprintf(f, "  out %s = %%%d\n", g->outs[i].name, g->outs[i].node);
+    graph_print_notes(g, f, "  ; ");
+}
+
+/* q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv] with the same leading axes, and the node's
+ * shape (and a gradient's dy, lse and delta) what they give. */
+static bool attention_shapes_ok(const Graph *g, const Node *n) {
+    const Shape *q = &g->nodes[n->in[0]].shape, *k = &g->nodes[n->in[1]].shape, *v = &g->nodes[n->in[2]].shape;
+    int r = q->rank;
+    if (r < 2 || k->rank != r || v->rank != r) return false;
+    for (int d = 0; d < r - 2; d++)
+        if (k->d[d] != q->d[d] || v->d[d] != q->d[d]) return false;
+    if (k->d[r - 1] != q->d[r - 1] || v->d[r - 2] != k->d[r - 2]) return false;
+    Shape y = *q, row = *q; /* the output [..., Tq, Dv] and a row statistic [..., Tq] */
+    y.d[r - 1] = v->d[r - 1];
+    row.rank--;
+    if (n->op == OP_SDPA) return shape_eq(n->shape, y);
+    if (n->op == OP_SDPA_LSE) return shape_eq(n->shape, row);
+    if (!shape_eq(g->nodes[n->in[3]].shape, y) || !shape_eq(g->nodes[n->in[4]].shape, row) ||
+        !shape_eq(g->nodes[n->in[5]].shape, row))
+        return false;
+    return shape_eq(n->shape, n->op == OP_SDPA_DQ ? *q : n->op == OP_SDPA_DK ? *k : *v);
 }
 
 static bool verify_fail(const Graph *g, int i, const char *pass, const char *what) {
@@ -425,7 +472,7 @@ bool ir_verify(const Graph *g, const char *pass) {
             const Shape *y = &n->shape;
             int ax = n->attr.slice.axis;
             int64_t len = 0;
-            bool ok = ax >= 0 && ax < y->rank && !dim_is_batch(y->d[ax]) && n->nin >= 1 && n->nin <= NNC_MAX_IN;
+            bool ok = ax >= 0 && ax < y->rank && !dim_is_batch(y->d[ax]) && n->nin >= 1 && n->nin <= CONCAT_MAX_IN;
             for (int j = 0; ok && j < n->nin; j++) {
                 const Shape *x = &g->nodes[n->in[j]].shape;
                 ok = x->rank == y->rank;
@@ -450,6 +497,7 @@ bool ir_verify(const Graph *g, const char *pass) {
             int64_t kx = shape_prod(g->nodes[n->in[0]].shape, ~0u, &bx), ky = shape_prod(n->shape, ~0u, &by);
             if (kx != ky || bx != by) return verify_fail(g, i, pass, "reshape changes the element count");
         }
+        if (oi->kind == OK_ATTENTION && !attention_shapes_ok(g, n)) return verify_fail(g, i, pass, "attention shapes");
         if (n->op == OP_ASSIGN && !shape_eq(g->nodes[n->in[0]].shape, g->nodes[n->in[1]].shape))
             return verify_fail(g, i, pass, "assign shapes differ");
     }

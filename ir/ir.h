@@ -23,7 +23,12 @@
 #include "config.h"
 #include "util.h"
 
-#define NNC_MAX_IN 4
+#define NNC_MAX_IN 6 /* operands of a node: attention's gradients take six */
+#define CONCAT_MAX_IN 4 /* operands of one CONCAT node (its helper's four pointers) */
+/* The largest head size (q's and v's last axis) the fused attention kernel takes: its CUDA tiles
+ * fit a block's 48 KB of static shared memory up to it, in f64 too (codegen/attention.c).  The
+ * front end composes attention of other ops beyond it, on every target alike. */
+#define ATTENTION_MAX_HEAD 128
 #define DIM_BATCH (-1) /* the symbolic batch dimension B, bound at run time */
 /* A dimension d < 0 is the batch axis times -d: DIM_BATCH (-1) is B, -32 is B*32, the batch merged
  * with an axis of 32 (reshape([B, 32, V]) to [B*32, V], as torch's reshape(-1, V)).  A shape has at
@@ -40,17 +45,19 @@ typedef enum {
 } Op;
 
 typedef enum {
-    OK_LEAF,    /* no operands: data, parameters, state, constants */
-    OK_EW,      /* elementwise: fusable, one scalar expression */
-    OK_REDUCE,  /* reduction over axes */
-    OK_ROW,     /* row-wise kernel over the last axis */
-    OK_MATMUL,  /* library call (BLAS / cuBLAS) */
-    OK_HELPER,  /* one of codegen/helpers.c's routines, its own launch (L_HELPER): convolution,
-                   pooling, dropout masks */
-    OK_VIEW,    /* reinterpret shape, no data movement */
-    OK_COPY,    /* host <-> device */
-    OK_ASSIGN,  /* in-place write of a persistent leaf */
-    OK_COLLECTIVE,  /* a collective over the processes of a data-parallel run (L_COLLECTIVE) */
+    OK_LEAF, /* no operands: data, parameters, state, constants */
+    OK_EW, /* elementwise: fusable, one scalar expression */
+    OK_REDUCE, /* reduction over axes */
+    OK_ROW, /* row-wise kernel over the last axis */
+    OK_MATMUL, /* library call (BLAS / cuBLAS) */
+    OK_HELPER, /* one of codegen/helpers.c's routines, its own launch (L_HELPER): convolution,
+                  pooling, dropout masks */
+    OK_VIEW, /* reinterpret shape, no data movement */
+    OK_COPY, /* host <-> device */
+    OK_ASSIGN, /* in-place write of a persistent leaf */
+    OK_COLLECTIVE, /* a collective over the processes of a data-parallel run (L_COLLECTIVE) */
+    OK_ATTENTION, /* fused scaled dot-product attention or one of its gradients (L_ATTENTION): a
+                     kernel of its own on each target (codegen/attention.c) */
 } OpKind;
 
 /* Which record of Node.attr an op uses (ops.def's attr column). */
@@ -65,6 +72,7 @@ typedef enum {
     ATTR_WINDOW, /* win: a convolution's or pooling's window geometry */
     ATTR_SLICE, /* slice: the axis of a concat or slice, and the slice's start and step */
     ATTR_PERM, /* perm: output axis i is the operand's axis perm.p[i] */
+    ATTR_ATTN, /* attn: attention's scale, dropout, causal mask and dropout key */
 } AttrKind;
 
 /* Facts about an op that passes and backends ask by name (ops.def's flags column), so that one
@@ -151,6 +159,13 @@ typedef union {
     struct {
         int8_t p[IR_MAX_RANK];
     } perm;
+    struct {
+        double scale; /* of the scores q k^T: torch's 1 / sqrt(D) unless given */
+        double dropout; /* the probability of dropping a weight in training entries */
+        bool causal; /* query i attends keys j <= i (torch's is_causal: top-left aligned) */
+        int32_t key; /* the forward node whose origin keys the dropout mask, or -1 for this
+                        node's own (the forward's): its gradients draw the same mask */
+    } attn;
 } Attr;
 
 typedef struct {
@@ -192,6 +207,13 @@ typedef struct {
     int node;
 } NamedOut;
 
+/* A lowering choice the front end made that the user may want to know of (--stats and --emit ir
+ * print them): "attention composed of matmul, softmax and matmul: head size 256 is above ...". */
+typedef struct {
+    SrcLoc loc;
+    const char *text;
+} GraphNote;
+
 typedef struct Graph {
     Arena *arena;
     Node *nodes;
@@ -204,6 +226,8 @@ typedef struct Graph {
     int batch_max;              /* value bound to DIM_BATCH when planning memory */
     const char *batch_name;     /* the symbol the user wrote ("B") */
     const char *model_name;
+    GraphNote *notes; /* in the order they were made (graph_note) */
+    int nnotes;
 } Graph;
 
 /* A model as the front end hands it on: the Graph and its train section (config.h). */
@@ -218,6 +242,8 @@ int graph_add1(Graph *g, Op op, int a, SrcLoc loc);               /* EW unary, s
 int graph_add2(Graph *g, Op op, int a, int b, SrcLoc loc);        /* EW binary, broadcast; -1 on mismatch */
 int graph_const(Graph *g, double v, SrcLoc loc);
 void graph_add_out(Graph *g, const char *name, int node);
+void graph_note(Graph *g, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void graph_print_notes(const Graph *g, FILE *f, const char *prefix); /* "PREFIXfile:line:col: note: text" */
 
 /* shapes */
 Shape shape_scalar(void);
@@ -257,6 +283,10 @@ static inline bool op_permutes(Op op) { return op == OP_TRANSPOSE || op == OP_PE
 /* The permutation node n applies (output axis i reads operand axis perm[i]): a permute's own, or
  * a transpose's swap of the last two axes. */
 void node_perm(const Node *n, int8_t perm[IR_MAX_RANK]);
+
+/* The node id that keys an attention op's dropout mask: its forward's origin (the id before the
+ * copies pass, the same on every target). */
+static inline int attention_key(const Node *n) { return n->attr.attn.key >= 0 ? n->attr.attn.key : n->origin; }
 
 /* printing and checking */
 void ir_print(const Graph *g, FILE *f, const bool *live);

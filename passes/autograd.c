@@ -489,9 +489,9 @@ static void flush_slices(Ad *A, int x) {
     }
     int acc = piece[0];
     for (int k = 1; k < np;) { /* four operands a concat, the first what is joined so far */
-        int in[NNC_MAX_IN] = {acc}, m = 1;
+        int in[CONCAT_MAX_IN] = {acc}, m = 1;
         Shape s = A->g->nodes[acc].shape;
-        while (m < NNC_MAX_IN && k < np) {
+        while (m < CONCAT_MAX_IN && k < np) {
             s.d[ax] += A->g->nodes[piece[k]].shape.d[ax];
             in[m++] = piece[k++];
         }
@@ -518,6 +518,32 @@ static void grad_cross_entropy(Ad *A, int id, int g) {
     int d = mk(A, OP_CE_GRAD, 3, in, opshape(A, id, 0));
     A->g->nodes[d].attr.scalars = A->g->nodes[id].attr.scalars;
     accumulate(A, in[0], d);
+}
+
+/* Attention's backward as FlashAttention-2's: the gradients recompute the weights from q, k and
+ * each row's logsumexp, which the forward launch writes beside y (attention_lse, a forward node),
+ * with delta = sum(dy * y) over each row (an ordinary reduction).  Its dropout mask is drawn
+ * again from the forward's key. */
+static void grad_sdpa(Ad *A, int id, int g) {
+    const Node n = A->g->nodes[id]; /* a copy: adding nodes may move the array */
+    Shape row = n.shape;
+    row.rank--;
+    int lse = graph_node_at(A->g, OP_SDPA_LSE, 3, n.in, row, DT_F32, &n);
+    A->g->nodes[lse].attr = n.attr;
+    Node like = ad_like(A);
+    int gy[2] = {g, id};
+    int prod = graph_node_at(A->g, OP_MUL, 2, gy, n.shape, DT_F32, &like);
+    int delta = mk(A, OP_SUM, 1, &prod, row);
+    A->g->nodes[delta].attr.axes.mask = 1u << (n.shape.rank - 1);
+    int in[6] = {n.in[0], n.in[1], n.in[2], g, lse, delta};
+    static const Op back[3] = {OP_SDPA_DQ, OP_SDPA_DK, OP_SDPA_DV};
+    for (int j = 0; j < 3; j++) {
+        if (!A->needs[n.in[j]]) continue;
+        int d = mk(A, back[j], 6, in, A->g->nodes[n.in[j]].shape);
+        A->g->nodes[d].attr = n.attr;
+        A->g->nodes[d].attr.attn.key = id; /* the forward's origin keys the mask it drew */
+        accumulate(A, n.in[j], d);
+    }
 }
 
 /* The gradient goes back to the operand's device: the copy reversed. */

@@ -77,9 +77,9 @@ static void dot_edges(const Graph *g, const Entry *e, int i, FILE *f) {
 }
 
 const char *launch_kind_label(LaunchKind k) {
-    static const char *const kind[] = {"elementwise", "reduction", "row-wise", "gemm",
-                                       "copy",        "assign",    "helper",   "allreduce"};
-    _Static_assert(NNC_COUNTOF(kind) == L_COLLECTIVE + 1, "a name for every LaunchKind");
+    static const char *const kind[] = {"elementwise", "reduction", "row-wise",  "gemm",     "copy",
+                                       "assign",      "helper",    "allreduce", "attention"};
+    _Static_assert(NNC_COUNTOF(kind) == L_ATTENTION + 1, "a name for every LaunchKind");
     return kind[k];
 }
 

@@ -15,16 +15,18 @@
 typedef enum { ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM, ENTRY_COUNT } EntryKind;
 
 typedef enum {
-    L_EW,       /* fused elementwise kernel over `space`; nodes[] in order, outs[] written */
-    L_REDUCE,   /* reduction (root) over `space` (its input's shape) with fused elementwise prologue */
-    L_ROW,      /* row-wise kernel (root), optionally also root2 (cross_entropy + its gradient) */
-    L_GEMM,     /* C[root] = op(A) @ op(B) with A = a (transposed if ta), B = b (if tb) */
-    L_COPY,     /* host <-> device copy of root's operand into root */
-    L_ASSIGN,   /* copy value into the persistent leaf it updates (when it could not be in place) */
-    L_HELPER,   /* root computed by codegen/helpers.c's routines: convolution (helpers and GEMMs
+    L_EW, /* fused elementwise kernel over `space`; nodes[] in order, outs[] written */
+    L_REDUCE, /* reduction (root) over `space` (its input's shape) with fused elementwise prologue */
+    L_ROW, /* row-wise kernel (root), optionally also root2 (cross_entropy + its gradient) */
+    L_GEMM, /* C[root] = op(A) @ op(B) with A = a (transposed if ta), B = b (if tb) */
+    L_COPY, /* host <-> device copy of root's operand into root */
+    L_ASSIGN, /* copy value into the persistent leaf it updates (when it could not be in place) */
+    L_HELPER, /* root computed by codegen/helpers.c's routines: convolution (helpers and GEMMs
                    over chunks of `chunk` samples in `scratch`), pooling, a dropout mask */
-    L_COLLECTIVE,   /* root is an ALLREDUCE_START (its bucket's part, `bucket_last` when the bucket
+    L_COLLECTIVE, /* root is an ALLREDUCE_START (its bucket's part, `bucket_last` when the bucket
                        is complete) or an ALLREDUCE_WAIT: a call of the host's nnc_comm */
+    L_ATTENTION, /* attention (codegen/attention.c): nodes[] its forward and row logsumexp, or its
+                       gradients for q, k and v, over the same operands */
 } LaunchKind;
 
 typedef struct {

@@ -136,7 +136,7 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
 }
 
 static const char *kind_name(LaunchKind k) {
-    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign", "helper", "collect"};
+    static const char *n[] = {"kernel", "reduce", "rowwise", "gemm", "copy", "assign", "helper", "collect", "attn"};
     return n[k];
 }
 
@@ -159,7 +159,7 @@ static void launch_print(const Program *p, const Entry *e, const Launch *L, int 
         static const char *bk[] = {"-", "inline", "input", "param", "state", "act", "alias"};
         fprintf(f, " %%%d[%s+%" PRId64 "]", L->outs[i], bk[b->kind], b->offset * 4);
     }
-    if (L->kind != L_GEMM && L->kind != L_COPY && L->kind != L_ASSIGN && L->kind != L_ROW)
+    if (L->kind != L_GEMM && L->kind != L_COPY && L->kind != L_ASSIGN && L->kind != L_ROW && L->kind != L_ATTENTION)
         fprintf(f, "  over %s", shape_str(L->space, DT_F32, g->batch_name, sb, sizeof sb));
     const SrcLoc *loc = &g->nodes[L->root].loc;
     if (loc->line) fprintf(f, "  ; line %d", loc->line);

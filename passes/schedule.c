@@ -53,6 +53,39 @@ static void merge_ce(Sched *S) {
     }
 }
 
+/* Attention's forward and its row logsumexp, and its three gradients, over the same operands:
+ * one launch each, whose kernel computes all of them from one pass over the scores (the backward
+ * from two on CUDA: the key tiles' and the query tiles', in one launch).  Their operands are the
+ * same values, none reads another, so the merged group stays convex. */
+static bool attention_same(const Node *a, const Node *b) {
+    bool fwd_a = a->op == OP_SDPA || a->op == OP_SDPA_LSE, fwd_b = b->op == OP_SDPA || b->op == OP_SDPA_LSE;
+    if (fwd_a != fwd_b || a->nin != b->nin) return false;
+    for (int j = 0; j < a->nin; j++)
+        if (a->in[j] != b->in[j]) return false;
+    return a->attr.attn.scale == b->attr.attn.scale && a->attr.attn.dropout == b->attr.attn.dropout &&
+        a->attr.attn.causal == b->attr.attn.causal;
+}
+
+/* Whether a node before `end` in group grp is an `op` (a launch computes one of each). */
+static bool group_has_op(Sched *S, int grp, Op op, int end) {
+    for (int k = 0; k < end; k++)
+        if (S->e->group[k] == grp && S->g->nodes[k].op == op) return true;
+    return false;
+}
+
+static void merge_attention(Sched *S) {
+    Graph *g = S->g;
+    for (int i = 0; S->p->fuse && i < g->n; i++) {
+        if (!S->e->live[i] || op_info[g->nodes[i].op].kind != OK_ATTENTION) continue;
+        for (int j = 0; j < i; j++) /* the same call written twice stays two launches */
+            if (S->e->live[j] && op_info[g->nodes[j].op].kind == OK_ATTENTION &&
+                attention_same(&g->nodes[i], &g->nodes[j]) && !group_has_op(S, S->e->group[j], g->nodes[i].op, i)) {
+                S->e->group[i] = S->e->group[j];
+                break;
+            }
+    }
+}
+
 static bool group_is_output(Sched *S, int m, int grp) {
     for (int i = 0; i < S->e->noutputs; i++)
         if (S->e->outputs[i] == m) return true;
@@ -107,6 +140,10 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
     case OK_COPY: L->kind = L_COPY; break;
     case OK_HELPER: L->kind = L_HELPER; L->space = r->shape; break;
     case OK_COLLECTIVE: L->kind = L_COLLECTIVE; L->space = r->shape; break;
+    case OK_ATTENTION:
+        L->kind = L_ATTENTION;
+        L->space = r->shape;
+        break;
     case OK_LEAF: case OK_VIEW: case OK_ASSIGN: break;   /* never a group's root */
     }
 }
@@ -273,6 +310,7 @@ void pass_schedule(Program *p, Entry *e) {
     S.nusers = xmalloc((size_t)g->n * sizeof *S.nusers);
     ir_users(g, S.users, S.nusers);
     merge_ce(&S);
+    merge_attention(&S);
     /* renumber groups densely */
     int *remap = xmalloc((size_t)g->n * sizeof(int));
     for (int i = 0; i < g->n; i++) remap[i] = -1;

@@ -18,6 +18,7 @@
  * small to pay for one.  A helper launch (convolution, pooling, ...) is its plan (helper_plan.c)
  * printed as C: calls of the helpers.c routines in the prelude, nnc_?gemm calls, memsets and the
  * loop over chunks of the batch. */
+#include "../attention.h"
 #include "../helpers.h"
 #include "../kernel.h"
 
@@ -818,5 +819,6 @@ const KernelDialect dialect_c = {
     .copy = c_copy,
     .helper = c_helper,
     .collective = c_collective,
+    .attention = attention_render_c,
 };
 /* clang-format on */

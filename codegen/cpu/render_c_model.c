@@ -15,6 +15,7 @@
  * is written as templates where '@' stands for the model's C name. */
 #include <string.h>
 
+#include "../attention.h"
 #include "../helpers.h"
 #include "../kernel.h"
 #include "cpu.h"
@@ -58,6 +59,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
     dialect_c.prelude(s, o); /* real and the math macros: kernel.c's one table */
     kernel_half_prelude(s, p, "static inline");
     if (program_has_helpers(p)) helper_prelude(s, false);
+    attention_prelude(s, p, false);
     if (helper_uses_dnnl(p, o)) helper_dnnl_prelude(s);
     render_template(s, frame_text, model_c_name(p));
 }

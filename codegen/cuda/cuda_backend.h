@@ -26,8 +26,9 @@ typedef struct {
 void cuda_render(const Program *p, const BuildOpts *o, Str *out);
 bool cuda_launch_is_kernel(const Launch *L);
 void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int k);
-CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B);
-unsigned cuda_launch_max_block(const Graph *g, const Launch *L);   /* for __launch_bounds__ */
+/* f64: reals are doubles (attention's tiles are as large as fit the shared memory) */
+CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64);
+unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64); /* for __launch_bounds__ */
 /* The node whose buffer holds x's value (follows reshape views). */
 int cuda_resolve(const Entry *e, int x);
 

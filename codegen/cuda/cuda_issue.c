@@ -428,7 +428,7 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
 }
 
 static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
-    CudaDims d = cuda_launch_dims(m->p, e, &e->launches[k], B);
+    CudaDims d = cuda_launch_dims(m->p, e, &e->launches[k], B, m->f64);
     long long Bv = B;
     /* kernels address parameters and state by their offset in the whole block (P + offset); a
      * GPU holds its range of it, from lo */
@@ -545,7 +545,8 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         switch (L->kind) {
         case L_EW:
         case L_REDUCE:
-        case L_ROW: ok = issue_kernel(m, e, k, B); break;
+        case L_ROW:
+        case L_ATTENTION: ok = issue_kernel(m, e, k, B); break;
         case L_GEMM: ok = issue_gemm(m, e, L, B); break;
         case L_HELPER: ok = issue_helper_launch(m, e, L, B); break;
         case L_COLLECTIVE: ok = issue_collective(m, e, L, B); break;

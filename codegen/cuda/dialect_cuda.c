@@ -15,6 +15,7 @@
  * step.  The helpers the primitives call (nnc_warp_sum, nnc_block_sum, ...) are defined in the
  * prelude below, next to the strings that call them. */
 #include "cuda_backend.h"
+#include "../attention.h"
 #include "../kernel.h"
 
 static void cuda_ptr(const Kernel *k, Str *s, int x) {
@@ -88,9 +89,10 @@ static void cuda_open(const Kernel *k, const Launch *L, int index) {
     cuda_kernel_name(name, sizeof name, k->p, k->e, index);
     /* the bound lets the compiler budget registers for the largest block it is launched with
      * (a 1024-thread block needs at most 64 registers a thread) */
-    str_printf(k->s, "extern \"C\" __global__ void __launch_bounds__(%u) %s(" CUDA_KERNEL_PARAMS ") {\n"
-                     "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err;\n",
-               cuda_launch_max_block(k->g, L), name);
+    str_printf(k->s,
+               "extern \"C\" __global__ void __launch_bounds__(%u) %s(" CUDA_KERNEL_PARAMS ") {\n"
+               "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err;\n",
+               cuda_launch_max_block(k->g, L, k->o->f64), name);
 }
 
 /* ---- index spaces --------------------------------------------------------------------------- */
@@ -216,5 +218,6 @@ const KernelDialect dialect_cuda = {
                       "                err[3] = (int)C;\n"
                       "            }\n",
     },
+    .attention = attention_render_cuda,   /* its own kernel (attention_cuda_threads, _blocks) */
 };
 /* clang-format on */

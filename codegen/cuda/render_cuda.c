@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "../attention.h"
 #include "../helpers.h"
 #include "../kernel.h"
 
@@ -20,7 +21,7 @@
 int cuda_resolve(const Entry *e, int x) { return kernel_resolve(e, x); }
 
 bool cuda_launch_is_kernel(const Launch *L) {
-    return L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW;
+    return L->kind == L_EW || L->kind == L_REDUCE || L->kind == L_ROW || L->kind == L_ATTENTION;
 }
 
 void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int k) {
@@ -64,6 +65,7 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
     dialect_cuda.prelude(s, o);
     kernel_half_prelude(s, p, "__device__ __forceinline__");
     if (program_has_helpers(p)) helper_prelude(s, true);
+    attention_prelude(s, p, true);
     str_puts(s, step_inc);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
     for (int e = 0; e < ENTRY_COUNT; e++) {
@@ -87,7 +89,8 @@ static unsigned pow2_block(int64_t work, unsigned lo, unsigned hi) {
 }
 
 /* The largest block cuda_launch_dims gives this launch, at any batch size. */
-unsigned cuda_launch_max_block(const Graph *g, const Launch *L) {
+unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64) {
+    if (L->kind == L_ATTENTION) return attention_cuda_threads(g, L, f64);
     if (L->kind == L_ROW) {
         Op op = g->nodes[L->root].op;
         return op_has(op, OPF_ROW_TOTAL) ? 1024 : ROW_THREADS;
@@ -95,11 +98,14 @@ unsigned cuda_launch_max_block(const Graph *g, const Launch *L) {
     return L->kind == L_REDUCE ? 256 : EW_THREADS;
 }
 
-CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B) {
+CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64) {
     const Graph *g = p->g;
     CudaDims d = {1, 32};
     (void)e;
-    if (L->kind == L_EW) {
+    if (L->kind == L_ATTENTION) { /* a block per tile (codegen/attention.c), grid-stride beyond the cap */
+        d.block = attention_cuda_threads(g, L, f64);
+        d.grid = clamp_grid(attention_cuda_blocks(g, L, B, f64));
+    } else if (L->kind == L_EW) {
         d.block = EW_THREADS;
         d.grid = clamp_grid((shape_numel(L->space, B) + EW_THREADS - 1) / EW_THREADS);
     } else if (L->kind == L_REDUCE) {

@@ -5,7 +5,8 @@
 #   (NNC_EMU_FAULT_GEMM, NNC_EMU_FAULT_KERNEL); --check-numerics names the op and line on CUDA as on the
 #   CPU; a round trip through the host trains as on the CPU; --strict-devices
 #   refuses implicit crossings and accepts to(x, cuda); an embedding index out of range is
-#   refused; a convolutional model passes --check-against cpu, and so does gradient accumulation.
+#   refused; a convolutional model passes --check-against cpu, and so does gradient accumulation;
+#   a fault planted in attention's kernels is named.
 set -u
 nnc=$1; here=$(cd "$(dirname "$0")" && pwd); models=$here/../../models
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -119,6 +120,28 @@ train {
 NN
 ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 --check-against cpu
 has "check-against cpu: 4 steps"
+# fused attention (driver/check_bound.c's bound of its kernels): a planted fault in its forward
+# kernel and in each of its gradients' (unfused: kernels 1, then 12 to 14) is named
+cat >"$dir/att.nn" <<'NN'
+input x: f32[B, 2, 9, 4]
+param wq: f32[4, 8] = normal(0, 1)
+param wk: f32[4, 8] = normal(0, 1)
+param wv: f32[4, 8] = normal(0, 1)
+param t: f32[2, 9, 8] = normal(0, 1)
+y = scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, is_causal = true)
+loss = mean(y * t)
+train {
+    data x = randn(8, 2, 9, 4)
+    batch = 8
+    minimize loss
+}
+NN
+ok "$nnc" "$dir/att.nn" --target cuda --check-against cpu
+for fault in "1 attention (forward" "12 attention_grad_q (backward" "13 attention_grad_k (backward" \
+             "14 attention_grad_v (backward"; do
+    NNC_EMU_FAULT_KERNEL=${fault%% *}:1e-3 bad "$nnc" "$dir/att.nn" --target cuda --check-against cpu
+    has "first differ at ${fault#* }, .*att.nn:6:5, launch [0-9]* of train_step) in step 1"
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -174,6 +174,9 @@ if(TARGET nnc_emu_cuda)
            --nnc $<TARGET_FILE:nnc> --target cuda --tiny)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
+  # the fused attention kernels (forward, backward, dropout's mask) against torch
+  add_test(NAME attention_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_attention_torch.py
+           --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
   # model parallel: one model over two emulated GPUs, against the cpu target
   add_test(NAME emu_train_split COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/split.nn --strict-devices)
@@ -190,7 +193,7 @@ if(TARGET nnc_emu_cuda)
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
                        conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu gpt_torch_emu
-                       emu_mpi emu_pipeline PROPERTIES
+                       attention_torch_emu emu_mpi emu_pipeline PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp gpt_torch_emu PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -269,6 +269,26 @@ static const Case cases[] = {
                   TRAIN("data t = randn(8, 5)\n data x = randn(8, 5, 3)"), 6, 0},
     {"dropout", "input x: f32[B, 6]\nparam W: f32[6, 5] = normal(0, 0.5)\nparam c: f32[5] = normal(0, 1)\n"
                 "loss = sum(tanh(dropout(tanh(x @ W), 0.4)) * c)" TRAIN("data x = randn(8, 6)"), 0, 0},
+    /* fused attention: causal over [B, H, T, D], the backward from the saved row logsumexp;
+     * Tq != Tk with a scale and v's head size its own; 3-d with dropout (training mode) */
+    {"attention_causal", "input x: f32[B, 2, 5, 3]\nparam Wq: f32[3, 3] = normal(0, 1)\nparam Wk: f32[3, 3] = normal(0, 1)\n"
+                         "param Wv: f32[3, 3] = normal(0, 1)\nparam c: f32[2, 5, 3] = normal(0, 1)\n"
+                         "loss = sum(tanh(scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv, is_causal = true)) * c)"
+                         TRAIN("data x = randn(8, 2, 5, 3)"), 0, 0},
+    {"attention_cross", "input x: f32[B, 2, 4, 3]\ninput z: f32[B, 2, 6, 3]\nparam Wq: f32[3, 2] = normal(0, 1)\n"
+                        "param Wk: f32[3, 2] = normal(0, 1)\nparam Wv: f32[3, 4] = normal(0, 1)\nparam c: f32[2, 4, 4] = normal(0, 1)\n"
+                        "loss = sum(tanh(scaled_dot_product_attention(x @ Wq, z @ Wk, tanh(z @ Wv), scale = 0.7)) * c)"
+                        TRAIN("data x = randn(8, 2, 4, 3)\n data z = randn(8, 2, 6, 3)"), 0, 0},
+    {"attention_dropout", "input x: f32[B, 6, 3]\nparam Wq: f32[3, 3] = normal(0, 1)\nparam Wk: f32[3, 3] = normal(0, 1)\n"
+                          "param Wv: f32[3, 3] = normal(0, 1)\nparam c: f32[6, 3] = normal(0, 1)\n"
+                          "loss = sum(tanh(scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv, dropout_p = 0.3, is_causal = true)) * c)"
+                          TRAIN("data x = randn(8, 6, 3)"), 0, 0},
+    /* the same attention written twice: two launches (the schedule merges a forward with its own
+     * row logsumexp only), each writing its result */
+    {"attention_twice", "input x: f32[B, 2, 4, 3]\nparam Wq: f32[3, 3] = normal(0, 1)\nparam c: f32[2, 4, 3] = normal(0, 1)\n"
+                        "q = x @ Wq\ny1 = scaled_dot_product_attention(q, x, x, is_causal = true)\n"
+                        "y2 = scaled_dot_product_attention(q, x, x, is_causal = true)\n"
+                        "loss = sum(tanh(y1) * c) + sum(y2 * y2 * c)" TRAIN("data x = randn(8, 2, 4, 3)"), 0, 0},
     {"shared_use", "input x: f32[B, 3]\nparam W: f32[3, 3] = normal(0, 1)\n"
                    "h = tanh(x @ W)\nloss = sum(h * h * h) + sum(tanh(h @ W) * h) + sum(W * W)" TRAIN("data x = randn(8, 3)"), 0, 0},
 };
@@ -303,7 +323,9 @@ static double eval_loss(const nnc_model_abi *abi, void *m, int entry, const void
     return *(const double *)abi->output(m, entry, 0);
 }
 
-static bool has_modes(const Case *c) { return strstr(c->src, "dropout(") || strstr(c->src, "batch_norm("); }
+static bool has_modes(const Case *c) {
+    return strstr(c->src, "dropout(") || strstr(c->src, "dropout_p") || strstr(c->src, "batch_norm(");
+}
 
 /* Returns 0 when every gradient element agrees. */
 static int check_case(const Case *c, int fuse) {

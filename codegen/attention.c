@@ -1,0 +1,692 @@
+/* attention.c - fused scaled dot-product attention: the C routines and the CUDA kernels.
+ *
+ * y = softmax(q k^T scale, causal mask) @ v, row by row over tiles of keys with a running
+ * maximum m and sum l (online softmax): a key tile's scores s raise m to m', the row's sum and
+ * output so far are scaled by exp(m - m'), and exp(s - m') joins them; at the end y = acc / l
+ * and the row's logsumexp m + log(l) is saved (attention_lse).  The [..., Tq, Tk] weights are
+ * never stored.  Dropout multiplies each weight, after the sum, by (u >= p) / (1 - p) with u
+ * drawn as dropout's mask is (codegen/helpers.c: Philox4x32-10 under the seed, the stream the
+ * FNV-1a of (key node, step), counter (bh Tq + i) Tk + j), so the backward draws it again.
+ *
+ * The backward is FlashAttention-2's (Dao, 2023): P = exp(s - lse) recomputed per tile,
+ * dv = (P M)^T dy, dP = dy v^T M, dS = P (dP - delta) scale with delta = sum(dy * y) per row
+ * (a reduction the graph computes before), dq = dS k, dk = dS^T q.
+ *
+ * The C target calls routines of the prelude, one per storage type of q, k and v (f32, bf16,
+ * f16: the routine widens each load and computes in `real`): the forward threaded over (head,
+ * 32-query tile) pairs, the backward over heads, each thread owning a head's dq, dk and dv, so
+ * the sums run in one order and no two threads write one place.
+ *
+ * The CUDA target renders one kernel per launch with every size a constant.  Forward: a block of
+ * 128 threads per (head, query tile), 16 row groups by 8 lanes; a thread holds RQ query rows and
+ * BK / 8 key columns of the score tile, and VD / 8 columns of their output rows; the lanes of a
+ * row combine its maximum and sum by shuffles; the weights go through shared memory into the
+ * product with v.  Backward: one launch, two kinds of blocks and no atomics: a block per (head,
+ * key tile) walks the query tiles for dk and dv, a block per (head, query tile) walks the key
+ * tiles for dq.  Tiles are as large as fit 46 KB of static shared memory (attention_tiles),
+ * which ATTENTION_MAX_HEAD (ir.h) bounds. */
+#include <assert.h>
+#include <string.h>
+
+#include "attention.h"
+
+#define SHARED_BUDGET (46 * 1024) /* bytes of static shared memory a block may use (48 KB) */
+
+AttnGeom attention_geom(const Graph *g, const Launch *L) {
+    AttnGeom a;
+    memset(&a, 0, sizeof a);
+    a.y = a.lse_out = a.dq = a.dk = a.dv = a.dy = a.lse = a.delta = -1;
+    const Node *any = NULL;
+    for (int i = 0; i < L->nnodes; i++) {
+        const Node *n = &g->nodes[L->nodes[i]];
+        int *slot = n->op == OP_SDPA ? &a.y
+            : n->op == OP_SDPA_LSE   ? &a.lse_out
+            : n->op == OP_SDPA_DQ    ? &a.dq
+            : n->op == OP_SDPA_DK    ? &a.dk
+            : n->op == OP_SDPA_DV    ? &a.dv
+                                     : NULL;
+        assert(slot);
+        *slot = L->nodes[i];
+        if (!any || n->op == OP_SDPA || n->nin == 6) any = n;
+    }
+    assert(any);
+    a.q = any->in[0], a.k = any->in[1], a.v = any->in[2];
+    a.backward = any->nin == 6;
+    if (a.backward) a.dy = any->in[3], a.lse = any->in[4], a.delta = any->in[5];
+    const Shape *q = &g->nodes[a.q].shape, *k = &g->nodes[a.k].shape, *v = &g->nodes[a.v].shape;
+    a.lead = 1;
+    for (int d = 0; d < q->rank - 2; d++) {
+        if (q->d[d] == DIM_BATCH) a.batched = true;
+        else a.lead *= q->d[d];
+    }
+    a.tq = q->d[q->rank - 2], a.tk = k->d[k->rank - 2], a.d = q->d[q->rank - 1], a.dv_dim = v->d[v->rank - 1];
+    a.scale = any->attr.attn.scale, a.dropout = any->attr.attn.dropout, a.causal = any->attr.attn.causal;
+    a.key = attention_key(any);
+    return a;
+}
+
+bool program_has_attention(const Program *p) {
+    for (int i = 0; i < p->g->n; i++)
+        if (op_info[p->g->nodes[i].op].kind == OK_ATTENTION) return true;
+    return false;
+}
+
+/* The storage types q, k and v come in (attention_prelude's routines, one per type). */
+static const struct {
+    DType t;
+    const char *suffix, *type, *load, *store;
+} storage[] = {
+    {DT_F32, "r", "real", "(x)", "(x)"},
+    {DT_BF16, "bf16", "unsigned short", "nnc_bf16_f32(x)", "nnc_f32_bf16((float)(x))"},
+    {DT_F16, "f16", "unsigned short", "nnc_f16_f32(x)", "nnc_f32_f16((float)(x))"},
+};
+
+static int storage_of(DType t) {
+    for (size_t i = 0; i < NNC_COUNTOF(storage); i++)
+        if (storage[i].t == t) return (int)i;
+    assert(0);
+    return 0;
+}
+
+/* ---- shared by both targets: the dropout draw -------------------------------------------------- */
+
+/* `@` is the functions' qualifier, `$` the real type's spelling of +infinity. */
+static const char keep_text[] =
+    "/* attention's dropout (codegen/attention.c): the stream of key node `key` at `step`, and the\n"
+    " * factor of weight i of it, drawn as dropout's mask: u = Philox4x32-10 (counter i, the stream;\n"
+    " * key the seed), kept as 1 / (1 - p) when u >= p, else 0 */\n"
+    "@ unsigned long long nnc_attn_stream(long long key, long long step) {\n"
+    "    unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)key) * 0x100000001b3ULL;\n"
+    "    return (st ^ (unsigned long long)step) * 0x100000001b3ULL;\n"
+    "}\n"
+    "@ real nnc_attn_keep(unsigned long long seed, unsigned long long st, unsigned long long i, double p) {\n"
+    "    unsigned int c0 = (unsigned int)i, c1 = (unsigned int)(i >> 32), c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
+    "    unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
+    "    for (int r = 0; r < 10; r++) {\n"
+    "        if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
+    "        const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
+    "        c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
+    "        c1 = (unsigned int)p1;\n"
+    "        c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
+    "        c3 = (unsigned int)p0;\n"
+    "    }\n"
+    "    const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
+    "    return u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"
+    "}\n";
+
+/* ---- the C routines ---------------------------------------------------------------------------- */
+
+/* `@` is the storage suffix, `T` the storage type, NNC_LD / NNC_ST its widening and rounding. */
+static const char c_fwd_text[] =
+    "/* attention's forward over BH heads, NNC_ATTN_BQ queries against NNC_ATTN_BK keys at a time\n"
+    " * (online softmax); y or lse may be NULL; p > 0: dropout, stream st */\n"
+    "static void nnc_attn_fwd_@(const T *q, const T *k, const T *v, T *y, real *lse, int64_t BH, int64_t Tq,\n"
+    "                           int64_t Tk, int64_t D, int64_t Dv, real scale, int causal, double p,\n"
+    "                           unsigned long long seed, unsigned long long st) {\n"
+    "    const int64_t nqt = (Tq + NNC_ATTN_BQ - 1) / NNC_ATTN_BQ;\n"
+    "    #pragma omp parallel for schedule(dynamic, 1) if (BH * Tq * Tk * (D + Dv) > 65536)\n"
+    "    for (int64_t task = 0; task < BH * nqt; task++) {\n"
+    "        const int64_t bh = task / nqt, q0 = task % nqt * NNC_ATTN_BQ;\n"
+    "        const int64_t nq = Tq - q0 < NNC_ATTN_BQ ? Tq - q0 : NNC_ATTN_BQ;\n"
+    "        const int64_t kend = causal && q0 + nq < Tk ? q0 + nq : Tk;   /* row i sees keys j <= i */\n"
+    "        real Qt[NNC_ATTN_BQ][NNC_ATTN_MAXD], Kt[NNC_ATTN_MAXD][NNC_ATTN_BK], Vt[NNC_ATTN_BK][NNC_ATTN_MAXD];\n"
+    "        real acc[NNC_ATTN_BQ][NNC_ATTN_MAXD], s[NNC_ATTN_BK], mx[NNC_ATTN_BQ], l[NNC_ATTN_BQ];\n"
+    "        for (int64_t i = 0; i < nq; i++) {\n"
+    "            for (int64_t d = 0; d < D; d++) Qt[i][d] = NNC_LD(q[(bh * Tq + q0 + i) * D + d]);\n"
+    "            for (int64_t c = 0; c < Dv; c++) acc[i][c] = 0;\n"
+    "            mx[i] = -(real)INFINITY;\n"
+    "            l[i] = 0;\n"
+    "        }\n"
+    "        for (int64_t k0 = 0; k0 < kend; k0 += NNC_ATTN_BK) {\n"
+    "            const int64_t nk = kend - k0 < NNC_ATTN_BK ? kend - k0 : NNC_ATTN_BK;\n"
+    "            for (int64_t j = 0; j < nk; j++) {   /* k transposed: the score loop runs along j */\n"
+    "                const T *kr = k + (bh * Tk + k0 + j) * D, *vr = v + (bh * Tk + k0 + j) * Dv;\n"
+    "                for (int64_t d = 0; d < D; d++) Kt[d][j] = NNC_LD(kr[d]);\n"
+    "                for (int64_t c = 0; c < Dv; c++) Vt[j][c] = NNC_LD(vr[c]);\n"
+    "            }\n"
+    "            for (int64_t i = 0; i < nq; i++) {\n"
+    "                const int64_t row = q0 + i;\n"
+    "                for (int64_t j = 0; j < nk; j++) s[j] = 0;\n"
+    "                for (int64_t d = 0; d < D; d++) {\n"
+    "                    const real a = Qt[i][d];\n"
+    "                    for (int64_t j = 0; j < nk; j++) s[j] += a * Kt[d][j];\n"
+    "                }\n"
+    "                real m = mx[i], sum = 0;\n"
+    "                for (int64_t j = 0; j < nk; j++) {\n"
+    "                    s[j] = causal && k0 + j > row ? -(real)INFINITY : s[j] * scale;\n"
+    "                    if (s[j] > m) m = s[j];\n"
+    "                }\n"
+    "                const real alpha = m == mx[i] ? (real)1 : EXP(mx[i] - m);\n"
+    "                for (int64_t j = 0; j < nk; j++) {\n"
+    "                    s[j] = EXP(s[j] - m);\n"
+    "                    sum += s[j];\n"
+    "                }\n"
+    "                l[i] = l[i] * alpha + sum;\n"
+    "                mx[i] = m;\n"
+    "                if (p > 0 && y)\n"
+    "                    for (int64_t j = 0; j < nk; j++)\n"
+    "                        s[j] *= nnc_attn_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p);\n"
+    "                real *a = acc[i];\n"
+    "                for (int64_t c = 0; c < Dv; c++) a[c] *= alpha;\n"
+    "                for (int64_t j = 0; j < nk; j++) {\n"
+    "                    const real w = s[j];\n"
+    "                    for (int64_t c = 0; c < Dv; c++) a[c] += w * Vt[j][c];\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        for (int64_t i = 0; i < nq; i++) {\n"
+    "            if (y)\n"
+    "                for (int64_t c = 0; c < Dv; c++) y[(bh * Tq + q0 + i) * Dv + c] = NNC_ST(acc[i][c] / l[i]);\n"
+    "            if (lse) lse[bh * Tq + q0 + i] = mx[i] + LOG(l[i]);\n"
+    "        }\n"
+    "    }\n"
+    "}\n";
+
+static const char c_bwd_text[] =
+    "/* attention's gradients over BH heads, a thread per head: per key tile, the query tiles'\n"
+    " * weights recomputed from lse; dq, dk or dv may be NULL */\n"
+    "static void nnc_attn_bwd_@(const T *q, const T *k, const T *v, const T *dy, const real *lse, const real *delta,\n"
+    "                           real *dq, real *dk, real *dv, int64_t BH, int64_t Tq, int64_t Tk, int64_t D,\n"
+    "                           int64_t Dv, real scale, int causal, double p, unsigned long long seed,\n"
+    "                           unsigned long long st) {\n"
+    "    #pragma omp parallel for schedule(dynamic, 1) if (BH * Tq * Tk * (D + Dv) > 65536)\n"
+    "    for (int64_t bh = 0; bh < BH; bh++) {\n"
+    "        real *w = malloc(sizeof(real) * (5 * NNC_ATTN_BK * NNC_ATTN_MAXD + 2 * NNC_ATTN_BQ * NNC_ATTN_MAXD));\n"
+    "        if (!w) { fprintf(stderr, \"nnc: out of memory in attention's backward\\n\"); abort(); }\n"
+    "        real (*Kr)[NNC_ATTN_MAXD] = (real (*)[NNC_ATTN_MAXD])w, (*Kt)[NNC_ATTN_BK] = (real (*)[NNC_ATTN_BK])(w + NNC_ATTN_BK * NNC_ATTN_MAXD);\n"
+    "        real (*Vt)[NNC_ATTN_BK] = (real (*)[NNC_ATTN_BK])(w + 2 * NNC_ATTN_BK * NNC_ATTN_MAXD);\n"
+    "        real (*dKa)[NNC_ATTN_MAXD] = (real (*)[NNC_ATTN_MAXD])(w + 3 * NNC_ATTN_BK * NNC_ATTN_MAXD);\n"
+    "        real (*dVa)[NNC_ATTN_MAXD] = (real (*)[NNC_ATTN_MAXD])(w + 4 * NNC_ATTN_BK * NNC_ATTN_MAXD);\n"
+    "        real (*Qt)[NNC_ATTN_MAXD] = (real (*)[NNC_ATTN_MAXD])(w + 5 * NNC_ATTN_BK * NNC_ATTN_MAXD);\n"
+    "        real (*Ot)[NNC_ATTN_MAXD] = Qt + NNC_ATTN_BQ;\n"
+    "        real s[NNC_ATTN_BK], ds[NNC_ATTN_BK], mk[NNC_ATTN_BK];\n"
+    "        real *dqh = dq ? dq + bh * Tq * D : NULL;\n"
+    "        if (dqh) memset(dqh, 0, sizeof(real) * (size_t)(Tq * D));\n"
+    "        for (int64_t j = 0; j < NNC_ATTN_BK; j++) mk[j] = 1;\n"
+    "        for (int64_t k0 = 0; k0 < Tk; k0 += NNC_ATTN_BK) {\n"
+    "            const int64_t nk = Tk - k0 < NNC_ATTN_BK ? Tk - k0 : NNC_ATTN_BK;\n"
+    "            for (int64_t j = 0; j < nk; j++) {\n"
+    "                const T *kr = k + (bh * Tk + k0 + j) * D, *vr = v + (bh * Tk + k0 + j) * Dv;\n"
+    "                for (int64_t d = 0; d < D; d++) Kt[d][j] = Kr[j][d] = NNC_LD(kr[d]);\n"
+    "                for (int64_t c = 0; c < Dv; c++) Vt[c][j] = NNC_LD(vr[c]);\n"
+    "                for (int64_t d = 0; d < D; d++) dKa[j][d] = 0;\n"
+    "                for (int64_t c = 0; c < Dv; c++) dVa[j][c] = 0;\n"
+    "            }\n"
+    "            /* causal: a query before k0 sees none of these keys */\n"
+    "            for (int64_t q0 = causal ? k0 / NNC_ATTN_BQ * NNC_ATTN_BQ : 0; q0 < Tq; q0 += NNC_ATTN_BQ) {\n"
+    "                const int64_t nq = Tq - q0 < NNC_ATTN_BQ ? Tq - q0 : NNC_ATTN_BQ;\n"
+    "                for (int64_t i = 0; i < nq; i++) {\n"
+    "                    for (int64_t d = 0; d < D; d++) Qt[i][d] = NNC_LD(q[(bh * Tq + q0 + i) * D + d]);\n"
+    "                    for (int64_t c = 0; c < Dv; c++) Ot[i][c] = NNC_LD(dy[(bh * Tq + q0 + i) * Dv + c]);\n"
+    "                }\n"
+    "                for (int64_t i = 0; i < nq; i++) {\n"
+    "                    const int64_t row = q0 + i;\n"
+    "                    const real L = lse[bh * Tq + row], Di = delta[bh * Tq + row];\n"
+    "                    for (int64_t j = 0; j < nk; j++) s[j] = ds[j] = 0;\n"
+    "                    for (int64_t d = 0; d < D; d++) {\n"
+    "                        const real a = Qt[i][d];\n"
+    "                        for (int64_t j = 0; j < nk; j++) s[j] += a * Kt[d][j];\n"
+    "                    }\n"
+    "                    for (int64_t c = 0; c < Dv; c++) {   /* dP = dy v^T */\n"
+    "                        const real a = Ot[i][c];\n"
+    "                        for (int64_t j = 0; j < nk; j++) ds[j] += a * Vt[c][j];\n"
+    "                    }\n"
+    "                    if (p > 0)\n"
+    "                        for (int64_t j = 0; j < nk; j++)\n"
+    "                            mk[j] = nnc_attn_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p);\n"
+    "                    for (int64_t j = 0; j < nk; j++) {\n"
+    "                        s[j] = causal && k0 + j > row ? 0 : EXP(s[j] * scale - L);   /* P */\n"
+    "                        ds[j] = s[j] * (ds[j] * mk[j] - Di) * scale;\n"
+    "                    }\n"
+    "                    if (dv)\n"
+    "                        for (int64_t j = 0; j < nk; j++) {\n"
+    "                            const real a = s[j] * mk[j];\n"
+    "                            for (int64_t c = 0; c < Dv; c++) dVa[j][c] += a * Ot[i][c];\n"
+    "                        }\n"
+    "                    if (dqh)\n"
+    "                        for (int64_t j = 0; j < nk; j++) {\n"
+    "                            const real a = ds[j];\n"
+    "                            for (int64_t d = 0; d < D; d++) dqh[row * D + d] += a * Kr[j][d];\n"
+    "                        }\n"
+    "                    if (dk)\n"
+    "                        for (int64_t j = 0; j < nk; j++) {\n"
+    "                            const real a = ds[j];\n"
+    "                            for (int64_t d = 0; d < D; d++) dKa[j][d] += a * Qt[i][d];\n"
+    "                        }\n"
+    "                }\n"
+    "            }\n"
+    "            for (int64_t j = 0; j < nk; j++) {\n"
+    "                if (dk) memcpy(dk + (bh * Tk + k0 + j) * D, dKa[j], sizeof(real) * (size_t)D);\n"
+    "                if (dv) memcpy(dv + (bh * Tk + k0 + j) * Dv, dVa[j], sizeof(real) * (size_t)Dv);\n"
+    "            }\n"
+    "        }\n"
+    "        free(w);\n"
+    "    }\n"
+    "}\n";
+
+/* Which storage types the program's attention launches read. */
+static void storages_used(const Program *p, bool used[NNC_COUNTOF(storage)]) {
+    memset(used, 0, NNC_COUNTOF(storage) * sizeof *used);
+    for (int i = 0; i < p->g->n; i++)
+        if (op_info[p->g->nodes[i].op].kind == OK_ATTENTION)
+            used[storage_of(p->g->nodes[p->g->nodes[i].in[0]].dtype)] = true;
+}
+
+static bool word_char(char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Copies `text` with `@` replaced by `at` and the word T by `type`. */
+static void put_text(Str *s, const char *text, const char *at, const char *type) {
+    for (const char *c = text; *c; c++) {
+        if (*c == '@') str_puts(s, at);
+        else if (*c == 'T' && (c == text || !word_char(c[-1])) && !word_char(c[1])) str_puts(s, type);
+        else str_putc(s, *c);
+    }
+}
+
+void attention_prelude(Str *s, const Program *p, bool cuda) {
+    if (!program_has_attention(p)) return;
+    str_puts(s, "\n");
+    put_text(s, keep_text, cuda ? "__device__ __forceinline__" : "static inline", "");
+    if (cuda) return; /* the kernels are rendered per launch (attention_render_cuda) */
+    bool used[NNC_COUNTOF(storage)];
+    storages_used(p, used);
+    str_printf(s, "#define NNC_ATTN_BQ 32\n#define NNC_ATTN_BK 64\n#define NNC_ATTN_MAXD %d\n", ATTENTION_MAX_HEAD);
+    for (size_t i = 0; i < NNC_COUNTOF(storage); i++) {
+        if (!used[i]) continue;
+        str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[i].load, storage[i].store);
+        put_text(s, c_fwd_text, storage[i].suffix, storage[i].type);
+        put_text(s, c_bwd_text, storage[i].suffix, storage[i].type);
+        str_puts(s, "#undef NNC_LD\n#undef NNC_ST\n");
+    }
+}
+
+/* The heads at batch B, as a C expression of B. */
+static void render_heads(Str *s, const AttnGeom *a) {
+    if (a->batched) str_printf(s, "(B * %lldLL)", (long long)a->lead);
+    else str_printf(s, "%lldLL", (long long)a->lead);
+}
+
+/* A pointer argument: node x's buffer, or NULL. */
+static void ptr_arg(const Kernel *k, int x) {
+    if (x < 0) str_puts(k->s, "NULL");
+    else k->d->ptr(k, k->s, x);
+    str_puts(k->s, ", ");
+}
+
+void attention_render_c(const Kernel *k, const Launch *L) {
+    const AttnGeom a = attention_geom(k->g, L);
+    const char *sfx = storage[storage_of(k->g->nodes[a.q].dtype)].suffix;
+    /* dropout only where the training entries draw it, and only for what the mask touches */
+    bool drop = a.dropout > 0 && k->e->kind != ENTRY_EVAL && (a.y >= 0 || a.backward);
+    char sc[RENDER_NUM_LEN], pp[RENDER_NUM_LEN];
+    str_printf(k->s, "    nnc_attn_%s_%s(", a.backward ? "bwd" : "fwd", sfx);
+    const int args[] = {a.q, a.k, a.v, a.dy, a.lse, a.delta, a.dq, a.dk, a.dv};
+    if (a.backward)
+        for (size_t i = 0; i < NNC_COUNTOF(args); i++) ptr_arg(k, args[i]);
+    else {
+        for (int i = 0; i < 3; i++) ptr_arg(k, args[i]);
+        ptr_arg(k, a.y);
+        ptr_arg(k, a.lse_out);
+    }
+    render_heads(k->s, &a);
+    str_printf(k->s,
+               ", %lld, %lld, %lld, %lld, (real)%s, %d, %s, (unsigned long long)m->seed, "
+               "nnc_attn_stream(%d, m->step));\n",
+               (long long)a.tq, (long long)a.tk, (long long)a.d, (long long)a.dv_dim, render_num(sc, a.scale), a.causal,
+               render_num(pp, drop ? a.dropout : 0), a.key);
+}
+
+/* ---- the CUDA kernels -------------------------------------------------------------------------- */
+
+/* A kernel's tiles: BQ x BK (forward) or T2 x T2 (backward, both kinds of blocks), and the row
+ * groups TR of its layout (TR x 8 threads). */
+typedef struct {
+    int bq, bk, tr;
+} AttnTiles;
+
+static AttnTiles attention_tiles(const AttnGeom *a, bool f64) {
+    const int64_t rb = f64 ? 8 : 4, d = a->d, dv = a->dv_dim;
+    if (!a->backward) {
+        static const int cand[][2] = {{64, 32}, {32, 32}, {32, 16}, {16, 16}, {16, 8}};
+        for (size_t i = 0; i < NNC_COUNTOF(cand); i++) {
+            const int64_t bq = cand[i][0], bk = cand[i][1];
+            if (rb * (bq * (d + 1) + bk * (d + 1) + bk * dv + bq * (bk + 1)) <= SHARED_BUDGET)
+                return (AttnTiles){(int)bq, (int)bk, 16};
+        }
+        assert(0 && "a head size above ATTENTION_MAX_HEAD");
+    }
+    static const int cand[] = {32, 16, 8};
+    for (size_t i = 0; i < NNC_COUNTOF(cand); i++) {
+        const int64_t t = cand[i];
+        if (rb * (2 * t * (d + 1) + 2 * t * (dv + 1) + t * (t + 1) + 2 * t) <= SHARED_BUDGET)
+            return (AttnTiles){(int)t, (int)t, t < 16 ? (int)t : 16};
+    }
+    assert(0 && "a head size above ATTENTION_MAX_HEAD");
+    return (AttnTiles){8, 8, 8};
+}
+
+unsigned attention_cuda_threads(const Graph *g, const Launch *L, bool f64) {
+    AttnGeom a = attention_geom(g, L);
+    return (unsigned)attention_tiles(&a, f64).tr * 8;
+}
+
+int64_t attention_cuda_blocks(const Graph *g, const Launch *L, int64_t B, bool f64) {
+    AttnGeom a = attention_geom(g, L);
+    AttnTiles t = attention_tiles(&a, f64);
+    const int64_t bh = a.lead * (a.batched ? B : 1), nqt = (a.tq + t.bq - 1) / t.bq, nkt = (a.tk + t.bk - 1) / t.bk;
+    if (!a.backward) return bh * nqt;
+    return (a.dk >= 0 || a.dv >= 0 ? bh * nkt : 0) + (a.dq >= 0 ? bh * nqt : 0);
+}
+
+/* Both kernels' loads of a tile: rows [r0, r0 + ROWS) of a [.., N, W] tensor into S[ROWS][..],
+ * zeros past N.  `@` stands for "S, ROWS, W, N, SRC, r0". */
+static const char cuda_fwd_text[] =
+    "    __shared__ real Qs[BQ][HD + 1], Ks[BK][HD + 1], Vs[BK][VD], Ps[BQ][BK + 1];\n"
+    "    const int tid = threadIdx.x, tx = tid & 7, ty = tid >> 3;\n"
+    "    const int64_t nqt = (TQ + BQ - 1) / BQ;\n"
+    "    for (int64_t blk = blockIdx.x; blk < BH * nqt; blk += gridDim.x) {\n"
+    "        const int64_t bh = blk / nqt;\n"
+    "        const int q0 = (int)(blk % nqt) * BQ;\n"
+    "        __syncthreads();   /* the last block's readers are done with the tiles */\n"
+    "        for (int e = tid; e < BQ * HD; e += TR * 8)\n"
+    "            Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh * TQ + q0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "        real m[RQ], l[RQ], acc[RQ][CD];\n"
+    "        #pragma unroll\n"
+    "        for (int r = 0; r < RQ; r++) {\n"
+    "            m[r] = -(real)NNC_INF;\n"
+    "            l[r] = 0;\n"
+    "            #pragma unroll\n"
+    "            for (int c = 0; c < CD; c++) acc[r][c] = 0;\n"
+    "        }\n"
+    "        const int kend = CAUSAL && q0 + BQ < TK ? q0 + BQ : TK;   /* row i sees keys j <= i */\n"
+    "        for (int k0 = 0; k0 < kend; k0 += BK) {\n"
+    "            __syncthreads();   /* the last tile's readers are done */\n"
+    "            for (int e = tid; e < BK * HD; e += TR * 8)\n"
+    "                Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh * TK + k0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "            for (int e = tid; e < BK * VD; e += TR * 8)\n"
+    "                Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh * TK + k0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "            __syncthreads();\n"
+    "            real s[RQ][CK];\n"
+    "            #pragma unroll\n"
+    "            for (int r = 0; r < RQ; r++)\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CK; c++) s[r][c] = 0;\n"
+    "            for (int d = 0; d < HD; d++) {\n"
+    "                real a[RQ], b[CK];\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RQ; r++) a[r] = Qs[ty + TR * r][d];\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CK; c++) b[c] = Ks[tx + 8 * c][d];\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RQ; r++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CK; c++) s[r][c] += a[r] * b[c];\n"
+    "            }\n"
+    "            #pragma unroll\n"
+    "            for (int r = 0; r < RQ; r++) {   /* the row's 8 lanes share its maximum and sum */\n"
+    "                const int row = q0 + ty + TR * r;\n"
+    "                real mt = m[r], ls = 0;\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CK; c++) {\n"
+    "                    const int col = k0 + tx + 8 * c;\n"
+    "                    s[r][c] = col < TK && !(CAUSAL && col > row) ? s[r][c] * scale : -(real)NNC_INF;\n"
+    "                    if (s[r][c] > mt) mt = s[r][c];\n"
+    "                }\n"
+    "                for (int o = 4; o > 0; o >>= 1) {\n"
+    "                    const real u = __shfl_xor_sync(0xffffffffu, mt, o);\n"
+    "                    if (u > mt) mt = u;\n"
+    "                }\n"
+    "                const real alpha = mt == m[r] ? (real)1 : EXP(m[r] - mt);\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CK; c++) {\n"
+    "                    const real e = EXP(s[r][c] - mt);\n"
+    "                    ls += e;\n"
+    "                    const int col = k0 + tx + 8 * c;\n"
+    "                    Ps[ty + TR * r][tx + 8 * c] = p > 0 && col < TK ?\n"
+    "                        e * nnc_attn_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : e;\n"
+    "                }\n"
+    "                for (int o = 4; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);\n"
+    "                l[r] = l[r] * alpha + ls;\n"
+    "                m[r] = mt;\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CD; c++) acc[r][c] *= alpha;\n"
+    "            }\n"
+    "            __syncthreads();   /* the weights are in Ps */\n"
+    "            for (int j = 0; j < BK; j++) {\n"
+    "                real b[CD];\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CD; c++) b[c] = tx + 8 * c < VD ? Vs[j][tx + 8 * c] : (real)0;\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RQ; r++) {\n"
+    "                    const real a = Ps[ty + TR * r][j];\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CD; c++) acc[r][c] += a * b[c];\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        #pragma unroll\n"
+    "        for (int r = 0; r < RQ; r++) {\n"
+    "            const int row = q0 + ty + TR * r;\n"
+    "            if (row >= TQ) continue;\n"
+    "            #pragma unroll\n"
+    "            for (int c = 0; c < CD; c++)\n"
+    "                if (y && tx + 8 * c < VD) y[(bh * TQ + row) * VD + tx + 8 * c] = NNC_ST(acc[r][c] / l[r]);\n"
+    "            if (lse && tx == 0) lse[bh * TQ + row] = m[r] + LOG(l[r]);\n"
+    "        }\n"
+    "    }\n";
+
+/* The backward's two kinds of blocks share the tiles: Qs/Os the queries' q and dy, Ks/Vs the
+ * keys' k and v, Ps a weight or dS tile with the block's own rows first. */
+static const char cuda_bwd_text[] =
+    "    __shared__ real Qs[T2][HD + 1], Os[T2][VD + 1], Ks[T2][HD + 1], Vs[T2][VD + 1], Ps[T2][T2 + 1], Ls[T2], Ds[T2];\n"
+    "    const int tid = threadIdx.x, tx = tid & 7, ty = tid >> 3;\n"
+    "    const int64_t nkt = (TK + T2 - 1) / T2, nqt = (TQ + T2 - 1) / T2;\n"
+    "    const int64_t nkv = dk || dv ? BH * nkt : 0, nall = nkv + (dq ? BH * nqt : 0);\n"
+    "    for (int64_t blk = blockIdx.x; blk < nall; blk += gridDim.x) {\n"
+    "        const bool kv = blk < nkv;   /* a key tile's dk and dv, or a query tile's dq */\n"
+    "        const int64_t bh = kv ? blk / nkt : (blk - nkv) / nqt;\n"
+    "        const int own = (int)(kv ? blk % nkt : (blk - nkv) % nqt) * T2;\n"
+    "        __syncthreads();   /* the last block's readers are done with the tiles */\n"
+    "        if (kv) {\n"
+    "            const int k0 = own;\n"
+    "            for (int e = tid; e < T2 * HD; e += TR * 8)\n"
+    "                Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh * TK + k0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "            for (int e = tid; e < T2 * VD; e += TR * 8)\n"
+    "                Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh * TK + k0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "            real dka[RR][CD], dva[RR][CV];\n"
+    "            #pragma unroll\n"
+    "            for (int r = 0; r < RR; r++) {\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CD; c++) dka[r][c] = 0;\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CV; c++) dva[r][c] = 0;\n"
+    "            }\n"
+    "            /* causal: a query before k0 sees none of these keys */\n"
+    "            for (int q0 = CAUSAL ? k0 / T2 * T2 : 0; q0 < TQ; q0 += T2) {\n"
+    "                __syncthreads();   /* the last query tile's readers are done */\n"
+    "                for (int e = tid; e < T2 * HD; e += TR * 8)\n"
+    "                    Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh * TQ + q0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                for (int e = tid; e < T2 * VD; e += TR * 8)\n"
+    "                    Os[e / VD][e % VD] = q0 + e / VD < TQ ? NNC_LD(dy[(bh * TQ + q0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                for (int e = tid; e < T2; e += TR * 8) {\n"
+    "                    Ls[e] = q0 + e < TQ ? lse[bh * TQ + q0 + e] : (real)0;\n"
+    "                    Ds[e] = q0 + e < TQ ? delta[bh * TQ + q0 + e] : (real)0;\n"
+    "                }\n"
+    "                __syncthreads();\n"
+    "                real s[RR][CC], dp[RR][CC];   /* key rows by query columns */\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RR; r++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CC; c++) s[r][c] = dp[r][c] = 0;\n"
+    "                for (int d = 0; d < HD; d++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CC; c++) s[r][c] += Ks[ty + TR * r][d] * Qs[tx + 8 * c][d];\n"
+    "                for (int d = 0; d < VD; d++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CC; c++) dp[r][c] += Vs[ty + TR * r][d] * Os[tx + 8 * c][d];\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RR; r++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CC; c++) {\n"
+    "                        const int key = k0 + ty + TR * r, qr = q0 + tx + 8 * c;\n"
+    "                        const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
+    "                        const real pv = in ? EXP(s[r][c] * scale - Ls[tx + 8 * c]) : (real)0;\n"
+    "                        const real mk = p > 0 && in ?\n"
+    "                            nnc_attn_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
+    "                        Ps[ty + TR * r][tx + 8 * c] = pv * mk;\n"
+    "                        dp[r][c] = pv * (dp[r][c] * mk - Ds[tx + 8 * c]) * scale;   /* dS */\n"
+    "                    }\n"
+    "                __syncthreads();   /* dv += (P M)^T dy */\n"
+    "                for (int j = 0; j < T2; j++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CV; c++)\n"
+    "                            if (tx + 8 * c < VD) dva[r][c] += Ps[ty + TR * r][j] * Os[j][tx + 8 * c];\n"
+    "                __syncthreads();\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RR; r++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CC; c++) Ps[ty + TR * r][tx + 8 * c] = dp[r][c];\n"
+    "                __syncthreads();   /* dk += dS^T q */\n"
+    "                for (int j = 0; j < T2; j++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CD; c++)\n"
+    "                            if (tx + 8 * c < HD) dka[r][c] += Ps[ty + TR * r][j] * Qs[j][tx + 8 * c];\n"
+    "            }\n"
+    "            #pragma unroll\n"
+    "            for (int r = 0; r < RR; r++) {\n"
+    "                const int key = k0 + ty + TR * r;\n"
+    "                if (key >= TK) continue;\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CD; c++)\n"
+    "                    if (dk && tx + 8 * c < HD) dk[(bh * TK + key) * HD + tx + 8 * c] = dka[r][c];\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CV; c++)\n"
+    "                    if (dv && tx + 8 * c < VD) dv[(bh * TK + key) * VD + tx + 8 * c] = dva[r][c];\n"
+    "            }\n"
+    "        } else {\n"
+    "            const int q0 = own;\n"
+    "            for (int e = tid; e < T2 * HD; e += TR * 8)\n"
+    "                Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh * TQ + q0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "            for (int e = tid; e < T2 * VD; e += TR * 8)\n"
+    "                Os[e / VD][e % VD] = q0 + e / VD < TQ ? NNC_LD(dy[(bh * TQ + q0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "            for (int e = tid; e < T2; e += TR * 8) {\n"
+    "                Ls[e] = q0 + e < TQ ? lse[bh * TQ + q0 + e] : (real)0;\n"
+    "                Ds[e] = q0 + e < TQ ? delta[bh * TQ + q0 + e] : (real)0;\n"
+    "            }\n"
+    "            real dqa[RR][CD];\n"
+    "            #pragma unroll\n"
+    "            for (int r = 0; r < RR; r++)\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CD; c++) dqa[r][c] = 0;\n"
+    "            const int kend = CAUSAL && q0 + T2 < TK ? q0 + T2 : TK;\n"
+    "            for (int k0 = 0; k0 < kend; k0 += T2) {\n"
+    "                __syncthreads();   /* the last key tile's readers are done */\n"
+    "                for (int e = tid; e < T2 * HD; e += TR * 8)\n"
+    "                    Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh * TK + k0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                for (int e = tid; e < T2 * VD; e += TR * 8)\n"
+    "                    Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh * TK + k0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                __syncthreads();\n"
+    "                real s[RR][CC], dp[RR][CC];   /* query rows by key columns */\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RR; r++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CC; c++) s[r][c] = dp[r][c] = 0;\n"
+    "                for (int d = 0; d < HD; d++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CC; c++) s[r][c] += Qs[ty + TR * r][d] * Ks[tx + 8 * c][d];\n"
+    "                for (int d = 0; d < VD; d++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CC; c++) dp[r][c] += Os[ty + TR * r][d] * Vs[tx + 8 * c][d];\n"
+    "                #pragma unroll\n"
+    "                for (int r = 0; r < RR; r++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int c = 0; c < CC; c++) {\n"
+    "                        const int qr = q0 + ty + TR * r, key = k0 + tx + 8 * c;\n"
+    "                        const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
+    "                        const real pv = in ? EXP(s[r][c] * scale - Ls[ty + TR * r]) : (real)0;\n"
+    "                        const real mk = p > 0 && in ?\n"
+    "                            nnc_attn_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
+    "                        Ps[ty + TR * r][tx + 8 * c] = pv * (dp[r][c] * mk - Ds[ty + TR * r]) * scale;   /* dS */\n"
+    "                    }\n"
+    "                __syncthreads();   /* dq += dS k */\n"
+    "                for (int j = 0; j < T2; j++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int r = 0; r < RR; r++)\n"
+    "                        #pragma unroll\n"
+    "                        for (int c = 0; c < CD; c++)\n"
+    "                            if (tx + 8 * c < HD) dqa[r][c] += Ps[ty + TR * r][j] * Ks[j][tx + 8 * c];\n"
+    "            }\n"
+    "            #pragma unroll\n"
+    "            for (int r = 0; r < RR; r++) {\n"
+    "                const int qr = q0 + ty + TR * r;\n"
+    "                if (qr >= TQ) continue;\n"
+    "                #pragma unroll\n"
+    "                for (int c = 0; c < CD; c++)\n"
+    "                    if (tx + 8 * c < HD) dq[(bh * TQ + qr) * HD + tx + 8 * c] = dqa[r][c];\n"
+    "            }\n"
+    "        }\n"
+    "    }\n";
+
+/* "    const TYPE *NAME = PTR;" or a null pointer where the launch has no such node. */
+static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *type, const char *name) {
+    if (x < 0) {
+        str_printf(k->s, "    %s%s *%s = (%s *)0;\n", cnst, type, name, type);
+        return;
+    }
+    char decl[96];
+    snprintf(decl, sizeof decl, "%s%s *%s", cnst, kernel_type(k, x), name);
+    kernel_ptr_line(k, decl, x);
+}
+
+void attention_render_cuda(const Kernel *k, const Launch *L) {
+    const AttnGeom a = attention_geom(k->g, L);
+    const AttnTiles t = attention_tiles(&a, k->o->f64);
+    const int st = storage_of(k->g->nodes[a.q].dtype);
+    bool drop = a.dropout > 0 && k->e->kind != ENTRY_EVAL && (a.y >= 0 || a.backward);
+    char sc[RENDER_NUM_LEN], pp[RENDER_NUM_LEN];
+    str_printf(k->s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[st].load, storage[st].store);
+    if (a.backward) str_printf(k->s, "    enum { T2 = %d, TR = %d, RR = T2 / TR, CC = T2 / 8, ", t.bq, t.tr);
+    else str_printf(k->s, "    enum { BQ = %d, BK = %d, TR = %d, RQ = BQ / TR, CK = BK / 8, ", t.bq, t.bk, t.tr);
+    str_printf(
+        k->s, "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, TQ = %lld, TK = %lld, CAUSAL = %d };\n",
+        (long long)a.d, (long long)a.dv_dim, a.backward ? "HD" : "VD", (long long)a.tq, (long long)a.tk, a.causal);
+    const char *type = storage[st].type;
+    cuda_ptr_decl(k, "const ", a.q, type, "q");
+    cuda_ptr_decl(k, "const ", a.k, type, "k");
+    cuda_ptr_decl(k, "const ", a.v, type, "v");
+    if (a.backward) {
+        cuda_ptr_decl(k, "const ", a.dy, type, "dy");
+        cuda_ptr_decl(k, "const ", a.lse, "real", "lse");
+        cuda_ptr_decl(k, "const ", a.delta, "real", "delta");
+        cuda_ptr_decl(k, "", a.dq, "real", "dq");
+        cuda_ptr_decl(k, "", a.dk, "real", "dk");
+        cuda_ptr_decl(k, "", a.dv, "real", "dv");
+    } else {
+        cuda_ptr_decl(k, "", a.y, type, "y");
+        cuda_ptr_decl(k, "", a.lse_out, "real", "lse");
+    }
+    str_puts(k->s, "    const int64_t BH = ");
+    render_heads(k->s, &a);
+    str_printf(k->s, ";\n    const real scale = (real)%s;\n    const double p = %s;\n", render_num(sc, a.scale),
+               render_num(pp, drop ? a.dropout : 0));
+    str_printf(k->s,
+               "    const unsigned long long seed = (unsigned long long)stepp[1], st = nnc_attn_stream(%d, stepp[0]);\n"
+               "    (void)seed; (void)st;\n",
+               a.key);
+    str_puts(k->s, a.backward ? cuda_bwd_text : cuda_fwd_text);
+    str_puts(k->s, "#undef NNC_LD\n#undef NNC_ST\n");
+}

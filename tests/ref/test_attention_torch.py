@@ -1,0 +1,296 @@
+"""scaled_dot_product_attention against PyTorch: the fused kernel forward and backward, the
+composed fallback, and dropout's mask against tests/ref/philox.py.
+
+Each case is a tiny .nn model: q = x @ Wq + Pq, k = z @ Wk, v = tanh(z @ Wv) from inputs x
+[B, H, Tq, C] and z [B, H, Tk, C] (or without H: 3-d), then out = scaled_dot_product_attention(q,
+k, v, ...) and loss = sum(tanh(out) * c).  It runs through tests/numeric/run_model
+(NNC_ENTRY_EVAL for `out`, NNC_ENTRY_GRAD for the loss and grad.Wq, grad.Wk, grad.Wv, grad.Pq,
+grad.c), fused and unfused in float64 and fused in float32, and every value is compared with
+torch.autograd in float64 on softmax(q k^T scale + mask) @ v, the definition torch's
+documentation gives (the Debian torch predates F.scaled_dot_product_attention):
+|nnc - torch| <= TOL * |torch| + TOL * max(1, max|torch|), 1e-10 in float64 and 1e-5 in float32.
+The sizes cross the kernels' tiles (the CPU's 32 queries by 64 keys, CUDA's 64 by 32 and 32 by
+32), with Tq != Tk, a causal mask over rectangles (top-left aligned, as torch), a given scale,
+v's head size other than q's, and a head size of 64.
+
+The composed fallback (attention given an attn_mask: the ops matmul, softmax, matmul) with the
+causal mask as data must agree with the fused causal kernel in float64 to 1e-10.
+
+Dropout (dropout_p > 0, training entries only): with q = 0 and v the identity, grad.c of
+sum(out * c) at batch 1 is the weights times the mask, so the mask is read off and compared bit
+for bit with (u >= p) / (1 - p), u = philox.uniform(seed, FNV-1a(key, step), (bh Tq + i) Tk + j)
+and the key the attention's `key=` in --emit ir; then a random model's gradients against torch
+with that mask, and the evaluation entry without dropout.
+
+    test_attention_torch.py --run-model PATH --nnc PATH [--cuda] [-k SUBSTRING]
+
+--cuda runs the float32 cases on the CUDA target; exit 77 (skipped) where there is none.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import philox  # noqa: E402
+
+TOL = {"f64": 1e-10, "f32": 1e-5}
+M64 = (1 << 64) - 1
+rng = np.random.default_rng(27)
+
+# name: B, H (0: 3-d tensors), Tq, Tk, C, D, Dv, the call's options, causal, scale (None: 1/sqrt(D))
+CASES = [
+    ("causal", 3, 2, 37, 37, 8, 16, 16, "is_causal = true", True, None),
+    ("causal_long", 1, 2, 70, 70, 6, 8, 8, "is_causal = true", True, None),
+    ("cross_scale", 2, 3, 9, 13, 6, 8, 5, "scale = 0.3", False, 0.3),
+    ("causal_3d", 4, 0, 20, 20, 5, 12, 12, "is_causal = true, scale = 0.2", True, 0.2),
+    ("causal_tall", 2, 2, 12, 7, 5, 4, 6, "is_causal = true", True, None),
+    ("causal_wide", 2, 2, 5, 9, 5, 4, 4, "dropout_p = 0, is_causal = true", True, None),
+    ("head64", 2, 2, 33, 33, 16, 64, 64, "is_causal = true", True, None),
+]
+
+
+def lead(B, H):
+    return (B, H) if H else (B,)
+
+
+def plead(H):
+    return (H,) if H else ()
+
+
+def dims(t):
+    return "[" + ", ".join(str(d) for d in t) + "]"
+
+
+def model(case, opts, mask=False):
+    _, B, H, Tq, Tk, C, D, Dv = case[:8]
+    h = "%d, " % H if H else ""
+    lines = ["input x: f32[B, %s%d, %d]" % (h, Tq, C), "input z: f32[B, %s%d, %d]" % (h, Tk, C)]
+    if mask:
+        lines.append("input m: f32[B, %s%d, %d]" % ("1, " if H else "", Tq, Tk))
+    lines += ["param Wq: f32[%d, %d] = zeros()" % (C, D), "param Wk: f32[%d, %d] = zeros()" % (C, D),
+              "param Wv: f32[%d, %d] = zeros()" % (C, Dv), "param Pq: f32%s = zeros()" % dims(plead(H) + (Tq, D)),
+              "param c: f32%s = zeros()" % dims(plead(H) + (Tq, Dv)),
+              "q = x @ Wq + Pq", "k = z @ Wk", "v = tanh(z @ Wv)",
+              "output out = scaled_dot_product_attention(q, k, v, %s)" % (opts + (", attn_mask = m" if mask else "")),
+              "loss = sum(tanh(out) * c)",
+              "train {\n    data x = npy(\"x.npy\")\n    data z = npy(\"z.npy\")\n%s    batch = %d\n    minimize loss\n}"
+              % ("    data m = npy(\"m.npy\")\n" if mask else "", B)]
+    return "\n".join(lines) + "\n"
+
+
+def sdpa(q, k, v, causal, scale, keep=None):
+    """torch's definition; keep: the dropout factors of the weights."""
+    s = (q @ k.transpose(-2, -1)) * (scale if scale is not None else 1 / np.sqrt(q.shape[-1]))
+    if causal:
+        s = s.masked_fill(~torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(), float("-inf"))
+    w = torch.softmax(s, -1)
+    return (w * keep if keep is not None else w) @ v
+
+
+def values(case, dt):
+    _, B, H, Tq, Tk, C, D, Dv = case[:8]
+    v = {"x": rng.standard_normal(lead(B, H) + (Tq, C)), "z": rng.standard_normal(lead(B, H) + (Tk, C)),
+         "Wq": rng.standard_normal((C, D)) * 0.6, "Wk": rng.standard_normal((C, D)) * 0.6,
+         "Wv": rng.standard_normal((C, Dv)) * 0.6, "Pq": rng.standard_normal(plead(H) + (Tq, D)) * 0.5,
+         "c": rng.standard_normal(plead(H) + (Tq, Dv))}
+    return {n: a.astype(dt).astype(np.float64) for n, a in v.items()}   # what nnc holds
+
+
+PARAMS = ["Wq", "Wk", "Wv", "Pq", "c"]
+
+
+def run(a, d, src, vals, dt, extra, inputs):
+    """run_model on src: its outputs, or an error string."""
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(src)
+    for n, v in vals.items():
+        np.save(os.path.join(d, n + ".npy"), v.astype(dt))
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params",
+           ",".join(os.path.join(d, n + ".npy") for n in PARAMS)] + extra
+    if a.cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + [os.path.join(d, n + ".npy") for n in inputs], capture_output=True, text=True, cwd=d)
+    if r.returncode == 77:
+        print("SKIP: no CUDA target or device:\n" + r.stderr)
+        sys.exit(77)
+    if r.returncode != 0:
+        return "run_model failed:\n" + r.stderr
+    return {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}
+
+
+def compare(got, want, tol):
+    errs = []
+    for n, w in want.items():
+        if n not in got:
+            errs.append("%s: not written by run_model" % n)
+            continue
+        g = got[n].reshape(w.shape)
+        bad = ~(np.abs(g - w) <= tol * np.abs(w) + tol * max(1.0, float(np.abs(w).max())))
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            errs.append("%s at %s: nnc %r want %r (%d of %d differ)" % (n, i, g[i], w[i], int(bad.sum()), bad.size))
+    return errs
+
+
+def torch_want(case, vals, keep=None, eval_out=True):
+    """out (evaluation: no dropout), the loss and the gradients (training: with `keep`)."""
+    causal, scale = case[9], case[10]
+    t = {n: torch.tensor(v, dtype=torch.float64, requires_grad=n in PARAMS) for n, v in vals.items()}
+    q, k, v = t["x"] @ t["Wq"] + t["Pq"], t["z"] @ t["Wk"], torch.tanh(t["z"] @ t["Wv"])
+    out = sdpa(q, k, v, causal, scale, keep)
+    loss = (torch.tanh(out) * t["c"]).sum()
+    loss.backward()
+    want = {"loss": np.array(loss.item())}
+    if eval_out:
+        want["out"] = sdpa(q, k, v, causal, scale).detach().numpy()
+    for n in PARAMS:
+        want["grad." + n] = t[n].grad.numpy()
+    return want
+
+
+def check_case(a, tmp, case, precision, fused):
+    dt = np.float64 if precision == "f64" else np.float32
+    vals = values(case, dt)
+    extra = (["--f64"] if precision == "f64" else []) + ([] if fused else ["--no-fuse"])
+    d = os.path.join(tmp, "%s_%s_%d" % (case[0], precision, fused))
+    got = run(a, d, model(case, case[8]), vals, dt, extra, ["x", "z"])
+    if isinstance(got, str):
+        return [got]
+    errs = compare(got, torch_want(case, vals), TOL[precision])
+    if precision == "f64" and fused and not a.cuda:   # the composed fallback, the causal mask as data
+        _, B, H, Tq, Tk = case[:5]
+        tri = np.tril(np.ones((Tq, Tk), bool)) if case[9] else np.ones((Tq, Tk), bool)
+        vals["m"] = np.broadcast_to(np.where(tri, 0.0, -np.inf), ((B, 1) if H else (B,)) + (Tq, Tk)).copy()
+        opts = re.sub(r"is_causal = true(, )?", "", case[8]).strip(", ") or "dropout_p = 0"
+        src = model(case, opts, mask=True)
+        comp = run(a, d + "_composed", src, vals, dt, extra, ["x", "z", "m"])
+        if isinstance(comp, str):
+            return errs + ["composed: " + comp]
+        ir = subprocess.run([a.nnc, os.path.join(d + "_composed", "m.nn"), "--emit", "ir"], capture_output=True,
+                            text=True).stdout
+        if " attention " in ir or "composed of matmul, softmax and matmul" not in ir:
+            errs.append("composed: the IR should hold matmul and softmax, and a note saying why")
+        errs += ["composed vs fused: " + e for e in compare(comp, got, TOL["f64"])]
+    return errs
+
+
+def stream(key, step):
+    s = ((philox.FNV_OFFSET ^ key) * philox.FNV_PRIME) & M64
+    return ((s ^ step) * philox.FNV_PRIME) & M64
+
+
+def attention_key(nnc, path):
+    ir = subprocess.run([nnc, path, "--emit", "ir"], capture_output=True, text=True).stdout
+    keys = sorted(set(re.findall(r"= attention .*dropout=\S+ key=(\d+)", ir)))
+    return int(keys[0]) if len(keys) == 1 else None
+
+
+def philox_keep(seed, key, p, n):
+    st = stream(key, 0)   # the grad entry runs at step 0 after init
+    u = np.array([philox.uniform(seed, st, i) for i in range(n)])
+    return np.where(u >= p, 1.0 / (1.0 - p), 0.0)
+
+
+def check_mask(a, tmp, p, causal, seed):
+    """q = 0 and v = I: out = weights times the mask, read through grad.c at batch 1."""
+    H, T = 2, 16
+    src = ("input qi: f32[B, %d, %d, 4]\ninput ki: f32[B, %d, %d, 4]\ninput vi: f32[B, %d, %d, %d]\n"
+           "param c: f32[%d, %d, %d] = normal(0, 1)\n"
+           "loss = sum(scaled_dot_product_attention(qi, ki, vi, dropout_p = %s, is_causal = %s) * c)\n"
+           "train {\n    data qi = npy(\"qi.npy\")\n    data ki = npy(\"ki.npy\")\n    data vi = npy(\"vi.npy\")\n"
+           "    batch = 1\n    minimize loss\n}\n"
+           % (H, T, H, T, H, T, T, H, T, T, p, "true" if causal else "false"))
+    d = os.path.join(tmp, "mask_%s_%d" % (p, causal))
+    os.makedirs(d)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(src)
+    ins = {"qi": np.zeros((1, H, T, 4)), "ki": rng.standard_normal((1, H, T, 4)),
+           "vi": np.broadcast_to(np.eye(T), (1, H, T, T)).copy()}
+    for n, v in ins.items():
+        np.save(os.path.join(d, n + ".npy"), v.astype(np.float32))
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "grad", "--seed", str(seed)]
+    if a.cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + [os.path.join(d, n + ".npy") for n in ins], capture_output=True, text=True, cwd=d)
+    if r.returncode:
+        return ["run_model failed:\n" + r.stderr]
+    key = attention_key(a.nnc, os.path.join(d, "m.nn"))
+    if key is None:
+        return ["expected one attention with dropout in the IR"]
+    got = np.load(os.path.join(d, "grad.c.npy")).astype(np.float64).reshape(H, T, T)
+    n = np.arange(1, T + 1)[:, None] if causal else T
+    seen = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
+    want = philox_keep(seed, key, p, H * T * T).reshape(H, T, T)
+    mask = got * n
+    errs = []
+    if not np.array_equal((mask != 0) & seen, (want != 0) & seen):
+        errs.append("mask differs from Philox at %d of %d weights" % (int((((mask != 0) != (want != 0)) & seen).sum()),
+                                                                      int(seen.sum()) * H))
+    elif np.abs(mask - want)[..., seen].max() > 1e-5 * want.max():
+        errs.append("kept weights not scaled by 1 / (1 - p): max diff %g" % np.abs(mask - want)[..., seen].max())
+    elif np.any(got[..., ~seen] != 0):
+        errs.append("a masked weight is not zero")
+    frac = float((want[..., seen] == 0).mean())
+    if abs(float((mask[..., seen] == 0).mean()) - frac) > 0 or abs(frac - p) > 0.08:
+        errs.append("dropped %.3f of the weights, p = %s" % (frac, p))
+    return errs
+
+
+def check_dropout_grads(a, tmp, precision):
+    case = ("dropout", 2, 2, 11, 11, 5, 6, 6, "dropout_p = 0.25, is_causal = true", True, None)
+    dt = np.float64 if precision == "f64" else np.float32
+    vals = values(case, dt)
+    d = os.path.join(tmp, "dropout_%s" % precision)
+    seed = 1234
+    got = run(a, d, model(case, case[8]), vals, dt, (["--f64"] if precision == "f64" else []) + ["--seed", str(seed)],
+              ["x", "z"])
+    if isinstance(got, str):
+        return [got]
+    key = attention_key(a.nnc, os.path.join(d, "m.nn"))
+    if key is None:
+        return ["expected one attention with dropout in the IR"]
+    keep = torch.tensor(philox_keep(seed, key, 0.25, 2 * 2 * 11 * 11).reshape(2, 2, 11, 11))
+    return compare(got, torch_want(case, vals, keep), TOL[precision])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run-model", required=True)
+    ap.add_argument("--nnc", required=True)
+    ap.add_argument("--cuda", action="store_true")
+    ap.add_argument("-k", default="")
+    a = ap.parse_args()
+    passed = failed = 0
+
+    def report(name, errs):
+        nonlocal passed, failed
+        print("%s %s%s" % ("FAIL" if errs else "ok  ", name, "".join("\n    " + e for e in errs)))
+        passed += not errs
+        failed += bool(errs)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            if a.k not in case[0]:
+                continue
+            for precision in ("f32",) if a.cuda else ("f64", "f32"):
+                for fused in (True, False) if precision == "f64" else (True,):
+                    report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
+                           check_case(a, tmp, case, precision, fused))
+        if a.k in "dropout":
+            for p, causal, seed in ((0.3, False, 7), (0.5, True, 123456789012345)):
+                report("dropout mask p=%s causal=%d" % (p, causal), check_mask(a, tmp, p, causal, seed))
+            for precision in ("f32",) if a.cuda else ("f64", "f32"):
+                report("dropout gradients %s" % precision, check_dropout_grads(a, tmp, precision))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
