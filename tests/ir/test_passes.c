@@ -26,7 +26,9 @@
  *                       every scratch pointer stay inside their buffers, the chunks cover the batch
  *   launch cost         --profile's bytes and FLOPs of mlp.nn's launches (a product, the bias and
  *                       ReLU kernel, a weight gradient with its SGD step, the input's copy to the
- *                       GPU) and of convnet.nn's first convolution, against hand-computed values */
+ *                       GPU) and of convnet.nn's first convolution, against hand-computed values
+ *   attention           GPT-2 small's attention (T = 1024, 12 heads of 64, 12 layers): fused,
+ *                       no planned buffer holds [B, H, T, T]; composed (attn_mask), it does */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -815,6 +817,63 @@ static void test_launch_cost(void) {
                "convnet.nn's first convolution");
 }
 
+/* ---- fused attention's memory ------------------------------------------------------------- */
+
+/* The largest buffer (elements at the batch bound) any entry plans in the activation block,
+ * scratch included. */
+static int64_t largest_buffer(Compiled *c) {
+    int64_t big = 0;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *e = &c->p.entry[k];
+        for (int i = 0; e->buf && i < c->p.g->n; i++)
+            if (e->buf[i].kind == BUF_ACT && e->buf[i].elems > big) big = e->buf[i].elems;
+        for (int l = 0; l < e->nlaunch; l++)
+            if (e->launches[l].scratch_elems > big) big = e->launches[l].scratch_elems;
+    }
+    return big;
+}
+
+/* A stack of 12 layers with GPT-2 small's attention sizes, in head-split form [B, 12, 1024, 64]
+ * (the residual stream of GPT-2 holds the same numbers), each a causal attention and an MLP;
+ * with `mask`, an attn_mask that makes the front end compose it. */
+static Compiled *gpt2_attention(bool mask) {
+    Str s = {0};
+    str_puts(&s, "input x: f32[B, 12, 1024, 64]\n");
+    if (mask) str_puts(&s, "input m: f32[B, 1, 1024, 1024]\n");
+    str_puts(&s,
+             "block Layer() {\n"
+             "    param wq: f32[64, 64] = normal(0, 0.02)\n    param wk: f32[64, 64] = normal(0, 0.02)\n"
+             "    param wv: f32[64, 64] = normal(0, 0.02)\n    param w1: f32[64, 256] = normal(0, 0.02)\n"
+             "    param w2: f32[256, 64] = normal(0, 0.02)\n    forward(h) {\n");
+    str_printf(&s, "        a = h + scaled_dot_product_attention(h @ wq, h @ wk, h @ wv, %s)\n",
+               mask ? "attn_mask = m" : "is_causal = true");
+    str_puts(&s, "        return a + gelu(a @ w1) @ w2\n    }\n}\nh = x\n");
+    for (int l = 0; l < 12; l++) str_printf(&s, "l%d = Layer()\nh = l%d(h)\n", l, l);
+    str_printf(&s,
+               "loss = mean(h * h)\ntrain {\n    data x = randn(8, 12, 1024, 64)\n%s    batch = 4\n"
+               "    optimizer = adamw(lr = 1e-4)\n    minimize loss\n}\n",
+               mask ? "    data m = randn(8, 1, 1024, 1024)\n" : "");
+    Compiled *c = compile_src("gpt2_attention.nn", s.buf, (Opts){0});
+    c->owned_src = s.buf;
+    CHECK(c->ok, "the GPT-2 sized attention stack should compile, found:\n%s", c->diag_text);
+    return c;
+}
+
+static void test_attention_memory(void) {
+    const int64_t bhtt = 4LL * 12 * 1024 * 1024; /* [B, H, T, T] at batch 4 */
+    Compiled *f = gpt2_attention(false);
+    if (f->ok) {
+        check_plan(f, "gpt2 attention fused");
+        CHECK(largest_buffer(f) < bhtt,
+              "fused attention plans no [B, H, T, T] buffer (%lld elements), found one of %lld", (long long)bhtt,
+              (long long)largest_buffer(f));
+    }
+    Compiled *m = gpt2_attention(true);
+    if (m->ok)
+        CHECK(largest_buffer(m) >= bhtt, "composed attention holds [B, H, T, T] (%lld elements), found at most %lld",
+              (long long)bhtt, (long long)largest_buffer(m));
+}
+
 int main(void) {
     const char *models[] = {"mlp.nn", "linreg.nn"};
     for (size_t i = 0; i < NNC_COUNTOF(models); i++)
@@ -836,6 +895,7 @@ int main(void) {
     test_cuda();
     test_helper_plans();
     test_launch_cost();
+    test_attention_memory();
     printf("%d checks, %d failed\n", checks, failures);
     free_all_compiled();
     return failures ? 1 : 0;
