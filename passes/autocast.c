@@ -5,6 +5,8 @@
  *   - a matrix product takes its operands in half precision (a CAST of an f32 operand) and
  *     gives half; so does a bias added to a product's result (torch's linear and addmm, whose
  *     bias is part of the autocast op): the parameter is cast, the sum is half;
+ *   - scaled_dot_product_attention likewise: half q, k and v, a half result (its kernel computes
+ *     in f32, as torch's math path over half inputs);
  *   - a convolution too, as cuDNN's half convolutions compute: its operands rounded to half,
  *     the product accumulated in f32 (the helper reads them cast back to f32, exactly) and its
  *     result rounded to half -- the numbers of a half convolution, at the f32 one's speed;
@@ -115,6 +117,12 @@ static void lower(Ac *A, Node *n) {
         return;
     }
     if (!A->autocast && n->op == OP_CAST) return;   /* the user's to(x, dtype) */
+    if (n->op == OP_SDPA) { /* autocast's list has it with the products: half in, half out */
+        DType t = A->autocast ? A->half : dtype_join(A->g, n->nin, n->in, DT_F32);
+        for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, n->in[j], t, n);
+        n->dtype = t;
+        return;
+    }
     if (A->autocast && n->op == OP_CONV2D) {   /* half operands, f32 accumulation: the helper reads them widened */
         for (int j = 0; j < n->nin; j++) n->in[j] = cast_to(A, cast_to(A, n->in[j], A->half, n), DT_F32, n);
         return;

@@ -22,6 +22,10 @@ for bit with (u >= p) / (1 - p), u = philox.uniform(seed, FNV-1a(key, step), (bh
 and the key the attention's `key=` in --emit ir; then a random model's gradients against torch
 with that mask, and the evaluation entry without dropout.
 
+Half precision (precision = bf16 | f16, as torch.autocast): q, k, v, y and the gradients rounded
+to half, the kernel computing in f32: within one unit in the last place of half of torch's f64
+on the same half values.
+
     test_attention_torch.py --run-model PATH --nnc PATH [--cuda] [-k SUBSTRING]
 
 --cuda runs the float32 cases on the CUDA target; exit 77 (skipped) where there is none.
@@ -260,6 +264,65 @@ def check_dropout_grads(a, tmp, precision):
     return compare(got, torch_want(case, vals, keep), TOL[precision])
 
 
+def check_half(a, tmp, precision):
+    """Under precision = bf16 | f16 (torch.autocast): q, k and v rounded to half, the weights
+    and their product computed in f32, y rounded to half; the gradients from dy = half(c)
+    computed in f32 and rounded to half before they go back through the casts, delta from the
+    half y the forward stored (as FlashAttention-2's backward over half outputs).  Against the
+    same in f64 on the same half values, then rounded: within one unit in the last place."""
+    half = torch.bfloat16 if precision == "bf16" else torch.float16
+    ulp = 2.0 ** (-7 if precision == "bf16" else -10)   # of 1: 7 and 10 stored mantissa bits
+    H, T, D = 2, 9, 4
+    src = ("input xq: f32[B, %d, %d, %d]\ninput xk: f32[B, %d, %d, %d]\ninput xv: f32[B, %d, %d, %d]\n" % ((H, T, D) * 3) +
+           "".join("param P%s: f32[%d, %d, %d] = zeros()\n" % (n, H, T, D) for n in "qkv") +
+           "param c: f32[%d, %d, %d] = zeros()\n" % (H, T, D) +
+           "output out = scaled_dot_product_attention(xq + Pq, xk + Pk, xv + Pv, is_causal = true)\n"
+           "loss = sum(out * c)\ntrain {\n    data xq = npy(\"xq.npy\")\n    data xk = npy(\"xk.npy\")\n"
+           "    data xv = npy(\"xv.npy\")\n    batch = 1\n    precision = %s\n    loss_scale = none\n"
+           "    minimize loss\n}\n" % precision)
+    d = os.path.join(tmp, "half_" + precision)
+    os.makedirs(d)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(src)
+    vals = {n: rng.standard_normal((1, H, T, D)).astype(np.float32) for n in ("xq", "xk", "xv")}
+    vals.update({n: rng.standard_normal((H, T, D)).astype(np.float32) for n in ("Pq", "Pk", "Pv", "c")})
+    for n, v in vals.items():
+        np.save(os.path.join(d, n + ".npy"), v)
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params",
+           ",".join(os.path.join(d, n + ".npy") for n in ("Pq", "Pk", "Pv", "c"))]
+    if a.cuda:
+        cmd.append("--cuda")
+    r = subprocess.run(cmd + [os.path.join(d, n + ".npy") for n in ("xq", "xk", "xv")], capture_output=True,
+                       text=True, cwd=d)
+    if r.returncode:
+        return ["run_model failed:\n" + r.stderr]
+    got = {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}
+
+    def rnd(t):
+        return t.to(half).to(torch.float64)
+    q, k, v = [rnd(torch.tensor(vals["x" + n] + vals["P" + n]).double()) for n in "qkv"]
+    dy = rnd(torch.tensor(vals["c"]).double()).expand(1, H, T, D)
+    sc = 1 / np.sqrt(D)
+    s = (q @ k.transpose(-2, -1) * sc).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    P = torch.softmax(s, -1)
+    y = rnd(P @ v)   # what the forward stores, and what delta reads
+    dS = P * (dy @ v.transpose(-2, -1) - (dy * y).sum(-1, keepdim=True))
+    grads = {"q": dS @ k * sc, "k": dS.transpose(-2, -1) @ q * sc, "v": P.transpose(-2, -1) @ dy}
+    want = {"out": y.numpy()}
+    want.update({"grad.P" + n: rnd(grads[n]).numpy()[0] for n in "qkv"})
+    errs = []
+    if not np.array_equal(got["out"], rnd(torch.tensor(got["out"])).numpy()):
+        errs.append("out holds values that are not %s: the attention did not give half" % precision)
+    for n, w in want.items():
+        g = got[n].reshape(w.shape)
+        bad = ~(np.abs(g - w) <= ulp * np.abs(w) + 1e-6)
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            errs.append("%s at %s: nnc %r want %r (%d of %d more than one ulp apart)" % (n, i, g[i], w[i], int(bad.sum()),
+                                                                                           bad.size))
+    return errs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-model", required=True)
@@ -288,6 +351,9 @@ def main():
                 report("dropout mask p=%s causal=%d" % (p, causal), check_mask(a, tmp, p, causal, seed))
             for precision in ("f32",) if a.cuda else ("f64", "f32"):
                 report("dropout gradients %s" % precision, check_dropout_grads(a, tmp, precision))
+        if a.k in "half":
+            for precision in ("bf16", "f16"):
+                report("half %s" % precision, check_half(a, tmp, precision))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed or not passed else 0
 
