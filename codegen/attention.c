@@ -17,7 +17,9 @@
  * 32-query tile) pairs, the backward over heads, each thread owning a head's dq, dk and dv, so
  * the sums run in one order and no two threads write one place.
  *
- * The CUDA target renders one kernel per launch with every size a constant.  Forward: a block of
+ * The CUDA target renders a device function per configuration (storage type, tiles, sizes,
+ * mask), every size a constant, which each launch's kernel calls with its pointers, heads,
+ * scale and dropout (launches alike, a transformer's layers, share one).  Forward: a block of
  * 128 threads per (head, query tile), 16 row groups by 8 lanes; a thread holds RQ query rows and
  * BK / 8 key columns of the score tile, and VD / 8 columns of their output rows; the lanes of a
  * row combine its maximum and sum by shuffles; the weights go through shared memory into the
@@ -26,6 +28,7 @@
  * tiles for dq.  Tiles are as large as fit 46 KB of static shared memory (attention_tiles),
  * which ATTENTION_MAX_HEAD (ir.h) bounds. */
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
@@ -321,11 +324,16 @@ static void put_text(Str *s, const char *text, const char *at, const char *type)
     }
 }
 
-void attention_prelude(Str *s, const Program *p, bool cuda) {
+static void cuda_device_fns(Str *s, const Program *p, bool f64);
+
+void attention_prelude(Str *s, const Program *p, bool cuda, bool f64) {
     if (!program_has_attention(p)) return;
     str_puts(s, "\n");
     put_text(s, keep_text, cuda ? "__device__ __forceinline__" : "static inline", "");
-    if (cuda) return; /* the kernels are rendered per launch (attention_render_cuda) */
+    if (cuda) { /* each launch's kernel calls one of these (attention_render_cuda) */
+        cuda_device_fns(s, p, f64);
+        return;
+    }
     bool used[NNC_COUNTOF(storage)];
     storages_used(p, used);
     str_printf(s, "#define NNC_ATTN_BQ 32\n#define NNC_ATTN_BK 64\n#define NNC_ATTN_MAXD %d\n", ATTENTION_MAX_HEAD);
@@ -689,19 +697,85 @@ static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *
     kernel_ptr_line(k, decl, x);
 }
 
+/* What a CUDA kernel's code depends on: launches alike share one device function (the layers of
+ * a transformer: NVRTC compiles it once); pointers, heads, scale, dropout are its arguments. */
+typedef struct {
+    bool backward, causal;
+    int st; /* storage[] index */
+    AttnTiles t;
+    int64_t d, dv, tq, tk;
+} AttnConfig;
+
+static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
+    const AttnGeom a = attention_geom(g, L);
+    AttnConfig c = {a.backward, a.causal, storage_of(g->nodes[a.q].dtype), attention_tiles(&a, f64), a.d, a.dv_dim,
+                    a.tq,       a.tk};
+    return c;
+}
+
+static void config_name(const AttnConfig *c, char *buf, size_t n) {
+    snprintf(buf, n, "nnc_attn_%s_%s_%dx%d_d%lld_v%lld_q%lld_k%lld%s", c->backward ? "bwd" : "fwd",
+             storage[c->st].suffix, c->t.bq, c->t.bk, (long long)c->d, (long long)c->dv, (long long)c->tq,
+             (long long)c->tk, c->causal ? "_causal" : "");
+}
+
+static void cuda_device_fn(Str *s, const AttnConfig *c) {
+    char name[128];
+    config_name(c, name, sizeof name);
+    const char *T = storage[c->st].type;
+    str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[c->st].load, storage[c->st].store);
+    if (c->backward)
+        str_printf(
+            s,
+            "__device__ __noinline__ void %s(const %s *q, const %s *k, const %s *v, const %s *dy, const real *lse,\n"
+            "        const real *delta, real *dq, real *dk, real *dv, int64_t BH, real scale, double p,\n"
+            "        unsigned long long seed, unsigned long long st) {\n"
+            "    enum { T2 = %d, TR = %d, RR = T2 / TR, CC = T2 / 8, ",
+            name, T, T, T, T, c->t.bq, c->t.tr);
+    else
+        str_printf(
+            s,
+            "__device__ __noinline__ void %s(const %s *q, const %s *k, const %s *v, %s *y, real *lse, int64_t BH,\n"
+            "        real scale, double p, unsigned long long seed, unsigned long long st) {\n"
+            "    enum { BQ = %d, BK = %d, TR = %d, RQ = BQ / TR, CK = BK / 8, ",
+            name, T, T, T, T, c->t.bq, c->t.bk, c->t.tr);
+    str_printf(s, "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, TQ = %lld, TK = %lld, CAUSAL = %d };\n",
+               (long long)c->d, (long long)c->dv, c->backward ? "HD" : "VD", (long long)c->tq, (long long)c->tk,
+               c->causal);
+    str_puts(s, c->backward ? cuda_bwd_text : cuda_fwd_text);
+    str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n");
+}
+
+/* One device function per configuration the program's launches have, in launch order. */
+static void cuda_device_fns(Str *s, const Program *p, bool f64) {
+    AttnConfig *seen = NULL;
+    int n = 0;
+    for (int e = 0; e < ENTRY_COUNT; e++)
+        for (int i = 0; i < p->entry[e].nlaunch; i++) {
+            const Launch *L = &p->entry[e].launches[i];
+            if (L->kind != L_ATTENTION) continue;
+            AttnConfig c = config_of(p->g, L, f64);
+            bool dup = false;
+            for (int j = 0; j < n && !dup; j++) {
+                const AttnConfig *o = &seen[j];
+                dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
+                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
+                    o->tk == c.tk;
+            }
+            if (dup) continue;
+            seen = xrealloc(seen, (size_t)(n + 1) * sizeof *seen);
+            seen[n++] = c;
+            cuda_device_fn(s, &c);
+        }
+    free(seen);
+}
+
 void attention_render_cuda(const Kernel *k, const Launch *L) {
     const AttnGeom a = attention_geom(k->g, L);
-    const AttnTiles t = attention_tiles(&a, k->o->f64);
-    const int st = storage_of(k->g->nodes[a.q].dtype);
+    const AttnConfig c = config_of(k->g, L, k->o->f64);
     bool drop = a.dropout > 0 && k->e->kind != ENTRY_EVAL && (a.y >= 0 || a.backward);
-    char sc[RENDER_NUM_LEN], pp[RENDER_NUM_LEN];
-    str_printf(k->s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[st].load, storage[st].store);
-    if (a.backward) str_printf(k->s, "    enum { T2 = %d, TR = %d, RR = T2 / TR, CC = T2 / 8, ", t.bq, t.tr);
-    else str_printf(k->s, "    enum { BQ = %d, BK = %d, TR = %d, RQ = BQ / TR, CK = BK / 8, ", t.bq, t.bk, t.tr);
-    str_printf(
-        k->s, "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, TQ = %lld, TK = %lld, CAUSAL = %d };\n",
-        (long long)a.d, (long long)a.dv_dim, a.backward ? "HD" : "VD", (long long)a.tq, (long long)a.tk, a.causal);
-    const char *type = storage[st].type;
+    char sc[RENDER_NUM_LEN], pp[RENDER_NUM_LEN], name[128];
+    const char *type = storage[c.st].type;
     cuda_ptr_decl(k, "const ", a.q, type, "q");
     cuda_ptr_decl(k, "const ", a.k, type, "k");
     cuda_ptr_decl(k, "const ", a.v, type, "v");
@@ -716,14 +790,9 @@ void attention_render_cuda(const Kernel *k, const Launch *L) {
         cuda_ptr_decl(k, "", a.y, type, "y");
         cuda_ptr_decl(k, "", a.lse_out, "real", "lse");
     }
-    str_puts(k->s, "    const int64_t BH = ");
+    config_name(&c, name, sizeof name);
+    str_printf(k->s, "    %s(q, k, v, %s", name, a.backward ? "dy, lse, delta, dq, dk, dv, " : "y, lse, ");
     render_heads(k->s, &a);
-    str_printf(k->s, ";\n    const real scale = (real)%s;\n    const double p = %s;\n", render_num(sc, a.scale),
-               render_num(pp, drop ? a.dropout : 0));
-    str_printf(k->s,
-               "    const unsigned long long seed = (unsigned long long)stepp[1], st = nnc_attn_stream(%d, stepp[0]);\n"
-               "    (void)seed; (void)st;\n",
-               a.key);
-    str_puts(k->s, a.backward ? cuda_bwd_text : cuda_fwd_text);
-    str_puts(k->s, "#undef NNC_LD\n#undef NNC_ST\n");
+    str_printf(k->s, ", (real)%s, %s, (unsigned long long)stepp[1], nnc_attn_stream(%d, stepp[0]));\n",
+               render_num(sc, a.scale), render_num(pp, drop ? a.dropout : 0), a.key);
 }

@@ -28,7 +28,7 @@ typedef struct {
 AttnGeom attention_geom(const Graph *g, const Launch *L);
 bool program_has_attention(const Program *p);
 /* The routines (C) or the shared device code (CUDA) the launches call. */
-void attention_prelude(Str *s, const Program *p, bool cuda);
+void attention_prelude(Str *s, const Program *p, bool cuda, bool f64);
 void attention_render_c(const Kernel *k, const Launch *L); /* KernelDialect.attention, C */
 void attention_render_cuda(const Kernel *k, const Launch *L); /* ... CUDA: the kernel's body */
 /* A CUDA launch's threads per block (its __launch_bounds__) and blocks at batch B. */

@@ -65,7 +65,7 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
     dialect_cuda.prelude(s, o);
     kernel_half_prelude(s, p, "__device__ __forceinline__");
     if (program_has_helpers(p)) helper_prelude(s, true);
-    attention_prelude(s, p, true);
+    attention_prelude(s, p, true, o->f64);
     str_puts(s, step_inc);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
     for (int e = 0; e < ENTRY_COUNT; e++) {
