@@ -905,6 +905,16 @@ static Value read_transpose(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc)
     return transpose(E, fn, a, loc);
 }
 static Value read_swapaxes(Elab *E, const char *fn, Args *a, SrcLoc loc) { return transpose(E, fn, a, loc); }
+/* contiguous(x), x.contiguous(): x itself.  Every value nnc stores is laid out in its own axes'
+ * order (a transpose or permute writes its result), so a view after it needs no copy; nanoGPT
+ * writes y.transpose(1, 2).contiguous().view(B, T, C). */
+static Value read_contiguous(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x"};
+    int ix[1];
+    if (!bind_args(E, fn, a, names, 1, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    return x < 0 ? verror : vtensor(x);
+}
 static Value read_reshape(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     (void)op, (void)fn;
     return reshape(E, a, loc);
@@ -995,6 +1005,7 @@ static const struct {
     {"view", read_view},
     {"swapaxes", read_swapaxes},
     {"swapdims", read_swapaxes},
+    {"contiguous", read_contiguous},
     {"split", read_split},
     {"chunk", read_chunk},
     {"masked_fill", read_masked_fill},

@@ -179,7 +179,7 @@ CASES = [
          "q, k, v = (x @ Wqkv).split(8, dim = 2)\nq = q.view(B, 4, 2, 4).transpose(1, 2)\n"
          "k = k.view(B, 4, 2, 4).transpose(1, 2)\nv = v.view(B, 4, 2, 4).transpose(1, 2)\n"
          "att = (q @ k.transpose(-2, -1)) * (1 / sqrt(4))\natt = att.masked_fill(tril(ones(4, 4)) == 0, -inf)\n"
-         "output att = softmax(att, axis = -1)\nh = (att @ v).transpose(1, 2).reshape(B, 4, 8)\n"
+         "output att = softmax(att, axis = -1)\nh = (att @ v).transpose(1, 2).contiguous().view(B, 4, 8)\n"
          "output logits = h @ Wo\nloss = cross_entropy(logits.view(-1, 8), y.view(-1))", attention),
 ]
 
