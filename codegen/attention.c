@@ -57,11 +57,13 @@ AttnGeom attention_geom(const Graph *g, const Launch *L) {
     a.backward = any->nin == 6;
     if (a.backward) a.dy = any->in[3], a.lse = any->in[4], a.delta = any->in[5];
     const Shape *q = &g->nodes[a.q].shape, *k = &g->nodes[a.k].shape, *v = &g->nodes[a.v].shape;
-    a.lead = 1;
+    a.lead = 1; /* B*H (a dimension -H) counts H and the batch */
     for (int d = 0; d < q->rank - 2; d++) {
-        if (q->d[d] == DIM_BATCH) a.batched = true;
-        else a.lead *= q->d[d];
+        a.batched |= dim_is_batch(q->d[d]);
+        a.lead *= dim_size(q->d[d], 1);
     }
+    assert(!dim_is_batch(q->d[q->rank - 2]) && !dim_is_batch(k->d[k->rank - 2]) && !dim_is_batch(q->d[q->rank - 1]) &&
+           !dim_is_batch(v->d[v->rank - 1]));
     a.tq = q->d[q->rank - 2], a.tk = k->d[k->rank - 2], a.d = q->d[q->rank - 1], a.dv_dim = v->d[v->rank - 1];
     a.scale = any->attr.attn.scale, a.dropout = any->attr.attn.dropout, a.causal = any->attr.attn.causal;
     a.key = attention_key(any);
@@ -420,7 +422,7 @@ unsigned attention_cuda_threads(const Graph *g, const Launch *L, bool f64) {
 int64_t attention_cuda_blocks(const Graph *g, const Launch *L, int64_t B, bool f64) {
     AttnGeom a = attention_geom(g, L);
     AttnTiles t = attention_tiles(&a, f64);
-    const int64_t bh = a.lead * (a.batched ? B : 1), nqt = (a.tq + t.bq - 1) / t.bq, nkt = (a.tk + t.bk - 1) / t.bk;
+    const int64_t bh = attention_heads(&a, B), nqt = (a.tq + t.bq - 1) / t.bq, nkt = (a.tk + t.bk - 1) / t.bk;
     if (!a.backward) return bh * nqt;
     return (a.dk >= 0 || a.dv >= 0 ? bh * nkt : 0) + (a.dq >= 0 ? bh * nqt : 0);
 }

@@ -17,7 +17,7 @@ typedef struct {
     int y, lse_out; /* a forward launch's results (the output, the row logsumexp), or -1 */
     int dq, dk, dv; /* a backward launch's results, or -1 */
     bool backward;
-    int64_t lead; /* the leading axes' extent, the batch axis counting 1 */
+    int64_t lead; /* the leading axes' extent at batch 1 (dim_size(d, 1): B*12 counts 12) */
     bool batched; /* ... which is then multiplied by the run-time batch */
     int64_t tq, tk, d, dv_dim; /* query and key lengths, q's and v's head sizes */
     double scale, dropout;
@@ -26,6 +26,8 @@ typedef struct {
 } AttnGeom;
 
 AttnGeom attention_geom(const Graph *g, const Launch *L);
+/* The heads (the leading axes' extent) at batch B. */
+static inline int64_t attention_heads(const AttnGeom *a, int64_t B) { return a->lead * (a->batched ? B : 1); }
 bool program_has_attention(const Program *p);
 /* The routines (C) or the shared device code (CUDA) the launches call. */
 void attention_prelude(Str *s, const Program *p, bool cuda, bool f64);

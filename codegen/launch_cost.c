@@ -94,7 +94,7 @@ static int64_t attention_flops(const Graph *g, const Launch *L, int64_t B) {
     if (a.causal) pairs = a.tq <= a.tk ? a.tq * (a.tq + 1) / 2 : a.tk * (a.tk + 1) / 2 + (a.tq - a.tk) * a.tk;
     int64_t per = a.d + a.dv_dim;
     if (a.backward) per += (a.dq >= 0 ? a.d : 0) + (a.dk >= 0 ? a.d : 0) + (a.dv >= 0 ? a.dv_dim : 0);
-    return 2 * pairs * per * a.lead * (a.batched ? B : 1);
+    return 2 * pairs * per * attention_heads(&a, B);
 }
 
 static int64_t launch_flops(const Graph *g, const Launch *L, int64_t B) {

@@ -593,7 +593,7 @@ static void tol_attention(const CheckLaunch *c, int out, CheckTol *t) {
     const int x[6] = {A.a.q, A.a.k, A.a.v, A.a.dy, A.a.lse, A.a.delta};
     for (int i = 0; i < 6; i++) A.m[i] = x[i] >= 0 ? c->mem(c->ctx, x[i]) : NULL;
     if (A.a.dropout > 0 && c->e->kind != ENTRY_EVAL) A.mmax = A.a.dropout < 1 ? 1 / (1 - A.a.dropout) : 0;
-    const int64_t heads = A.a.lead * (A.a.batched ? c->B : 1), width = A.a.d > A.a.dv_dim ? A.a.d : A.a.dv_dim;
+    const int64_t heads = attention_heads(&A.a, c->B), width = A.a.d > A.a.dv_dim ? A.a.d : A.a.dv_dim;
     const int64_t rows = A.a.tq > A.a.tk ? A.a.tq : A.a.tk;
     double *s = xmalloc((size_t)(2 * A.a.tk + 1) * sizeof *s), *a = s + A.a.tk;
     double *err = xmalloc((size_t)(2 * rows * width + 1) * sizeof *err), *mag = err + rows * width;

@@ -779,6 +779,28 @@ static void check_cost(const Program *p, const Launch *L, int64_t B, int64_t byt
           (long long)B, (long long)bytes, (long long)flops, kind, (long long)c.bytes, (long long)c.flops, c.kind);
 }
 
+/* Fused attention over [B*2, 5, 4] (the heads merged with the batch), causal: 15 (query, key)
+ * pairs a head, 2B heads; the forward's products are 4 + 4 multiply-adds a pair, the backward's
+ * 4 + 4 recomputed and 4 + 4 + 4 for dq, dk and dv. */
+static void test_attention_cost(void) {
+    static const char src[] =
+        "input x: f32[B, 2, 5, 4]\nparam w: f32[4, 4] = normal(0, 1)\n"
+        "h = reshape(x @ w, -1, 5, 4)\ny = scaled_dot_product_attention(h, h, h, is_causal = true)\n"
+        "loss = mean(y * y)\ntrain {\n    data x = randn(8, 2, 5, 4)\n    batch = 4\n    minimize loss\n}\n";
+    Compiled *c = compile_src("attention_cost.nn", src, (Opts){0});
+    CHECK(c->ok, "attention_cost.nn should compile, found:\n%s", c->diag_text);
+    if (!c->ok) return;
+    const Graph *g = c->p.g;
+    const Launch *fwd = find_launch(g, train_entry(c), L_ATTENTION, PH_FORWARD, OP_SDPA);
+    const Launch *bwd = find_launch(g, train_entry(c), L_ATTENTION, PH_BACKWARD, OP_SDPA_DQ);
+    for (int64_t B = 4; B >= 1; B -= 3) {
+        CHECK(fwd && launch_cost(&c->p, train_entry(c), fwd, B, false, false).flops == 2 * 15 * 8 * 2 * B,
+              "attention's forward at batch %lld: %lld FLOPs", (long long)B, (long long)(2 * 15 * 8 * 2 * B));
+        CHECK(bwd && launch_cost(&c->p, train_entry(c), bwd, B, false, false).flops == 2 * 15 * 20 * 2 * B,
+              "attention's gradients at batch %lld: %lld FLOPs", (long long)B, (long long)(2 * 15 * 20 * 2 * B));
+    }
+}
+
 static void test_launch_cost(void) {
     Compiled *c = compile_model("mlp.nn", (Opts){0});
     if (!c->ok) return;
@@ -815,6 +837,7 @@ static void test_launch_cost(void) {
     /* conv1: [B,1,28,28] * [32,1,5,5] "same" -> [B,32,28,28]: 2 FLOPs per multiply-add, 25 per output */
     check_cost(&cv->p, conv, 64, 4 * (64 * 784 + 32 * 25 + 64 * 32 * 784), 2 * 64 * 32 * 784 * 25, FLOP_F32,
                "convnet.nn's first convolution");
+    test_attention_cost();
 }
 
 /* ---- fused attention's memory ------------------------------------------------------------- */

@@ -283,6 +283,16 @@ static const Case cases[] = {
                           "param Wv: f32[3, 3] = normal(0, 1)\nparam c: f32[6, 3] = normal(0, 1)\n"
                           "loss = sum(tanh(scaled_dot_product_attention(x @ Wq, x @ Wk, x @ Wv, dropout_p = 0.3, is_causal = true)) * c)"
                           TRAIN("data x = randn(8, 6, 3)"), 0, 0},
+    /* fused attention as nanoGPT feeds it: q, k, v split from one product, viewed as heads and
+     * transposed ([B, T, C] -> [B, H, T, D]), and back; and over the heads merged with the batch
+     * ([B*H, T, D], a dimension of -H) */
+    {"attention_nanogpt", "input x: f32[B, 4, 4]\nparam W: f32[4, 12] = normal(0, 1)\nparam c: f32[4, 4] = normal(0, 1)\n"
+                          "q, k, v = (x @ W).split(4, dim = 2)\nq = q.view(B, 4, 2, 2).transpose(1, 2)\n"
+                          "k = k.view(B, 4, 2, 2).transpose(1, 2)\nv = v.view(B, 4, 2, 2).transpose(1, 2)\n"
+                          "y = scaled_dot_product_attention(q, k, v, is_causal = true).transpose(1, 2).contiguous().view(B, 4, 4)\n"
+                          "m = scaled_dot_product_attention(q.reshape(-1, 4, 2), k.reshape(B * 2, 4, 2), tanh(v).reshape(-1, 4, 2))\n"
+                          "loss = sum(tanh(y) * c) + sum(tanh(m.view(B, 2, 4, 2)) * q)"
+                          TRAIN("data x = randn(8, 4, 4)"), 0, 0},
     /* the same attention written twice: two launches (the schedule merges a forward with its own
      * row logsumexp only), each writing its result */
     {"attention_twice", "input x: f32[B, 2, 4, 3]\nparam Wq: f32[3, 3] = normal(0, 1)\nparam c: f32[2, 4, 3] = normal(0, 1)\n"

@@ -130,6 +130,36 @@ def attention(t):
     return loss, {"att": att, "logits": logits}
 
 
+def sdpa_def(q, k, v, is_causal=False, scale=None):
+    """F.scaled_dot_product_attention as torch's documentation defines it (Debian's torch predates it)."""
+    s = q @ k.transpose(-2, -1) * (1 / q.shape[-1] ** 0.5 if scale is None else scale)
+    if is_causal:
+        s = s.masked_fill(torch.ones(q.shape[-2], k.shape[-2]).tril() == 0, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+sdpa = getattr(F, "scaled_dot_product_attention", sdpa_def)
+
+
+def attention_fused(t):
+    B, T, C, H = BATCH, 5, 8, 2
+    q, k, v = (t["x"] @ t["Wqkv"]).split(C, dim=2)
+    u = sdpa(q, k, v, is_causal=True)                  # one head of C, straight from the split
+    q = q.view(B, T, H, C // H).transpose(1, 2)
+    k = k.view(B, T, H, C // H).transpose(1, 2)
+    v = v.view(B, T, H, C // H).transpose(1, 2)
+    o = sdpa(q, k, v, is_causal=True)
+    h = o.transpose(1, 2).contiguous().view(B, T, C)
+    logits = h @ t["Wo"]
+    # the heads merged with the batch ([B*H, T, D]) and the batch axis second ([H, B, T, D])
+    m = sdpa(q.reshape(-1, T, C // H), k.reshape(B * H, T, C // H), torch.tanh(v).reshape(B * H, T, C // H),
+             is_causal=True).view(B, H, T, C // H)
+    s = sdpa(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), scale=0.3)
+    loss = (F.cross_entropy(logits.view(-1, C), t["y"].view(-1).long()) + (torch.tanh(m) * q).sum()
+            + (s * s).sum() * 0.5 + (torch.tanh(u) * u).sum())
+    return loss, {"o": o, "logits": logits, "m": m, "s": s, "u": u}
+
+
 CASES = [
     # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
     # row-wise ops, reductions and losses over the merged rows
@@ -181,6 +211,19 @@ CASES = [
          "att = (q @ k.transpose(-2, -1)) * (1 / sqrt(4))\natt = att.masked_fill(tril(ones(4, 4)) == 0, -inf)\n"
          "output att = softmax(att, axis = -1)\nh = (att @ v).transpose(1, 2).contiguous().view(B, 4, 8)\n"
          "output logits = h @ Wo\nloss = cross_entropy(logits.view(-1, 8), y.view(-1))", attention),
+    # the same with the fused scaled_dot_product_attention, and over q, k and v straight from the
+    # split, with the batch axis merged with the heads (view(-1, T, D): [B*H, T, D]) or moved
+    # second (transpose(0, 1): [H, B, T, D])
+    Case("attention_fused", {"x": ("f32", (5, 8)), "y": ("i32", (5,), 8)}, {"Wqkv": (8, 24), "Wo": (8, 8)},
+         "q, k, v = (x @ Wqkv).split(8, dim = 2)\noutput u = scaled_dot_product_attention(q, k, v, is_causal = true)\n"
+         "q = q.view(B, 5, 2, 4).transpose(1, 2)\nk = k.view(B, 5, 2, 4).transpose(1, 2)\nv = v.view(B, 5, 2, 4).transpose(1, 2)\n"
+         "output o = scaled_dot_product_attention(q, k, v, is_causal = true)\n"
+         "h = o.transpose(1, 2).contiguous().view(B, 5, 8)\noutput logits = h @ Wo\n"
+         "output m = scaled_dot_product_attention(q.reshape(-1, 5, 4), k.reshape(B * 2, 5, 4),"
+         " tanh(v).reshape(B * 2, 5, 4), is_causal = true).view(B, 2, 5, 4)\n"
+         "output s = scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), scale = 0.3)\n"
+         "loss = cross_entropy(logits.view(-1, 8), y.view(-1)) + sum(tanh(m) * q) + sum(s * s) * 0.5 + sum(tanh(u) * u)",
+         attention_fused),
 ]
 
 
