@@ -206,7 +206,8 @@ typedef struct {
 } Sdpa;
 
 /* softmax(q k^T scale + mask) @ v as the ops torch's math path uses: the product, the scale, the
- * mask (attn_mask added; a causal one ... ), softmax, dropout, the product. */
+ * mask (attn_mask added; a causal one as -inf above the diagonal, as masked_fill(tril(...) == 0,
+ * -inf) writes it), softmax, dropout, the product. */
 static int sdpa_composed(Elab *E, const Sdpa *A, SrcLoc loc) {
     Graph *g = E->g;
     Shape ks = g->nodes[A->k].shape;
@@ -217,11 +218,14 @@ static int sdpa_composed(Elab *E, const Sdpa *A, SrcLoc loc) {
     Value sv = matmul(E, vtensor(A->q), vtensor(kt), loc);
     if (sv.k != V_TENSOR) return -1;
     int s = graph_add2(g, OP_MUL, sv.node, graph_const(g, A->at.attn.scale, loc), loc);
-    if (A->at.attn.causal) { /* TODO(i27-ops): the causal mask as tril/masked_fill once they exist */
-        diag_error(E->d, loc,
-                   "scaled_dot_product_attention(): is_causal with a head size above %d is not supported yet",
-                   ATTENTION_MAX_HEAD);
-        return -1;
+    if (A->at.attn.causal) { /* masked_fill(s, triu(ones(Tq, Tk), 1) != 0, -inf): keys j > i hidden */
+        Shape qs = g->nodes[A->q].shape;
+        int64_t tt[2] = {qs.d[qs.rank - 2], ks.d[ks.rank - 1]};
+        int one = graph_const(g, 1, loc);
+        int up = graph_add1(g, OP_TRIU, graph_add(g, OP_EXPAND, 1, &one, shape_of(2, tt), DT_F32, loc), loc);
+        g->nodes[up].attr.scalars.p[0] = 1;
+        int in[3] = {up, graph_const(g, -INFINITY, loc), s};
+        s = graph_add(g, OP_SELECT, 3, in, g->nodes[s].shape, DT_F32, loc);
     }
     if (A->mask >= 0) {
         int m = graph_add2(g, OP_ADD, s, A->mask, loc);
