@@ -3,9 +3,10 @@
  * An L_ATTENTION launch computes torch's softmax(q k^T scale + causal mask) @ v (dropout on the
  * weights in training entries) without storing the [..., Tq, Tk] weights, and its gradients
  * from the row logsumexp the forward saved, as FlashAttention-2 does.  The CPU calls a routine
- * of the prelude (a blocked loop, threaded over heads and query tiles); CUDA renders one kernel
- * per launch (a block per head and query tile, the tiles of K and V in shared memory; the
- * backward's blocks take a key tile or a query tile each, so nothing is summed by atomics). */
+ * of the prelude (a blocked loop, on the model's thread pool by heads and query tiles); CUDA
+ * calls a device function per configuration (a block per head and query tile, the tiles of K
+ * and V in shared memory; the backward's blocks take a key tile or a query tile each, so nothing
+ * is summed by atomics). */
 #ifndef NNC_ATTENTION_H
 #define NNC_ATTENTION_H
 #include "kernel.h"

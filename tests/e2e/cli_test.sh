@@ -56,6 +56,17 @@ for n in 1 3; do
 done
 ok test "$(wc -l < "$dir/ew1.loss")" -ge 8
 ok cmp "$dir/ew1.loss" "$dir/ew3.loss"
+# Fused attention's routines run on the pool as well: a task (a head's query tile, or a head for
+# the gradients) writes only its own outputs, so one thread or two give the same losses.
+sdpa=$here/../cuda/ops/sdpa.nn
+ok "$nnc" "$sdpa" --emit c;                    has "nnc_pool_run(nnc_attn_fwd_chunk_r, &a"
+has "nnc_pool_run(nnc_attn_bwd_chunk_r, &a"
+for n in 1 2; do
+    ok env OMP_NUM_THREADS=2 NNC_TEST_POOL_ACTIVE=$n "$nnc" "$sdpa" --epochs 3 --quiet --metrics "$dir/attn$n.jsonl"
+    grep -o '"loss":[^,}]*' "$dir/attn$n.jsonl" > "$dir/attn$n.loss"
+done
+ok test "$(wc -l < "$dir/attn1.loss")" -ge 6
+ok cmp "$dir/attn1.loss" "$dir/attn2.loss"
 # bf16 products: oneDNN where it is fast (AMX; AMD's AVX512-BF16), the f32 product on widened
 # copies on an Intel core without AMX, where oneDNN's AVX512-BF16 product is slower than sgemm
 # (ONEDNN_MAX_CPU_ISA hides AMX from oneDNN as such a CPU lacks it; ONEDNN_VERBOSE names each
