@@ -6,7 +6,8 @@
  * and the row's logsumexp m + log(l) is saved (attention_lse).  The [..., Tq, Tk] weights are
  * never stored.  Dropout multiplies each weight, after the sum, by (u >= p) / (1 - p) with u
  * drawn as dropout's mask is (codegen/helpers.c: Philox4x32-10 under the seed, the stream the
- * FNV-1a of (key node, step), counter (bh Tq + i) Tk + j), so the backward draws it again.
+ * FNV-1a of (key node, step), an accumulate call's mixed with its micro-batch's number, counter
+ * (bh Tq + i) Tk + j), so the backward draws it again.
  *
  * The backward is FlashAttention-2's (Dao, 2023): P = exp(s - lse) recomputed per tile,
  * dv = (P M)^T dy, dP = dy v^T M, dS = P (dP - delta) scale with delta = sum(dy * y) per row
@@ -98,12 +99,14 @@ static int storage_of(DType t) {
 
 /* `@` is the functions' qualifier, `$` the real type's spelling of +infinity. */
 static const char keep_text[] =
-    "/* attention's dropout (codegen/attention.c): the stream of key node `key` at `step`, and the\n"
-    " * factor of weight i of it, drawn as dropout's mask: u = Philox4x32-10 (counter i, the stream;\n"
-    " * key the seed), kept as 1 / (1 - p) when u >= p, else 0 */\n"
-    "@ unsigned long long nnc_attn_stream(long long key, long long step) {\n"
+    "/* attention's dropout (codegen/attention.c): the stream of key node `key` at `step` (an\n"
+    " * accumulate call's mixed with its micro-batch's number), and the factor of weight i of it,\n"
+    " * drawn as dropout's mask: u = Philox4x32-10 (counter i, the stream; key the seed), kept as\n"
+    " * 1 / (1 - p) when u >= p, else 0 */\n"
+    "@ unsigned long long nnc_attn_stream(long long key, long long step, long long micro, int accum) {\n"
     "    unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)key) * 0x100000001b3ULL;\n"
-    "    return (st ^ (unsigned long long)step) * 0x100000001b3ULL;\n"
+    "    st = (st ^ (unsigned long long)step) * 0x100000001b3ULL;\n"
+    "    return accum ? (st ^ (unsigned long long)micro) * 0x100000001b3ULL : st;\n"
     "}\n"
     "@ real nnc_attn_keep(unsigned long long seed, unsigned long long st, unsigned long long i, double p) {\n"
     "    unsigned int c0 = (unsigned int)i, c1 = (unsigned int)(i >> 32), c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
@@ -425,6 +428,12 @@ static void ptr_arg(const Kernel *k, int x) {
     str_puts(k->s, ", ");
 }
 
+/* The dropout stream's argument: key, step and micro-batch as dropout's mask has them
+ * (codegen/helpers.c), in the dialect's spelling. */
+static void render_stream(const Kernel *k, const AttnGeom *a) {
+    str_printf(k->s, "nnc_attn_stream(%d, %s, %s, %d)", a->key, k->d->step, k->d->micro, k->e->kind == ENTRY_ACCUM);
+}
+
 void attention_render_c(const Kernel *k, const Launch *L) {
     const AttnGeom a = attention_geom(k->g, L);
     const char *sfx = storage[storage_of(k->g->nodes[a.q].dtype)].suffix;
@@ -441,11 +450,11 @@ void attention_render_c(const Kernel *k, const Launch *L) {
         ptr_arg(k, a.lse_out);
     }
     render_heads(k->s, &a);
-    str_printf(k->s,
-               ", %lld, %lld, %lld, %lld, (real)%s, %d, %s, (unsigned long long)m->seed, "
-               "nnc_attn_stream(%d, m->step));\n",
-               (long long)a.tq, (long long)a.tk, (long long)a.d, (long long)a.dv_dim, render_num(sc, a.scale), a.causal,
-               render_num(pp, drop ? a.dropout : 0), a.key);
+    str_printf(k->s, ", %lld, %lld, %lld, %lld, (real)%s, %d, %s, (unsigned long long)m->seed, ", (long long)a.tq,
+               (long long)a.tk, (long long)a.d, (long long)a.dv_dim, render_num(sc, a.scale), a.causal,
+               render_num(pp, drop ? a.dropout : 0));
+    render_stream(k, &a);
+    str_puts(k->s, ");\n");
 }
 
 /* ---- the CUDA kernels -------------------------------------------------------------------------- */
@@ -858,6 +867,8 @@ void attention_render_cuda(const Kernel *k, const Launch *L) {
     config_name(&c, name, sizeof name);
     str_printf(k->s, "    %s(q, k, v, %s", name, a.backward ? "dy, lse, delta, dq, dk, dv, " : "y, lse, ");
     render_heads(k->s, &a);
-    str_printf(k->s, ", (real)%s, %s, (unsigned long long)stepp[1], nnc_attn_stream(%d, stepp[0]));\n",
-               render_num(sc, a.scale), render_num(pp, drop ? a.dropout : 0), a.key);
+    str_printf(k->s, ", (real)%s, %s, (unsigned long long)stepp[1], ", render_num(sc, a.scale),
+               render_num(pp, drop ? a.dropout : 0));
+    render_stream(k, &a);
+    str_puts(k->s, ");\n");
 }

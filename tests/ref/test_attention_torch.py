@@ -20,8 +20,9 @@ head size above 128 is composed too (is_causal as a masked_fill), against torch 
 Dropout (dropout_p > 0, training entries only): with q = 0 and v the identity, grad.c of
 sum(out * c) at batch 1 is the weights times the mask, so the mask is read off and compared bit
 for bit with (u >= p) / (1 - p), u = philox.uniform(seed, FNV-1a(key, step), (bh Tq + i) Tk + j)
-and the key the attention's `key=` in --emit ir; then a random model's gradients against torch
-with that mask, and the evaluation entry without dropout.
+and the key the attention's `key=` in --emit ir (with accumulate = 2, an accumulate call's mask
+from that stream mixed with its micro-batch's number, as dropout's); then a random model's
+gradients against torch with that mask, and the evaluation entry without dropout.
 
 Half precision (precision = bf16 | f16, as torch.autocast): q, k, v, y and the gradients rounded
 to half, the kernel computing in f32: within one unit in the last place of half of torch's f64
@@ -207,22 +208,27 @@ def attention_key(nnc, path):
     return int(keys[0]) if len(keys) == 1 else None
 
 
-def philox_keep(seed, key, p, n):
+def philox_keep(seed, key, p, n, micro=None):
     st = stream(key, 0)   # the grad entry runs at step 0 after init
+    if micro is not None:   # an accumulate call: its micro-batch's number mixed in, as dropout's
+        st = ((st ^ micro) * philox.FNV_PRIME) & M64
     u = np.array([philox.uniform(seed, st, i) for i in range(n)])
     return np.where(u >= p, 1.0 / (1.0 - p), 0.0)
 
 
-def check_mask(a, tmp, p, causal, seed):
-    """q = 0 and v = I: out = weights times the mask, read through grad.c at batch 1."""
+def check_mask(a, tmp, p, causal, seed, accumulate=False):
+    """q = 0 and v = I: out = weights times the mask, read through grad.c at batch 1.  accumulate:
+    with accumulate = 2, an accumulate call (micro-batch 0 of the group at step 0) and then grad,
+    which gives the group's mean of the two: the two masks' mean, the first from the stream mixed
+    with the micro-batch's number, as dropout's."""
     H, T = 2, 16
     src = ("input qi: f32[B, %d, %d, 4]\ninput ki: f32[B, %d, %d, 4]\ninput vi: f32[B, %d, %d, %d]\n"
            "param c: f32[%d, %d, %d] = normal(0, 1)\n"
            "loss = sum(scaled_dot_product_attention(qi, ki, vi, dropout_p = %s, is_causal = %s) * c)\n"
            "train {\n    data qi = npy(\"qi.npy\")\n    data ki = npy(\"ki.npy\")\n    data vi = npy(\"vi.npy\")\n"
-           "    batch = 1\n    minimize loss\n}\n"
-           % (H, T, H, T, H, T, T, H, T, T, p, "true" if causal else "false"))
-    d = os.path.join(tmp, "mask_%s_%d" % (p, causal))
+           "    batch = 1\n%s    minimize loss\n}\n"
+           % (H, T, H, T, H, T, T, H, T, T, p, "true" if causal else "false", "    accumulate = 2\n" if accumulate else ""))
+    d = os.path.join(tmp, "mask_%s_%d%s" % (p, causal, "_acc" if accumulate else ""))
     os.makedirs(d)
     with open(os.path.join(d, "m.nn"), "w") as f:
         f.write(src)
@@ -230,7 +236,8 @@ def check_mask(a, tmp, p, causal, seed):
            "vi": np.broadcast_to(np.eye(T), (1, H, T, T)).copy()}
     for n, v in ins.items():
         np.save(os.path.join(d, n + ".npy"), v.astype(np.float32))
-    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "grad", "--seed", str(seed)]
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "accumulate,grad" if accumulate else "grad",
+           "--seed", str(seed)]
     if a.cuda:
         cmd.append("--cuda")
     r = subprocess.run(cmd + [os.path.join(d, n + ".npy") for n in ins], capture_output=True, text=True, cwd=d)
@@ -245,6 +252,14 @@ def check_mask(a, tmp, p, causal, seed):
     want = philox_keep(seed, key, p, H * T * T).reshape(H, T, T)
     mask = got * n
     errs = []
+    if accumulate:
+        first = philox_keep(seed, key, p, H * T * T, micro=0).reshape(H, T, T)
+        if np.array_equal(first, want):
+            errs.append("the reference's two masks are equal: the test cannot tell them apart")
+        diff = np.abs(mask - (first + want) / 2)[..., seen].max()
+        if diff > 1e-5 * want.max():
+            errs.append("grad.c after an accumulate call is not the two masks' mean: max diff %g" % diff)
+        return errs
     if not np.array_equal((mask != 0) & seen, (want != 0) & seen):
         errs.append("mask differs from Philox at %d of %d weights" % (int((((mask != 0) != (want != 0)) & seen).sum()),
                                                                       int(seen.sum()) * H))
@@ -360,6 +375,7 @@ def main():
         if a.k in "dropout":
             for p, causal, seed in ((0.3, False, 7), (0.5, True, 123456789012345)):
                 report("dropout mask p=%s causal=%d" % (p, causal), check_mask(a, tmp, p, causal, seed))
+            report("dropout mask accumulate", check_mask(a, tmp, 0.3, True, 99, accumulate=True))
             for precision in ("f32",) if a.cuda else ("f64", "f32"):
                 report("dropout gradients %s" % precision, check_dropout_grads(a, tmp, precision))
         if a.k in "half":
