@@ -15,10 +15,13 @@ to wte.  Checked:
   nnc and torch round differently, and the steps carry that on); with --f64, both in double, to
   1e-8 (what --metrics prints: 9 digits).
 
-    test_gpt_torch.py --nnc PATH [--f64] [--target cpu|cuda] [--tiny] [--batch N]
+    test_gpt_torch.py --nnc PATH [--f64] [--target cpu|cuda] [--tiny] [--batch N] [--fused]
 
 --target cuda runs nnc's CUDA target (the tests point it at the emulator); --tiny shrinks the
-model (2 layers, n_embd 32), for the emulator.  The tokens are models/gpt_prepare.py's, from the
+model (2 layers, n_embd 32), for the emulator.  --fused writes gpt.nn's attention as nanoGPT's
+flash path does, y = scaled_dot_product_attention(q, k, v, dropout_p, is_causal = true) then
+y.transpose(1, 2).contiguous().view(B, T, C): nnc's fused kernels against the same torch model
+(its masked softmax).  The tokens are models/gpt_prepare.py's, from the
 licence texts under /usr/share/common-licenses (skipped, 77, without them).
 """
 import argparse
@@ -133,6 +136,11 @@ def model_text(a):
     subs = [(r'tokens\("gpt_data/train\.bin"', 'tokens("train.bin"'),
             (r'tokens\("gpt_data/val\.bin"', 'tokens("val.bin"'),
             (r"epochs = \d+", "epochs = 1"), (r"warmup = \d+", "warmup = %d" % WARMUP)]
+    if a.fused:   # nanoGPT's flash path: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        subs += [(r"^( +)att = \(q @ k\.transpose\(-2, -1\)\).*\n.*masked_fill.*\n.*softmax.*\n.*dropout\(att, .*\n"
+                  r" +y = att @ v[^\n]*$",
+                  r"\1y = scaled_dot_product_attention(q, k, v, dropout_p = p_dropout, is_causal = true)"),
+                 (r"y\.transpose\(1, 2\)\.reshape\(B, T, n_embd\)", "y.transpose(1, 2).contiguous().view(B, T, n_embd)")]
     if a.tiny:
         subs += [(r"^n_layer = \d+", "n_layer = 2"), (r"^n_embd = \d+", "n_embd = 32"),
                  (r"^block_size = \d+", "block_size = 16"), (r"block_size = 64\)", "block_size = 16)")]
@@ -253,6 +261,8 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--f64", action="store_true", help="nnc --f64 against torch in float64")
+    ap.add_argument("--fused", action="store_true",
+                    help="gpt.nn's attention as one scaled_dot_product_attention(is_causal = true), as nanoGPT's flash path")
     a = ap.parse_args()
     prec = "f64" if a.f64 else "f32"
     rtol = RTOL[prec]
