@@ -237,7 +237,9 @@ def test_interrupt(d, resume):
     the uninterrupted run, checkpoint and records."""
     model = os.path.join(d, "int.nn")
     with open(resume) as f:
-        open(model, "w").write(f.read().replace("randn(2048", "randn(1024"))
+        # 12 epochs: long enough on a quiet machine for the signal to land mid-run (the records
+        # reach the file only at the end, so its size says nothing about progress)
+        open(model, "w").write(f.read().replace("randn(2048", "randn(1024").replace("epochs = 3", "epochs = 12"))
     ref = os.path.join(d, "ref")
     p = run([model, "--target", "cuda", "--quiet", "--save", ref + ".st", "--metrics", ref + ".jsonl"])
     check(p.returncode == 0, "int.nn uninterrupted (%s)" % p.stderr.strip())
@@ -248,11 +250,11 @@ def test_interrupt(d, resume):
                 os.unlink(f)
         q = subprocess.Popen([NNC, model, "--target", "cuda", "--quiet", "--save", st, "--metrics", ms],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(1000):   # once training has started: the handler is installed then
-            if os.path.exists(ms) and os.path.getsize(ms) > 0:
+        for _ in range(1000):   # the metrics file is opened as training starts
+            if os.path.exists(ms):
                 break
             time.sleep(0.01)
-        time.sleep(0.05 * (attempt + 1))
+        time.sleep(0.2 * (attempt + 1))   # then a few steps in: the handler is installed
         q.send_signal(signal.SIGINT)
         out, err = q.communicate()
         if q.returncode == 130:
