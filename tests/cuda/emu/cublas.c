@@ -190,6 +190,7 @@ static cublasStatus_t gemm_types(const char *name, cublasHandle_t h, cublasOpera
     if (nnc_emu_check_range(C, span(m, n, ldc, ec), what)) return CUBLAS_STATUS_INVALID_VALUE;
     Gemm g = {elem == 8, oa != CUBLAS_OP_N, ob != CUBLAS_OP_N, m, n, k, lda, ldb, ldc, alpha, beta, A, B, C,
               half_ab, half_c};
+    nnc_emu_trace(h->stream, "gemm %s m=%d n=%d k=%d", name, m, n, k);
     return nnc_emu_enqueue_host(h->stream, run_gemm, &g, sizeof g) ? CUBLAS_STATUS_EXECUTION_FAILED
                                                                     : CUBLAS_STATUS_SUCCESS;
 }

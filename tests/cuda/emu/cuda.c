@@ -1,9 +1,17 @@
 /* cuda.c - an emulated CUDA driver (libcuda.so.1) that runs nnc's kernels on the host.
  *
- * Memory: device allocations are mmap'd, filled with 0xFF (NaN for floats) and end at a
- * PROT_NONE guard page, so a kernel writing past the end faults; the fault (SIGSEGV, on a
- * sigaltstack) jumps back to the launcher and becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS.
+ * Memory: device allocations are mmap'd, filled with 0xFF (NaN for floats), start on 256 bytes
+ * as cuMemAlloc's do, and end at a PROT_NONE guard page (a size that is not a multiple of 256
+ * leaves up to 255 bytes of padding before it, which every launch must leave as it was), so a
+ * kernel writing past the end faults; the fault (SIGSEGV, on a sigaltstack) jumps back to the
+ * launcher and becomes a sticky CUDA_ERROR_ILLEGAL_ADDRESS.  A vector access (float4, ...)
+ * through a pointer not aligned to its size is CUDA_ERROR_MISALIGNED_ADDRESS, as on a GPU.
  * Device pointers are host addresses (cuBLAS computes on them with OpenBLAS).
+ *
+ * NNC_EMU_TRACE=FILE appends a line per call that queues or waits for work: each launch (its
+ * kernel, grid, block, shared memory, stream), copy (its kind, bytes, whether async, pinned or
+ * pageable host memory, stream), memset, GEMM, event record and wait, synchronization and graph
+ * launch, so tests can check the shapes that reach the GPU (tests/cuda/launch_shape_test.py).
  *
  * Streams: work is queued and runs only when the host synchronizes with it (stream, event,
  * context synchronization, a synchronous copy), in queue order, after the work it depends on:
@@ -72,6 +80,7 @@ typedef struct Graph {
 } Graph;
 
 struct Stream {
+    int id; /* for the trace: 0 the legacy stream, then in creation order */
     unsigned flags;
     Op *head, *tail;
     uint64_t last_seq;
@@ -95,6 +104,7 @@ typedef struct {
         void *cur;
         void (*barrier)(int, int, unsigned);
         unsigned long long (*shfl)(int, unsigned, unsigned long long, int);
+        void (*misaligned)(const void *, unsigned, int);
     } *rt;
     void (*shared_bounds)(char **, char **);
 } Module;
@@ -158,6 +168,8 @@ static struct {
     uint64_t rng;
     char cache[1024];
     int own_cache;
+    int nstreams; /* streams created so far (their trace ids) */
+    FILE *trace; /* NNC_EMU_TRACE */
 } G = {.legacy = {.flags = 0}};
 
 static __thread int cur_ctx = -1;
@@ -167,6 +179,36 @@ static __thread int cur_ctx = -1;
         if (!G.init) return CUDA_ERROR_NOT_INITIALIZED; \
         if (G.sticky) return G.sticky;        \
     } while (0)
+
+/* ---- trace -------------------------------------------------------------------------------- */
+
+static Stream *stream_of(CUstream h);
+
+/* One line of NNC_EMU_TRACE: the event, then the stream (" capture" while it records a graph). */
+static void trace_v(Stream *s, const char *fmt, va_list ap) {
+    if (!G.trace) return;
+    vfprintf(G.trace, fmt, ap);
+    if (s) fprintf(G.trace, " stream=%d%s", s->id, s->capture ? " capture" : "");
+    fputc('\n', G.trace);
+    fflush(G.trace);
+}
+
+static void trace(Stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void trace(Stream *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    trace_v(s, fmt, ap);
+    va_end(ap);
+}
+
+EXPORT void nnc_emu_trace(CUstream h, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    trace_v(stream_of(h), fmt, ap);
+    va_end(ap);
+}
+
+static const char *host_kind(const void *h);
 
 /* ---- capture ------------------------------------------------------------------------------ */
 
@@ -232,6 +274,27 @@ static void add_alloc(Alloc a) {
 static int is_pinned(const void *p) {
     Alloc *a = find_alloc(p);
     return a && a->pinned;
+}
+
+static const char *host_kind(const void *h) { return is_pinned(h) ? "pinned" : "pageable"; }
+
+/* The bytes between an allocation's end and its guard page (its size rounded up to 256). */
+static size_t alloc_slack(const Alloc *a) { return ((a->size + 255) & ~(size_t)255) - a->size; }
+
+/* A kernel that wrote into an allocation's padding wrote past its end, where a GPU may fault
+ * or overwrite its neighbour: a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as a fault is. */
+static int check_slack(const char *kernel) {
+    for (int i = 0; i < G.nallocs; i++) {
+        const Alloc *a = &G.allocs[i];
+        for (size_t at = 0; !a->pinned && at < alloc_slack(a); at++)
+            if ((unsigned char)a->base[a->size + at] != 0xFF) {
+                say("kernel %s: illegal address: a write %zu bytes past the end of the %zu-byte allocation at %p "
+                    "(in its padding to 256 bytes; found after the launch)",
+                    kernel, at, a->size, (void *)a->base);
+                return -1;
+            }
+    }
+    return 0;
 }
 
 /* ---- streams and ops ---------------------------------------------------------------------- */
@@ -353,6 +416,7 @@ static struct {
     volatile int in_kernel;
     void *fault_addr;
     int fault_write;
+    unsigned misaligned; /* the size of a misaligned vector access, else 0 */
     char why[512];
 } K;
 
@@ -386,6 +450,15 @@ static unsigned long long rt_shfl(int line, unsigned mask, unsigned long long v,
     f->src = src;
     yield_to_scheduler();
     return f->val;
+}
+
+/* A vector access of `bytes` through p, not aligned to them: the launch fails there, as the
+ * fault of on_fault does. */
+static void rt_misaligned(const void *p, unsigned bytes, int write) {
+    K.fault_addr = (void *)p;
+    K.fault_write = write;
+    K.misaligned = bytes;
+    siglongjmp(K.jb, 1);
 }
 
 static void fiber_main(void) {
@@ -574,6 +647,7 @@ static void run_kernel(Op *o) {
     K.argv = argv;
     fn->mod->rt->barrier = rt_barrier;
     fn->mod->rt->shfl = rt_shfl;
+    fn->mod->rt->misaligned = rt_misaligned;
     char *sh0 = NULL, *sh1 = NULL;
     if (fn->mod->shared_bounds) fn->mod->shared_bounds(&sh0, &sh1);
     int order[MAX_THREADS];
@@ -589,11 +663,22 @@ static void run_kernel(Op *o) {
     install_fault_handler();
     unsigned b[3] = {0, 0, 0};
     K.why[0] = 0;
+    K.misaligned = 0;
     if (sigsetjmp(K.jb, 1)) {
         K.in_kernel = 0;
         long past = 0;
         Alloc *al = alloc_near(K.fault_addr, &past);
         Fiber *f = &K.f[K.cur];
+        if (K.misaligned) {
+            Alloc *in = find_alloc(K.fault_addr);
+            say("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): misaligned address: %u-byte %s at %p, byte %td of "
+                "the allocation at %p",
+                fn->name, f->v.bid[0], f->v.bid[1], f->v.bid[2], f->v.tid[0], f->v.tid[1], f->v.tid[2], K.misaligned,
+                K.fault_write ? "write" : "read", K.fault_addr, in ? (char *)K.fault_addr - in->base : (ptrdiff_t)-1,
+                in ? (void *)in->base : NULL);
+            G.sticky = CUDA_ERROR_MISALIGNED_ADDRESS;
+            return;
+        }
         if (al)
             say("kernel %s, block (%u,%u,%u), thread (%u,%u,%u): illegal address: %s at %p, %ld bytes %s the %zu-byte "
                 "allocation at %p", fn->name, f->v.bid[0], f->v.bid[1], f->v.bid[2], f->v.tid[0], f->v.tid[1],
@@ -620,6 +705,7 @@ static void run_kernel(Op *o) {
                     return;
                 }
             }
+    if (check_slack(fn->name)) G.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
 /* NNC_EMU_FAULT_KERNEL=N[:E]: the N-th launch (from 1) of a model's kernel (not one of nnc's
@@ -761,6 +847,11 @@ EXPORT CUresult cuInit(unsigned flags) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     if (setup_cache()) return CUDA_ERROR_OPERATING_SYSTEM;
+    const char *t = getenv("NNC_EMU_TRACE");
+    if (t && *t && !(G.trace = fopen(t, "ae"))) {
+        say("NNC_EMU_TRACE=%s: %s", t, strerror(errno));
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    }
     G.init = 1;
     return CUDA_SUCCESS;
 }
@@ -858,13 +949,17 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
 EXPORT CUresult cuCtxSynchronize(void) {
     NEED_CTX();
     REFUSE_IN_CAPTURE("cuCtxSynchronize");
+    trace(NULL, "ctx_sync");
     run_all();
     return G.sticky;
 }
 
 /* The name (text = 0) or the description (text = 1) of an error code. */
 static CUresult error_text(CUresult rc, const char **s, int text) {
-    static const struct { CUresult rc; const char *name, *text; } t[] = {
+    static const struct {
+        CUresult rc;
+        const char *name, *text;
+    } t[] = {
         {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
         {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
         {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
@@ -875,6 +970,7 @@ static CUresult error_text(CUresult rc, const char **s, int text) {
         {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
         {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
         {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+        {CUDA_ERROR_MISALIGNED_ADDRESS, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
         {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
         {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
         {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed"},
@@ -882,7 +978,8 @@ static CUresult error_text(CUresult rc, const char **s, int text) {
          "operation not permitted when stream is capturing"},
         {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
          "operation failed due to a previous error during capture"},
-        {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+        {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+         "the operation cannot be performed in the present state"},
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++)
         if (t[i].rc == rc) {
@@ -907,9 +1004,9 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
     if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
     mprotect(m, page, PROT_NONE);
     mprotect(m + page + body, page, PROT_NONE);
-    /* the end touches the guard page; 8-byte alignment keeps doubles aligned */
-    char *base = m + page + body - ((size + 7) & ~(size_t)7);
-    memset(base, 0xFF, (size + 7) & ~(size_t)7);
+    /* 256-byte aligned as the driver's; the end (rounded up to 256) touches the guard page */
+    char *base = m + page + body - ((size + 255) & ~(size_t)255);
+    memset(base, 0xFF, (size + 255) & ~(size_t)255);
     add_alloc((Alloc){base, m, size, len, 0, cur_ctx});
     G.used += size;
     *p = (CUdeviceptr)(uintptr_t)base;
@@ -980,6 +1077,7 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) {
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyHtoD destination");
     CHECK_HOST(h, n, "cuMemcpyHtoD source");
+    trace(&G.legacy, "copy H2D bytes=%zu sync host=%s", n, host_kind(h));
     run_until(&G.legacy, UINT64_MAX);   /* "a stream sync is performed before the copy is initiated" */
     if (G.sticky) return G.sticky;
     if (is_pinned(h)) {
@@ -1000,6 +1098,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) {
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyDtoH source");
     CHECK_HOST(h, n, "cuMemcpyDtoH destination");
+    trace(&G.legacy, "copy D2H bytes=%zu sync host=%s", n, host_kind(h));
     run_until(&G.legacy, UINT64_MAX);
     if (G.sticky) return G.sticky;
     memcpy(h, (const void *)(uintptr_t)d, n);
@@ -1012,6 +1111,7 @@ EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(dst, n, "cuMemcpyDtoD destination");
     CHECK_DEV(src, n, "cuMemcpyDtoD source");
+    trace(&G.legacy, "copy D2D bytes=%zu sync", n);
     enqueue(&G.legacy, copy_op((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n));   /* no host sync */
     return CUDA_SUCCESS;
 }
@@ -1021,6 +1121,7 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, CUs
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyHtoDAsync destination");
     CHECK_HOST(h, n, "cuMemcpyHtoDAsync source");
+    trace(stream_of(s), "copy H2D bytes=%zu async host=%s", n, host_kind(h));
     enqueue(stream_of(s), copy_op((void *)(uintptr_t)d, h, n));   /* host memory is read when it runs */
     return CUDA_SUCCESS;
 }
@@ -1030,6 +1131,7 @@ EXPORT CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, CUstream 
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(d, n, "cuMemcpyDtoHAsync source");
     CHECK_HOST(h, n, "cuMemcpyDtoHAsync destination");
+    trace(stream_of(s), "copy D2H bytes=%zu async host=%s", n, host_kind(h));
     Op *o = copy_op(h, (const void *)(uintptr_t)d, n);
     o->poison_dst = 1;
     enqueue(stream_of(s), o);
@@ -1041,6 +1143,7 @@ EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
     if (!n) return CUDA_SUCCESS;
     CHECK_DEV(dst, n, "cuMemcpyDtoDAsync destination");
     CHECK_DEV(src, n, "cuMemcpyDtoDAsync source");
+    trace(stream_of(s), "copy D2D bytes=%zu async", n);
     enqueue(stream_of(s), copy_op((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n));
     return CUDA_SUCCESS;
 }
@@ -1061,6 +1164,7 @@ EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr s
             "%d (its context says %d)", ad->dev, (int)(uintptr_t)dctx - 1, as->dev, (int)(uintptr_t)sctx - 1);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    trace(stream_of(s), "copy P2P bytes=%zu async from=%d to=%d", n, as->dev, ad->dev);
     enqueue(stream_of(s), copy_op((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n));
     return CUDA_SUCCESS;
 }
@@ -1084,6 +1188,7 @@ static CUresult memset_async(CUdeviceptr d, unsigned v, unsigned elem, size_t co
     NEED_CTX();
     if (!count) return CUDA_SUCCESS;
     CHECK_DEV(d, count * elem, what);
+    trace(stream_of(s), "memset bytes=%zu", count * elem);
     Op *o = xcalloc(1, sizeof *o);
     o->kind = OP_MEMSET;
     o->dst = (void *)(uintptr_t)d;
@@ -1122,6 +1227,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ph, unsigned flags) {
     NEED_CTX();
     if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
     Stream *s = xcalloc(1, sizeof *s);
+    s->id = ++G.nstreams;
     s->flags = flags;
     s->next = G.streams;
     G.streams = s;
@@ -1146,6 +1252,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream h) {
 EXPORT CUresult cuStreamSynchronize(CUstream h) {
     NEED_CTX();
     REFUSE_IN_CAPTURE("cuStreamSynchronize");
+    trace(stream_of(h), "stream_sync");
     run_until(stream_of(h), UINT64_MAX);
     return G.sticky;
 }
@@ -1176,6 +1283,7 @@ EXPORT CUresult cuEventRecord(CUevent ev, CUstream h) {
     Stream *s = stream_of(h);
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
     if (s->capture) return CUDA_ERROR_NOT_SUPPORTED;   /* event nodes in graphs: not emulated */
+    trace(s, "event_record event=%p", (void *)e);
     Op *o = xcalloc(1, sizeof *o); /* stamps the time when the work before it has run */
     o->kind = OP_STAMP;
     o->event = e;
@@ -1212,6 +1320,7 @@ EXPORT CUresult cuEventSynchronize(CUevent ev) {
     REFUSE_IN_CAPTURE("cuEventSynchronize");
     Event *e = (Event *)ev;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    trace(e->s, "event_sync event=%p", (void *)e);
     if (e->s) run_until(e->s, e->seq);
     return G.sticky;
 }
@@ -1221,6 +1330,7 @@ EXPORT CUresult cuStreamWaitEvent(CUstream h, CUevent ev, unsigned flags) {
     Event *e = (Event *)ev;
     (void)flags;
     if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    trace(stream_of(h), "event_wait event=%p", (void *)e);
     Op *o = xcalloc(1, sizeof *o);
     o->kind = OP_NOP;
     if (e->s) {
@@ -1239,6 +1349,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) {
     Stream *s = stream_of(h);
     if (s == &G.legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;   /* the legacy stream cannot be captured */
     if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+    trace(s, "capture_begin");
     s->capture = xcalloc(1, sizeof(Graph));
     s->mode = mode;
     s->capture_thread = pthread_self();
@@ -1260,6 +1371,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream h, CUgraph *out) {
     if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;
     Graph *g = s->capture;
     s->capture = NULL;
+    trace(s, "capture_end%s", s->invalidated ? " invalidated" : "");
     if (s->invalidated) {
         free_graph(g);
         if (out) *out = NULL;
@@ -1288,6 +1400,9 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream h) {
     Stream *s = stream_of(h);
     if (!exec) return CUDA_ERROR_INVALID_VALUE;
     if (s->capture) return CUDA_ERROR_NOT_SUPPORTED;   /* graphs inside a capture: not emulated */
+    int nops = 0;
+    for (const Op *o = ((Graph *)exec)->head; o; o = o->next) nops++;
+    trace(s, "graph_launch ops=%d", nops);
     for (const Op *o = ((Graph *)exec)->head; o; o = o->next) enqueue(s, clone_op(o));
     return CUDA_SUCCESS;
 }
@@ -1328,6 +1443,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
         return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     }
     if (fn->nargs && !params) return CUDA_ERROR_INVALID_VALUE;
+    trace(stream_of(h), "launch %s grid=%u,%u,%u block=%u,%u,%u shared=%u", fn->name, gx, gy, gz, bx, by, bz, shmem);
     Op *o = xcalloc(1, sizeof *o);
     o->kind = OP_KERNEL;
     o->fn = fn;

@@ -17,5 +17,7 @@ CUresult nnc_emu_enqueue_host(CUstream s, void (*fn)(void *ctx), const void *ctx
 int nnc_emu_check_range(const void *p, size_t bytes, const char *what);
 /* Whether the stream is being captured (a graph is recording its work). */
 int nnc_emu_capturing(CUstream s);
+/* A line of NNC_EMU_TRACE (when set): the event, then the stream's. */
+void nnc_emu_trace(CUstream s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

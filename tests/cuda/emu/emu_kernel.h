@@ -23,6 +23,7 @@ struct nnc_emu_rt_t {
     nnc_emu_vars *cur;
     void (*barrier)(int line, int warp_only, unsigned mask);
     unsigned long long (*shfl)(int line, unsigned mask, unsigned long long v, int src_lane);
+    void (*misaligned)(const void *p, unsigned bytes, int write); /* fails the launch */
 };
 extern "C" {
 nnc_emu_rt_t nnc_emu_rt;
@@ -88,6 +89,64 @@ template <class T> static inline T atomicExch(T *p, T v) { T o = *p; *p = v; ret
 template <class T> static inline T atomicMax(T *p, T v) { T o = *p; *p = o > v ? o : v; return o; }
 template <class T> static inline T atomicMin(T *p, T v) { T o = *p; *p = o < v ? o : v; return o; }
 template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+
+/* A global memory fence orders one thread's writes for the others; blocks run one after
+ * another here, so it only has to stop the compiler moving accesses across it. */
+#define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+/* ---- vector types: CUDA's sizes and alignments.  A GPU faults on a vector access through a
+ * pointer not aligned to its size (CUDA_ERROR_MISALIGNED_ADDRESS); here the copy that loads one
+ * from memory, or the assignment that stores one, checks the address and fails the launch. ---- */
+static inline void nnc_emu_aligned(const void *p, unsigned bytes, int write) {
+    if ((unsigned long)p % bytes) nnc_emu_rt.misaligned(p, bytes, write);
+}
+#define NNC_EMU_VEC2(V, T) \
+    struct alignas(2 * sizeof(T)) V { \
+        T x, y; \
+        V() = default; \
+        V(T a, T b) : x(a), y(b) {} \
+        V(const V &o) { \
+            nnc_emu_aligned(&o, sizeof(V), 0); \
+            x = o.x; \
+            y = o.y; \
+        } \
+        V &operator=(const V &o) { \
+            nnc_emu_aligned(this, sizeof(V), 1); \
+            x = o.x; \
+            y = o.y; \
+            return *this; \
+        } \
+    }; \
+    static inline V make_##V(T a, T b) { return V(a, b); }
+#define NNC_EMU_VEC4(V, T) \
+    struct alignas(4 * sizeof(T)) V { \
+        T x, y, z, w; \
+        V() = default; \
+        V(T a, T b, T c, T d) : x(a), y(b), z(c), w(d) {} \
+        V(const V &o) { \
+            nnc_emu_aligned(&o, sizeof(V), 0); \
+            x = o.x; \
+            y = o.y; \
+            z = o.z; \
+            w = o.w; \
+        } \
+        V &operator=(const V &o) { \
+            nnc_emu_aligned(this, sizeof(V), 1); \
+            x = o.x; \
+            y = o.y; \
+            z = o.z; \
+            w = o.w; \
+            return *this; \
+        } \
+    }; \
+    static inline V make_##V(T a, T b, T c, T d) { return V(a, b, c, d); }
+NNC_EMU_VEC2(float2, float)
+NNC_EMU_VEC4(float4, float)
+NNC_EMU_VEC2(double2, double)
+NNC_EMU_VEC2(int2, int)
+NNC_EMU_VEC4(int4, int)
+NNC_EMU_VEC2(ushort2, unsigned short)
+NNC_EMU_VEC4(ushort4, unsigned short)
 
 /* ---- bit casts ---- */
 template <class D, class S> static inline D nnc_emu_bits(S s) {

@@ -95,6 +95,10 @@ static const char kernels[] =
     "extern \"C\" __global__ void __launch_bounds__(256) fill_k(float *out, float v, int n) {\n"
     "    const int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "    if (t < n) out[t] = v;\n"
+    "}\n"
+    "extern \"C\" __global__ void vec_copy(const float *in, float *out, int off) {\n"
+    "    const float4 v = ((const float4 *)(in + off))[threadIdx.x];\n"
+    "    ((float4 *)out)[threadIdx.x] = make_float4(v.x, v.y, v.z, v.w);\n"
     "}\n";
 
 static CUmodule mod;
@@ -601,6 +605,39 @@ typedef struct {
     int (*run)(int);
 } Case;
 
+/* A 16-byte load from 4 bytes past an aligned base: misaligned on a GPU. */
+static int c_misaligned(int bug) {
+    CUdeviceptr din, dout;
+    float in[4 * 33], out[4 * 32];
+    for (int i = 0; i < 4 * 33; i++) in[i] = (float)i;
+    CK(cuMemAlloc(&din, sizeof in));
+    CK(cuMemAlloc(&dout, sizeof out));
+    CK(cuMemcpyHtoDAsync(din, in, sizeof in, snb));
+    int off = bug ? 1 : 4;
+    void *args[] = {&din, &dout, &off};
+    CK(launch("vec_copy", 1, 32, snb, args));
+    CUresult rc = cuStreamSynchronize(snb);
+    if (bug) return rc != CUDA_ERROR_MISALIGNED_ADDRESS;
+    CK(rc);
+    CK(cuMemcpyDtoH(out, dout, sizeof out));
+    for (int i = 0; i < 4 * 32; i++)
+        if (out[i] != (float)(i + 4)) return 1;
+    return 0;
+}
+
+/* An allocation of 100 bytes starts on 256 (as cuMemAlloc's) and so ends 156 bytes before its
+ * guard page: a write there is past its end all the same. */
+static int c_padding(int bug) {
+    CUdeviceptr d;
+    CK(cuMemAlloc(&d, 25 * sizeof(float)));
+    if (d % 256) return 1;
+    int n = bug ? 26 : 25;
+    void *args[] = {&d, &n};
+    CK(launch("write_n", 1, 32, snb, args));
+    CUresult rc = cuStreamSynchronize(snb);
+    return bug ? rc != CUDA_ERROR_ILLEGAL_ADDRESS : rc != CUDA_SUCCESS;
+}
+
 /* A block larger than the kernel's __launch_bounds__ does not launch on a GPU. */
 static int c_bounds(int bug) {
     CUdeviceptr d;
@@ -635,6 +672,8 @@ static const Case cases[] = {
     {"cuDNN output over its input", "overlaps", c_dnn_overlap},
     {"cuDNN asked for a flipped convolution", "CUDNN_CONVOLUTION", c_dnn_flip},
     {"missing cudnnSetStream", NULL, c_dnn_stream},
+    {"a misaligned 16-byte load", "vec_copy|misaligned address: 16-byte read", c_misaligned},
+    {"a write into an allocation's padding", "write_n|0 bytes past the end of the 100-byte", c_padding},
 };
 
 /* Runs one half of a case in a child; 0 if it behaved.  Checks the stderr words of a bug. */
