@@ -187,36 +187,143 @@ static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
     }
 }
 
-/* l<x> for every input: at i (flat: full-size) or 0 (a scalar), else at its broadcast offset. */
+Access kernel_access(const Graph *g, int x, Shape sp) {
+    Shape xs = g->nodes[x].shape;
+    if (shape_eq(xs, sp)) return ACCESS_FULL;
+    if (shape_numel(xs, 2) == 1) return ACCESS_SCALAR;
+    int lead = 0;
+    while (lead < xs.rank && xs.d[lead] == 1) lead++;
+    int r = xs.rank - lead;
+    if (r > sp.rank) return ACCESS_OTHER;
+    for (int l = 0; l < r; l++)
+        if (xs.d[lead + l] != sp.d[sp.rank - r + l]) return ACCESS_OTHER;
+    return ACCESS_SUFFIX;
+}
+
+/* "l<x> = ": an input's value at a point, widened to real. */
+static void load_open(const Kernel *k, const char *ind, int x, const char *from) {
+    DType t = k->g->nodes[x].dtype;
+    if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s%s l%d = %s(%s", ind, k->d->value, x, half_fn(t, false), from);
+    else str_printf(k->s, "%s%s l%d = (real)%s", ind, k->d->value, x, from);
+}
+
+static void load_close(const Kernel *k, int x) { str_puts(k->s, DTYPE_IS_HALF(k->g->nodes[x].dtype) ? ");\n" : ";\n"); }
+
+/* l<x> for every input: at i (flat: full-size), 0 (a scalar) or i modulo its size (a suffix),
+ * else at its broadcast offset (through perm: a transpose's or permute's one input). */
 static void loads(const Kernel *k, const Launch *L, Shape space, bool flat, const int8_t *perm, const char *ind) {
+    char from[16];
     for (int j = 0; j < L->nins; j++) {
         int x = L->ins[j];
-        Shape xs = k->g->nodes[x].shape;
-        DType t = k->g->nodes[x].dtype;
-        if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s%s l%d = %s(i%d[", ind, k->d->value, x, half_fn(t, false), j);
-        else str_printf(k->s, "%s%s l%d = (real)i%d[", ind, k->d->value, x, j);
-        if (flat) str_puts(k->s, shape_numel(xs, 2) == 1 && !shape_eq(xs, space) ? "0" : "i");
-        else render_load_offset(k->s, k->g, x, space, perm);
-        str_puts(k->s, DTYPE_IS_HALF(t) ? "]);\n" : "];\n");
+        snprintf(from, sizeof from, "i%d[", j);
+        load_open(k, ind, x, from);
+        Access a = kernel_access(k->g, x, space);
+        if (!flat) render_load_offset(k->s, k->g, x, space, perm);
+        else if (a == ACCESS_SCALAR) str_puts(k->s, "0");
+        else if (a == ACCESS_SUFFIX) {
+            str_puts(k->s, "i % (");
+            render_numel(k->s, k->g->nodes[x].shape);
+            str_puts(k->s, ")");
+        } else str_puts(k->s, "i");
+        str_puts(k->s, "]");
+        load_close(k, x);
     }
 }
 
 /* ---- elementwise ---------------------------------------------------------------------------- */
 
-/* A flat walk when every operand is full-size or a scalar (the C compiler vectorizes it, CUDA
- * needs no index split); else per-axis indices and broadcast strides, which a member that reads
- * its row and column (OPF_INDEX) needs too. */
+/* A flat walk when every operand is full-size or a scalar (or a suffix, where the dialect takes
+ * them): the C compiler vectorizes it, CUDA needs no index split; else per-axis indices and
+ * broadcast strides, which a member that reads its row and column (OPF_INDEX) needs too. */
 bool kernel_flat(const Kernel *k, const Launch *L) {
     Shape sp = L->space;
     bool flat = !op_permutes(k->g->nodes[L->root].op);
     for (int i = 0; i < L->nnodes; i++) flat &= !op_has(k->g->nodes[L->nodes[i]].op, OPF_INDEX);
     for (int j = 0; j < L->nins; j++) {
-        Shape xs = k->g->nodes[L->ins[j]].shape;
-        flat &= shape_eq(xs, sp) || shape_numel(xs, 2) == 1;
+        Access a = kernel_access(k->g, L->ins[j], sp);
+        flat &= a == ACCESS_FULL || a == ACCESS_SCALAR || (a == ACCESS_SUFFIX && k->d->flat_suffix);
     }
     return flat || sp.rank == 0;
 }
 
+/* A suffix's vector index is v modulo its size / lanes, a constant: none with a batch axis (B or
+ * B*k).  A member that reads its row and column (OPF_INDEX) needs the per-axis walk. */
+bool kernel_vec_ok(const Graph *g, const Launch *L, int lanes) {
+    if (op_permutes(g->nodes[L->root].op) || lanes < 2) return false;
+    for (int i = 0; i < L->nnodes; i++)
+        if (op_has(g->nodes[L->nodes[i]].op, OPF_INDEX)) return false;
+    for (int j = 0; j < L->nins; j++) {
+        Shape xs = g->nodes[L->ins[j]].shape;
+        Access a = kernel_access(g, L->ins[j], L->space);
+        bool fixed = true;
+        for (int l = 0; l < xs.rank; l++) fixed &= !dim_is_batch(xs.d[l]);
+        if (a == ACCESS_OTHER || (a == ACCESS_SUFFIX && (!fixed || shape_numel(xs, 1) % lanes))) return false;
+    }
+    for (int j = 0; L->kind == L_EW && j < L->nouts; j++)
+        if (!shape_eq(g->nodes[L->outs[j]].shape, L->space)) return false;
+    return true;
+}
+
+/* The statements computing each lane q of a vector: the inputs' values (a scalar's was loaded
+ * once before), the body, then the accumulation or the outputs' lanes. */
+static void vec_lane(const Kernel *k, const Launch *L, const char *ind, const char *target) {
+    char from[32];
+    for (int j = 0; j < L->nins; j++) {
+        int x = L->ins[j];
+        if (kernel_access(k->g, x, L->space) == ACCESS_SCALAR) continue;
+        snprintf(from, sizeof from, "l%d_[q]", x);
+        load_open(k, ind, x, from);
+        load_close(k, x);
+    }
+    body(k, L, ind, target ? L->root : -1);
+    if (target) {
+        char t[64];
+        snprintf(t, sizeof t, "%s[q]", target);
+        str_puts(k->s, ind);
+        kernel_reduce_step(k, L, t);
+        str_puts(k->s, "\n");
+        return;
+    }
+    for (int j = 0; j < L->nouts; j++) {
+        DType t = k->g->nodes[L->outs[j]].dtype;
+        if (DTYPE_IS_HALF(t)) str_printf(k->s, "%so%d_[q] = %s(t%d);\n", ind, j, half_fn(t, true), L->outs[j]);
+        else str_printf(k->s, "%so%d_[q] = t%d;\n", ind, j, L->outs[j]);
+    }
+}
+
+void kernel_vec_point(const Kernel *k, const Launch *L, int lanes, const char *ind, const char *target) {
+    char dst[32], ptr[32], v[64], in2[72];
+    for (int j = 0; j < L->nins; j++) {
+        int x = L->ins[j];
+        Access a = kernel_access(k->g, x, L->space);
+        snprintf(ptr, sizeof ptr, "i%d", j);
+        if (a == ACCESS_SCALAR) {
+            snprintf(dst, sizeof dst, "i%d[0]", j);
+            load_open(k, ind, x, dst);
+            load_close(k, x);
+            continue;
+        }
+        snprintf(dst, sizeof dst, "l%d_", x);
+        if (a == ACCESS_SUFFIX)
+            snprintf(v, sizeof v, "v %% %lldLL", (long long)(shape_numel(k->g->nodes[x].shape, 1) / lanes));
+        else snprintf(v, sizeof v, "v");
+        k->d->vec.load(k, ind, kernel_type(k, x), lanes, dst, ptr, v);
+    }
+    for (int j = 0; !target && j < L->nouts; j++)
+        str_printf(k->s, "%s%s o%d_[%d];\n", ind, kernel_type(k, L->outs[j]), j, lanes);
+    str_printf(k->s, "%s%s%sfor (int q = 0; q < %d; q++) {\n", ind, k->d->vec.unroll, ind, lanes);
+    snprintf(in2, sizeof in2, "%s    ", ind);
+    vec_lane(k, L, in2, target);
+    str_printf(k->s, "%s}\n", ind);
+    for (int j = 0; !target && j < L->nouts; j++) {
+        snprintf(ptr, sizeof ptr, "o%d", j);
+        snprintf(dst, sizeof dst, "o%d_", j);
+        k->d->vec.store(k, ind, kernel_type(k, L->outs[j]), lanes, ptr, "v", dst);
+    }
+}
+
+/* Elementwise: one point at a time, or (where the dialect moves 16 bytes at a time) whole
+ * vectors, then the last n % lanes elements one at a time. */
 static void kernel_ew(const Kernel *k, const Launch *L) {
     Shape sp = L->space;
     int8_t perm[IR_MAX_RANK]; /* a transpose or permute: its one input read through it */
@@ -224,8 +331,13 @@ static void kernel_ew(const Kernel *k, const Launch *L) {
     if (permuted) node_perm(&k->g->nodes[L->root], perm);
     bool flat = kernel_flat(k, L);
     decl_ptrs(k, L, true);
+    int lanes = k->d->vec.lanes ? k->d->vec.lanes(k, L) : 1;
     char ind[64];
-    snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat), "");
+    if (lanes > 1) {
+        snprintf(ind, sizeof ind, "%*s", k->d->vec.open(k, sp, lanes), "");
+        kernel_vec_point(k, L, lanes, ind, NULL);
+        k->d->vec.tail(k, sp, lanes);
+    } else snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat), "");
     loads(k, L, sp, flat, permuted ? perm : NULL, ind);
     body(k, L, ind, -1);
     for (int j = 0; j < L->nouts; j++) {
@@ -352,12 +464,12 @@ static void row_dloss(const Kernel *k, int g) {
     str_puts(k->s, ";\n");
 }
 
-/* The rows the mean is over, those whose label is not ignore_index, as `kept`: the owners of a
- * row split every row's label between them (a label a row, cheap beside the row pass), so the
- * gradient of the first row already knows the mean's denominator. */
+/* The rows the mean is over, those whose label is not ignore_index, as `kept`: the threads that
+ * total_all combines split every row's label between them (a label a row, cheap beside the row
+ * pass), so the gradient of the first row already knows the mean's denominator. */
 static void row_ce_kept(const Kernel *k, int32_t ignore) {
     str_printf(k->s, "    double kept = 0;\n    %s kept += T[j] != %d;\n", k->d->row.all_rows, (int)ignore);
-    row_all(k, "    ", "kept", k->d->row.sum_all);
+    row_all(k, "    ", "kept", k->d->row.total_all);
 }
 
 /* The part of a cross-entropy row after its max and exp-sum: the row's loss into `total` and,
@@ -445,7 +557,7 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "const int32_t *T", n->in[1]);
     kernel_ptr_line(k, "real *OUT", L->root);
-    str_puts(k->s, "    double hits = 0;\n");
+    str_puts(k->s, "    double total = 0;   /* the hits */\n");
     k->d->row.open(k, n->in[0], NULL);
     str_printf(k->s, "        const real *x = X + i * C;\n"
                      "        real bv = -%s;\n"
@@ -454,9 +566,9 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
                      "            if (bi < 0 || x[c] > bv || (x[c] != x[c] && bv == bv)) { bv = x[c]; bi = c; }\n",
                k->d->inf, k->d->row.cols);
     if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
-    str_printf(k->s, "        %shits += bi == (int64_t)T[i];\n    }\n", k->d->row.leader);
-    row_all(k, "    ", "hits", k->d->row.total_all);
-    str_printf(k->s, "    %sOUT[0] = (real)hits;\n", k->d->row.writer);
+    str_printf(k->s, "        %stotal += bi == (int64_t)T[i];\n    }\n", k->d->row.leader);
+    row_all(k, "    ", "total", k->d->row.total_all);
+    str_printf(k->s, "    %sOUT[0] = (real)total;\n", k->d->row.writer);
 }
 
 static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L, false); }

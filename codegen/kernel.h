@@ -58,6 +58,27 @@ struct KernelDialect {
     void (*space_close)(const Kernel *k, Shape sp, bool flat);
     /* A reduction's loops after `o0` is declared: they call kernel_reduce_point and write o0. */
     void (*reduce)(const Kernel *k, const Launch *L);
+    /* A flat walk also takes ACCESS_SUFFIX operands, at i % their size (CUDA, where splitting i
+     * into axes costs 64-bit divisions; C's nested loops vectorize as they are). */
+    bool flat_suffix;
+
+    /* ---- 16-byte accesses (NULL: the target's compiler vectorizes its loops itself) ---- */
+    struct {
+        /* Elements per access for launch L's elementwise kernel: 16 bytes of `real` when
+         * kernel_vec_ok, else 1. */
+        int (*lanes)(const Kernel *k, const Launch *L);
+        /* Opens the loop over the whole vectors (defines v, and nv: how many), returns the
+         * indentation; tail closes it and opens the loop over the last n % lanes elements at i. */
+        int (*open)(const Kernel *k, Shape sp, int lanes);
+        void (*tail)(const Kernel *k, Shape sp, int lanes);
+        /* "IND const T DST[lanes] = ...": the `lanes` elements of type t (kernel_type's) at
+         * vector index v of pointer p; store writes them there from the array src. */
+        void (*load)(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *p,
+                     const char *v);
+        void (*store)(const Kernel *k, const char *ind, const char *t, int lanes, const char *p, const char *v,
+                      const char *src);
+        const char *unroll; /* the line before a loop over a vector's lanes */
+    } vec;
 
     /* ---- row-wise kernels: who owns a row, and how its owners combine ---- */
     struct {
@@ -66,7 +87,7 @@ struct KernelDialect {
          * threaded loop, "" for none, NULL for a loop that is never threaded). */
         void (*open)(const Kernel *k, int x, const char *omp);
         const char *cols;       /* loop header over the columns c this thread owns */
-        const char *all_rows; /* loop header over every row j, split among a row's owners */
+        const char *all_rows; /* loop header over every row j, split among the threads total_all combines */
         const char *max_pick;   /* the new mx given x[c] */
         const char *max_all;    /* function giving all of a row's owners their maximum; NULL */
         const char *sum_all;    /* ... their sum (double); NULL where one thread owns a row */
@@ -74,7 +95,9 @@ struct KernelDialect {
         const char *sync;       /* before overwriting a row that other owners read; NULL */
         const char *leader;     /* guard: one owner of the row adds to a total ("" for all) */
         const char *total_all;  /* function summing the threads' totals (double); NULL */
-        const char *writer;     /* guard: one thread writes a scalar result ("" for all) */
+        /* guard: the one thread that writes a scalar result from `total` ("" for all); every
+         * thread evaluates it (CUDA's combines the blocks' totals there) */
+        const char *writer;
         /* A label outside [0, C): declared before the rows, recorded in the row, reported
          * after them (NULL: nothing to do there). */
         const char *bad_decl, *bad_record;
@@ -91,8 +114,28 @@ struct KernelDialect {
 
 extern const KernelDialect dialect_c;      /* codegen/cpu/dialect_c.c */
 extern const KernelDialect dialect_cuda;   /* codegen/cuda/dialect_cuda.c (CUDA builds only) */
+extern const KernelDialect dialect_cuda_row_blocks; /* ... with a block per row (long rows) */
+
+/* How a kernel reaches operand x at the flat index i of its (row-major) space. */
+typedef enum {
+    ACCESS_FULL, /* x has the space's shape: x[i] */
+    ACCESS_SCALAR, /* one element: x[0] */
+    ACCESS_SUFFIX, /* the space's trailing axes, the same for every leading index: x[i % numel(x)] */
+    ACCESS_OTHER, /* any other broadcast: per-axis indices */
+} Access;
 
 /* kernel.c: the walker. */
+Access kernel_access(const Graph *g, int x, Shape space);
+/* Launch L can move its operands `lanes` elements at a time from vector index v = i / lanes:
+ * no transpose or permute, no member that reads its indices (OPF_INDEX), every input
+ * full-size, a scalar, or a suffix of a size lanes divides (known at compile time: no batch
+ * axis), and (elementwise) every output full-size.  Implies kernel_flat where the dialect
+ * takes suffixes flat. */
+bool kernel_vec_ok(const Graph *g, const Launch *L, int lanes);
+/* Inside a loop that defines v: the loads of L's inputs at vector index v, then for each of
+ * the `lanes` elements q the fused body and (target) the accumulation of the reduced value
+ * into target[q], or (target NULL, elementwise) the outputs, stored as vectors at v. */
+void kernel_vec_point(const Kernel *k, const Launch *L, int lanes, const char *ind, const char *target);
 void kernel_render(const Kernel *k, const Launch *L, int index);   /* comment, signature, body */
 void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
 /* bf16/f16 conversions (nnc_bf16_f32, nnc_f32_bf16, ...), when the program has half tensors. */
@@ -104,7 +147,8 @@ void kernel_ptr_line(const Kernel *k, const char *decl, int x);     /* "    DECL
  * `target` is not NULL) the accumulation of the reduced value into the lvalue `target`, each
  * line indented by `ind`.  kernel_reduce_step is that accumulation alone, unindented. */
 void kernel_reduce_point(const Kernel *k, const Launch *L, const char *ind, const char *target);
-/* the same at flat index i (kernel_flat: every operand full-size or a scalar) */
+/* the same at flat index i (kernel_flat: every operand full-size or a scalar, or a suffix
+ * where the dialect takes them) */
 void kernel_reduce_point_at(const Kernel *k, const Launch *L, const char *ind, const char *target, bool flat);
 bool kernel_flat(const Kernel *k, const Launch *L);
 void kernel_reduce_step(const Kernel *k, const Launch *L, const char *target);   /* no indent */

@@ -366,7 +366,7 @@ static void cuda_close(nnc_rt *rt) {
         cu.CtxSetCurrent(g->ctx);
         if (g->blas) cu.BlasDestroy(g->blas);
         CUdeviceptr dev[] = {g->dBlock[0], g->dBlock[1], g->dBlock[2], g->dBlock[3], g->dStep,
-                             g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork};
+                             g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork, g->dRed};
         for (size_t j = 0; j < NNC_COUNTOF(dev); j++)
             if (dev[j]) cu.MemFree(dev[j]);
         void *pinned[] = {g->hStep, g->hFirst};
@@ -505,7 +505,7 @@ static bool load_module(CudaModel *m, const char *cubin) {
 }
 
 /* GPU k's device memory: its ranges of the parameter and state blocks and its activation block
- * (plan.c), the step, the error flag, cuBLAS's workspace. */
+ * (plan.c), the step, the error flag, cuBLAS's workspace and the reductions'. */
 static bool alloc_gpu(CudaModel *m, int k) {
     const Program *p = m->p;
     Gpu *g = &m->gpu[k];
@@ -521,6 +521,8 @@ static bool alloc_gpu(CudaModel *m, int k) {
     CU(cu.MemAlloc(&g->dErr, 64));
     CU(cu.MemAlloc(&g->dWork, BLAS_WORKSPACE));
     CU(cu.MemAlloc(&g->dFirst, 64));
+    CU(cu.MemAlloc(&g->dRed, CUDA_WORKSPACE_BYTES));
+    CU(cu.MemsetD32Async(g->dRed, 0, CUDA_TICKETS, g->st)); /* the tickets start at 0 */
     CU(cu.MemAllocHost((void **)&g->hFirst, 64));
     /* a fixed workspace: cuBLAS then allocates nothing while a graph is being captured */
     BLAS(cu.BlasSetWorkspace(g->blas, (void *)g->dWork, BLAS_WORKSPACE));
@@ -721,9 +723,10 @@ static bool cuda_emit_ptx(const Program *p, const BuildOpts *o, Str *out, char *
     return true;
 }
 
-/* Reductions and row sums accumulate in double (kernel.c).  cuBLAS's FP32 products (and the
- * convolutions' im2col GEMMs, and cuDNN's with FMA math) use FMA chains; half inputs or TF32
- * (--tf32; cuDNN on a convolution of half values widened, cuda_dnn.c) run on tensor cores,
+/* Reductions and row sums accumulate in double (kernel.c), split over lanes, blocks and trees
+ * (dialect_cuda.c): the bound of a sum of n terms holds in any order.  cuBLAS's FP32 products
+ * (and the convolutions' im2col GEMMs, and cuDNN's with FMA math) use FMA chains; half inputs or
+ * TF32 (--tf32; cuDNN on a convolution of half values widened, cuda_dnn.c) run on tensor cores,
  * whose FP32 accumulation may truncate rather than round (Fasi et al., "Numerical behavior of
  * NVIDIA tensor cores", 2021): twice the unit roundoff, and TF32 inputs keep 10 bits. */
 static void cuda_numerics(const Program *p, const Launch *L, const BuildOpts *o, LaunchNumerics *out) {

@@ -16,12 +16,37 @@
  *   const int64_t *stepp          the step counter, kept in device memory so a captured CUDA
  *                                 graph replays with the current step (PyTorch's "capturable"
  *                                 Adam keeps its step on the device for the same reason)
- *   int *err                      error flag: {1, row, label, classes} after a bad label */
-#define CUDA_KERNEL_PARAMS "real *P, real *S, real *A, int64_t B, const int64_t *stepp, int *err"
+ *   int *err                      error flag: {1, row, label, classes} after a bad label
+ *   unsigned *ws                  the reductions' workspace, CUDA_WORKSPACE_BYTES per GPU:
+ *                                 CUDA_TICKETS counters (zero when no kernel runs: the backend
+ *                                 clears them once, each kernel leaves them so), then
+ *                                 CUDA_PARTIALS doubles, the blocks' partial results */
+#define CUDA_KERNEL_PARAMS "real *P, real *S, real *A, int64_t B, const int64_t *stepp, int *err, unsigned *ws"
+#define CUDA_TICKETS 1024
+#define CUDA_PARTIALS (1 << 17)
+#define CUDA_WORKSPACE_BYTES (CUDA_TICKETS * 4 + CUDA_PARTIALS * 8)
 
 typedef struct {
-    unsigned grid, block;
+    unsigned grid, grid_y, block;
 } CudaDims;
+
+/* How a reduction kernel shares its work (cuda_reduce_shape decides from the shapes; the
+ * dialect renders that kernel and cuda_launch_dims launches it). */
+typedef enum {
+    RED_SPLIT, /* grid (outputs, splits): each output's elements over grid.y blocks, whose
+                    partials the last of them sums (a full reduction is one output) */
+    RED_COLS, /* the leading axes reduced (a bias gradient): blocks over column strips (grid.x)
+                    and row ranges (grid.y), partials [grid.y, C] summed per strip */
+    RED_WARP, /* the trailing axes reduced, short rows (no batch axis): a warp per output */
+} RedKind;
+typedef struct {
+    RedKind kind;
+    int lanes; /* elements per load: 1, or 16 bytes of real (kernel_vec_ok) */
+    bool inner; /* RED_SPLIT: the reduced axes are the trailing ones (one run per output) */
+    bool tail; /* ... lanes may not divide the run (a full reduction over B): a scalar tail */
+    unsigned block; /* threads per block */
+    unsigned cw; /* RED_COLS: threads across a strip, each `lanes` columns; block / cw down */
+} CudaReduce;
 
 void cuda_render(const Program *p, const BuildOpts *o, Str *out);
 bool cuda_launch_is_kernel(const Launch *L);
@@ -29,6 +54,9 @@ void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int
 /* f64: reals are doubles (attention's tiles are as large as fit the shared memory) */
 CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64);
 unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64); /* for __launch_bounds__ */
+int cuda_vec_lanes(const Graph *g, const Launch *L, bool f64); /* an elementwise kernel's: 1 or 16 bytes */
+CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64);
+bool cuda_row_per_block(const Graph *g, const Launch *L); /* rows longer than a warp takes, or of B*k */
 /* The node whose buffer holds x's value (follows reshape views). */
 int cuda_resolve(const Entry *e, int x);
 

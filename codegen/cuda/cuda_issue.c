@@ -435,8 +435,8 @@ static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     Gpu *g = m->cur;
     CUdeviceptr P = g->dBlock[NNC_BLOCK_PARAMS] - (CUdeviceptr)g->lo[NNC_BLOCK_PARAMS];
     CUdeviceptr S = g->dBlock[NNC_BLOCK_STATE] - (CUdeviceptr)g->lo[NNC_BLOCK_STATE];
-    void *args[] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr};
-    CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, 1, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
+    void *args[] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr, &g->dRed};
+    CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, d.grid_y, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
     return true;
 }
 

@@ -158,6 +158,7 @@ typedef struct {
     bool dnn_failed; /* ... cudnnCreate failed: im2col here */
     CUdeviceptr dDnnWork; /* ... its workspace, allocated once */
     size_t dnn_work; /* ... of this many bytes */
+    CUdeviceptr dRed; /* the reductions' workspace (CUDA_KERNEL_PARAMS' ws) */
     long long *hStep; /* pinned staging for the step counter, the seed and micro */
     int *hErr[1 + NNC_PIPELINE_DEPTH]; /* pinned error flag readback, per call slot (+ 1) */
 } Gpu;

@@ -2,18 +2,29 @@
  *
  * Every kernel is an `extern "C" __global__` function with the parameter list
  * CUDA_KERNEL_PARAMS, launched with the grid and block of cuda_launch_dims (render_cuda.c),
- * whose thread layout this file assumes:
- *   - elementwise: a grid-stride loop over the flat index space, split into per-axis indices
- *     only when some operand is broadcast or transposed;
- *   - reduction: one block per output element (grid-stride over outputs), threads striding over
- *     the reduced elements, double accumulation, then a warp-shuffle block reduction;
- *   - row-wise: one warp per row; its lanes stride over the columns and combine with shuffles.
- *     Every lane of a warp walks the same rows, so the shuffles never diverge.  cross_entropy
- *     and accuracy produce one scalar, so they run as a single block whose warps share the rows
- *     and combine deterministically (no atomics on the value).
+ * whose thread layout this file assumes (docs/architecture.md, "GPU kernels", says why):
+ *   - elementwise: a grid-stride loop over the flat index space.  Where every operand is
+ *     contiguous (full-size, a scalar, or a suffix such as a bias), 16 bytes at a time (float4,
+ *     double2; the plan starts every buffer on 256 bytes), then the last n % lanes elements one
+ *     by one; else per-axis indices, split only when some operand is broadcast or transposed;
+ *   - reductions, by cuda_reduce_shape: RED_SPLIT, grid (outputs, splits), each block striding
+ *     over its share of an output's elements; RED_COLS, blocks over column strips and row ranges
+ *     (a bias gradient: a warp reads 128 contiguous floats); RED_WARP, a warp per short row.
+ *     Double accumulation, several accumulators a thread (one per lane of a vector), shuffles
+ *     and shared memory in a fixed tree.  Where one output's elements span several blocks, each
+ *     writes its partial into the workspace `ws` and the last block to take a ticket (an integer
+ *     atomic) adds them in block order: no float atomics, no second launch, the same bits
+ *     whichever block finishes last;
+ *   - row-wise: one warp per row, its lanes striding over the columns and combining with
+ *     shuffles (dialect_cuda), or one block per row for rows longer than WARP_ROW_MAX
+ *     (dialect_cuda_row_blocks).  Every owner of a row walks the same rows, so the shuffles and
+ *     barriers never diverge.  cross_entropy's loss and accuracy's hits add one number over all
+ *     rows: each block's total, then the last block sums the blocks' totals in order.
  * A label outside [0, C) sets the device error flag err[], which the runtime reads after the
- * step.  The helpers the primitives call (nnc_warp_sum, nnc_block_sum, ...) are defined in the
- * prelude below, next to the strings that call them. */
+ * step.  The helpers the primitives call (nnc_warp_sum, nnc_block_sum, nnc_grid_reduce, ...)
+ * are defined in the prelude below, next to the strings that call them. */
+#include <string.h>
+
 #include "cuda_backend.h"
 #include "../attention.h"
 #include "../kernel.h"
@@ -41,6 +52,11 @@ static const char support[] =
     "typedef int int32_t;\n"
     "#define NNC_INF (__longlong_as_double(0x7ff0000000000000LL))\n"
     "\n"
+    "/* One step of a sum or a maximum; NaN wins a maximum, as torch.amax, whichever side holds it. */\n"
+    "__device__ __forceinline__ double nnc_pick(double v, double u, bool is_max) {\n"
+    "    return is_max ? (u > v || u != u ? u : v) : v + u;\n"
+    "}\n"
+    "\n"
     "/* Sums and maxima across a warp (every lane gets the result) and across a block (blockDim.x\n"
     " * a multiple of 32; every thread must call, every thread gets the result). */\n"
     "__device__ __forceinline__ double nnc_warp_sum(double v) {\n"
@@ -54,44 +70,131 @@ static const char support[] =
     "    }\n"
     "    return v;\n"
     "}\n"
+    "__device__ __forceinline__ double nnc_warp_reduce(double v, bool is_max) {\n"
+    "    for (int o = 16; o > 0; o >>= 1) v = nnc_pick(v, __shfl_xor_sync(0xffffffffu, v, o), is_max);\n"
+    "    return v;\n"
+    "}\n"
     "__device__ double nnc_block_reduce(double v, bool is_max) {\n"
     "    __shared__ double sh[33];\n"
     "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n"
-    "    for (int o = 16; o > 0; o >>= 1) {\n"
-    "        double u = __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "        v = is_max ? (u > v || u != u ? u : v) : v + u;\n"
-    "    }\n"
+    "    v = nnc_warp_reduce(v, is_max);\n"
     "    __syncthreads();   /* the previous call's readers are done with sh */\n"
     "    if (lane == 0) sh[w] = v;\n"
     "    __syncthreads();\n"
     "    if (w == 0) {\n"
-    "        v = lane < nw ? sh[lane] : (is_max ? -NNC_INF : 0.0);\n"
-    "        for (int o = 16; o > 0; o >>= 1) {\n"
-    "            double u = __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "            v = is_max ? (u > v || u != u ? u : v) : v + u;\n"
-    "        }\n"
+    "        v = nnc_warp_reduce(lane < nw ? sh[lane] : (is_max ? -NNC_INF : 0.0), is_max);\n"
     "        if (lane == 0) sh[32] = v;\n"
     "    }\n"
     "    __syncthreads();\n"
     "    return sh[32];\n"
     "}\n"
     "__device__ __forceinline__ double nnc_block_sum(double v) { return nnc_block_reduce(v, false); }\n"
-    "__device__ __forceinline__ double nnc_block_max(double v) { return nnc_block_reduce(v, true); }\n";
+    "__device__ __forceinline__ double nnc_block_max(double v) { return nnc_block_reduce(v, true); }\n"
+    "\n"
+    "/* The workspace ws (CUDA_KERNEL_PARAMS): tickets, then the partials. */\n"
+    "#define NNC_PARTS(ws) ((double *)((ws) + %d))\n"
+    "\n"
+    "/* Block b of n that work on one result: its value *v (every thread holds it) goes to part[b];\n"
+    " * the last block to take a ticket adds part[0, n) in a fixed order, so the result does not\n"
+    " * depend on which block that is.  Every thread of every block calls; true in the last block,\n"
+    " * whose threads all get the result in *v.  The ticket is left at 0 for the next launch. */\n"
+    "__device__ bool nnc_grid_reduce(double *v, double *part, unsigned b, unsigned n, unsigned *ticket, bool is_max) {\n"
+    "    __shared__ bool last;\n"
+    "    if (n == 1) return true;\n"
+    "    __syncthreads();   /* every thread has read the previous call's `last` */\n"
+    "    if (threadIdx.x == 0) {\n"
+    "        part[b] = *v;\n"
+    "        __threadfence();   /* the partial is visible before the ticket is */\n"
+    "        last = atomicAdd(ticket, 1u) == n - 1;\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    if (!last) return false;\n"
+    "    __threadfence();\n"
+    "    double a = is_max ? -NNC_INF : 0.0;\n"
+    "    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) a = nnc_pick(a, ((volatile double *)part)[i], is_max);\n"
+    "    *v = nnc_block_reduce(a, is_max);\n"
+    "    if (threadIdx.x == 0) *ticket = 0;\n"
+    "    return true;\n"
+    "}\n"
+    "/* A row kernel's scalar (cross_entropy's loss, accuracy's hits), *v its block's total: true\n"
+    " * in the one thread that writes the grid's total. */\n"
+    "__device__ __forceinline__ bool nnc_grid_done(double *v, unsigned *ws) {\n"
+    "    return nnc_grid_reduce(v, NNC_PARTS(ws), blockIdx.x, gridDim.x, ws, false) && threadIdx.x == 0;\n"
+    "}\n"
+    "\n"
+    "/* RED_COLS blocks: thread t owns the w columns of a[] at strip position t %% cw, for the rows\n"
+    " * t / cw (mod blockDim.x / cw).  nnc_cols_fold leaves each column's sum over the block's rows\n"
+    " * in threads t < cw, added in row order. */\n"
+    "__device__ __forceinline__ void nnc_cols_fold(double *a, int w, int cw, bool is_max) {\n"
+    "    __shared__ double sh[1024];   /* 256 threads, 4 lanes */\n"
+    "    __syncthreads();\n"
+    "    for (int q = 0; q < w; q++) sh[threadIdx.x * w + q] = a[q];\n"
+    "    __syncthreads();\n"
+    "    if ((int)threadIdx.x < cw)\n"
+    "        for (int r = 1; r < (int)blockDim.x / cw; r++)\n"
+    "            for (int q = 0; q < w; q++) a[q] = nnc_pick(a[q], sh[(r * cw + threadIdx.x) * w + q], is_max);\n"
+    "}\n"
+    "/* ... then, with gridDim.y row ranges, the column sums go to part[blockIdx.y * C + c] and the\n"
+    " * strip's last block adds them in row-range order: true where threads t < cw hold the\n"
+    " * strip's totals (c0 is the thread's first column). */\n"
+    "__device__ bool nnc_cols_finish(double *a, int w, int cw, bool is_max, double *part, int64_t C, int64_t c0,\n"
+    "                                unsigned *ticket) {\n"
+    "    __shared__ bool last;\n"
+    "    if (gridDim.y == 1) return true;\n"
+    "    if ((int)threadIdx.x < cw && c0 < C)\n"
+    "        for (int q = 0; q < w; q++) part[blockIdx.y * C + c0 + q] = a[q];\n"
+    "    __threadfence();\n"
+    "    __syncthreads();\n"
+    "    if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.y - 1;\n"
+    "    __syncthreads();\n"
+    "    if (!last) return false;\n"
+    "    __threadfence();\n"
+    "    for (int q = 0; q < w; q++) a[q] = is_max ? -NNC_INF : 0.0;\n"
+    "    if (c0 < C)\n"
+    "        for (unsigned s = threadIdx.x / cw; s < gridDim.y; s += blockDim.x / cw)\n"
+    "            for (int q = 0; q < w; q++) a[q] = nnc_pick(a[q], ((volatile double *)part)[s * C + c0 + q], is_max);\n"
+    "    nnc_cols_fold(a, w, cw, is_max);\n"
+    "    if (threadIdx.x == 0) *ticket = 0;\n"
+    "    return true;\n"
+    "}\n"
+    "\n"
+    "/* accuracy: whether (v2, i2) beats (bv, bi): larger value (NaN above all, NaNs equal), then\n"
+    " * smaller index; i < 0 is no candidate. */\n"
+    "__device__ __forceinline__ bool nnc_argmax_takes(real v2, int64_t i2, real bv, int64_t bi) {\n"
+    "    const bool n2 = v2 != v2, nb = bv != bv;\n"
+    "    return i2 >= 0 && (bi < 0 || (n2 && !nb) || (!nb && v2 > bv) || ((n2 == nb && (n2 || v2 == bv)) && i2 < bi));\n"
+    "}\n"
+    "/* ... and a block's warps' best pairs, combined in warp order for thread 0. */\n"
+    "__device__ void nnc_argmax_block(real *bv, int64_t *bi) {\n"
+    "    __shared__ real wv[32];\n"
+    "    __shared__ int64_t wi[32];\n"
+    "    __syncthreads();   /* thread 0 has read the previous row's */\n"
+    "    if ((threadIdx.x & 31) == 0) {\n"
+    "        wv[threadIdx.x >> 5] = *bv;\n"
+    "        wi[threadIdx.x >> 5] = *bi;\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    if (threadIdx.x == 0)\n"
+    "        for (int w = 1; w < (int)(blockDim.x >> 5); w++)\n"
+    "            if (nnc_argmax_takes(wv[w], wi[w], *bv, *bi)) {\n"
+    "                *bv = wv[w];\n"
+    "                *bi = wi[w];\n"
+    "            }\n"
+    "}\n";
 
 /* NVRTC has no libc headers: the integer types and infinity come from here. */
 static void cuda_prelude(Str *s, const BuildOpts *o) {
     kernel_math_prelude(s, o->f64);
-    str_puts(s, support);
+    str_printf(s, support, CUDA_TICKETS);
 }
 
 static void cuda_open(const Kernel *k, const Launch *L, int index) {
     char name[256];
     cuda_kernel_name(name, sizeof name, k->p, k->e, index);
-    /* the bound lets the compiler budget registers for the largest block it is launched with
-     * (a 1024-thread block needs at most 64 registers a thread) */
+    /* the bound lets the compiler budget registers for the largest block it is launched with */
     str_printf(k->s,
                "extern \"C\" __global__ void __launch_bounds__(%u) %s(" CUDA_KERNEL_PARAMS ") {\n"
-               "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err;\n",
+               "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n",
                cuda_launch_max_block(k->g, L, k->o->f64), name);
 }
 
@@ -118,11 +221,13 @@ static void decl_axes(const Kernel *k, int rank, const char *ind) {
     str_puts(k->s, ";\n");
 }
 
+#define GRID_STRIDE "blockIdx.x * (int64_t)blockDim.x + threadIdx.x"
+#define GRID_THREADS "(int64_t)blockDim.x * gridDim.x"
+
 static int cuda_space_open(const Kernel *k, Shape sp, bool flat) {
     str_puts(k->s, "    const int64_t n = ");
     render_numel(k->s, sp);
-    str_puts(k->s, ";\n    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;"
-                   " i += (int64_t)blockDim.x * gridDim.x) {\n");
+    str_puts(k->s, ";\n    for (int64_t i = " GRID_STRIDE "; i < n; i += " GRID_THREADS ") {\n");
     if (!flat) {
         decl_axes(k, sp.rank, "        ");
         split_index(k, sp, ((int64_t)1 << sp.rank) - 1, "i", "        ");
@@ -136,33 +241,194 @@ static void cuda_space_close(const Kernel *k, Shape sp, bool flat) {
     (void)flat;
 }
 
-/* One block per output o (kept axes), its threads striding over the reduced axes j. */
-static void cuda_reduce(const Kernel *k, const Launch *L) {
-    Shape sp = L->space;
-    int64_t mask = launch_reduce_mask(k->g, L), all = ((int64_t)1 << sp.rank) - 1;
+/* ---- 16-byte accesses ----------------------------------------------------------------------- */
+
+static int cuda_ew_lanes(const Kernel *k, const Launch *L) { return cuda_vec_lanes(k->g, L, k->o->f64); }
+
+static int cuda_vec_open(const Kernel *k, Shape sp, int lanes) {
+    str_puts(k->s, "    const int64_t n = ");
+    render_numel(k->s, sp);
+    str_printf(k->s, ", nv = n / %d;\n    for (int64_t v = " GRID_STRIDE "; v < nv; v += " GRID_THREADS ") {\n", lanes);
+    return 8;
+}
+
+static void cuda_vec_tail(const Kernel *k, Shape sp, int lanes) {
+    str_printf(k->s, "    }\n    for (int64_t i = nv * %d + " GRID_STRIDE "; i < n; i += " GRID_THREADS ") {\n", lanes);
+    (void)sp;
+}
+
+/* float4, double2, int4, ushort4 ...: `lanes` elements of kernel_type t. */
+static void vec_type(const Kernel *k, const char *t, int lanes, char *buf, size_t n) {
+    const char *e = !strcmp(t, "int32_t") ? "int"
+        : !strcmp(t, "unsigned short")    ? "ushort"
+        : k->o->f64                       ? "double"
+                                          : "float";
+    snprintf(buf, n, "%s%d", e, lanes);
+}
+
+static void cuda_vec_load(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *p,
+                          const char *v) {
+    char vt[16];
+    vec_type(k, t, lanes, vt, sizeof vt);
+    str_printf(k->s, "%sconst %s %sv = ((const %s *)%s)[%s];\n%sconst %s %s[%d] = {", ind, vt, dst, vt, p, v, ind, t,
+               dst, lanes);
+    for (int q = 0; q < lanes; q++) str_printf(k->s, "%s%sv.%c", q ? ", " : "", dst, "xyzw"[q]);
+    str_puts(k->s, "};\n");
+}
+
+static void cuda_vec_store(const Kernel *k, const char *ind, const char *t, int lanes, const char *p, const char *v,
+                           const char *src) {
+    char vt[16];
+    vec_type(k, t, lanes, vt, sizeof vt);
+    str_printf(k->s, "%s((%s *)%s)[%s] = make_%s(", ind, vt, p, v, vt);
+    for (int q = 0; q < lanes; q++) str_printf(k->s, "%s%s[%d]", q ? ", " : "", src, q);
+    str_puts(k->s, ");\n");
+}
+
+/* ---- reductions ----------------------------------------------------------------------------- */
+
+static const char *is_max(const Kernel *k, const Launch *L) { return kernel_reduce_is_max(k, L) ? "true" : "false"; }
+
+/* nout and nred, the kept and reduced extents, and scale (mean's 1 / nred). */
+static void reduce_head(const Kernel *k, const Launch *L, int64_t mask) {
     str_puts(k->s, "    const int64_t nout = ");
     render_numel(k->s, launch_space_axes(L, mask, false));
     str_puts(k->s, ", nred = ");
     render_numel(k->s, launch_space_axes(L, mask, true));
-    str_puts(k->s, ";\n    const double scale = ");
-    if (k->g->nodes[L->root].op == OP_MEAN) {
-        str_puts(k->s, "1.0 / (double)");
-        render_numel(k->s, launch_space_axes(L, mask, true));
-    } else str_puts(k->s, "1.0");
-    str_puts(k->s, ";\n    for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {\n");
-    kernel_reduce_acc(k, L, 8);
-    str_puts(k->s, "        for (int64_t j = threadIdx.x; j < nred; j += blockDim.x) {\n");
-    const char *ind = "            ";
-    decl_axes(k, sp.rank, ind);
-    split_index(k, sp, all & ~mask, "o", ind);
-    split_index(k, sp, mask, "j", ind);
-    kernel_reduce_point(k, L, ind, "acc");
-    str_printf(k->s, "        }\n        acc = %s(acc);\n"
-                     "        if (threadIdx.x == 0) o0[o] = (real)(acc * scale);\n    }\n",
-               kernel_reduce_is_max(k, L) ? "nnc_block_max" : "nnc_block_sum");
+    str_printf(k->s, ";\n    const double scale = %s;\n",
+               k->g->nodes[L->root].op == OP_MEAN ? "1.0 / (double)nred" : "1.0");
 }
 
-/* ---- rows: a warp each ---------------------------------------------------------------------- */
+/* acc[lanes]: independent accumulators, one per lane of a vector. */
+static void acc_decl(const Kernel *k, const Launch *L, int lanes, const char *ind) {
+    str_printf(k->s, "%sdouble acc[%d];\n%sfor (int q = 0; q < %d; q++) acc[q] = %s;\n", ind, lanes, ind, lanes,
+               kernel_reduce_is_max(k, L) ? "-NNC_INF" : "0.0");
+}
+
+/* a: the accumulators combined, in lane order. */
+static void acc_fold(const Kernel *k, const Launch *L, int lanes, const char *ind) {
+    str_printf(k->s, "%sdouble a = acc[0];\n", ind);
+    if (lanes > 1)
+        str_printf(k->s, "%sfor (int q = 1; q < %d; q++) a = nnc_pick(a, acc[q], %s);\n", ind, lanes, is_max(k, L));
+}
+
+/* The point at the flat index i (declared before): flat loads, or i split into every axis. */
+static void point_at_i(const Kernel *k, const Launch *L, const char *ind, const char *target) {
+    if (kernel_flat(k, L)) {
+        kernel_reduce_point_at(k, L, ind, target, true);
+        return;
+    }
+    decl_axes(k, L->space.rank, ind);
+    split_index(k, L->space, ((int64_t)1 << L->space.rank) - 1, "i", ind);
+    kernel_reduce_point(k, L, ind, target);
+}
+
+/* The elements j of output o that this thread takes, `first` and then every `stride`: whole
+ * vectors first where r.lanes > 1 (their index within the run: u), then single elements. */
+static void reduce_run(const Kernel *k, const Launch *L, CudaReduce r, const char *first, const char *stride) {
+    int64_t mask = launch_reduce_mask(k->g, L), all = ((int64_t)1 << L->space.rank) - 1;
+    const char *ind = "            ";
+    if (r.lanes > 1) {
+        str_printf(k->s,
+                   "        const int64_t nv = nred / %d;\n"
+                   "        for (int64_t u = %s; u < nv; u += %s) {\n"
+                   "            const int64_t v = o * nv + u;\n",
+                   r.lanes, first, stride);
+        kernel_vec_point(k, L, r.lanes, ind, "acc");
+        str_puts(k->s, "        }\n");
+        if (!r.tail) return;
+    }
+    if (r.lanes > 1) /* the last nred % lanes elements of a full reduction */
+        str_printf(k->s, "        for (int64_t j = nv * %d + %s; j < nred; j += %s) {\n", r.lanes, first, stride);
+    else str_printf(k->s, "        for (int64_t j = %s; j < nred; j += %s) {\n", first, stride);
+    if (r.inner) {
+        str_puts(k->s, "            const int64_t i = o * nred + j;\n");
+        point_at_i(k, L, ind, "acc[0]");
+    } else {
+        decl_axes(k, L->space.rank, ind);
+        split_index(k, L->space, all & ~mask, "o", ind);
+        split_index(k, L->space, mask, "j", ind);
+        kernel_reduce_point(k, L, ind, "acc[0]");
+    }
+    str_puts(k->s, "        }\n");
+}
+
+/* RED_SPLIT: block (o, s) takes output o's elements s * blockDim.x + t, then every
+ * gridDim.y * blockDim.x; the partials of o's gridDim.y blocks are combined by the last one. */
+static void reduce_split(const Kernel *k, const Launch *L, CudaReduce r) {
+    reduce_head(k, L, launch_reduce_mask(k->g, L));
+    str_puts(k->s,
+             "    double *const part = NNC_PARTS(ws);\n"
+             "    for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {\n");
+    acc_decl(k, L, r.lanes, "        ");
+    reduce_run(k, L, r, "blockIdx.y * (int64_t)blockDim.x + threadIdx.x", "(int64_t)gridDim.y * blockDim.x");
+    acc_fold(k, L, r.lanes, "        ");
+    str_printf(
+        k->s,
+        "        a = nnc_block_reduce(a, %s);\n"
+        "        if (nnc_grid_reduce(&a, part + o * gridDim.y, blockIdx.y, gridDim.y, ws + o, %s) && threadIdx.x == 0)\n"
+        "            o0[o] = (real)(a * scale);\n"
+        "    }\n",
+        is_max(k, L), is_max(k, L));
+}
+
+/* RED_COLS: the elements are [nred rows, nout columns]; thread t of block (x, y) owns columns
+ * c0 .. c0 + lanes - 1 of strip x and the rows y * down + t / cw, then every gridDim.y * down. */
+static void reduce_cols(const Kernel *k, const Launch *L, CudaReduce r) {
+    unsigned down = r.block / r.cw;
+    reduce_head(k, L, launch_reduce_mask(k->g, L));
+    str_printf(k->s,
+               "    double *const part = NNC_PARTS(ws);\n"
+               "    const int64_t c0 = ((int64_t)blockIdx.x * %u + threadIdx.x %% %u) * %d;\n",
+               r.cw, r.cw, r.lanes);
+    acc_decl(k, L, r.lanes, "    ");
+    str_printf(
+        k->s,
+        "    if (c0 < nout)\n"
+        "        for (int64_t rw = blockIdx.y * %uLL + threadIdx.x / %u; rw < nred; rw += (int64_t)gridDim.y * %u) {\n",
+        down, r.cw, down);
+    if (r.lanes > 1) {
+        str_printf(k->s, "            const int64_t v = (rw * nout + c0) / %d;\n", r.lanes);
+        kernel_vec_point(k, L, r.lanes, "            ", "acc");
+    } else {
+        str_puts(k->s, "            const int64_t i = rw * nout + c0;\n");
+        point_at_i(k, L, "            ", "acc[0]");
+    }
+    str_printf(
+        k->s,
+        "        }\n"
+        "    nnc_cols_fold(acc, %d, %u, %s);\n"
+        "    if (nnc_cols_finish(acc, %d, %u, %s, part, nout, c0, ws + blockIdx.x) && threadIdx.x < %uu && c0 < nout)\n"
+        "        for (int q = 0; q < %d; q++) o0[c0 + q] = (real)(acc[q] * scale);\n",
+        r.lanes, r.cw, is_max(k, L), r.lanes, r.cw, is_max(k, L), r.cw, r.lanes);
+}
+
+/* RED_WARP: warp w of the grid takes outputs w, w + warps, ..., its lanes striding over the run. */
+static void reduce_warp(const Kernel *k, const Launch *L, CudaReduce r) {
+    reduce_head(k, L, launch_reduce_mask(k->g, L));
+    str_puts(k->s,
+             "    const int lane = threadIdx.x & 31;\n"
+             "    for (int64_t o = (" GRID_STRIDE ") >> 5; o < nout; o += (" GRID_THREADS ") >> 5) {\n");
+    acc_decl(k, L, r.lanes, "        ");
+    reduce_run(k, L, r, "lane", "32");
+    acc_fold(k, L, r.lanes, "        ");
+    str_printf(k->s,
+               "        a = nnc_warp_reduce(a, %s);\n"
+               "        if (lane == 0) o0[o] = (real)(a * scale);\n"
+               "    }\n",
+               is_max(k, L));
+}
+
+static void cuda_reduce(const Kernel *k, const Launch *L) {
+    CudaReduce r = cuda_reduce_shape(k->g, L, k->o->f64);
+    switch (r.kind) {
+    case RED_SPLIT: reduce_split(k, L, r); break;
+    case RED_COLS: reduce_cols(k, L, r); break;
+    case RED_WARP: reduce_warp(k, L, r); break;
+    }
+}
+
+/* ---- rows: a warp each, or a block each ----------------------------------------------------- */
 
 static void cuda_rows_open(const Kernel *k, int x, const char *omp) {
     str_puts(k->s, "    for (int64_t i = warp0; i < rows; i += nwarps) {\n");
@@ -170,54 +436,84 @@ static void cuda_rows_open(const Kernel *k, int x, const char *omp) {
     (void)omp;
 }
 
-/* The lanes' best (value, index) pairs, combined by larger value (NaN above all, NaNs equal),
- * then smaller index. */
-static const char argmax_all[] =
-    "        for (int o = 16; o > 0; o >>= 1) {\n"
-    "            const real v2 = __shfl_xor_sync(0xffffffffu, bv, o);\n"
-    "            const int64_t i2 = __shfl_xor_sync(0xffffffffu, bi, o);\n"
-    "            const bool n2 = v2 != v2, nb = bv != bv;\n"
-    "            if (i2 >= 0 && (bi < 0 || (n2 && !nb) || (!nb && v2 > bv) || ((n2 == nb && (n2 || v2 == bv)) && i2 < bi))) { bv = v2; bi = i2; }\n"
-    "        }\n";
+static void cuda_row_blocks_open(const Kernel *k, int x, const char *omp) {
+    str_puts(k->s, "    for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {\n");
+    (void)x;
+    (void)omp;
+}
 
-/* a table laid out by hand: clang-format would put every field on a line of its own */
+/* The lanes' best (value, index) pairs, combined by nnc_argmax_takes. */
+#define ARGMAX_WARP \
+    "        for (int o = 16; o > 0; o >>= 1) {\n" \
+    "            const real v2 = __shfl_xor_sync(0xffffffffu, bv, o);\n" \
+    "            const int64_t i2 = __shfl_xor_sync(0xffffffffu, bi, o);\n" \
+    "            if (nnc_argmax_takes(v2, i2, bv, bi)) { bv = v2; bi = i2; }\n" \
+    "        }\n"
+/* ... then the warps' pairs, for thread 0 (the row's leader). */
+static const char argmax_block[] = ARGMAX_WARP "        nnc_argmax_block(&bv, &bi);\n";
+
+/* the first bad label wins the flag; the runtime reports it after the step */
+#define BAD_RECORD(LEADER) \
+    "            if (" LEADER " && atomicCAS(err, 0, 1) == 0) {\n" \
+    "                err[1] = (int)i;\n" \
+    "                err[2] = t;\n" \
+    "                err[3] = (int)C;\n" \
+    "            }\n"
+
+/* Everything but the rows.  NNC_INF is the prelude's (NVRTC has no math.h); the step counter
+ * lives on the device, for CUDA graph replays.  Tables laid out by hand: clang-format would put
+ * every field on a line of its own. */
 /* clang-format off */
+#define CUDA_DIALECT_COMMON                                                                     \
+    .name = "cuda", .value = "const real", .inf = "NNC_INF", .step = "(*stepp)",             \
+    .micro = "stepp[2]", /* after the seed: backend_cuda.c's step slot */                     \
+    .qual = {"", "__restrict__ "}, .ptr = cuda_ptr, .prelude = cuda_prelude, .open = cuda_open, \
+    .space_open = cuda_space_open, .space_close = cuda_space_close, .reduce = cuda_reduce,   \
+    .flat_suffix = true,                                                                     \
+    .vec = {.lanes = cuda_ew_lanes, .open = cuda_vec_open, .tail = cuda_vec_tail,             \
+            .load = cuda_vec_load, .store = cuda_vec_store, .unroll = "#pragma unroll\n"},        \
+    .attention = attention_render_cuda /* its own kernel (attention_cuda_threads, _blocks) */
+
 const KernelDialect dialect_cuda = {
-    .name = "cuda",
-    .value = "const real",
-    .inf = "NNC_INF",                   /* the prelude's: NVRTC has no math.h */
-    .step = "(*stepp)",                 /* on the device, for CUDA graph replays */
-    .micro = "stepp[2]",                /* after the seed: backend_cuda.c's step slot */
-    .qual = {"", ""},
-    .ptr = cuda_ptr,
-    .prelude = cuda_prelude, .open = cuda_open,
-    /* a grid-stride loop; reductions take a block per output */
-    .space_open = cuda_space_open, .space_close = cuda_space_close, .reduce = cuda_reduce,
-    .row = {   /* a warp owns a row; cross_entropy and accuracy are one block */
+    CUDA_DIALECT_COMMON,
+    .row = {   /* a warp owns a row */
         .setup = "    const int lane = threadIdx.x & 31;\n"
-                 "    const int64_t warp0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;\n"
-                 "    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;\n",
+                 "    const int64_t warp0 = (" GRID_STRIDE ") >> 5;\n"
+                 "    const int64_t nwarps = (" GRID_THREADS ") >> 5;\n",
         .open = cuda_rows_open,
         .cols = "for (int64_t c = lane; c < C; c += 32)",
-        .all_rows = "for (int64_t j = lane; j < rows; j += 32)",
+        /* every block counts cross_entropy's kept rows over all labels (total_all) */
+        .all_rows = "for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)",
         /* NaN wins, so that the warp combine (nnc_warp_max) sees it whichever lane holds it */
         .max_pick = "x[c] > mx || x[c] != x[c] ? x[c] : mx",
         .max_all = "nnc_warp_max",
         .sum_all = "nnc_warp_sum",
-        .argmax_all = argmax_all,
+        .argmax_all = ARGMAX_WARP,
         /* every lane read the row (x[t] too) before the lane owning a column overwrites it;
          * shuffles do not order memory in the PTX memory model, __syncwarp does */
         .sync = "        __syncwarp();\n",
         .leader = "if (lane == 0) ",
         .total_all = "nnc_block_sum",
-        .writer = "if (threadIdx.x == 0) ",
-        /* the first bad label wins the flag; the runtime reports it after the step */
-        .bad_record = "            if (lane == 0 && atomicCAS(err, 0, 1) == 0) {\n"
-                      "                err[1] = (int)i;\n"
-                      "                err[2] = t;\n"
-                      "                err[3] = (int)C;\n"
-                      "            }\n",
+        .writer = "if (nnc_grid_done(&total, ws)) ",
+        .bad_record = BAD_RECORD("lane == 0"),
     },
-    .attention = attention_render_cuda,   /* its own kernel (attention_cuda_threads, _blocks) */
+};
+
+const KernelDialect dialect_cuda_row_blocks = {
+    CUDA_DIALECT_COMMON,
+    .row = {   /* a block owns a row */
+        .open = cuda_row_blocks_open,
+        .cols = "for (int64_t c = threadIdx.x; c < C; c += blockDim.x)",
+        .all_rows = "for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)",
+        .max_pick = "x[c] > mx || x[c] != x[c] ? x[c] : mx",
+        .max_all = "nnc_block_max",
+        .sum_all = "nnc_block_sum",
+        .argmax_all = argmax_block,
+        .sync = "        __syncthreads();\n",
+        .leader = "if (threadIdx.x == 0) ",
+        .total_all = "nnc_block_sum",
+        .writer = "if (nnc_grid_done(&total, ws)) ",
+        .bad_record = BAD_RECORD("threadIdx.x == 0"),
+    },
 };
 /* clang-format on */

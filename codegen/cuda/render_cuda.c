@@ -6,7 +6,13 @@
  * the CUDA dialect (dialect_cuda.c).  Copies, GEMMs and assignments are no kernels: the backend
  * issues them as memcpys and cuBLAS calls.  The rest of the file is what the backend launches
  * them with: their names, and the one place that decides grid and block, which the dialect's
- * thread layout (a warp per row, a block per reduced output) relies on. */
+ * thread layout (a warp per row, blocks per reduced output, column strips) relies on.
+ *
+ * The shapes (docs/architecture.md, "GPU kernels"): elementwise kernels take 8 elements a
+ * thread (two 16-byte vectors), so the grid follows the work, up to 2^31-1 blocks.  A reduction
+ * splits each output's elements over as many blocks as the work needs, up to MAX_PARTS partials
+ * in all, a count fixed by the shapes alone: every GPU adds the same numbers in the same order,
+ * and the last block to finish adds the partials (no float atomics), so runs are deterministic. */
 #include <string.h>
 
 #include "cuda_backend.h"
@@ -14,9 +20,11 @@
 #include "../helpers.h"
 #include "../kernel.h"
 
-#define EW_THREADS 256
-#define ROW_THREADS 256
-#define MAX_GRID 65535
+#define THREADS 256 /* every kernel's block (a warp per row or output: 8 of them) */
+#define PER_THREAD 8 /* elements a thread takes, where the work sizes the grid */
+#define MAX_GRID 0x7fffffffLL /* gridDim.x's limit (grid.y's is 65535: splits stay far below) */
+#define MAX_PARTS 1024 /* blocks whose partials one reduction combines (CUDA_TICKETS) */
+#define WARP_ROW_MAX 1024 /* a warp reduces a row up to this long; a block takes longer ones */
 
 int cuda_resolve(const Entry *e, int x) { return kernel_resolve(e, x); }
 
@@ -70,62 +78,147 @@ void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
     for (int e = 0; e < ENTRY_COUNT; e++) {
         k.e = &p->entry[e];
-        for (int i = 0; i < k.e->nlaunch; i++)
-            if (cuda_launch_is_kernel(&k.e->launches[i])) kernel_render(&k, &k.e->launches[i], i);
+        for (int i = 0; i < k.e->nlaunch; i++) {
+            const Launch *L = &k.e->launches[i];
+            if (!cuda_launch_is_kernel(L)) continue;
+            k.d = L->kind == L_ROW && cuda_row_per_block(p->g, L) ? &dialect_cuda_row_blocks : &dialect_cuda;
+            kernel_render(&k, L, i);
+        }
     }
 }
 
-/* ---- launch configuration (host side) ------------------------------------------------------ */
+/* ---- kernel shapes and launch configuration (host side) ----------------------------------- */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static unsigned clamp_grid(int64_t blocks) {
     if (blocks < 1) return 1;
-    return blocks > MAX_GRID ? MAX_GRID : (unsigned)blocks;
+    return blocks > MAX_GRID ? (unsigned)MAX_GRID : (unsigned)blocks;
 }
 
-static unsigned pow2_block(int64_t work, unsigned lo, unsigned hi) {
+static unsigned pow2_at_least(int64_t work, unsigned lo, unsigned hi) {
     unsigned b = lo;
     while (b < hi && (int64_t)b < work) b *= 2;
     return b;
 }
 
+/* Whether s has the batch axis, alone (B) or merged with others (B*k). */
+static bool has_batch(Shape s) {
+    for (int l = 0; l < s.rank; l++)
+        if (dim_is_batch(s.d[l])) return true;
+    return false;
+}
+
+int cuda_vec_lanes(const Graph *g, const Launch *L, bool f64) {
+    int lanes = f64 ? 2 : 4;
+    return kernel_vec_ok(g, L, lanes) ? lanes : 1;
+}
+
+/* Whether every reduced axis (of extent other than 1) comes before every kept one (lead) or
+ * after it: then each output's elements are a column of a row-major [R, C] (lead) or one
+ * contiguous run of its [nout, R] (trail). */
+static bool reduced_axes_at(const Graph *g, const Launch *L, bool lead) {
+    int64_t mask = launch_reduce_mask(g, L);
+    bool seen_second = false;
+    for (int l = 0; l < L->space.rank; l++) {
+        if (L->space.d[l] == 1) continue;
+        bool red = (mask >> l & 1) != 0;
+        if (red != lead) seen_second = true;
+        else if (seen_second) return false;
+    }
+    return true;
+}
+
+/* An extent that holds the batch (B, B*k) may be anything up to batch_max: no warp per output
+ * and no vectors over it, so that a kernel's shape holds at every batch size. */
+CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64) {
+    int64_t mask = launch_reduce_mask(g, L);
+    Shape kept = launch_space_axes(L, mask, false), red = launch_space_axes(L, mask, true);
+    int64_t nout = shape_numel(kept, g->batch_max), nred = shape_numel(red, g->batch_max);
+    int w = f64 ? 2 : 4;
+    bool vec = kernel_vec_ok(g, L, w), full = !has_batch(kept) && nout == 1;
+    CudaReduce r = {RED_SPLIT, 1, true, false, THREADS, 0};
+    if (full) { /* one output: its elements in one run, a tail where B decides their count */
+        r.lanes = vec ? w : 1;
+        r.tail = r.lanes > 1 && (has_batch(red) || nred % w);
+    } else if (reduced_axes_at(g, L, true)) {
+        r.kind = RED_COLS;
+        r.lanes = vec && !has_batch(kept) && nout % w == 0 ? w : 1;
+        r.cw = pow2_at_least(ceil_div(nout, r.lanes), 1, 32);
+    } else if (reduced_axes_at(g, L, false) && !has_batch(red) && nred <= WARP_ROW_MAX) {
+        r.kind = RED_WARP;
+        r.lanes = vec && nred % w == 0 ? w : 1;
+    } else {
+        r.inner = reduced_axes_at(g, L, false);
+        r.lanes = r.inner && vec && !has_batch(red) && nred % w == 0 ? w : 1;
+        r.block = has_batch(red) ? THREADS : pow2_at_least(nred, 32, THREADS);
+    }
+    return r;
+}
+
+bool cuda_row_per_block(const Graph *g, const Launch *L) {
+    Shape xs = g->nodes[g->nodes[L->root].in[0]].shape;
+    int64_t cols = xs.rank ? xs.d[xs.rank - 1] : 1;
+    return dim_is_batch(cols) || cols > WARP_ROW_MAX;
+}
+
 /* The largest block cuda_launch_dims gives this launch, at any batch size. */
 unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64) {
-    if (L->kind == L_ATTENTION) return attention_cuda_threads(g, L, f64);
-    if (L->kind == L_ROW) {
-        Op op = g->nodes[L->root].op;
-        return op_has(op, OPF_ROW_TOTAL) ? 1024 : ROW_THREADS;
+    return L->kind == L_ATTENTION ? attention_cuda_threads(g, L, f64) : THREADS;
+}
+
+/* Splits of `per` elements each (per thread: PER_THREAD), at most `cap`. */
+static unsigned splits(int64_t n, int64_t per, int64_t cap) {
+    int64_t s = ceil_div(n, per);
+    return (unsigned)(s < 1 ? 1 : s > cap ? cap : s);
+}
+
+static CudaDims reduce_dims(const Graph *g, const Launch *L, int64_t B, bool f64) {
+    CudaReduce r = cuda_reduce_shape(g, L, f64);
+    int64_t mask = launch_reduce_mask(g, L);
+    int64_t nout = shape_numel(launch_space_axes(L, mask, false), B);
+    int64_t nred = shape_numel(launch_space_axes(L, mask, true), B);
+    CudaDims d = {1, 1, r.block};
+    if (r.kind == RED_WARP) d.grid = clamp_grid(ceil_div(nout, THREADS / 32));
+    else if (r.kind == RED_COLS) { /* nout columns, nred rows */
+        int64_t strips = ceil_div(nout, (int64_t)r.cw * r.lanes), down = THREADS / r.cw;
+        d.grid = clamp_grid(strips);
+        d.grid_y = strips > MAX_PARTS / 2 ? 1 : splits(nred, down * PER_THREAD, MAX_PARTS / strips);
+    } else {
+        d.grid = clamp_grid(nout);
+        d.grid_y =
+            nout > MAX_PARTS / 2 ? 1 : splits(nred, (int64_t)r.block * PER_THREAD, MAX_PARTS / (nout ? nout : 1));
     }
-    return L->kind == L_REDUCE ? 256 : EW_THREADS;
+    return d;
+}
+
+/* cross_entropy (its loss) and accuracy add one number over every row: their blocks' partials,
+ * at most MAX_PARTS of them.  cross_entropy and its gradient also divide by the rows whose label
+ * is not ignore_index, which each block counts over every label. */
+static CudaDims row_dims(const Graph *g, const Launch *L, int64_t B) {
+    const Node *n = &g->nodes[L->root];
+    Shape xs = g->nodes[n->in[0]].shape;
+    int64_t cols = xs.rank ? xs.d[xs.rank - 1] : 1;
+    cols = dim_size(cols, B);
+    int64_t rows = cols > 0 ? shape_numel(xs, B) / cols : 0;
+    int64_t blocks = cuda_row_per_block(g, L) ? rows : ceil_div(rows, THREADS / 32);
+    /* a total, or (cross_entropy) the rows the mean is over, which every block counts */
+    bool capped = op_has(n->op, OPF_ROW_TOTAL) || op_has(n->op, OPF_LABELS);
+    CudaDims d = {clamp_grid(capped && blocks > MAX_PARTS ? MAX_PARTS : blocks), 1, THREADS};
+    return d;
 }
 
 CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64) {
     const Graph *g = p->g;
-    CudaDims d = {1, 32};
+    CudaDims d = {1, 1, 32};
     (void)e;
     if (L->kind == L_ATTENTION) { /* a block per tile (codegen/attention.c), grid-stride beyond the cap */
         d.block = attention_cuda_threads(g, L, f64);
         d.grid = clamp_grid(attention_cuda_blocks(g, L, B, f64));
     } else if (L->kind == L_EW) {
-        d.block = EW_THREADS;
-        d.grid = clamp_grid((shape_numel(L->space, B) + EW_THREADS - 1) / EW_THREADS);
-    } else if (L->kind == L_REDUCE) {
-        int64_t mask = launch_reduce_mask(g, L);
-        int64_t nred = shape_numel(launch_space_axes(L, mask, true), g->batch_max);
-        d.block = pow2_block(nred, 32, 256);
-        d.grid = clamp_grid(shape_numel(launch_space_axes(L, mask, false), B));
-    } else if (L->kind == L_ROW) {
-        const Node *n = &g->nodes[L->root];
-        Shape xs = g->nodes[n->in[0]].shape;
-        int64_t cols = xs.rank ? xs.d[xs.rank - 1] : 1;
-        cols = dim_size(cols, B);
-        int64_t rows = cols > 0 ? shape_numel(xs, B) / cols : 0;
-        if (op_has(n->op, OPF_ROW_TOTAL)) { /* one block reduces every row */
-            d.grid = 1;
-            d.block = pow2_block(32 * rows, 32, 1024);
-        } else {
-            d.block = ROW_THREADS;
-            d.grid = clamp_grid((rows + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-        }
-    }
+        d.block = THREADS;
+        d.grid = clamp_grid(ceil_div(shape_numel(L->space, B), THREADS * PER_THREAD));
+    } else if (L->kind == L_REDUCE) d = reduce_dims(g, L, B, f64);
+    else if (L->kind == L_ROW) d = row_dims(g, L, B);
     return d;
 }

@@ -24,6 +24,14 @@ if(NNC_CUDNN_INCLUDE)
   set_tests_properties(cudnn_abi PROPERTIES LABELS cuda TIMEOUT 30)
 endif()
 
+# every kernel launch's grid and block, at batch sizes up to 2^22 (no device needed)
+add_executable(launch_dims ${NNC_CUDA_TESTS}/launch_dims.c)
+target_link_libraries(launch_dims PRIVATE nnc_core)
+target_include_directories(launch_dims PRIVATE ${NNC_CUDA_INCLUDE})
+file(GLOB _nnc_shape_models CONFIGURE_DEPENDS ${NNC_CUDA_TESTS}/ops/*.nn ${NNC_CUDA_TESTS}/shapes/*.nn)
+add_test(NAME cuda_launch_dims COMMAND launch_dims ${NNC_CUDA_MODELS} ${_nnc_shape_models})
+set_tests_properties(cuda_launch_dims PROPERTIES LABELS cuda TIMEOUT 120)
+
 add_executable(cuda_libs_test ${NNC_CUDA_TESTS}/cuda_libs_test.c)
 target_link_libraries(cuda_libs_test PRIVATE nnc_core)
 add_test(NAME cuda_libs COMMAND cuda_libs_test)
@@ -74,12 +82,18 @@ foreach(family IN LISTS _nnc_nvrtc_archs)
     if(tag STREQUAL "sm80")
       continue()
     endif()
-    # unfused, the convnets are a hundred kernels each: tests/cuda/ops/conv.nn covers their ops
+    # unfused, the convnets are a hundred kernels each: tests/cuda/ops/conv.nn covers their ops;
+    # gpt.nn's two thousand take a test of their own (below)
     set(_nofuse ${_nnc_nvrtc_half${half}})
-    list(FILTER _nofuse EXCLUDE REGEX "/convnet[^/]*\\.nn$")
+    list(FILTER _nofuse EXCLUDE REGEX "/convnet[^/]*\\.nn$|/models/gpt\\.nn$")
     add_test(NAME cuda_nvrtc_models_nofuse_${tag}_${half} COMMAND nvrtc_compile ${args} --no-fuse ${_nofuse})
     list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_nofuse_${tag}_${half})
   endforeach()
+  if(NOT tag STREQUAL "sm80")
+    add_test(NAME cuda_nvrtc_models_nofuse_${tag}_gpt COMMAND nvrtc_compile ${args} --no-fuse
+             ${CMAKE_SOURCE_DIR}/models/gpt.nn)
+    list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_nofuse_${tag}_gpt)
+  endif()
   add_test(NAME cuda_nvrtc_models_f64_${tag} COMMAND nvrtc_compile ${args} --f64 ${NNC_CUDA_MODELS} ${NNC_CUDA_TESTS}/ops/classifier.nn)
   list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_f64_${tag})
 endforeach()
@@ -163,6 +177,13 @@ if(TARGET nnc_emu_cuda)
   # convolutions through cuDNN (the emulator's stand-in records what it ran), and every fallback
   add_test(NAME emu_cudnn COMMAND ${NNC_CUDA_TESTS}/cudnn_test.sh $<TARGET_FILE:nnc>)
   set_tests_properties(emu_cudnn PROPERTIES LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
+
+  # the shapes the kernels reach the GPU in (grid, block, 16-byte accesses, copies), from the
+  # emulator's trace of a training step: the 1000 x 1000 loss, a wide MLP, the two models
+  add_test(NAME launch_shape_emu COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/launch_shape_test.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/shapes/square_1000.nn ${NNC_CUDA_TESTS}/shapes/mlp_1024.nn ${CMAKE_SOURCE_DIR}/models/mlp.nn
+           ${CMAKE_SOURCE_DIR}/models/convnet.nn:16)
+  set_tests_properties(launch_shape_emu PROPERTIES SKIP_RETURN_CODE 77)
   add_test(NAME matmul_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_matmul_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME ce_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_ce_torch.py
@@ -195,8 +216,9 @@ if(TARGET nnc_emu_cuda)
   set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
-                       conv_torch_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu dropout_philox_emu gpt_torch_emu
-                       gpt_torch_fused_emu attention_torch_emu emu_mpi emu_pipeline PROPERTIES
+                       conv_torch_emu launch_shape_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu
+                       dropout_philox_emu gpt_torch_emu gpt_torch_fused_emu attention_torch_emu emu_mpi emu_pipeline
+                       PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp gpt_torch_emu gpt_torch_fused_emu PROPERTIES SKIP_RETURN_CODE 77)
 endif()
