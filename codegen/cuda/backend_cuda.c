@@ -366,7 +366,7 @@ static void cuda_close(nnc_rt *rt) {
         cu.CtxSetCurrent(g->ctx);
         if (g->blas) cu.BlasDestroy(g->blas);
         CUdeviceptr dev[] = {g->dBlock[0], g->dBlock[1], g->dBlock[2], g->dBlock[3], g->dStep,
-                             g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork, g->dRed};
+                             g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork,  g->dRed};
         for (size_t j = 0; j < NNC_COUNTOF(dev); j++)
             if (dev[j]) cu.MemFree(dev[j]);
         void *pinned[] = {g->hStep, g->hFirst};
