@@ -83,6 +83,7 @@ static int check_model(const char *path) {
     Arena arena = {0};
     FILE *quiet = fopen("/dev/null", "w");
     Diag diag = {.file = path, .src = src, .out = quiet};
+    Program p = {0};
     Model *m = nn_load_model(&arena, &diag, path, src, "model");
     int before = fails;
     if (!m) {
@@ -91,7 +92,7 @@ static int check_model(const char *path) {
         goto out;
     }
     m->g->batch_max = (int)(m->train.present ? m->train.batch : 8);
-    Program p = {.m = m, .g = m->g, .diag = &diag};
+    p = (Program){.m = m, .g = m->g, .diag = &diag};
     PipelineOpts po = {.target = DEV_CUDA, .fuse = true, .verify = true};
     if (!pipeline_run(&p, &po)) {
         printf("FAIL %s: the passes reject it for cuda\n", path);
@@ -108,10 +109,9 @@ static int check_model(const char *path) {
                 for (int f64 = 0; f64 < 2; f64++) check_launch(path, &p, &p.entry[x], k, Bs[b], f64);
         }
     printf("%s %s: %d kernel launches\n", fails > before ? "FAIL" : "ok  ", path, launches);
-    free(m->g->nodes);
-    free(m->g->outs);
-    free(m->train.data);
 out:
+    program_free(&p);
+    model_free(m);
     fclose(quiet);
     arena_free(&arena);
     free(src);

@@ -29,6 +29,7 @@ static int check_model(const char *path, bool fuse, bool f64) {
     Arena arena = {0};
     FILE *quiet = fopen("/dev/null", "w");
     Diag diag = {.file = path, .src = src, .out = quiet};
+    Program p = {0};
     Model *m = nn_load_model(&arena, &diag, path, src, "model");
     int rc = 0;
     if (!m) {
@@ -41,7 +42,7 @@ static int check_model(const char *path, bool fuse, bool f64) {
         printf("skip %s: %s\n", path, err);
         goto out;
     }
-    Program p = {.m = m, .g = m->g, .diag = &diag};
+    p = (Program){.m = m, .g = m->g, .diag = &diag};
     PipelineOpts po = {.target = DEV_CUDA, .fuse = fuse, .verify = true};
     if (!pipeline_run(&p, &po)) {
         printf("skip %s: the passes reject it for cuda\n", path);
@@ -70,10 +71,9 @@ static int check_model(const char *path, bool fuse, bool f64) {
         printf("\n");
     }
     str_free(&cu);
-    free(m->g->nodes);
-    free(m->g->outs);
-    free(m->train.data);
 out:
+    program_free(&p);
+    model_free(m);
     fclose(quiet);
     arena_free(&arena);
     free(src);
