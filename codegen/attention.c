@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "helpers.h"
 
 #define SHARED_BUDGET (46 * 1024) /* bytes of static shared memory a block may use (48 KB) */
 
@@ -94,34 +95,6 @@ static int storage_of(DType t) {
     assert(0);
     return 0;
 }
-
-/* ---- shared by both targets: the dropout draw -------------------------------------------------- */
-
-/* `@` is the functions' qualifier, `$` the real type's spelling of +infinity. */
-static const char keep_text[] =
-    "/* attention's dropout (codegen/attention.c): the stream of key node `key` at `step` (an\n"
-    " * accumulate call's mixed with its micro-batch's number), and the factor of weight i of it,\n"
-    " * drawn as dropout's mask: u = Philox4x32-10 (counter i, the stream; key the seed), kept as\n"
-    " * 1 / (1 - p) when u >= p, else 0 */\n"
-    "@ unsigned long long nnc_attn_stream(long long key, long long step, long long micro, int accum) {\n"
-    "    unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)key) * 0x100000001b3ULL;\n"
-    "    st = (st ^ (unsigned long long)step) * 0x100000001b3ULL;\n"
-    "    return accum ? (st ^ (unsigned long long)micro) * 0x100000001b3ULL : st;\n"
-    "}\n"
-    "@ real nnc_attn_keep(unsigned long long seed, unsigned long long st, unsigned long long i, double p) {\n"
-    "    unsigned int c0 = (unsigned int)i, c1 = (unsigned int)(i >> 32), c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
-    "    unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
-    "    for (int r = 0; r < 10; r++) {\n"
-    "        if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
-    "        const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
-    "        c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
-    "        c1 = (unsigned int)p1;\n"
-    "        c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
-    "        c3 = (unsigned int)p0;\n"
-    "    }\n"
-    "    const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
-    "    return u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"
-    "}\n";
 
 /* ---- the C routines ---------------------------------------------------------------------------- */
 
@@ -258,7 +231,7 @@ static const char c_fwd_text[] =
     "                mx[i] = m;\n"
     "                if (p > 0 && y)\n"
     "                    for (int64_t j = 0; j < nk; j++)\n"
-    "                        s[j] *= nnc_attn_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p);\n"
+    "                        s[j] *= nnc_dropout_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p);\n"
     "                if (alpha != 1)\n"
     "                    for (int64_t c = 0; c < Dv; c++) acc[i][c] *= alpha;\n"
     "            }\n"
@@ -339,7 +312,7 @@ static const char c_bwd_text[] =
     "                    for (int64_t j = 0; j < NNC_ATTN_BK; j++) {\n"
     "                        const int in = i < nq && j < nk && !(causal && k0 + j > row);\n"
     "                        const real P = in ? EXP(w->S[i][j] * scale - L) : 0;\n"
-    "                        const real m = p > 0 && in ? nnc_attn_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p) : 1;\n"
+    "                        const real m = p > 0 && in ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p) : 1;\n"
     "                        w->S[i][j] = P * m;\n"
     "                        w->dP[i][j] = P * (w->dP[i][j] * m - Di) * scale;\n"
     "                    }\n"
@@ -397,7 +370,7 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64);
 void attention_prelude(Str *s, const Program *p, bool cuda, bool f64) {
     if (!program_has_attention(p)) return;
     str_puts(s, "\n");
-    put_text(s, keep_text, cuda ? "__device__ __forceinline__" : "static inline", "");
+    if (!program_has_helpers(p)) dropout_rng_prelude(s, cuda); /* else helper_prelude wrote it */
     if (cuda) { /* each launch's kernel calls one of these (attention_render_cuda) */
         cuda_device_fns(s, p, f64);
         return;
@@ -431,7 +404,7 @@ static void ptr_arg(const Kernel *k, int x) {
 /* The dropout stream's argument: key, step and micro-batch as dropout's mask has them
  * (codegen/helpers.c), in the dialect's spelling. */
 static void render_stream(const Kernel *k, const AttnGeom *a) {
-    str_printf(k->s, "nnc_attn_stream(%d, %s, %s, %d)", a->key, k->d->step, k->d->micro, k->e->kind == ENTRY_ACCUM);
+    str_printf(k->s, "nnc_dropout_stream(%d, %s, %s, %d)", a->key, k->d->step, k->d->micro, k->e->kind == ENTRY_ACCUM);
 }
 
 void attention_render_c(const Kernel *k, const Launch *L) {
@@ -564,7 +537,7 @@ static const char cuda_fwd_text[] =
     "                    ls += e;\n"
     "                    const int col = k0 + tx + 8 * c;\n"
     "                    Ps[ty + TR * r][tx + 8 * c] = p > 0 && col < TK ?\n"
-    "                        e * nnc_attn_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : e;\n"
+    "                        e * nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : e;\n"
     "                }\n"
     "                for (int o = 4; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);\n"
     "                l[r] = l[r] * alpha + ls;\n"
@@ -657,7 +630,7 @@ static const char cuda_bwd_text[] =
     "                        const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
     "                        const real pv = in ? EXP(s[r][c] * scale - Ls[tx + 8 * c]) : (real)0;\n"
     "                        const real mk = p > 0 && in ?\n"
-    "                            nnc_attn_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
+    "                            nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
     "                        Ps[ty + TR * r][tx + 8 * c] = pv * mk;\n"
     "                        dp[r][c] = pv * (dp[r][c] * mk - Ds[tx + 8 * c]) * scale;   /* dS */\n"
     "                    }\n"
@@ -738,7 +711,7 @@ static const char cuda_bwd_text[] =
     "                        const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
     "                        const real pv = in ? EXP(s[r][c] * scale - Ls[ty + TR * r]) : (real)0;\n"
     "                        const real mk = p > 0 && in ?\n"
-    "                            nnc_attn_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
+    "                            nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
     "                        Ps[ty + TR * r][tx + 8 * c] = pv * (dp[r][c] * mk - Ds[ty + TR * r]) * scale;   /* dS */\n"
     "                    }\n"
     "                __syncthreads();   /* dq += dS k */\n"

@@ -108,29 +108,47 @@ static const char flat_avg_pool_grad[] =
     "            }\n"
     "        }\n"
     "        dx[i] = acc / (real)(KH * KW);\n";
-/* dropout's mask in training: u = include/nnc_rng.h's nnc_rng_uniform(seed, stream, i), with
- * stream = FNV-1a over (node, step), and for an accumulate call also its micro-batch's number
- * in the group (its step is the previous train_step's: the micro-batches of one group and the
- * step before differ by that); ctl = {step, seed, micro}; (u >= p) / (1 - p) */
+/* dropout's draw, shared by the dropout helper and attention's dropout (codegen/attention.c):
+ * the stream of node `key` at `step` is FNV-1a over (key, step), and for an accumulate call also
+ * its micro-batch's number in the group (its step is the previous train_step's: the micro-batches
+ * of one group and the step before differ by that); element i's factor is u =
+ * include/nnc_rng.h's nnc_rng_uniform(seed, stream, i) (Philox4x32-10), kept as 1 / (1 - p) when
+ * u >= p, else 0.  `@` is the functions' qualifier. */
+static const char dropout_rng_text[] =
+    "/* dropout's draw (codegen/helpers.c): Philox4x32-10 over (element, stream), keyed by the seed */\n"
+    "@ unsigned long long nnc_dropout_stream(long long key, long long step, long long micro, int accum) {\n"
+    "    unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)key) * 0x100000001b3ULL;\n"
+    "    st = (st ^ (unsigned long long)step) * 0x100000001b3ULL;\n"
+    "    return accum ? (st ^ (unsigned long long)micro) * 0x100000001b3ULL : st;\n"
+    "}\n"
+    "@ real nnc_dropout_keep(unsigned long long seed, unsigned long long st, unsigned long long i, double p) {\n"
+    "    unsigned int c0 = (unsigned int)i, c1 = (unsigned int)(i >> 32), c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
+    "    unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
+    "    for (int r = 0; r < 10; r++) {\n"
+    "        if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
+    "        const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
+    "        c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
+    "        c1 = (unsigned int)p1;\n"
+    "        c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
+    "        c3 = (unsigned int)p0;\n"
+    "    }\n"
+    "    const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
+    "    return u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n"
+    "}\n";
+
+void dropout_rng_prelude(Str *s, bool cuda) {
+    const char *at = cuda ? "__device__ __forceinline__" : "static inline";
+    str_puts(s, "\n");
+    for (const char *c = dropout_rng_text; *c; c++)
+        if (*c == '@') str_puts(s, at);
+        else str_putc(s, *c);
+}
+
+/* dropout's mask: ctl = {step, seed, micro} */
 static const char flat_dropout_mask[] =
-    "        if (!training) { mask[i] = 1; continue; }\n"
-    "        const unsigned long long seed = (unsigned long long)ctl[1];\n"
-    "        unsigned long long st = (0xcbf29ce484222325ULL ^ (unsigned long long)node) * 0x100000001b3ULL;\n"
-    "        st = (st ^ (unsigned long long)ctl[0]) * 0x100000001b3ULL;\n"
-    "        if (accum) st = (st ^ (unsigned long long)ctl[2]) * 0x100000001b3ULL;\n"
-    "        unsigned int c0 = (unsigned int)i, c1 = (unsigned int)((unsigned long long)i >> 32);\n"
-    "        unsigned int c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
-    "        unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
-    "        for (int r = 0; r < 10; r++) {   /* Philox4x32-10 */\n"
-    "            if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }\n"
-    "            const unsigned long long p0 = 0xD2511F53ULL * c0, p1 = 0xCD9E8D57ULL * c2;\n"
-    "            c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;\n"
-    "            c1 = (unsigned int)p1;\n"
-    "            c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
-    "            c3 = (unsigned int)p0;\n"
-    "        }\n"
-    "        const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
-    "        mask[i] = u >= p ? (real)(1.0 / (1.0 - p)) : (real)0;\n";
+    "        mask[i] = training ? nnc_dropout_keep((unsigned long long)ctl[1], nnc_dropout_stream(node, ctl[0], ctl[2], accum),\n"
+    "                                               (unsigned long long)i, p)\n"
+    "                           : (real)1;\n";
 /* y = the operands one after another along an axis: y[o, p, r] (outer, axis, inner) comes
  * from the operand whose run holds p; unused operand pointers repeat the first */
 static const char flat_concat[] = "        const int64_t r = i % inner, p = i / inner % L, o = i / (inner * L);\n"
@@ -593,6 +611,7 @@ static void helper_signature(Str *s, Helper h) {
 }
 
 void helper_prelude(Str *s, bool cuda) {
+    dropout_rng_prelude(s, cuda);
     str_printf(s, "\n/* Convolution and pooling helpers (codegen/helpers.c): one element of a flat index space each. */\n"
                   "#define NNC_HELPER_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
     for (int h = 0; h < HP_COUNT; h++) {

@@ -142,6 +142,9 @@ bool helper_plan_reports(const HelperPlan *hp);
 
 bool program_has_helpers(const Program *p);
 void helper_prelude(Str *s, bool cuda); /* static C functions, or CUDA kernels */
+/* dropout's draw (nnc_dropout_stream, nnc_dropout_keep), which the dropout helper and attention's
+ * dropout share; helper_prelude writes it first. */
+void dropout_rng_prelude(Str *s, bool cuda);
 /* The C target's f32 convolutions call oneDNN (nnc built with libdnnl): its support text. */
 bool helper_uses_dnnl(const Program *p, const BuildOpts *o);
 void helper_dnnl_prelude(Str *s);
