@@ -190,12 +190,13 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME tensor_ops_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_tensor_ops_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
-  # gpt.nn (2 layers, n_embd 32) on the CUDA target against nanoGPT's model in torch, 20 AdamW steps
+  # gpt.nn (2 layers, n_embd 32) on the CUDA target against nanoGPT's model in torch, 20 AdamW steps:
+  # the fused attention kernels in a model
   add_test(NAME gpt_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
            --nnc $<TARGET_FILE:nnc> --target cuda --tiny)
-  # ... with its attention as one fused scaled_dot_product_attention: the CUDA kernels in a model
-  add_test(NAME gpt_torch_fused_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
-           --nnc $<TARGET_FILE:nnc> --target cuda --tiny --fused)
+  # ... with its attention composed (products, the mask, softmax)
+  add_test(NAME gpt_torch_composed_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
+           --nnc $<TARGET_FILE:nnc> --target cuda --tiny --composed)
   add_test(NAME dropout_philox_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_dropout.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
   # the fused attention kernels (forward, backward, dropout's mask) against torch
@@ -217,8 +218,8 @@ if(TARGET nnc_emu_cuda)
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
                        conv_torch_emu launch_shape_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu
-                       dropout_philox_emu gpt_torch_emu gpt_torch_fused_emu attention_torch_emu emu_mpi emu_pipeline
+                       dropout_philox_emu gpt_torch_emu gpt_torch_composed_emu attention_torch_emu emu_mpi emu_pipeline
                        PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
-  set_tests_properties(emu_train_mlp gpt_torch_emu gpt_torch_fused_emu PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(emu_train_mlp gpt_torch_emu gpt_torch_composed_emu PROPERTIES SKIP_RETURN_CODE 77)
 endif()

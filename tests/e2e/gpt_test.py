@@ -8,9 +8,8 @@ one step).  Checked:
 - the checkpoint names the repeated blocks as PyTorch does: transformer.h.0 ... h.{n_layer-1};
 - --eval on the saved checkpoint gives the epoch's test loss back;
 - models/gpt2_small.nn (GPT-2 small) compiles without its data, and --stats reports its 124M
-  parameters, AdamW's two moments, and the step's activation memory: with attention composed of
-  products, a mask and a softmax, at least the [B, H, T, T] probabilities each layer keeps for
-  its backward, plus the one the backward works on.
+  parameters, AdamW's two moments, and the step's activation memory; its attention fused
+  (scaled_dot_product_attention), no [B, H, T, T] tensor is in the step's memory plan at all.
 (tests/ref/test_gpt_torch.py compares the losses step by step with nanoGPT's model in torch.)
 
     gpt_test.py NNC
@@ -62,13 +61,17 @@ def gpt2_stats(nnc):
           "GPT-2 small: %d parameters (%s), AdamW's state twice that and the schedule's rate" % (
               nparams, got and got.group(0)))
     act = re.search(r"train_step .* activations +(\d+) B planned, +(\d+) B unplanned", out)
-    scores = B * H * T * T * 4
-    check(act and (L + 1) * scores <= int(act.group(1)) <= int(act.group(2)),
-          "train_step's activations %.2f GiB planned (%.1f GiB unplanned), batch %d: at least the %d x %d MiB of "
-          "[B, %d, %d, %d] attention probabilities the composed attention holds" % (
-              int(act.group(1)) / 2**30 if act else -1, int(act.group(2)) / 2**30 if act else -1, B, L + 1,
-              scores >> 20, H, T, T))
-
+    scores = "[B,%d,%d,%d]" % (H, T, T)
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(path, d)
+        plan = subprocess.run([nnc, os.path.join(d, "gpt2_small.nn"), "--dump-after=plan"], capture_output=True,
+                              text=True)
+    held = [l.strip() for l in plan.stdout.splitlines() if scores in l]
+    check(plan.returncode == 0 and "over f32[B," in plan.stdout and act and not held,
+          "train_step's activations %.2f GiB planned at batch %d, with no f32%s attention scores "
+          "(%d MiB each) anywhere in the plan%s" % (
+              int(act.group(1)) / 2**30 if act else -1, B, scores, B * H * T * T * 4 >> 20,
+              "" if not held else ": " + "\n".join(held[:3])))
 
 def main():
     nnc = os.path.abspath(sys.argv[1])

@@ -15,13 +15,14 @@ to wte.  Checked:
   nnc and torch round differently, and the steps carry that on); with --f64, both in double, to
   1e-8 (what --metrics prints: 9 digits).
 
-    test_gpt_torch.py --nnc PATH [--f64] [--target cpu|cuda] [--tiny] [--batch N] [--fused]
+    test_gpt_torch.py --nnc PATH [--f64] [--target cpu|cuda] [--tiny] [--batch N] [--composed]
 
 --target cuda runs nnc's CUDA target (the tests point it at the emulator); --tiny shrinks the
-model (2 layers, n_embd 32), for the emulator.  --fused writes gpt.nn's attention as nanoGPT's
-flash path does, y = scaled_dot_product_attention(q, k, v, dropout_p, is_causal = true) then
-y.transpose(1, 2).contiguous().view(B, T, C): nnc's fused kernels against the same torch model
-(its masked softmax).  The tokens are models/gpt_prepare.py's, from the
+model (2 layers, n_embd 32), for the emulator.  gpt.nn's attention is nanoGPT's flash path,
+y = scaled_dot_product_attention(q, k, v, dropout_p, is_causal = true), nnc's fused kernels,
+against the torch model's masked softmax; --composed writes it as nanoGPT's manual path (q @ k.T,
+masked_fill with tril, softmax, dropout, @ v, then y.transpose(1, 2).reshape(B, T, C)), nnc's
+products and softmax against the same torch model.  The tokens are models/gpt_prepare.py's, from the
 licence texts under /usr/share/common-licenses (skipped, 77, without them).
 """
 import argparse
@@ -136,11 +137,13 @@ def model_text(a):
     subs = [(r'tokens\("gpt_data/train\.bin"', 'tokens("train.bin"'),
             (r'tokens\("gpt_data/val\.bin"', 'tokens("val.bin"'),
             (r"epochs = \d+", "epochs = 1"), (r"warmup = \d+", "warmup = %d" % WARMUP)]
-    if a.fused:   # nanoGPT's flash path: F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        subs += [(r"^( +)att = \(q @ k\.transpose\(-2, -1\)\).*\n.*masked_fill.*\n.*softmax.*\n.*dropout\(att, .*\n"
-                  r" +y = att @ v[^\n]*$",
-                  r"\1y = scaled_dot_product_attention(q, k, v, dropout_p = p_dropout, is_causal = true)"),
-                 (r"y\.transpose\(1, 2\)\.reshape\(B, T, n_embd\)", "y.transpose(1, 2).contiguous().view(B, T, n_embd)")]
+    if a.composed:   # nanoGPT's manual path, as gpt.nn's comment writes it
+        subs += [(r"^( +)y = scaled_dot_product_attention\(q, k, v, dropout_p = p_dropout, is_causal = true\)$",
+                  r"\1att = (q @ k.transpose(-2, -1)) * (1 / sqrt(hs))\n"
+                  r"\1att = att.masked_fill(tril(ones(T, T)) == 0, -inf)\n"
+                  r"\1att = dropout(softmax(att, axis = -1), p_dropout)\n"
+                  r"\1y = att @ v"),
+                 (r"y\.transpose\(1, 2\)\.contiguous\(\)\.view\(B, T, n_embd\)", "y.transpose(1, 2).reshape(B, T, n_embd)")]
     if a.tiny:
         subs += [(r"^n_layer = \d+", "n_layer = 2"), (r"^n_embd = \d+", "n_embd = 32"),
                  (r"^block_size = \d+", "block_size = 16"), (r"block_size = 64\)", "block_size = 16)")]
@@ -261,8 +264,8 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--f64", action="store_true", help="nnc --f64 against torch in float64")
-    ap.add_argument("--fused", action="store_true",
-                    help="gpt.nn's attention as one scaled_dot_product_attention(is_causal = true), as nanoGPT's flash path")
+    ap.add_argument("--composed", action="store_true",
+                    help="gpt.nn's attention as products, a mask and a softmax, as nanoGPT's manual path")
     a = ap.parse_args()
     prec = "f64" if a.f64 else "f32"
     rtol = RTOL[prec]
@@ -305,7 +308,7 @@ def main():
     print("%s gpt.nn (%d parameters%s, batch %d, %s, %s) against torch %s: %d AdamW steps (no_decay, "
           "warmup_cosine), losses within %.2g (max rel diff %.2g), grad norms: step 1 %.2g, the largest %.2g; "
           "test loss %.9g vs %.9g%s" % (
-              "FAIL" if errs else "ok  ", nparams, ", tiny" if a.tiny else "", a.batch, a.target, prec,
+              "FAIL" if errs else "ok  ", nparams, (", tiny" if a.tiny else "") + (", composed" if a.composed else ""), a.batch, a.target, prec,
               torch.__version__, STEPS, rtol, worst, norm1, worst_norm, test if test is not None else float("nan"),
               want_test, "".join("\n    " + e for e in errs[:8])))
     print("    losses: %s ... %s" % (" ".join("%.5f" % x for x in want[:3]), " ".join("%.5f" % x for x in want[-3:])))
