@@ -70,7 +70,7 @@ static int64_t helper_flops(const Graph *g, const Launch *L, int64_t B) {
     const Node *r = &g->nodes[L->root];
     if (op_has(r->op, OPF_CONV) || op_has(r->op, OPF_POOL)) {
         SpatialGeom q = spatial_geom(g, r);
-        int64_t n = q.N == DIM_BATCH ? B : q.N;
+        int64_t n = dim_size(q.N, B);
         int64_t window = q.KH * q.KW; /* a pooling window's elements */
         if (op_has(r->op, OPF_POOL)) return n * q.C * q.OH * q.OW * window;
         return 2 * n * q.OC * q.OH * q.OW * (q.C / q.G) * window; /* each form: the same products */
@@ -80,7 +80,7 @@ static int64_t helper_flops(const Graph *g, const Launch *L, int64_t B) {
 
 static int64_t gemm_flops(const Graph *g, const Launch *L, int64_t B) {
     GemmGeom q = gemm_geom(g, L);
-    int64_t m = q.m == DIM_BATCH ? B : q.m, n = q.n == DIM_BATCH ? B : q.n, k = q.k == DIM_BATCH ? B : q.k;
+    int64_t m = dim_size(q.m, B), n = dim_size(q.n, B), k = dim_size(q.k, B);
     return 2 * m * n * k * gemm_count(&q, B) + (L->fold >= 0 ? 2 * m * n : 0); /* a fold scales and adds */
 }
 

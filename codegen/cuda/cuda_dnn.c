@@ -347,7 +347,7 @@ static DnnConv *launch_setup(CudaModel *m, const Entry *e, int k, bool tf32, cha
     launch_describe(&what, m->p, e, k, L->root);
     c->what = arena_strdup(&m->arena, what.buf);
     str_free(&what);
-    int64_t rows = c->q.N == DIM_BATCH ? m->p->g->batch_max : c->q.N;
+    int64_t rows = dim_size(c->q.N, m->p->g->batch_max);
     if (!gpu_handle(c->gpu, why, n)) return NULL;
     if (conv_setup(c, m->p->g, r, rows, tf32, why, n)) return c;
     conv_free(c);

@@ -8,6 +8,7 @@ On a small classifier (random data, so no data set is needed) with --target cpu,
   - the first layer's product and its bias + ReLU kernel move and compute the bytes and FLOPs
     worked out by hand, and name the model line and column they were written at;
   - the CUDA table has the batch's copies to the GPU (no memory percentage: they cross the bus);
+  - a product over the batch axis merged with another counts its B*k rows;
   - bad values of the flag, and flags it cannot go with, are errors that say why."""
 import os, re, subprocess, sys, tempfile
 
@@ -117,6 +118,36 @@ def test_target(nnc, d, target):
         check("no CUDA graph" in out, "cuda: says it launches without CUDA graphs", out)
 
 
+MERGED = """\
+input x: f32[B, 4, 20]
+input y: i32[B, 4]
+param w1: f32[16, 20] = normal(0, 0.1)
+h = reshape(x, -1, 20) @ transpose(w1)
+loss = cross_entropy(h, reshape(y, -1))
+train {
+    data x = randn(32, 4, 20)
+    data y = csv("y4.csv")
+    batch = 8
+    optimizer = sgd(lr = 0.1)
+    minimize loss
+}
+"""
+
+
+def test_merged(nnc, d, target):
+    """Products over the batch axis merged with another ([B, 4, 20] as [B*4, 20]): their FLOPs
+    count the B*4 rows (they once came out negative)."""
+    rc, out, err = run([nnc, "merged.nn", "--target", target, "--profile", "3"], d)
+    check(rc == 0, f"{target}: --profile of a product over [B*4, 20] runs", out + err)
+    rows = {r["phase"]: r for r in table(out) if r["kind"] == "gemm"}
+    # forward: [32, 20] @ [20, 16], 2*32*16*20; w1's update: the gradient [16, 32] @ [32, 20] and
+    # the step's scale-and-add of its [16, 20] (2 a weight)
+    for phase, flops in (("forward", "20.48 k"), ("update", "21.12 k")):
+        r = rows.get(phase)
+        check(r is not None and r["flops"] == flops, f"{target}: the {phase} product over B*4 rows does {flops} "
+              f"FLOPs: {r}", out)
+
+
 def test_errors(nnc, d):
     bad = [(["--profile=0"], "--profile: expects an integer from 1 to 100000, got '0'"),
            (["--profile", "-3"], "--profile: expects an integer from 1 to 100000, got '-3'"),
@@ -144,7 +175,12 @@ def main():
             f.write(MODEL)
         with open(os.path.join(d, "y.csv"), "w") as f:
             f.write("".join(f"{i % 4}\n" for i in range(32)))
+        with open(os.path.join(d, "merged.nn"), "w") as f:
+            f.write(MERGED)
+        with open(os.path.join(d, "y4.csv"), "w") as f:
+            f.write("".join(",".join(str((4 * i + j) % 16) for j in range(4)) + "\n" for i in range(32)))
         test_target(nnc, d, "cuda" if cuda else "cpu")
+        test_merged(nnc, d, "cuda" if cuda else "cpu")
         if not cuda:
             test_errors(nnc, d)
     print("profile_test:", "FAILED" if fails else "passed", f"({fails} failures)" if fails else "")
