@@ -363,6 +363,40 @@ static const char cpu_max_pool_grad[] =
     "            }\n"
     "    }\n";
 
+/* concat and the slices as row copies on nnc's thread pool (include/nnc_pool.h, pasted before
+ * the helpers): OpenMP's team here fought the pool's threads for the cores, and the flat body
+ * divided twice per element.  Pure copies: the same bits on any thread count. */
+static const char cpu_rows_text[] =
+    "/* `rows` copies of len reals, row o from src + o sstride to dst + o dstride, split over the pool */\n"
+    "typedef struct { const real *src; real *dst; int64_t len, sstride, dstride; } nnc_rows_job;\n"
+    "static void nnc_rows_part(void *ctx, const void *const *in, int64_t b, int64_t lo, int64_t hi) {\n"
+    "    const nnc_rows_job *j = ctx;\n"
+    "    (void)in, (void)b;\n"
+    "    for (int64_t o = lo; o < hi; o++) memcpy(j->dst + o * j->dstride, j->src + o * j->sstride, sizeof(real) * (size_t)j->len);\n"
+    "}\n"
+    "static void nnc_copy_rows(real *dst, int64_t dstride, const real *src, int64_t sstride, int64_t len, int64_t rows) {\n"
+    "    nnc_rows_job j = {src, dst, len, sstride, dstride};\n"
+    "    if (rows > 0 && len > 0) nnc_pool_for(nnc_rows_part, &j, NULL, 0, rows, rows * len);\n"
+    "}\n";
+static const char cpu_concat[] =
+    "    const int64_t rows = n / (L * inner), len[4] = {n0, n1, n2, n3};\n"
+    "    const real *src[4] = {a0, a1, a2, a3};\n"
+    "    int64_t off = 0;\n"
+    "    for (int a = 0; a < 4; off += len[a++]) nnc_copy_rows(y + off * inner, L * inner, src[a], len[a] * inner, len[a] * inner, rows);\n";
+static const char cpu_slice[] =
+    "    const int64_t rows = n / (Ly * inner);\n"
+    "    if (step == 1) nnc_copy_rows(y, Ly * inner, x + start * inner, Lx * inner, Ly * inner, rows);\n"
+    "    else   /* each outer row's picks at stride step */\n"
+    "        for (int64_t o = 0; o < rows; o++)\n"
+    "            nnc_copy_rows(y + o * Ly * inner, inner, x + (o * Lx + start) * inner, step * inner, inner, Ly);\n";
+static const char cpu_slice_grad[] =
+    "    const int64_t rows = n / (Lx * inner);\n"
+    "    memset(dx, 0, sizeof(real) * (size_t)n);\n"
+    "    if (step == 1) nnc_copy_rows(dx + start * inner, Lx * inner, dy, Ly * inner, Ly * inner, rows);\n"
+    "    else\n"
+    "        for (int64_t o = 0; o < rows; o++)\n"
+    "            nnc_copy_rows(dx + (o * Lx + start) * inner, step * inner, dy + o * Ly * inner, inner, inner, Ly);\n";
+
 /* helpers.def's rows, in Helper's order by construction. */
 const HelperInfo helper_info[HP_COUNT] = {
 #define X(id, name, ptrs, after, geom, flat, cpu) [HP_##id] = {#name, ptrs, after, geom, flat, cpu},
@@ -616,6 +650,7 @@ void helper_prelude(Str *s, bool cuda) {
                   "#define NNC_HELPER_INF %s\n", cuda ? "((real)NNC_INF)" : "((real)INFINITY)");
     for (int h = 0; h < HP_COUNT; h++) {
         const HelperInfo *f = &helper_info[h];
+        if (h == 0 && !cuda) str_puts(s, cpu_rows_text);
         if (cuda) str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", HELPER_THREADS, f->name);
         else str_printf(s, "static void %s(", f->name);
         helper_signature(s, (Helper)h);
