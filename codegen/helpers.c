@@ -18,6 +18,7 @@
  * no atomics and no zeroing pass are needed -- except the embedding's gradient, whose tokens may
  * share a row: its plan zeroes dw and the flat body adds atomically.  The CPU runs its own loop
  * nests of the hot ones (a row's `cpu` body): same results, up to the order of additions. */
+#include <ctype.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -192,7 +193,7 @@ static const char flat_embedding_grad[] = "        const int v = idx[i / D];\n"
 /* The CPU's own versions of the hot helpers: the same signature and result, as loop nests that
  * divide once per row, not once per element (integer division costs more than the copy), and
  * the gradients as scatters within a plane one thread owns (no race, no window search per
- * input element).  NULL: the flat body above serves. */
+ * input element).  NULL: the flat body above serves, its index space split over nnc's pool (cpu_flat_helper). */
 /* the first bad position (lowest) wins, as the message names one */
 static const char cpu_embedding[] =
     "    int64_t bad = -1;\n"
@@ -644,6 +645,41 @@ static void helper_signature(Str *s, Helper h) {
     str_printf(s, "%s, int64_t n%s%s%s", f->ptrs, *f->after ? ", " : "", f->after, f->geom ? ", " GEOM_PARAMS : "");
 }
 
+/* A flat helper on the CPU: its operands in a job, and a part over [lo, hi) of its flat index
+ * space that nnc's pool (include/nnc_pool.h) runs on its threads, each part's elements in order
+ * (the same bits on any thread count).  The job's fields and the part's locals are the
+ * signature's parameters, each "type name" as written there. */
+static void cpu_flat_helper(Str *s, Helper h) {
+    const HelperInfo *f = &helper_info[h];
+    Str sig = {0}, fields = {0}, locals = {0}, names = {0};
+    helper_signature(&sig, h);
+    for (const char *p = sig.buf; *p;) {
+        while (*p == ' ') p++;
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        const char *q = end; /* the parameter's name: the identifier it ends with */
+        while (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+        str_printf(&fields, " %.*s;", (int)(end - p), p);
+        str_printf(&locals, "    %.*s = j_->%.*s;\n    (void)%.*s;\n", (int)(end - p), p, (int)(end - q), q,
+                   (int)(end - q), q);
+        str_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(end - q), q);
+        p = *end ? end + 1 : end;
+    }
+    str_printf(s, "typedef struct {%s } %s_job;\n", fields.buf, f->name);
+    str_printf(s,
+               "static void %s_part(void *ctx, const void *const *in_, int64_t b_, int64_t lo, int64_t hi) {\n"
+               "    const %s_job *j_ = ctx;\n"
+               "    (void)in_, (void)b_;\n%s"
+               "    for (int64_t i = lo; i < hi; i++) {\n%s    }\n}\n",
+               f->name, f->name, locals.buf, f->flat);
+    str_printf(s, "static void %s(%s) {\n    %s_job j_ = {%s};\n    nnc_pool_for(%s_part, &j_, NULL, 0, n, n);\n}\n",
+               f->name, sig.buf, f->name, names.buf, f->name);
+    str_free(&sig);
+    str_free(&fields);
+    str_free(&locals);
+    str_free(&names);
+}
+
 void helper_prelude(Str *s, bool cuda) {
     dropout_rng_prelude(s, cuda);
     str_printf(s, "\n/* Convolution and pooling helpers (codegen/helpers.c): one element of a flat index space each. */\n"
@@ -651,6 +687,10 @@ void helper_prelude(Str *s, bool cuda) {
     for (int h = 0; h < HP_COUNT; h++) {
         const HelperInfo *f = &helper_info[h];
         if (h == 0 && !cuda) str_puts(s, cpu_rows_text);
+        if (!cuda && !f->cpu) {
+            cpu_flat_helper(s, (Helper)h);
+            continue;
+        }
         if (cuda) str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", HELPER_THREADS, f->name);
         else str_printf(s, "static void %s(", f->name);
         helper_signature(s, (Helper)h);
@@ -659,14 +699,10 @@ void helper_prelude(Str *s, bool cuda) {
                 s,
                 ") {\n"
                 "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n");
-        else if (f->cpu) {
+        else {
             str_printf(s, ") {\n%s}\n", f->cpu);
             continue;
-        } else
-            str_puts(s,
-                     ") {\n"
-                     "    #pragma omp parallel for if (n > 16384)\n"
-                     "    for (int64_t i = 0; i < n; i++) {\n");
+        }
         str_printf(s, "%s    }\n}\n", f->flat);
     }
 }
