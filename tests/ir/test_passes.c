@@ -417,12 +417,12 @@ static void test_repeat_gpt(void) {
         }
     CHECK(node_named(g, OP_PARAM, "transformer.h.4.ln_1.weight") < 0, "gpt.nn: no fifth block");
     CHECK(node_named(g, OP_PARAM, "transformer.ln_f.weight") > last, "gpt.nn: ln_f after the blocks");
-    /* block 2's attention scores are computed under its scope (kernels name their instance) */
+    /* block 2's attention is computed under its scope (kernels name their instance) */
     int scoped = 0;
     for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == OP_SOFTMAX && g->nodes[i].phase == PH_FORWARD)
+        if (g->nodes[i].op == OP_SDPA && g->nodes[i].phase == PH_FORWARD)
             scoped += g->nodes[i].scope && !strcmp(g->nodes[i].scope, "transformer.h.2.attn");
-    CHECK(scoped == 1, "gpt.nn: one forward softmax scoped transformer.h.2.attn, found %d", scoped);
+    CHECK(scoped == 1, "gpt.nn: one forward attention scoped transformer.h.2.attn, found %d", scoped);
 }
 
 /* Lists written out, nested, inside a block, indexed and walked: each instance once, named by its
