@@ -138,9 +138,25 @@ static void c_prelude(Str *s, const BuildOpts *o) {
  * of one piece.  Each point is computed alone, so how the loop is cut never changes a bit. */
 static bool c_ew_pooled(const Kernel *k, Shape sp) { return omp_worth(k, sp, POOL_MIN_ELEMS); }
 
+typedef enum { RED_SUFFIX, RED_GATHER, RED_SCATTER } ReduceForm;
+static ReduceForm reduce_form(const Graph *g, const Launch *L, int *kept_out);
+
+/* A reduction that keeps its leading axes and sums a contiguous suffix (a layer norm's row
+ * mean, a bias gradient over a merged batch) runs on the pool too, cut over its first axis:
+ * each output is one accumulator over its run, in order, whichever thread sums it.  (OpenMP's
+ * team between two pool jobs waited for the pool's spinning threads: 5-10x on such kernels.) */
+static bool c_reduce_pooled(const Kernel *k, const Launch *L) {
+    int kept;
+    if (L->kind != L_REDUCE || reduce_form(k->g, L, &kept) != RED_SUFFIX || kept == 0) return false;
+    Shape ks = L->space;
+    ks.rank = kept;
+    return omp_worth(k, ks, OMP_MIN_ELEMS / 64);
+}
+
 static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *mn = k->mn, *en = k->e->name;
-    if (L->kind != L_EW || !c_ew_pooled(k, L->space)) {
+    bool reduce = c_reduce_pooled(k, L);
+    if (!reduce && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
                    "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
                    "    (void)m; (void)in; (void)B;\n",
@@ -152,7 +168,7 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
                "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
                "    nnc_pool_for(%s_%s_%d_part, m, in, B, ",
                mn, en, index, mn, en, index, mn, mn, en, index);
-    if (kernel_flat(k, L)) render_numel(k->s, L->space);
+    if (!reduce && kernel_flat(k, L)) render_numel(k->s, L->space);
     else render_dim(k->s, L->space.d[0], "B");
     str_puts(k->s, ", ");
     render_numel(k->s, L->space);
@@ -259,12 +275,11 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
         reduce_lanes(k, L, oo, scale);
         return;
     }
-    Shape sp = L->space, ks = sp;
-    ks.rank = kept;
-    Str cond = {0};
-    bool omp = kept && omp_worth(k, ks, OMP_MIN_ELEMS / 64);
-    omp_if(&cond, ks, OMP_MIN_ELEMS / 64);
-    open_loops(k, sp, 0, kept, 4, omp ? cond.buf : NULL);
+    Shape sp = L->space;
+    if (c_reduce_pooled(k, L)) { /* c_open made this NAME_part: the outer axis over [lo, hi) */
+        str_puts(k->s, "    for (int64_t a0 = lo; a0 < hi; a0++) {\n");
+        open_loops(k, sp, 1, kept, 8, NULL);
+    } else open_loops(k, sp, 0, kept, 4, NULL);
     int ind = 4 + 4 * kept;
     kernel_reduce_acc(k, L, ind);
     open_loops(k, sp, kept, sp.rank, ind, NULL);
@@ -274,7 +289,6 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
     close_loops(k, kept, sp.rank, ind);
     str_printf(k->s, "%*so0[%s] = (real)(acc * %s);\n", ind, "", oo, scale);
     close_loops(k, 0, kept, 4);
-    str_free(&cond);
 }
 
 /* The last axis reduced along with some leading ones, and a middle one kept (a convolution's
@@ -335,8 +349,6 @@ static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, con
         str_printf(k->s, "    for (int64_t i = 0; i < nout; i++) o0[i] = (real)(o0[i] * %s);\n", scale);
     str_free(&target);
 }
-
-typedef enum { RED_SUFFIX, RED_GATHER, RED_SCATTER } ReduceForm;
 
 /* Which of the loop structures above a reduction gets, and the number of kept leading axes. */
 static ReduceForm reduce_form(const Graph *g, const Launch *L, int *kept_out) {
