@@ -2,7 +2,7 @@
 """run.py - nnc against PyTorch (and NumPy) on the same machine, in the same run.
 
     bench/run.py [--nnc build/nnc] [--threads N] [--rounds 5] [--quick] [--torch2 PYTHON] [--precision-only]
-                 [--startup-only] [--steps-only]
+                 [--startup-only] [--steps-only] [--gpt-only]
 
 Every case runs nnc and the reference alternately (A B A B ...) for --rounds rounds, each
 round many steps after a warm-up; the table gives the median over rounds of each round's
@@ -22,7 +22,7 @@ convnet are also measured against its eager mode and torch.compile.  --torch2 na
 has it; without one, run.py makes bench/out/torch2-venv (python3 -m venv, pip install torch numpy:
 about 5 GB from PyPI) and uses it, or says why not and goes on without (--no-torch2: do not try).
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, os, re, subprocess, sys, tempfile, time
 
 import startup_ab
 
@@ -190,6 +190,36 @@ class Suite:
         self.add(f"convnet.nn batch {batch} (step)", n, e, "torch 2 eager", "ms", CONVNET_FLOP * batch)
         self.add(f"convnet.nn batch {batch} (step)", n, c, "torch.compile", "ms", CONVNET_FLOP * batch)
 
+    def gpt(self, batch, steps):
+        """models/gpt.nn's training step (AdamW, clipping, the schedule) against nanoGPT's model in
+        PyTorch 1.13 (the system's) and 2.x eager and torch.compile, interleaved; its tokens from
+        models/gpt_prepare.py into bench/out/gpt/gpt_data, beside a copy of the model."""
+        d = os.path.join(HERE, "out", "gpt")
+        model = os.path.join(d, "gpt.nn")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(ROOT, "models", "gpt.nn")) as src, open(model, "w") as dst:
+            dst.write(src.read())
+        if not os.path.exists(os.path.join(d, "gpt_data", "train.bin")):
+            run([PY, os.path.join(ROOT, "models", "gpt_prepare.py"), "--out", os.path.join(d, "gpt_data")])
+        src = open(model).read()
+        L, C, T, V = (int(re.search(r"^%s = (\d+)" % k, src, re.M).group(1))
+                      for k in ("n_layer", "n_embd", "block_size", "vocab_size"))
+        nparams = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+        flop = (6 * nparams + 12 * L * C * T) * batch * T   # nanoGPT's estimate_mfu per step
+        refs = [("PyTorch 1.13", PY, "eager", [])] + [
+            (name, self.a.torch2, mode, []) for name, mode in (("torch 2 eager", "eager"), ("torch.compile", "compile"))
+            if self.a.torch2]
+        n = []
+        for _ in range(self.a.rounds):
+            out, _ = self.nnc(model, "--bench", str(steps), "--batch", str(batch), *self.threads, "--quiet")
+            n.append(last_json(out)["median_us"] / 1e3)
+            for _, py, mode, acc in refs:
+                out, _ = run([py, os.path.join(HERE, "torch_gpt.py"), model, str(batch), self.tthreads, str(steps),
+                              mode], self.tenv)
+                acc.append(last_json(out)["median_us"] / 1e3)
+        for name, _, _, acc in refs:
+            self.add(f"gpt.nn batch {batch} (step)", n, acc, name, "ms", flop)
+
     def memory(self):
         n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.nenv)]
         t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", self.tthreads], self.tenv)]
@@ -258,6 +288,7 @@ def main():
     ap.add_argument("--no-torch2", action="store_true", help="do not measure against PyTorch 2.x")
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
     ap.add_argument("--precision-only", action="store_true", help="only the bf16 cases")
+    ap.add_argument("--gpt-only", action="store_true", help="only models/gpt.nn's step")
     ap.add_argument("--startup-only", action="store_true", help="only linear regression and the start-up cases")
     ap.add_argument("--steps-only", action="store_true",
                     help="only the training steps: the MLPs (f32 and bf16) and the convnet at batch 64")
@@ -279,6 +310,9 @@ def main():
         s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         if a.torch2:
             s.convnet(64, 20)
+        s.gpt(32, 10)
+    elif a.gpt_only:
+        s.gpt(32, 10)
     elif a.startup_only:
         s.linreg()
         s.startup()
@@ -287,7 +321,8 @@ def main():
     elif not a.convnet_only:
         s.mlp("models/mlp.nn", "784,128,10", 64, 300)
         s.fusion("models/mlp.nn", 64, 300)
-    if not (a.quick or a.convnet_only or a.precision_only or a.startup_only or a.steps_only):
+    if not (a.quick or a.convnet_only or a.precision_only or a.startup_only or a.steps_only or a.gpt_only):
+        s.gpt(32, 10)
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
@@ -295,7 +330,7 @@ def main():
         s.epochs()
         s.startup()
         s.memory()
-    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only or a.startup_only or a.steps_only)):
+    if a.torch2 and (a.convnet_only or not (a.quick or a.precision_only or a.startup_only or a.steps_only or a.gpt_only)):
         s.convnet(64, 20)
         s.convnet(256, 10)
     print(f"load average at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
