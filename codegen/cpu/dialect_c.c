@@ -153,10 +153,21 @@ static bool c_reduce_pooled(const Kernel *k, const Launch *L) {
     return omp_worth(k, ks, OMP_MIN_ELEMS / 64);
 }
 
+/* Softmax's rows, forward and gradient, are independent (each one thread's, in order): on the
+ * pool too, cut over the rows (row_header's `rows`).  c_rows_open knows them by their empty
+ * pragma clause; cross-entropy and accuracy, which total over rows, stay as they are. */
+static bool c_rows_pooled(const Kernel *k, const Launch *L) {
+    if (L->kind != L_ROW) return false;
+    const Node *r = &k->g->nodes[L->root];
+    if (r->op != OP_SOFTMAX && r->op != OP_LOG_SOFTMAX && r->op != OP_SOFTMAX_GRAD && r->op != OP_LSM_GRAD)
+        return false;
+    return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
+}
+
 static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *mn = k->mn, *en = k->e->name;
-    bool reduce = c_reduce_pooled(k, L);
-    if (!reduce && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
+    bool reduce = c_reduce_pooled(k, L), rows = c_rows_pooled(k, L);
+    if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
                    "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
                    "    (void)m; (void)in; (void)B;\n",
@@ -168,10 +179,20 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
                "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
                "    nnc_pool_for(%s_%s_%d_part, m, in, B, ",
                mn, en, index, mn, en, index, mn, mn, en, index);
-    if (!reduce && kernel_flat(k, L)) render_numel(k->s, L->space);
-    else render_dim(k->s, L->space.d[0], "B");
-    str_puts(k->s, ", ");
-    render_numel(k->s, L->space);
+    if (rows) { /* the rows, and their elements as the work */
+        Shape xs = k->g->nodes[k->g->nodes[L->root].in[0]].shape;
+        str_puts(k->s, "(");
+        render_numel(k->s, xs);
+        str_puts(k->s, ") / ");
+        render_dim(k->s, xs.d[xs.rank - 1], "B");
+        str_puts(k->s, ", ");
+        render_numel(k->s, xs);
+    } else {
+        if (!reduce && kernel_flat(k, L)) render_numel(k->s, L->space);
+        else render_dim(k->s, L->space.d[0], "B");
+        str_puts(k->s, ", ");
+        render_numel(k->s, L->space);
+    }
     str_printf(k->s,
                ");\n}\n"
                "static void %s_%s_%d_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
@@ -381,6 +402,10 @@ static void c_reduce(const Kernel *k, const Launch *L) {
 /* ---- rows ----------------------------------------------------------------------------------- */
 
 static void c_rows_open(const Kernel *k, int x, const char *omp) {
+    if (omp && !*omp && omp_worth(k, k->g->nodes[x].shape, OMP_MIN_ELEMS)) { /* c_rows_pooled: NAME_part */
+        str_puts(k->s, "    (void)rows;\n    for (int64_t i = lo; i < hi; i++) {\n");
+        return;
+    }
     if (omp && omp_worth(k, k->g->nodes[x].shape, OMP_MIN_ELEMS))
         str_printf(k->s, "    #pragma omp parallel for%s if (rows * C > %d)\n", omp, OMP_MIN_ELEMS);
     str_puts(k->s, "    for (int64_t i = 0; i < rows; i++) {\n");
