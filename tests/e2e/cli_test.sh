@@ -67,6 +67,21 @@ for n in 1 2; do
 done
 ok test "$(wc -l < "$dir/attn1.loss")" -ge 6
 ok cmp "$dir/attn1.loss" "$dir/attn2.loss"
+# So do split's slices and their gradients' concat (row copies), reductions over each row (layer
+# norm's statistics) and softmax's rows: no OpenMP team is left among the kernels (one between
+# two pool jobs waited for the pool's spinning threads), and the losses do not depend on the
+# threads taking part.
+ok "$nnc" "$here/pool_rows.nn" --emit c;       has "nnc_copy_rows(y, Ly"
+awk '/train_step launch 0:/ { k = 1 } k' "$dir/out" > "$dir/kernels"; cp "$dir/kernels" "$dir/out"
+has "row-wise (softmax)"
+has "reduction (mean)"
+hasnt "omp parallel"
+for n in 1 2; do
+    ok env OMP_NUM_THREADS=2 NNC_TEST_POOL_ACTIVE=$n "$nnc" "$here/pool_rows.nn" --quiet --metrics "$dir/rows$n.jsonl"
+    grep -o '"loss":[^,}]*' "$dir/rows$n.jsonl" > "$dir/rows$n.loss"
+done
+ok test "$(wc -l < "$dir/rows1.loss")" -ge 12
+ok cmp "$dir/rows1.loss" "$dir/rows2.loss"
 # bf16 products: oneDNN where it is fast (AMX; AMD's AVX512-BF16), the f32 product on widened
 # copies on an Intel core without AMX, where oneDNN's AVX512-BF16 product is slower than sgemm
 # (ONEDNN_MAX_CPU_ISA hides AMX from oneDNN as such a CPU lacks it; ONEDNN_VERBOSE names each
