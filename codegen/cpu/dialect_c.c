@@ -33,12 +33,6 @@ static bool omp_worth(const Kernel *k, Shape sh, int64_t min_elems) {
     return shape_numel(sh, k->g->batch_max) > min_elems;
 }
 
-/* The pragma's run-time test, for the batch the call gets. */
-static void omp_if(Str *cond, Shape sh, int64_t min_elems) {
-    render_numel(cond, sh);
-    str_printf(cond, " > %lld", (long long)min_elems);
-}
-
 static void c_ptr(const Kernel *k, Str *s, int x) {
     x = kernel_resolve(k->e, x);
     const Buffer *b = &k->e->buf[x];
@@ -142,15 +136,24 @@ typedef enum { RED_SUFFIX, RED_GATHER, RED_SCATTER } ReduceForm;
 static ReduceForm reduce_form(const Graph *g, const Launch *L, int *kept_out);
 
 /* A reduction that keeps its leading axes and sums a contiguous suffix (a layer norm's row
- * mean, a bias gradient over a merged batch) runs on the pool too, cut over its first axis:
- * each output is one accumulator over its run, in order, whichever thread sums it.  (OpenMP's
- * team between two pool jobs waited for the pool's spinning threads: 5-10x on such kernels.) */
-static bool c_reduce_pooled(const Kernel *k, const Launch *L) {
+ * mean) runs on the pool too, cut over its first axis; so does one that keeps a middle axis (a
+ * convolution's bias gradient), cut over its first kept axis: each output is one accumulator
+ * over its inputs, in order, whichever thread sums it.  (OpenMP's team between two pool jobs
+ * waited for the pool's spinning threads: 5-10x on such kernels.)  The axis cut, or -1. */
+static int c_reduce_pooled(const Kernel *k, const Launch *L) {
     int kept;
-    if (L->kind != L_REDUCE || reduce_form(k->g, L, &kept) != RED_SUFFIX || kept == 0) return false;
+    if (L->kind != L_REDUCE) return -1;
+    ReduceForm form = reduce_form(k->g, L, &kept);
     Shape ks = L->space;
-    ks.rank = kept;
-    return omp_worth(k, ks, OMP_MIN_ELEMS / 64);
+    if (form == RED_SUFFIX) {
+        ks.rank = kept;
+        return kept && omp_worth(k, ks, OMP_MIN_ELEMS / 64) ? 0 : -1;
+    }
+    if (form != RED_GATHER || !omp_worth(k, L->space, OMP_MIN_ELEMS)) return -1;
+    int64_t mask = launch_reduce_mask(k->g, L);
+    for (int l = 0; l < L->space.rank; l++)
+        if (!(mask >> l & 1)) return l;
+    return -1;
 }
 
 /* Softmax's rows, forward and gradient, are independent (each one thread's, in order): on the
@@ -166,7 +169,8 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
 
 static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *mn = k->mn, *en = k->e->name;
-    bool reduce = c_reduce_pooled(k, L), rows = c_rows_pooled(k, L);
+    int cut = c_reduce_pooled(k, L);
+    bool reduce = cut >= 0, rows = c_rows_pooled(k, L);
     if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
                    "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
@@ -189,7 +193,7 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
         render_numel(k->s, xs);
     } else {
         if (!reduce && kernel_flat(k, L)) render_numel(k->s, L->space);
-        else render_dim(k->s, L->space.d[0], "B");
+        else render_dim(k->s, L->space.d[reduce ? cut : 0], "B");
         str_puts(k->s, ", ");
         render_numel(k->s, L->space);
     }
@@ -297,7 +301,7 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
         return;
     }
     Shape sp = L->space;
-    if (c_reduce_pooled(k, L)) { /* c_open made this NAME_part: the outer axis over [lo, hi) */
+    if (c_reduce_pooled(k, L) == 0) { /* c_open made this NAME_part: the outer axis over [lo, hi) */
         str_puts(k->s, "    for (int64_t a0 = lo; a0 < hi; a0++) {\n");
         open_loops(k, sp, 1, kept, 8, NULL);
     } else open_loops(k, sp, 0, kept, 4, NULL);
@@ -317,23 +321,17 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
  * reduced axes in memory order. */
 static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const char *oo, const char *scale) {
     Shape sp = L->space;
-    int ind = 4;
-    Str cond = {0};
-    Shape ks = {0};
-    for (int l = 0; l < sp.rank; l++)
-        if (!(mask >> l & 1)) ks.d[ks.rank++] = sp.d[l];
-    bool omp = omp_worth(k, sp, OMP_MIN_ELEMS) && ks.rank;
-    if (omp) {
-        omp_if(&cond, sp, OMP_MIN_ELEMS);
-        str_printf(k->s, "    #pragma omp parallel for collapse(%d) if (%s)\n", ks.rank, cond.buf);
-    }
+    int ind = 4, cut = c_reduce_pooled(k, L); /* >= 0: c_open made this NAME_part, that axis over [lo, hi) */
     for (int pass = 0; pass < 2; pass++) {   /* the kept axes, then the reduced ones */
         if (pass == 1) kernel_reduce_acc(k, L, ind);
         for (int l = 0; l < sp.rank; l++) {
             if (!(mask >> l & 1) != (pass == 0)) continue;
-            str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", ind, "", l, l);
-            render_dim(k->s, sp.d[l], "B");
-            str_printf(k->s, "; a%d++) {\n", l);
+            if (l == cut) str_printf(k->s, "%*sfor (int64_t a%d = lo; a%d < hi; a%d++) {\n", ind, "", l, l, l);
+            else {
+                str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", ind, "", l, l);
+                render_dim(k->s, sp.d[l], "B");
+                str_printf(k->s, "; a%d++) {\n", l);
+            }
             ind += 4;
         }
         if (pass == 0) continue;
@@ -345,7 +343,6 @@ static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const 
     }
     str_printf(k->s, "%*so0[%s] = (real)(acc * %s);\n", ind, "", oo, scale);
     while (ind > 4) str_printf(k->s, "%*s}\n", ind -= 4, "");
-    str_free(&cond);
 }
 
 /* Any other axes: walk the input in memory order, adding every point into its output. */
