@@ -575,6 +575,62 @@ static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
 static void row_log_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, true); }
+/* A layer-norm row's mean mu and deviation sd = sqrt(var + eps), as the composed ops compute them
+ * (mean then the mean of squared differences, each summed in double and rounded to real; eps and
+ * the square root in real), so the CPU's fused kernel gives the composed path's bits. */
+static void row_ln_stats(const Kernel *k, const Node *n) {
+    char eps[RENDER_NUM_LEN];
+    str_printf(k->s, "        double s = 0;\n        %s s += x[c];\n", k->d->row.cols);
+    row_all(k, "        ", "s", k->d->row.sum_all);
+    str_printf(k->s,
+               "        const real mu = (real)(s * (1.0 / (double)C));\n"
+               "        double v = 0;\n"
+               "        %s { const real d = x[c] - mu; v += d * d; }\n",
+               k->d->row.cols);
+    row_all(k, "        ", "v", k->d->row.sum_all);
+    str_printf(k->s, "        const real sd = SQRT((real)(v * (1.0 / (double)C)) + (real)%s);\n",
+               render_num(eps, n->attr.scalars.p[0]));
+}
+
+/* layer_norm's rows: y = (x - mu) / sd.  Each owner reads and writes only its own columns, so
+ * y may be x's buffer. */
+static void row_ln_norm(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "real *Y", L->root);
+    k->d->row.open(k, n->in[0], "");
+    str_puts(k->s,
+             "        const real *x = X + i * C;\n"
+             "        real *y = Y + i * C;\n");
+    row_ln_stats(k, n);
+    str_printf(k->s, "        %s y[c] = (x[c] - mu) / sd;\n    }\n", k->d->row.cols);
+}
+
+/* Its gradient from dy and x: dx = (dy - mean(dy) - xhat mean(dy xhat)) / sd, xhat = (x - mu) / sd
+ * recomputed; dx may be dy's or x's buffer (own columns only, as above). */
+static void row_ln_grad(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *DY", n->in[0]);
+    kernel_ptr_line(k, "const real *Xv", n->in[1]);
+    kernel_ptr_line(k, "real *DX", L->root);
+    k->d->row.open(k, n->in[0], "");
+    str_puts(k->s,
+             "        const real *dy = DY + i * C, *x = Xv + i * C;\n"
+             "        real *dx = DX + i * C;\n");
+    row_ln_stats(k, n);
+    str_printf(k->s,
+               "        double g = 0, gx = 0;\n        %s { g += dy[c]; gx += (double)dy[c] * ((x[c] - mu) / sd); }\n",
+               k->d->row.cols);
+    row_all(k, "        ", "g", k->d->row.sum_all);
+    row_all(k, "        ", "gx", k->d->row.sum_all);
+    str_printf(k->s,
+               "        const real mg = (real)(g * (1.0 / (double)C)), mgx = (real)(gx * (1.0 / (double)C));\n"
+               "        %s dx[c] = (dy[c] - mg - (x[c] - mu) / sd * mgx) / sd;\n    }\n",
+               k->d->row.cols);
+}
+
 static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L->root, L->root2); }
 static void row_cross_entropy_bwd(const Kernel *k, const Launch *L) { row_ce(k, -1, L->root); }
 
@@ -583,10 +639,15 @@ static const struct {
     Op op;
     void (*render)(const Kernel *k, const Launch *L);
 } row_kernels[] = {
-    {OP_SOFTMAX, row_softmax_fwd},         {OP_LOG_SOFTMAX, row_log_softmax},
-    {OP_SOFTMAX_GRAD, row_softmax_bwd},    {OP_LSM_GRAD, row_log_softmax_bwd},
-    {OP_CROSS_ENTROPY, row_cross_entropy}, {OP_CE_GRAD, row_cross_entropy_bwd},
+    {OP_SOFTMAX, row_softmax_fwd},
+    {OP_LOG_SOFTMAX, row_log_softmax},
+    {OP_SOFTMAX_GRAD, row_softmax_bwd},
+    {OP_LSM_GRAD, row_log_softmax_bwd},
+    {OP_CROSS_ENTROPY, row_cross_entropy},
+    {OP_CE_GRAD, row_cross_entropy_bwd},
     {OP_ACCURACY, row_accuracy},
+    {OP_LN_NORM, row_ln_norm},
+    {OP_LN_GRAD, row_ln_grad},
 };
 
 static void kernel_row(const Kernel *k, const Launch *L) {

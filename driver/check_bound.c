@@ -385,6 +385,92 @@ static void tol_softmax_grad(const CheckLaunch *c, int out, CheckTol *t, bool is
              is_log ? "log_softmax_grad" : "softmax_grad", is_log ? ", exp within 2 ulps" : "");
 }
 
+/* ---- layer norm's rows (kernel.c's row_ln_*) --------------------------------------------------
+ * Per row of C from x (exact here, in double): mu = the mean, d_c = x_c - mu, var = mean(d_c^2),
+ * sd = sqrt(var + eps).  The kernels sum in double (any order: within (C + 1) D_UNIT of the sum
+ * of magnitudes) and round each of mu, d_c, d_c^2, var, var + eps, sd, the quotient and the
+ * gradient's terms to real (u each), so, to first order:
+ *   e_mu = u |mu| + (C + 1) D_UNIT mean|x|,  e_d = e_mu + u (|d| + e_mu),
+ *   e_var = mean(2 |d| e_d + e_d^2 + u (|d| + e_d)^2) + (C + 1) D_UNIT var + u var,
+ *   e_sd = (e_var + u (var + eps)) / (2 sd) + u sd,
+ * y = d / sd within (e_d + |y| e_sd) / sd + u |y|; the gradient's xhat likewise, its two row
+ * means within u of theirs plus the sums' and xhat's errors, and dx = t / sd with t's three
+ * roundings.  Both targets err so: twice, with 1% for the second-order terms. */
+typedef struct {
+    double mu, var, sd, emu, esd;
+} LnRow;
+
+static LnRow ln_row(const CheckLaunch *c, int xn, const void *xv, int64_t i, int64_t C, double eps) {
+    double u = unit_of(c), s = 0, sa = 0, v = 0, ev = 0;
+    for (int64_t col = 0; col < C; col++) {
+        double x = check_elem(c->p->g, xn, xv, i * C + col, c->real_bytes);
+        s += x;
+        sa += fabs(x);
+    }
+    LnRow r = {.mu = s / (double)C};
+    r.emu = u * fabs(r.mu) + (double)(C + 1) * D_UNIT * sa / (double)C;
+    for (int64_t col = 0; col < C; col++) {
+        double d = check_elem(c->p->g, xn, xv, i * C + col, c->real_bytes) - r.mu, ad = fabs(d);
+        double ed = r.emu + u * (ad + r.emu);
+        v += d * d;
+        ev += 2 * ad * ed + ed * ed + u * (ad + ed) * (ad + ed);
+    }
+    r.var = v / (double)C;
+    ev = ev / (double)C + (double)(C + 1) * D_UNIT * r.var + u * r.var;
+    r.sd = sqrt(r.var + eps);
+    r.esd = (ev + u * (r.var + eps)) / (2 * r.sd) + u * r.sd;
+    return r;
+}
+
+static void tol_layer_norm(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    Rows R = rows_of(c, n->in[0]);
+    double u = R.u, tiny = 16 * tiny_of(c, out), eps = n->attr.scalars.p[0];
+    for (int64_t i = 0; i < R.rows; i++) {
+        LnRow r = ln_row(c, n->in[0], R.x, i, R.C, eps);
+        for (int64_t col = 0; col < R.C; col++) {
+            double d = row_x(c, &R, i, col) - r.mu, y = fabs(d) / r.sd;
+            double ed = r.emu + u * (fabs(d) + r.emu);
+            t->tol[i * R.C + col] = 2 * (((ed + y * r.esd) / r.sd + u * y) * 1.01 + tiny);
+        }
+    }
+    snprintf(t->why, sizeof t->why,
+             "layer_norm_rows: the row's mean and variance summed in double, u per "
+             "rounding to real (mean, difference, square, variance, sqrt, quotient), twice");
+}
+
+static void tol_layer_norm_grad(const CheckLaunch *c, int out, CheckTol *t) {
+    const Node *n = node_of(c, out);
+    Rows R = rows_of(c, n->in[0]); /* dy */
+    const void *xv = c->mem(c->ctx, n->in[1]);
+    double u = R.u, tiny = 16 * tiny_of(c, out), eps = n->attr.scalars.p[0];
+    for (int64_t i = 0; i < R.rows; i++) {
+        LnRow r = ln_row(c, n->in[1], xv, i, R.C, eps);
+        double g = 0, ga = 0, gx = 0, gxa = 0, egx = 0;
+        for (int64_t col = 0; col < R.C; col++) {
+            double dy = row_x(c, &R, i, col),
+                   d = check_elem(c->p->g, n->in[1], xv, i * R.C + col, c->real_bytes) - r.mu;
+            double xh = d / r.sd, exh = (r.emu + u * (fabs(d) + r.emu) + fabs(xh) * r.esd) / r.sd + u * fabs(xh);
+            g += dy, ga += fabs(dy), gx += dy * xh, gxa += fabs(dy * xh), egx += fabs(dy) * exh;
+        }
+        double mg = g / (double)R.C, mgx = gx / (double)R.C;
+        double emg = u * fabs(mg) + (double)(R.C + 1) * D_UNIT * ga / (double)R.C;
+        double emgx =
+            egx / (double)R.C + (double)(R.C + 1) * D_UNIT * gxa / (double)R.C + u * (fabs(mgx) + egx / (double)R.C);
+        for (int64_t col = 0; col < R.C; col++) {
+            double dy = row_x(c, &R, i, col),
+                   d = check_elem(c->p->g, n->in[1], xv, i * R.C + col, c->real_bytes) - r.mu;
+            double xh = d / r.sd, exh = (r.emu + u * (fabs(d) + r.emu) + fabs(xh) * r.esd) / r.sd + u * fabs(xh);
+            double tt = fabs(dy - mg - xh * mgx), dx = tt / r.sd;
+            double et = emg + exh * fabs(mgx) + fabs(xh) * emgx + 3 * u * (fabs(dy) + fabs(mg) + fabs(xh * mgx) + tt);
+            t->tol[i * R.C + col] = 2 * (((et + dx * r.esd) / r.sd + u * dx) * 1.01 + tiny);
+        }
+    }
+    snprintf(t->why, sizeof t->why,
+             "layer_norm_rows_grad: the row's statistics as layer_norm_rows, its two sums in "
+             "double, u per rounding to real, twice");
+}
+
 /* dl, the gradient flowing into the loss (cross_entropy_grad's third operand). */
 static double dloss(const CheckLaunch *c, int x) {
     if (node_is_inline(node_of(c, x))) return inline_value(c, x).v;
@@ -462,6 +548,8 @@ static void tol_row(const CheckLaunch *c, int out, CheckTol *t) {
     else if (op == OP_SOFTMAX_GRAD || op == OP_LSM_GRAD) tol_softmax_grad(c, out, t, op == OP_LSM_GRAD);
     else if (op == OP_CROSS_ENTROPY) tol_cross_entropy(c, out, t);
     else if (op == OP_CE_GRAD) tol_ce_grad(c, out, t);
+    else if (op == OP_LN_NORM) tol_layer_norm(c, out, t);
+    else if (op == OP_LN_GRAD) tol_layer_norm_grad(c, out, t);
     else { /* accuracy: a count of exact comparisons */ tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s counts exact comparisons: the same bits", op_info[op].name);
     }

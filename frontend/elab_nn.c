@@ -446,14 +446,22 @@ Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s(): bias must have weight's shape, and x at least its rank", fn);
         return verror;
     }
+    mark_norm_params(E->g, w, b);
+    int y;
+    if (k == 1) { /* over the last axis: one row-wise op (forward and gradient one pass a row each) */
+        y = graph_add1(E->g, OP_LN_NORM, x, loc);
+        E->g->nodes[y].attr.scalars.p[0] = eps;
+        if (w >= 0) y = graph_add2(E->g, OP_MUL, y, w, loc);
+        if (b >= 0) y = graph_add2(E->g, OP_ADD, y, b, loc);
+        return vtensor(y);
+    }
     int64_t mask = ((int64_t)1 << s.rank) - ((int64_t)1 << (s.rank - k));
     int mean = reduce_node(E, OP_MEAN, x, mask, true, loc);
     int d = graph_add2(E->g, OP_SUB, x, mean, loc);
     int var = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, d, d, loc), mask, true, loc);
-    int y = graph_add2(E->g, OP_DIV, d,
-                       graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc),
-                       loc);
-    mark_norm_params(E->g, w, b);
+    y = graph_add2(E->g, OP_DIV, d,
+                   graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc),
+                   loc);
     if (w >= 0) y = graph_add2(E->g, OP_MUL, y, w, loc);
     if (b >= 0) y = graph_add2(E->g, OP_ADD, y, b, loc);
     return vtensor(y);

@@ -512,6 +512,15 @@ static void grad_row(Ad *A, int id, int g, Op back) {
 static void grad_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_SOFTMAX_GRAD); }
 static void grad_log_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_LSM_GRAD); }
 
+/* layer_norm's rows: the gradient recomputes each row's mean and deviation from x (no
+ * statistics kept between the passes), with the forward's eps. */
+static void grad_ln_norm(Ad *A, int id, int g) {
+    int in[2] = {g, opnd(A, id, 0)};
+    int d = mk(A, OP_LN_GRAD, 2, in, opshape(A, id, 0));
+    A->g->nodes[d].attr.scalars = A->g->nodes[id].attr.scalars;
+    accumulate(A, in[1], d);
+}
+
 /* The gradient op carries the loss's ignore_index and label_smoothing. */
 static void grad_cross_entropy(Ad *A, int id, int g) {
     int in[3] = {opnd(A, id, 0), opnd(A, id, 1), g};

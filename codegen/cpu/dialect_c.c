@@ -156,14 +156,14 @@ static int c_reduce_pooled(const Kernel *k, const Launch *L) {
     return -1;
 }
 
-/* Softmax's rows, forward and gradient, are independent (each one thread's, in order): on the
- * pool too, cut over the rows (row_header's `rows`).  c_rows_open knows them by their empty
- * pragma clause; cross-entropy and accuracy, which total over rows, stay as they are. */
+/* Rows that are independent (softmax's and layer norm's, forward and gradient: each one thread's,
+ * in order) run on the pool too, cut over the rows (row_header's `rows`).  c_rows_open knows
+ * them by their empty pragma clause; cross-entropy and accuracy, which total over rows or check
+ * labels, stay as they are. */
 static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     if (L->kind != L_ROW) return false;
     const Node *r = &k->g->nodes[L->root];
-    if (r->op != OP_SOFTMAX && r->op != OP_LOG_SOFTMAX && r->op != OP_SOFTMAX_GRAD && r->op != OP_LSM_GRAD)
-        return false;
+    if (op_has(r->op, OPF_LABELS | OPF_ROW_TOTAL)) return false;
     return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
 }
 

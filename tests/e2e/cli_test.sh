@@ -67,14 +67,14 @@ for n in 1 2; do
 done
 ok test "$(wc -l < "$dir/attn1.loss")" -ge 6
 ok cmp "$dir/attn1.loss" "$dir/attn2.loss"
-# So do split's slices and their gradients' concat (row copies), reductions over each row (layer
-# norm's statistics) and softmax's rows: no OpenMP team is left among the kernels (one between
-# two pool jobs waited for the pool's spinning threads), and the losses do not depend on the
-# threads taking part.
+# So do split's slices and their gradients' concat (row copies), layer norm's and softmax's rows
+# and the reductions: no OpenMP team is left among the kernels (one between two pool jobs waited
+# for the pool's spinning threads), and the losses do not depend on the threads taking part.
 ok "$nnc" "$here/pool_rows.nn" --emit c;       has "nnc_copy_rows(y, Ly"
 awk '/train_step launch 0:/ { k = 1 } k' "$dir/out" > "$dir/kernels"; cp "$dir/kernels" "$dir/out"
 has "row-wise (softmax)"
-has "reduction (mean)"
+has "row-wise (layer_norm_rows)"
+has "row-wise (layer_norm_rows_grad)"
 hasnt "omp parallel"
 for n in 1 2; do
     ok env OMP_NUM_THREADS=2 NNC_TEST_POOL_ACTIVE=$n "$nnc" "$here/pool_rows.nn" --quiet --metrics "$dir/rows$n.jsonl"
