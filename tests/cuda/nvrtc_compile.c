@@ -1,13 +1,15 @@
 /* nvrtc_compile.c - every model's CUDA source compiles with NVRTC (no driver or GPU needed).
  *
- *   nvrtc_compile [--no-fuse] [--f64] [--arch ARCH]... MODEL.nn...
+ *   nvrtc_compile [--no-fuse] [--f64] [--arch ARCH]... [--render-only] MODEL.nn...
  *
  * Runs the passes for the cuda target, renders the program (all entries) as CUDA C, and
  * compiles it for compute_80, sm_80, compute_90 and sm_90, or for the --arch ones given (CTest
  * runs the architectures as separate tests side by side; the sanitizer build compiles for
  * sm_90 only, since what it instruments is nnc's passes and renderer, not NVRTC).  Any NVRTC error fails the test with
  * NVRTC's log and the generated lines it points at.  A model the front end rejects is skipped
- * (tests/ holds models that are meant to fail); one model per line of output. */
+ * (tests/ holds models that are meant to fail); one model per line of output.  --render-only
+ * stops after the rendering (the sanitizer build's: what it instruments is nnc's passes and
+ * renderer; the normal build's sm_90 compile already makes compute_90's PTX of the same source). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +67,8 @@ static int check_model(const char *path, bool fuse, bool f64) {
         free(bin);
     }
     if (!rc) {
-        printf("ok   %s (%s%s): %d kernels, %zu bytes of CUDA, compiled for", path, fuse ? "fused" : "no-fuse",
-               f64 ? ", f64" : "", kernels, cu.len);
+        printf("ok   %s (%s%s): %d kernels, %zu bytes of CUDA, %s", path, fuse ? "fused" : "no-fuse",
+               f64 ? ", f64" : "", kernels, cu.len, narchs ? "compiled for" : "rendered (--render-only)");
         for (size_t a = 0; a < narchs; a++) printf(" %s", archs[a]);
         printf("\n");
     }
@@ -84,15 +86,23 @@ int main(int argc, char **argv) {
     bool fuse = true, f64 = false;
     int fails = 0, models = 0;
     char err[1024];
-    if (!cuda_nvrtc_available(err, sizeof err)) {
+    bool render_only = false;
+    for (int i = 1; i < argc; i++) render_only |= !strcmp(argv[i], "--render-only");
+    if (!render_only && !cuda_nvrtc_available(err, sizeof err)) {
         printf("SKIP: %s\n", err);
         return 77;
     }
-    printf("NVRTC %d.%d\n", cuda_nvrtc_version() / 1000, cuda_nvrtc_version() % 1000 / 10);
+    if (render_only) narchs = 0, archs_given = true;
+    else printf("NVRTC %d.%d\n", cuda_nvrtc_version() / 1000, cuda_nvrtc_version() % 1000 / 10);
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--render-only")) continue;
         if (!strcmp(argv[i], "--no-fuse")) fuse = false;
         else if (!strcmp(argv[i], "--f64")) f64 = true;
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
+            if (render_only) {
+                i++;
+                continue;
+            }
             if (!archs_given) narchs = 0;
             archs_given = true;
             if (narchs == NNC_COUNTOF(archs)) {
