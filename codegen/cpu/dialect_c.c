@@ -207,10 +207,9 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
 
 /* ---- loops ---------------------------------------------------------------------------------- */
 
-/* for a<from> .. a<to - 1>, the first at `indent` (and under `omp_cond`'s pragma, if any). */
-static void open_loops(const Kernel *k, Shape sp, int from, int to, int indent, const char *omp_cond) {
+/* for a<from> .. a<to - 1>, the first at `indent` (threads come from the pool: c_open). */
+static void open_loops(const Kernel *k, Shape sp, int from, int to, int indent) {
     for (int l = from; l < to; l++) {
-        if (l == from && omp_cond) str_printf(k->s, "    #pragma omp parallel for if (%s)\n", omp_cond);
         str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", indent + 4 * (l - from), "", l, l);
         render_dim(k->s, sp.d[l], "B");
         str_printf(k->s, "; a%d++) {\n", l);
@@ -234,8 +233,8 @@ static int c_space_open(const Kernel *k, Shape sp, bool flat) {
         }
     } else if (pooled) {
         str_puts(k->s, "    for (int64_t a0 = lo; a0 < hi; a0++) {\n");
-        open_loops(k, sp, 1, sp.rank, 8, NULL);
-    } else open_loops(k, sp, 0, sp.rank, 4, NULL);
+        open_loops(k, sp, 1, sp.rank, 8);
+    } else open_loops(k, sp, 0, sp.rank, 4);
     return flat ? 8 : 4 + 4 * sp.rank;
 }
 
@@ -303,11 +302,11 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
     Shape sp = L->space;
     if (c_reduce_pooled(k, L) == 0) { /* c_open made this NAME_part: the outer axis over [lo, hi) */
         str_puts(k->s, "    for (int64_t a0 = lo; a0 < hi; a0++) {\n");
-        open_loops(k, sp, 1, kept, 8, NULL);
-    } else open_loops(k, sp, 0, kept, 4, NULL);
+        open_loops(k, sp, 1, kept, 8);
+    } else open_loops(k, sp, 0, kept, 4);
     int ind = 4 + 4 * kept;
     kernel_reduce_acc(k, L, ind);
-    open_loops(k, sp, kept, sp.rank, ind, NULL);
+    open_loops(k, sp, kept, sp.rank, ind);
     char in[64];
     snprintf(in, sizeof in, "%*s", ind + 4 * (sp.rank - kept), "");
     kernel_reduce_point(k, L, in, "acc");
@@ -352,7 +351,7 @@ static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, con
     str_puts(k->s, "    const int64_t nout = ");
     render_numel(k->s, k->g->nodes[L->root].shape);
     str_printf(k->s, ";\n    for (int64_t i = 0; i < nout; i++) o0[i] = %s%s;\n", is_max ? "-" : "", is_max ? k->d->inf : "0");
-    open_loops(k, sp, 0, sp.rank, 4, NULL);
+    open_loops(k, sp, 0, sp.rank, 4);
     char in[64];
     snprintf(in, sizeof in, "%*s", 4 + 4 * sp.rank, "");
     kernel_reduce_point(k, L, in, NULL);
