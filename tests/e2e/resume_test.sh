@@ -8,18 +8,38 @@ model=$(dirname "$0")/resume.nn
 pass=0; fail=0
 check() { if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $*"; fi; }
 
+# killed MODEL SAVE EVERY [ARGS]: runs MODEL with --resume, killing it with SIGKILL at random
+# moments until a run finishes; prints how many kills landed.  The window follows how long a
+# whole run takes here (80 ms on a quiet machine with the compile cache warm, seconds under the
+# sanitizers): a fixed window let a fast run finish before the first kill, proving nothing
+killed() {
+  local model=$1 save=$2 every=$3; shift 3
+  local t0 run_ms n=0 round attempt pid ms st
+  t0=$(date +%s%N)
+  "$nnc" "$model" --quiet --save "$dir/timing.st" >/dev/null 2>&1
+  run_ms=$(( ($(date +%s%N) - t0) / 1000000 + 1 ))
+  for round in 1 2 3 4 5; do
+    rm -f "$save" "$@"
+    for attempt in $(seq 1 200); do
+      "$nnc" "$model" --quiet --save "$save" --save-every "$every" --resume \
+        ${1:+--metrics "$1"} >/dev/null &
+      pid=$!
+      # a random moment within a whole run's time; the window widens each attempt so a run
+      # killed before its first checkpoint each time still progresses
+      ms=$((RANDOM % (run_ms * (3 + attempt) / 4 + 1) + 2))
+      sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+      if kill -9 "$pid" 2>/dev/null; then n=$((n+1)); fi
+      wait "$pid" 2>/dev/null; st=$?
+      [ "$st" = 0 ] && break
+    done
+    # finished before any kill landed: start again from nothing rather than pass untested
+    [ "$n" -gt 0 ] && break
+  done
+  echo "$n"
+}
+
 "$nnc" "$model" --quiet --save "$dir/ref.st" --metrics "$dir/ref.jsonl" || { echo "FAIL: uninterrupted run"; exit 1; }
-kills=0
-for attempt in $(seq 1 200); do
-  "$nnc" "$model" --quiet --save "$dir/run.st" --save-every 7 --resume --metrics "$dir/run.jsonl" &
-  pid=$!
-  # a random moment; the window widens each attempt so slow (sanitized) builds progress too
-  ms=$((RANDOM % (150 + attempt * 25) + 5))
-  sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
-  if kill -9 "$pid" 2>/dev/null; then kills=$((kills+1)); fi
-  wait "$pid" 2>/dev/null; st=$?
-  [ "$st" = 0 ] && break
-done
+kills=$(killed "$model" "$dir/run.st" 7 "$dir/run.jsonl")
 echo "killed $kills times with SIGKILL, then finished"
 check test "$kills" -gt 0
 check cmp "$dir/ref.st" "$dir/run.st"
@@ -37,17 +57,9 @@ sed -e 's/batch = 16/batch = 16\n    accumulate = 3/' \
     "$model" > "$dir/acc.nn"
 check grep -q "accumulate = 3" "$dir/acc.nn"
 "$nnc" "$dir/acc.nn" --quiet --save "$dir/accref.st" || { echo "FAIL: uninterrupted accumulate run"; exit 1; }
-akills=0
-for attempt in $(seq 1 200); do
-  "$nnc" "$dir/acc.nn" --quiet --save "$dir/acc.st" --save-every 4 --resume &
-  pid=$!
-  ms=$((RANDOM % (150 + attempt * 25) + 5))
-  sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
-  if kill -9 "$pid" 2>/dev/null; then akills=$((akills+1)); fi
-  wait "$pid" 2>/dev/null; st=$?
-  [ "$st" = 0 ] && break
-done
+akills=$(killed "$dir/acc.nn" "$dir/acc.st" 4)
 echo "accumulate: killed $akills times with SIGKILL, then finished"
+check test "$akills" -gt 0
 check cmp "$dir/accref.st" "$dir/acc.st"
 # a kill after the last save: resumed from the finished run's checkpoint, nothing is left to
 # train and the checkpoint is saved again unchanged (its last epoch's loss sum included)
