@@ -434,7 +434,10 @@ static void ptr_arg(const Kernel *k, int x) {
 /* The dropout stream's argument: key, step and micro-batch as dropout's mask has them
  * (codegen/helpers.c), in the dialect's spelling. */
 static void render_stream(const Kernel *k, const AttnGeom *a) {
-    str_printf(k->s, "nnc_dropout_stream(%d, %s, %s, %d)", a->key, k->d->step, k->d->micro, k->e->kind == ENTRY_ACCUM);
+    str_puts(k->s, "nnc_dropout_stream(");
+    if (k->d->int_arg) k->d->int_arg(k, k->s, a->key); /* a parameter: the layers share the kernel */
+    else str_printf(k->s, "%d", a->key);
+    str_printf(k->s, ", %s, %s, %d)", k->d->step, k->d->micro, k->e->kind == ENTRY_ACCUM);
 }
 
 void attention_render_c(const Kernel *k, const Launch *L) {

@@ -21,6 +21,7 @@
 #include "codegen.h"
 
 typedef struct KernelDialect KernelDialect;
+typedef struct KernelArgs KernelArgs; /* a dialect's per-kernel parameters (CUDA: cuda_backend.h) */
 
 /* What one kernel is rendered from: a launch of entry `e` of program `p`, into `s`. */
 typedef struct Kernel {
@@ -31,6 +32,7 @@ typedef struct Kernel {
     const BuildOpts *o;
     const char *mn;             /* the model's C name (struct and function names) */
     Str *s;
+    KernelArgs *args; /* CUDA: the buffers the kernel takes as parameters (else NULL) */
 } Kernel;
 
 struct KernelDialect {
@@ -46,6 +48,9 @@ struct KernelDialect {
     const char *qual[2];        /* between '*' and a pointer's name: [1] when no output of
                                    the kernel aliases an input (C's restrict), else [0] */
     void (*ptr)(const Kernel *k, Str *s, int x);        /* node x's buffer, a typed pointer */
+    /* An integer the launch gives its kernel (a dropout stream's key), as a kernel parameter;
+     * NULL: written into the text */
+    void (*int_arg)(const Kernel *k, Str *s, int64_t v);
     /* `typedef ... real`, the math macros and the helpers the primitives below call. */
     void (*prelude)(Str *s, const BuildOpts *o);
     /* The kernel's signature and opening line, up to its body. */

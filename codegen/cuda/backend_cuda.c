@@ -497,7 +497,8 @@ static bool load_module(CudaModel *m, const char *cubin) {
             m->no_graph[k] |= L->kind == L_COLLECTIVE;   /* the host takes part: no CUDA graph */
             if (!cuda_launch_is_kernel(L)) continue;
             char name[256];
-            cuda_kernel_name(name, sizeof name, m->p, e, i);
+            const CudaLaunchKernel *lk = &m->kt.l[k][i];
+            cuda_kernel_name(name, sizeof name, m->p, &m->p->entry[lk->entry], lk->launch);
             CU(cu.ModuleGetFunction(&m->cur->fn[k][i], m->cur->mod, name));
         }
     }
@@ -645,7 +646,7 @@ static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *
     char *cubin = NULL;
     if (ok) {
         Str src = {0};
-        cuda_render(m->p, o, &src);
+        cuda_render_kernels(m->p, o, &src, &m->arena, &m->kt);
         cubin = get_cubin(m->p, o, src.buf, arch, lm, err, n);
         str_free(&src);
         if (!cubin) return false;

@@ -20,7 +20,13 @@
  *   unsigned *ws                  the reductions' workspace, CUDA_WORKSPACE_BYTES per GPU:
  *                                 CUDA_TICKETS counters (zero when no kernel runs: the backend
  *                                 clears them once, each kernel leaves them so), then
- *                                 CUDA_PARTIALS doubles, the blocks' partial results */
+ *                                 CUDA_PARTIALS doubles, the blocks' partial results
+ *   int64_t off0, arg1, ...       the offsets of the buffers the kernel reads and writes, in
+ *                                 elements of its block (P, S or A, which the kernel's text
+ *                                 names), one per distinct buffer, and the integers the launch
+ *                                 gives it (a dropout stream's key): launches that differ only
+ *                                 in those (a GPT's twelve layers) run one kernel
+ *                                 (render_cuda.c), and NVRTC compiles it once */
 #define CUDA_KERNEL_PARAMS "real *P, real *S, real *A, int64_t B, const int64_t *stepp, int *err, unsigned *ws"
 #define CUDA_TICKETS 1024
 #define CUDA_PARTIALS (1 << 17)
@@ -48,7 +54,36 @@ typedef struct {
     unsigned cw; /* RED_COLS: threads across a strip, each `lanes` columns; block / cw down */
 } CudaReduce;
 
-void cuda_render(const Program *p, const BuildOpts *o, Str *out);
+/* The offset parameters of the kernel being rendered: dialect_cuda's pointers add the buffers
+ * they address (off0, off1, ... in order of first use); past CUDA_KERNEL_ARGS_MAX the offset is
+ * written into the text (256 are 2 KB of parameters, under the 4 KB every GPU takes). */
+#define CUDA_KERNEL_ARGS_MAX 256
+struct KernelArgs {
+    int n;
+    char base[CUDA_KERNEL_ARGS_MAX]; /* 'P', 'S' or 'A' (off<j>), or 'I' (an integer: arg<j>) */
+    int64_t off[CUDA_KERNEL_ARGS_MAX];
+};
+/* Markers in a kernel's text while it is rendered: its name, and its offset parameters after
+ * CUDA_KERNEL_PARAMS (render_cuda.c fills both in once it knows which kernel the text is). */
+#define CUDA_NAME_MARK "@@NAME@@"
+#define CUDA_ARGS_MARK "@@ARGS@@"
+
+/* Which kernel a launch runs, with which offsets and integers (after CUDA_KERNEL_PARAMS). */
+typedef struct {
+    int entry, launch; /* the kernel is named after this launch (cuda_kernel_name): the first
+                          launch whose kernel text this was */
+    int nargs;
+    const int64_t *args;
+} CudaLaunchKernel;
+typedef struct {
+    CudaLaunchKernel *l[ENTRY_COUNT]; /* per launch of each entry (kernel launches only) */
+    int kernels, launches; /* distinct kernels in the source, kernel launches of all entries */
+} CudaKernels;
+
+/* The translation unit: one kernel per distinct kernel text among all entries' kernel launches;
+ * kt (arrays allocated in `a`), when not NULL, gets which kernel each launch runs. */
+void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *out, Arena *a, CudaKernels *kt);
+void cuda_render(const Program *p, const BuildOpts *o, Str *out); /* the same without kt */
 bool cuda_launch_is_kernel(const Launch *L);
 void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int k);
 /* f64: reals are doubles (attention's tiles are as large as fit the shared memory) */

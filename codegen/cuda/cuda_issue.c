@@ -435,7 +435,10 @@ static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     Gpu *g = m->cur;
     CUdeviceptr P = g->dBlock[NNC_BLOCK_PARAMS] - (CUdeviceptr)g->lo[NNC_BLOCK_PARAMS];
     CUdeviceptr S = g->dBlock[NNC_BLOCK_STATE] - (CUdeviceptr)g->lo[NNC_BLOCK_STATE];
-    void *args[] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr, &g->dRed};
+    /* then the offsets of the buffers it addresses (render_cuda.c: launches share kernels) */
+    const CudaLaunchKernel *lk = &m->kt.l[e->kind][k];
+    void *args[7 + CUDA_KERNEL_ARGS_MAX] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr, &g->dRed};
+    for (int j = 0; j < lk->nargs; j++) args[7 + j] = (void *)&lk->args[j];
     CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, d.grid_y, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
     return true;
 }

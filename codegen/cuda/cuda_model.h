@@ -170,6 +170,7 @@ typedef struct {
     size_t rb; /* bytes per real */
     bool f64, tf32;
     Gpu gpu[NNC_MAX_GPUS]; /* by index: cuda:k is gpu[k] */
+    CudaKernels kt; /* which kernel each launch runs, with which offsets (render_cuda.c) */
     Gpu *cur; /* the one work is issued to now (its context is current) */
     int ngpus; /* how many the model uses */
     int base; /* the physical GPU of cuda:0 (cuda:k is base + k) */

@@ -29,6 +29,25 @@
 #include "../attention.h"
 #include "../kernel.h"
 
+/* the offset parameter (off<j>) that addresses buffer (base, off) in this kernel, added on first
+ * use; -1 past CUDA_KERNEL_ARGS_MAX or outside cuda_render_kernels (the offset is written then). */
+static int cuda_arg(const Kernel *k, char base, int64_t off) {
+    KernelArgs *a = k->args;
+    if (!a) return -1;
+    for (int j = 0; j < a->n; j++)
+        if (a->base[j] == base && a->off[j] == off) return j;
+    if (a->n == CUDA_KERNEL_ARGS_MAX) return -1;
+    a->base[a->n] = base;
+    a->off[a->n] = off;
+    return a->n++;
+}
+
+static void cuda_int_arg(const Kernel *k, Str *s, int64_t v) {
+    int j = cuda_arg(k, 'I', v);
+    if (j >= 0) str_printf(s, "arg%d", j);
+    else str_printf(s, "%lldLL", (long long)v);
+}
+
 static void cuda_ptr(const Kernel *k, Str *s, int x) {
     x = kernel_resolve(k->e, x);
     const Buffer *b = &k->e->buf[x];
@@ -37,10 +56,19 @@ static void cuda_ptr(const Kernel *k, Str *s, int x) {
         str_printf(s, "((%s *)0) /* host value: the backend refuses to launch this */", t);
         return;
     }
+    char base = b->kind == BUF_PARAM ? 'P' : b->kind == BUF_STATE ? 'S' : 'A';
+    char off[32];
     switch (b->kind) {
-    case BUF_PARAM: str_printf(s, "(P + %lld)", (long long)b->offset); break;
-    case BUF_STATE: str_printf(s, "(S + %lld)", (long long)b->offset); break;
-    case BUF_ACT: str_printf(s, "((%s *)(A + %lld))", t, (long long)b->offset); break;
+    case BUF_PARAM:
+    case BUF_STATE:
+    case BUF_ACT: {
+        int j = cuda_arg(k, base, b->offset);
+        if (j >= 0) snprintf(off, sizeof off, "off%d", j);
+        else snprintf(off, sizeof off, "%lld", (long long)b->offset);
+        if (b->kind == BUF_ACT) str_printf(s, "((%s *)(A + %s))", t, off);
+        else str_printf(s, "(%c + %s)", base, off);
+        break;
+    }
     case BUF_NONE: case BUF_INLINE: case BUF_INPUT: case BUF_ALIAS:
         str_printf(s, "((%s *)0) /* internal: node %d has no buffer */", t, x);
         break;
@@ -188,14 +216,16 @@ static void cuda_prelude(Str *s, const BuildOpts *o) {
     str_printf(s, support, CUDA_TICKETS);
 }
 
+/* The name and the offset parameters are markers until render_cuda.c knows which kernel this
+ * text is (CUDA_NAME_MARK, CUDA_ARGS_MARK). */
 static void cuda_open(const Kernel *k, const Launch *L, int index) {
-    char name[256];
-    cuda_kernel_name(name, sizeof name, k->p, k->e, index);
+    (void)index;
     /* the bound lets the compiler budget registers for the largest block it is launched with */
     str_printf(k->s,
-               "extern \"C\" __global__ void __launch_bounds__(%u) %s(" CUDA_KERNEL_PARAMS ") {\n"
+               "extern \"C\" __global__ void __launch_bounds__(%u) " CUDA_NAME_MARK
+               "(" CUDA_KERNEL_PARAMS CUDA_ARGS_MARK ") {\n"
                "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n",
-               cuda_launch_max_block(k->g, L, k->o->f64), name);
+               cuda_launch_max_block(k->g, L, k->o->f64));
 }
 
 /* ---- index spaces --------------------------------------------------------------------------- */
@@ -467,7 +497,7 @@ static const char argmax_block[] = ARGMAX_WARP "        nnc_argmax_block(&bv, &b
 #define CUDA_DIALECT_COMMON                                                                     \
     .name = "cuda", .value = "const real", .inf = "NNC_INF", .step = "(*stepp)",             \
     .micro = "stepp[2]", /* after the seed: backend_cuda.c's step slot */                     \
-    .qual = {"", "__restrict__ "}, .ptr = cuda_ptr, .prelude = cuda_prelude, .open = cuda_open, \
+    .qual = {"", "__restrict__ "}, .ptr = cuda_ptr, .int_arg = cuda_int_arg, .prelude = cuda_prelude, .open = cuda_open, \
     .space_open = cuda_space_open, .space_close = cuda_space_close, .reduce = cuda_reduce,   \
     .flat_suffix = true,                                                                     \
     .vec = {.lanes = cuda_ew_lanes, .open = cuda_vec_open, .tail = cuda_vec_tail,             \

@@ -2,8 +2,9 @@
  *
  * cuda_render writes one CUDA C source file for NVRTC: the prelude, the kernels the runtime
  * launches itself (the step counter, --check-numerics' finite check), then one kernel per
- * kernel launch (L_EW, L_REDUCE, L_ROW) of every entry, rendered by the walker (kernel.c) in
- * the CUDA dialect (dialect_cuda.c).  Copies, GEMMs and assignments are no kernels: the backend
+ * kernel launch (L_EW, L_REDUCE, L_ROW, L_ATTENTION) of every entry, rendered by the walker
+ * (kernel.c) in the CUDA dialect (dialect_cuda.c), where launches that render the same text
+ * but for their buffers and node numbers share one kernel.  Copies, GEMMs and assignments are no kernels: the backend
  * issues them as memcpys and cuBLAS calls.  The rest of the file is what the backend launches
  * them with: their names, and the one place that decides grid and block, which the dialect's
  * thread layout (a warp per row, blocks per reduced output, column strips) relies on.
@@ -13,6 +14,8 @@
  * splits each output's elements over as many blocks as the work needs, up to MAX_PARTS partials
  * in all, a count fixed by the shapes alone: every GPU adds the same numbers in the same order,
  * and the last block to finish adds the partials (no float atomics), so runs are deterministic. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_backend.h"
@@ -61,31 +64,214 @@ static const char step_inc[] =
 static const char check_finite_f32[] = CHECK_FINITE("float", "__float_as_int", "0x7f800000");
 static const char check_finite_f64[] = CHECK_FINITE("double", "__double_as_longlong", "0x7ff0000000000000LL");
 
-void cuda_render(const Program *p, const BuildOpts *o, Str *s) {
+/* ---- one kernel per distinct text ------------------------------------------------------------ */
+
+/* Launches that differ only in their buffers and their nodes' numbers (the same layer repeated,
+ * the same optimizer update on parameters of the same shape) render the same text once the
+ * buffers (and a dropout stream's key) are parameters (off0, off1, arg2, ...) and the locals named after nodes (t<node>, l<node>...,
+ * s<node>) are numbered in order of first appearance: they share one kernel.  GPT-2's twelve
+ * layers compile as one. */
+typedef struct {
+    Str comment; /* the first launch's head comment (kernel_render's) */
+    Str text; /* from `extern "C"` on, with the markers */
+    Str also; /* the other launches that run it */
+    int entry, launch, nargs;
+    char *bases; /* its parameters' KernelArgs.base */
+    int also_entry; /* the entry of the last launch in `also` */
+    uint64_t hash;
+} UniqueKernel;
+
+static uint64_t fnv1a(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static bool is_ident_char(char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* in's identifiers t<N>, l<N>, s<N> (N a node, optionally followed by `_...`) renamed to
+ * t<j>, l<j>, s<j>, j counting each letter's names in order of first appearance: a bijection,
+ * so the text means what it meant.  map[3 * nnodes] holds -1 and is left so; touched has as
+ * many places.  False (out
+ * unfinished) where some N is not a node. */
+static bool canon_locals(const char *in, size_t len, int nnodes, int *map, int *touched, Str *out) {
+    static const char letters[] = "tls";
+    int next[3] = {0, 0, 0}, nt = 0;
+    bool ok = true;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        if (!is_ident_char(in[i])) {
+            while (j < len && !is_ident_char(in[j])) j++;
+            str_printf(out, "%.*s", (int)(j - i), in + i);
+            i = j;
+            continue;
+        }
+        while (j < len && is_ident_char(in[j])) j++; /* [i, j): an identifier or a number */
+        const char *l = strchr(letters, in[i]);
+        size_t d = i + 1;
+        while (d < j && in[d] >= '0' && in[d] <= '9') d++;
+        if (!l || d == i + 1 || (d < j && in[d] != '_')) {
+            str_printf(out, "%.*s", (int)(j - i), in + i);
+            i = j;
+            continue;
+        }
+        long node = strtol(in + i + 1, NULL, 10);
+        int w = (int)(l - letters);
+        if (node < 0 || node >= nnodes || d - i > 10) {
+            ok = false;
+            break;
+        }
+        int *slot = &map[w * nnodes + node];
+        if (*slot < 0) {
+            *slot = next[w]++;
+            touched[nt++] = w * nnodes + (int)node;
+        }
+        str_printf(out, "%c%d%.*s", in[i], *slot, (int)(j - d), in + d);
+        i = j;
+    }
+    for (int t = 0; t < nt; t++) map[touched[t]] = -1;
+    return ok;
+}
+
+/* s with the first `mark` replaced by `with`, appended to out. */
+static void put_replacing(Str *out, const char *s, const char *mark, const char *with) {
+    const char *at = strstr(s, mark);
+    if (!at) {
+        str_puts(out, s);
+        return;
+    }
+    str_printf(out, "%.*s%s%s", (int)(at - s), s, with, at + strlen(mark));
+}
+
+void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a, CudaKernels *kt) {
     Kernel k = {.d = &dialect_cuda, .p = p, .g = p->g, .o = o, .mn = model_c_name(p), .s = s};
     str_puts(s, "/* Generated by nnc from ");
     render_comment_text(s, p->diag && p->diag->file ? p->diag->file : "a model");
     str_puts(s,
-        " for the CUDA target (NVRTC). Do not edit: edit the model.\n"
-        " * One kernel per launch of each entry point, each headed by the model lines it computes;\n"
-        " * GEMMs run as cuBLAS calls and copies as memcpys, in the order of the schedule\n"
-        " * (nnc MODEL --target cuda --emit ir shows it). */\n");
+             " for the CUDA target (NVRTC). Do not edit: edit the model.\n"
+             " * One kernel per launch of each entry point, each headed by the model lines it computes\n"
+             " * (launches that differ only in their buffers share one, which lists them); GEMMs run as\n"
+             " * cuBLAS calls and copies as memcpys, in the order of the schedule\n"
+             " * (nnc MODEL --target cuda --emit ir shows it). */\n");
     dialect_cuda.prelude(s, o);
     kernel_half_prelude(s, p, "__device__ __forceinline__");
     if (program_has_helpers(p)) helper_prelude(s, true);
     attention_prelude(s, p, true, o->f64);
     str_puts(s, step_inc);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
+
+    int total = 0, nu = 0;
+    for (int e = 0; e < ENTRY_COUNT; e++) total += p->entry[e].nlaunch;
+    UniqueKernel *u = xcalloc((size_t)total + 1, sizeof *u);
+    size_t cap = 16;
+    while (cap < (size_t)total * 2) cap *= 2;
+    int *table = xcalloc(cap, sizeof *table); /* 1 + index into u, 0: empty */
+    int *map = xcalloc((size_t)p->g->n * 3 + 1, sizeof *map),
+        *touched = xcalloc((size_t)p->g->n * 3 + 1, sizeof *touched);
+    for (size_t i = 0; i < (size_t)p->g->n * 3; i++) map[i] = -1;
+    if (kt) *kt = (CudaKernels){0};
+    KernelArgs args;
+    k.args = &args;
     for (int e = 0; e < ENTRY_COUNT; e++) {
         k.e = &p->entry[e];
+        if (kt) kt->l[e] = arena_alloc(a, (size_t)(k.e->nlaunch + 1) * sizeof(CudaLaunchKernel));
         for (int i = 0; i < k.e->nlaunch; i++) {
             const Launch *L = &k.e->launches[i];
             if (!cuda_launch_is_kernel(L)) continue;
             k.d = L->kind == L_ROW && cuda_row_per_block(p->g, L) ? &dialect_cuda_row_blocks : &dialect_cuda;
+            Str one = {0}, canon = {0};
+            args.n = 0;
+            k.s = &one;
             kernel_render(&k, L, i);
+            const char *code = strstr(one.buf, "\nextern \"C\" __global__");
+            code = code ? code + 1 : one.buf;
+            size_t clen = one.len - (size_t)(code - one.buf);
+            if (!canon_locals(code, clen, p->g->n, map, touched, &canon)) {
+                canon.len = 0;
+                str_printf(&canon, "%.*s", (int)clen, code);
+            }
+            uint64_t h = fnv1a(canon.buf, canon.len);
+            size_t slot = h & (cap - 1);
+            int found = -1;
+            for (; table[slot]; slot = (slot + 1) & (cap - 1)) {
+                UniqueKernel *v = &u[table[slot] - 1];
+                if (v->hash == h && v->text.len == canon.len && !memcmp(v->text.buf, canon.buf, canon.len)) {
+                    found = table[slot] - 1;
+                    break;
+                }
+            }
+            if (found < 0) {
+                found = nu++;
+                table[slot] = found + 1;
+                u[found] = (UniqueKernel){.text = canon,
+                                          .entry = e,
+                                          .launch = i,
+                                          .nargs = args.n,
+                                          .hash = h,
+                                          .also_entry = -1,
+                                          .bases = xcalloc((size_t)args.n + 1, 1)};
+                memcpy(u[found].bases, args.base, (size_t)args.n);
+                str_printf(&u[found].comment, "%.*s", (int)(code - one.buf), one.buf);
+            } else {
+                UniqueKernel *v = &u[found]; /* "train_step 18, 25; grad 3" */
+                if (v->also_entry == e) str_printf(&v->also, ", %d", i);
+                else str_printf(&v->also, "%s%s %d", v->also.len ? "; " : "", k.e->name, i);
+                v->also_entry = e;
+                str_free(&canon);
+            }
+            str_free(&one);
+            if (kt) {
+                int64_t *v = arena_alloc(a, (size_t)(args.n + 1) * sizeof *v);
+                memcpy(v, args.off, (size_t)args.n * sizeof *v);
+                kt->l[e][i] = (CudaLaunchKernel){u[found].entry, u[found].launch, args.n, v};
+                kt->launches++;
+            }
         }
     }
+    for (int j = 0; j < nu; j++) {
+        UniqueKernel *v = &u[j];
+        /* the head comment, with the launches that share the kernel before its end */
+        const char *end = v->also.len ? strstr(v->comment.buf, " */\n") : NULL;
+        if (end) {
+            str_printf(s, "%.*s *   also runs as launch%s", (int)(end - v->comment.buf), v->comment.buf,
+                       strpbrk(v->also.buf, ",;") ? "es" : "");
+            size_t col = 28; /* the list, wrapped at 100 columns */
+            for (const char *w = v->also.buf; *w;) {
+                size_t n = strcspn(w, " ");
+                if (col + 1 + n > 100) {
+                    str_puts(s, "\n *     ");
+                    col = 8;
+                } else str_putc(s, ' ');
+                str_printf(s, "%.*s", (int)n, w);
+                col += 1 + n;
+                w += n + (w[n] == ' ');
+            }
+            str_printf(s, "\n%s", end);
+        } else str_puts(s, v->comment.buf);
+        char name[256];
+        cuda_kernel_name(name, sizeof name, p, &p->entry[v->entry], v->launch);
+        Str params = {0}, named = {0};
+        for (int q = 0; q < v->nargs; q++) str_printf(&params, ", int64_t %s%d", v->bases[q] == 'I' ? "arg" : "off", q);
+        put_replacing(&named, v->text.buf, CUDA_NAME_MARK, name);
+        put_replacing(s, named.buf, CUDA_ARGS_MARK, params.len ? params.buf : "");
+        str_free(&params);
+        str_free(&named);
+        str_free(&v->comment);
+        str_free(&v->text);
+        str_free(&v->also);
+        free(v->bases);
+    }
+    if (kt) kt->kernels = nu;
+    free(u);
+    free(table);
+    free(map);
+    free(touched);
 }
+
+void cuda_render(const Program *p, const BuildOpts *o, Str *s) { cuda_render_kernels(p, o, s, NULL, NULL); }
 
 /* ---- kernel shapes and launch configuration (host side) ----------------------------------- */
 

@@ -99,6 +99,8 @@ foreach(family IN LISTS _nnc_nvrtc_archs)
 endforeach()
 add_test(NAME cuda_no_device COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
          -P ${NNC_CUDA_TESTS}/no_device.cmake)
+add_test(NAME cuda_shared_kernels COMMAND bash ${NNC_CUDA_TESTS}/shared_kernels.sh $<TARGET_FILE:nnc> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda_shared_kernels PROPERTIES LABELS cuda TIMEOUT 120)
 add_test(NAME cuda_emit_ptx COMMAND ${CMAKE_COMMAND} -DNNC=$<TARGET_FILE:nnc> -DSRC=${CMAKE_SOURCE_DIR}
          -P ${NNC_CUDA_TESTS}/emit_ptx.cmake)
 set_tests_properties(${_nnc_nvrtc_tests} cuda_no_device cuda_emit_ptx
