@@ -4,7 +4,8 @@
 #      -Werror) and every test;
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), the
 #      generated code included (NNC_CFLAGS), with LeakSanitizer on;
-#   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each).
+#   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each, two at a
+#      time on two cores).
 # Set NNC_TEST_QUICK=1 to run step 1 only.  Each step prints its wall time when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +49,6 @@ stage_done "2/3 ASan + UBSan"
 echo "== 3/3 fuzz targets (${NNC_FUZZ_SECONDS:-20} s each) =="
 stage_start=$SECONDS
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DNNC_FUZZ=ON -DNNC_FUZZ_SECONDS="${NNC_FUZZ_SECONDS:-20}" >/dev/null
-cmake --build build-fuzz -j"$jobs"
-ctest --test-dir build-fuzz -L fuzz --timeout 600
+cmake --build build-fuzz -j"$jobs" --target fuzz_all
+ctest --test-dir build-fuzz -L fuzz -j"$jobs" --timeout 600
 stage_done "3/3 fuzz"
