@@ -214,6 +214,13 @@ class Model:
         if not self._h:
             raise Error("the model was closed")
 
+    def input_shape(self, name, batch=1):
+        """Input `name`'s shape at a batch size (the batch axis and those merged with it scale)."""
+        for info in self._inputs:
+            if info.name.decode() == name:
+                return _dims(info, _positive("batch", batch))
+        raise Error("input_shape: the model has no input '%s' (its inputs: %s)" % (name, ", ".join(self.inputs)))
+
     @property
     def step(self):
         """Optimizer steps taken (train_step and fit advance it)."""
