@@ -51,17 +51,20 @@ target_compile_definitions(gpu_vs_cpu PRIVATE NNC_CUDA_OPS_DIR="${NNC_CUDA_TESTS
 
 # NVRTC keeps process-lifetime allocations that LeakSanitizer would report as leaks
 set(_nnc_cuda_env "ASAN_OPTIONS=detect_leaks=0")
-# Each variant (fused, f64) is two tests, sm_80 and sm_90, so that ctest -j runs them side by
-# side and none is long.  The no-fuse variant (one kernel per op) is sm_90 only: its op
-# expressions are the fused kernels', which sm_80 compiles.  No PTX-only variant: an sm_XX
-# compile makes compute_XX's PTX on its way to the cubin, so compute_80 and compute_90 are
-# covered.  The sanitizer build checks nnc's passes and renderer on every model and renders
-# only (--render-only): NVRTC is not instrumented, the source is the same as the normal build's,
-# whose sm_90 compile makes compute_90's PTX of it, and the compiles were 200 s of that stage.
+# Each variant (fused, f64) is two tests, one per architecture, so that ctest -j runs them side
+# by side and none is long.  sm_90 is compiled to a cubin (NVRTC's front end, NVVM, then ptxas,
+# whose limits -- static shared memory, registers under __launch_bounds__ -- a kernel's shape
+# decides); sm_80 to compute_80's PTX only (the front end and NVVM, where the source's errors
+# show): ptxas was more than half of each compile and the kernels' shapes do not depend on the
+# architecture.  The no-fuse variant (one kernel per op) is compute_90's PTX: its op expressions
+# are the fused kernels', which sm_90 takes through ptxas.  The sanitizer build checks nnc's
+# passes and renderer on every model and renders only (--render-only): NVRTC is not
+# instrumented, the source is the same as the normal build's, and the compiles were 200 s of
+# that stage.
 if(NNC_SANITIZE)
   set(_nnc_nvrtc_archs "render:--render-only")
 else()
-  set(_nnc_nvrtc_archs "sm80:--arch\;sm_80" "sm90:--arch\;sm_90")
+  set(_nnc_nvrtc_archs "compute80:--arch\;compute_80" "sm90:--arch\;sm_90")
 endif()
 # The fused and no-fuse variants also take the model files in two halves (every other file).
 set(_nnc_nvrtc_half0 "")
@@ -79,20 +82,22 @@ foreach(family IN LISTS _nnc_nvrtc_archs)
   foreach(half 0 1)
     add_test(NAME cuda_nvrtc_models_${tag}_${half} COMMAND nvrtc_compile ${args} ${_nnc_nvrtc_half${half}})
     list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_${tag}_${half})
-    if(tag STREQUAL "sm80")
+    if(tag STREQUAL "compute80")
       continue()
     endif()
     # unfused, the convnets are a hundred kernels each: tests/cuda/ops/conv.nn covers their ops;
     # gpt.nn's two thousand take a test of their own (below)
     set(_nofuse ${_nnc_nvrtc_half${half}})
     list(FILTER _nofuse EXCLUDE REGEX "/convnet[^/]*\\.nn$|/models/gpt\\.nn$")
-    add_test(NAME cuda_nvrtc_models_nofuse_${tag}_${half} COMMAND nvrtc_compile ${args} --no-fuse ${_nofuse})
-    list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_nofuse_${tag}_${half})
+    string(REPLACE "sm_90" "compute_90" _ptx_args "${args}")
+    string(REPLACE "sm90" "compute90" _ptx_tag "${tag}")
+    add_test(NAME cuda_nvrtc_models_nofuse_${_ptx_tag}_${half} COMMAND nvrtc_compile ${_ptx_args} --no-fuse ${_nofuse})
+    list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_nofuse_${_ptx_tag}_${half})
   endforeach()
-  if(NOT tag STREQUAL "sm80")
-    add_test(NAME cuda_nvrtc_models_nofuse_${tag}_gpt COMMAND nvrtc_compile ${args} --no-fuse
+  if(NOT tag STREQUAL "compute80")
+    add_test(NAME cuda_nvrtc_models_nofuse_${_ptx_tag}_gpt COMMAND nvrtc_compile ${_ptx_args} --no-fuse
              ${CMAKE_SOURCE_DIR}/models/gpt.nn)
-    list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_nofuse_${tag}_gpt)
+    list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_nofuse_${_ptx_tag}_gpt)
   endif()
   add_test(NAME cuda_nvrtc_models_f64_${tag} COMMAND nvrtc_compile ${args} --f64 ${NNC_CUDA_MODELS} ${NNC_CUDA_TESTS}/ops/classifier.nn)
   list(APPEND _nnc_nvrtc_tests cuda_nvrtc_models_f64_${tag})

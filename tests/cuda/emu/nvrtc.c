@@ -7,8 +7,8 @@
  *
  * A compile for sm_XX is made for compute_XX: NVRTC's front end and NVVM check the source as
  * for the GPU, but ptxas, which made the compile 2.4 times as long and whose cubin the host
- * never runs, is left out (the cuda_nvrtc_models tests compile every model for sm_80 and sm_90
- * with the real NVRTC).  The cubin is then a bare 64-bit ELF header.  NNC_EMU_CUBIN=1 compiles
+ * never runs, is left out (the cuda_nvrtc_models tests compile every model to an sm_90 cubin and
+ * compute_80 PTX with the real NVRTC).  The cubin is then a bare 64-bit ELF header.  NNC_EMU_CUBIN=1 compiles
  * for sm_XX and returns the real cubin, as the first emulator did. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
