@@ -21,7 +21,20 @@
 #include "codegen.h"
 
 typedef struct KernelDialect KernelDialect;
-typedef struct KernelArgs KernelArgs; /* a dialect's per-kernel parameters (CUDA: cuda_backend.h) */
+/* The values a launch gives its kernel as parameters (kernel_set.c): each distinct buffer it
+ * addresses, by the block its text names ('P', 'S', 'A') and its offset there, and each integer
+ * (base 'I', a dropout stream's key), in order of first use.  Past KERNEL_ARGS_MAX a value is
+ * written into the text (256 are 2 KB of CUDA parameters, under the 4 KB every GPU takes). */
+#define KERNEL_ARGS_MAX 256
+typedef struct KernelArgs {
+    int n;
+    char base[KERNEL_ARGS_MAX];
+    int64_t val[KERNEL_ARGS_MAX];
+} KernelArgs;
+/* Markers in a kernel's text while it is rendered for a KernelSet: its name (the dialect writes
+ * it where the function's name goes) and (CUDA) its parameters' declarations. */
+#define KERNEL_NAME_MARK "@@NAME@@"
+#define KERNEL_ARGS_MARK "@@ARGS@@"
 
 /* What one kernel is rendered from: a launch of entry `e` of program `p`, into `s`. */
 typedef struct Kernel {
@@ -142,6 +155,24 @@ bool kernel_vec_ok(const Graph *g, const Launch *L, int lanes);
  * into target[q], or (target NULL, elementwise) the outputs, stored as vectors at v. */
 void kernel_vec_point(const Kernel *k, const Launch *L, int lanes, const char *ind, const char *target);
 void kernel_render(const Kernel *k, const Launch *L, int index);   /* comment, signature, body */
+
+/* kernel_set.c: one kernel per distinct text among launches.  kernel_arg: the parameter index
+ * that passes value v (base as KernelArgs says) to the kernel being rendered, added on first
+ * use; -1 when it is to be written into the text (no KernelSet, or too many). */
+int kernel_arg(const Kernel *k, char base, int64_t v);
+typedef struct KernelSet KernelSet;
+/* code_start: the text that starts a kernel after its head comment ("\nextern \"C\"", ...). */
+KernelSet *kernel_set_new(const Program *p, const char *code_start);
+/* Renders launch `index` of k->e (kernel_render, with k->args = args) and returns the index of
+ * its kernel in the set, a new one or one it shares; args gets the values it passes. */
+int kernel_set_add(KernelSet *ks, const Kernel *k, const Launch *L, int index, KernelArgs *args);
+int kernel_set_count(const KernelSet *ks);
+void kernel_set_first(const KernelSet *ks, int j, int *entry, int *launch); /* the launch it was made for */
+int kernel_set_nargs(const KernelSet *ks, int j, const char **bases); /* its parameters' bases */
+/* Kernel j's text: its head comment (with the launches that share it), its name and
+ * parameters' declarations in place of the markers. */
+void kernel_set_emit(const KernelSet *ks, int j, Str *s, const char *name, const char *args);
+void kernel_set_free(KernelSet *ks);
 void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
 /* bf16/f16 conversions (nnc_bf16_f32, nnc_f32_bf16, ...), when the program has half tensors. */
 void kernel_half_prelude(Str *s, const Program *p, const char *qualifiers);

@@ -54,20 +54,6 @@ typedef struct {
     unsigned cw; /* RED_COLS: threads across a strip, each `lanes` columns; block / cw down */
 } CudaReduce;
 
-/* The offset parameters of the kernel being rendered: dialect_cuda's pointers add the buffers
- * they address (off0, off1, ... in order of first use); past CUDA_KERNEL_ARGS_MAX the offset is
- * written into the text (256 are 2 KB of parameters, under the 4 KB every GPU takes). */
-#define CUDA_KERNEL_ARGS_MAX 256
-struct KernelArgs {
-    int n;
-    char base[CUDA_KERNEL_ARGS_MAX]; /* 'P', 'S' or 'A' (off<j>), or 'I' (an integer: arg<j>) */
-    int64_t off[CUDA_KERNEL_ARGS_MAX];
-};
-/* Markers in a kernel's text while it is rendered: its name, and its offset parameters after
- * CUDA_KERNEL_PARAMS (render_cuda.c fills both in once it knows which kernel the text is). */
-#define CUDA_NAME_MARK "@@NAME@@"
-#define CUDA_ARGS_MARK "@@ARGS@@"
-
 /* Which kernel a launch runs, with which offsets and integers (after CUDA_KERNEL_PARAMS). */
 typedef struct {
     int entry, launch; /* the kernel is named after this launch (cuda_kernel_name): the first

@@ -14,6 +14,7 @@
 
 #include "../../include/nnc_rng.h"
 #include "cuda_model.h"
+#include "../kernel.h"
 #define NNC_RUNTIME_IMPLEMENTATION /* the runtime's functions, static in this file */
 #include "../../include/nnc_runtime.h"
 
@@ -437,7 +438,7 @@ static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     CUdeviceptr S = g->dBlock[NNC_BLOCK_STATE] - (CUdeviceptr)g->lo[NNC_BLOCK_STATE];
     /* then the offsets of the buffers it addresses (render_cuda.c: launches share kernels) */
     const CudaLaunchKernel *lk = &m->kt.l[e->kind][k];
-    void *args[7 + CUDA_KERNEL_ARGS_MAX] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr, &g->dRed};
+    void *args[7 + KERNEL_ARGS_MAX] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr, &g->dRed};
     for (int j = 0; j < lk->nargs; j++) args[7 + j] = (void *)&lk->args[j];
     CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, d.grid_y, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
     return true;

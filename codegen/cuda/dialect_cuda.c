@@ -29,21 +29,8 @@
 #include "../attention.h"
 #include "../kernel.h"
 
-/* the offset parameter (off<j>) that addresses buffer (base, off) in this kernel, added on first
- * use; -1 past CUDA_KERNEL_ARGS_MAX or outside cuda_render_kernels (the offset is written then). */
-static int cuda_arg(const Kernel *k, char base, int64_t off) {
-    KernelArgs *a = k->args;
-    if (!a) return -1;
-    for (int j = 0; j < a->n; j++)
-        if (a->base[j] == base && a->off[j] == off) return j;
-    if (a->n == CUDA_KERNEL_ARGS_MAX) return -1;
-    a->base[a->n] = base;
-    a->off[a->n] = off;
-    return a->n++;
-}
-
 static void cuda_int_arg(const Kernel *k, Str *s, int64_t v) {
-    int j = cuda_arg(k, 'I', v);
+    int j = kernel_arg(k, 'I', v);
     if (j >= 0) str_printf(s, "arg%d", j);
     else str_printf(s, "%lldLL", (long long)v);
 }
@@ -62,7 +49,7 @@ static void cuda_ptr(const Kernel *k, Str *s, int x) {
     case BUF_PARAM:
     case BUF_STATE:
     case BUF_ACT: {
-        int j = cuda_arg(k, base, b->offset);
+        int j = kernel_arg(k, base, b->offset);
         if (j >= 0) snprintf(off, sizeof off, "off%d", j);
         else snprintf(off, sizeof off, "%lld", (long long)b->offset);
         if (b->kind == BUF_ACT) str_printf(s, "((%s *)(A + %s))", t, off);
@@ -217,13 +204,13 @@ static void cuda_prelude(Str *s, const BuildOpts *o) {
 }
 
 /* The name and the offset parameters are markers until render_cuda.c knows which kernel this
- * text is (CUDA_NAME_MARK, CUDA_ARGS_MARK). */
+ * text is (KERNEL_NAME_MARK, KERNEL_ARGS_MARK). */
 static void cuda_open(const Kernel *k, const Launch *L, int index) {
     (void)index;
     /* the bound lets the compiler budget registers for the largest block it is launched with */
     str_printf(k->s,
-               "extern \"C\" __global__ void __launch_bounds__(%u) " CUDA_NAME_MARK
-               "(" CUDA_KERNEL_PARAMS CUDA_ARGS_MARK ") {\n"
+               "extern \"C\" __global__ void __launch_bounds__(%u) " KERNEL_NAME_MARK
+               "(" CUDA_KERNEL_PARAMS KERNEL_ARGS_MARK ") {\n"
                "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n",
                cuda_launch_max_block(k->g, L, k->o->f64));
 }
