@@ -33,13 +33,34 @@ static bool omp_worth(const Kernel *k, Shape sh, int64_t min_elems) {
     return shape_numel(sh, k->g->batch_max) > min_elems;
 }
 
+/* A pointer at `off` (elements of real) into block `base` ('P', 'S', 'A'), as a `type *`, or an
+ * integer (base 'I'), written into the text, or (rendered for a KernelSet) the launch's
+ * parameter o[j]: a pointer the launch's function computed (render_c.c), so that launches that
+ * differ only in these share one function.  Pointers rather than offsets from m->act: gcc
+ * 12.2's -O1 rewrote a transpose's loop wrongly when both its pointers were m->act plus an
+ * offset it could not see (its induction-variable optimisation; -O2 and -O3 were right). */
+static void c_value(const Kernel *k, Str *s, char base, int64_t v, const char *type) {
+    int j = kernel_arg(k, base, v);
+    if (j >= 0 && base == 'I') str_printf(s, "((int64_t)(intptr_t)o[%d])", j);
+    else if (j >= 0) str_printf(s, "((%s *)o[%d])", type, j);
+    else if (base == 'I') str_printf(s, "%lld", (long long)v);
+    else
+        str_printf(s, "((%s *)(%s + %lld))", type,
+                   base == 'P'       ? "m->params"
+                       : base == 'S' ? "m->state"
+                                     : "m->act",
+                   (long long)v);
+}
+
+static void c_int_arg(const Kernel *k, Str *s, int64_t v) { c_value(k, s, 'I', v, NULL); }
+
 static void c_ptr(const Kernel *k, Str *s, int x) {
     x = kernel_resolve(k->e, x);
     const Buffer *b = &k->e->buf[x];
     switch (b->kind) {
-    case BUF_PARAM: str_printf(s, "(m->params + %lld)", (long long)b->offset); break;
-    case BUF_STATE: str_printf(s, "(m->state + %lld)", (long long)b->offset); break;
-    case BUF_ACT: str_printf(s, "((%s *)(m->act + %lld))", kernel_type(k, x), (long long)b->offset); break;
+    case BUF_PARAM: c_value(k, s, 'P', b->offset, "real"); break;
+    case BUF_STATE: c_value(k, s, 'S', b->offset, "real"); break;
+    case BUF_ACT: c_value(k, s, 'A', b->offset, kernel_type(k, x)); break;
     case BUF_INPUT: str_printf(s, "((const %s *)in[%d])", kernel_type(k, x), b->index); break;
     case BUF_NONE: case BUF_INLINE: case BUF_ALIAS: str_printf(s, "NULL /* internal: node %d has no buffer */", x); break;
     }
@@ -167,22 +188,33 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
 }
 
+/* The launch's function NAME(m, in, B) (and NAME_part for the pool).  Rendered for a KernelSet
+ * (k->args), NAME is KERNEL_NAME_MARK and the function also takes `o`, the values the launch
+ * passes it (c_value); a part gets m and o through nnc_launch_ctx. */
 static void c_open(const Kernel *k, const Launch *L, int index) {
-    const char *mn = k->mn, *en = k->e->name;
+    const char *mn = k->mn;
+    char name[300];
+    if (k->args) snprintf(name, sizeof name, "%s", KERNEL_NAME_MARK);
+    else snprintf(name, sizeof name, "%s_%s_%d", mn, k->e->name, index);
+    const char *o_param = k->args ? ", void *const *o" : "", *o_void = k->args ? " (void)o;" : "";
     int cut = c_reduce_pooled(k, L);
     bool reduce = cut >= 0, rows = c_rows_pooled(k, L);
+    if (k->args) /* one body for the launches that share it: not copied back into each caller */
+        str_printf(k->s, "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) NNC_SHARED;\n", name,
+                   mn, o_param);
     if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
-                   "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
-                   "    (void)m; (void)in; (void)B;\n",
-                   mn, en, index, mn);
+                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) {\n"
+                   "    (void)m; (void)in; (void)B;%s\n",
+                   name, mn, o_param, o_void);
         return;
     }
     str_printf(k->s,
-               "static void %s_%s_%d_part(void *, const void *const *, int64_t, int64_t, int64_t);\n"
-               "static void %s_%s_%d(struct %s_frame *m, const void *const *in, int64_t B) {\n"
-               "    nnc_pool_for(%s_%s_%d_part, m, in, B, ",
-               mn, en, index, mn, en, index, mn, mn, en, index);
+               "static void %s_part(void *, const void *const *, int64_t, int64_t, int64_t);\n"
+               "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) {\n",
+               name, name, mn, o_param);
+    if (k->args) str_puts(k->s, "    struct nnc_launch_ctx c_ = {m, o};\n");
+    str_printf(k->s, "    nnc_pool_for(%s_part, %s, in, B, ", name, k->args ? "&c_" : "m");
     if (rows) { /* the rows, and their elements as the work */
         Shape xs = k->g->nodes[k->g->nodes[L->root].in[0]].shape;
         str_puts(k->s, "(");
@@ -199,10 +231,15 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
     }
     str_printf(k->s,
                ");\n}\n"
-               "static void %s_%s_%d_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
-               "    struct %s_frame *m = mv;\n"
-               "    (void)m; (void)in; (void)B;\n",
-               mn, en, index, mn);
+               "static void %s_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n",
+               name);
+    if (k->args)
+        str_printf(k->s,
+                   "    struct %s_frame *m = ((const struct nnc_launch_ctx *)mv)->m;\n"
+                   "    void *const *o = ((const struct nnc_launch_ctx *)mv)->o;\n"
+                   "    (void)m; (void)in; (void)B; (void)o;\n",
+                   mn);
+    else str_printf(k->s, "    struct %s_frame *m = mv;\n    (void)m; (void)in; (void)B;\n", mn);
 }
 
 /* ---- loops ---------------------------------------------------------------------------------- */
@@ -448,7 +485,9 @@ static void gemm_widen(const Kernel *k, const Launch *L, int x, const char *name
         kernel_ptr_line(k, decl, x);
         return;
     }
-    str_printf(k->s, "    real *%s_w = m->act + %lld;\n", name, (long long)(L->scratch + *at));
+    str_printf(k->s, "    real *%s_w = ", name);
+    c_value(k, k->s, 'A', L->scratch + *at, "real");
+    str_puts(k->s, ";\n");
     str_puts(k->s, "    { const unsigned short *h = ");
     c_ptr(k, k->s, x);
     str_puts(k->s, "; const int64_t nh = ");
@@ -521,8 +560,11 @@ static void c_gemm(const Kernel *k, const Launch *L) {
     gemm_dnnl_bf16(k, L);
     gemm_widen(k, L, L->a, "A", &at);
     gemm_widen(k, L, L->b, "Bm", &at);
-    if (DTYPE_IS_HALF(g->nodes[L->root].dtype)) str_printf(k->s, "    real *C = m->act + %lld;\n", (long long)(L->scratch + at));
-    else kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
+    if (DTYPE_IS_HALF(g->nodes[L->root].dtype)) {
+        str_puts(k->s, "    real *C = ");
+        c_value(k, k->s, 'A', L->scratch + at, "real");
+        str_puts(k->s, ";\n");
+    } else kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
     c_gemm_body(k, L);
     gemm_narrow(k, L);
 }
@@ -683,7 +725,7 @@ static void c_collective(const Kernel *k, const Launch *L) {
 static void helper_ptr(const Kernel *k, HelperPtr p) {
     switch (p.kind) {
     case HPTR_NODE: c_ptr(k, k->s, p.node); break;
-    case HPTR_SCRATCH: str_printf(k->s, "(m->act + %lld)", (long long)p.off); break;
+    case HPTR_SCRATCH: c_value(k, k->s, 'A', p.off, "real"); break;
     case HPTR_STEP: str_puts(k->s, "(const int64_t[3]){m->step, (int64_t)m->seed, m->micro}"); break;
     case HPTR_ERR: str_puts(k->s, "err"); break; /* helper_error_check's record */
     }
@@ -829,7 +871,7 @@ const KernelDialect dialect_c = {
     .value = "real",
     .inf = "INFINITY",                  /* math.h's */
     /* the model struct, spelled here alone: the host code around the kernels owns it */
-    .step = "m->step", .micro = "m->micro", .status = "m->status", .msg = "m->msg", .ptr = c_ptr,
+    .step = "m->step", .micro = "m->micro", .status = "m->status", .msg = "m->msg", .ptr = c_ptr, .int_arg = c_int_arg,
     .qual = {" ", " restrict "},        /* restrict lets the compiler vectorize flat loops */
     .prelude = c_prelude,
     .open = c_open,

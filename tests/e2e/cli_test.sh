@@ -48,7 +48,7 @@ ok test "$(wc -l < "$dir/pool1.loss")" -gt 900
 ok cmp "$dir/pool1.loss" "$dir/pool2.loss"
 # Large elementwise kernels run on the pool too, cut over their outer loop (the large MLP keeps no
 # OpenMP loop); each point is computed alone, so one piece or three give the same losses.
-ok "$nnc" "$models/mlp_large.nn" --emit c;     has "nnc_pool_for(mlp_large_train_step_1_part, m, in, B, B"
+ok "$nnc" "$models/mlp_large.nn" --emit c;     has "nnc_pool_for(mlp_large_k1_part, &c_, in, B, B"
 hasnt "omp parallel for"
 for n in 1 3; do
     ok env OMP_NUM_THREADS=$n "$nnc" "$here/pool_ew.nn" --quiet --metrics "$dir/ew$n.jsonl"
