@@ -32,7 +32,8 @@ typedef struct KernelArgs {
     int64_t val[KERNEL_ARGS_MAX];
 } KernelArgs;
 /* Markers in a kernel's text while it is rendered for a KernelSet: its name (the dialect writes
- * it where the function's name goes) and (CUDA) its parameters' declarations. */
+ * it where the function's name goes) and what the target adds once it knows the kernel (CUDA:
+ * the parameters' declarations; C: NNC_SHARED, for a kernel several launches run). */
 #define KERNEL_NAME_MARK "@@NAME@@"
 #define KERNEL_ARGS_MARK "@@ARGS@@"
 
@@ -167,6 +168,7 @@ KernelSet *kernel_set_new(const Program *p, const char *code_start);
  * its kernel in the set, a new one or one it shares; args gets the values it passes. */
 int kernel_set_add(KernelSet *ks, const Kernel *k, const Launch *L, int index, KernelArgs *args);
 int kernel_set_count(const KernelSet *ks);
+int kernel_set_uses(const KernelSet *ks, int j); /* how many launches run kernel j */
 void kernel_set_first(const KernelSet *ks, int j, int *entry, int *launch); /* the launch it was made for */
 int kernel_set_nargs(const KernelSet *ks, int j, const char **bases); /* its parameters' bases */
 /* Kernel j's text: its head comment (with the launches that share it), its name and

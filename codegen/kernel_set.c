@@ -30,6 +30,7 @@ typedef struct {
     Str text; /* the rest, with the markers */
     Str also; /* the other launches that run it: "train_step 18, 25; grad 3" */
     int entry, launch, nargs;
+    int uses; /* launches that run it */
     int also_entry; /* the entry of the last launch in `also` */
     char *bases; /* its parameters' KernelArgs.base */
     uint64_t hash;
@@ -140,6 +141,7 @@ int kernel_set_add(KernelSet *ks, const Kernel *k0, const Launch *L, int index, 
             if (v->also_entry == e) str_printf(&v->also, ", %d", index);
             else str_printf(&v->also, "%s%s %d", v->also.len ? "; " : "", k.e->name, index);
             v->also_entry = e;
+            v->uses++;
             str_free(&canon);
             str_free(&one);
             return ks->table[slot] - 1;
@@ -163,6 +165,8 @@ int kernel_set_add(KernelSet *ks, const Kernel *k0, const Launch *L, int index, 
 }
 
 int kernel_set_count(const KernelSet *ks) { return ks->nu; }
+
+int kernel_set_uses(const KernelSet *ks, int j) { return ks->u[j].uses; }
 
 void kernel_set_first(const KernelSet *ks, int j, int *entry, int *launch) {
     *entry = ks->u[j].entry;

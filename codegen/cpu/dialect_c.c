@@ -158,8 +158,9 @@ static ReduceForm reduce_form(const Graph *g, const Launch *L, int *kept_out);
 
 /* A reduction that keeps its leading axes and sums a contiguous suffix (a layer norm's row
  * mean) runs on the pool too, cut over its first axis; so does one that keeps a middle axis (a
- * convolution's bias gradient), cut over its first kept axis: each output is one accumulator
- * over its inputs, in order, whichever thread sums it.  (OpenMP's team between two pool jobs
+ * convolution's bias gradient), cut over its first kept axis, and one that keeps its last axis
+ * (a bias's or a layer norm weight's gradient: the scatter form), cut over that axis's columns:
+ * each output is one accumulator over its inputs, in order, whichever thread sums it.  (OpenMP's team between two pool jobs
  * waited for the pool's spinning threads: 5-10x on such kernels.)  The axis cut, or -1. */
 static int c_reduce_pooled(const Kernel *k, const Launch *L) {
     int kept;
@@ -170,6 +171,8 @@ static int c_reduce_pooled(const Kernel *k, const Launch *L) {
         ks.rank = kept;
         return kept && omp_worth(k, ks, OMP_MIN_ELEMS / 64) ? 0 : -1;
     }
+    if (form == RED_SCATTER) /* its last axis, which it keeps: each piece owns a range of columns */
+        return omp_worth(k, L->space, OMP_MIN_ELEMS) ? L->space.rank - 1 : -1;
     if (form != RED_GATHER || !omp_worth(k, L->space, OMP_MIN_ELEMS)) return -1;
     int64_t mask = launch_reduce_mask(k->g, L);
     for (int l = 0; l < L->space.rank; l++)
@@ -199,9 +202,10 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *o_param = k->args ? ", void *const *o" : "", *o_void = k->args ? " (void)o;" : "";
     int cut = c_reduce_pooled(k, L);
     bool reduce = cut >= 0, rows = c_rows_pooled(k, L);
-    if (k->args) /* one body for the launches that share it: not copied back into each caller */
-        str_printf(k->s, "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) NNC_SHARED;\n", name,
-                   mn, o_param);
+    if (k->args) /* NNC_SHARED where launches share it: one body, not copied back into each caller */
+        str_printf(k->s,
+                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s)" KERNEL_ARGS_MARK ";\n",
+                   name, mn, o_param);
     if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
                    "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) {\n"
@@ -385,10 +389,24 @@ static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const 
 static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, const char *scale) {
     Shape sp = L->space;
     bool is_max = kernel_reduce_is_max(k, L);
+    /* pooled (c_reduce_pooled): this piece owns the last axis's columns [lo, hi) of every output
+     * row, the same sums in the same order as one thread's */
+    bool pooled = c_reduce_pooled(k, L) == sp.rank - 1;
+    const char *own = pooled ? "for (int64_t r = 0; r < nout / C_; r++) for (int64_t c = lo; c < hi; c++)"
+                             : "for (int64_t i = 0; i < nout; i++)",
+               *at = pooled ? "r * C_ + c" : "i";
     str_puts(k->s, "    const int64_t nout = ");
     render_numel(k->s, k->g->nodes[L->root].shape);
-    str_printf(k->s, ";\n    for (int64_t i = 0; i < nout; i++) o0[i] = %s%s;\n", is_max ? "-" : "", is_max ? k->d->inf : "0");
-    open_loops(k, sp, 0, sp.rank, 4);
+    if (pooled) {
+        str_puts(k->s, ", C_ = ");
+        render_dim(k->s, sp.d[sp.rank - 1], "B");
+    }
+    str_printf(k->s, ";\n    %s o0[%s] = %s%s;\n", own, at, is_max ? "-" : "", is_max ? k->d->inf : "0");
+    if (pooled) {
+        open_loops(k, sp, 0, sp.rank - 1, 4);
+        str_printf(k->s, "%*sfor (int64_t a%d = lo; a%d < hi; a%d++) {\n", 4 + 4 * (sp.rank - 1), "", sp.rank - 1,
+                   sp.rank - 1, sp.rank - 1);
+    } else open_loops(k, sp, 0, sp.rank, 4);
     char in[64];
     snprintf(in, sizeof in, "%*s", 4 + 4 * sp.rank, "");
     kernel_reduce_point(k, L, in, NULL);
@@ -400,7 +418,7 @@ static void reduce_scatter(const Kernel *k, const Launch *L, const char *oo, con
     str_puts(k->s, is_max ? " }\n" : "\n");
     close_loops(k, 0, sp.rank, 4);
     if (k->g->nodes[L->root].op == OP_MEAN)
-        str_printf(k->s, "    for (int64_t i = 0; i < nout; i++) o0[i] = (real)(o0[i] * %s);\n", scale);
+        str_printf(k->s, "    %s o0[%s] = (real)(o0[%s] * %s);\n", own, at, at, scale);
     str_free(&target);
 }
 

@@ -202,7 +202,8 @@ void render_program(const Program *p, const BuildOpts *o, Str *s) {
     for (int j = 0; j < kernel_set_count(ks); j++) {
         char name[300];
         snprintf(name, sizeof name, "%s_k%d", r.mn, j);
-        kernel_set_emit(ks, j, s, name, "");
+        /* a kernel only one launch runs stays inlinable into it, as before kernels were shared */
+        kernel_set_emit(ks, j, s, name, kernel_set_uses(ks, j) > 1 ? " NNC_SHARED" : "");
     }
     for (int e = 0; e < ENTRY_COUNT; e++) {
         r.e = &p->entry[e];
