@@ -424,7 +424,7 @@ static void row_softmax(const Kernel *k, const Launch *L, bool log) {
     row_header(k, x);
     kernel_ptr_line(k, "const real *X", x);
     kernel_ptr_line(k, "real *Y", L->root);
-    k->d->row.open(k, x, "");
+    k->d->row.open(k, L, x, "");
     str_puts(k->s, "        const real *x = X + i * C;\n"
                    "        real *y = Y + i * C;\n");
     row_max_sum(k);
@@ -445,7 +445,7 @@ static void row_softmax_grad(const Kernel *k, const Launch *L, bool log) {
     kernel_ptr_line(k, "const real *DY", n->in[0]);
     kernel_ptr_line(k, "const real *Yv", n->in[1]);
     kernel_ptr_line(k, "real *DX", L->root);
-    k->d->row.open(k, n->in[0], "");
+    k->d->row.open(k, L, n->in[0], "");
     str_puts(k->s, "        const real *dy = DY + i * C, *y = Yv + i * C;\n"
                    "        real *dx = DX + i * C;\n");
     row_sum(k, log ? "dy[c]" : "(double)dy[c] * y[c]");
@@ -504,7 +504,7 @@ static void row_ce_tail(const Kernel *k, bool grad, double eps) {
 /* Cross-entropy with mean reduction, and/or its gradient.  A row whose label is ignore_index
  * adds nothing and gets a zero gradient; a label outside [0, C) skips its row and stops the
  * step with a message, as PyTorch raises. */
-static void row_ce(const Kernel *k, int ce, int grad) {
+static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
     const Node *n = &k->g->nodes[ce >= 0 ? ce : grad];
     const int32_t ignore = (int32_t)n->attr.scalars.p[0];
     const double eps = n->attr.scalars.p[1];
@@ -519,7 +519,7 @@ static void row_ce(const Kernel *k, int ce, int grad) {
     row_ce_kept(k, ignore);
     str_puts(k->s, "    double total = 0;\n");
     if (k->d->row.bad_decl) str_puts(k->s, k->d->row.bad_decl);
-    k->d->row.open(k, n->in[0], " reduction(+:total)");
+    k->d->row.open(k, L, n->in[0], " reduction(+:total)");
     str_printf(k->s,
                "        const real *x = X + i * C;\n"
                "        const int32_t t = T[i];\n"
@@ -558,7 +558,7 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     kernel_ptr_line(k, "const int32_t *T", n->in[1]);
     kernel_ptr_line(k, "real *OUT", L->root);
     str_puts(k->s, "    double total = 0;   /* the hits */\n");
-    k->d->row.open(k, n->in[0], NULL);
+    k->d->row.open(k, L, n->in[0], NULL);
     str_printf(k->s, "        const real *x = X + i * C;\n"
                      "        real bv = -%s;\n"
                      "        int64_t bi = -1;\n"
@@ -599,7 +599,7 @@ static void row_ln_norm(const Kernel *k, const Launch *L) {
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "real *Y", L->root);
-    k->d->row.open(k, n->in[0], "");
+    k->d->row.open(k, L, n->in[0], "");
     str_puts(k->s,
              "        const real *x = X + i * C;\n"
              "        real *y = Y + i * C;\n");
@@ -615,7 +615,7 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
     kernel_ptr_line(k, "const real *DY", n->in[0]);
     kernel_ptr_line(k, "const real *Xv", n->in[1]);
     kernel_ptr_line(k, "real *DX", L->root);
-    k->d->row.open(k, n->in[0], "");
+    k->d->row.open(k, L, n->in[0], "");
     str_puts(k->s,
              "        const real *dy = DY + i * C, *x = Xv + i * C;\n"
              "        real *dx = DX + i * C;\n");
@@ -631,8 +631,8 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
                k->d->row.cols);
 }
 
-static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L->root, L->root2); }
-static void row_cross_entropy_bwd(const Kernel *k, const Launch *L) { row_ce(k, -1, L->root); }
+static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L, L->root, L->root2); }
+static void row_cross_entropy_bwd(const Kernel *k, const Launch *L) { row_ce(k, L, -1, L->root); }
 
 /* The kernel of each row-wise op (ops.def kind OK_ROW); a new row op adds its line. */
 static const struct {

@@ -102,9 +102,10 @@ struct KernelDialect {
     /* ---- row-wise kernels: who owns a row, and how its owners combine ---- */
     struct {
         const char *setup;      /* declarations after C and rows (CUDA: the lane and warp) */
-        /* Opens the loop over the rows this thread works on (`omp`: the OpenMP clause of a
-         * threaded loop, "" for none, NULL for a loop that is never threaded). */
-        void (*open)(const Kernel *k, int x, const char *omp);
+        /* Opens launch L's loop over the rows of x this thread works on (`omp`: the OpenMP
+         * clause of a threaded loop, "" for none, NULL for a loop that is never threaded; the C
+         * dialect asks L whether the rows run on the pool instead). */
+        void (*open)(const Kernel *k, const Launch *L, int x, const char *omp);
         const char *cols;       /* loop header over the columns c this thread owns */
         const char *all_rows; /* loop header over every row j, split among the threads total_all combines */
         const char *max_pick;   /* the new mx given x[c] */

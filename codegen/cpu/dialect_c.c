@@ -181,8 +181,8 @@ static int c_reduce_pooled(const Kernel *k, const Launch *L) {
 }
 
 /* Rows that are independent (softmax's and layer norm's, forward and gradient: each one thread's,
- * in order) run on the pool too, cut over the rows (row_header's `rows`).  c_rows_open knows
- * them by their empty pragma clause; cross-entropy and accuracy, which total over rows or check
+ * in order) run on the pool too, cut over the rows (row_header's `rows`): the one decision
+ * c_open and c_rows_open both ask.  Cross-entropy and accuracy, which total over rows or check
  * labels, stay as they are. */
 static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     if (L->kind != L_ROW) return false;
@@ -452,8 +452,8 @@ static void c_reduce(const Kernel *k, const Launch *L) {
 
 /* ---- rows ----------------------------------------------------------------------------------- */
 
-static void c_rows_open(const Kernel *k, int x, const char *omp) {
-    if (omp && !*omp && omp_worth(k, k->g->nodes[x].shape, OMP_MIN_ELEMS)) { /* c_rows_pooled: NAME_part */
+static void c_rows_open(const Kernel *k, const Launch *L, int x, const char *omp) {
+    if (c_rows_pooled(k, L)) { /* c_open made this NAME_part: the rows [lo, hi) */
         str_puts(k->s, "    (void)rows;\n    for (int64_t i = lo; i < hi; i++) {\n");
         return;
     }
