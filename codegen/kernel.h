@@ -46,7 +46,8 @@ typedef struct Kernel {
     const BuildOpts *o;
     const char *mn;             /* the model's C name (struct and function names) */
     Str *s;
-    KernelArgs *args; /* CUDA: the buffers the kernel takes as parameters (else NULL) */
+    KernelArgs *args; /* the values the kernel takes as parameters (kernel_set_add sets it; NULL
+                         outside a kernel, as --check-numerics' checks: values in the text) */
 } Kernel;
 
 struct KernelDialect {
@@ -165,13 +166,20 @@ int kernel_arg(const Kernel *k, char base, int64_t v);
 typedef struct KernelSet KernelSet;
 /* code_start: the text that starts a kernel after its head comment ("\nextern \"C\"", ...). */
 KernelSet *kernel_set_new(const Program *p, const char *code_start);
-/* Renders launch `index` of k->e (kernel_render, with k->args = args) and returns the index of
- * its kernel in the set, a new one or one it shares; args gets the values it passes. */
-int kernel_set_add(KernelSet *ks, const Kernel *k, const Launch *L, int index, KernelArgs *args);
+/* Renders launch `index` of k->e (kernel_render, collecting its values) and returns the index of
+ * its kernel in the set, a new one or one it shares. */
+int kernel_set_add(KernelSet *ks, const Kernel *k, const Launch *L, int index);
 int kernel_set_count(const KernelSet *ks);
 int kernel_set_uses(const KernelSet *ks, int j); /* how many launches run kernel j */
 void kernel_set_first(const KernelSet *ks, int j, int *entry, int *launch); /* the launch it was made for */
-int kernel_set_nargs(const KernelSet *ks, int j, const char **bases); /* its parameters' bases */
+/* What launch `launch` of entry `entry` runs: its kernel and the values it passes (n of them,
+ * val[i] in block base[i], as KernelArgs), kept until kernel_set_free; NULL if not added. */
+typedef struct {
+    int kernel, n;
+    const int64_t *val;
+    const char *base;
+} KernelUse;
+const KernelUse *kernel_set_use(const KernelSet *ks, int entry, int launch);
 /* Kernel j's text: its head comment (with the launches that share it), its name and
  * parameters' declarations in place of the markers. */
 void kernel_set_emit(const KernelSet *ks, int j, Str *s, const char *name, const char *args);

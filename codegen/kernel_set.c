@@ -29,15 +29,16 @@ typedef struct {
     Str comment; /* the first launch's head comment (kernel_render's) */
     Str text; /* the rest, with the markers */
     Str also; /* the other launches that run it: "train_step 18, 25; grad 3" */
-    int entry, launch, nargs;
+    int entry, launch;
     int uses; /* launches that run it */
     int also_entry; /* the entry of the last launch in `also` */
-    char *bases; /* its parameters' KernelArgs.base */
     uint64_t hash;
 } Unique;
 
 struct KernelSet {
     const Program *p;
+    Arena arena; /* the launches' uses */
+    KernelUse *use[ENTRY_COUNT]; /* per launch of each entry; kernel -1 until added */
     Unique *u;
     int nu, cap_u;
     int *table; /* 1 + index into u, 0: empty */
@@ -112,16 +113,31 @@ KernelSet *kernel_set_new(const Program *p, const char *code_start) {
     ks->cap_u = total + 1;
     ks->u = xcalloc((size_t)ks->cap_u, sizeof *ks->u);
     size_t nm = (size_t)p->g->n * 3 + 1;
+    for (int e = 0; e < ENTRY_COUNT; e++) {
+        ks->use[e] = arena_alloc(&ks->arena, (size_t)(p->entry[e].nlaunch + 1) * sizeof(KernelUse));
+        for (int i = 0; i < p->entry[e].nlaunch; i++) ks->use[e][i].kernel = -1;
+    }
     ks->map = xcalloc(nm, sizeof *ks->map);
     ks->touched = xcalloc(nm, sizeof *ks->touched);
     for (size_t i = 0; i < nm; i++) ks->map[i] = -1;
     return ks;
 }
 
-int kernel_set_add(KernelSet *ks, const Kernel *k0, const Launch *L, int index, KernelArgs *args) {
+/* The launch's use of kernel j: its values, kept in the set's arena. */
+static int record_use(KernelSet *ks, int entry, int index, int j, const KernelArgs *args) {
+    KernelUse *u = &ks->use[entry][index];
+    int64_t *val = arena_alloc(&ks->arena, (size_t)(args->n + 1) * sizeof *val);
+    char *base = arena_alloc(&ks->arena, (size_t)args->n + 1);
+    memcpy(val, args->val, (size_t)args->n * sizeof *val);
+    memcpy(base, args->base, (size_t)args->n);
+    *u = (KernelUse){j, args->n, val, base};
+    return j;
+}
+
+int kernel_set_add(KernelSet *ks, const Kernel *k0, const Launch *L, int index) {
     Kernel k = *k0;
     Str one = {0}, canon = {0};
-    args->n = 0;
+    KernelArgs a = {0}, *args = &a;
     k.args = args;
     k.s = &one;
     kernel_render(&k, L, index);
@@ -144,24 +160,17 @@ int kernel_set_add(KernelSet *ks, const Kernel *k0, const Launch *L, int index, 
             v->uses++;
             str_free(&canon);
             str_free(&one);
-            return ks->table[slot] - 1;
+            return record_use(ks, e, index, ks->table[slot] - 1, args);
         }
     }
     int j = ks->nu++;
     assert(j < ks->cap_u);
     ks->table[slot] = j + 1;
     Unique *v = &ks->u[j];
-    *v = (Unique){.text = canon,
-                  .entry = k.e->kind,
-                  .launch = index,
-                  .nargs = args->n,
-                  .hash = h,
-                  .also_entry = -1,
-                  .bases = xcalloc((size_t)args->n + 1, 1)};
-    memcpy(v->bases, args->base, (size_t)args->n);
+    *v = (Unique){.text = canon, .entry = k.e->kind, .launch = index, .uses = 1, .hash = h, .also_entry = -1};
     str_printf(&v->comment, "%.*s", (int)(code - one.buf), one.buf);
     str_free(&one);
-    return j;
+    return record_use(ks, k.e->kind, index, j, args);
 }
 
 int kernel_set_count(const KernelSet *ks) { return ks->nu; }
@@ -173,9 +182,9 @@ void kernel_set_first(const KernelSet *ks, int j, int *entry, int *launch) {
     *launch = ks->u[j].launch;
 }
 
-int kernel_set_nargs(const KernelSet *ks, int j, const char **bases) {
-    if (bases) *bases = ks->u[j].bases;
-    return ks->u[j].nargs;
+const KernelUse *kernel_set_use(const KernelSet *ks, int entry, int launch) {
+    const KernelUse *u = &ks->use[entry][launch];
+    return u->kernel >= 0 ? u : NULL;
 }
 
 /* s with every `mark` replaced by `with`, appended to out. */
@@ -217,11 +226,11 @@ void kernel_set_free(KernelSet *ks) {
         str_free(&ks->u[j].comment);
         str_free(&ks->u[j].text);
         str_free(&ks->u[j].also);
-        free(ks->u[j].bases);
     }
     free(ks->u);
     free(ks->table);
     free(ks->map);
     free(ks->touched);
+    arena_free(&ks->arena);
     free(ks);
 }

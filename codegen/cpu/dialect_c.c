@@ -191,34 +191,33 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
 }
 
-/* The launch's function NAME(m, in, B) (and NAME_part for the pool).  Rendered for a KernelSet
- * (k->args), NAME is KERNEL_NAME_MARK and the function also takes `o`, the values the launch
- * passes it (c_value); a part gets m and o through nnc_launch_ctx. */
+/* A kernel NAME(m, in, B, o) (and NAME_part for the pool), rendered for a KernelSet (kernel_render
+ * is only called through kernel_set_add): NAME is KERNEL_NAME_MARK, `o` the values the launch
+ * passes (c_value), and a part gets m and o through nnc_launch_ctx.  The prototype's
+ * KERNEL_ARGS_MARK becomes NNC_SHARED where launches share the kernel (render_c.c): one body,
+ * not copied back into each caller. */
 static void c_open(const Kernel *k, const Launch *L, int index) {
-    const char *mn = k->mn;
-    char name[300];
-    if (k->args) snprintf(name, sizeof name, "%s", KERNEL_NAME_MARK);
-    else snprintf(name, sizeof name, "%s_%s_%d", mn, k->e->name, index);
-    const char *o_param = k->args ? ", void *const *o" : "", *o_void = k->args ? " (void)o;" : "";
+    const char *mn = k->mn, *name = KERNEL_NAME_MARK;
+    (void)index;
     int cut = c_reduce_pooled(k, L);
     bool reduce = cut >= 0, rows = c_rows_pooled(k, L);
-    if (k->args) /* NNC_SHARED where launches share it: one body, not copied back into each caller */
-        str_printf(k->s,
-                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s)" KERNEL_ARGS_MARK ";\n",
-                   name, mn, o_param);
+    str_printf(k->s,
+               "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o)" KERNEL_ARGS_MARK
+               ";\n",
+               name, mn);
     if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
-                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) {\n"
-                   "    (void)m; (void)in; (void)B;%s\n",
-                   name, mn, o_param, o_void);
+                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
+                   "    (void)m; (void)in; (void)B; (void)o;\n",
+                   name, mn);
         return;
     }
     str_printf(k->s,
                "static void %s_part(void *, const void *const *, int64_t, int64_t, int64_t);\n"
-               "static void %s(struct %s_frame *m, const void *const *in, int64_t B%s) {\n",
-               name, name, mn, o_param);
-    if (k->args) str_puts(k->s, "    struct nnc_launch_ctx c_ = {m, o};\n");
-    str_printf(k->s, "    nnc_pool_for(%s_part, %s, in, B, ", name, k->args ? "&c_" : "m");
+               "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
+               "    struct nnc_launch_ctx c_ = {m, o};\n"
+               "    nnc_pool_for(%s_part, &c_, in, B, ",
+               name, name, mn, name);
     if (rows) { /* the rows, and their elements as the work */
         Shape xs = k->g->nodes[k->g->nodes[L->root].in[0]].shape;
         str_puts(k->s, "(");
@@ -235,15 +234,11 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
     }
     str_printf(k->s,
                ");\n}\n"
-               "static void %s_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n",
-               name);
-    if (k->args)
-        str_printf(k->s,
-                   "    struct %s_frame *m = ((const struct nnc_launch_ctx *)mv)->m;\n"
-                   "    void *const *o = ((const struct nnc_launch_ctx *)mv)->o;\n"
-                   "    (void)m; (void)in; (void)B; (void)o;\n",
-                   mn);
-    else str_printf(k->s, "    struct %s_frame *m = mv;\n    (void)m; (void)in; (void)B;\n", mn);
+               "static void %s_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
+               "    struct %s_frame *m = ((const struct nnc_launch_ctx *)mv)->m;\n"
+               "    void *const *o = ((const struct nnc_launch_ctx *)mv)->o;\n"
+               "    (void)m; (void)in; (void)B; (void)o;\n",
+               name, mn);
 }
 
 /* ---- loops ---------------------------------------------------------------------------------- */

@@ -8,8 +8,6 @@
  * (optional: without -fopenmp the pragmas are ignored) and a CBLAS sgemm, so the in-process
  * build and the ahead-of-time library are the same code.  Both parts speak of the model's
  * members only through the dialect's spellings. */
-#include <string.h>
-
 #include "../kernel.h"
 #include "cpu.h"
 
@@ -41,8 +39,7 @@ static void render_numerics_check(const Kernel *k, const Launch *L, int index) {
  * values to the kernel it shares (render_program), then the run function calls them.  A
  * row-wise kernel's failed check (a label out of range) stops the call; the runtime has already
  * advanced the step of a train_step. */
-static void render_entry(const Kernel *r, const KernelSet *ks, const int *kern, const int64_t *const *vals,
-                         const char *const *bases) {
+static void render_entry(const Kernel *r, const KernelSet *ks) {
     Kernel k = *r;
     k.d = &dialect_c;
     const char *status = k.d->status;
@@ -51,12 +48,12 @@ static void render_entry(const Kernel *r, const KernelSet *ks, const int *kern, 
                    k.e->name, i, k.mn);
         /* the launch's own values: its text does not name their blocks, so launches whose
          * buffers lie in different blocks share it too */
-        int n = kernel_set_nargs(ks, kern[i], NULL);
-        if (n) {
+        const KernelUse *u = kernel_set_use(ks, k.e->kind, i);
+        if (u->n) {
             str_puts(k.s, "    void *const o[] = {");
-            for (int j = 0; j < n; j++) {
-                long long v = (long long)vals[i][j];
-                char b = bases[i][j];
+            for (int j = 0; j < u->n; j++) {
+                long long v = (long long)u->val[j];
+                char b = u->base[j];
                 if (b == 'I') str_printf(k.s, "%s(void *)(intptr_t)%lld", j ? ", " : "", v);
                 else
                     str_printf(k.s, "%s%s + %lld", j ? ", " : "",
@@ -67,7 +64,7 @@ static void render_entry(const Kernel *r, const KernelSet *ks, const int *kern, 
             }
             str_puts(k.s, "};\n");
         }
-        str_printf(k.s, "    %s_k%d(m, in, B, %s);\n}\n", k.mn, kern[i], n ? "o" : "NULL");
+        str_printf(k.s, "    %s_k%d(m, in, B, %s);\n}\n", k.mn, u->kernel, u->n ? "o" : "NULL");
     }
     str_printf(k.s, "\nstatic int %s_run_%s(struct %s_frame *m, const void *const *in, int64_t B) {\n", k.mn, k.e->name, k.mn);
     for (int i = 0; i < k.e->nlaunch; i++) {
@@ -179,25 +176,11 @@ void render_program(const Program *p, const BuildOpts *o, Str *s) {
     /* the kernels: one per distinct text among all entries' launches (kernel_set.c), named
      * NAME_k<j>; each launch's own function passes it its values */
     KernelSet *ks = kernel_set_new(p, "\nstatic void ");
-    int *kern[ENTRY_COUNT];
-    int64_t **vals[ENTRY_COUNT];
-    char **bases[ENTRY_COUNT];
-    KernelArgs args;
     Kernel k = r;
     k.d = &dialect_c;
     for (int e = 0; e < ENTRY_COUNT; e++) {
         k.e = &p->entry[e];
-        int n = d->entry[e].present ? k.e->nlaunch : 0;
-        kern[e] = arena_alloc(&arena, (size_t)(n + 1) * sizeof(int));
-        vals[e] = arena_alloc(&arena, (size_t)(n + 1) * sizeof(int64_t *));
-        bases[e] = arena_alloc(&arena, (size_t)(n + 1) * sizeof(char *));
-        for (int i = 0; i < n; i++) {
-            kern[e][i] = kernel_set_add(ks, &k, &k.e->launches[i], i, &args);
-            vals[e][i] = arena_alloc(&arena, (size_t)(args.n + 1) * sizeof(int64_t));
-            memcpy(vals[e][i], args.val, (size_t)args.n * sizeof(int64_t));
-            bases[e][i] = arena_alloc(&arena, (size_t)args.n + 1);
-            memcpy(bases[e][i], args.base, (size_t)args.n);
-        }
+        for (int i = 0; d->entry[e].present && i < k.e->nlaunch; i++) kernel_set_add(ks, &k, &k.e->launches[i], i);
     }
     for (int j = 0; j < kernel_set_count(ks); j++) {
         char name[300];
@@ -207,8 +190,7 @@ void render_program(const Program *p, const BuildOpts *o, Str *s) {
     }
     for (int e = 0; e < ENTRY_COUNT; e++) {
         r.e = &p->entry[e];
-        if (d->entry[e].present)
-            render_entry(&r, ks, kern[e], (const int64_t *const *)vals[e], (const char *const *)bases[e]);
+        if (d->entry[e].present) render_entry(&r, ks);
     }
     kernel_set_free(ks);
     render_c_model(s, p, d);

@@ -63,7 +63,6 @@ typedef struct {
 } CudaLaunchKernel;
 typedef struct {
     CudaLaunchKernel *l[ENTRY_COUNT]; /* per launch of each entry (kernel launches only) */
-    int kernels, launches; /* distinct kernels in the source, kernel launches of all entries */
 } CudaKernels;
 
 /* The translation unit: one kernel per distinct kernel text among all entries' kernel launches;

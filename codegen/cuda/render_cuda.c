@@ -83,24 +83,13 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a,
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
 
     KernelSet *ks = kernel_set_new(p, "\nextern \"C\" __global__");
-    if (kt) *kt = (CudaKernels){0};
-    KernelArgs args;
     for (int e = 0; e < ENTRY_COUNT; e++) {
         k.e = &p->entry[e];
-        if (kt) kt->l[e] = arena_alloc(a, (size_t)(k.e->nlaunch + 1) * sizeof(CudaLaunchKernel));
         for (int i = 0; i < k.e->nlaunch; i++) {
             const Launch *L = &k.e->launches[i];
             if (!cuda_launch_is_kernel(L)) continue;
             k.d = L->kind == L_ROW && cuda_row_per_block(p->g, L) ? &dialect_cuda_row_blocks : &dialect_cuda;
-            int j = kernel_set_add(ks, &k, L, i, &args);
-            if (kt) {
-                int64_t *v = arena_alloc(a, (size_t)(args.n + 1) * sizeof *v);
-                memcpy(v, args.val, (size_t)args.n * sizeof *v);
-                int fe, fl;
-                kernel_set_first(ks, j, &fe, &fl);
-                kt->l[e][i] = (CudaLaunchKernel){fe, fl, args.n, v};
-                kt->launches++;
-            }
+            kernel_set_add(ks, &k, L, i);
         }
     }
     for (int j = 0; j < kernel_set_count(ks); j++) {
@@ -108,14 +97,25 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a,
         kernel_set_first(ks, j, &fe, &fl);
         char name[256];
         cuda_kernel_name(name, sizeof name, p, &p->entry[fe], fl);
-        const char *bases;
-        int n = kernel_set_nargs(ks, j, &bases);
+        const KernelUse *u = kernel_set_use(ks, fe, fl);
         Str params = {0};
-        for (int q = 0; q < n; q++) str_printf(&params, ", int64_t %s%d", bases[q] == 'I' ? "arg" : "off", q);
+        for (int q = 0; q < u->n; q++) str_printf(&params, ", int64_t %s%d", u->base[q] == 'I' ? "arg" : "off", q);
         kernel_set_emit(ks, j, s, name, params.len ? params.buf : "");
         str_free(&params);
     }
-    if (kt) kt->kernels = kernel_set_count(ks);
+    /* the backend's copy of each launch's kernel and values, which outlives the set */
+    for (int e = 0; kt && e < ENTRY_COUNT; e++) {
+        kt->l[e] = arena_alloc(a, (size_t)(p->entry[e].nlaunch + 1) * sizeof(CudaLaunchKernel));
+        for (int i = 0; i < p->entry[e].nlaunch; i++) {
+            const KernelUse *u = kernel_set_use(ks, e, i);
+            if (!u) continue;
+            int64_t *v = arena_alloc(a, (size_t)(u->n + 1) * sizeof *v);
+            memcpy(v, u->val, (size_t)u->n * sizeof *v);
+            int fe, fl;
+            kernel_set_first(ks, u->kernel, &fe, &fl);
+            kt->l[e][i] = (CudaLaunchKernel){fe, fl, u->n, v};
+        }
+    }
     kernel_set_free(ks);
 }
 
