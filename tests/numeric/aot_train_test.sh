@@ -28,8 +28,10 @@ np.save(d + "/y_bad.npy", y)
 PYEOF
 
 "$NNC" "$DIR/aot_train.nn" --target cpu -o "$DIR/out" >/dev/null
-# NNC_CFLAGS: what nnc adds to its own compiles (the sanitizers' stage)
-"$CC" -O3 -std=c11 -ffp-contract=off -fopenmp -fPIC -shared ${NNC_CFLAGS:-} "$DIR/out/aot_train.c" \
+# NNC_CFLAGS: what nnc adds to its own compiles (the sanitizers' stage); -march=native as the
+# command's build, so that the library's NNC_FMA rounds as the command's (fused where the machine
+# has FMA: a build without it computes the last bits of EXP, TANH and ERF otherwise)
+"$CC" -O3 -march=native -std=c11 -ffp-contract=off -fopenmp -fPIC -shared ${NNC_CFLAGS:-} "$DIR/out/aot_train.c" \
     -o "$DIR/libaot_train.so" -lopenblas -lm
 echo "ok   nnc -o wrote aot_train.c, built as libaot_train.so"
 
