@@ -108,8 +108,9 @@ static bool aliases_input(const Kernel *k, const Launch *L, int out) {
 }
 
 /* i<j> for every input and (with `outs`) o<j> for every output; qual[1] only when no output
- * is written over an input, which in-place updates and reused activations do. */
-static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
+ * is written over an input, which in-place updates and reused activations do.  Returns whether
+ * one is. */
+static bool decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
     bool noalias = true;
     for (int j = 0; j < L->nouts && noalias; j++) noalias = !aliases_input(k, L, L->outs[j]);
     const char *q = k->d->qual[noalias];
@@ -139,6 +140,7 @@ static void decl_ptrs(const Kernel *k, const Launch *L, bool outs) {
             str_puts(k->s, ";\n");
         }
     }
+    return !noalias;
 }
 
 /* The expression a member's operand x is at this point: a value computed earlier in the same
@@ -330,14 +332,14 @@ static void kernel_ew(const Kernel *k, const Launch *L) {
     bool permuted = op_permutes(k->g->nodes[L->root].op);
     if (permuted) node_perm(&k->g->nodes[L->root], perm);
     bool flat = kernel_flat(k, L);
-    decl_ptrs(k, L, true);
+    bool inplace = decl_ptrs(k, L, true);
     int lanes = k->d->vec.lanes ? k->d->vec.lanes(k, L) : 1;
     char ind[64];
     if (lanes > 1) {
         snprintf(ind, sizeof ind, "%*s", k->d->vec.open(k, sp, lanes), "");
         kernel_vec_point(k, L, lanes, ind, NULL);
         k->d->vec.tail(k, sp, lanes);
-    } else snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat), "");
+    } else snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat, inplace), "");
     loads(k, L, sp, flat, permuted ? perm : NULL, ind);
     body(k, L, ind, -1);
     for (int j = 0; j < L->nouts; j++) {

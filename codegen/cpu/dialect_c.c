@@ -164,6 +164,15 @@ static void c_prelude(Str *s, const BuildOpts *o) {
                "#define NNC_FMA(a, b, c) ((a) * (b) + (c))\n"
                "#endif\n",
                o->f64 ? "" : "f");
+    /* the next loop's iterations may run as vectors whatever its pointers overlap (c_space_open) */
+    str_puts(s,
+             "#if defined(__clang__)\n"
+             "#define NNC_IVDEP _Pragma(\"clang loop vectorize(assume_safety)\")\n"
+             "#elif defined(__GNUC__)\n"
+             "#define NNC_IVDEP _Pragma(\"GCC ivdep\")\n"
+             "#else\n"
+             "#define NNC_IVDEP\n"
+             "#endif\n");
     if (!o->f64) c_vector_math(s);
 }
 
@@ -276,16 +285,20 @@ static void close_loops(const Kernel *k, int from, int to, int indent) {
 }
 
 /* An elementwise kernel's index space: one flat loop or one per axis; a pooled kernel's outer
- * loop runs over its piece, [lo, hi) (c_open). */
-static int c_space_open(const Kernel *k, Shape sp, bool flat) {
+ * loop runs over its piece, [lo, hi) (c_open).  A flat loop that writes over an input (an
+ * optimizer's update, a gradient computed in place) reads and writes every buffer at [i] only,
+ * so its vectors are safe: NNC_IVDEP says so, where the compiler's check that the two do not
+ * overlap would find that they do and run the loop unvectorised. */
+static int c_space_open(const Kernel *k, Shape sp, bool flat, bool inplace) {
     bool pooled = c_ew_pooled(k, sp);
     if (flat) {
-        if (pooled) str_puts(k->s, "    for (int64_t i = lo; i < hi; i++) {\n");
-        else {
+        if (!pooled) {
             str_puts(k->s, "    const int64_t n = ");
             render_numel(k->s, sp);
-            str_puts(k->s, ";\n    for (int64_t i = 0; i < n; i++) {\n");
+            str_puts(k->s, ";\n");
         }
+        if (inplace) str_puts(k->s, "    NNC_IVDEP\n");
+        str_printf(k->s, "    for (int64_t i = %s; i < %s; i++) {\n", pooled ? "lo" : "0", pooled ? "hi" : "n");
     } else if (pooled) {
         str_puts(k->s, "    for (int64_t a0 = lo; a0 < hi; a0++) {\n");
         open_loops(k, sp, 1, sp.rank, 8);

@@ -241,7 +241,8 @@ static void decl_axes(const Kernel *k, int rank, const char *ind) {
 #define GRID_STRIDE "blockIdx.x * (int64_t)blockDim.x + threadIdx.x"
 #define GRID_THREADS "(int64_t)blockDim.x * gridDim.x"
 
-static int cuda_space_open(const Kernel *k, Shape sp, bool flat) {
+static int cuda_space_open(const Kernel *k, Shape sp, bool flat, bool inplace) {
+    (void)inplace;
     str_puts(k->s, "    const int64_t n = ");
     render_numel(k->s, sp);
     str_puts(k->s, ";\n    for (int64_t i = " GRID_STRIDE "; i < n; i += " GRID_THREADS ") {\n");
