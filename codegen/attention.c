@@ -100,9 +100,6 @@ static int storage_of(DType t) {
 
 /* The tile products and work tiles every storage type's routines share. */
 static const char c_tiles_text[] =
-    "#ifndef EXP_LE   /* a float model's is nnc_expf_le (codegen/cpu/dialect_c.c) */\n"
-    "#define EXP_LE EXP\n"
-    "#endif\n"
     "/* attention's tile products: C (+)= A B over K terms for 4 rows of C by 16 columns, held in\n"
     " * registers along the sum; A(r, k) = A[r ars + k aks], B row k at B + k ldb */\n"
     "static inline void nnc_attn_block(real *restrict C, int64_t ldc, const real *restrict A, int64_t ars, int64_t aks,\n"
@@ -252,8 +249,8 @@ static const char c_fwd_text[] =
     "                /* the scores past kn16: zeros from nnc_attn_mm_nt, and no product reads them */\n"
     "                for (int64_t j = 0; j < kn16; j++) s[j] = j < jn ? s[j] * scale : -(real)INFINITY;\n"
     "                const real mt = nnc_attn_rowmax(s, kn16), m = mt > mx[i] ? mt : mx[i];\n"
-    "                const real alpha = m == mx[i] ? (real)1 : EXP_LE(mx[i] - m);\n"
-    "                for (int64_t j = 0; j < kn16; j++) s[j] = j < jn ? EXP_LE(s[j] - m) : 0;\n"
+    "                const real alpha = m == mx[i] ? (real)1 : EXP(mx[i] - m);\n"
+    "                for (int64_t j = 0; j < kn16; j++) s[j] = j < jn ? EXP(s[j] - m) : 0;\n"
     "                l[i] = l[i] * alpha + nnc_attn_rowsum(s, kn16);\n"
     "                mx[i] = m;\n"
     "                if (p > 0 && y)\n"
@@ -342,14 +339,14 @@ static const char c_bwd_text[] =
     "                    real *restrict sr = w->S[i], *restrict dr = w->dP[i];\n"
     "                    if (p > 0)\n"
     "                        for (int64_t j = 0; j < kn16; j++) {\n"
-    "                            const real P = j < jn ? EXP_LE(sr[j] * scale - L) : 0;\n"
+    "                            const real P = j < jn ? EXP(sr[j] * scale - L) : 0;\n"
     "                            const real m = j < jn ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p) : 1;\n"
     "                            sr[j] = P * m;\n"
     "                            dr[j] = P * (dr[j] * m - Di) * scale;\n"
     "                        }\n"
     "                    else   /* no mask: one branch-free loop the compiler vectorises */\n"
     "                        for (int64_t j = 0; j < kn16; j++) {\n"
-    "                            const real P = j < jn ? EXP_LE(sr[j] * scale - L) : 0;\n"
+    "                            const real P = j < jn ? EXP(sr[j] * scale - L) : 0;\n"
     "                            sr[j] = P;\n"
     "                            dr[j] = P * (dr[j] - Di) * scale;\n"
     "                        }\n"
@@ -379,8 +376,8 @@ static const char c_bwd_text[] =
     "    struct nnc_attn_bwd_@ a = {q, k, v, dy, lse, delta, dq, dk, dv, Tq, Tk, D, Dv, scale, causal, p, seed, st, BH, 1};\n"
     "    a.parts = nnc_attn_parts(BH, BH * Tq * Tk * (D + Dv));\n"
     "    /* heads cost alike: two chunks a thread balance them, and each chunk zeroes its work\n"
-    "     * tiles (a quarter of a megabyte) once, not once a head */\n"
-    "    if (a.parts > 2 * (int64_t)nnc_pool_g.max) a.parts = 2 * (int64_t)nnc_pool_g.max;\n"
+    "     * tiles (a quarter of a megabyte) once, not once a head (more than one: the pool is set up) */\n"
+    "    if (a.parts > 1 && a.parts > 2 * (int64_t)nnc_pool_g.max) a.parts = 2 * (int64_t)nnc_pool_g.max;\n"
     "    nnc_pool_run(nnc_attn_bwd_chunk_@, &a, (int)a.parts);\n"
     "}\n";
 
