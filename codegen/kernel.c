@@ -407,16 +407,74 @@ static void row_all(const Kernel *k, const char *ind, const char *var, const cha
     if (all) str_printf(k->s, "%s%s = %s(%s);\n", ind, var, all, var);
 }
 
-/* double s = the sum of `term` over the row. */
-static void row_sum(const Kernel *k, const char *term) {
-    str_printf(k->s, "        double s = 0;\n        %s s += %s;\n", k->d->row.cols, term);
-    row_all(k, "        ", "s", k->d->row.sum_all);
+/* double sums over a row's columns, acc[j] of term[j] (j < n; terms of c, after the statements
+ * `pre`, or NULL), each combined over the row's owners.  Where the dialect asks for lanes
+ * (row.lanes), lane l sums the columns c = l (mod lanes) and the lanes are added in order, lane 0
+ * first: the compiler makes a vector of the lanes, where a sum in one order over the row stays
+ * scalar, each add waiting for the one before.  The order is fixed, so every build and thread
+ * count gives the same bits. */
+static void row_sums(const Kernel *k, int n, const char *const *acc, const char *pre, const char *const *term) {
+    const int lanes = k->d->row.lanes;
+    for (int j = 0; j < n; j++) str_printf(k->s, "        double %s = 0;\n", acc[j]);
+    if (lanes <= 1) {
+        str_printf(k->s, "        %s {\n", k->d->row.cols);
+        if (pre) str_printf(k->s, "            %s\n", pre);
+        for (int j = 0; j < n; j++) str_printf(k->s, "            %s += %s;\n", acc[j], term[j]);
+        str_puts(k->s, "        }\n");
+    } else {
+        str_puts(k->s, "        {\n");
+        for (int j = 0; j < n; j++) str_printf(k->s, "            double %s_l[%d] = {0};\n", acc[j], lanes);
+        str_printf(k->s,
+                   "            const int64_t cl = C / %d * %d;\n"
+                   "            for (int64_t cb = 0; cb < cl; cb += %d)\n"
+                   "                for (int l = 0; l < %d; l++) {\n"
+                   "                    const int64_t c = cb + l;\n",
+                   lanes, lanes, lanes, lanes);
+        for (int tail = 0; tail < 2; tail++) {
+            if (tail)
+                str_puts(
+                    k->s,
+                    "            for (int64_t c = cl; c < C; c++) {   /* the columns past the last whole vector */\n"
+                    "                {\n"
+                    "                    const int l = (int)(c - cl);\n");
+            if (pre) str_printf(k->s, "                    %s\n", pre);
+            for (int j = 0; j < n; j++) str_printf(k->s, "                    %s_l[l] += %s;\n", acc[j], term[j]);
+            str_puts(k->s, "                }\n");
+            if (tail) str_puts(k->s, "            }\n");
+        }
+        str_printf(k->s, "            for (int l = 0; l < %d; l++) {\n", lanes);
+        for (int j = 0; j < n; j++) str_printf(k->s, "                %s += %s_l[l];\n", acc[j], acc[j]);
+        str_puts(k->s, "            }\n        }\n");
+    }
+    for (int j = 0; j < n; j++) row_all(k, "        ", acc[j], k->d->row.sum_all);
 }
 
-/* mx, the row's maximum, and s, the double sum of exp(x - mx): every term is at most 1, so the
- * sum cannot overflow whatever the logits. */
+/* double s = the sum of `term` over the row. */
+static void row_sum(const Kernel *k, const char *term) {
+    const char *acc[] = {"s"};
+    row_sums(k, 1, acc, NULL, &term);
+}
+
+/* mx, the row's maximum (in lanes as row_sums: a maximum is exact, so the bits are those of one
+ * order), and s, the double sum of exp(x - mx): every term is at most 1, so the sum cannot
+ * overflow whatever the logits. */
 static void row_max_sum(const Kernel *k) {
-    str_printf(k->s, "        real mx = -%s;\n        %s mx = %s;\n", k->d->inf, k->d->row.cols, k->d->row.max_pick);
+    const int lanes = k->d->row.lanes;
+    str_printf(k->s, "        real mx = -%s;\n", k->d->inf);
+    if (lanes <= 1) str_printf(k->s, "        %s mx = %s;\n", k->d->row.cols, k->d->row.max_pick);
+    else /* lanes are the C dialect's, whose max_pick this is: a NaN is not taken */
+        str_printf(
+            k->s,
+            "        {\n"
+            "            real mx_l[%d];\n"
+            "            for (int l = 0; l < %d; l++) mx_l[l] = -%s;\n"
+            "            const int64_t cl = C / %d * %d;\n"
+            "            for (int64_t cb = 0; cb < cl; cb += %d)\n"
+            "                for (int l = 0; l < %d; l++) mx_l[l] = x[cb + l] > mx_l[l] ? x[cb + l] : mx_l[l];\n"
+            "            for (int64_t c = cl; c < C; c++) mx_l[c - cl] = x[c] > mx_l[c - cl] ? x[c] : mx_l[c - cl];\n"
+            "            for (int l = 0; l < %d; l++) mx = mx_l[l] > mx ? mx_l[l] : mx;\n"
+            "        }\n",
+            lanes, lanes, k->d->inf, lanes, lanes, lanes, lanes, lanes);
     row_all(k, "        ", "mx", k->d->row.max_all);
     row_sum(k, "EXP(x[c] - mx)");
 }
@@ -484,8 +542,8 @@ static void row_ce_tail(const Kernel *k, bool grad, double eps) {
     char e[RENDER_NUM_LEN], f[RENDER_NUM_LEN];
     if (eps == 0) str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
     else {
-        str_printf(k->s, "        double sx = 0;\n        %s sx += (double)x[c];\n", k->d->row.cols);
-        row_all(k, "        ", "sx", k->d->row.sum_all);
+        const char *acc[] = {"sx"}, *term[] = {"(double)x[c]"};
+        row_sums(k, 1, acc, NULL, term);
         str_printf(k->s, "        %stotal += (double)mx + log(s) - %s * (double)xt - %s * sx / (double)C;\n",
                    k->d->row.leader, render_num(f, 1 - eps), render_num(e, eps));
     }
@@ -579,17 +637,14 @@ static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad
 static void row_log_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, true); }
 /* A layer-norm row's mean mu and deviation sd = sqrt(var + eps), as the composed ops compute them
  * (mean then the mean of squared differences, each summed in double and rounded to real; eps and
- * the square root in real), so the CPU's fused kernel gives the composed path's bits. */
+ * the square root in real); the CPU's sums run in lanes (row_sums), so they may differ from the
+ * composed path's in the last bits of the double sums. */
 static void row_ln_stats(const Kernel *k, const Node *n) {
     char eps[RENDER_NUM_LEN];
-    str_printf(k->s, "        double s = 0;\n        %s s += x[c];\n", k->d->row.cols);
-    row_all(k, "        ", "s", k->d->row.sum_all);
-    str_printf(k->s,
-               "        const real mu = (real)(s * (1.0 / (double)C));\n"
-               "        double v = 0;\n"
-               "        %s { const real d = x[c] - mu; v += d * d; }\n",
-               k->d->row.cols);
-    row_all(k, "        ", "v", k->d->row.sum_all);
+    const char *s[] = {"s"}, *xc[] = {"x[c]"}, *v[] = {"v"}, *dd[] = {"d * d"};
+    row_sums(k, 1, s, NULL, xc);
+    str_puts(k->s, "        const real mu = (real)(s * (1.0 / (double)C));\n");
+    row_sums(k, 1, v, "const real d = x[c] - mu;", dd);
     str_printf(k->s, "        const real sd = SQRT((real)(v * (1.0 / (double)C)) + (real)%s);\n",
                render_num(eps, n->attr.scalars.p[0]));
 }
@@ -622,11 +677,8 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
              "        const real *dy = DY + i * C, *x = Xv + i * C;\n"
              "        real *dx = DX + i * C;\n");
     row_ln_stats(k, n);
-    str_printf(k->s,
-               "        double g = 0, gx = 0;\n        %s { g += dy[c]; gx += (double)dy[c] * ((x[c] - mu) / sd); }\n",
-               k->d->row.cols);
-    row_all(k, "        ", "g", k->d->row.sum_all);
-    row_all(k, "        ", "gx", k->d->row.sum_all);
+    const char *acc[] = {"g", "gx"}, *term[] = {"dy[c]", "(double)dy[c] * ((x[c] - mu) / sd)"};
+    row_sums(k, 2, acc, NULL, term);
     str_printf(k->s,
                "        const real mg = (real)(g * (1.0 / (double)C)), mgx = (real)(gx * (1.0 / (double)C));\n"
                "        %s dx[c] = (dy[c] - mg - (x[c] - mu) / sd * mgx) / sd;\n    }\n",

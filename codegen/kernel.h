@@ -108,6 +108,10 @@ struct KernelDialect {
          * dialect asks L whether the rows run on the pool instead). */
         void (*open)(const Kernel *k, const Launch *L, int x, const char *omp);
         const char *cols;       /* loop header over the columns c this thread owns */
+        /* > 1: a row's sums and maximum run in this many lanes (lane c % lanes takes column c),
+         * combined in lane order after the row: one thread owns the row, and the lanes are
+         * the vector the compiler makes of them, each add in a fixed place (row_fold) */
+        int lanes;
         const char *all_rows; /* loop header over every row j, split among the threads total_all combines */
         const char *max_pick;   /* the new mx given x[c] */
         const char *max_all;    /* function giving all of a row's owners their maximum; NULL */

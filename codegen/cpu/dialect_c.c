@@ -926,6 +926,7 @@ const KernelDialect dialect_c = {
     .row = {   /* one thread owns a row: nothing to combine, and every thread writes */
         .open = c_rows_open,
         .cols = "for (int64_t c = 0; c < C; c++)",
+        .lanes = 8,   /* doubles: a 512-bit vector */
         .all_rows = "for (int64_t j = 0; j < rows; j++)",
         /* a NaN is not taken, yet it makes s NaN and so every output of its row */
         .max_pick = "x[c] > mx ? x[c] : mx",
