@@ -18,6 +18,8 @@
  * small to pay for one.  A helper launch (convolution, pooling, ...) is its plan (helper_plan.c)
  * printed as C: calls of the helpers.c routines in the prelude, nnc_?gemm calls, memsets and the
  * loop over chunks of the batch. */
+#include <string.h>
+
 #include "../attention.h"
 #include "../helpers.h"
 #include "../kernel.h"
@@ -160,6 +162,14 @@ static void c_prelude(Str *s, const BuildOpts *o) {
                "#define NNC_FMA(a, b, c) ((a) * (b) + (c))\n"
                "#endif\n",
                o->f64 ? "" : "f");
+    /* the widest vectors for a kernel bound by its arithmetic (c_ew_math): gcc picks 256 bits on
+     * machines with 512, which move memory as fast and warm less (clang takes no such attribute) */
+    str_puts(s,
+             "#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)\n"
+             "#define NNC_WIDE __attribute__((target(\"prefer-vector-width=512\")))\n"
+             "#else\n"
+             "#define NNC_WIDE\n"
+             "#endif\n");
     /* the next loop's iterations may run as vectors whatever its pointers overlap (c_space_open) */
     str_puts(s,
              "#if defined(__clang__)\n"
@@ -220,8 +230,21 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
  * passes (c_value), and a part gets m and o through nnc_launch_ctx.  The prototype's
  * KERNEL_ARGS_MARK becomes NNC_SHARED where launches share the kernel (render_c.c): one body,
  * not copied back into each caller. */
+/* An elementwise launch whose expressions call EXP, TANH or ERF: bound by their arithmetic, not by
+ * memory, so worth the widest vectors (NNC_WIDE) where the compiler would pick narrower ones. */
+static bool c_ew_math(const Kernel *k, const Launch *L) {
+    if (L->kind != L_EW || k->o->f64) return false;
+    for (int i = 0; i < L->nnodes; i++) {
+        const Node *n = &k->g->nodes[L->nodes[i]];
+        const char *e = n->op == OP_DERIV ? op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt] : op_info[n->op].expr;
+        if (e && (strstr(e, "EXP(") || strstr(e, "TANH(") || strstr(e, "ERF("))) return true;
+    }
+    return false;
+}
+
 static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *mn = k->mn, *name = KERNEL_NAME_MARK;
+    const char *wide = c_ew_math(k, L) ? " NNC_WIDE" : "";
     (void)index;
     int cut = c_reduce_pooled(k, L);
     bool reduce = cut >= 0, rows = c_rows_pooled(k, L);
@@ -231,9 +254,9 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
                name, mn);
     if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
-                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
+                   "static%s void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
                    "    (void)m; (void)in; (void)B; (void)o;\n",
-                   name, mn);
+                   wide, name, mn);
         return;
     }
     str_printf(k->s,
@@ -258,11 +281,11 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
     }
     str_printf(k->s,
                ");\n}\n"
-               "static void %s_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
+               "static%s void %s_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
                "    struct %s_frame *m = ((const struct nnc_launch_ctx *)mv)->m;\n"
                "    void *const *o = ((const struct nnc_launch_ctx *)mv)->o;\n"
                "    (void)m; (void)in; (void)B; (void)o;\n",
-               name, mn);
+               wide, name, mn);
 }
 
 /* ---- loops ---------------------------------------------------------------------------------- */
