@@ -71,6 +71,7 @@ typedef enum {
     S_TRAIN, /* train { body of S_SETTING } */
     S_SETTING, /* key [name [, name]] [= e]: "batch = 64", "data x = idx(...)", "minimize loss" */
     S_FOR, /* for name in e { body }: body run once per item of e, name bound to it (Python's scope) */
+    S_TIE, /* target = e with target a member (a.b.weight = c.weight): weight tying */
 } StmtKind;
 
 typedef struct Stmt {
@@ -83,6 +84,7 @@ typedef struct Stmt {
     SrcLoc loc3;
     TypeAst *type;
     Expr *e;
+    Expr *target; /* S_TIE: the member assigned (E_MEMBER) */
     Name *params;
     struct Stmt *body;
     struct Stmt *next;

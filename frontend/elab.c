@@ -840,6 +840,75 @@ static bool stmt_for(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
     return returned;
 }
 
+/* target = e with target a block instance's member and e a parameter: weight tying, as PyTorch
+ * writes `self.transformer.wte.weight = self.lm_head.weight`.  From here on both names are one
+ * parameter, which keeps the name made first (the one torch's named_parameters() gives, and
+ * the one the checkpoint holds) and the initializer of the value assigned.  The other must not
+ * have been used yet; it becomes a view of the one kept, so that no name can reach a parameter
+ * of its own again. */
+static void stmt_tie(Elab *E, Env *env, Stmt *s) {
+    Expr *t = s->target;
+    Value base = eval(E, env, t->a), v = eval(E, env, s->e);
+    if (base.k == V_ERROR || v.k == V_ERROR) return;
+    if (base.k != V_INST) {
+        diag_error(E->d, t->loc,
+                   "'.%s = ...': a %s has no members to assign; a member of a block instance is tied to "
+                   "a parameter (transformer.wte.weight = lm_head.weight)",
+                   t->str, kind_name(base.k));
+        return;
+    }
+    Binding *m = env_find_local(base.inst->env, t->str);
+    if (!m) {
+        diag_error(E->d, t->loc, "block instance '%s' has no member '%s'", base.inst->scope, t->str);
+        return;
+    }
+    Graph *g = E->g;
+    if (m->v.k != V_TENSOR || g->nodes[m->v.node].op != OP_PARAM || g->nodes[m->v.node].frozen) {
+        diag_error(E->d, t->loc, "'%s.%s' is not a parameter: only a parameter is tied to another", base.inst->scope,
+                   t->str);
+        return;
+    }
+    if (v.k != V_TENSOR || g->nodes[v.node].op != OP_PARAM || g->nodes[v.node].frozen) {
+        const Node *n = v.k == V_TENSOR ? &g->nodes[v.node] : NULL;
+        diag_error(E->d, s->e->loc, "'%s.%s' is tied to a parameter (as lm_head.weight), not to %s", base.inst->scope,
+                   t->str,
+                   !n                      ? kind_name(v.k)
+                       : n->op == OP_PARAM ? "a buffer"
+                       : n->op == OP_INPUT ? "an input"
+                                           : "a computed tensor");
+        return;
+    }
+    const int a = m->v.node, b = v.node;
+    if (a == b) return; /* tied already */
+    char sa[128], sb[128];
+    if (!shape_eq(g->nodes[a].shape, g->nodes[b].shape) || g->nodes[a].dtype != g->nodes[b].dtype) {
+        diag_error(E->d, s->e->loc, "cannot tie '%s' %s to '%s' %s: the shapes differ", g->nodes[a].name,
+                   shape_str(g->nodes[a].shape, g->nodes[a].dtype, g->batch_name, sa, sizeof sa), g->nodes[b].name,
+                   shape_str(g->nodes[b].shape, g->nodes[b].dtype, g->batch_name, sb, sizeof sb));
+        return;
+    }
+    const int keep = a < b ? a : b, drop = a < b ? b : a;
+    for (int i = drop + 1; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (g->nodes[i].in[j] == drop) {
+                diag_error(E->d, s->loc,
+                           "'%s' is used before this tie (line %d, column %d): tie parameters before their first use",
+                           g->nodes[drop].name, g->nodes[i].loc.line, g->nodes[i].loc.col);
+                return;
+            }
+    g->nodes[keep].attr.init = g->nodes[b].attr.init; /* the value assigned */
+    if (drop == b && s->e->k == E_MEMBER) { /* the value's own name reaches the one kept too */
+        Value owner = eval(E, env, s->e->a);
+        Binding *o = owner.k == V_INST ? env_find_local(owner.inst->env, s->e->str) : NULL;
+        if (o && o->v.k == V_TENSOR && o->v.node == drop) o->v = vtensor(keep);
+    }
+    Node *d = &g->nodes[drop];
+    d->op = OP_RESHAPE; /* keeps its name: --emit ir shows `%52 = reshape %0 ... "lm_head.weight"` */
+    d->nin = 1;
+    d->in[0] = keep;
+    m->v = vtensor(keep);
+}
+
 /* Runs statements; true when one was a return (ret holds its value). */
 static bool exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
     for (; s && !E->over_budget && !diag_stopped(E->d); s = s->next) {
@@ -848,6 +917,7 @@ static bool exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
         case S_PARAM: case S_BUFFER: decl_param(E, env, inst, s); break;
         case S_LET: stmt_let(E, env, inst, s); break;
         case S_UNPACK: stmt_unpack(E, env, s); break;
+        case S_TIE: stmt_tie(E, env, s); break;
         case S_FOR:
             if (stmt_for(E, env, inst, s, ret)) return true;
             break;

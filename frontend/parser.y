@@ -43,7 +43,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
 %type <str> var
-%type <expr> expr postfix primary
+%type <expr> member expr postfix primary
 %type <arg> args arglist arg dims exprlist
 %type <name> names namelist
 %type <type> type
@@ -75,6 +75,7 @@ stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4,
     | BUFFER IDENT ':' type         { $$ = ast_stmt(ctx, S_BUFFER, L(@2), $2, $4, NULL); }
     | IDENT '=' expr                { $$ = ast_stmt(ctx, S_LET, L(@1), $1, NULL, $3); }
     | IDENT ',' namelist '=' expr   { $$ = ast_unpack(ctx, L(@1), ast_name(ctx, L(@1), $1), $3, $5); }
+    | member '=' expr               { $$ = ast_stmt(ctx, S_TIE, L(@1), NULL, NULL, $3); $$->target = $1; }
     | OUTPUT IDENT                  { $$ = ast_stmt(ctx, S_OUTPUT, L(@2), $2, NULL, NULL); }
     | OUTPUT IDENT '=' expr         { $$ = ast_stmt(ctx, S_OUTPUT, L(@2), $2, NULL, $4); }
     | RETURN expr                   { $$ = ast_stmt(ctx, S_RETURN, L(@1), NULL, NULL, $2); }
@@ -84,6 +85,10 @@ stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4,
     | FOR var IDENT expr '{' stmts '}' { $$ = ast_for(ctx, L(@1), ast_name(ctx, L(@2), $2), $3, L(@3), $4, $6); }
     | ';'                           { $$ = NULL; }
     | error                         { $$ = NULL; }   /* resynchronize at the next statement */
+;
+/* a.b.c, the target of a tie (transformer.wte.weight = lm_head.weight) */
+member: IDENT '.' IDENT             { $$ = ast_member(ctx, L(@3), ast_ident(ctx, L(@1), $1), $3); }
+      | member '.' IDENT            { $$ = ast_member(ctx, L(@3), $1, $3); }
 ;
 /* A loop's variable may be `block`, as in PyTorch's `for block in self.transformer.h: x = block(x)`:
  * an expression never starts an item, which the keyword does */

@@ -293,6 +293,11 @@ static const Case cases[] = {
                           "m = scaled_dot_product_attention(q.reshape(-1, 4, 2), k.reshape(B * 2, 4, 2), tanh(v).reshape(-1, 4, 2))\n"
                           "loss = sum(tanh(y) * c) + sum(tanh(m.view(B, 2, 4, 2)) * q)"
                           TRAIN("data x = randn(8, 4, 4)"), 0, 0},
+    /* a tied parameter (b.w = a.w, as nanoGPT ties lm_head to wte): one parameter, its gradient
+     * the sum of what both names' uses give it */
+    {"tie", "block A() {\n param w: f32[3, 3] = normal(0, 1)\n}\nblock Bk() {\n param w: f32[3, 3] = normal(0, 1)\n}\n"
+            "input x: f32[B, 3]\na = A()\nb = Bk()\nb.w = a.w\n"
+            "loss = sum(tanh(x @ a.w) * tanh(x @ b.w.T + 1))" TRAIN("data x = randn(8, 3)"), 0, 0},
     /* the same attention written twice: two launches (the schedule merges a forward with its own
      * row logsumexp only), each writing its result */
     {"attention_twice", "input x: f32[B, 2, 4, 3]\nparam Wq: f32[3, 3] = normal(0, 1)\nparam c: f32[2, 4, 3] = normal(0, 1)\n"
