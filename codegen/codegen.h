@@ -133,6 +133,7 @@ LaunchCost launch_cost(const Program *p, const Entry *e, const Launch *L, int64_
  * OPF_INDEX op operands[EXPR_ROW] and operands[EXPR_COL] its point's row and column. */
 enum { EXPR_ROW = NNC_MAX_IN, EXPR_COL, EXPR_NAMES };
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands);
+const char *ew_expr_template(const Node *n); /* the template render_ew_expr fills ($0, $g, ...) */
 void render_inline_value(Str *s, const Graph *g, int id, const char *step_expr, const char *micro_expr,
                          const char *batch_expr);
 void render_dim(Str *s, int64_t d, const char *batch_expr);

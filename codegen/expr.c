@@ -64,11 +64,14 @@ static void render_expr_template(Str *s, const char *t, const char *const *opera
     }
 }
 
+const char *ew_expr_template(const Node *n) {
+    return n->op == OP_DERIV ? op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt] : op_info[n->op].expr;
+}
+
 void render_ew_expr(Str *s, const Graph *g, int id, const char *const *operands) {
     const Node *n = &g->nodes[id];
     if (n->op == OP_DERIV) {
-        const int8_t *slot = n->attr.deriv.slot;
-        render_expr_template(s, op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt], operands, slot, n->attr.deriv.p);
+        render_expr_template(s, ew_expr_template(n), operands, n->attr.deriv.slot, n->attr.deriv.p);
         return;
     }
     const char *sp = n->op == OP_POWC ? powc_special(n->attr.scalars.p[0]) : NULL;

@@ -110,7 +110,7 @@ struct KernelDialect {
         const char *cols;       /* loop header over the columns c this thread owns */
         /* > 1: a row's sums and maximum run in this many lanes (lane c % lanes takes column c),
          * combined in lane order after the row: one thread owns the row, and the lanes are
-         * the vector the compiler makes of them, each add in a fixed place (row_fold) */
+         * the vector the compiler makes of them, each add in a fixed place (row_sums in kernel.c) */
         int lanes;
         const char *all_rows; /* loop header over every row j, split among the threads total_all combines */
         const char *max_pick;   /* the new mx given x[c] */

@@ -225,23 +225,22 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
 }
 
-/* A kernel NAME(m, in, B, o) (and NAME_part for the pool), rendered for a KernelSet (kernel_render
- * is only called through kernel_set_add): NAME is KERNEL_NAME_MARK, `o` the values the launch
- * passes (c_value), and a part gets m and o through nnc_launch_ctx.  The prototype's
- * KERNEL_ARGS_MARK becomes NNC_SHARED where launches share the kernel (render_c.c): one body,
- * not copied back into each caller. */
 /* An elementwise launch whose expressions call EXP, TANH or ERF: bound by their arithmetic, not by
  * memory, so worth the widest vectors (NNC_WIDE) where the compiler would pick narrower ones. */
 static bool c_ew_math(const Kernel *k, const Launch *L) {
     if (L->kind != L_EW || k->o->f64) return false;
     for (int i = 0; i < L->nnodes; i++) {
-        const Node *n = &k->g->nodes[L->nodes[i]];
-        const char *e = n->op == OP_DERIV ? op_info[n->attr.deriv.of].dx[n->attr.deriv.wrt] : op_info[n->op].expr;
+        const char *e = ew_expr_template(&k->g->nodes[L->nodes[i]]);
         if (e && (strstr(e, "EXP(") || strstr(e, "TANH(") || strstr(e, "ERF("))) return true;
     }
     return false;
 }
 
+/* A kernel NAME(m, in, B, o) (and NAME_part for the pool), rendered for a KernelSet (kernel_render
+ * is only called through kernel_set_add): NAME is KERNEL_NAME_MARK, `o` the values the launch
+ * passes (c_value), and a part gets m and o through nnc_launch_ctx.  The prototype's
+ * KERNEL_ARGS_MARK becomes NNC_SHARED where launches share the kernel (render_c.c): one body,
+ * not copied back into each caller. */
 static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *mn = k->mn, *name = KERNEL_NAME_MARK;
     const char *wide = c_ew_math(k, L) ? " NNC_WIDE" : "";
