@@ -30,6 +30,12 @@ needed; the torch models are built to match them):
   matmul_1000    a 1000x1000 weight times a batch of 1000, loss mean(y*y), SGD lr 0.01 (issue 26's
                  last row, as defined here)
   tiny           784-16-10, batch 8: the smoke test's (not run unless named)
+  gpt            models/gpt.nn: 4 layers, 128 wide, T 64, vocabulary 96, batch 32, AdamW, clipping
+  gpt2_bf16      models/gpt2_small.nn: GPT-2 small (124M parameters, T 1024), batch 12, --precision
+                 bf16 against nanoGPT's model (bench/torch_gpt.py) under autocast(bfloat16) with
+                 fused AdamW; the table's footer gives tokens per second.  Both GPT cases are not
+                 in the default list (name them) and take random tokens; PyTorch's graph modes are
+                 not captured for them (its loop is eager or torch.compile, as nanoGPT runs)
 
 Time: the whole run, nnc's build included (when --nnc is not given: a Release build with
 -DNNC_CUDA=ON into build-gpu), keeps to --deadline seconds (default 480: 8 minutes); every nnc
@@ -68,6 +74,10 @@ def case_table():
         "matmul_1000": dict(title="1000x1000 product + loss mean(y*y), batch 1000", text=MATMUL_1000, batch=1000,
                             matmul=1000, steps=100),
         "tiny": dict(title="784-16-10, batch 8 (smoke test)", text=TINY, batch=8, sizes=[784, 16, 10], steps=20),
+        "gpt": dict(title="gpt.nn (4 layers, 128 wide, T 64), batch 32, AdamW", model="gpt.nn", batch=32, gpt=True,
+                    steps=100),
+        "gpt2_bf16": dict(title="GPT-2 small (124M, T 1024), batch 12, bf16 autocast", model="gpt2_small.nn",
+                          batch=12, gpt=True, nnc_flags=["--precision", "bf16"], bf16=True, steps=10),
     }
 
 
@@ -115,6 +125,12 @@ def model_text(name, case):
         if old not in text:
             sys.exit(f"gpu_vs_torch: models/{case['model']} has no '{old}' to widen: update case_table()")
         text = text.replace(old, new)
+    if case.get("gpt"):   # the token source kept, reading NAME.bin (random tokens); no test set
+        text = re.sub(r'^(\s*data [^=]*= tokens\(")[^"]*(".*)$', lambda m: m.group(1) + name + ".bin" + m.group(2),
+                      text, count=1, flags=re.M)
+        text = re.sub(r"^\s*test .*\n", "", text, flags=re.M)
+        text = re.sub(r"^(\s*)batch = \d+", lambda m: f"{m.group(1)}batch = {case['batch']}", text, flags=re.M)
+        return f"# made by bench/gpu_vs_torch.py from models/{case['model']}: {case['title']}; random tokens\n" + text
     text = re.sub(r"^\s*(data|test) .*\n", "", text, flags=re.M)
     text = re.sub(r"^(\s*)batch = \d+", lambda m: f"{m.group(1)}batch = {case['batch']}", text, flags=re.M)
     feats = 1000 if case.get("matmul") else 784
@@ -126,10 +142,27 @@ def model_text(name, case):
     return (f"# made by bench/gpu_vs_torch.py from {made}: {case['title']}; one batch of random data\n" + text)
 
 
+def gpt_config(case):
+    """The GPT's sizes, read off the model's constants as bench/torch_gpt.py reads them (without
+    importing torch, which this side of the run may not have)."""
+    src = open(os.path.join(ROOT, "models", case["model"])).read()
+    return {k: int(re.search(r"^%s = (\d+)" % k, src, re.M).group(1))
+            for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")}
+
+
 def write_models(cases, names, d):
     for n in names:
         with open(os.path.join(d, n + ".nn"), "w") as f:
             f.write(model_text(n, cases[n]))
+        if cases[n].get("gpt"):   # llm.c's token file: 256 int32 of header, then uint16 tokens
+            import random
+            import struct
+            c, rnd = gpt_config(cases[n]), random.Random(0)
+            count = max(1 << 16, 4 * cases[n]["batch"] * (c["block_size"] + 1))
+            with open(os.path.join(d, n + ".bin"), "wb") as f:
+                f.write(struct.pack("<3i", 20240520, 1, count) + bytes(4 * 253))
+                f.write(struct.pack(f"<{count}H", *(rnd.randrange(c["vocab_size"]) for _ in range(count))))
+            continue
         with open(os.path.join(d, n + ".csv"), "w") as f:
             f.write("".join(f"{i % 10}\n" for i in range(cases[n]["batch"])))
 
@@ -186,6 +219,8 @@ def torch_child(a):
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = bool(case.get("tf32"))
     torch.manual_seed(0)
+    if case.get("gpt"):
+        return torch_gpt_child(a, torch, case, dev, out)
     feats, labels = case.get("matmul") or 784, not case.get("matmul")
     B = case["batch"]
     x_host, y_host = torch.randn(B, feats), torch.randint(0, 10, (B,))
@@ -245,6 +280,57 @@ def torch_child(a):
     return 0
 
 
+def torch_gpt_child(a, torch, case, dev, out):
+    """nanoGPT's training step on the case's sizes: its model (bench/torch_gpt.py), AdamW in its two
+    groups (fused on CUDA, as nanoGPT's configure_optimizers picks), autocast for bf16, the loss
+    read every step; `compile` is torch.compile(model) in its default mode, as nanoGPT's train.py."""
+    import contextlib
+    from torch_gpt import GPT
+    c = gpt_config(case)
+    B, T, cuda = case["batch"], c["block_size"], dev.type == "cuda"
+    x_host = torch.randint(0, c["vocab_size"], (B, T), dtype=torch.long)
+    y_host = torch.randint(0, c["vocab_size"], (B, T), dtype=torch.long)
+    autocast = lambda: (torch.autocast(dev.type, dtype=torch.bfloat16)  # noqa: E731
+                        if case.get("bf16") else contextlib.nullcontext())
+    t_end = time.monotonic() + a.budget
+    for mode in a.modes.split(","):
+        if mode.startswith("graph"):
+            out(mode=mode, skipped="not captured for the GPT cases")
+            continue
+        if time.monotonic() > t_end - 5:
+            out(mode=mode, skipped="out of time")
+            continue
+        try:
+            net = GPT(c).to(dev)
+            model = torch.compile(net) if mode == "compile" else net
+            decay = [p for p in net.parameters() if p.dim() >= 2]
+            rest = [p for p in net.parameters() if p.dim() < 2]
+            opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                    lr=6e-4, betas=(0.9, 0.95), **({"fused": True} if cuda else {}))
+
+            def step():
+                x, y = x_host.to(dev), y_host.to(dev)
+                with autocast():
+                    loss = model(x, y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                loss.item()
+            for _ in range(3):
+                step()
+            ts = []
+            for _ in range(case["steps"]):
+                t = time.perf_counter()
+                step()
+                ts.append(time.perf_counter() - t)
+            out(mode=mode, median_us=round(1e6 * median(ts), 1))
+            del net, model, opt
+        except Exception as e:
+            out(mode=mode, skipped=f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+    return 0
+
+
 def graph_steps(torch, model, opt, loss_of, x_host, y_host, dev):
     """The whole step captured once as a CUDA graph (torch.cuda.graph's whole-network recipe),
     and the two ways to run it: {"graph": fed from pinned memory, "graph_gpu": data in place}."""
@@ -281,6 +367,7 @@ def graph_steps(torch, model, opt, loss_of, x_host, y_host, dev):
 def run_torch(a, name, timeout):
     """{mode: us or skip reason}, and the info line, from a child killed at `timeout`."""
     modes = ["eager", "graph", "graph_gpu", "compile"] if a.device == "cuda" else ["eager", "compile"]
+    modes = [m for m in modes if m in a.torch_modes.split(",")]
     cmd = [a.python, os.path.abspath(__file__), "--torch-case", name, "--device", a.device,
            "--modes", ",".join(modes), "--budget", str(int(timeout))]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -374,6 +461,13 @@ def print_table(a, cases, rows, notes, info):
         nnc_cell = f"{nnc:.0f}" if isinstance(nnc, (int, float)) else "-"
         print(f"| {cases[name]['title']} | {nnc_cell} | " + " | ".join(cell(nnc, torch_res.get(m)) for m in modes)
               + f" | {ratio} |")
+    for name, nnc, torch_res in rows:
+        if cases[name].get("gpt"):
+            c = gpt_config(cases[name])
+            tok = cases[name]["batch"] * c["block_size"]
+            rate = lambda t: f"{tok / (t * 1e-6):,.0f}" if isinstance(t, (int, float)) else "-"  # noqa: E731
+            notes.append(f"{name}: tokens per second ({tok} a step): nnc {rate(nnc)}, "
+                         + ", ".join(f"{MODE_HEAD[m]} {rate(torch_res.get(m))}" for m in ("eager", "compile")))
     if notes:
         print("\n" + "\n".join(f"- {n}" for n in notes))
     sys.stdout.flush()
@@ -441,6 +535,7 @@ def parse():
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--steps", type=int, help="steps per case (default: each case's own)")
     ap.add_argument("--no-torch", action="store_true", help="nnc only")
+    ap.add_argument("--torch-modes", default=",".join(MODES), help="PyTorch's modes to time (default: all four)")
     ap.add_argument("--dry-run", action="store_true", help="print the models and commands; run nothing")
     ap.add_argument("--torch-case", help=argparse.SUPPRESS)
     ap.add_argument("--modes", help=argparse.SUPPRESS)

@@ -69,7 +69,7 @@ class GPT(nn.Module):
         self.wte.weight = self.lm_head.weight   # weight tying
 
     def forward(self, idx, targets):
-        pos = torch.arange(0, idx.size(1), dtype=torch.long)
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.h:
             x = block(x)
