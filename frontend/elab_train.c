@@ -144,7 +144,7 @@ static bool positional_fit(Elab *E, const TrainFn *f, Args *a, int n) {
  * betas = (...) wins over beta1's default).  Every mistake is reported; the row's own check runs
  * once each argument is valid. */
 static bool call_args(Elab *E, const TrainFn *f, void *cfg, Args *a, SrcLoc loc) {
-    const char *names[TRAIN_FN_MAX_ARGS];
+    const char *names[TRAIN_FN_MAX_ARGS] = {0};
     int n = 0, required = 0, ix[TRAIN_FN_MAX_ARGS];
     for (; n < TRAIN_FN_MAX_ARGS && f->args[n].name; n++) {
         names[n] = f->args[n].name;

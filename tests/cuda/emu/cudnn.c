@@ -253,7 +253,7 @@ static DnnStatus geometry(const char *fn, DnnTensorDesc x, DnnFilterDesc w, DnnC
 EXPORT DnnStatus cudnnGetConvolution2dForwardOutputDim(DnnConvDesc cv, DnnTensorDesc x, DnnFilterDesc w, int *n, int *c,
                                                        int *h, int *wo) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = geometry(__func__, x, w, cv, NULL, &g);
     if (st) return st;
     *n = g.n, *c = g.k, *h = g.p, *wo = g.q;
@@ -317,7 +317,7 @@ EXPORT DnnStatus cudnnGetConvolutionForwardAlgorithm_v7(DnnHandle h, DnnTensorDe
                                                         DnnTensorDesc y, int requested, int *returned,
                                                         DnnAlgoPerf *perf) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = valid(h) ? geometry(__func__, x, w, cv, y, &g) : DNN_STATUS_NOT_INITIALIZED;
     return st ? st : heuristics(FWD, &g, cv->math, requested, returned, perf);
 }
@@ -326,7 +326,7 @@ EXPORT DnnStatus cudnnGetConvolutionBackwardDataAlgorithm_v7(DnnHandle h, DnnFil
                                                              DnnConvDesc cv, DnnTensorDesc dx, int requested,
                                                              int *returned, DnnAlgoPerf *perf) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = valid(h) ? geometry(__func__, dx, w, cv, dy, &g) : DNN_STATUS_NOT_INITIALIZED;
     return st ? st : heuristics(DATA, &g, cv->math, requested, returned, perf);
 }
@@ -335,7 +335,7 @@ EXPORT DnnStatus cudnnGetConvolutionBackwardFilterAlgorithm_v7(DnnHandle h, DnnT
                                                                DnnConvDesc cv, DnnFilterDesc dw, int requested,
                                                                int *returned, DnnAlgoPerf *perf) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = valid(h) ? geometry(__func__, x, dw, cv, dy, &g) : DNN_STATUS_NOT_INITIALIZED;
     return st ? st : heuristics(FILTER, &g, cv->math, requested, returned, perf);
 }
@@ -353,7 +353,7 @@ static DnnStatus size_of(const char *fn, int dir, DnnHandle h, const Geo *g, Dnn
 EXPORT DnnStatus cudnnGetConvolutionForwardWorkspaceSize(DnnHandle h, DnnTensorDesc x, DnnFilterDesc w, DnnConvDesc cv,
                                                          DnnTensorDesc y, int algo, size_t *bytes) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     return size_of(__func__, FWD, h, &g, geometry(__func__, x, w, cv, y, &g), algo, bytes);
 }
 
@@ -361,7 +361,7 @@ EXPORT DnnStatus cudnnGetConvolutionBackwardDataWorkspaceSize(DnnHandle h, DnnFi
                                                               DnnConvDesc cv, DnnTensorDesc dx, int algo,
                                                               size_t *bytes) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     return size_of(__func__, DATA, h, &g, geometry(__func__, dx, w, cv, dy, &g), algo, bytes);
 }
 
@@ -369,7 +369,7 @@ EXPORT DnnStatus cudnnGetConvolutionBackwardFilterWorkspaceSize(DnnHandle h, Dnn
                                                                 DnnConvDesc cv, DnnFilterDesc dw, int algo,
                                                                 size_t *bytes) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     return size_of(__func__, FILTER, h, &g, geometry(__func__, x, dw, cv, dy, &g), algo, bytes);
 }
 
@@ -574,7 +574,7 @@ EXPORT DnnStatus cudnnConvolutionForward(DnnHandle h, const void *alpha, DnnTens
                                          DnnFilterDesc wd, const void *w, DnnConvDesc cv, int algo, void *ws,
                                          size_t ws_bytes, const void *beta, DnnTensorDesc yd, void *y) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = geometry(__func__, xd, wd, cv, yd, &g);
     return st ? st : enqueue(h, FWD, &g, cv->math, algo, alpha, beta, x, w, y, ws, ws_bytes);
 }
@@ -583,7 +583,7 @@ EXPORT DnnStatus cudnnConvolutionBackwardData(DnnHandle h, const void *alpha, Dn
                                               DnnTensorDesc dyd, const void *dy, DnnConvDesc cv, int algo, void *ws,
                                               size_t ws_bytes, const void *beta, DnnTensorDesc dxd, void *dx) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = geometry(__func__, dxd, wd, cv, dyd, &g);
     return st ? st : enqueue(h, DATA, &g, cv->math, algo, alpha, beta, w, dy, dx, ws, ws_bytes);
 }
@@ -592,7 +592,7 @@ EXPORT DnnStatus cudnnConvolutionBackwardFilter(DnnHandle h, const void *alpha, 
                                                 DnnTensorDesc dyd, const void *dy, DnnConvDesc cv, int algo, void *ws,
                                                 size_t ws_bytes, const void *beta, DnnFilterDesc dwd, void *dw) {
     REFUSE();
-    Geo g;
+    Geo g = {0};
     DnnStatus st = geometry(__func__, xd, dwd, cv, dyd, &g);
     return st ? st : enqueue(h, FILTER, &g, cv->math, algo, alpha, beta, x, dy, dw, ws, ws_bytes);
 }
