@@ -503,7 +503,7 @@ def run_profiles(a, names, d, clock):
         if clock.left() < 20:
             print(f"\n(--profile {name}: skipped, out of time)")
             continue
-        cmd = [a.nnc, name + ".nn", "--target", a.target, "--profile", "20"]
+        cmd = [a.nnc, name + ".nn", "--target", a.target, "--profile", "20"] + case_table()[name].get("nnc_flags", [])
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=min(clock.left() - 5, 120), env=user_env(),
                                cwd=d)

@@ -680,6 +680,57 @@ static void cpu_flat_helper(Str *s, Helper h) {
     str_free(&names);
 }
 
+/* s with every whole word int64_t written as I. */
+static void put_index_typed(Str *out, const char *s) {
+    for (const char *p = s; *p;) {
+        const char *q = strstr(p, "int64_t");
+        if (!q) {
+            str_puts(out, p);
+            break;
+        }
+        const bool word = (q == s || !(isalnum((unsigned char)q[-1]) || q[-1] == '_')) &&
+            !(isalnum((unsigned char)q[7]) || q[7] == '_');
+        str_printf(out, "%.*s%s", (int)(q - p), p, word ? "I" : "int64_t");
+        p = q + 7;
+    }
+}
+
+/* A flat helper on CUDA: its loop in a template over the index type I, and the kernel, which
+ * runs it in int when the launch says every index fits (nnc_i32: the backend's test, in
+ * cuda_issue.c) and in int64_t otherwise.  The body's and the value parameters' int64_t become
+ * I (pointer parameters keep their types): 64-bit division and remainder, which the bodies do per
+ * element, are a long software sequence on a GPU, 32-bit ones a few instructions. */
+static void cuda_flat_helper(Str *s, Helper h) {
+    const HelperInfo *f = &helper_info[h];
+    Str sig = {0}, typed = {0}, names = {0};
+    helper_signature(&sig, h);
+    for (const char *p = sig.buf; *p;) {
+        while (*p == ' ') p++;
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        const char *q = end; /* the parameter's name: the identifier it ends with */
+        while (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+        const bool value = !strncmp(p, "int64_t ", 8);
+        str_printf(&typed, "%s%s%.*s", typed.len ? ", " : "", value ? "I " : "", (int)(value ? end - p - 8 : end - p),
+                   value ? p + 8 : p);
+        str_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(end - q), q);
+        p = *end ? end + 1 : end;
+    }
+    str_printf(s, "template <typename I> __device__ __forceinline__ void %s_body(%s) {\n", f->name, typed.buf);
+    str_puts(s, "    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)blockDim.x * gridDim.x) {\n");
+    put_index_typed(s, f->flat);
+    str_printf(s,
+               "    }\n}\n"
+               "extern \"C\" __global__ void __launch_bounds__(%d) %s(%s, int nnc_i32) {\n"
+               "    if (nnc_i32) %s_body<int>(%s);\n"
+               "    else %s_body<int64_t>(%s);\n"
+               "}\n",
+               HELPER_THREADS, f->name, sig.buf, f->name, names.buf, f->name, names.buf);
+    str_free(&sig);
+    str_free(&typed);
+    str_free(&names);
+}
+
 void helper_prelude(Str *s, bool cuda) {
     dropout_rng_prelude(s, cuda);
     str_printf(s, "\n/* Convolution and pooling helpers (codegen/helpers.c): one element of a flat index space each. */\n"
@@ -691,19 +742,13 @@ void helper_prelude(Str *s, bool cuda) {
             cpu_flat_helper(s, (Helper)h);
             continue;
         }
-        if (cuda) str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", HELPER_THREADS, f->name);
-        else str_printf(s, "static void %s(", f->name);
-        helper_signature(s, (Helper)h);
-        if (cuda)
-            str_puts(
-                s,
-                ") {\n"
-                "    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {\n");
-        else {
-            str_printf(s, ") {\n%s}\n", f->cpu);
+        if (cuda) {
+            cuda_flat_helper(s, (Helper)h);
             continue;
         }
-        str_printf(s, "%s    }\n}\n", f->flat);
+        str_printf(s, "static void %s(", f->name);
+        helper_signature(s, (Helper)h);
+        str_printf(s, ") {\n%s}\n", f->cpu);
     }
 }
 

@@ -8,7 +8,8 @@
  *   - the library: libcudnn.so.9 where cuda_libs.c finds it (the loader path, the toolkit,
  *     NVIDIA's wheels: site-packages/nvidia/cudnn/lib), cuDNN 9 only (cudnn_api.h holds its
  *     declarations, so no cudnn.h is needed to build).  NNC_CUDNN=0 turns it off, NNC_CUDNN=PATH
- *     loads exactly that file;
+ *     loads exactly that file, NNC_CUDNN=forward,data (a list of forward, data, filter) gives
+ *     cuDNN those kinds only and the rest to im2col + cuBLAS;
  *   - one handle per GPU, on the GPU's stream, and per launch its descriptors at the largest batch;
  *   - the algorithm: the first answer of cuDNN's heuristics (cudnnGet*Algorithm_v7: no timing
  *     runs, so the same GPU and cuDNN always give the same choice) that is deterministic, sums
@@ -40,7 +41,8 @@
 #define DNN_ALGOS 16
 
 static struct {
-    bool tried, ok, bad; /* bad: NNC_CUDNN is neither 0, 1 nor a path */
+    bool tried, ok, bad; /* bad: NNC_CUDNN is neither 0, 1, a list of kinds nor a path */
+    unsigned kinds; /* the kinds cuDNN runs (bit 0 forward, 1 data, 2 filter); the rest im2col */
     char why[1600];
     char dir[600];
     size_t version;
@@ -101,6 +103,21 @@ static const char *algo_name(int kind, int algo) {
 
 /* ---- the library ------------------------------------------------------------------------------ */
 
+/* NNC_CUDNN's list of kinds ("forward,data"): the mask, or false when a word is none of them. */
+static bool parse_kinds(const char *env, unsigned *kinds) {
+    static const char *const word[] = {"forward", "data", "filter"};
+    *kinds = 0;
+    for (const char *p = env; *p;) {
+        const size_t len = strcspn(p, ",");
+        int k = 0;
+        while (k < 3 && (strlen(word[k]) != len || strncmp(p, word[k], len))) k++;
+        if (k == 3) return false;
+        *kinds |= 1u << k;
+        p += len + (p[len] == ',');
+    }
+    return *kinds != 0;
+}
+
 static void *open_lib(void) {
     static const char *const names[] = {"libcudnn.so.9", "libcudnn.so", NULL};
     const char *env = getenv("NNC_CUDNN");
@@ -113,11 +130,13 @@ static void *open_lib(void) {
         if (!h) snprintf(dn.why, sizeof dn.why, "NNC_CUDNN=%.500s does not load: %.700s", env, dlerror());
         return h;
     }
-    if (env && *env && strcmp(env, "1")) {
+    dn.kinds = 7;
+    if (env && *env && strcmp(env, "1") && !parse_kinds(env, &dn.kinds)) {
         dn.bad = true;
         snprintf(dn.why, sizeof dn.why,
                  "NNC_CUDNN=%.200s: expected 0 (convolutions by im2col + cuBLAS), 1 (by cuDNN where it is found, "
-                 "the default) or the path of a libcudnn.so.9",
+                 "the default), the kinds cuDNN runs (a list of forward, data, filter: forward,data) or the path of "
+                 "a libcudnn.so.9",
                  env);
         return NULL;
     }
@@ -398,6 +417,16 @@ static void setup_launches(CudaModel *m, const BuildOpts *o, int *refused, char 
         memset(m->dnn[k], 0, (size_t)(e->nlaunch + 1) * sizeof *m->dnn[k]);
         for (int j = 0; j < e->nlaunch; j++) {
             if (!is_conv(m, &e->launches[j])) continue;
+            const Op op = m->p->g->nodes[e->launches[j].root].op;
+            if (!(dn.kinds >> (op == OP_CONV2D ? 0 : op == OP_CONV2D_DX ? 1 : 2) & 1)) {
+                if (o->verbose) {
+                    Str what = {0};
+                    launch_describe(&what, m->p, e, j, e->launches[j].root);
+                    fprintf(stderr, "nnc: cuda:   %s: im2col + cuBLAS (NNC_CUDNN=%s)\n", what.buf, getenv("NNC_CUDNN"));
+                    str_free(&what);
+                }
+                continue;
+            }
             m->dnn[k][j] = launch_setup(m, e, j, o->tf32, why, sizeof why);
             if (o->verbose) say_launch(m, e, j, m->dnn[k][j], why);
             if (m->dnn[k][j] || (*refused)++) continue;

@@ -316,8 +316,30 @@ static bool helper_ptr(CudaModel *m, const Entry *e, HelperPtr p, CUdeviceptr *o
     return false;
 }
 
+/* Whether a helper call's every index fits an int, so its kernel may run its 32-bit loop
+ * (helpers.c's cuda_flat_helper): the loop's index below n plus the grid's stride, and every
+ * element an operand's pointer reaches: a node's buffer at batch B, or the scratch, within the
+ * activation block.  A body's indices are sums of non-negative products that end at an element
+ * of one of these, so none of their partial sums is larger. */
+static bool helper_fits_int(const CudaModel *m, const HelperStep *st, int64_t n, int64_t stride, int64_t B) {
+    const int64_t lim = INT32_MAX;
+    bool ok = n <= lim - stride;
+    for (int j = 0; j < st->call.nptr + st->call.narg && ok; j++) {
+        const HelperPtr *p = j < st->call.nptr ? &st->call.ptr[j] : NULL;
+        if (!p) {
+            const HelperArg *a = &st->call.arg[j - st->call.nptr];
+            if (a->kind != HARG_PTR) continue;
+            p = &a->p;
+        }
+        if (p->kind == HPTR_NODE) ok = shape_numel(m->p->g->nodes[p->node].shape, B) <= lim;
+        if (p->kind == HPTR_SCRATCH) ok = (int64_t)(m->cur->bytes[NNC_BLOCK_ACT] / m->rb) <= lim;
+    }
+    return ok;
+}
+
 /* One of helpers.c's kernels over n elements (a grid-stride loop: the grid is capped), with
- * its pointers, n, the rest and the geometry when it takes it, as helpers.def declares. */
+ * its pointers, n, the rest and the geometry when it takes it, as helpers.def declares, and
+ * whether its indices fit an int. */
 static bool issue_helper_call(CudaModel *m, const Entry *e, const HelperPlan *hp, const HelperStep *st,
                               const int64_t *v) {
     /* each argument's value, typed as the kernel's parameter, at a place args[] points to */
@@ -328,7 +350,7 @@ static bool issue_helper_call(CudaModel *m, const Entry *e, const HelperPlan *hp
         double f64;
     } val[NNC_COUNTOF(st->call.ptr) + 1 + NNC_COUNTOF(st->call.arg)];
     int64_t geom[SPATIAL_GEOM_ARGS];
-    void *args[NNC_COUNTOF(val) + SPATIAL_GEOM_ARGS];
+    void *args[NNC_COUNTOF(val) + SPATIAL_GEOM_ARGS + 1];
     int k = 0;
     for (int j = 0; j < st->call.nptr; j++, k++)
         if (!helper_ptr(m, e, st->call.ptr[j], &val[k].p)) return false;
@@ -345,6 +367,8 @@ static bool issue_helper_call(CudaModel *m, const Entry *e, const HelperPlan *hp
     for (int j = 0; helper_info[st->call.h].geom && j < SPATIAL_GEOM_ARGS; j++) args[k++] = &geom[j];
     int64_t blocks = (n + HELPER_THREADS - 1) / HELPER_THREADS;
     unsigned grid = blocks < 1 ? 1 : blocks > 65535 ? 65535 : (unsigned)blocks;
+    int narrow = helper_fits_int(m, st, n, (int64_t)grid * HELPER_THREADS, v[AFF_B]);
+    args[k++] = &narrow;
     CU(cu.LaunchKernel(m->cur->helper[st->call.h], grid, 1, 1, HELPER_THREADS, 1, 1, 0, m->cur->st, args, NULL));
     return true;
 }

@@ -129,7 +129,19 @@ has "convolutions by im2col + cuBLAS: --f64"
 NNC_EMU_CUDNN_FAIL=cudnnConvolutionBackwardData bad "$nnc" "$dir/conv.nn" --target cuda --epochs 1
 has "error: .*conv2d_grad_input (backward, .*conv.nn:6:[0-9]*, launch [0-9]* of train_step): cuDNN error 3000 (CUDNN_STATUS_NOT_SUPPORTED) in cudnnConvolutionBackwardData (ALGO_1) at batch 4"
 NNC_CUDNN=yes bad "$nnc" "$dir/conv.nn" --target cuda --epochs 1
-has "NNC_CUDNN=yes: expected 0 (convolutions by im2col + cuBLAS), 1 (by cuDNN where it is found, the default) or the path"
+has "NNC_CUDNN=yes: expected 0 (convolutions by im2col + cuBLAS), 1 (by cuDNN where it is found, the default), the kinds cuDNN runs (a list of forward, data, filter: forward,data) or the path"
+NNC_CUDNN=forward,filters bad "$nnc" "$dir/conv.nn" --target cuda --epochs 1
+has "NNC_CUDNN=forward,filters: expected 0"
+# the kinds cuDNN runs, the rest by im2col + cuBLAS: the same numbers as the CPU's
+fresh
+NNC_CUDNN=forward,data ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 --check-against cpu --verbose
+has "check-against cpu: 4 steps"
+has "conv2d_grad_weight (backward, .*conv.nn:[0-9:]*, launch [0-9]* of train_step): im2col + cuBLAS (NNC_CUDNN=forward,data)"
+hasnt "cuDNN refused"
+calls >"$dir/calls"
+has "cudnnConvolutionForward" "$dir/calls"
+has "cudnnConvolutionBackwardData" "$dir/calls"
+hasnt "cudnnConvolutionBackwardFilter" "$dir/calls"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
