@@ -24,6 +24,7 @@
 #include "../io/cache.h"
 #include "../io/data.h"
 #include "dataset.h"
+#include "par.h"
 
 /* ---- the decompressed-data cache ------------------------------------------------------------
  * Decompressing a .gz IDX file costs a few hundred milliseconds at every start, so its 8-bit
@@ -607,17 +608,27 @@ static void stream_gather(const Column *col, const int64_t *idx, int64_t rows, i
     }
 }
 
-void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs) {
+typedef struct {
+    const Dataset *d;
+    const int64_t *idx;
+    void **bufs;
+} Gather;
+
+/* Rows [lo, hi) of the batch, every column. */
+static void gather_rows(void *ctx, int64_t lo, int64_t hi) {
+    const Gather *g = ctx;
+    const Dataset *d = g->d;
+    const int64_t *idx = g->idx;
     for (int c = 0; c < d->ncols; c++) {
         if (d->cols[c].stream) {
-            stream_gather(&d->cols[c], idx, rows, bufs[c]);
+            stream_gather(&d->cols[c], idx + lo, hi - lo, (int32_t *)g->bufs[c] + lo * d->cols[c].stream->T);
             continue;
         }
         if (d->cols[c].bytes) {
             const int64_t re = d->cols[c].row_elems;
             const float k = d->cols[c].scale;
-            float *dst = bufs[c];
-            for (int64_t r = 0; r < rows; r++) {
+            float *dst = g->bufs[c];
+            for (int64_t r = lo; r < hi; r++) {
                 const unsigned char *src = (const unsigned char *)d->cols[c].data + idx[r] * re;
                 for (int64_t j = 0; j < re; j++) dst[r * re + j] = (float)src[j] * k;
             }
@@ -625,9 +636,17 @@ void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **b
         }
         size_t rb = (size_t)d->cols[c].row_elems * 4;
         const char *src = d->cols[c].data;
-        char *dst = bufs[c];
-        for (int64_t r = 0; r < rows; r++) memcpy(dst + (size_t)r * rb, src + (size_t)idx[r] * rb, rb);
+        char *dst = g->bufs[c];
+        for (int64_t r = lo; r < hi; r++) memcpy(dst + (size_t)r * rb, src + (size_t)idx[r] * rb, rb);
     }
+}
+
+/* The batch's rows into bufs, in parts across cores when it is large (par.h). */
+void dataset_gather(const Dataset *d, const int64_t *idx, int64_t rows, void **bufs) {
+    int64_t bytes = 0;
+    for (int c = 0; c < d->ncols; c++) bytes += rows * d->cols[c].row_elems * 4;
+    Gather g = {d, idx, bufs};
+    par_for(gather_rows, &g, rows, bytes);
 }
 
 /* Windows in file order lie one after the other, so a batch of them is a [rows, T] block of the
