@@ -112,6 +112,9 @@ set_tests_properties(${_nnc_nvrtc_tests} cuda_no_device cuda_emit_ptx
                      PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
 set_tests_properties(${_nnc_nvrtc_tests} PROPERTIES COST 40)   # among the longest: started first under -j
 
+# its comparison's two tests (relative, and against the f64 reference) on made-up values
+add_test(NAME gpu_vs_cpu_self_test COMMAND gpu_vs_cpu --self-test)
+set_tests_properties(gpu_vs_cpu_self_test PROPERTIES LABELS cuda TIMEOUT 30)
 add_test(NAME gpu_vs_cpu COMMAND gpu_vs_cpu)
 set_tests_properties(gpu_vs_cpu PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${_nnc_cuda_env}")
 add_test(NAME index_check COMMAND index_check)
