@@ -185,6 +185,14 @@ def torch_build(case, torch, dev, capturable=False):
     """(model, optimizer, input features, whether it has labels): the case's model as nnc's; a
     fresh one per mode, so each starts as a user's would (Adam is capturable for graphs only)."""
     nn = torch.nn
+    if case.get("gpt"):   # nanoGPT's model, AdamW in its two groups (fused on CUDA, as nanoGPT picks)
+        from torch_gpt import GPT   # bench/torch_gpt.py
+        net = GPT(gpt_config(case)).to(dev)
+        decay = [p for p in net.parameters() if p.dim() >= 2]
+        rest = [p for p in net.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                lr=6e-4, betas=(0.9, 0.95), **({"fused": True} if dev.type == "cuda" else {}))
+        return net, opt, None, True
     if case.get("convnet"):
         from torch_convnet import Net   # bench/torch_convnet.py: convnet.nn's network
         model = Net().to(dev)
@@ -285,9 +293,8 @@ def torch_gpt_child(a, torch, case, dev, out):
     groups (fused on CUDA, as nanoGPT's configure_optimizers picks), autocast for bf16, the loss
     read every step; `compile` is torch.compile(model) in its default mode, as nanoGPT's train.py."""
     import contextlib
-    from torch_gpt import GPT
     c = gpt_config(case)
-    B, T, cuda = case["batch"], c["block_size"], dev.type == "cuda"
+    B, T = case["batch"], c["block_size"]
     x_host = torch.randint(0, c["vocab_size"], (B, T), dtype=torch.long)
     y_host = torch.randint(0, c["vocab_size"], (B, T), dtype=torch.long)
     autocast = lambda: (torch.autocast(dev.type, dtype=torch.bfloat16)  # noqa: E731
@@ -301,12 +308,8 @@ def torch_gpt_child(a, torch, case, dev, out):
             out(mode=mode, skipped="out of time")
             continue
         try:
-            net = GPT(c).to(dev)
+            net, opt = torch_build(case, torch, dev)[:2]
             model = torch.compile(net) if mode == "compile" else net
-            decay = [p for p in net.parameters() if p.dim() >= 2]
-            rest = [p for p in net.parameters() if p.dim() < 2]
-            opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                                    lr=6e-4, betas=(0.9, 0.95), **({"fused": True} if cuda else {}))
 
             def step():
                 x, y = x_host.to(dev), y_host.to(dev)

@@ -37,9 +37,11 @@ def models_match(nnc):
             tshapes = sorted(",".join(str(n) for n in t.shape) for t in model.parameters())
             check(shapes and shapes == tshapes, f"{name}: nnc's parameters are torch's: {shapes} and {tshapes}")
             text = open(os.path.join(d, name + ".nn")).read()
-            want = "adam" if isinstance(opt, torch.optim.Adam) else "sgd"
+            want = ("adamw" if isinstance(opt, torch.optim.AdamW) else "adam" if isinstance(opt, torch.optim.Adam)
+                    else "sgd")
             check(re.search(rf"optimizer = {want}\(", text) is not None, f"{name}: both use {want}")
-            check(f"batch = {case['batch']}" in text and f"randn({case['batch']}," in text, f"{name}: one batch")
+            data = f'tokens("{name}.bin"' if case.get("gpt") else f"randn({case['batch']},"
+            check(f"batch = {case['batch']}" in text and data in text, f"{name}: its batch and data")
 
 
 def run(args):
