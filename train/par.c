@@ -22,7 +22,9 @@ static struct {
     int64_t n;
     int parts;
     atomic_int next, done;
-} P = {.call = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+} P = {.call = PTHREAD_MUTEX_INITIALIZER,
+       .mu = PTHREAD_MUTEX_INITIALIZER,
+       .wake = PTHREAD_COND_INITIALIZER,
        .idle = PTHREAD_COND_INITIALIZER};
 
 static void run_parts(void) {

@@ -240,11 +240,11 @@ static int check_model(const char *path, bool f64) {
     }
     ga->sync(gm, NNC_SYNC_TO_HOST);
     for (int i = 0; i < ca->nparams; i++)
-        fails += compare(ca->params[i].name, &ca->params[i], ca->param(cm, i), ga->param(gm, i), ref_param(&ref, i), B,
-                         f64);
+        fails +=
+            compare(ca->params[i].name, &ca->params[i], ca->param(cm, i), ga->param(gm, i), ref_param(&ref, i), B, f64);
     fails += compare_entry(cc, gc, &ref, NNC_ENTRY_EVAL, in, B, f64);
     fails += compare_entry(cc, gc, &ref, NNC_ENTRY_GRAD, in, B, f64);
-    if (B > 1) fails += compare_entry(cc, gc, &ref, NNC_ENTRY_GRAD, in, B - 1, f64);   /* a short batch */
+    if (B > 1) fails += compare_entry(cc, gc, &ref, NNC_ENTRY_GRAD, in, B - 1, f64); /* a short batch */
     /* The first run launches directly, later ones capture a CUDA graph per batch size and then
      * replay it; alternating B, B-1, B, ... makes a graph replayed at the wrong size show. */
     for (int s = 0; s < TRAIN_STEPS; s++) {
