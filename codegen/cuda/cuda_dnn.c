@@ -8,8 +8,10 @@
  *   - the library: libcudnn.so.9 where cuda_libs.c finds it (the loader path, the toolkit,
  *     NVIDIA's wheels: site-packages/nvidia/cudnn/lib), cuDNN 9 only (cudnn_api.h holds its
  *     declarations, so no cudnn.h is needed to build).  NNC_CUDNN=0 turns it off, NNC_CUDNN=PATH
- *     loads exactly that file, NNC_CUDNN=forward,data (a list of forward, data, filter) gives
- *     cuDNN those kinds only and the rest to im2col + cuBLAS;
+ *     loads exactly that file, NNC_CUDNN=forward,data,filter (a list of those kinds) gives
+ *     cuDNN those kinds only and the rest to im2col + cuBLAS.  By default (NNC_CUDNN unset or 1)
+ *     cuDNN runs the forward and data gradients and the weight gradient is im2col + cuBLAS
+ *     (DNN_DEFAULT_KINDS);
  *   - one handle per GPU, on the GPU's stream, and per launch its descriptors at the largest batch;
  *   - the algorithm: the first answer of cuDNN's heuristics (cudnnGet*Algorithm_v7: no timing
  *     runs, so the same GPU and cuDNN always give the same choice) that is deterministic, sums
@@ -39,6 +41,11 @@
 
 #define DNN_WORKSPACE_CAP ((size_t)256 << 20)
 #define DNN_ALGOS 16
+/* The kinds cuDNN runs unless NNC_CUDNN says: forward and data.  The weight gradient's one
+ * deterministic direct-sum algorithm (ALGO_1) was the slowest way on an H200: convnet.nn's
+ * conv1 gradient took 225 us for 80 MFLOP; its step, --bench 200, twice: every kind by cuDNN
+ * 948 us, none 837, forward and data 695-696, forward only 718-719. */
+#define DNN_DEFAULT_KINDS 3u
 
 static struct {
     bool tried, ok, bad; /* bad: NNC_CUDNN is neither 0, 1, a list of kinds nor a path */
@@ -130,12 +137,12 @@ static void *open_lib(void) {
         if (!h) snprintf(dn.why, sizeof dn.why, "NNC_CUDNN=%.500s does not load: %.700s", env, dlerror());
         return h;
     }
-    dn.kinds = 7;
+    dn.kinds = DNN_DEFAULT_KINDS;
     if (env && *env && strcmp(env, "1") && !parse_kinds(env, &dn.kinds)) {
         dn.bad = true;
         snprintf(dn.why, sizeof dn.why,
                  "NNC_CUDNN=%.200s: expected 0 (convolutions by im2col + cuBLAS), 1 (by cuDNN where it is found, "
-                 "the default), the kinds cuDNN runs (a list of forward, data, filter: forward,data) or the path of "
+                 "the default: forward,data), the kinds cuDNN runs (a list of forward, data, filter) or the path of "
                  "a libcudnn.so.9",
                  env);
         return NULL;
@@ -422,7 +429,14 @@ static void setup_launches(CudaModel *m, const BuildOpts *o, int *refused, char 
                 if (o->verbose) {
                     Str what = {0};
                     launch_describe(&what, m->p, e, j, e->launches[j].root);
-                    fprintf(stderr, "nnc: cuda:   %s: im2col + cuBLAS (NNC_CUDNN=%s)\n", what.buf, getenv("NNC_CUDNN"));
+                    const char *env = getenv("NNC_CUDNN");
+                    if (env && *env && strcmp(env, "1"))
+                        fprintf(stderr, "nnc: cuda:   %s: im2col + cuBLAS (NNC_CUDNN=%s)\n", what.buf, env);
+                    else
+                        fprintf(stderr,
+                                "nnc: cuda:   %s: im2col + cuBLAS, faster than cuDNN's deterministic weight "
+                                "gradient (NNC_CUDNN=forward,data,filter gives it to cuDNN)\n",
+                                what.buf);
                     str_free(&what);
                 }
                 continue;

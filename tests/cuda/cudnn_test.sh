@@ -2,10 +2,11 @@
 # cudnn_test.sh NNC - convolutions through cuDNN on the CUDA target, run on the emulator, whose
 # libcudnn.so.9 (tests/cuda/emu/cudnn.c) records each convolution it runs (NNC_EMU_CUDNN_TRACE):
 #   - models/convnet.nn and convnet_bn.nn (their layers, 16 random samples) train with every
-#     launch checked against the CPU (--check-against cpu), and the forward convolutions, the input
-#     gradient and the weight gradients all ran in cuDNN, with deterministic GEMM-like algorithms
-#     and FP32 math; under precision = bf16 the same with TF32 tensor-core math (exact on the half
-#     operands);
+#     launch checked against the CPU (--check-against cpu); with NNC_CUDNN=forward,data,filter the
+#     forward convolutions, the input gradient and the weight gradients all ran in cuDNN, with
+#     deterministic GEMM-like algorithms and FP32 math; under precision = bf16 the same with TF32
+#     tensor-core math (exact on the half operands); by default the weight gradient is
+#     im2col + cuBLAS and the rest cuDNN;
 #   - a convolution on each of two GPUs (a handle each);
 #   - the fallback to im2col + cuBLAS, which still matches the CPU: NNC_CUDNN=0, a library that
 #     does not load, a cudnnCreate that fails, heuristics that fail for one kind of launch only,
@@ -40,7 +41,7 @@ NN
 done
 for m in convnet convnet_bn; do
     fresh
-    ok "$nnc" "$dir/$m.nn" --target cuda --epochs 1 --check-against cpu --verbose
+    NNC_CUDNN=forward,data,filter ok "$nnc" "$dir/$m.nn" --target cuda --epochs 1 --check-against cpu --verbose
     has "check-against cpu: 2 steps"
     has "nnc: cuda: convolutions by cuDNN"
     has "conv2d_grad_input (backward, .*$m.nn:[0-9:]*, launch [0-9]* of train_step): cuDNN ALGO_1, FP32 (FMA) math"
@@ -51,8 +52,18 @@ for m in convnet convnet_bn; do
     # the heuristics rank these first; they are non-deterministic or not a direct sum
     hasnt "ALGO_0\|ALGO_3\|WINOGRAD\|FFT\|math=tf32" "$dir/calls"
 done
+# the default: the weight gradient by im2col + cuBLAS, the rest by cuDNN
 fresh
-ok "$nnc" "$dir/convnet.nn" --target cuda --epochs 1 --check-against cpu --precision bf16
+ok "$nnc" "$dir/convnet.nn" --target cuda --epochs 1 --check-against cpu --verbose
+has "check-against cpu: 2 steps"
+has "conv2d_grad_weight (backward, .*convnet.nn:[0-9:]*, launch [0-9]* of train_step): im2col + cuBLAS, faster than cuDNN's deterministic weight gradient"
+hasnt "cuDNN refused"
+calls >"$dir/calls"
+has "cudnnConvolutionForward algo=IMPLICIT_PRECOMP_GEMM math=fma" "$dir/calls"
+has "cudnnConvolutionBackwardData algo=ALGO_1 math=fma" "$dir/calls"
+hasnt "cudnnConvolutionBackwardFilter" "$dir/calls"
+fresh
+NNC_CUDNN=forward,data,filter ok "$nnc" "$dir/convnet.nn" --target cuda --epochs 1 --check-against cpu --precision bf16
 has "check-against cpu: 2 steps"
 calls >"$dir/calls"
 has "cudnnConvolutionForward algo=IMPLICIT_PRECOMP_GEMM math=tf32" "$dir/calls"
@@ -108,12 +119,12 @@ has "check-against cpu: 4 steps"
 has "im2col + cuBLAS: NNC_CUDNN=.*nowhere/libcudnn.so.9 does not load"
 [ -s "$trace" ] && { fail=$((fail+1)); echo "FAIL: a missing libcudnn ran:"; cat "$trace"; } || pass=$((pass+1))
 fresh
-NNC_EMU_CUDNN_FAIL=cudnnCreate ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 --check-against cpu
+NNC_CUDNN=forward,data,filter NNC_EMU_CUDNN_FAIL=cudnnCreate ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 --check-against cpu
 has "check-against cpu: 4 steps"
 has "nnc: note: cuDNN refused 12 of the 12 convolution launches, which run as im2col + cuBLAS instead; the first: conv2d (forward, .*conv.nn:5:.*no cuDNN handle"
 [ -s "$trace" ] && { fail=$((fail+1)); echo "FAIL: cuDNN ran without a handle:"; cat "$trace"; } || pass=$((pass+1))
 fresh
-NNC_EMU_CUDNN_FAIL=cudnnGetConvolutionBackwardFilterAlgorithm_v7 ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 \
+NNC_CUDNN=forward,data,filter NNC_EMU_CUDNN_FAIL=cudnnGetConvolutionBackwardFilterAlgorithm_v7 ok "$nnc" "$dir/conv.nn" --target cuda --epochs 2 \
     --check-against cpu --verbose
 has "check-against cpu: 4 steps"
 has "conv2d_grad_weight (backward, .*conv.nn:[0-9:]*, launch [0-9]* of train_step): im2col + cuBLAS, cuDNN refused it"
@@ -129,7 +140,7 @@ has "convolutions by im2col + cuBLAS: --f64"
 NNC_EMU_CUDNN_FAIL=cudnnConvolutionBackwardData bad "$nnc" "$dir/conv.nn" --target cuda --epochs 1
 has "error: .*conv2d_grad_input (backward, .*conv.nn:6:[0-9]*, launch [0-9]* of train_step): cuDNN error 3000 (CUDNN_STATUS_NOT_SUPPORTED) in cudnnConvolutionBackwardData (ALGO_1) at batch 4"
 NNC_CUDNN=yes bad "$nnc" "$dir/conv.nn" --target cuda --epochs 1
-has "NNC_CUDNN=yes: expected 0 (convolutions by im2col + cuBLAS), 1 (by cuDNN where it is found, the default), the kinds cuDNN runs (a list of forward, data, filter: forward,data) or the path"
+has "NNC_CUDNN=yes: expected 0 (convolutions by im2col + cuBLAS), 1 (by cuDNN where it is found, the default: forward,data), the kinds cuDNN runs (a list of forward, data, filter) or the path"
 NNC_CUDNN=forward,filters bad "$nnc" "$dir/conv.nn" --target cuda --epochs 1
 has "NNC_CUDNN=forward,filters: expected 0"
 # the kinds cuDNN runs, the rest by im2col + cuBLAS: the same numbers as the CPU's
