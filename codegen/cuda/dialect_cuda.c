@@ -217,11 +217,21 @@ static void cuda_open(const Kernel *k, const Launch *L, int index) {
 
 /* ---- index spaces --------------------------------------------------------------------------- */
 
-/* Splits the flat index `var` into the axis indices a<l> for the axes in `mask` (row-major). */
+/* Splits the flat index `var` into the axis indices a<l> for the axes in `mask` (row-major).
+ * Every caller's `var` is below the product of those axes' sizes, so what is left for the
+ * outermost one is its index: no remainder, no division (that one is by the batch size in most
+ * kernels, a 64-bit division by a value known only at run time: about 70 instructions a
+ * thread, which held GPT-2's permutes to 0.8-1.7 TB/s on an H200). */
 static void split_index(const Kernel *k, Shape sp, int64_t mask, const char *var, const char *ind) {
     str_printf(k->s, "%s{\n%s    int64_t q = %s;\n", ind, ind, var);
+    int outer = 0;
+    while (outer < sp.rank && !(mask >> outer & 1)) outer++;
     for (int l = sp.rank - 1; l >= 0; l--) {
         if (!(mask >> l & 1)) continue;
+        if (l == outer) {
+            str_printf(k->s, "%s    a%d = q;\n", ind, l);
+            break;
+        }
         str_printf(k->s, "%s    a%d = q %% (", ind, l);
         render_dim(k->s, sp.d[l], "B");
         str_printf(k->s, ");\n%s    q /= (", ind);

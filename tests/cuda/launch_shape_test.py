@@ -55,7 +55,7 @@ def kernels(source, batch):
 def contiguous(body):
     """Whether the one-by-one loop reads every operand at i, 0 or i % m with 4 | m (the split
     into per-axis indices marks a broadcast or transposed operand)."""
-    if re.search(r"\ba0 = q %", body):
+    if re.search(r"\bint64_t q = i;", body):
         return False
     return all(int(m) % 4 == 0 for m in re.findall(r"\[i % \((\d+)LL\)\]", body))
 
