@@ -148,5 +148,9 @@ void dropout_rng_prelude(Str *s, bool cuda);
 /* The C target's f32 convolutions call oneDNN (nnc built with libdnnl): its support text. */
 bool helper_uses_dnnl(const Program *p, const BuildOpts *o);
 void helper_dnnl_prelude(Str *s);
+/* f32 products by oneDNN where the C is compiled with -DNNC_DNNL_SGEMM (the in-process build):
+ * the declaration goes before nnc_pool.h (which then calls it per chunk), the code after. */
+void helper_dnnl_sgemm_decl(Str *s);
+void helper_dnnl_sgemm_prelude(Str *s);
 void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]);
 #endif

@@ -392,6 +392,11 @@ NNC_POOL_FN void nnc_pool_gemm_chunk(void *ctx, int c) {
     if (q->f64)
         cblas_dgemm(101, ta, tb, (int)m, (int)n, q->k, q->alpha, (const double *)q->a + ao, q->lda,
                     (const double *)q->b + bo, q->ldb, q->beta, (double *)q->c + co, q->ldc);
+#ifdef NNC_POOL_SGEMM /* a faster single-threaded sgemm the includer declared (0: it ran) */
+    else if (NNC_POOL_SGEMM(q->ta, q->tb, (int)m, (int)n, q->k, (float)q->alpha, (const float *)q->a + ao, q->lda,
+                            (const float *)q->b + bo, q->ldb, (float)q->beta, (float *)q->c + co, q->ldc) == 0)
+        return;
+#endif
     else
         cblas_sgemm(101, ta, tb, (int)m, (int)n, q->k, (float)q->alpha, (const float *)q->a + ao, q->lda,
                     (const float *)q->b + bo, q->ldb, (float)q->beta, (float *)q->c + co, q->ldc);

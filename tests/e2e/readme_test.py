@@ -6,7 +6,7 @@ scratch directory where `models/` is the repository's; the other lines of the bl
 their output (stdout and stderr together), exactly but for the seconds at the end of an epoch
 line.  A `bad.nn` is made as the README says: models/mlp.nn with the line its error block
 quotes.  The output `setup.sh` is said to end with is checked by training models/mlp.nn the
-same way (seed 42, 2 threads, a fresh cache, OpenBLAS's AVX2 kernels as the README says),
+same way (seed 42, 2 threads, a fresh cache, OpenBLAS's and oneDNN's AVX2 kernels as the README says),
 where the data set is installed and the processor has AVX2; the step where the -O3 build
 takes over varies too.  Lines of the `--emit ir` and `--emit c` excerpts must appear, in
 order, in what those print for models/mlp.nn.  And what the README relies on around nnc:
@@ -91,7 +91,8 @@ def check_setup_output(at, lines, cwd, env):
         print(f"skip README line {at}: needs Fashion-MNIST and a processor with AVX2")
         skipped.append(at)
         return
-    env = dict(env, XDG_CACHE_HOME=os.path.join(cwd, "fresh-cache"), OPENBLAS_CORETYPE="Haswell")
+    env = dict(env, XDG_CACHE_HOME=os.path.join(cwd, "fresh-cache"), OPENBLAS_CORETYPE="Haswell",
+               ONEDNN_MAX_CPU_ISA="AVX2")
     got = run([NNC, "models/mlp.nn", "--threads", "2"], cwd, env)
     checked.append(f"line {at}: the output of setup.sh's training")
     # the takeover line comes when the -O3 build is ready: before or after an epoch line; there is
