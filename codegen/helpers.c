@@ -799,6 +799,20 @@ static void helper_signature(Str *s, Helper h) {
     str_printf(s, "%s, int64_t n%s%s%s", f->ptrs, *f->after ? ", " : "", f->after, f->geom ? ", " GEOM_PARAMS : "");
 }
 
+/* The parameter of a signature ("type name, type name") at or after `at`: [*p, *end) the whole
+ * "type name", [*name, *end) the name (the identifier it ends with); returns where to look for the
+ * next one, or NULL when there is none. */
+static const char *sig_param(const char *at, const char **p, const char **end, const char **name) {
+    while (*at == ' ') at++;
+    if (!*at) return NULL;
+    const char *e = strchr(at, ',');
+    if (!e) e = at + strlen(at);
+    const char *q = e;
+    while (q > at && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+    *p = at, *end = e, *name = q;
+    return *e ? e + 1 : e;
+}
+
 /* A flat helper on the CPU: its operands in a job, and a part over [lo, hi) of its flat index
  * space that nnc's pool (include/nnc_pool.h) runs on its threads, each part's elements in order
  * (the same bits on any thread count).  The job's fields and the part's locals are the
@@ -807,17 +821,11 @@ static void cpu_flat_helper(Str *s, Helper h) {
     const HelperInfo *f = &helper_info[h];
     Str sig = {0}, fields = {0}, locals = {0}, names = {0};
     helper_signature(&sig, h);
-    for (const char *p = sig.buf; *p;) {
-        while (*p == ' ') p++;
-        const char *end = strchr(p, ',');
-        if (!end) end = p + strlen(p);
-        const char *q = end; /* the parameter's name: the identifier it ends with */
-        while (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+    for (const char *at = sig.buf, *p, *end, *q; (at = sig_param(at, &p, &end, &q));) {
         str_printf(&fields, " %.*s;", (int)(end - p), p);
         str_printf(&locals, "    %.*s = j_->%.*s;\n    (void)%.*s;\n", (int)(end - p), p, (int)(end - q), q,
                    (int)(end - q), q);
         str_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(end - q), q);
-        p = *end ? end + 1 : end;
     }
     str_printf(s, "typedef struct {%s } %s_job;\n", fields.buf, f->name);
     str_printf(s,
@@ -858,17 +866,11 @@ static void cuda_flat_helper(Str *s, Helper h) {
     const HelperInfo *f = &helper_info[h];
     Str sig = {0}, typed = {0}, names = {0};
     helper_signature(&sig, h);
-    for (const char *p = sig.buf; *p;) {
-        while (*p == ' ') p++;
-        const char *end = strchr(p, ',');
-        if (!end) end = p + strlen(p);
-        const char *q = end; /* the parameter's name: the identifier it ends with */
-        while (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) q--;
+    for (const char *at = sig.buf, *p, *end, *q; (at = sig_param(at, &p, &end, &q));) {
         const bool value = !strncmp(p, "int64_t ", 8);
         str_printf(&typed, "%s%s%.*s", typed.len ? ", " : "", value ? "I " : "", (int)(value ? end - p - 8 : end - p),
                    value ? p + 8 : p);
         str_printf(&names, "%s%.*s", names.len ? ", " : "", (int)(end - q), q);
-        p = *end ? end + 1 : end;
     }
     str_printf(s, "template <typename I> __device__ __forceinline__ void %s_body(%s) {\n", f->name, typed.buf);
     str_puts(s, "    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)blockDim.x * gridDim.x) {\n");
