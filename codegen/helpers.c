@@ -651,6 +651,8 @@ static const char dnnl_text[] =
  * terms in its own order, so results differ from OpenBLAS's in the last bits, and are the same
  * from run to run and on any thread count (each chunk is one single-threaded call).  Nonzero:
  * oneDNN refused, and the chunk runs in the CBLAS. */
+#define DNNL_SGEMM_MACS_TEXT "(1 << 18)" /* the least work a chunk gives oneDNN */
+#define DNNL_SGEMM_MACS ((int64_t)1 << 18)
 static const char dnnl_sgemm_decl[] =
     "#ifdef NNC_DNNL_SGEMM\n"
     "#define NNC_POOL_SGEMM nnc_dnnl_sgemm\n"
@@ -660,7 +662,7 @@ static const char dnnl_sgemm_decl[] =
 static const char dnnl_sgemm_text[] =
     "#ifdef NNC_DNNL_SGEMM   /* f32 products by oneDNN (codegen/helpers.c, dnnl_sgemm_text) */\n"
     "#include <dnnl.h>\n#include <omp.h>\n#include <pthread.h>\n"
-    "#define NNC_DNNL_SGEMM_MACS (1 << 18)\n"
+    "#define NNC_DNNL_SGEMM_MACS " DNNL_SGEMM_MACS_TEXT "\n"
     "typedef struct { int key[8]; float alpha, beta; dnnl_primitive_t p; size_t scratch; } nnc_sg_entry;\n"
     "static nnc_sg_entry nnc_sg_cache[256];\n"
     "static int nnc_sg_count;\n"
@@ -770,6 +772,23 @@ static const char dnnl_sgemm_text[] =
 
 void helper_dnnl_sgemm_decl(Str *s) { str_puts(s, dnnl_sgemm_decl); }
 void helper_dnnl_sgemm_prelude(Str *s) { str_puts(s, dnnl_sgemm_text); }
+
+bool helper_uses_dnnl_sgemm(const Program *p, const BuildOpts *o) {
+#ifdef NNC_DNNL_LIB
+    if (o->f64) return false;
+    for (int e = 0; e < ENTRY_COUNT; e++)
+        for (int j = 0; j < p->entry[e].nlaunch; j++) {
+            const Launch *L = &p->entry[e].launches[j];
+            if (L->kind != L_GEMM) continue;
+            GemmGeom q = gemm_geom(p->g, L);
+            const int64_t B = p->g->batch_max;
+            if (dim_size(q.m, B) * dim_size(q.n, B) * dim_size(q.k, B) >= DNNL_SGEMM_MACS) return true;
+        }
+#else
+    (void)p, (void)o;
+#endif
+    return false;
+}
 
 bool helper_uses_dnnl(const Program *p, const BuildOpts *o) {
 #ifdef NNC_DNNL_LIB

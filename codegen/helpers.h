@@ -152,5 +152,8 @@ void helper_dnnl_prelude(Str *s);
  * the declaration goes before nnc_pool.h (which then calls it per chunk), the code after. */
 void helper_dnnl_sgemm_decl(Str *s);
 void helper_dnnl_sgemm_prelude(Str *s);
+/* Whether the program has a product oneDNN would take (so the model links it at all: loading
+ * libdnnl costs a start-up that a model of small products gains nothing from). */
+bool helper_uses_dnnl_sgemm(const Program *p, const BuildOpts *o);
 void spatial_geom_args(const SpatialGeom *q, int64_t out[SPATIAL_GEOM_ARGS]);
 #endif

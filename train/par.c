@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <unistd.h>
 
 static struct {
@@ -97,4 +98,19 @@ void par_for(ParFn fn, void *ctx, int64_t n, int64_t bytes) {
     while (atomic_load(&P.done) < parts || P.active > 0) pthread_cond_wait(&P.idle, &P.mu);
     pthread_mutex_unlock(&P.mu);
     pthread_mutex_unlock(&P.call);
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+} Copy;
+
+static void copy_part(void *ctx, int64_t lo, int64_t hi) {
+    const Copy *c = ctx;
+    memcpy((char *)c->dst + lo, (const char *)c->src + lo, (size_t)(hi - lo));
+}
+
+void par_memcpy(void *dst, const void *src, size_t n) {
+    Copy c = {dst, src};
+    par_for(copy_part, &c, (int64_t)n, (int64_t)n);
 }

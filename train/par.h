@@ -9,6 +9,7 @@
  * its own elements, so the result does not depend on which thread ran it. */
 #ifndef NNC_PAR_H
 #define NNC_PAR_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define PAR_MIN_BYTES ((int64_t)512 << 10) /* the least a part moves: below, one thread */
@@ -19,6 +20,9 @@ typedef void (*ParFn)(void *ctx, int64_t lo, int64_t hi);
 /* fn(ctx, lo, hi) over parts of [0, n) that cover it, on up to PAR_MAX_PARTS threads (the cores
  * this process may use, at most); returns when every part is done. */
 void par_for(ParFn fn, void *ctx, int64_t n, int64_t bytes);
+
+/* memcpy(dst, src, n), in parts as par_for cuts n bytes. */
+void par_memcpy(void *dst, const void *src, size_t n);
 
 /* How many parts a range of `bytes` is cut into (1: the caller alone). */
 int par_parts(int64_t bytes);

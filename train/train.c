@@ -1136,25 +1136,13 @@ static size_t input_bytes(const nnc_model_abi *a, int i, int64_t rows) {
     return n;
 }
 
-/* --bench on a pipelined target: the batch copied into the model's input ring and queued (as
- * training gathers it there), then the step before it waited for and its loss read. */
-typedef struct {
-    void *dst;
-    const void *src;
-} Copy;
-
-static void copy_part(void *ctx, int64_t lo, int64_t hi) {
-    const Copy *c = ctx;
-    memcpy((char *)c->dst + lo, (const char *)c->src + lo, (size_t)(hi - lo));
-}
-
+/* --bench on a pipelined target: the batch copied into the model's input ring (across cores, as
+ * training's gather is) and queued, then the step before it waited for and its loss read. */
 static bool bench_queue(Run *R, int64_t use) {
     const nnc_model_abi *a = R->lm->abi;
     for (int i = 0; i < a->ninputs; i++) {
         if (!(R->ring[i] = a->input_buffer(R->lm->m, i))) return false;
-        Copy c = {R->ring[i], R->bufs[i]};
-        const int64_t n = (int64_t)input_bytes(a, i, use);
-        par_for(copy_part, &c, n, n); /* as training's gather does (dataset_gather) */
+        par_memcpy(R->ring[i], R->bufs[i], input_bytes(a, i, use));
     }
     return a->submit(R->lm->m, NNC_ENTRY_TRAIN, (const void *const *)R->ring, use) == 0;
 }

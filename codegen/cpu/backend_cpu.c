@@ -150,6 +150,18 @@ static void argv_push(char ***argv, int *n, int *cap, const char *word) {
 }
 
 /* The fixed flags, the optimisation level first; part of the cache key. */
+/* Whether the in-process build compiles the generated C with -DNNC_DNNL_SGEMM (f32 products by
+ * oneDNN where the program has one it takes: helpers.c, dnnl_sgemm_text): where nnc has oneDNN,
+ * unless NNC_NO_DNNL_SGEMM is set and not 0.  The link has oneDNN then. */
+static bool dnnl_sgemm_on(void) {
+#ifdef NNC_DNNL_LIB
+    const char *off = getenv("NNC_NO_DNNL_SGEMM");
+    return !off || !strcmp(off, "0");
+#else
+    return false;
+#endif
+}
+
 static const char *const cpu_flags[] = {"-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11",
                                         "-ffp-contract=off" /* same rounding with gcc and clang */};
 
@@ -185,10 +197,7 @@ static pid_t compile_start(char **cc, char **extra, const char *opt, const char 
     for (size_t i = 1; i < sizeof cpu_flags / sizeof *cpu_flags; i++) argv_push(&argv, &a, &cap, cpu_flags[i]);
     if (gcc) argv_push(&argv, &a, &cap, "-fno-ipa-icf");
     if (strcmp(opt, "-O3")) argv_push(&argv, &a, &cap, "-DNNC_POOL_QUICK_BUILD");
-#ifdef NNC_DNNL_LIB /* f32 products by oneDNN (helpers.c, dnnl_sgemm_text): its link has it */
-    if (!getenv("NNC_NO_DNNL_SGEMM") || !strcmp(getenv("NNC_NO_DNNL_SGEMM"), "0"))
-        argv_push(&argv, &a, &cap, "-DNNC_DNNL_SGEMM");
-#endif
+    if (dnnl_sgemm_on()) argv_push(&argv, &a, &cap, "-DNNC_DNNL_SGEMM");
     for (char **w = extra; *w; w++) argv_push(&argv, &a, &cap, *w);
 #ifdef NNC_DNNL_LIB   /* linked only when the model calls it (its convolutions) */
     const char *tail[] = {"-o", so, src, NNC_BLAS_LIB, "-Wl,--as-needed", NNC_DNNL_LIB, "-Wl,--no-as-needed", "-lm"};
@@ -237,9 +246,8 @@ static uint64_t cache_key(const char *src, char **cc, char **extra) {
     h = hash_words(extra, h);
     for (size_t i = 0; i < sizeof cpu_flags / sizeof *cpu_flags; i++) h = hash_fnv1a(cpu_flags[i], strlen(cpu_flags[i]) + 1, h);
 #ifdef NNC_DNNL_LIB /* with NNC_NO_DNNL_SGEMM another build: the products by the CBLAS alone */
-    const char *off = getenv("NNC_NO_DNNL_SGEMM");
     const char *version =
-        !off || !strcmp(off, "0") ? NNC_BLAS_LIB " " NNC_DNNL_LIB " v4" : NNC_BLAS_LIB " " NNC_DNNL_LIB " v4 cblas";
+        dnnl_sgemm_on() ? NNC_BLAS_LIB " " NNC_DNNL_LIB " v4" : NNC_BLAS_LIB " " NNC_DNNL_LIB " v4 cblas";
 #else
     const char *version = NNC_BLAS_LIB " v3";
 #endif

@@ -55,14 +55,15 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
     str_puts(s, "\n#define NNC_RUNTIME_IMPLEMENTATION\n");
     str_puts(s, nnc_embed_runtime_h);
     str_puts(s, "\n");
-    if (!o->f64) helper_dnnl_sgemm_decl(s);
+    const bool sgemm = helper_uses_dnnl_sgemm(p, o);
+    if (sgemm) helper_dnnl_sgemm_decl(s);
     str_puts(s, nnc_embed_pool_h);
     dialect_c.prelude(s, o); /* real and the math macros: kernel.c's one table */
     kernel_half_prelude(s, p, "static inline");
     if (program_has_helpers(p)) helper_prelude(s, false);
     attention_prelude(s, p, false, o->f64);
     if (helper_uses_dnnl(p, o)) helper_dnnl_prelude(s);
-    if (!o->f64) helper_dnnl_sgemm_prelude(s);
+    if (sgemm) helper_dnnl_sgemm_prelude(s);
     render_template(s, frame_text, model_c_name(p));
 }
 

@@ -360,13 +360,16 @@ static bool gpu_handle(Gpu *g, char *why, size_t n) {
     return false;
 }
 
+/* A convolution op's kind: 0 forward, 1 input gradient (data), 2 weight gradient (filter). */
+static int conv_kind(Op op) { return op == OP_CONV2D ? 0 : op == OP_CONV2D_DX ? 1 : 2; }
+
 /* Launch k of entry e: its DnnConv, or NULL with why. */
 static DnnConv *launch_setup(CudaModel *m, const Entry *e, int k, bool tf32, char *why, size_t n) {
     const Launch *L = &e->launches[k];
     const Node *r = &m->p->g->nodes[L->root];
     DnnConv *c = arena_alloc(&m->arena, sizeof *c);
     memset(c, 0, sizeof *c);
-    c->kind = r->op == OP_CONV2D ? 0 : r->op == OP_CONV2D_DX ? 1 : 2;
+    c->kind = conv_kind(r->op);
     c->q = spatial_geom(m->p->g, r);
     c->gpu = launch_gpu(m, L);
     Str what = {0};
@@ -424,8 +427,7 @@ static void setup_launches(CudaModel *m, const BuildOpts *o, int *refused, char 
         memset(m->dnn[k], 0, (size_t)(e->nlaunch + 1) * sizeof *m->dnn[k]);
         for (int j = 0; j < e->nlaunch; j++) {
             if (!is_conv(m, &e->launches[j])) continue;
-            const Op op = m->p->g->nodes[e->launches[j].root].op;
-            if (!(dn.kinds >> (op == OP_CONV2D ? 0 : op == OP_CONV2D_DX ? 1 : 2) & 1)) {
+            if (!(dn.kinds >> conv_kind(m->p->g->nodes[e->launches[j].root].op) & 1)) {
                 if (o->verbose) {
                     Str what = {0};
                     launch_describe(&what, m->p, e, j, e->launches[j].root);
