@@ -339,7 +339,7 @@ static void kernel_ew(const Kernel *k, const Launch *L) {
         snprintf(ind, sizeof ind, "%*s", k->d->vec.open(k, sp, lanes), "");
         kernel_vec_point(k, L, lanes, ind, NULL);
         k->d->vec.tail(k, sp, lanes);
-    } else snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, sp, flat, inplace), "");
+    } else snprintf(ind, sizeof ind, "%*s", k->d->space_open(k, L, sp, flat, inplace), "");
     loads(k, L, sp, flat, permuted ? perm : NULL, ind);
     body(k, L, ind, -1);
     for (int j = 0; j < L->nouts; j++) {
@@ -350,7 +350,7 @@ static void kernel_ew(const Kernel *k, const Launch *L) {
         if (DTYPE_IS_HALF(t)) str_printf(k->s, "] = %s(t%d);\n", half_fn(t, true), L->outs[j]);
         else str_printf(k->s, "] = t%d;\n", L->outs[j]);
     }
-    k->d->space_close(k, sp, flat);
+    k->d->space_close(k, L, sp, flat);
 }
 
 /* ---- reductions ----------------------------------------------------------------------------- */

@@ -74,8 +74,9 @@ struct KernelDialect {
     /* ---- index spaces ---- */
     /* Opens a walk over every point of `sp`: flat, it defines `i` (the flat index), otherwise
      * a0 .. a<rank-1>.  Returns the indentation of the loop body. */
-    int (*space_open)(const Kernel *k, Shape sp, bool flat, bool inplace); /* inplace: an output is an input */
-    void (*space_close)(const Kernel *k, Shape sp, bool flat);
+    int (*space_open)(const Kernel *k, const Launch *L, Shape sp, bool flat,
+                      bool inplace); /* inplace: an output is an input */
+    void (*space_close)(const Kernel *k, const Launch *L, Shape sp, bool flat);
     /* A reduction's loops after `o0` is declared: they call kernel_reduce_point and write o0. */
     void (*reduce)(const Kernel *k, const Launch *L);
     /* A flat walk also takes ACCESS_SUFFIX operands, at i % their size (CUDA, where splitting i

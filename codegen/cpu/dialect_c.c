@@ -170,6 +170,17 @@ static void c_prelude(Str *s, const BuildOpts *o) {
              "#else\n"
              "#define NNC_WIDE\n"
              "#endif\n");
+    /* a line of p[i]'s, asked for ahead of its use, and how far ahead and in what runs a loop
+     * asks (c_space_open); the address in integers: p + i may be past p's array */
+    str_puts(s,
+             "#if defined(__GNUC__)\n"
+             "#define NNC_PREFETCH(p, i) \\\n"
+             "    __builtin_prefetch((const void *)((uintptr_t)(p) + (uintptr_t)(i) * sizeof *(p)))\n"
+             "#else\n"
+             "#define NNC_PREFETCH(p, i) ((void)0)\n"
+             "#endif\n"
+             "#define NNC_PF_RUN 256\n"
+             "#define NNC_PF_AHEAD 1024\n");
     /* the next loop's iterations may run as vectors whatever its pointers overlap (c_space_open) */
     str_puts(s,
              "#if defined(__clang__)\n"
@@ -306,9 +317,34 @@ static void close_loops(const Kernel *k, int from, int to, int indent) {
  * loop runs over its piece, [lo, hi) (c_open).  A flat loop that writes over an input (an
  * optimizer's update, a gradient computed in place) reads and writes every buffer at [i] only,
  * so its vectors are safe: NNC_IVDEP says so, where the compiler's check that the two do not
- * overlap would find that they do and run the loop unvectorised. */
-static int c_space_open(const Kernel *k, Shape sp, bool flat, bool inplace) {
+ * overlap would find that they do and run the loop unvectorised.
+ *
+ * A pooled flat loop bound by its arithmetic (c_ew_math: GELU's erf, a sigmoid's exponential)
+ * runs in runs of NNC_PF_RUN points, each first asking for its full-size inputs' lines
+ * NNC_PF_AHEAD points ahead: the hardware's prefetchers did not keep such a loop fed (GELU's
+ * gradient over 4 MB operands, one thread: 2.5 ms with cold inputs, 1.0 ms with the
+ * prefetches, 0.9 ms warm).  Loops bound by memory keep the plain loop: prefetching every
+ * pooled loop made gpt.nn's Adam updates slower (1.84 -> 2.19 ms a step).  The points and their
+ * order are the same; only the loads' timing changes. */
+static bool c_space_prefetch(const Kernel *k, const Launch *L, Shape sp, bool flat) {
+    return flat && c_ew_pooled(k, sp) && c_ew_math(k, L);
+}
+
+static int c_space_open(const Kernel *k, const Launch *L, Shape sp, bool flat, bool inplace) {
     bool pooled = c_ew_pooled(k, sp);
+    if (c_space_prefetch(k, L, sp, flat)) {
+        str_puts(k->s,
+                 "    for (int64_t b_ = lo; b_ < hi; b_ += NNC_PF_RUN) {\n"
+                 "        const int64_t e_ = hi - b_ < NNC_PF_RUN ? hi : b_ + NNC_PF_RUN;\n"
+                 "        for (int64_t p_ = b_ + NNC_PF_AHEAD; p_ < e_ + NNC_PF_AHEAD; p_ += 16) {\n");
+        for (int j = 0; j < L->nins; j++)
+            if (kernel_access(k->g, L->ins[j], sp) == ACCESS_FULL)
+                str_printf(k->s, "            NNC_PREFETCH(i%d, p_);\n", j);
+        str_puts(k->s, "        }\n");
+        if (inplace) str_puts(k->s, "        NNC_IVDEP\n");
+        str_puts(k->s, "        for (int64_t i = b_; i < e_; i++) {\n");
+        return 12;
+    }
     if (flat) {
         if (!pooled) {
             str_puts(k->s, "    const int64_t n = ");
@@ -324,8 +360,9 @@ static int c_space_open(const Kernel *k, Shape sp, bool flat, bool inplace) {
     return flat ? 8 : 4 + 4 * sp.rank;
 }
 
-static void c_space_close(const Kernel *k, Shape sp, bool flat) {
-    if (flat) str_puts(k->s, "    }\n");
+static void c_space_close(const Kernel *k, const Launch *L, Shape sp, bool flat) {
+    if (c_space_prefetch(k, L, sp, flat)) str_puts(k->s, "        }\n    }\n");
+    else if (flat) str_puts(k->s, "    }\n");
     else close_loops(k, 0, sp.rank, 4);
 }
 

@@ -251,7 +251,8 @@ static void decl_axes(const Kernel *k, int rank, const char *ind) {
 #define GRID_STRIDE "blockIdx.x * (int64_t)blockDim.x + threadIdx.x"
 #define GRID_THREADS "(int64_t)blockDim.x * gridDim.x"
 
-static int cuda_space_open(const Kernel *k, Shape sp, bool flat, bool inplace) {
+static int cuda_space_open(const Kernel *k, const Launch *L, Shape sp, bool flat, bool inplace) {
+    (void)L;
     (void)inplace;
     str_puts(k->s, "    const int64_t n = ");
     render_numel(k->s, sp);
@@ -263,7 +264,8 @@ static int cuda_space_open(const Kernel *k, Shape sp, bool flat, bool inplace) {
     return 8;
 }
 
-static void cuda_space_close(const Kernel *k, Shape sp, bool flat) {
+static void cuda_space_close(const Kernel *k, const Launch *L, Shape sp, bool flat) {
+    (void)L;
     str_puts(k->s, "    }\n");
     (void)sp;
     (void)flat;

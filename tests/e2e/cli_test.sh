@@ -67,6 +67,14 @@ for n in 1 2; do
 done
 ok test "$(wc -l < "$dir/attn1.loss")" -ge 6
 ok cmp "$dir/attn1.loss" "$dir/attn2.loss"
+# A pooled flat loop bound by its arithmetic (GELU's gradient) asks for its inputs' lines ahead,
+# in runs (codegen/cpu/dialect_c.c: c_space_open); one bound by memory (Adam's update) does not.
+ok "$nnc" "$models/gpt.nn" --emit c;           has "NNC_PREFETCH(i1, p_)"
+cp "$dir/out" "$dir/gpt_c"
+kernel_of() { awk -v h="$1" 'index($0, "/* train_step launch") == 1 { k = index($0, h) > 0 } k' "$dir/gpt_c"; }
+kernel_of "elementwise (gelu_grad)" > "$dir/out"; has "for (int64_t i = b_; i < e_; i++)"
+kernel_of "elementwise (mul, mul, sub" > "$dir/out"; has "nnc_pool_for"
+hasnt "NNC_PREFETCH"
 # So do split's slices and their gradients' concat (row copies), layer norm's and softmax's rows
 # and the reductions: no OpenMP team is left among the kernels (one between two pool jobs waited
 # for the pool's spinning threads), and the losses do not depend on the threads taking part.
