@@ -181,6 +181,13 @@ struct nnc_rt {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__) /* madvise and MADV_HUGEPAGE (14 in Linux's ABI), which strict C11 hides */
+#include <sys/mman.h>
+int madvise(void *addr, size_t length, int advice);
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define NNC_RT_FN static __attribute__((unused))
@@ -715,10 +722,20 @@ NNC_RT_FN int nnc_rt_set_lr(void *m, double lr) {
 
 /* ---- the CPU as a device: host memory is its memory; run is the generated entry dispatch ------ */
 
+/* A block of 4 MB or more starts on a 2 MB boundary and asks Linux for huge pages before its
+ * first touch (where transparent huge pages are "madvise", as Debian's default is): a step's
+ * operands then miss the TLB 512 times less (Adam's update over 90 MB, 2 threads: 5.19 -> 4.98
+ * ms).  A refusal only leaves the small pages. */
+#define NNC_RT_HUGE ((size_t)2 << 20)
 NNC_RT_FN void *nnc_rt_host_alloc(nnc_rt *rt, size_t bytes) {
     (void)rt;
     size_t n = nnc_rt_round64(bytes ? bytes : 1);   /* C11: a multiple of the alignment */
-    void *p = aligned_alloc(64, n);
+    const int huge = n >= 2 * NNC_RT_HUGE;
+    if (huge) n = (n + NNC_RT_HUGE - 1) / NNC_RT_HUGE * NNC_RT_HUGE;
+    void *p = aligned_alloc(huge ? NNC_RT_HUGE : 64, n);
+#if defined(__linux__)
+    if (p && huge) (void)madvise(p, n, MADV_HUGEPAGE);
+#endif
     if (p) memset(p, 0, n);
     return p;
 }
