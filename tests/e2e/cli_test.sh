@@ -75,6 +75,9 @@ kernel_of() { awk -v h="$1" 'index($0, "/* train_step launch") == 1 { k = index(
 kernel_of "elementwise (gelu_grad)" > "$dir/out"; has "for (int64_t i = b_; i < e_; i++)"
 kernel_of "elementwise (mul, mul, sub" > "$dir/out"; has "nnc_pool_for"
 hasnt "NNC_PREFETCH"
+# A convolution's bias gradient sums each channel in 8 lanes along the rows (one chain of double
+# additions waited on itself): codegen/cpu/dialect_c.c, reduce_gather.
+ok "$nnc" "$models/convnet.nn" --emit c;       has "lane_\[q_\] += l0;"
 # So do split's slices and their gradients' concat (row copies), layer norm's and softmax's rows
 # and the reductions: no OpenMP team is left among the kernels (one between two pool jobs waited
 # for the pool's spinning threads), and the losses do not depend on the threads taking part.
