@@ -417,6 +417,24 @@ static void reduce_lanes(const Kernel *k, const Launch *L, const char *oo, const
     str_printf(k->s, "    }\n    o0[%s] = (real)(acc * %s);\n", oo, scale);
 }
 
+/* The last axis l of a sum in runs of 8 (lane q_ takes the points at offset q_ of each run):
+ * opens the loops at `ind` and defines a<l>; the body's indentation is ind + 8.  One chain of
+ * double additions per output waited on itself (a sum cannot be reordered into vectors); eight
+ * interleave, and the lanes are added in order after: the order is fixed by the shape alone. */
+static int open_lanes(const Kernel *k, Shape sp, int l, int ind) {
+    str_printf(k->s, "%*sfor (int64_t b_ = 0; b_ < ", ind, "");
+    render_dim(k->s, sp.d[l], "B");
+    str_printf(k->s, "; b_ += 8) {\n%*sconst int64_t n_ = ", ind + 4, "");
+    render_dim(k->s, sp.d[l], "B");
+    str_puts(k->s, " - b_ < 8 ? ");
+    render_dim(k->s, sp.d[l], "B");
+    str_printf(k->s, " - b_ : 8;\n%*sfor (int64_t q_ = 0; q_ < n_; q_++) {\n%*sconst int64_t a%d = b_ + q_;\n", ind + 4,
+               "", ind + 8, "", l);
+    return ind + 8;
+}
+
+static void close_lanes(const Kernel *k, int ind) { str_printf(k->s, "%*s}\n%*s}\n", ind + 4, "", ind, ""); }
+
 static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char *oo, const char *scale) {
     if (kept == 0 && !kernel_reduce_is_max(k, L) && kernel_flat(k, L)) {
         reduce_lanes(k, L, oo, scale);
@@ -429,11 +447,19 @@ static void reduce_suffix(const Kernel *k, const Launch *L, int kept, const char
     } else open_loops(k, sp, 0, kept, 4);
     int ind = 4 + 4 * kept;
     kernel_reduce_acc(k, L, ind);
-    open_loops(k, sp, kept, sp.rank, ind);
+    /* a sum over a suffix (a row's: attention's delta over 32) in lanes; none when the suffix
+     * is empty (a sum_to that keeps every axis) */
+    const bool lanes = !kernel_reduce_is_max(k, L) && kept < sp.rank;
+    const int last = sp.rank - 1, body = ind + 4 * (sp.rank - kept) + (lanes ? 4 : 0);
+    if (lanes) str_printf(k->s, "%*sdouble lane_[8] = {0};\n", ind, "");
+    open_loops(k, sp, kept, lanes ? last : sp.rank, ind);
+    if (lanes) open_lanes(k, sp, last, ind + 4 * (last - kept));
     char in[64];
-    snprintf(in, sizeof in, "%*s", ind + 4 * (sp.rank - kept), "");
-    kernel_reduce_point(k, L, in, "acc");
-    close_loops(k, kept, sp.rank, ind);
+    snprintf(in, sizeof in, "%*s", body, "");
+    kernel_reduce_point(k, L, in, lanes ? "lane_[q_]" : "acc");
+    if (lanes) close_lanes(k, ind + 4 * (last - kept));
+    close_loops(k, kept, lanes ? last : sp.rank, ind);
+    if (lanes) str_printf(k->s, "%*sfor (int q_ = 0; q_ < 8; q_++) acc += lane_[q_];\n", ind, "");
     str_printf(k->s, "%*so0[%s] = (real)(acc * %s);\n", ind, "", oo, scale);
     close_loops(k, 0, kept, 4);
 }
@@ -445,9 +471,8 @@ static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const 
     Shape sp = L->space;
     int ind = 4, cut = c_reduce_pooled(k, L); /* >= 0: c_open made this NAME_part, that axis over [lo, hi) */
     /* A sum whose last axis is reduced (contiguous: a convolution's bias gradient over W) adds
-     * it in 8 lanes (lane q takes every point at an offset q mod 8 of a run of 8 along it), the
-     * lanes then in order: one chain of double additions waited on itself (conv1's over 64 x 28
-     * x 28 points a channel, 538 us on 2 threads).  The order is fixed by the shape alone. */
+     * it in lanes (open_lanes): conv1's over 64 x 28 x 28 points a channel took 538 us on 2
+     * threads as one chain, 390-400 us in lanes (conv2's 367 -> 111 us). */
     const int last = sp.rank - 1;
     const bool lanes = !kernel_reduce_is_max(k, L) && (mask >> last & 1);
     for (int pass = 0; pass < 2; pass++) {   /* the kept axes, then the reduced ones */
@@ -459,16 +484,7 @@ static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const 
             if (!(mask >> l & 1) != (pass == 0)) continue;
             if (l == cut) str_printf(k->s, "%*sfor (int64_t a%d = lo; a%d < hi; a%d++) {\n", ind, "", l, l, l);
             else if (pass == 1 && lanes && l == last) { /* runs of 8 along the last axis */
-                str_printf(k->s, "%*sfor (int64_t b_ = 0; b_ < ", ind, "");
-                render_dim(k->s, sp.d[l], "B");
-                str_printf(k->s, "; b_ += 8) {\n%*sconst int64_t n_ = ", ind + 4, "");
-                render_dim(k->s, sp.d[l], "B");
-                str_puts(k->s, " - b_ < 8 ? ");
-                render_dim(k->s, sp.d[l], "B");
-                str_printf(k->s,
-                           " - b_ : 8;\n%*sfor (int64_t q_ = 0; q_ < n_; q_++) {\n%*sconst int64_t a%d = b_ + q_;\n",
-                           ind + 4, "", ind + 8, "", l);
-                ind += 4;
+                ind = open_lanes(k, sp, l, ind) - 4;
             } else {
                 str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", ind, "", l, l);
                 render_dim(k->s, sp.d[l], "B");
@@ -482,8 +498,8 @@ static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const 
         kernel_reduce_point(k, L, in, lanes ? "lane_[q_]" : "acc");
         for (int l = sp.rank - 1; l >= 0; l--) {
             if (!(mask >> l & 1)) continue;
-            str_printf(k->s, "%*s}\n", ind -= 4, "");
-            if (lanes && l == last) str_printf(k->s, "%*s}\n", ind -= 4, "");
+            if (lanes && l == last) close_lanes(k, ind -= 8);
+            else str_printf(k->s, "%*s}\n", ind -= 4, "");
         }
         if (lanes) str_printf(k->s, "%*sfor (int q_ = 0; q_ < 8; q_++) acc += lane_[q_];\n", ind, "");
     }
