@@ -484,7 +484,8 @@ static void reduce_gather(const Kernel *k, const Launch *L, int64_t mask, const 
             if (!(mask >> l & 1) != (pass == 0)) continue;
             if (l == cut) str_printf(k->s, "%*sfor (int64_t a%d = lo; a%d < hi; a%d++) {\n", ind, "", l, l, l);
             else if (pass == 1 && lanes && l == last) { /* runs of 8 along the last axis */
-                ind = open_lanes(k, sp, l, ind) - 4;
+                ind = open_lanes(k, sp, l, ind);
+                continue;
             } else {
                 str_printf(k->s, "%*sfor (int64_t a%d = 0; a%d < ", ind, "", l, l);
                 render_dim(k->s, sp.d[l], "B");
