@@ -59,7 +59,18 @@ AttnGeom attention_geom(const Graph *g, const Launch *L) {
     a.q = any->in[0], a.k = any->in[1], a.v = any->in[2];
     a.backward = any->nin == 6;
     if (a.backward) a.dy = any->in[3], a.lse = any->in[4], a.delta = any->in[5];
+    a.scale = any->attr.attn.scale, a.dropout = any->attr.attn.dropout, a.causal = any->attr.attn.causal;
+    a.key = attention_key(any);
     const Shape *q = &g->nodes[a.q].shape, *k = &g->nodes[a.k].shape, *v = &g->nodes[a.v].shape;
+    if (any->attr.attn.heads) { /* heads side by side in [B, T, W] rows (passes/attn_layout.c) */
+        a.heads = any->attr.attn.heads, a.packed = any->attr.attn.packed;
+        a.lead = dim_size(q->d[0], 1) * a.heads, a.batched = dim_is_batch(q->d[0]);
+        a.tq = q->d[1], a.tk = k->d[1], a.d = any->attr.attn.hd, a.dv_dim = any->attr.attn.hdv;
+        a.ld[0] = q->d[2], a.ld[1] = k->d[2], a.ld[2] = v->d[2], a.ld[3] = a.heads * a.dv_dim;
+        for (int j = 0; j < 3; j++) a.col[j] = any->attr.attn.col[j];
+        if (a.packed) a.dk = a.dv = a.dq;
+        return a;
+    }
     a.lead = 1; /* B*H (a dimension -H) counts H and the batch */
     for (int d = 0; d < q->rank - 2; d++) {
         a.batched |= dim_is_batch(q->d[d]);
@@ -68,8 +79,7 @@ AttnGeom attention_geom(const Graph *g, const Launch *L) {
     assert(!dim_is_batch(q->d[q->rank - 2]) && !dim_is_batch(k->d[k->rank - 2]) && !dim_is_batch(q->d[q->rank - 1]) &&
            !dim_is_batch(v->d[v->rank - 1]));
     a.tq = q->d[q->rank - 2], a.tk = k->d[k->rank - 2], a.d = q->d[q->rank - 1], a.dv_dim = v->d[v->rank - 1];
-    a.scale = any->attr.attn.scale, a.dropout = any->attr.attn.dropout, a.causal = any->attr.attn.causal;
-    a.key = attention_key(any);
+    a.heads = 1, a.ld[0] = a.ld[1] = a.d, a.ld[2] = a.ld[3] = a.dv_dim;
     return a;
 }
 
@@ -244,7 +254,7 @@ static const char c_fwd_text[] =
     "    const T *q, *k, *v;\n"
     "    T *y;\n"
     "    real *lse;\n"
-    "    int64_t Tq, Tk, D, Dv;\n"
+    "    int64_t Tq, Tk, D, Dv, H, ldq, ldk, ldv, ldo;\n"
     "    real scale;\n"
     "    int causal;\n"
     "    double p;\n"
@@ -262,6 +272,7 @@ static const char c_fwd_text[] =
     "    T *y = a->y;\n"
     "    real *lse = a->lse;\n"
     "    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv, nqt = (Tq + NNC_ATTN_BQ - 1) / NNC_ATTN_BQ;\n"
+    "    const int64_t H = a->H, ldq = a->ldq, ldk = a->ldk, ldv = a->ldv, ldo = a->ldo;\n"
     "    const real scale = a->scale;\n"
     "    const int causal = a->causal;\n"
     "    const double p = a->p;\n"
@@ -272,14 +283,14 @@ static const char c_fwd_text[] =
     "    real *Vr = Kt + D * TkP;                                    /* Vr[j][c]: TkP rows of Dv16 */\n"
     "    int64_t head = -1;\n"
     "    for (int64_t task = a->ntask * chunk / a->parts; task < a->ntask * (chunk + 1) / a->parts; task++) {\n"
-    "        const int64_t bh = task / nqt, q0 = task % nqt * NNC_ATTN_BQ;\n"
+    "        const int64_t bh = task / nqt, q0 = task % nqt * NNC_ATTN_BQ, b = bh / H, h = bh % H;\n"
     "        const int64_t nq = Tq - q0 < NNC_ATTN_BQ ? Tq - q0 : NNC_ATTN_BQ;\n"
     "        const int64_t kend = causal && q0 + nq < Tk ? q0 + nq : Tk;   /* row i sees keys j <= i */\n"
     "        real Qt[NNC_ATTN_BQ][NNC_ATTN_MAXD];\n"
     "        real acc[NNC_ATTN_BQ][NNC_ATTN_MAXD], S[NNC_ATTN_BQ][NNC_ATTN_BK], mx[NNC_ATTN_BQ], l[NNC_ATTN_BQ];\n"
     "        if (bh != head) {   /* past Tk, zeros from the allocation */\n"
     "            for (int64_t j = 0; j < Tk; j++) {\n"
-    "                const T *kr = k + (bh * Tk + j) * D, *vr = v + (bh * Tk + j) * Dv;\n"
+    "                const T *kr = k + (b * Tk + j) * ldk + h * D, *vr = v + (b * Tk + j) * ldv + h * Dv;\n"
     "                for (int64_t d = 0; d < D; d++) Kt[d * TkP + j] = NNC_LD(kr[d]);\n"
     "                for (int64_t c = 0; c < Dv; c++) Vr[j * Dv16 + c] = NNC_LD(vr[c]);\n"
     "            }\n"
@@ -290,7 +301,7 @@ static const char c_fwd_text[] =
     "            memset(acc[i], 0, sizeof(real) * (size_t)Dv16);\n"
     "        }\n"
     "        for (int64_t i = 0; i < nq; i++)\n"
-    "            for (int64_t d = 0; d < D; d++) Qt[i][d] = NNC_LD(q[(bh * Tq + q0 + i) * D + d]);\n"
+    "            for (int64_t d = 0; d < D; d++) Qt[i][d] = NNC_LD(q[(b * Tq + q0 + i) * ldq + h * D + d]);\n"
     "        for (int i = 0; i < NNC_ATTN_BQ; i++) mx[i] = -(real)INFINITY, l[i] = 0;\n"
     "        for (int64_t k0 = 0; k0 < kend; k0 += NNC_ATTN_BK) {\n"
     "            const int64_t nk = kend - k0 < NNC_ATTN_BK ? kend - k0 : NNC_ATTN_BK;\n"
@@ -322,18 +333,22 @@ static const char c_fwd_text[] =
     "        }\n"
     "        for (int64_t i = 0; i < nq; i++) {\n"
     "            if (y)\n"
-    "                for (int64_t c = 0; c < Dv; c++) y[(bh * Tq + q0 + i) * Dv + c] = NNC_ST(acc[i][c] / l[i]);\n"
-    "            if (lse) lse[bh * Tq + q0 + i] = mx[i] + LOG(l[i]);\n"
+    "                for (int64_t c = 0; c < Dv; c++) y[(b * Tq + q0 + i) * ldo + h * Dv + c] = NNC_ST(acc[i][c] / l[i]);\n"
+    "            if (lse) lse[(b * Tq + q0 + i) * H + h] = mx[i] + LOG(l[i]);\n"
     "        }\n"
     "    }\n"
     "    free(Kt);\n"
     "}\n"
-    "/* attention's forward over BH heads */\n"
-    "static void nnc_attn_fwd_@(const T *q, const T *k, const T *v, T *y, real *lse, int64_t BH, int64_t Tq,\n"
-    "                           int64_t Tk, int64_t D, int64_t Dv, real scale, int causal, double p,\n"
+    "/* attention's forward over BH heads, H a batch item: head bh's row i of q at\n"
+    " * q + (bh / H Tq + i) ldq + bh % H D, k's and v's alike, y's with ldo, lse's at\n"
+    " * (bh / H Tq + i) H + bh % H (H = 1 and ld the row's size: [BH, T, D] tensors) */\n"
+    "static void nnc_attn_fwd_@(const T *q, const T *k, const T *v, T *y, real *lse, int64_t BH, int64_t H,\n"
+    "                           int64_t ldq, int64_t ldk, int64_t ldv, int64_t ldo, int64_t Tq, int64_t Tk,\n"
+    "                           int64_t D, int64_t Dv, real scale, int causal, double p,\n"
     "                           unsigned long long seed, unsigned long long st) {\n"
     "    const int64_t ntask = BH * ((Tq + NNC_ATTN_BQ - 1) / NNC_ATTN_BQ);\n"
-    "    struct nnc_attn_fwd_@ a = {q, k, v, y, lse, Tq, Tk, D, Dv, scale, causal, p, seed, st, ntask, 1};\n"
+    "    struct nnc_attn_fwd_@ a = {q, k, v, y, lse, Tq, Tk, D, Dv, H, ldq, ldk, ldv, ldo,\n"
+    "                               scale, causal, p, seed, st, ntask, 1};\n"
     "    /* two chunks a thread: each runs its heads' tiles in turn and prepares a head once */\n"
     "    a.parts = nnc_attn_parts(ntask, BH * Tq * Tk * (D + Dv), 2);\n"
     "    nnc_pool_run(nnc_attn_fwd_chunk_@, &a, (int)a.parts);\n"
@@ -346,7 +361,7 @@ static const char c_bwd_text[] =
     "    const T *q, *k, *v, *dy;\n"
     "    const real *lse, *delta;\n"
     "    real *dq, *dk, *dv;\n"
-    "    int64_t Tq, Tk, D, Dv;\n"
+    "    int64_t Tq, Tk, D, Dv, H, ldq, ldk, ldv, ldo;\n"
     "    real scale;\n"
     "    int causal;\n"
     "    double p;\n"
@@ -363,6 +378,7 @@ static const char c_bwd_text[] =
     "    const real *lse = a->lse, *delta = a->delta;\n"
     "    real *dq = a->dq, *dk = a->dk, *dv = a->dv;\n"
     "    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv;\n"
+    "    const int64_t H = a->H, ldq = a->ldq, ldk = a->ldk, ldv = a->ldv, ldo = a->ldo;\n"
     "    const real scale = a->scale;\n"
     "    const int causal = a->causal;\n"
     "    const double p = a->p;\n"
@@ -374,14 +390,15 @@ static const char c_bwd_text[] =
     "    real *Kr = Kt + D * TkP, *Vt = Kr + TkP * D16, *Qh = Vt + Dv * TkP, *Oh = Qh + TqP * D16, *dQ = Oh + TqP * Dv16;\n"
     "    struct nnc_attn_work *w = nnc_attn_alloc(sizeof *w);\n"
     "    for (int64_t bh = a->ntask * chunk / a->parts; bh < a->ntask * (chunk + 1) / a->parts; bh++) {\n"
+    "        const int64_t b = bh / H, h = bh % H;\n"
     "        for (int64_t j = 0; j < Tk; j++) {   /* Kt[d][j], Kr[j][d], Vt[c][j]; past Tk, zeros */\n"
-    "            const T *kr = k + (bh * Tk + j) * D, *vr = v + (bh * Tk + j) * Dv;\n"
+    "            const T *kr = k + (b * Tk + j) * ldk + h * D, *vr = v + (b * Tk + j) * ldv + h * Dv;\n"
     "            for (int64_t d = 0; d < D; d++) Kt[d * TkP + j] = Kr[j * D16 + d] = NNC_LD(kr[d]);\n"
     "            for (int64_t c = 0; c < Dv; c++) Vt[c * TkP + j] = NNC_LD(vr[c]);\n"
     "        }\n"
     "        for (int64_t i = 0; i < Tq; i++) {   /* Qh[i][d], Oh[i][c]; past Tq, zeros */\n"
-    "            for (int64_t d = 0; d < D; d++) Qh[i * D16 + d] = NNC_LD(q[(bh * Tq + i) * D + d]);\n"
-    "            for (int64_t c = 0; c < Dv; c++) Oh[i * Dv16 + c] = NNC_LD(dy[(bh * Tq + i) * Dv + c]);\n"
+    "            for (int64_t d = 0; d < D; d++) Qh[i * D16 + d] = NNC_LD(q[(b * Tq + i) * ldq + h * D + d]);\n"
+    "            for (int64_t c = 0; c < Dv; c++) Oh[i * Dv16 + c] = NNC_LD(dy[(b * Tq + i) * ldo + h * Dv + c]);\n"
     "        }\n"
     "        if (dq) memset(dQ, 0, sizeof(real) * (size_t)(TqP * D16));\n"
     "        for (int64_t k0 = 0; k0 < Tk; k0 += NNC_ATTN_BK) {\n"
@@ -400,7 +417,8 @@ static const char c_bwd_text[] =
     "                nnc_attn_mm_nt(w->dP, Oi, Dv16, Vt + k0, TkP, Dv, kn);\n"
     "                for (int64_t i = 0; i < NNC_ATTN_BQ; i++) {   /* S becomes P M, dP becomes dS */\n"
     "                    const int64_t row = q0 + i, jn = i < nq ? nnc_attn_seen(row, k0, nk, causal) : 0;\n"
-    "                    const real L = i < nq ? lse[bh * Tq + row] : 0, Di = i < nq ? delta[bh * Tq + row] : 0;\n"
+    "                    const int64_t at = (b * Tq + row) * H + h;\n"
+    "                    const real L = i < nq ? lse[at] : 0, Di = i < nq ? delta[at] : 0;\n"
     "                    real *restrict sr = w->S[i], *restrict dr = w->dP[i];\n"
     "                    if (p > 0)\n"
     "                        for (int64_t j = 0; j < kn16; j++) {\n"
@@ -421,22 +439,24 @@ static const char c_bwd_text[] =
     "                if (dq) nnc_attn_mm_nn(dQ + q0 * D16, D16, (const real (*)[NNC_ATTN_BK])w->dP, Kr + k0 * D16, D16, D, kn);\n"
     "            }\n"
     "            for (int64_t j = 0; j < nk; j++) {\n"
-    "                if (dk) memcpy(dk + (bh * Tk + k0 + j) * D, w->dK[j], sizeof(real) * (size_t)D);\n"
-    "                if (dv) memcpy(dv + (bh * Tk + k0 + j) * Dv, w->dV[j], sizeof(real) * (size_t)Dv);\n"
+    "                if (dk) memcpy(dk + (b * Tk + k0 + j) * ldk + h * D, w->dK[j], sizeof(real) * (size_t)D);\n"
+    "                if (dv) memcpy(dv + (b * Tk + k0 + j) * ldv + h * Dv, w->dV[j], sizeof(real) * (size_t)Dv);\n"
     "            }\n"
     "        }\n"
     "        if (dq)\n"
-    "            for (int64_t i = 0; i < Tq; i++) memcpy(dq + (bh * Tq + i) * D, dQ + i * D16, sizeof(real) * (size_t)D);\n"
+    "            for (int64_t i = 0; i < Tq; i++) memcpy(dq + (b * Tq + i) * ldq + h * D, dQ + i * D16, sizeof(real) * (size_t)D);\n"
     "    }\n"
     "    free(w);\n"
     "    free(Kt);\n"
     "}\n"
-    "/* attention's gradients over BH heads */\n"
+    "/* attention's gradients over BH heads, laid out as the forward's (dq as q, dy as y, delta as\n"
+    " * lse) */\n"
     "static void nnc_attn_bwd_@(const T *q, const T *k, const T *v, const T *dy, const real *lse, const real *delta,\n"
-    "                           real *dq, real *dk, real *dv, int64_t BH, int64_t Tq, int64_t Tk, int64_t D,\n"
-    "                           int64_t Dv, real scale, int causal, double p, unsigned long long seed,\n"
-    "                           unsigned long long st) {\n"
-    "    struct nnc_attn_bwd_@ a = {q, k, v, dy, lse, delta, dq, dk, dv, Tq, Tk, D, Dv, scale, causal, p, seed, st, BH, 1};\n"
+    "                           real *dq, real *dk, real *dv, int64_t BH, int64_t H, int64_t ldq, int64_t ldk,\n"
+    "                           int64_t ldv, int64_t ldo, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,\n"
+    "                           real scale, int causal, double p, unsigned long long seed, unsigned long long st) {\n"
+    "    struct nnc_attn_bwd_@ a = {q, k, v, dy, lse, delta, dq, dk, dv, Tq, Tk, D, Dv, H, ldq, ldk,\n"
+    "                               ldv, ldo, scale, causal, p, seed, st, BH, 1};\n"
     "    /* heads cost alike: two chunks a thread balance them, and each chunk allocates its work\n"
     "     * tiles and a head's operands once, not once a head */\n"
     "    a.parts = nnc_attn_parts(BH, BH * Tq * Tk * (D + Dv), 2);\n"
@@ -493,10 +513,14 @@ static void render_heads(Str *s, const AttnGeom *a) {
     else str_printf(s, "%lldLL", (long long)a->lead);
 }
 
-/* A pointer argument: node x's buffer, or NULL. */
-static void ptr_arg(const Kernel *k, int x) {
+/* A pointer argument: node x's buffer from element col, or NULL. */
+static void ptr_arg(const Kernel *k, int x, int64_t col) {
     if (x < 0) str_puts(k->s, "NULL");
-    else k->d->ptr(k, k->s, x);
+    else if (col) {
+        str_puts(k->s, "(");
+        k->d->ptr(k, k->s, x);
+        str_printf(k->s, " + %lld)", (long long)col);
+    } else k->d->ptr(k, k->s, x);
     str_puts(k->s, ", ");
 }
 
@@ -517,14 +541,17 @@ void attention_render_c(const Kernel *k, const Launch *L) {
     char sc[RENDER_NUM_LEN], pp[RENDER_NUM_LEN];
     str_printf(k->s, "    nnc_attn_%s_%s(", a.backward ? "bwd" : "fwd", sfx);
     const int args[] = {a.q, a.k, a.v, a.dy, a.lse, a.delta, a.dq, a.dk, a.dv};
+    const int64_t col[] = {a.col[0], a.col[1], a.col[2], 0, 0, 0, a.col[0], a.col[1], a.col[2]};
     if (a.backward)
-        for (size_t i = 0; i < NNC_COUNTOF(args); i++) ptr_arg(k, args[i]);
+        for (size_t i = 0; i < NNC_COUNTOF(args); i++) ptr_arg(k, args[i], col[i]);
     else {
-        for (int i = 0; i < 3; i++) ptr_arg(k, args[i]);
-        ptr_arg(k, a.y);
-        ptr_arg(k, a.lse_out);
+        for (int i = 0; i < 3; i++) ptr_arg(k, args[i], col[i]);
+        ptr_arg(k, a.y, 0);
+        ptr_arg(k, a.lse_out, 0);
     }
     render_heads(k->s, &a);
+    str_printf(k->s, ", %lld, %lld, %lld, %lld, %lld", (long long)a.heads, (long long)a.ld[0], (long long)a.ld[1],
+               (long long)a.ld[2], (long long)a.ld[3]);
     str_printf(k->s, ", %lld, %lld, %lld, %lld, (real)%s, %d, %s, (unsigned long long)m->seed, ", (long long)a.tq,
                (long long)a.tk, (long long)a.d, (long long)a.dv_dim, render_num(sc, a.scale), a.causal,
                render_num(pp, drop ? a.dropout : 0));
@@ -857,6 +884,7 @@ typedef struct {
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
+    assert(a.heads == 1); /* [..., T, D] operands: passes/attn_layout.c runs for the CPU only */
     AttnConfig c = {a.backward, a.causal, storage_of(g->nodes[a.q].dtype), attention_tiles(&a, f64), a.d, a.dv_dim,
                     a.tq,       a.tk};
     return c;

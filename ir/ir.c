@@ -326,6 +326,9 @@ static void ir_print_attr(const Node *n, FILE *f) {
     case ATTR_ATTN:
         fprintf(f, " scale=%g%s", a->attn.scale, a->attn.causal ? " causal" : "");
         if (a->attn.dropout > 0) fprintf(f, " dropout=%g key=%d", a->attn.dropout, attention_key(n));
+        if (a->attn.heads)
+            fprintf(f, " heads=%d%s cols=%d,%d,%d", a->attn.heads, a->attn.packed ? " packed" : "", a->attn.col[0],
+                    a->attn.col[1], a->attn.col[2]);
         break;
     }
 }
@@ -378,7 +381,9 @@ void ir_print(const Graph *g, FILE *f, const bool *live) {
 
 /* q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv] with the same leading axes, and the node's
  * shape (and a gradient's dy, lse and delta) what they give. */
+static bool attention_rows_ok(const Graph *g, const Node *n);
 static bool attention_shapes_ok(const Graph *g, const Node *n) {
+    if (n->attr.attn.heads) return attention_rows_ok(g, n);
     const Shape *q = &g->nodes[n->in[0]].shape, *k = &g->nodes[n->in[1]].shape, *v = &g->nodes[n->in[2]].shape;
     int r = q->rank;
     if (r < 2 || k->rank != r || v->rank != r) return false;
@@ -394,6 +399,31 @@ static bool attention_shapes_ok(const Graph *g, const Node *n) {
         !shape_eq(g->nodes[n->in[5]].shape, row))
         return false;
     return shape_eq(n->shape, n->op == OP_SDPA_DQ ? *q : n->op == OP_SDPA_DK ? *k : *v);
+}
+
+/* heads H (passes/attn_layout.c): q, k and v [B, T, W] tensors whose columns col + [0, H hd)
+ * (v: H hdv) are the heads' rows, all three one tensor they tile where packed; the node [B, Tq,
+ * H hdv] (y), [B, Tq, H] (lse) or its operand's shape (a gradient; packed: the one gradient). */
+static bool attention_rows_ok(const Graph *g, const Node *n) {
+    const int64_t H = n->attr.attn.heads, w[3] = {H * n->attr.attn.hd, H * n->attr.attn.hd, H * n->attr.attn.hdv};
+    const Shape *x[3];
+    for (int j = 0; j < 3; j++) {
+        x[j] = &g->nodes[n->in[j]].shape;
+        if (x[j]->rank != 3 || x[j]->d[0] != g->nodes[n->in[0]].shape.d[0] || n->attr.attn.col[j] < 0 ||
+            n->attr.attn.col[j] + w[j] > x[j]->d[2] || (!n->attr.attn.packed && x[j]->d[2] != w[j]))
+            return false;
+    }
+    if (n->attr.attn.hd <= 0 || n->attr.attn.hdv <= 0 || x[1]->d[1] != x[2]->d[1]) return false;
+    if (n->attr.attn.packed && (n->in[1] != n->in[0] || n->in[2] != n->in[0] || w[0] + w[1] + w[2] != x[0]->d[2]))
+        return false;
+    Shape y = {3, {x[0]->d[0], x[0]->d[1], w[2]}}, row = {3, {x[0]->d[0], x[0]->d[1], H}};
+    if (n->op == OP_SDPA) return shape_eq(n->shape, y);
+    if (n->op == OP_SDPA_LSE) return shape_eq(n->shape, row);
+    if (!shape_eq(g->nodes[n->in[3]].shape, y) || !shape_eq(g->nodes[n->in[4]].shape, row) ||
+        !shape_eq(g->nodes[n->in[5]].shape, row))
+        return false;
+    if (n->attr.attn.packed && n->op != OP_SDPA_DQ) return false;
+    return shape_eq(n->shape, *x[n->op == OP_SDPA_DQ ? 0 : n->op == OP_SDPA_DK ? 1 : 2]);
 }
 
 static bool verify_fail(const Graph *g, int i, const char *pass, const char *what) {

@@ -165,6 +165,16 @@ typedef union {
         bool causal; /* query i attends keys j <= i (torch's is_causal: top-left aligned) */
         int32_t key; /* the forward node whose origin keys the dropout mask, or -1 for this
                         node's own (the forward's): its gradients draw the same mask */
+        /* Where the operands lie (passes/attn_layout.c).  heads 0: q, k, v, y and their
+         * gradients are [..., T, D] tensors of their own.  heads H > 0: each is H heads side by
+         * side in the rows of a [B, T, W] tensor, as a projection writes them before a model's
+         * view(B, T, H, D).transpose(1, 2): q at columns col[0] + h hd, k at col[1] + h hd, v
+         * at col[2] + h hdv; y, dy and the node are [B, T, H hdv]; lse and delta [B, T, H].
+         * packed: q, k and v are one tensor (in[0..2] alike) whose columns they tile, and the
+         * backward is one node, its gradient (SDPA_DQ, of that tensor's shape). */
+        int32_t heads, hd, hdv;
+        int32_t col[3];
+        bool packed;
     } attn;
 } Attr;
 

@@ -535,18 +535,24 @@ static void grad_cross_entropy(Ad *A, int id, int g) {
  * again from the forward's key. */
 static void grad_sdpa(Ad *A, int id, int g) {
     const Node n = A->g->nodes[id]; /* a copy: adding nodes may move the array */
-    Shape row = n.shape;
+    Shape row = n.shape, heads = n.shape; /* heads: y's rows as [..., H, Dv] (attn_layout.c) */
     row.rank--;
+    const int32_t H = n.attr.attn.heads;
+    if (H) {
+        row.d[row.rank++] = H;
+        heads.d[heads.rank - 1] = H, heads.d[heads.rank++] = n.attr.attn.hdv;
+    }
     int lse = graph_node_at(A->g, OP_SDPA_LSE, 3, n.in, row, DT_F32, &n);
     A->g->nodes[lse].attr = n.attr;
     Node like = ad_like(A);
     int gy[2] = {g, id};
     int prod = graph_node_at(A->g, OP_MUL, 2, gy, n.shape, DT_F32, &like);
+    if (H) prod = mk(A, OP_RESHAPE, 1, &prod, heads);
     int delta = mk(A, OP_SUM, 1, &prod, row);
-    A->g->nodes[delta].attr.axes.mask = 1u << (n.shape.rank - 1);
+    A->g->nodes[delta].attr.axes.mask = 1u << (A->g->nodes[prod].shape.rank - 1);
     int in[6] = {n.in[0], n.in[1], n.in[2], g, lse, delta};
     static const Op back[3] = {OP_SDPA_DQ, OP_SDPA_DK, OP_SDPA_DV};
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < (n.attr.attn.packed ? 1 : 3); j++) { /* packed: one gradient, all three */
         if (!A->needs[n.in[j]]) continue;
         int d = mk(A, back[j], 6, in, A->g->nodes[n.in[j]].shape);
         A->g->nodes[d].attr = n.attr;

@@ -143,6 +143,9 @@ int64_t program_act_base(const Program *p, Device d);
 
 /* graph-wide passes */
 bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); false: nothing to do */
+/* attention whose operands are heads side by side in a projection's rows reads them there
+ * (CPU); true when it moved any */
+bool pass_attn_layout(Graph *g);
 void pass_autograd(Graph *g, const ScalerConfig *scaler); /* seeded with the loss scale, if on */
 void pass_accumulate(Graph *g, int k); /* accumulate = k > 1: gradients summed over micro-batches */
 void pass_allreduce(Graph *g);                  /* data-parallel runs only */

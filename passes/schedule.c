@@ -62,8 +62,10 @@ static bool attention_same(const Node *a, const Node *b) {
     if (fwd_a != fwd_b || a->nin != b->nin) return false;
     for (int j = 0; j < a->nin; j++)
         if (a->in[j] != b->in[j]) return false;
-    return a->attr.attn.scale == b->attr.attn.scale && a->attr.attn.dropout == b->attr.attn.dropout &&
-        a->attr.attn.causal == b->attr.attn.causal;
+    const Attr *x = &a->attr, *y = &b->attr;
+    return x->attn.scale == y->attn.scale && x->attn.dropout == y->attn.dropout && x->attn.causal == y->attn.causal &&
+        x->attn.heads == y->attn.heads && x->attn.hd == y->attn.hd && x->attn.hdv == y->attn.hdv &&
+        x->attn.packed == y->attn.packed && !memcmp(x->attn.col, y->attn.col, sizeof x->attn.col);
 }
 
 /* Whether a node before `end` in group grp is an `op` (a launch computes one of each). */

@@ -349,6 +349,107 @@ def check_half(a, tmp, precision):
     return errs
 
 
+# Heads side by side in a projection's rows, as nanoGPT writes attention (passes/attn_layout.c
+# reads them there on the CPU): name, B, Tq, Tk, C, H, D, Dv, split order (packed: one projection
+# split into the pieces named, else q from x and k, v from z, each its own), the call's options,
+# causal, scale, dropout.
+ROWS = [
+    ("rows_packed", 2, 37, 37, 6, 3, 8, 8, "qkv", "is_causal = true", True, None, 0),
+    ("rows_order", 2, 9, 9, 5, 2, 4, 4, "vqk", "scale = 0.3", False, 0.3, 0),
+    ("rows_cross", 2, 12, 7, 5, 2, 4, 6, "", "is_causal = true", True, None, 0),
+    ("rows_dropout", 1, 11, 11, 5, 2, 6, 6, "kqv", "dropout_p = 0.25, is_causal = true", True, None, 0.25),
+]
+
+
+def rows_model(case):
+    _, B, Tq, Tk, C, H, D, Dv, order, opts = case[:10]
+    lines = ["input x: f32[B, %d, %d]" % (Tq, C)]
+    if order:
+        lines += ["param W: f32[%d, %d] = zeros()" % (C, 3 * H * D), "param P: f32[%d] = zeros()" % (3 * H * D),
+                  "%s, %s, %s = (x @ W + P).split(%d, dim = 2)" % (tuple(order) + (H * D,))]
+    else:
+        lines += ["input z: f32[B, %d, %d]" % (Tk, C)]
+        lines += ["param W%s: f32[%d, %d] = zeros()" % (n, C, H * w) for n, w in (("q", D), ("k", D), ("v", Dv))]
+        lines += ["param P: f32[%d] = zeros()" % (H * D), "q = x @ Wq + P", "k = z @ Wk", "v = tanh(z @ Wv)"]
+    for n, T, w in (("q", Tq, D), ("k", Tk, D), ("v", Tk, Dv)):
+        lines.append("%s = %s.view(B, %d, %d, %d).transpose(1, 2)" % (n, n, T, H, w))
+    lines += ["param c: f32[%d, %d] = zeros()" % (Tq, H * Dv),
+              "att = scaled_dot_product_attention(q, k, v, %s)" % opts,
+              "output out = att.transpose(1, 2).contiguous().view(B, %d, %d)" % (Tq, H * Dv),
+              "loss = sum(tanh(out) * c)",
+              "train {\n    data x = npy(\"x.npy\")\n%s    batch = %d\n    minimize loss\n}"
+              % ("" if order else "    data z = npy(\"z.npy\")\n", B)]
+    return "\n".join(lines) + "\n"
+
+
+def rows_params(case):
+    return ["W", "P", "c"] if case[8] else ["Wq", "Wk", "Wv", "P", "c"]
+
+
+def rows_torch(case, vals, keep=None):
+    _, B, Tq, Tk, C, H, D, Dv, order = case[:9]
+    t = {n: torch.tensor(v, dtype=torch.float64, requires_grad=n in rows_params(case)) for n, v in vals.items()}
+    if order:
+        parts = dict(zip(order, (t["x"] @ t["W"] + t["P"]).split(H * D, dim=2)))
+        q, k, v = parts["q"], parts["k"], parts["v"]
+    else:
+        q, k, v = t["x"] @ t["Wq"] + t["P"], t["z"] @ t["Wk"], torch.tanh(t["z"] @ t["Wv"])
+    q, k, v = (a.view(B, T, H, w).transpose(1, 2) for a, T, w in ((q, Tq, D), (k, Tk, D), (v, Tk, Dv)))
+    want = {}
+    for name, kp in (("loss", keep), ("out", None)):
+        out = sdpa(q, k, v, case[10], case[11], kp).transpose(1, 2).reshape(B, Tq, H * Dv)
+        if name == "out":
+            want["out"] = out.detach().numpy()
+            continue
+        loss = (torch.tanh(out) * t["c"]).sum()
+        loss.backward()
+        want["loss"] = np.array(loss.item())
+    for n in rows_params(case):
+        want["grad." + n] = t[n].grad.numpy()
+    return want
+
+
+def check_rows(a, tmp, case, precision, fused):
+    """The model fused (the heads read in place; the IR must say so) and unfused (permutes and
+    slices as written), against torch on the same weights."""
+    _, B, Tq, Tk, C, H, D, Dv, order = case[:9]
+    dt = np.float64 if precision == "f64" else np.float32
+    vals = {"x": rng.standard_normal((B, Tq, C)), "c": rng.standard_normal((Tq, H * Dv))}
+    if order:
+        vals.update(W=rng.standard_normal((C, 3 * H * D)) * 0.6, P=rng.standard_normal(3 * H * D) * 0.5)
+    else:
+        vals.update(z=rng.standard_normal((B, Tk, C)), Wq=rng.standard_normal((C, H * D)) * 0.6,
+                    Wk=rng.standard_normal((C, H * D)) * 0.6, Wv=rng.standard_normal((C, H * Dv)) * 0.6,
+                    P=rng.standard_normal(H * D) * 0.5)
+    vals = {n: v.astype(dt).astype(np.float64) for n, v in vals.items()}
+    seed = 1234
+    extra = (["--f64"] if precision == "f64" else []) + ([] if fused else ["--no-fuse"]) + ["--seed", str(seed)]
+    d = os.path.join(tmp, "%s_%s_%d" % (case[0], precision, fused))
+    src = rows_model(case)
+    global PARAMS
+    saved, PARAMS = PARAMS, rows_params(case)
+    try:
+        got = run(a, d, src, vals, dt, extra, ["x"] if order else ["x", "z"])
+    finally:
+        PARAMS = saved
+    if isinstance(got, str):
+        return [got]
+    errs = []
+    ir = subprocess.run([a.nnc, os.path.join(d, "m.nn"), "--emit", "ir"] + ([] if fused else ["--no-fuse"]) +
+                        (["--target", "cuda"] if a.cuda else []), capture_output=True, text=True).stdout
+    laid = re.search(r"= attention .* heads=%d%s cols" % (H, " packed" if order else ""), ir)
+    if bool(laid) != (fused and not a.cuda):
+        errs.append("the IR %s the heads in place:\n%s" % ("does not read" if not laid else "reads",
+                                                          "\n".join(l for l in ir.splitlines() if "attention" in l)))
+    keep = None
+    if case[12]:
+        key = attention_key(a.nnc, os.path.join(d, "m.nn"))
+        if key is None:
+            return errs + ["expected one attention with dropout in the IR"]
+        keep = torch.tensor(philox_keep(seed, key, case[12], B * H * Tq * Tk).reshape(B, H, Tq, Tk))
+    return errs + compare(got, rows_torch(case, vals, keep), TOL[precision])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-model", required=True)
@@ -372,6 +473,13 @@ def main():
                 for fused in (True, False) if precision == "f64" and case[0] in FULL else (True,):
                     report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
                            check_case(a, tmp, case, precision, fused))
+        for case in ROWS:
+            if a.k not in case[0]:
+                continue
+            for precision in ("f32",) if a.cuda else ("f64", "f32"):
+                for fused in (True, False) if precision == "f64" else (True,):
+                    report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
+                           check_rows(a, tmp, case, precision, fused))
         if a.k in "dropout":
             for p, causal, seed in ((0.3, False, 7), (0.5, True, 123456789012345)):
                 report("dropout mask p=%s causal=%d" % (p, causal), check_mask(a, tmp, p, causal, seed))
