@@ -88,7 +88,9 @@ static void place(Graph *g, int id, int **users, const int *nusers) {
     if (q->d[1] != k->d[1] || k->d[1] != v->d[1]) return; /* the same heads (no grouped keys) */
     for (int u = 0; u < nusers[id]; u++) {
         const Node *p = &g->nodes[users[id][u]];
-        if (p->op != OP_PERMUTE || p->attr.perm.p[0] != 0 || p->attr.perm.p[1] != 2 || p->attr.perm.p[2] != 1 || p->attr.perm.p[3] != 3) return;
+        if (p->op != OP_PERMUTE || p->attr.perm.p[0] != 0 || p->attr.perm.p[1] != 2 || p->attr.perm.p[2] != 1 ||
+            p->attr.perm.p[3] != 3)
+            return;
     }
     int32_t col[3] = {0, 0, 0};
     int x = packed_source(g, s, col);

@@ -532,7 +532,9 @@ static void grad_cross_entropy(Ad *A, int id, int g) {
 /* Attention's backward as FlashAttention-2's: the gradients recompute the weights from q, k and
  * each row's logsumexp, which the forward launch writes beside y (attention_lse, a forward node),
  * with delta = sum(dy * y) over each row (an ordinary reduction).  Its dropout mask is drawn
- * again from the forward's key. */
+ * again from the forward's key.  With the heads in a projection's rows (passes/attn_layout.c)
+ * lse and delta are [B, T, H], delta summing dy and y viewed [B, T, H, Dv], and a packed
+ * attention has one gradient, of the projection's whole output. */
 static void grad_sdpa(Ad *A, int id, int g) {
     const Node n = A->g->nodes[id]; /* a copy: adding nodes may move the array */
     Shape row = n.shape, heads = n.shape; /* heads: y's rows as [..., H, Dv] (attn_layout.c) */
@@ -546,8 +548,9 @@ static void grad_sdpa(Ad *A, int id, int g) {
     A->g->nodes[lse].attr = n.attr;
     Node like = ad_like(A);
     int gy[2] = {g, id};
-    int prod = graph_node_at(A->g, OP_MUL, 2, gy, n.shape, DT_F32, &like);
-    if (H) prod = mk(A, OP_RESHAPE, 1, &prod, heads);
+    if (H) /* the views first: the product then fuses into the sum's launch */
+        for (int j = 0; j < 2; j++) gy[j] = mk(A, OP_RESHAPE, 1, &gy[j], heads);
+    int prod = graph_node_at(A->g, OP_MUL, 2, gy, A->g->nodes[gy[0]].shape, DT_F32, &like);
     int delta = mk(A, OP_SUM, 1, &prod, row);
     A->g->nodes[delta].attr.axes.mask = 1u << (A->g->nodes[prod].shape.rank - 1);
     int in[6] = {n.in[0], n.in[1], n.in[2], g, lse, delta};

@@ -9,6 +9,8 @@
  *                       cross_entropy + its gradient in one row-wise launch, one in-place kernel
  *                       per parameter update (sgd, sgd with momentum, adam); no fusion across a
  *                       matmul, a reduction, a reshape or a copy; --no-fuse: one launch per op
+ *   attention layout    split / view / transpose around fused attention: read in place on the
+ *                       CPU (packed, no permute, slice or concat), as written for CUDA and unfused
  *   attention           nanoGPT's causal self-attention: the split's gradient one concat, permutes
  *                       composed (one per tensor), the causal mask fused into the kernel that
  *                       applies it, transposes of the last two axes folded into products
@@ -382,6 +384,59 @@ static void test_attention(void) {
             CHECK(e->group[n->in[2]] == e->group[i], "attention: masked_fill %%%d in the kernel that scales att", i);
     }
     check_plan(c, "attention.nn");
+}
+
+/* nanoGPT's flash path: split, view, transpose around scaled_dot_product_attention.  On the CPU
+ * (fused) attention reads the heads in the projection's rows: no slice, permute or concat is
+ * computed, the forward node is packed with the pieces' columns, and the backward is one node of
+ * the projection's shape; for CUDA, and with --no-fuse, the permutes stay. */
+static void test_attention_layout(void) {
+    const char *src = "input x: f32[B, 5, 8]\n"
+                      "param W: f32[8, 24] = normal(0, 0.3)\n"
+                      "k, q, v = (x @ W).split(8, dim = 2)\n"
+                      "q = q.view(B, 5, 2, 4).transpose(1, 2)\n"
+                      "k = k.view(B, 5, 2, 4).transpose(1, 2)\n"
+                      "v = v.view(B, 5, 2, 4).transpose(1, 2)\n"
+                      "y = scaled_dot_product_attention(q, k, v, is_causal = true)\n"
+                      "y = y.transpose(1, 2).contiguous().view(B, 5, 8)\n"
+                      "loss = mean(y * y)\n"
+                      "train {\n    data x = randn(8, 5, 8)\n    batch = 4\n    minimize loss\n}\n";
+    for (int t = 0; t < 3; t++) { /* cpu, cuda, cpu --no-fuse */
+        Compiled *c = compile_src("layout.nn", src, (Opts){.target = t == 1 ? DEV_CUDA : DEV_CPU, .no_fuse = t == 2});
+        const char *what = t == 0 ? "cpu" : t == 1 ? "cuda" : "cpu --no-fuse";
+        CHECK(c->ok, "layout.nn compiles (%s), found:\n%s", what, c->diag_text);
+        if (!c->ok) continue;
+        Graph *g = c->p.g;
+        Entry *e = train_entry(c);
+        int moves = 0, sdpa = -1, grads = 0;
+        for (int i = 0; i < g->n; i++) {
+            if (!e->live[i]) continue;
+            Op op = g->nodes[i].op;
+            moves += op == OP_PERMUTE || op == OP_SLICE || op == OP_CONCAT;
+            if (op == OP_SDPA) sdpa = i;
+            grads += op == OP_SDPA_DQ || op == OP_SDPA_DK || op == OP_SDPA_DV;
+        }
+        CHECK(sdpa >= 0, "layout.nn (%s): a fused attention", what);
+        if (sdpa < 0) continue;
+        const Node *n = &g->nodes[sdpa];
+        if (t == 0) {
+            CHECK(moves == 0, "layout.nn (cpu): no slice, permute or concat computed, found %d", moves);
+            CHECK(n->attr.attn.heads == 2 && n->attr.attn.packed && n->attr.attn.col[0] == 8 &&
+                      n->attr.attn.col[1] == 0 && n->attr.attn.col[2] == 16 && n->in[0] == n->in[1] &&
+                      n->in[1] == n->in[2],
+                  "layout.nn (cpu): attention packed, 2 heads, q k v at columns 8 0 16 of one tensor; found heads %d "
+                  "packed %d cols %d %d %d",
+                  n->attr.attn.heads, n->attr.attn.packed, n->attr.attn.col[0], n->attr.attn.col[1],
+                  n->attr.attn.col[2]);
+            CHECK(grads == 1, "layout.nn (cpu): one attention gradient node, found %d", grads);
+        } else {
+            CHECK(
+                n->attr.attn.heads == 0 && moves >= 7 && grads == 3,
+                "layout.nn (%s): the heads as written (permutes, 3 gradients); found heads %d, %d moves, %d gradients",
+                what, n->attr.attn.heads, moves, grads);
+        }
+        check_plan(c, "layout.nn");
+    }
 }
 
 /* ---- repeated layers ----------------------------------------------------------------------- */
@@ -913,6 +968,7 @@ int main(void) {
     test_fusion_mlp();
     test_fusion_barriers();
     test_attention();
+    test_attention_layout();
     test_repeat_gpt();
     test_repeat_forms();
     test_cuda();
