@@ -2,7 +2,8 @@
  *
  * Walking from the last node back, each node that needs a kernel starts a group; an
  * elementwise group (or a reduction's input side) then absorbs every elementwise producer
- * whose users are all already in the group, repeating until nothing changes.  That rule keeps
+ * whose users are all already in the group (or, into an elementwise group, one it can write
+ * out: written_out), repeating until nothing changes.  That rule keeps
  * groups convex (no path leaves a group and comes back), so the launches can always be ordered,
  * and it never duplicates work.  Inside a group, a smaller operand is evaluated at its own
  * broadcast index, which depends only on its shape, so every member is computed once per point.
@@ -40,10 +41,26 @@ static bool is_entry_output(Fuse *F, int x) {
     return false;
 }
 
-static bool absorbable(Fuse *F, int x, int grp) {
+/* A producer something outside the group reads too: the group computes it and writes it out, so
+ * its users outside read it as before and the group does not (gpt.nn's bias add before GELU,
+ * whose value GELU's gradient reads: one pass over 4 MB a layer fewer).  Only into an
+ * elementwise group of its own shape (each point written once), and only where every user
+ * outside comes after the group's root: node ids follow the dependencies (ir_verify), so no such
+ * user can lead back into the group, which stays convex. */
+static bool written_out(Fuse *F, int x, int root) {
+    const Graph *g = F->g;
+    if (op_info[g->nodes[root].op].kind != OK_EW || !shape_eq(g->nodes[x].shape, g->nodes[root].shape)) return false;
+    for (int k = 0; k < F->nusers[x]; k++) {
+        int u = F->users[x][k];
+        if (F->e->live[u] && F->e->group[u] != F->e->group[root] && u < root) return false;
+    }
+    return true;
+}
+
+static bool absorbable(Fuse *F, int x, int grp, int root) {
     const Node *n = &F->g->nodes[x];
     return F->enable && F->e->live[x] && F->e->group[x] == -1 && op_info[n->op].kind == OK_EW && !op_permutes(n->op) &&
-        !is_entry_output(F, x) && live_users_in(F, x, grp);
+        !is_entry_output(F, x) && (live_users_in(F, x, grp) || written_out(F, x, root));
 }
 
 /* Absorbs producers into the group until nothing changes.  Membership only grows and makes
@@ -58,7 +75,7 @@ static void grow(Fuse *F, int root, int grp) {
         for (int k = 0; k < n; k++) {
             const Node *nd = &F->g->nodes[members[k]];
             for (int j = 0; j < nd->nin; j++)
-                if (absorbable(F, nd->in[j], grp)) {
+                if (absorbable(F, nd->in[j], grp, root)) {
                     F->e->group[nd->in[j]] = grp;
                     if (n == cap) members = xrealloc(members, (size_t)(cap *= 2) * sizeof(int));
                     members[n++] = nd->in[j];

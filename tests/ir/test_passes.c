@@ -9,6 +9,7 @@
  *                       cross_entropy + its gradient in one row-wise launch, one in-place kernel
  *                       per parameter update (sgd, sgd with momentum, adam); no fusion across a
  *                       matmul, a reduction, a reshape or a copy; --no-fuse: one launch per op
+ *   written out         a bias add read by GELU's gradient too shares GELU's kernel, written out
  *   attention layout    split / view / transpose around fused attention: read in place on the
  *                       CPU (packed, no permute, slice or concat), as written for CUDA and unfused
  *   attention           nanoGPT's causal self-attention: the split's gradient one concat, permutes
@@ -436,6 +437,39 @@ static void test_attention_layout(void) {
                 what, n->attr.attn.heads, moves, grads);
         }
         check_plan(c, "layout.nn");
+    }
+}
+
+/* A producer read outside its consumer's kernel too is computed in that kernel and written out:
+ * the bias add before GELU (whose gradient reads the pre-activation) shares GELU's launch, which
+ * writes both; on both targets.  (Into an elementwise kernel only: GELU here feeds a product.) */
+static void test_fusion_written_out(void) {
+    const char *src = "input x: f32[B, 6]\n"
+                      "param W: f32[6, 5] = normal(0, 0.3)\n"
+                      "param b: f32[5] = zeros()\n"
+                      "param V: f32[5, 3] = normal(0, 0.3)\n"
+                      "loss = mean(gelu(x @ W + b) @ V)\n"
+                      "train {\n    data x = randn(8, 6)\n    batch = 4\n    minimize loss\n}\n";
+    for (int t = 0; t < 2; t++) {
+        Compiled *c = compile_src("written.nn", src, (Opts){.target = (Device)t});
+        CHECK(c->ok, "written.nn compiles, found:\n%s", c->diag_text);
+        if (!c->ok) continue;
+        Graph *g = c->p.g;
+        Entry *e = train_entry(c);
+        for (int i = 0; i < g->n; i++) {
+            if (!e->live[i] || g->nodes[i].op != OP_GELU || g->nodes[i].phase != PH_FORWARD) continue;
+            int add = g->nodes[i].in[0];
+            CHECK(g->nodes[add].op == OP_ADD && e->group[add] == e->group[i],
+                  "written.nn (%s): the bias add %%%d in GELU's kernel (#%d), found #%d", t ? "cuda" : "cpu", add,
+                  launch_of(e, i), launch_of(e, add));
+            const Launch *L = &e->launches[launch_of(e, i)];
+            bool writes_add = false;
+            for (int j = 0; j < L->nouts; j++) writes_add |= L->outs[j] == add;
+            CHECK(writes_add && L->nouts == 2,
+                  "written.nn (%s): GELU's launch writes the pre-activation too (%d outputs)", t ? "cuda" : "cpu",
+                  L->nouts);
+        }
+        check_plan(c, "written.nn");
     }
 }
 
@@ -969,6 +1003,7 @@ int main(void) {
     test_fusion_barriers();
     test_attention();
     test_attention_layout();
+    test_fusion_written_out();
     test_repeat_gpt();
     test_repeat_forms();
     test_cuda();
