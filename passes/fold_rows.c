@@ -1,0 +1,76 @@
+/* fold_rows.c - layer norm's gradient row kernel takes in the ops on either side of it.
+ *
+ * layer_norm(x, w, b) is the row kernel xhat = (x - mu) / sd, then xhat * w + b; autograd gives
+ * its backward as dxhat = dy * w (a kernel), layer_norm_rows_grad(dxhat, x) (the row kernel),
+ * and, where x is a residual stream, that added to the gradient coming down the stream (a
+ * kernel).  Each of the two kernels writes a tensor of x's size for the next to read back: in
+ * gpt.nn's step about 100 us a layer norm, nine of them.  This pass (after the optimizer's, so
+ * that every use is an operand; fused builds only: --check-against pairs nodes one op to a
+ * launch) gives LN_GRAD those operands instead: (dy, x, w) computes dy * w where it read dxhat,
+ * and (..., r) adds r to what it writes (Attr.scalars p[1], p[2] say which it has).  The same
+ * float operations in the same order: on the CPU, the same bits. */
+#include <stdlib.h>
+
+#include "passes.h"
+
+static bool is_f32(const Graph *g, int x) { return g->nodes[x].dtype == DT_F32; }
+
+/* Whether something other than an operand slot names x (the loss, an output, the norm). */
+static bool named(const Graph *g, int x) {
+    if (g->loss == x || g->loss_seed == x || g->grad_norm == x) return true;
+    for (int i = 0; i < g->nouts; i++)
+        if (g->outs[i].node == x) return true;
+    return false;
+}
+
+/* g = a * w or w * a with w a [C] vector (x's last axis) and a of g's shape: a's slot (0, 1), or -1. */
+static int scaled_by_vector(const Graph *g, int m, int64_t C) {
+    const Node *n = &g->nodes[m];
+    if (n->op != OP_MUL || n->nin != 2 || !is_f32(g, m)) return -1;
+    for (int j = 0; j < 2; j++) {
+        const Node *a = &g->nodes[n->in[j]], *w = &g->nodes[n->in[1 - j]];
+        if (shape_eq(a->shape, n->shape) && w->shape.rank == 1 && w->shape.d[0] == C && is_f32(g, n->in[0]) &&
+            is_f32(g, n->in[1]))
+            return j;
+    }
+    return -1;
+}
+
+bool pass_fold_rows(Graph *g) {
+    int **users = xcalloc((size_t)g->n, sizeof *users), *nusers = xcalloc((size_t)g->n, sizeof *nusers);
+    ir_users(g, users, nusers);
+    bool any = false;
+    for (int i = 0; i < g->n; i++) {
+        Node *n = &g->nodes[i];
+        if (n->op != OP_LN_GRAD || n->nin != 2 || !is_f32(g, i)) continue;
+        const Shape *xs = &g->nodes[n->in[1]].shape;
+        const int64_t C = xs->d[xs->rank - 1];
+        int m = n->in[0], j = nusers[m] == 1 ? scaled_by_vector(g, m, C) : -1;
+        if (j >= 0 && !named(g, m)) { /* dxhat = dy * w: read dy and w instead */
+            const Node *mul = &g->nodes[m];
+            n->in[0] = mul->in[j];
+            n->in[2] = mul->in[1 - j];
+            n->nin = 3;
+            n->attr.scalars.p[1] = 1;
+            any = true;
+        }
+        if (nusers[i] != 1 || named(g, i)) continue;
+        Node *add = &g->nodes[users[i][0]];
+        if (add->op != OP_ADD || add->nin != 2 || !is_f32(g, users[i][0]) || !shape_eq(add->shape, n->shape)) continue;
+        int r = add->in[0] == i ? add->in[1] : add->in[0];
+        if (r == i || !shape_eq(g->nodes[r].shape, n->shape) || !is_f32(g, r)) continue;
+        /* the add becomes the row kernel, r its last operand; this node is then read by nothing */
+        Node ln = *n;
+        ln.in[ln.nin++] = r;
+        ln.attr.scalars.p[2] = 1;
+        add->op = OP_LN_GRAD;
+        add->nin = ln.nin;
+        for (int k = 0; k < ln.nin; k++) add->in[k] = ln.in[k];
+        add->attr = ln.attr;
+        add->loc = ln.loc, add->scope = ln.scope; /* --profile names the layer norm */
+        any = true;
+    }
+    free(users);
+    free(nusers);
+    return any;
+}
