@@ -665,24 +665,33 @@ static void row_ln_norm(const Kernel *k, const Launch *L) {
 }
 
 /* Its gradient from dy and x: dx = (dy - mean(dy) - xhat mean(dy xhat)) / sd, xhat = (x - mu) / sd
- * recomputed; dx may be dy's or x's buffer (own columns only, as above). */
+ * recomputed; dx may be dy's, x's or r's buffer (own columns only, as above).  With w (fold_rows.c)
+ * the row's dy is dy * w, the affine's gradient, and with r, dx + r is written: the products and
+ * the sum the two kernels around it computed, in the same order. */
 static void row_ln_grad(const Kernel *k, const Launch *L) {
     const Node *n = &k->g->nodes[L->root];
+    const bool w = n->attr.scalars.p[1] != 0, r = n->attr.scalars.p[2] != 0;
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *DY", n->in[0]);
     kernel_ptr_line(k, "const real *Xv", n->in[1]);
+    if (w) kernel_ptr_line(k, "const real *Wv", n->in[2]);
+    if (r) kernel_ptr_line(k, "const real *Rv", n->in[2 + w]);
     kernel_ptr_line(k, "real *DX", L->root);
     k->d->row.open(k, L, n->in[0], "");
-    str_puts(k->s,
-             "        const real *dy = DY + i * C, *x = Xv + i * C;\n"
-             "        real *dx = DX + i * C;\n");
+    str_printf(k->s,
+               "        const real *dy = DY + i * C, *x = Xv + i * C%s;\n"
+               "        real *dx = DX + i * C;\n",
+               r ? ", *rr = Rv + i * C" : "");
     row_ln_stats(k, n);
-    const char *acc[] = {"g", "gx"}, *term[] = {"dy[c]", "(double)dy[c] * ((x[c] - mu) / sd)"};
+    const char *dyc = w ? "(dy[c] * Wv[c])" : "dy[c]";
+    char gx[96];
+    snprintf(gx, sizeof gx, "(double)%s * ((x[c] - mu) / sd)", dyc);
+    const char *acc[] = {"g", "gx"}, *term[] = {dyc, gx};
     row_sums(k, 2, acc, NULL, term);
     str_printf(k->s,
                "        const real mg = (real)(g * (1.0 / (double)C)), mgx = (real)(gx * (1.0 / (double)C));\n"
-               "        %s dx[c] = (dy[c] - mg - (x[c] - mu) / sd * mgx) / sd;\n    }\n",
-               k->d->row.cols);
+               "        %s dx[c] = %s(%s - mg - (x[c] - mu) / sd * mgx) / sd;\n    }\n",
+               k->d->row.cols, r ? "rr[c] + " : "", dyc);
 }
 
 static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L, L->root, L->root2); }

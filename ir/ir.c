@@ -426,6 +426,18 @@ static bool attention_rows_ok(const Graph *g, const Node *n) {
     return shape_eq(n->shape, *x[n->op == OP_SDPA_DQ ? 0 : n->op == OP_SDPA_DK ? 1 : 2]);
 }
 
+/* layer_norm_rows_grad(dy, x[, w][, r]) (passes/fold_rows.c): dy, x and r of its shape, w [C]. */
+static bool ln_grad_ok(const Graph *g, const Node *n) {
+    const bool w = n->attr.scalars.p[1] != 0, r = n->attr.scalars.p[2] != 0;
+    if (n->nin != 2 + w + r || n->shape.rank < 1) return false;
+    const int64_t C = n->shape.d[n->shape.rank - 1];
+    for (int j = 0; j < n->nin; j++) {
+        const Shape *s = &g->nodes[n->in[j]].shape;
+        if (w && j == 2 ? s->rank != 1 || s->d[0] != C : !shape_eq(*s, n->shape)) return false;
+    }
+    return true;
+}
+
 static bool verify_fail(const Graph *g, int i, const char *pass, const char *what) {
     fprintf(stderr, "nnc: internal error: IR invalid after %s: node %%%d (%s): %s\n", pass, i,
             op_info[g->nodes[i].op].name, what);
@@ -446,6 +458,7 @@ bool ir_verify(const Graph *g, const char *pass) {
         const Node *n = &g->nodes[i];
         const OpInfo *oi = &op_info[n->op];
         if (oi->arity >= 0 && n->nin != oi->arity) return verify_fail(g, i, pass, "wrong operand count");
+        if (n->op == OP_LN_GRAD && !ln_grad_ok(g, n)) return verify_fail(g, i, pass, "layer norm gradient's operands");
         for (int j = 0; j < n->nin; j++) {
             if (n->in[j] < 0 || n->in[j] >= i) return verify_fail(g, i, pass, "operand does not precede its user");
             if (placed && n->op != OP_COPY && n->op != OP_ASSIGN && g->nodes[n->in[j]].dev != n->dev &&

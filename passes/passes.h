@@ -146,7 +146,10 @@ bool pass_autocast(Model *m, Precision prec);   /* rebuilds m->g (ids change); f
 /* attention whose operands are heads side by side in a projection's rows reads them there
  * (CPU); true when it moved any */
 bool pass_attn_layout(Graph *g);
-void pass_autograd(Graph *g, const ScalerConfig *scaler); /* seeded with the loss scale, if on */
+void pass_autograd(Graph *g, const ScalerConfig *scaler);
+/* layer norm's gradient reads dy and w, and adds the residual's gradient, itself; true when it
+ * changed any */
+bool pass_fold_rows(Graph *g); /* seeded with the loss scale, if on */
 void pass_accumulate(Graph *g, int k); /* accumulate = k > 1: gradients summed over micro-batches */
 void pass_allreduce(Graph *g);                  /* data-parallel runs only */
 void pass_optimizer(Graph *g, const TrainConfig *t);

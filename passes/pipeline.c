@@ -108,6 +108,8 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
             if (!after(p, o, "allreduce")) return false;
         }
         pass_optimizer(g, t);
+        /* layer norm's gradient takes in dy * w and the residual add (shows after optimizer) */
+        if (o->fuse) pass_fold_rows(g);
         if (!after(p, o, "optimizer")) return false;
     }
     pass_placement(g, o->target);

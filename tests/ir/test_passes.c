@@ -10,6 +10,8 @@
  *                       per parameter update (sgd, sgd with momentum, adam); no fusion across a
  *                       matmul, a reduction, a reshape or a copy; --no-fuse: one launch per op
  *   written out         a bias add read by GELU's gradient too shares GELU's kernel, written out
+ *   fold rows           layer norm's gradient reads dy and w and adds the residual's gradient
+ *                       itself (not with --no-fuse)
  *   attention layout    split / view / transpose around fused attention: read in place on the
  *                       CPU (packed, no permute, slice or concat), as written for CUDA and unfused
  *   attention           nanoGPT's causal self-attention: the split's gradient one concat, permutes
@@ -470,6 +472,43 @@ static void test_fusion_written_out(void) {
                   L->nouts);
         }
         check_plan(c, "written.nn");
+    }
+}
+
+/* layer norm's gradient on a residual stream: the row kernel reads dy and w and adds the
+ * stream's gradient itself (passes/fold_rows.c), on both targets; --no-fuse keeps the three ops. */
+static void test_fold_rows(void) {
+    const char *src = "input x: f32[B, 6]\n"
+                      "param W: f32[6, 6] = normal(0, 0.3)\n"
+                      "param w: f32[6] = ones()\n"
+                      "param b: f32[6] = zeros()\n"
+                      "h = x @ W\n"
+                      "y = h + layer_norm(h, w, b, eps = 1e-5)\n"
+                      "loss = mean(tanh(y @ W))\n"
+                      "train {\n    data x = randn(8, 6)\n    batch = 4\n    minimize loss\n}\n";
+    for (int t = 0; t < 3; t++) { /* cpu, cuda, cpu --no-fuse */
+        Compiled *c = compile_src("rows.nn", src, (Opts){.target = t == 1 ? DEV_CUDA : DEV_CPU, .no_fuse = t == 2});
+        const char *what = t == 0 ? "cpu" : t == 1 ? "cuda" : "cpu --no-fuse";
+        CHECK(c->ok, "rows.nn compiles (%s), found:\n%s", what, c->diag_text);
+        if (!c->ok) continue;
+        Graph *g = c->p.g;
+        Entry *e = train_entry(c);
+        int found = 0;
+        for (int i = 0; i < g->n; i++) {
+            const Node *n = &g->nodes[i];
+            if (!e->live[i] || n->op != OP_LN_GRAD) continue;
+            found++;
+            if (t < 2)
+                CHECK(n->nin == 4 && n->attr.scalars.p[1] == 1 && n->attr.scalars.p[2] == 1 &&
+                          g->nodes[n->in[2]].op == OP_PARAM && !strcmp(g->nodes[n->in[2]].name, "w"),
+                      "rows.nn (%s): layer norm's gradient reads dy, x, w and the stream's gradient; found %d operands",
+                      what, n->nin);
+            else
+                CHECK(n->nin == 2, "rows.nn (%s): layer norm's gradient of dxhat and x, found %d operands", what,
+                      n->nin);
+        }
+        CHECK(found == 1, "rows.nn (%s): one layer norm gradient, found %d", what, found);
+        check_plan(c, "rows.nn");
     }
 }
 
@@ -1004,6 +1043,7 @@ int main(void) {
     test_attention();
     test_attention_layout();
     test_fusion_written_out();
+    test_fold_rows();
     test_repeat_gpt();
     test_repeat_forms();
     test_cuda();
