@@ -612,7 +612,7 @@ static const char cuda_fwd_text[] =
     "        const int q0 = (int)(blk % nqt) * BQ;\n"
     "        __syncthreads();   /* the last block's readers are done with the tiles */\n"
     "        for (int e = tid; e < BQ * HD; e += TR * 8)\n"
-    "            Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh * TQ + q0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "            Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh / H * TQ + q0 + e / HD) * LDQ + bh % H * HD + e % HD]) : (real)0;\n"
     "        real m[RQ], l[RQ], acc[RQ][CD];\n"
     "        #pragma unroll\n"
     "        for (int r = 0; r < RQ; r++) {\n"
@@ -625,9 +625,9 @@ static const char cuda_fwd_text[] =
     "        for (int k0 = 0; k0 < kend; k0 += BK) {\n"
     "            __syncthreads();   /* the last tile's readers are done */\n"
     "            for (int e = tid; e < BK * HD; e += TR * 8)\n"
-    "                Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh * TK + k0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh / H * TK + k0 + e / HD) * LDK + bh % H * HD + e % HD]) : (real)0;\n"
     "            for (int e = tid; e < BK * VD; e += TR * 8)\n"
-    "                Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh * TK + k0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh / H * TK + k0 + e / VD) * LDV + bh % H * VD + e % VD]) : (real)0;\n"
     "            __syncthreads();\n"
     "            real s[RQ][CK];\n"
     "            #pragma unroll\n"
@@ -693,8 +693,8 @@ static const char cuda_fwd_text[] =
     "            if (row >= TQ) continue;\n"
     "            #pragma unroll\n"
     "            for (int c = 0; c < CD; c++)\n"
-    "                if (y && tx + 8 * c < VD) y[(bh * TQ + row) * VD + tx + 8 * c] = NNC_ST(acc[r][c] / l[r]);\n"
-    "            if (lse && tx == 0) lse[bh * TQ + row] = m[r] + LOG(l[r]);\n"
+    "                if (y && tx + 8 * c < VD) y[(bh / H * TQ + row) * LDO + bh % H * VD + tx + 8 * c] = NNC_ST(acc[r][c] / l[r]);\n"
+    "            if (lse && tx == 0) lse[(bh / H * TQ + row) * H + bh % H] = m[r] + LOG(l[r]);\n"
     "        }\n"
     "    }\n";
 
@@ -713,9 +713,9 @@ static const char cuda_bwd_text[] =
     "        if (kv) {\n"
     "            const int k0 = own;\n"
     "            for (int e = tid; e < T2 * HD; e += TR * 8)\n"
-    "                Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh * TK + k0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh / H * TK + k0 + e / HD) * LDK + bh % H * HD + e % HD]) : (real)0;\n"
     "            for (int e = tid; e < T2 * VD; e += TR * 8)\n"
-    "                Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh * TK + k0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh / H * TK + k0 + e / VD) * LDV + bh % H * VD + e % VD]) : (real)0;\n"
     "            real dka[RR][CD], dva[RR][CV];\n"
     "            #pragma unroll\n"
     "            for (int r = 0; r < RR; r++) {\n"
@@ -728,12 +728,12 @@ static const char cuda_bwd_text[] =
     "            for (int q0 = CAUSAL ? k0 / T2 * T2 : 0; q0 < TQ; q0 += T2) {\n"
     "                __syncthreads();   /* the last query tile's readers are done */\n"
     "                for (int e = tid; e < T2 * HD; e += TR * 8)\n"
-    "                    Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh * TQ + q0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                    Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh / H * TQ + q0 + e / HD) * LDQ + bh % H * HD + e % HD]) : (real)0;\n"
     "                for (int e = tid; e < T2 * VD; e += TR * 8)\n"
-    "                    Os[e / VD][e % VD] = q0 + e / VD < TQ ? NNC_LD(dy[(bh * TQ + q0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                    Os[e / VD][e % VD] = q0 + e / VD < TQ ? NNC_LD(dy[(bh / H * TQ + q0 + e / VD) * LDO + bh % H * VD + e % VD]) : (real)0;\n"
     "                for (int e = tid; e < T2; e += TR * 8) {\n"
-    "                    Ls[e] = q0 + e < TQ ? lse[bh * TQ + q0 + e] : (real)0;\n"
-    "                    Ds[e] = q0 + e < TQ ? delta[bh * TQ + q0 + e] : (real)0;\n"
+    "                    Ls[e] = q0 + e < TQ ? lse[(bh / H * TQ + q0 + e) * H + bh % H] : (real)0;\n"
+    "                    Ds[e] = q0 + e < TQ ? delta[(bh / H * TQ + q0 + e) * H + bh % H] : (real)0;\n"
     "                }\n"
     "                __syncthreads();\n"
     "                real s[RR][CC], dp[RR][CC];   /* key rows by query columns */\n"
@@ -789,20 +789,20 @@ static const char cuda_bwd_text[] =
     "                if (key >= TK) continue;\n"
     "                #pragma unroll\n"
     "                for (int c = 0; c < CD; c++)\n"
-    "                    if (dk && tx + 8 * c < HD) dk[(bh * TK + key) * HD + tx + 8 * c] = dka[r][c];\n"
+    "                    if (dk && tx + 8 * c < HD) dk[(bh / H * TK + key) * LDK + bh % H * HD + tx + 8 * c] = dka[r][c];\n"
     "                #pragma unroll\n"
     "                for (int c = 0; c < CV; c++)\n"
-    "                    if (dv && tx + 8 * c < VD) dv[(bh * TK + key) * VD + tx + 8 * c] = dva[r][c];\n"
+    "                    if (dv && tx + 8 * c < VD) dv[(bh / H * TK + key) * LDV + bh % H * VD + tx + 8 * c] = dva[r][c];\n"
     "            }\n"
     "        } else {\n"
     "            const int q0 = own;\n"
     "            for (int e = tid; e < T2 * HD; e += TR * 8)\n"
-    "                Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh * TQ + q0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                Qs[e / HD][e % HD] = q0 + e / HD < TQ ? NNC_LD(q[(bh / H * TQ + q0 + e / HD) * LDQ + bh % H * HD + e % HD]) : (real)0;\n"
     "            for (int e = tid; e < T2 * VD; e += TR * 8)\n"
-    "                Os[e / VD][e % VD] = q0 + e / VD < TQ ? NNC_LD(dy[(bh * TQ + q0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                Os[e / VD][e % VD] = q0 + e / VD < TQ ? NNC_LD(dy[(bh / H * TQ + q0 + e / VD) * LDO + bh % H * VD + e % VD]) : (real)0;\n"
     "            for (int e = tid; e < T2; e += TR * 8) {\n"
-    "                Ls[e] = q0 + e < TQ ? lse[bh * TQ + q0 + e] : (real)0;\n"
-    "                Ds[e] = q0 + e < TQ ? delta[bh * TQ + q0 + e] : (real)0;\n"
+    "                Ls[e] = q0 + e < TQ ? lse[(bh / H * TQ + q0 + e) * H + bh % H] : (real)0;\n"
+    "                Ds[e] = q0 + e < TQ ? delta[(bh / H * TQ + q0 + e) * H + bh % H] : (real)0;\n"
     "            }\n"
     "            real dqa[RR][CD];\n"
     "            #pragma unroll\n"
@@ -813,9 +813,9 @@ static const char cuda_bwd_text[] =
     "            for (int k0 = 0; k0 < kend; k0 += T2) {\n"
     "                __syncthreads();   /* the last key tile's readers are done */\n"
     "                for (int e = tid; e < T2 * HD; e += TR * 8)\n"
-    "                    Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh * TK + k0 + e / HD) * HD + e % HD]) : (real)0;\n"
+    "                    Ks[e / HD][e % HD] = k0 + e / HD < TK ? NNC_LD(k[(bh / H * TK + k0 + e / HD) * LDK + bh % H * HD + e % HD]) : (real)0;\n"
     "                for (int e = tid; e < T2 * VD; e += TR * 8)\n"
-    "                    Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh * TK + k0 + e / VD) * VD + e % VD]) : (real)0;\n"
+    "                    Vs[e / VD][e % VD] = k0 + e / VD < TK ? NNC_LD(v[(bh / H * TK + k0 + e / VD) * LDV + bh % H * VD + e % VD]) : (real)0;\n"
     "                __syncthreads();\n"
     "                real s[RR][CC], dp[RR][CC];   /* query rows by key columns */\n"
     "                #pragma unroll\n"
@@ -857,13 +857,13 @@ static const char cuda_bwd_text[] =
     "                if (qr >= TQ) continue;\n"
     "                #pragma unroll\n"
     "                for (int c = 0; c < CD; c++)\n"
-    "                    if (tx + 8 * c < HD) dq[(bh * TQ + qr) * HD + tx + 8 * c] = dqa[r][c];\n"
+    "                    if (tx + 8 * c < HD) dq[(bh / H * TQ + qr) * LDQ + bh % H * HD + tx + 8 * c] = dqa[r][c];\n"
     "            }\n"
     "        }\n"
     "    }\n";
 
 /* "    const TYPE *NAME = PTR;" or a null pointer where the launch has no such node. */
-static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *type, const char *name) {
+static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *type, const char *name, int64_t col) {
     if (x < 0) {
         str_printf(k->s, "    %s%s *%s = (%s *)0;\n", cnst, type, name, type);
         return;
@@ -871,6 +871,8 @@ static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *
     char decl[96];
     snprintf(decl, sizeof decl, "%s%s *%s", cnst, kernel_type(k, x), name);
     kernel_ptr_line(k, decl, x);
+    if (col)
+        str_printf(k->s, "    %s += %lld;   /* its first column in the projection's rows */\n", name, (long long)col);
 }
 
 /* What a CUDA kernel's code depends on: launches alike share one device function (the layers of
@@ -880,13 +882,14 @@ typedef struct {
     int st; /* storage[] index */
     AttnTiles t;
     int64_t d, dv, tq, tk;
+    int64_t h, ld[4]; /* AttnGeom's heads and row strides (1 and the head sizes: [..., T, D]) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
-    assert(a.heads == 1); /* [..., T, D] operands: passes/attn_layout.c runs for the CPU only */
-    AttnConfig c = {a.backward, a.causal, storage_of(g->nodes[a.q].dtype), attention_tiles(&a, f64), a.d, a.dv_dim,
-                    a.tq,       a.tk};
+    AttnConfig c = {
+        a.backward, a.causal, storage_of(g->nodes[a.q].dtype),     attention_tiles(&a, f64), a.d, a.dv_dim, a.tq,
+        a.tk,       a.heads,  {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
     return c;
 }
 
@@ -894,6 +897,11 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
     snprintf(buf, n, "nnc_attn_%s_%s_%dx%d_d%lld_v%lld_q%lld_k%lld%s", c->backward ? "bwd" : "fwd",
              storage[c->st].suffix, c->t.bq, c->t.bk, (long long)c->d, (long long)c->dv, (long long)c->tq,
              (long long)c->tk, c->causal ? "_causal" : "");
+    if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
+        size_t at = strlen(buf);
+        snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
+                 (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
+    }
 }
 
 static void cuda_device_fn(Str *s, const AttnConfig *c) {
@@ -916,9 +924,13 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
             "        real scale, double p, unsigned long long seed, unsigned long long st) {\n"
             "    enum { BQ = %d, BK = %d, TR = %d, RQ = BQ / TR, CK = BK / 8, ",
             name, T, T, T, T, c->t.bq, c->t.bk, c->t.tr);
-    str_printf(s, "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, TQ = %lld, TK = %lld, CAUSAL = %d };\n",
+    str_printf(s, "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, TQ = %lld, TK = %lld, CAUSAL = %d,\n",
                (long long)c->d, (long long)c->dv, c->backward ? "HD" : "VD", (long long)c->tq, (long long)c->tk,
                c->causal);
+    /* head bh's row i of q at q + (bh / H TQ + i) LDQ + bh % H HD, k, v, y and dy alike, lse and
+     * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
+    str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
+               (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
     str_puts(s, c->backward ? cuda_bwd_text : cuda_fwd_text);
     str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n");
 }
@@ -937,7 +949,7 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
-                    o->tk == c.tk;
+                    o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             seen = xrealloc(seen, (size_t)(n + 1) * sizeof *seen);
@@ -953,19 +965,19 @@ void attention_render_cuda(const Kernel *k, const Launch *L) {
     bool drop = a.dropout > 0 && k->e->kind != ENTRY_EVAL && (a.y >= 0 || a.backward);
     char sc[RENDER_NUM_LEN], pp[RENDER_NUM_LEN], name[128];
     const char *type = storage[c.st].type;
-    cuda_ptr_decl(k, "const ", a.q, type, "q");
-    cuda_ptr_decl(k, "const ", a.k, type, "k");
-    cuda_ptr_decl(k, "const ", a.v, type, "v");
+    cuda_ptr_decl(k, "const ", a.q, type, "q", a.col[0]);
+    cuda_ptr_decl(k, "const ", a.k, type, "k", a.col[1]);
+    cuda_ptr_decl(k, "const ", a.v, type, "v", a.col[2]);
     if (a.backward) {
-        cuda_ptr_decl(k, "const ", a.dy, type, "dy");
-        cuda_ptr_decl(k, "const ", a.lse, "real", "lse");
-        cuda_ptr_decl(k, "const ", a.delta, "real", "delta");
-        cuda_ptr_decl(k, "", a.dq, "real", "dq");
-        cuda_ptr_decl(k, "", a.dk, "real", "dk");
-        cuda_ptr_decl(k, "", a.dv, "real", "dv");
+        cuda_ptr_decl(k, "const ", a.dy, type, "dy", 0);
+        cuda_ptr_decl(k, "const ", a.lse, "real", "lse", 0);
+        cuda_ptr_decl(k, "const ", a.delta, "real", "delta", 0);
+        cuda_ptr_decl(k, "", a.dq, "real", "dq", a.col[0]);
+        cuda_ptr_decl(k, "", a.dk, "real", "dk", a.col[1]);
+        cuda_ptr_decl(k, "", a.dv, "real", "dv", a.col[2]);
     } else {
-        cuda_ptr_decl(k, "", a.y, type, "y");
-        cuda_ptr_decl(k, "", a.lse_out, "real", "lse");
+        cuda_ptr_decl(k, "", a.y, type, "y", 0);
+        cuda_ptr_decl(k, "", a.lse_out, "real", "lse", 0);
     }
     config_name(&c, name, sizeof name);
     str_printf(k->s, "    %s(q, k, v, %s", name, a.backward ? "dy, lse, delta, dq, dk, dv, " : "y, lse, ");

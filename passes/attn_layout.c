@@ -22,9 +22,9 @@
  * rows, and the users' permutes views of them.  What the permutes and slices read stays in the
  * graph: a value nothing else reads is not computed.
  *
- * The CPU's routines (codegen/attention.c) address any such layout; the CUDA kernels do not yet,
- * so the pass runs for the CPU target only, and only when fusing (--check-against compiles both
- * sides unfused, so their values still pair node for node). */
+ * Both targets' routines and kernels (codegen/attention.c) address any such layout (a row stride
+ * per operand).  The pass runs only when fusing: --check-against compiles both sides unfused, so
+ * their values still pair node for node. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -92,10 +92,9 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     if (!after(p, o, "parse")) return false;
     /* nothing to do (and nothing printed) without precision or a to(x, bf16) */
     if (pass_autocast(p->m, t->precision) && !after(p, o, "autocast")) return false;
-    /* attention reading its operands in place (the CPU's routines only, and not in
-     * --check-against's unfused builds): before autograd, so its gradients do too.  Its effect
-     * shows in the dump after autograd */
-    if (o->fuse && o->target == DEV_CPU) pass_attn_layout(g);
+    /* attention reading its operands in place (not in --check-against's unfused builds): before
+     * autograd, so its gradients do too.  Its effect shows in the dump after autograd */
+    if (o->fuse) pass_attn_layout(g);
     if (g->loss >= 0) {
         pass_autograd(g, &t->scaler);
         if (!after(p, o, "autograd")) return false;

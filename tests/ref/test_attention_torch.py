@@ -24,8 +24,8 @@ and the key the attention's `key=` in --emit ir (with accumulate = 2, an accumul
 from that stream mixed with its micro-batch's number, as dropout's); then a random model's
 gradients against torch with that mask, and the evaluation entry without dropout.
 
-Heads side by side (ROWS): nanoGPT's split / view / transpose around the call, which the CPU
-compiles as attention reading the projection's rows in place (passes/attn_layout.c; the IR must
+Heads side by side (ROWS): nanoGPT's split / view / transpose around the call, which nnc
+compiles (fused, on either target) as attention reading the projection's rows in place (passes/attn_layout.c; the IR must
 say heads=H, and packed where the three are one projection's pieces): a packed projection split
 in two orders, separate projections with Tq != Tk and v's head size other than q's, and dropout,
 against torch in f64 (the first also in f32, and unfused, where the permutes run as written).
@@ -444,7 +444,7 @@ def check_rows(a, tmp, case, precision, fused):
     ir = subprocess.run([a.nnc, os.path.join(d, "m.nn"), "--emit", "ir"] + ([] if fused else ["--no-fuse"]) +
                         (["--target", "cuda"] if a.cuda else []), capture_output=True, text=True).stdout
     laid = re.search(r"= attention .* heads=%d%s cols" % (H, " packed" if order else ""), ir)
-    if bool(laid) != (fused and not a.cuda):
+    if bool(laid) != fused:
         errs.append("the IR %s the heads in place:\n%s" % ("does not read" if not laid else "reads",
                                                           "\n".join(l for l in ir.splitlines() if "attention" in l)))
     keep = None
