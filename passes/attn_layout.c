@@ -13,7 +13,8 @@
  * Attention's routines lay each head out in their own tiles anyway, so they can read a head in
  * place from the rows of the projection's output as well as from a [B, H, T, D] tensor.
  *
- * This pass (before autograd, so the gradients follow) finds attention whose q, k and v are each
+ * This pass (first: before autocast, whose casts would stand in the pattern, and before autograd,
+ * so the gradients follow) finds attention whose q, k and v are each
  * permute(0, 2, 1, 3) of a view [B, T, H, D] of a [B, T, H D] tensor, and whose every user is
  * permute(0, 2, 1, 3), and gives the node the operands' rows instead (Attr.attn.heads, hd, hdv,
  * col): its inputs become the [B, T, H D] tensors, or the projection's [B, T, W] itself when

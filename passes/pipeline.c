@@ -1,6 +1,6 @@
 /* pipeline.c - the whole compiler as one readable list of passes (QBE's main.c is the model).
  *
- *   [autocast] -> [attn_layout] -> autograd -> [accumulate] -> [allreduce] -> optimizer ->
+ *   [attn_layout] -> [autocast] -> autograd -> [accumulate] -> [allreduce] -> optimizer ->
  *   placement -> copies                                                        (graph-wide)
  *   select -> fuse -> schedule -> plan    (per entry: train_step, grad, eval, accumulate)
  *
@@ -90,11 +90,12 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
     p->data_parallel = o->data_parallel && g->loss >= 0;
     p->bucket_bytes = o->bucket_bytes > 0 ? o->bucket_bytes : (int64_t)25 << 20;
     if (!after(p, o, "parse")) return false;
+    /* attention reading its operands in place (not in --check-against's unfused builds): before
+     * autograd, so its gradients do too, and before autocast, whose casts (one per value) would
+     * stand between the permutes and attention.  Its effect shows in the next dump */
+    if (o->fuse) pass_attn_layout(g);
     /* nothing to do (and nothing printed) without precision or a to(x, bf16) */
     if (pass_autocast(p->m, t->precision) && !after(p, o, "autocast")) return false;
-    /* attention reading its operands in place (not in --check-against's unfused builds): before
-     * autograd, so its gradients do too.  Its effect shows in the dump after autograd */
-    if (o->fuse) pass_attn_layout(g);
     if (g->loss >= 0) {
         pass_autograd(g, &t->scaler);
         if (!after(p, o, "autograd")) return false;
