@@ -63,12 +63,12 @@ AttnGeom attention_geom(const Graph *g, const Launch *L) {
     a.key = attention_key(any);
     const Shape *q = &g->nodes[a.q].shape, *k = &g->nodes[a.k].shape, *v = &g->nodes[a.v].shape;
     if (any->attr.attn.heads) { /* heads side by side in [B, T, W] rows (passes/attn_layout.c) */
-        a.heads = any->attr.attn.heads, a.packed = any->attr.attn.packed;
+        a.heads = any->attr.attn.heads;
         a.lead = dim_size(q->d[0], 1) * a.heads, a.batched = dim_is_batch(q->d[0]);
         a.tq = q->d[1], a.tk = k->d[1], a.d = any->attr.attn.hd, a.dv_dim = any->attr.attn.hdv;
         a.ld[0] = q->d[2], a.ld[1] = k->d[2], a.ld[2] = v->d[2], a.ld[3] = a.heads * a.dv_dim;
         for (int j = 0; j < 3; j++) a.col[j] = any->attr.attn.col[j];
-        if (a.packed) a.dk = a.dv = a.dq;
+        if (any->attr.attn.packed) a.dk = a.dv = a.dq;
         return a;
     }
     a.lead = 1; /* B*H (a dimension -H) counts H and the batch */

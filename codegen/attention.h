@@ -23,9 +23,9 @@ typedef struct {
     int64_t tq, tk, d, dv_dim; /* query and key lengths, q's and v's head sizes */
     /* where the heads lie (Attr.attn.heads): H heads a batch item in rows of ld (q, k, v, and
      * y as dy), q, k and v from their tensors' columns col; H = 1 and ld a row's size for
-     * [..., T, D] tensors of their own.  packed: dq, dk and dv are the one gradient node */
+     * [..., T, D] tensors of their own; a packed attention's dq, dk and dv are its one gradient
+     * node, at their columns */
     int64_t heads, ld[4], col[3];
-    bool packed;
     double scale, dropout;
     bool causal;
     int key; /* attention_key: the node that keys the dropout mask */

@@ -122,6 +122,13 @@ int graph_const(Graph *g, double v, SrcLoc loc) {
     return id;
 }
 
+bool graph_names(const Graph *g, int x) {
+    if (g->loss == x || g->loss_seed == x || g->grad_norm == x) return true;
+    for (int i = 0; i < g->nouts; i++)
+        if (g->outs[i].node == x) return true;
+    return false;
+}
+
 void graph_add_out(Graph *g, const char *name, int node) {
     g->outs = xrealloc(g->outs, (size_t)(g->nouts + 1) * sizeof *g->outs);
     g->outs[g->nouts].name = name;

@@ -252,6 +252,9 @@ int graph_add1(Graph *g, Op op, int a, SrcLoc loc);               /* EW unary, s
 int graph_add2(Graph *g, Op op, int a, int b, SrcLoc loc);        /* EW binary, broadcast; -1 on mismatch */
 int graph_const(Graph *g, double v, SrcLoc loc);
 void graph_add_out(Graph *g, const char *name, int node);
+/* Whether the graph names x other than as an operand: the loss, its seed, the gradient norm or
+ * an output (a rewrite that drops or replaces x must keep these). */
+bool graph_names(const Graph *g, int x);
 void graph_note(Graph *g, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void graph_print_notes(const Graph *g, FILE *f, const char *prefix); /* "PREFIXfile:line:col: note: text" */
 

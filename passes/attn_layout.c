@@ -71,17 +71,10 @@ static int packed_source(const Graph *g, const int s[3], int32_t col[3]) {
     return x;
 }
 
-static bool is_output(const Graph *g, int x) {
-    if (g->loss == x) return true;
-    for (int i = 0; i < g->nouts; i++)
-        if (g->outs[i].node == x) return true;
-    return false;
-}
-
 /* One attention node: its operands' rows, if they and its users have the shape above. */
 static void place(Graph *g, int id, int **users, const int *nusers) {
     Node *n = &g->nodes[id];
-    if (n->op != OP_SDPA || n->nin != 3 || n->attr.attn.heads || is_output(g, id) || !nusers[id]) return;
+    if (n->op != OP_SDPA || n->nin != 3 || n->attr.attn.heads || graph_names(g, id) || !nusers[id]) return;
     int s[3];
     for (int j = 0; j < 3; j++)
         if ((s[j] = rows_of(g, n->in[j])) < 0) return;

@@ -15,14 +15,6 @@
 
 static bool is_f32(const Graph *g, int x) { return g->nodes[x].dtype == DT_F32; }
 
-/* Whether something other than an operand slot names x (the loss, an output, the norm). */
-static bool named(const Graph *g, int x) {
-    if (g->loss == x || g->loss_seed == x || g->grad_norm == x) return true;
-    for (int i = 0; i < g->nouts; i++)
-        if (g->outs[i].node == x) return true;
-    return false;
-}
-
 /* g = a * w or w * a with w a [C] vector (x's last axis) and a of g's shape: a's slot (0, 1), or -1. */
 static int scaled_by_vector(const Graph *g, int m, int64_t C) {
     const Node *n = &g->nodes[m];
@@ -46,7 +38,7 @@ bool pass_fold_rows(Graph *g) {
         const Shape *xs = &g->nodes[n->in[1]].shape;
         const int64_t C = xs->d[xs->rank - 1];
         int m = n->in[0], j = nusers[m] == 1 ? scaled_by_vector(g, m, C) : -1;
-        if (j >= 0 && !named(g, m)) { /* dxhat = dy * w: read dy and w instead */
+        if (j >= 0 && !graph_names(g, m)) { /* dxhat = dy * w: read dy and w instead */
             const Node *mul = &g->nodes[m];
             n->in[0] = mul->in[j];
             n->in[2] = mul->in[1 - j];
@@ -54,7 +46,7 @@ bool pass_fold_rows(Graph *g) {
             n->attr.scalars.p[1] = 1;
             any = true;
         }
-        if (nusers[i] != 1 || named(g, i)) continue;
+        if (nusers[i] != 1 || graph_names(g, i)) continue;
         Node *add = &g->nodes[users[i][0]];
         if (add->op != OP_ADD || add->nin != 2 || !is_f32(g, users[i][0]) || !shape_eq(add->shape, n->shape)) continue;
         int r = add->in[0] == i ? add->in[1] : add->in[0];
