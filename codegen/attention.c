@@ -28,7 +28,8 @@
  * product with v.  Backward: one launch, two kinds of blocks and no atomics: a block per (head,
  * key tile) walks the query tiles for dk and dv, a block per (head, query tile) walks the key
  * tiles for dq.  Tiles are as large as fit 46 KB of static shared memory (attention_tiles),
- * which ATTENTION_MAX_HEAD (ir.h) bounds. */
+ * which ATTENTION_MAX_HEAD (ir.h) bounds.  With bf16 storage the forward runs on tensor cores
+ * (cuda_fwd_mma_text: mma.sync, four warps of 16 query rows). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -565,16 +566,31 @@ void attention_render_c(const Kernel *k, const Launch *L) {
  * groups TR of its layout (TR x 8 threads). */
 typedef struct {
     int bq, bk, tr;
+    bool mma; /* on tensor cores (cuda_fwd_mma_text): bq 64, tr 16 (four warps) */
 } AttnTiles;
 
-static AttnTiles attention_tiles(const AttnGeom *a, bool f64) {
+/* Whether the tensor-core kernels take a launch: bf16 q, k and v in an f32 build (the
+ * products' operands are bf16 as stored), unless NNC_ATTN_MMA=0 (the CUDA-core kernels, to
+ * compare), with tiles of 64 queries by 64 or 32 keys that fit the shared budget. */
+static int mma_keys(const AttnGeom *a, DType st, bool f64) {
+    const char *env = getenv("NNC_ATTN_MMA");
+    if (st != DT_BF16 || f64 || a->backward || (env && !strcmp(env, "0"))) return 0;
+    const int64_t kd = (a->d + 15) / 16 * 16, no = (a->dv_dim + 7) / 8;
+    for (int bk = 64; bk >= 32; bk /= 2)
+        if (4 * ((64 + bk) * (kd / 2 + 4) + no * 8 * (bk / 2 + 4)) <= SHARED_BUDGET) return bk;
+    return 0;
+}
+
+static AttnTiles attention_tiles(const AttnGeom *a, DType st, bool f64) {
     const int64_t rb = f64 ? 8 : 4, d = a->d, dv = a->dv_dim;
+    const int mk = mma_keys(a, st, f64);
+    if (mk) return (AttnTiles){64, mk, 16, true};
     if (!a->backward) {
         static const int cand[][2] = {{64, 32}, {32, 32}, {32, 16}, {16, 16}, {16, 8}};
         for (size_t i = 0; i < NNC_COUNTOF(cand); i++) {
             const int64_t bq = cand[i][0], bk = cand[i][1];
             if (rb * (bq * (d + 1) + bk * (d + 1) + bk * dv + bq * (bk + 1)) <= SHARED_BUDGET)
-                return (AttnTiles){(int)bq, (int)bk, 16};
+                return (AttnTiles){(int)bq, (int)bk, 16, false};
         }
         assert(0 && "a head size above ATTENTION_MAX_HEAD");
     }
@@ -582,20 +598,20 @@ static AttnTiles attention_tiles(const AttnGeom *a, bool f64) {
     for (size_t i = 0; i < NNC_COUNTOF(cand); i++) {
         const int64_t t = cand[i];
         if (rb * (2 * t * (d + 1) + 2 * t * (dv + 1) + t * (t + 1) + 2 * t) <= SHARED_BUDGET)
-            return (AttnTiles){(int)t, (int)t, t < 16 ? (int)t : 16};
+            return (AttnTiles){(int)t, (int)t, t < 16 ? (int)t : 16, false};
     }
     assert(0 && "a head size above ATTENTION_MAX_HEAD");
-    return (AttnTiles){8, 8, 8};
+    return (AttnTiles){8, 8, 8, false};
 }
 
 unsigned attention_cuda_threads(const Graph *g, const Launch *L, bool f64) {
     AttnGeom a = attention_geom(g, L);
-    return (unsigned)attention_tiles(&a, f64).tr * 8;
+    return (unsigned)attention_tiles(&a, g->nodes[a.q].dtype, f64).tr * 8;
 }
 
 int64_t attention_cuda_blocks(const Graph *g, const Launch *L, int64_t B, bool f64) {
     AttnGeom a = attention_geom(g, L);
-    AttnTiles t = attention_tiles(&a, f64);
+    AttnTiles t = attention_tiles(&a, g->nodes[a.q].dtype, f64);
     const int64_t bh = attention_heads(&a, B), nqt = (a.tq + t.bq - 1) / t.bq, nkt = (a.tk + t.bk - 1) / t.bk;
     if (!a.backward) return bh * nqt;
     return (a.dk >= 0 || a.dv >= 0 ? bh * nkt : 0) + (a.dq >= 0 ? bh * nqt : 0);
@@ -862,6 +878,127 @@ static const char cuda_bwd_text[] =
     "        }\n"
     "    }\n";
 
+/* The forward on tensor cores (bf16 storage, attention_mma): a warp per 16 query rows of the
+ * block's BQ = 64, mma.sync m16n8k16 for both products.  s = q k^T takes q's and k's bf16 as
+ * they are (their products are exact in f32); the weights are f32, so P V takes each weight as
+ * three bf16 parts in three products (nnc_mma_split: P to f32's precision, so the numerics are
+ * the CUDA-core kernel's and the CPU's but for the order of the sums).  A lane holds
+ * rows g and g + 8 of its warp's 16 (g = lane / 4), columns 2 t and 2 t + 1 of each 8 (t = lane
+ * % 4): the fragments of PTX's m16n8k16 (nnc_mma_bf16), so a row's maximum and sum take two
+ * shuffles and the weights in s's registers are already P's A fragments.  Shared tiles are
+ * rows of bf16 padded by 8 (16 bytes): a fragment's 32 lanes read 32 banks. */
+static const char cuda_fwd_mma_text[] =
+    "    __shared__ unsigned Qs[BQ][KD / 2 + 4], Ks[BK][KD / 2 + 4], Vt[NO * 8][BK / 2 + 4];\n"
+    "    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3, r0 = (tid >> 5) * 16 + g;\n"
+    "    const int64_t nqt = (TQ + BQ - 1) / BQ;\n"
+    "    for (int64_t blk = blockIdx.x; blk < BH * nqt; blk += gridDim.x) {\n"
+    "        const int64_t bh = blk / nqt;\n"
+    "        const int q0 = (int)(blk % nqt) * BQ;\n"
+    "        __syncthreads();   /* the last block's readers are done with the tiles */\n"
+    "        for (int e = tid; e < BQ * KD / 2; e += 128) {   /* two columns a word */\n"
+    "            const int r = e / (KD / 2), c = e % (KD / 2) * 2;\n"
+    "            const unsigned short *src = q + (bh / H * TQ + q0 + r) * LDQ + bh % H * HD + c;\n"
+    "            Qs[r][c / 2] = q0 + r < TQ ? nnc_mma_word(c < HD ? src[0] : 0, c + 1 < HD ? src[1] : 0) : 0u;\n"
+    "        }\n"
+    "        __syncthreads();\n"
+    "        unsigned qa[KD / 16][4];   /* the warp's 16 rows of q: A fragments */\n"
+    "        #pragma unroll\n"
+    "        for (int kk = 0; kk < KD / 16; kk++) {\n"
+    "            qa[kk][0] = Qs[r0][kk * 8 + t4];\n"
+    "            qa[kk][1] = Qs[r0 + 8][kk * 8 + t4];\n"
+    "            qa[kk][2] = Qs[r0][kk * 8 + t4 + 4];\n"
+    "            qa[kk][3] = Qs[r0 + 8][kk * 8 + t4 + 4];\n"
+    "        }\n"
+    "        float m[2] = {-(float)NNC_INF, -(float)NNC_INF}, l[2] = {0, 0}, acc[NO][4];\n"
+    "        #pragma unroll\n"
+    "        for (int n = 0; n < NO; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0;\n"
+    "        const int kend = CAUSAL && q0 + BQ < TK ? q0 + BQ : TK;   /* row i sees keys j <= i */\n"
+    "        for (int k0 = 0; k0 < kend; k0 += BK) {\n"
+    "            __syncthreads();   /* the last tile's readers are done */\n"
+    "            for (int e = tid; e < BK * KD / 2; e += 128) {\n"
+    "                const int r = e / (KD / 2), c = e % (KD / 2) * 2;\n"
+    "                const unsigned short *src = k + (bh / H * TK + k0 + r) * LDK + bh % H * HD + c;\n"
+    "                Ks[r][c / 2] = k0 + r < TK ? nnc_mma_word(c < HD ? src[0] : 0, c + 1 < HD ? src[1] : 0) : 0u;\n"
+    "            }\n"
+    "            for (int e = tid; e < BK / 2 * NO * 8; e += 128) {   /* v transposed: a word pairs two keys */\n"
+    "                const int j = e / (NO * 8) * 2, c = e % (NO * 8);\n"
+    "                const unsigned short *src = v + (bh / H * TK + k0 + j) * LDV + bh % H * VD + c;\n"
+    "                Vt[c][j / 2] = c < VD ? nnc_mma_word(k0 + j < TK ? src[0] : 0, k0 + j + 1 < TK ? src[LDV] : 0) : 0u;\n"
+    "            }\n"
+    "            __syncthreads();\n"
+    "            float s[BK / 8][4];\n"
+    "            #pragma unroll\n"
+    "            for (int n = 0; n < BK / 8; n++) {\n"
+    "                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0;\n"
+    "                #pragma unroll\n"
+    "                for (int kk = 0; kk < KD / 16; kk++)\n"
+    "                    nnc_mma_bf16(s[n], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3],\n"
+    "                                 Ks[n * 8 + g][kk * 8 + t4], Ks[n * 8 + g][kk * 8 + t4 + 4]);\n"
+    "            }\n"
+    "            #pragma unroll\n"
+    "            for (int h = 0; h < 2; h++) {   /* rows r0 and r0 + 8: a row's 4 lanes share its maximum and sum */\n"
+    "                const int row = q0 + r0 + 8 * h;\n"
+    "                float mt = m[h], ls = 0;\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < BK / 8; n++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int e = 0; e < 2; e++) {\n"
+    "                        const int col = k0 + n * 8 + 2 * t4 + e;\n"
+    "                        const float x = col < TK && !(CAUSAL && col > row) ? s[n][2 * h + e] * scale : -(float)NNC_INF;\n"
+    "                        s[n][2 * h + e] = x;\n"
+    "                        if (x > mt) mt = x;\n"
+    "                    }\n"
+    "                for (int o = 1; o < 4; o <<= 1) {\n"
+    "                    const float u = __shfl_xor_sync(0xffffffffu, mt, o);\n"
+    "                    if (u > mt) mt = u;\n"
+    "                }\n"
+    "                const float alpha = mt == m[h] ? 1.0f : EXP(m[h] - mt), base = mt == -(float)NNC_INF ? 0.0f : mt;\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < BK / 8; n++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int e = 0; e < 2; e++) {\n"
+    "                        const int col = k0 + n * 8 + 2 * t4 + e;\n"
+    "                        const float x = EXP(s[n][2 * h + e] - base);\n"
+    "                        ls += x;\n"
+    "                        s[n][2 * h + e] = p > 0 && col < TK ?\n"
+    "                            x * nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : x;\n"
+    "                    }\n"
+    "                for (int o = 1; o < 4; o <<= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);\n"
+    "                l[h] = l[h] * alpha + ls;\n"
+    "                m[h] = mt;\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < NO; n++) acc[n][2 * h] *= alpha, acc[n][2 * h + 1] *= alpha;\n"
+    "            }\n"
+    "            #pragma unroll\n"
+    "            for (int kk = 0; kk < BK / 16; kk++) {   /* acc += P v: s's n-tiles 2kk, 2kk + 1 are P's k-step kk */\n"
+    "                unsigned a[4][3];   /* P's A fragment, each register in three bf16 parts */\n"
+    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0]);\n"
+    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1]);\n"
+    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2]);\n"
+    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3]);\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < NO; n++) {\n"
+    "                    const unsigned b0 = Vt[n * 8 + g][kk * 8 + t4], b1 = Vt[n * 8 + g][kk * 8 + t4 + 4];\n"
+    "                    #pragma unroll\n"
+    "                    for (int i = 0; i < 3; i++) nnc_mma_bf16(acc[n], a[0][i], a[1][i], a[2][i], a[3][i], b0, b1);\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        #pragma unroll\n"
+    "        for (int h = 0; h < 2; h++) {\n"
+    "            const int row = q0 + r0 + 8 * h;\n"
+    "            if (row >= TQ) continue;\n"
+    "            #pragma unroll\n"
+    "            for (int n = 0; n < NO; n++)\n"
+    "                #pragma unroll\n"
+    "                for (int e = 0; e < 2; e++) {\n"
+    "                    const int c = n * 8 + 2 * t4 + e;\n"
+    "                    if (y && c < VD) y[(bh / H * TQ + row) * LDO + bh % H * VD + c] = NNC_ST(acc[n][2 * h + e] / l[h]);\n"
+    "                }\n"
+    "            if (lse && t4 == 0) lse[(bh / H * TQ + row) * H + bh % H] = m[h] + LOG(l[h]);\n"
+    "        }\n"
+    "    }\n";
+
 /* "    const TYPE *NAME = PTR;" or a null pointer where the launch has no such node. */
 static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *type, const char *name, int64_t col) {
     if (x < 0) {
@@ -887,16 +1024,16 @@ typedef struct {
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
-    AttnConfig c = {
-        a.backward, a.causal, storage_of(g->nodes[a.q].dtype),     attention_tiles(&a, f64), a.d, a.dv_dim, a.tq,
-        a.tk,       a.heads,  {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
+    const DType st = g->nodes[a.q].dtype;
+    AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),        a.d, a.dv_dim,
+                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
     return c;
 }
 
 static void config_name(const AttnConfig *c, char *buf, size_t n) {
-    snprintf(buf, n, "nnc_attn_%s_%s_%dx%d_d%lld_v%lld_q%lld_k%lld%s", c->backward ? "bwd" : "fwd",
-             storage[c->st].suffix, c->t.bq, c->t.bk, (long long)c->d, (long long)c->dv, (long long)c->tq,
-             (long long)c->tk, c->causal ? "_causal" : "");
+    snprintf(buf, n, "nnc_attn_%s_%s%s_%dx%d_d%lld_v%lld_q%lld_k%lld%s", c->backward ? "bwd" : "fwd",
+             storage[c->st].suffix, c->t.mma ? "_mma" : "", c->t.bq, c->t.bk, (long long)c->d, (long long)c->dv,
+             (long long)c->tq, (long long)c->tk, c->causal ? "_causal" : "");
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -924,21 +1061,52 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
             "        real scale, double p, unsigned long long seed, unsigned long long st) {\n"
             "    enum { BQ = %d, BK = %d, TR = %d, RQ = BQ / TR, CK = BK / 8, ",
             name, T, T, T, T, c->t.bq, c->t.bk, c->t.tr);
-    str_printf(s, "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, TQ = %lld, TK = %lld, CAUSAL = %d,\n",
+    str_printf(s,
+               "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, KD = (HD + 15) / 16 * 16, NO = CV,\n"
+               "           TQ = %lld, TK = %lld, CAUSAL = %d,\n",
                (long long)c->d, (long long)c->dv, c->backward ? "HD" : "VD", (long long)c->tq, (long long)c->tk,
                c->causal);
     /* head bh's row i of q at q + (bh / H TQ + i) LDQ + bh % H HD, k, v, y and dy alike, lse and
      * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
                (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
-    str_puts(s, c->backward ? cuda_bwd_text : cuda_fwd_text);
+    str_puts(s, c->t.mma ? cuda_fwd_mma_text : c->backward ? cuda_bwd_text : cuda_fwd_text);
     str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n");
 }
+
+/* The tensor-core kernels' helpers: two bf16 in a word (the lower index in the low half), an
+ * f32 pair as three words of bf16 parts (x = w0 + w1 + w2 to within 2^-26 x: f32's precision, so
+ * a product with them is f32's; two parts left 2^-17, which cancelling sums showed), and D += A B
+ * on a warp's m16n8k16 fragments (sm_80 and later; the CUDA emulator has its own stand-in). */
+static const char cuda_mma_text[] =
+    "__device__ __forceinline__ unsigned nnc_mma_word(unsigned short lo, unsigned short hi) {\n"
+    "    return lo | (unsigned)hi << 16;\n"
+    "}\n"
+    "__device__ __forceinline__ void nnc_mma_split(float a, float b, unsigned *w) {\n"
+    "    #pragma unroll\n"
+    "    for (int i = 0; i < 3; i++) {   /* each part the bf16 of what the ones before leave (exact in f32) */\n"
+    "        const unsigned short ha = nnc_f32_bf16(a), hb = nnc_f32_bf16(b);\n"
+    "        w[i] = nnc_mma_word(ha, hb);\n"
+    "        a -= nnc_bf16_f32(ha), b -= nnc_bf16_f32(hb);\n"
+    "    }\n"
+    "}\n"
+    "#ifdef NNC_EMU_KERNEL_H\n"
+    "#define nnc_mma_bf16 nnc_emu_mma_bf16\n"
+    "#else\n"
+    "__device__ __forceinline__ void nnc_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,\n"
+    "                                             unsigned b1) {\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
+    "                 \"{%0, %1, %2, %3};\"\n"
+    "                 : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+    "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+    "}\n"
+    "#endif\n";
 
 /* One device function per configuration the program's launches have, in launch order. */
 static void cuda_device_fns(Str *s, const Program *p, bool f64) {
     AttnConfig *seen = NULL;
     int n = 0;
+    bool mma = false;
     for (int e = 0; e < ENTRY_COUNT; e++)
         for (int i = 0; i < p->entry[e].nlaunch; i++) {
             const Launch *L = &p->entry[e].launches[i];
@@ -948,10 +1116,12 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
             for (int j = 0; j < n && !dup; j++) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
-                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
-                    o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->d == c.d && o->dv == c.dv &&
+                    o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
+            if (c.t.mma && !mma) str_puts(s, cuda_mma_text);
+            mma |= c.t.mma;
             seen = xrealloc(seen, (size_t)(n + 1) * sizeof *seen);
             seen[n++] = c;
             cuda_device_fn(s, &c);

@@ -160,6 +160,43 @@ static inline long long __double_as_longlong(double x) { return nnc_emu_bits<lon
 static inline float __int_as_float(int x) { return nnc_emu_bits<float>(x); }
 static inline int __float_as_int(float x) { return nnc_emu_bits<int>(x); }
 
+/* ---- tensor cores: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ----
+ * A warp's D = A B + C for A 16x16 (row), B 16x8 (col), bf16, C and D f32, each lane holding
+ * the fragments PTX's ISA gives it (g = lane / 4, t = lane % 4; a register's low half is the
+ * lower index): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9],
+ * a3 = A[g+8][2t+8, 2t+9]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]; c0, c1 = C[g][2t, 2t+1],
+ * c2, c3 = C[g+8][2t, 2t+1].  The lanes leave their fragments in the warp's slot and wait for
+ * each other (a warp barrier, so a divergent call fails the launch); each then sums its four
+ * elements' 16 terms in k order in f32 (bf16 products are exact in f32), and the warp waits
+ * again before the slot is reused.  A GPU's tensor cores add the terms in an order of their own:
+ * the emulator checks where each element goes, not the last bit. */
+static unsigned nnc_emu_mma_slot[32][32][6]; /* [warp of the block][lane][a0..a3, b0, b1] */
+static inline float nnc_emu_bf16_half(unsigned r, int hi) {
+    return nnc_emu_bits<float>((hi ? r >> 16 : r & 0xffffu) << 16);
+}
+static inline void nnc_emu_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                    unsigned b1) {
+    const nnc_emu_vars *v = nnc_emu_rt.cur;
+    const unsigned tid = v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z), w = tid / 32, lane = tid % 32;
+    unsigned *mine = nnc_emu_mma_slot[w][lane];
+    mine[0] = a0, mine[1] = a1, mine[2] = a2, mine[3] = a3, mine[4] = b0, mine[5] = b1;
+    nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
+    const unsigned g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; i++) {
+        const unsigned row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+        float acc = c[i];
+        for (unsigned k = 0; k < 16; k++) {
+            const unsigned *ra = nnc_emu_mma_slot[w][row % 8 * 4 + k % 8 / 2];
+            const unsigned *rb = nnc_emu_mma_slot[w][col * 4 + k % 8 / 2];
+            const float x = nnc_emu_bf16_half(ra[(row >= 8) + 2 * (k >= 8)], k & 1);
+            const float y = nnc_emu_bf16_half(rb[4 + (k >= 8)], k & 1);
+            acc = __builtin_fmaf(x, y, acc);
+        }
+        c[i] = acc;
+    }
+    nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
+}
+
 /* ---- math (CUDA has the float overloads of the double names too) ---- */
 extern "C" {
 double exp(double); double log(double); double sqrt(double); double tanh(double); double pow(double, double);
