@@ -28,8 +28,8 @@
  * product with v.  Backward: one launch, two kinds of blocks and no atomics: a block per (head,
  * key tile) walks the query tiles for dk and dv, a block per (head, query tile) walks the key
  * tiles for dq.  Tiles are as large as fit 46 KB of static shared memory (attention_tiles),
- * which ATTENTION_MAX_HEAD (ir.h) bounds.  With bf16 storage the forward runs on tensor cores
- * (cuda_fwd_mma_text: mma.sync, four warps of 16 query rows). */
+ * which ATTENTION_MAX_HEAD (ir.h) bounds.  With bf16 storage both run on tensor cores
+ * (cuda_fwd_mma_text, cuda_bwd_mma_text: mma.sync, four warps of 16 rows). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,31 +566,38 @@ void attention_render_c(const Kernel *k, const Launch *L) {
  * groups TR of its layout (TR x 8 threads). */
 typedef struct {
     int bq, bk, tr;
-    bool mma; /* on tensor cores (cuda_fwd_mma_text): bq 64, tr 16 (four warps) */
+    bool mma; /* on tensor cores (cuda_fwd_mma_text, cuda_bwd_mma_text): tr 16 (four warps), the
+               * blocks' own tiles 64 rows (bq; and bk in the backward) */
+    int it; /* the backward's tiles of the other side (IT), 64 or 32 */
 } AttnTiles;
 
-/* Whether the tensor-core kernels take a launch: bf16 q, k and v in an f32 build (the
- * products' operands are bf16 as stored), unless NNC_ATTN_MMA=0 (the CUDA-core kernels, to
- * compare), with tiles of 64 queries by 64 or 32 keys that fit the shared budget. */
-static int mma_keys(const AttnGeom *a, DType st, bool f64) {
+/* Whether the tensor-core kernels take a launch, and their tile of keys (forward) or of the
+ * other side (backward), 64 or 32, as fits the shared budget; 0: not.  bf16 q, k and v in an
+ * f32 build (the products' operands are bf16 as stored), unless NNC_ATTN_MMA=0 when the model
+ * is compiled (the CUDA-core kernels, to compare). */
+static int mma_tile(const AttnGeom *a, DType st, bool f64) {
     const char *env = getenv("NNC_ATTN_MMA");
-    if (st != DT_BF16 || f64 || a->backward || (env && !strcmp(env, "0"))) return 0;
-    const int64_t kd = (a->d + 15) / 16 * 16, no = (a->dv_dim + 7) / 8;
-    for (int bk = 64; bk >= 32; bk /= 2)
-        if (4 * ((64 + bk) * (kd / 2 + 4) + no * 8 * (bk / 2 + 4)) <= SHARED_BUDGET) return bk;
+    if (st != DT_BF16 || f64 || (env && !strcmp(env, "0"))) return 0;
+    const int64_t kd = (a->d + 15) / 16 * 16, kv = (a->dv_dim + 15) / 16 * 16, no = (a->dv_dim + 7) / 8;
+    for (int64_t t = 64; t >= 32; t /= 2) {
+        const int64_t bytes = a->backward
+            ? 4 * (t * (kd / 2 + 4) + t * (kv / 2 + 4) + kd * (t / 2 + 4) + no * 8 * (t / 2 + 4)) + 8 * t
+            : 4 * ((64 + t) * (kd / 2 + 4) + no * 8 * (t / 2 + 4));
+        if (bytes <= SHARED_BUDGET) return (int)t;
+    }
     return 0;
 }
 
 static AttnTiles attention_tiles(const AttnGeom *a, DType st, bool f64) {
     const int64_t rb = f64 ? 8 : 4, d = a->d, dv = a->dv_dim;
-    const int mk = mma_keys(a, st, f64);
-    if (mk) return (AttnTiles){64, mk, 16, true};
+    const int mt = mma_tile(a, st, f64);
+    if (mt) return a->backward ? (AttnTiles){64, 64, 16, true, mt} : (AttnTiles){64, mt, 16, true, 0};
     if (!a->backward) {
         static const int cand[][2] = {{64, 32}, {32, 32}, {32, 16}, {16, 16}, {16, 8}};
         for (size_t i = 0; i < NNC_COUNTOF(cand); i++) {
             const int64_t bq = cand[i][0], bk = cand[i][1];
             if (rb * (bq * (d + 1) + bk * (d + 1) + bk * dv + bq * (bk + 1)) <= SHARED_BUDGET)
-                return (AttnTiles){(int)bq, (int)bk, 16, false};
+                return (AttnTiles){(int)bq, (int)bk, 16, false, 0};
         }
         assert(0 && "a head size above ATTENTION_MAX_HEAD");
     }
@@ -598,10 +605,10 @@ static AttnTiles attention_tiles(const AttnGeom *a, DType st, bool f64) {
     for (size_t i = 0; i < NNC_COUNTOF(cand); i++) {
         const int64_t t = cand[i];
         if (rb * (2 * t * (d + 1) + 2 * t * (dv + 1) + t * (t + 1) + 2 * t) <= SHARED_BUDGET)
-            return (AttnTiles){(int)t, (int)t, t < 16 ? (int)t : 16, false};
+            return (AttnTiles){(int)t, (int)t, t < 16 ? (int)t : 16, false, 0};
     }
     assert(0 && "a head size above ATTENTION_MAX_HEAD");
-    return (AttnTiles){8, 8, 8, false};
+    return (AttnTiles){8, 8, 8, false, 0};
 }
 
 unsigned attention_cuda_threads(const Graph *g, const Launch *L, bool f64) {
@@ -999,6 +1006,161 @@ static const char cuda_fwd_mma_text[] =
     "        }\n"
     "    }\n";
 
+/* The backward on tensor cores (bf16 storage): the CUDA-core kernel's two kinds of blocks, each
+ * four warps of 16 rows of its own 64 (keys, or queries) walking tiles of IT of the other.  A
+ * warp's own rows of k and v (or q and dy) are A fragments in registers, read once; the other
+ * side's tiles are in shared memory twice, as rows (R1, R2: words pairing columns, for the
+ * products that sum over the head) and transposed (X1, X2: words pairing rows, for those that
+ * sum over the tile).  Key blocks: s^T = k q^T and dP^T = v dy^T, then P^T and dS^T in the
+ * accumulators, dv += (P M)^T dy and dk += dS^T q with those as A fragments in three bf16 parts
+ * (nnc_mma_split).  Query blocks: s = q k^T, dP = dy v^T, dq += dS k. */
+static const char cuda_bwd_mma_text[] =
+    "    __shared__ unsigned R1[IT][KD / 2 + 4], R2[IT][KV / 2 + 4], X1[KD][IT / 2 + 4], X2[NO * 8][IT / 2 + 4];\n"
+    "    __shared__ float Ls[IT], Ds[IT];\n"
+    "    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t4 = lane & 3, r0 = (tid >> 5) * 16 + g;\n"
+    "    const int64_t nkt = (TK + 63) / 64, nqt = (TQ + 63) / 64;\n"
+    "    const int64_t nkv = dk || dv ? BH * nkt : 0, nall = nkv + (dq ? BH * nqt : 0);\n"
+    "    for (int64_t blk = blockIdx.x; blk < nall; blk += gridDim.x) {\n"
+    "        const bool kv = blk < nkv;   /* a key tile's dk and dv, or a query tile's dq */\n"
+    "        const int64_t bh = kv ? blk / nkt : (blk - nkv) / nqt;\n"
+    "        const int own = (int)(kv ? blk % nkt : (blk - nkv) % nqt) * 64;\n"
+    "        /* the block's own rows (k and v, or q and dy) and the other side's (q and dy, or k and v) */\n"
+    "        const unsigned short *oa = kv ? k : q, *ob = kv ? v : dy, *xa = kv ? q : k, *xb = kv ? dy : v;\n"
+    "        const int64_t lda = kv ? LDK : LDQ, ldb = kv ? LDV : LDO, ldxa = kv ? LDQ : LDK, ldxb = kv ? LDO : LDV;\n"
+    "        const int nown = kv ? TK : TQ, noth = kv ? TQ : TK;\n"
+    "        oa += (bh / H * nown + own) * lda + bh % H * HD, ob += (bh / H * nown + own) * ldb + bh % H * VD;\n"
+    "        xa += bh / H * noth * ldxa + bh % H * HD, xb += bh / H * noth * ldxb + bh % H * VD;\n"
+    "        unsigned fa[KD / 16][4], fb[KV / 16][4];   /* the warp's own rows: A fragments */\n"
+    "        #pragma unroll\n"
+    "        for (int h = 0; h < 2; h++) {\n"
+    "            const int r = r0 + 8 * h, rows = nown - own;\n"
+    "            #pragma unroll\n"
+    "            for (int kk = 0; kk < KD / 16; kk++)\n"
+    "                #pragma unroll\n"
+    "                for (int e = 0; e < 2; e++) {\n"
+    "                    const int c = kk * 16 + 2 * t4 + 8 * e;\n"
+    "                    fa[kk][h + 2 * e] = nnc_mma_word(nnc_mma_at(oa, lda, r, c, rows, HD), nnc_mma_at(oa, lda, r, c + 1, rows, HD));\n"
+    "                }\n"
+    "            #pragma unroll\n"
+    "            for (int kk = 0; kk < KV / 16; kk++)\n"
+    "                #pragma unroll\n"
+    "                for (int e = 0; e < 2; e++) {\n"
+    "                    const int c = kk * 16 + 2 * t4 + 8 * e;\n"
+    "                    fb[kk][h + 2 * e] = nnc_mma_word(nnc_mma_at(ob, ldb, r, c, rows, VD), nnc_mma_at(ob, ldb, r, c + 1, rows, VD));\n"
+    "                }\n"
+    "        }\n"
+    "        float Lr[2] = {0, 0}, Dr[2] = {0, 0};   /* a query block's rows' lse and delta */\n"
+    "        #pragma unroll\n"
+    "        for (int h = 0; h < 2; h++)\n"
+    "            if (!kv && own + r0 + 8 * h < TQ) {\n"
+    "                Lr[h] = lse[(bh / H * TQ + own + r0 + 8 * h) * H + bh % H];\n"
+    "                Dr[h] = delta[(bh / H * TQ + own + r0 + 8 * h) * H + bh % H];\n"
+    "            }\n"
+    "        float g1[KD / 8][4], g2[NO][4];   /* dk and dv, or dq (g1) */\n"
+    "        #pragma unroll\n"
+    "        for (int n = 0; n < KD / 8; n++) g1[n][0] = g1[n][1] = g1[n][2] = g1[n][3] = 0;\n"
+    "        #pragma unroll\n"
+    "        for (int n = 0; n < NO; n++) g2[n][0] = g2[n][1] = g2[n][2] = g2[n][3] = 0;\n"
+    "        /* causal: a key block's queries from its first key on; a query block's keys up to its last query */\n"
+    "        const int t0 = kv && CAUSAL ? own / IT * IT : 0, tend = !kv && CAUSAL && own + 64 < TK ? own + 64 : noth;\n"
+    "        for (int o0 = t0; o0 < tend; o0 += IT) {\n"
+    "            __syncthreads();   /* the last tile's readers are done */\n"
+    "            const unsigned short *ta = xa + (int64_t)o0 * ldxa, *tb = xb + (int64_t)o0 * ldxb;\n"
+    "            const int rows = noth - o0;\n"
+    "            for (int e = tid; e < IT * KD / 2; e += 128) {\n"
+    "                const int r = e / (KD / 2), c = e % (KD / 2) * 2;\n"
+    "                R1[r][c / 2] = nnc_mma_word(nnc_mma_at(ta, ldxa, r, c, rows, HD), nnc_mma_at(ta, ldxa, r, c + 1, rows, HD));\n"
+    "            }\n"
+    "            for (int e = tid; e < IT / 2 * KD; e += 128) {\n"
+    "                const int r = e / KD * 2, c = e % KD;\n"
+    "                X1[c][r / 2] = nnc_mma_word(nnc_mma_at(ta, ldxa, r, c, rows, HD), nnc_mma_at(ta, ldxa, r + 1, c, rows, HD));\n"
+    "            }\n"
+    "            for (int e = tid; e < IT * KV / 2; e += 128) {\n"
+    "                const int r = e / (KV / 2), c = e % (KV / 2) * 2;\n"
+    "                R2[r][c / 2] = nnc_mma_word(nnc_mma_at(tb, ldxb, r, c, rows, VD), nnc_mma_at(tb, ldxb, r, c + 1, rows, VD));\n"
+    "            }\n"
+    "            if (kv) {\n"
+    "                for (int e = tid; e < IT / 2 * NO * 8; e += 128) {\n"
+    "                    const int r = e / (NO * 8) * 2, c = e % (NO * 8);\n"
+    "                    X2[c][r / 2] = nnc_mma_word(nnc_mma_at(tb, ldxb, r, c, rows, VD), nnc_mma_at(tb, ldxb, r + 1, c, rows, VD));\n"
+    "                }\n"
+    "                for (int e = tid; e < IT; e += 128) {\n"
+    "                    Ls[e] = o0 + e < TQ ? lse[(bh / H * TQ + o0 + e) * H + bh % H] : 0.0f;\n"
+    "                    Ds[e] = o0 + e < TQ ? delta[(bh / H * TQ + o0 + e) * H + bh % H] : 0.0f;\n"
+    "                }\n"
+    "            }\n"
+    "            __syncthreads();\n"
+    "            float s[IT / 8][4], dp[IT / 8][4];   /* own rows by the tile's: s (or s^T) and dP (or dP^T) */\n"
+    "            #pragma unroll\n"
+    "            for (int n = 0; n < IT / 8; n++) {\n"
+    "                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0;\n"
+    "                dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0;\n"
+    "                #pragma unroll\n"
+    "                for (int kk = 0; kk < KD / 16; kk++)\n"
+    "                    nnc_mma_bf16(s[n], fa[kk][0], fa[kk][1], fa[kk][2], fa[kk][3], R1[n * 8 + g][kk * 8 + t4], R1[n * 8 + g][kk * 8 + t4 + 4]);\n"
+    "                #pragma unroll\n"
+    "                for (int kk = 0; kk < KV / 16; kk++)\n"
+    "                    nnc_mma_bf16(dp[n], fb[kk][0], fb[kk][1], fb[kk][2], fb[kk][3], R2[n * 8 + g][kk * 8 + t4], R2[n * 8 + g][kk * 8 + t4 + 4]);\n"
+    "            }\n"
+    "            #pragma unroll\n"
+    "            for (int n = 0; n < IT / 8; n++)\n"
+    "                #pragma unroll\n"
+    "                for (int e = 0; e < 4; e++) {   /* s becomes P M (key blocks), dp becomes dS */\n"
+    "                    const int mine = own + r0 + 8 * (e >> 1), its = n * 8 + 2 * t4 + (e & 1);\n"
+    "                    const int key = kv ? mine : o0 + its, qr = kv ? o0 + its : mine;\n"
+    "                    const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
+    "                    const float L = kv ? Ls[its] : Lr[e >> 1], Di = kv ? Ds[its] : Dr[e >> 1];\n"
+    "                    const float pv = in ? EXP(s[n][e] * scale - L) : 0.0f;\n"
+    "                    const float mk = p > 0 && in ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : 1.0f;\n"
+    "                    s[n][e] = pv * mk;\n"
+    "                    dp[n][e] = pv * (dp[n][e] * mk - Di) * scale;\n"
+    "                }\n"
+    "            #pragma unroll\n"
+    "            for (int kk = 0; kk < IT / 16; kk++) {   /* sums over the tile's rows: A fragments from the accumulators */\n"
+    "                unsigned a[4][3];\n"
+    "                nnc_mma_split(dp[2 * kk][0], dp[2 * kk][1], a[0]);\n"
+    "                nnc_mma_split(dp[2 * kk][2], dp[2 * kk][3], a[1]);\n"
+    "                nnc_mma_split(dp[2 * kk + 1][0], dp[2 * kk + 1][1], a[2]);\n"
+    "                nnc_mma_split(dp[2 * kk + 1][2], dp[2 * kk + 1][3], a[3]);\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < KD / 8; n++) {   /* dk += dS^T q, or dq += dS k */\n"
+    "                    const unsigned b0 = X1[n * 8 + g][kk * 8 + t4], b1 = X1[n * 8 + g][kk * 8 + t4 + 4];\n"
+    "                    #pragma unroll\n"
+    "                    for (int i = 0; i < 3; i++) nnc_mma_bf16(g1[n], a[0][i], a[1][i], a[2][i], a[3][i], b0, b1);\n"
+    "                }\n"
+    "                if (!kv) continue;\n"
+    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0]);\n"
+    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1]);\n"
+    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2]);\n"
+    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3]);\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < NO; n++) {   /* dv += (P M)^T dy */\n"
+    "                    const unsigned b0 = X2[n * 8 + g][kk * 8 + t4], b1 = X2[n * 8 + g][kk * 8 + t4 + 4];\n"
+    "                    #pragma unroll\n"
+    "                    for (int i = 0; i < 3; i++) nnc_mma_bf16(g2[n], a[0][i], a[1][i], a[2][i], a[3][i], b0, b1);\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        #pragma unroll\n"
+    "        for (int h = 0; h < 2; h++) {\n"
+    "            const int row = own + r0 + 8 * h;\n"
+    "            if (row >= nown) continue;\n"
+    "            real *o1 = kv ? dk : dq;\n"
+    "            const int64_t at1 = (bh / H * nown + row) * (kv ? LDK : LDQ) + bh % H * HD;\n"
+    "            #pragma unroll\n"
+    "            for (int n = 0; n < KD / 8; n++)\n"
+    "                #pragma unroll\n"
+    "                for (int e = 0; e < 2; e++)\n"
+    "                    if (o1 && n * 8 + 2 * t4 + e < HD) o1[at1 + n * 8 + 2 * t4 + e] = g1[n][2 * h + e];\n"
+    "            if (!kv || !dv) continue;\n"
+    "            #pragma unroll\n"
+    "            for (int n = 0; n < NO; n++)\n"
+    "                #pragma unroll\n"
+    "                for (int e = 0; e < 2; e++)\n"
+    "                    if (n * 8 + 2 * t4 + e < VD) dv[(bh / H * TK + row) * LDV + bh % H * VD + n * 8 + 2 * t4 + e] = g2[n][2 * h + e];\n"
+    "        }\n"
+    "    }\n";
+
 /* "    const TYPE *NAME = PTR;" or a null pointer where the launch has no such node. */
 static void cuda_ptr_decl(const Kernel *k, const char *cnst, int x, const char *type, const char *name, int64_t col) {
     if (x < 0) {
@@ -1070,7 +1232,10 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
      * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
                (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
-    str_puts(s, c->t.mma ? cuda_fwd_mma_text : c->backward ? cuda_bwd_text : cuda_fwd_text);
+    if (c->t.mma) str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16 };\n", c->t.it);
+    str_puts(s,
+             c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
+                      : (c->backward ? cuda_bwd_text : cuda_fwd_text));
     str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n");
 }
 
@@ -1081,6 +1246,10 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
 static const char cuda_mma_text[] =
     "__device__ __forceinline__ unsigned nnc_mma_word(unsigned short lo, unsigned short hi) {\n"
     "    return lo | (unsigned)hi << 16;\n"
+    "}\n"
+    "/* element (r, c) of rows of stride ld, 0 past rows x cols */\n"
+    "__device__ __forceinline__ unsigned short nnc_mma_at(const unsigned short *x, int64_t ld, int r, int c, int rows, int cols) {\n"
+    "    return r < rows && c < cols ? x[(int64_t)r * ld + c] : (unsigned short)0;\n"
     "}\n"
     "__device__ __forceinline__ void nnc_mma_split(float a, float b, unsigned *w) {\n"
     "    #pragma unroll\n"
@@ -1116,8 +1285,8 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
             for (int j = 0; j < n && !dup; j++) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
-                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->d == c.d && o->dv == c.dv &&
-                    o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it && o->d == c.d &&
+                    o->dv == c.dv && o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);

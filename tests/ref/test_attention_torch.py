@@ -302,25 +302,27 @@ def check_dropout_grads(a, tmp, precision):
     return compare(got, torch_want(case, vals, keep), TOL[precision])
 
 
-def check_half(a, tmp, precision, H=2, T=9, D=4, with_grads=True):
+def check_half(a, tmp, precision, H=2, T=9, D=4, with_grads=True, p=0.0):
     """Under precision = bf16 | f16 (torch.autocast): q, k and v rounded to half, the weights
     and their product computed in f32, y rounded to half; the gradients from dy = half(c)
     computed in f32 and rounded to half before they go back through the casts, delta from the
     half y the forward stored (as FlashAttention-2's backward over half outputs).  Against the
-    same in f64 on the same half values, then rounded: within one unit in the last place.  Without
-    with_grads, out alone: over several tiles of keys (T 70, 140) the gradients' f32 sums
-    drift from the f64 reference by more than that on either target (a row whose exact dq is 0
-    comes out 1e-6), while out, one sum of weights in [0, 1], stays within it."""
+    same in f64 on the same half values, then rounded: within one unit in the last place.  Over
+    several tiles of keys (T 70, 140) the gradients' f32 sums drift from the f64 reference by
+    more than that on either target (a row whose exact dq is 0 comes out 1e-6): there
+    (with_grads = "bound") a gradient may also be off by the f32 error of its sums, 2 T 2^-24
+    times the sum of its terms' magnitudes.  p > 0: with dropout, the grad entry alone (the
+    gradients, through the mask drawn again in the backward), against the same with Philox's mask."""
     half = torch.bfloat16 if precision == "bf16" else torch.float16
     ulp = 2.0 ** (-7 if precision == "bf16" else -10)   # of 1: 7 and 10 stored mantissa bits
     src = ("input xq: f32[B, %d, %d, %d]\ninput xk: f32[B, %d, %d, %d]\ninput xv: f32[B, %d, %d, %d]\n" % ((H, T, D) * 3) +
            "".join("param P%s: f32[%d, %d, %d] = zeros()\n" % (n, H, T, D) for n in "qkv") +
            "param c: f32[%d, %d, %d] = zeros()\n" % (H, T, D) +
-           "output out = scaled_dot_product_attention(xq + Pq, xk + Pk, xv + Pv, is_causal = true)\n"
+           "output out = scaled_dot_product_attention(xq + Pq, xk + Pk, xv + Pv, is_causal = true%s)\n"
            "loss = sum(out * c)\ntrain {\n    data xq = npy(\"xq.npy\")\n    data xk = npy(\"xk.npy\")\n"
            "    data xv = npy(\"xv.npy\")\n    batch = 1\n    precision = %s\n    loss_scale = none\n"
-           "    minimize loss\n}\n" % precision)
-    d = os.path.join(tmp, "half_%s_%d_%d_%d" % (precision, H, T, D))
+           "    minimize loss\n}\n" % (", dropout_p = %s" % p if p else "", precision))
+    d = os.path.join(tmp, "half_%s_%d_%d_%d_%s" % (precision, H, T, D, p))
     os.makedirs(d)
     with open(os.path.join(d, "m.nn"), "w") as f:
         f.write(src)
@@ -328,8 +330,9 @@ def check_half(a, tmp, precision, H=2, T=9, D=4, with_grads=True):
     vals.update({n: rng.standard_normal((H, T, D)).astype(np.float32) for n in ("Pq", "Pk", "Pv", "c")})
     for n, v in vals.items():
         np.save(os.path.join(d, n + ".npy"), v)
-    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params",
-           ",".join(os.path.join(d, n + ".npy") for n in ("Pq", "Pk", "Pv", "c"))]
+    seed = 77
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "grad" if p else "eval,grad", "--seed", str(seed),
+           "--load-params", ",".join(os.path.join(d, n + ".npy") for n in ("Pq", "Pk", "Pv", "c"))]
     if a.cuda:
         cmd.append("--cuda")
     r = subprocess.run(cmd + [os.path.join(d, n + ".npy") for n in ("xq", "xk", "xv")], capture_output=True,
@@ -345,18 +348,30 @@ def check_half(a, tmp, precision, H=2, T=9, D=4, with_grads=True):
     sc = 1 / np.sqrt(D)
     s = (q @ k.transpose(-2, -1) * sc).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
     P = torch.softmax(s, -1)
-    y = rnd(P @ v)   # what the forward stores, and what delta reads
-    dS = P * (dy @ v.transpose(-2, -1) - (dy * y).sum(-1, keepdim=True))
-    grads = {"q": dS @ k * sc, "k": dS.transpose(-2, -1) @ q * sc, "v": P.transpose(-2, -1) @ dy}
-    want = {"out": y.numpy()}
+    M = torch.ones(1, H, T, T, dtype=torch.float64)
+    if p:
+        key = attention_key(a.nnc, os.path.join(d, "m.nn"), precision)
+        if key is None:
+            return ["expected one attention with dropout in the IR"]
+        M = torch.tensor(philox_keep(seed, key, p, H * T * T).reshape(1, H, T, T))
+    y = rnd((P * M) @ v)   # what the forward stores, and what delta reads
+    dS = P * ((dy @ v.transpose(-2, -1)) * M - (dy * y).sum(-1, keepdim=True))
+    grads = {"q": dS @ k * sc, "k": dS.transpose(-2, -1) @ q * sc, "v": (P * M).transpose(-2, -1) @ dy}
+    want = {} if p else {"out": y.numpy()}
     if with_grads:
         want.update({"grad.P" + n: rnd(grads[n]).numpy()[0] for n in "qkv"})
+    # with_grads = "bound": each gradient also within the error of its f32 sums, T terms of
+    # magnitudes mag (the same products of absolute values): 2 T 2^-24 mag
+    dSa = P * ((dy.abs() @ v.abs().transpose(-2, -1)) * M + (dy * y).sum(-1, keepdim=True).abs())
+    mag = {"grad.Pq": dSa @ k.abs() * sc, "grad.Pk": dSa.transpose(-2, -1) @ q.abs() * sc,
+           "grad.Pv": (P * M).transpose(-2, -1) @ dy.abs()}
     errs = []
-    if not np.array_equal(got["out"], rnd(torch.tensor(got["out"])).numpy()):
+    if "out" in want and not np.array_equal(got["out"], rnd(torch.tensor(got["out"])).numpy()):
         errs.append("out holds values that are not %s: the attention did not give half" % precision)
     for n, w in want.items():
         g = got[n].reshape(w.shape)
-        bad = ~(np.abs(g - w) <= ulp * np.abs(w) + 1e-6)
+        slack = 2 * T * 2.0 ** -24 * mag[n].numpy()[0] if n in mag and with_grads == "bound" else 0
+        bad = ~(np.abs(g - w) <= ulp * np.abs(w) + 1e-6 + slack)
         if bad.any():
             i = tuple(np.argwhere(bad)[0])
             errs.append("%s at %s: nnc %r want %r (%d of %d more than one ulp apart)" % (n, i, g[i], w[i], int(bad.sum()),
@@ -508,7 +523,8 @@ def main():
             # bf16 over two key tiles and a head size of 128 (on CUDA: the tensor-core kernel's
             # padding, tiles of 64 and 32 keys)
             for H, T, D in ((2, 70, 24), (1, 140, 128)):
-                report("half bf16 H=%d T=%d D=%d, out" % (H, T, D), check_half(a, tmp, "bf16", H, T, D, with_grads=False))
+                report("half bf16 H=%d T=%d D=%d" % (H, T, D), check_half(a, tmp, "bf16", H, T, D, with_grads="bound"))
+            report("half bf16 H=2 T=70 D=24 dropout", check_half(a, tmp, "bf16", 2, 70, 24, with_grads="bound", p=0.2))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed or not passed else 0
 
