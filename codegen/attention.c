@@ -902,10 +902,12 @@ static const char cuda_fwd_mma_text[] =
     "        const int64_t bh = blk / nqt;\n"
     "        const int q0 = (int)(blk % nqt) * BQ;\n"
     "        __syncthreads();   /* the last block's readers are done with the tiles */\n"
-    "        for (int e = tid; e < BQ * KD / 2; e += 128) {   /* two columns a word */\n"
-    "            const int r = e / (KD / 2), c = e % (KD / 2) * 2;\n"
-    "            const unsigned short *src = q + (bh / H * TQ + q0 + r) * LDQ + bh % H * HD + c;\n"
-    "            Qs[r][c / 2] = q0 + r < TQ ? nnc_mma_word(c < HD ? src[0] : 0, c + 1 < HD ? src[1] : 0) : 0u;\n"
+    "        for (int e = tid; e < BQ * KD / 8; e += 128) {   /* two columns a word */\n"
+    "            const int r = e / (KD / 8), c = e % (KD / 8) * 8;\n"
+    "            unsigned w[4];\n"
+    "            nnc_mma_ld8(q + (bh / H * TQ + q0) * LDQ + bh % H * HD, LDQ, r, c, TQ - q0, HD, VEC, w);\n"
+    "            #pragma unroll\n"
+    "            for (int i = 0; i < 4; i++) Qs[r][c / 2 + i] = w[i];\n"
     "        }\n"
     "        __syncthreads();\n"
     "        unsigned qa[KD / 16][4];   /* the warp's 16 rows of q: A fragments */\n"
@@ -922,15 +924,19 @@ static const char cuda_fwd_mma_text[] =
     "        const int kend = CAUSAL && q0 + BQ < TK ? q0 + BQ : TK;   /* row i sees keys j <= i */\n"
     "        for (int k0 = 0; k0 < kend; k0 += BK) {\n"
     "            __syncthreads();   /* the last tile's readers are done */\n"
-    "            for (int e = tid; e < BK * KD / 2; e += 128) {\n"
-    "                const int r = e / (KD / 2), c = e % (KD / 2) * 2;\n"
-    "                const unsigned short *src = k + (bh / H * TK + k0 + r) * LDK + bh % H * HD + c;\n"
-    "                Ks[r][c / 2] = k0 + r < TK ? nnc_mma_word(c < HD ? src[0] : 0, c + 1 < HD ? src[1] : 0) : 0u;\n"
+    "            for (int e = tid; e < BK * KD / 8; e += 128) {\n"
+    "                const int r = e / (KD / 8), c = e % (KD / 8) * 8;\n"
+    "                unsigned w[4];\n"
+    "                nnc_mma_ld8(k + (bh / H * TK + k0) * LDK + bh % H * HD, LDK, r, c, TK - k0, HD, VEC, w);\n"
+    "                #pragma unroll\n"
+    "                for (int i = 0; i < 4; i++) Ks[r][c / 2 + i] = w[i];\n"
     "            }\n"
-    "            for (int e = tid; e < BK / 2 * NO * 8; e += 128) {   /* v transposed: a word pairs two keys */\n"
-    "                const int j = e / (NO * 8) * 2, c = e % (NO * 8);\n"
-    "                const unsigned short *src = v + (bh / H * TK + k0 + j) * LDV + bh % H * VD + c;\n"
-    "                Vt[c][j / 2] = c < VD ? nnc_mma_word(k0 + j < TK ? src[0] : 0, k0 + j + 1 < TK ? src[LDV] : 0) : 0u;\n"
+    "            for (int e = tid; e < BK / 2 * NO; e += 128) {   /* v transposed: a word pairs two keys */\n"
+    "                const int j = e % (BK / 2) * 2, c = e / (BK / 2) * 8;   /* a warp's 32 stores: 32 banks */\n"
+    "                unsigned w[8];\n"
+    "                nnc_mma_ld8t(v + (bh / H * TK + k0) * LDV + bh % H * VD, LDV, j, c, TK - k0, VD, VEC, w);\n"
+    "                #pragma unroll\n"
+    "                for (int i = 0; i < 8; i++) Vt[c + i][j / 2] = w[i];\n"
     "            }\n"
     "            __syncthreads();\n"
     "            float s[BK / 8][4];\n"
@@ -1067,22 +1073,34 @@ static const char cuda_bwd_mma_text[] =
     "            __syncthreads();   /* the last tile's readers are done */\n"
     "            const unsigned short *ta = xa + (int64_t)o0 * ldxa, *tb = xb + (int64_t)o0 * ldxb;\n"
     "            const int rows = noth - o0;\n"
-    "            for (int e = tid; e < IT * KD / 2; e += 128) {\n"
-    "                const int r = e / (KD / 2), c = e % (KD / 2) * 2;\n"
-    "                R1[r][c / 2] = nnc_mma_word(nnc_mma_at(ta, ldxa, r, c, rows, HD), nnc_mma_at(ta, ldxa, r, c + 1, rows, HD));\n"
+    "            for (int e = tid; e < IT * KD / 8; e += 128) {\n"
+    "                const int r = e / (KD / 8), c = e % (KD / 8) * 8;\n"
+    "                unsigned w[4];\n"
+    "                nnc_mma_ld8(ta, ldxa, r, c, rows, HD, VEC, w);\n"
+    "                #pragma unroll\n"
+    "                for (int i = 0; i < 4; i++) R1[r][c / 2 + i] = w[i];\n"
     "            }\n"
-    "            for (int e = tid; e < IT / 2 * KD; e += 128) {\n"
-    "                const int r = e / KD * 2, c = e % KD;\n"
-    "                X1[c][r / 2] = nnc_mma_word(nnc_mma_at(ta, ldxa, r, c, rows, HD), nnc_mma_at(ta, ldxa, r + 1, c, rows, HD));\n"
+    "            for (int e = tid; e < IT / 2 * KD / 8; e += 128) {   /* a warp's 32 stores: 32 banks */\n"
+    "                const int r = e % (IT / 2) * 2, c = e / (IT / 2) * 8;\n"
+    "                unsigned w[8];\n"
+    "                nnc_mma_ld8t(ta, ldxa, r, c, rows, HD, VEC, w);\n"
+    "                #pragma unroll\n"
+    "                for (int i = 0; i < 8; i++) X1[c + i][r / 2] = w[i];\n"
     "            }\n"
-    "            for (int e = tid; e < IT * KV / 2; e += 128) {\n"
-    "                const int r = e / (KV / 2), c = e % (KV / 2) * 2;\n"
-    "                R2[r][c / 2] = nnc_mma_word(nnc_mma_at(tb, ldxb, r, c, rows, VD), nnc_mma_at(tb, ldxb, r, c + 1, rows, VD));\n"
+    "            for (int e = tid; e < IT * KV / 8; e += 128) {\n"
+    "                const int r = e / (KV / 8), c = e % (KV / 8) * 8;\n"
+    "                unsigned w[4];\n"
+    "                nnc_mma_ld8(tb, ldxb, r, c, rows, VD, VEC, w);\n"
+    "                #pragma unroll\n"
+    "                for (int i = 0; i < 4; i++) R2[r][c / 2 + i] = w[i];\n"
     "            }\n"
     "            if (kv) {\n"
-    "                for (int e = tid; e < IT / 2 * NO * 8; e += 128) {\n"
-    "                    const int r = e / (NO * 8) * 2, c = e % (NO * 8);\n"
-    "                    X2[c][r / 2] = nnc_mma_word(nnc_mma_at(tb, ldxb, r, c, rows, VD), nnc_mma_at(tb, ldxb, r + 1, c, rows, VD));\n"
+    "                for (int e = tid; e < IT / 2 * NO; e += 128) {\n"
+    "                    const int r = e % (IT / 2) * 2, c = e / (IT / 2) * 8;\n"
+    "                    unsigned w[8];\n"
+    "                    nnc_mma_ld8t(tb, ldxb, r, c, rows, VD, VEC, w);\n"
+    "                    #pragma unroll\n"
+    "                    for (int i = 0; i < 8; i++) X2[c + i][r / 2] = w[i];\n"
     "                }\n"
     "                for (int e = tid; e < IT; e += 128) {\n"
     "                    Ls[e] = o0 + e < TQ ? lse[(bh / H * TQ + o0 + e) * H + bh % H] : 0.0f;\n"
@@ -1182,13 +1200,17 @@ typedef struct {
     AttnTiles t;
     int64_t d, dv, tq, tk;
     int64_t h, ld[4]; /* AttnGeom's heads and row strides (1 and the head sizes: [..., T, D]) */
+    bool vec; /* the tensor-core kernels' 16-byte loads: every row's offset of q, k, v and dy a
+               * multiple of 8 elements (strides, head sizes, columns; buffers start on 256 bytes) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
     const DType st = g->nodes[a.q].dtype;
-    AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),        a.d, a.dv_dim,
-                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
+    AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),         a.d,  a.dv_dim,
+                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}, false};
+    c.vec = c.t.mma && a.d % 8 == 0 && a.dv_dim % 8 == 0;
+    for (int i = 0; i < 4; i++) c.vec &= a.ld[i] % 8 == 0 && (i == 3 || a.col[i] % 8 == 0);
     return c;
 }
 
@@ -1196,6 +1218,7 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
     snprintf(buf, n, "nnc_attn_%s_%s%s_%dx%d_d%lld_v%lld_q%lld_k%lld%s", c->backward ? "bwd" : "fwd",
              storage[c->st].suffix, c->t.mma ? "_mma" : "", c->t.bq, c->t.bk, (long long)c->d, (long long)c->dv,
              (long long)c->tq, (long long)c->tk, c->causal ? "_causal" : "");
+    if (c->vec) strncat(buf, "_v8", n - strlen(buf) - 1);
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -1232,7 +1255,7 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
      * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
                (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
-    if (c->t.mma) str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16 };\n", c->t.it);
+    if (c->t.mma) str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d };\n", c->t.it, c->vec);
     str_puts(s,
              c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
                       : (c->backward ? cuda_bwd_text : cuda_fwd_text));
@@ -1250,6 +1273,31 @@ static const char cuda_mma_text[] =
     "/* element (r, c) of rows of stride ld, 0 past rows x cols */\n"
     "__device__ __forceinline__ unsigned short nnc_mma_at(const unsigned short *x, int64_t ld, int r, int c, int rows, int cols) {\n"
     "    return r < rows && c < cols ? x[(int64_t)r * ld + c] : (unsigned short)0;\n"
+    "}\n"
+    "/* 8 bf16 of row r from column c (a multiple of 8) as 4 words: one 16-byte load where vec (every\n"
+    " * row's offset a multiple of 8 elements: attention_vec), else one by one; zeros past rows, cols */\n"
+    "__device__ __forceinline__ void nnc_mma_ld8(const unsigned short *x, int64_t ld, int r, int c, int rows, int cols,\n"
+    "                                            bool vec, unsigned *w) {\n"
+    "    if (vec && r < rows && c + 8 <= cols) {\n"
+    "        const int4 v = *(const int4 *)(x + (int64_t)r * ld + c);\n"
+    "        w[0] = (unsigned)v.x, w[1] = (unsigned)v.y, w[2] = (unsigned)v.z, w[3] = (unsigned)v.w;\n"
+    "        return;\n"
+    "    }\n"
+    "    #pragma unroll\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "        w[i] = nnc_mma_word(nnc_mma_at(x, ld, r, c + 2 * i, rows, cols), nnc_mma_at(x, ld, r, c + 2 * i + 1, rows, cols));\n"
+    "}\n"
+    "/* rows r and r + 1 from column c as 8 words pairing the rows: column c + i in w[i] */\n"
+    "__device__ __forceinline__ void nnc_mma_ld8t(const unsigned short *x, int64_t ld, int r, int c, int rows, int cols,\n"
+    "                                             bool vec, unsigned *w) {\n"
+    "    unsigned a[4], b[4];\n"
+    "    nnc_mma_ld8(x, ld, r, c, rows, cols, vec, a);\n"
+    "    nnc_mma_ld8(x, ld, r + 1, c, rows, cols, vec, b);\n"
+    "    #pragma unroll\n"
+    "    for (int m = 0; m < 4; m++) {\n"
+    "        w[2 * m] = (a[m] & 0xffffu) | b[m] << 16;\n"
+    "        w[2 * m + 1] = a[m] >> 16 | (b[m] & 0xffff0000u);\n"
+    "    }\n"
     "}\n"
     "__device__ __forceinline__ void nnc_mma_split(float a, float b, unsigned *w) {\n"
     "    #pragma unroll\n"
@@ -1285,8 +1333,9 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
             for (int j = 0; j < n && !dup; j++) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
-                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it && o->d == c.d &&
-                    o->dv == c.dv && o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
+                    o->vec == c.vec && o->d == c.d && o->dv == c.dv && o->tq == c.tq && o->tk == c.tk && o->h == c.h &&
+                    !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);

@@ -1,6 +1,7 @@
 # emit_ptx.cmake - `--emit ptx` prints PTX compiled by NVRTC (not the CUDA source), with every
 # kernel's __launch_bounds__ as .maxntid (256), and the elementwise kernels' 16-byte accesses as
-# vector loads and stores (ld.global.v4.f32 / st.global.v4.f32, .nc where the input is read-only).
+# vector loads and stores (ld.global.v4.f32 / st.global.v4.f32, .nc where the input is read-only);
+# bf16 attention on tensor cores.
 #   cmake -DNNC=path/to/nnc -DSRC=source/dir -P emit_ptx.cmake
 execute_process(COMMAND ${NNC} ${SRC}/models/mlp.nn --target cuda --emit ptx
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -17,3 +18,27 @@ if(out MATCHES "__global__")
   message(FATAL_ERROR "--emit ptx printed CUDA C")
 endif()
 message(STATUS "--emit ptx prints PTX with launch bounds")
+# bf16 attention on tensor cores: mma.sync, and (head sizes and strides multiples of 8) its tiles
+# read with 16-byte loads
+execute_process(COMMAND ${NNC} ${SRC}/tests/cuda/half/sdpa_bf16.nn --target cuda --emit ptx
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "--emit ptx of sdpa_bf16.nn failed: rc=${rc}\n${err}")
+endif()
+# each kernel's PTX function, from its .func line to the closing brace at a line's start
+foreach(fn nnc_attn_fwd_bf16_mma_64x32_d128_v128_q140_k140_v8 nnc_attn_bwd_bf16_mma_64x64_d128_v128_q140_k140_v8)
+  string(REGEX MATCH "\\.func _Z[0-9]+${fn}" head "${out}")
+  if(NOT head)
+    message(FATAL_ERROR "--emit ptx of sdpa_bf16.nn: no function ${fn} (the tensor-core attention kernels)")
+  endif()
+  string(FIND "${out}" "${head}" at)
+  string(SUBSTRING "${out}" ${at} -1 body)
+  string(FIND "${body}" "\n}\n" end)
+  string(SUBSTRING "${body}" 0 ${end} body)
+  foreach(want "mma\\.sync\\.aligned\\.m16n8k16\\.row\\.col\\.f32\\.bf16\\.bf16\\.f32" "ld\\.global(\\.nc)?\\.v4\\.u32")
+    if(NOT body MATCHES "${want}")
+      message(FATAL_ERROR "--emit ptx of sdpa_bf16.nn: no '${want}' in ${fn}")
+    endif()
+  endforeach()
+endforeach()
+message(STATUS "bf16 attention: mma.sync and 16-byte loads")
