@@ -470,13 +470,13 @@ static void row_max_sum(const Kernel *k) {
             "            for (int l = 0; l < %d; l++) mx_l[l] = -%s;\n"
             "            const int64_t cl = C / %d * %d;\n"
             "            for (int64_t cb = 0; cb < cl; cb += %d)\n"
-            "                for (int l = 0; l < %d; l++) mx_l[l] = x[cb + l] > mx_l[l] ? x[cb + l] : mx_l[l];\n"
-            "            for (int64_t c = cl; c < C; c++) mx_l[c - cl] = x[c] > mx_l[c - cl] ? x[c] : mx_l[c - cl];\n"
+            "                for (int l = 0; l < %d; l++) mx_l[l] = XL(cb + l) > mx_l[l] ? XL(cb + l) : mx_l[l];\n"
+            "            for (int64_t c = cl; c < C; c++) mx_l[c - cl] = XL(c) > mx_l[c - cl] ? XL(c) : mx_l[c - cl];\n"
             "            for (int l = 0; l < %d; l++) mx = mx_l[l] > mx ? mx_l[l] : mx;\n"
             "        }\n",
             lanes, lanes, k->d->inf, lanes, lanes, lanes, lanes, lanes);
     row_all(k, "        ", "mx", k->d->row.max_all);
-    row_sum(k, "EXP(x[c] - mx)");
+    row_sum(k, "EXP(XL(c) - mx)");
 }
 
 static void row_softmax(const Kernel *k, const Launch *L, bool log) {
@@ -491,11 +491,15 @@ static void row_softmax(const Kernel *k, const Launch *L, bool log) {
     if (log)
         /* (x - mx) - log(s), not x - (mx + log(s)): with |mx| ~ 1e3 the sum would round away
          * log(s)'s low bits (float32 ulp at 1000 is 6e-5) */
-        str_printf(k->s, "        const real ls = (real)log(s);\n"
-                         "        %s y[c] = (x[c] - mx) - ls;\n    }\n", k->d->row.cols);
+        str_printf(k->s,
+                   "        const real ls = (real)log(s);\n"
+                   "        %s y[c] = (XL(c) - mx) - ls;\n    }\n",
+                   k->d->row.cols);
     else
-        str_printf(k->s, "        const real inv = (real)(1.0 / s);\n"
-                         "        %s y[c] = EXP(x[c] - mx) * inv;\n    }\n", k->d->row.cols);
+        str_printf(k->s,
+                   "        const real inv = (real)(1.0 / s);\n"
+                   "        %s y[c] = EXP(XL(c) - mx) * inv;\n    }\n",
+                   k->d->row.cols);
 }
 
 /* softmax_grad(dy, y) = y * (dy - sum(dy * y));  log_softmax_grad(dy, y) = dy - exp(y) * sum(dy) */
@@ -538,26 +542,27 @@ static void row_ce_kept(const Kernel *k, int32_t ignore) {
  * constant: without it the row's code has no smoothing terms).  The smoothed loss needs the
  * row's sum sx.  G may be X (the logits die here): x[t] was read into xt before, and the owners
  * sync before overwriting. */
-static void row_ce_tail(const Kernel *k, bool grad, double eps) {
+static void row_ce_tail(const Kernel *k, bool grad, double eps, const char *gtype) {
     char e[RENDER_NUM_LEN], f[RENDER_NUM_LEN];
     if (eps == 0) str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
     else {
-        const char *acc[] = {"sx"}, *term[] = {"(double)x[c]"};
+        const char *acc[] = {"sx"}, *term[] = {"(double)XL(c)"};
         row_sums(k, 1, acc, NULL, term);
         str_printf(k->s, "        %stotal += (double)mx + log(s) - %s * (double)xt - %s * sx / (double)C;\n",
                    k->d->row.leader, render_num(f, 1 - eps), render_num(e, eps));
     }
     if (!grad) return;
     if (k->d->row.sync) str_puts(k->s, k->d->row.sync);
-    str_puts(k->s,
-             "        const real k = (real)(dl / kept), inv = (real)(1.0 / s);\n"
-             "        real *g = G + i * C;\n");
+    str_printf(k->s,
+               "        const real k = (real)(dl / kept), inv = (real)(1.0 / s);\n"
+               "        %s *g = G + i * C;\n",
+               gtype);
     if (eps == 0)
-        str_printf(k->s, "        %s g[c] = (EXP(x[c] - mx) * inv - (c == t ? 1 : 0)) * k;\n", k->d->row.cols);
+        str_printf(k->s, "        %s g[c] = GS((EXP(XL(c) - mx) * inv - (c == t ? 1 : 0)) * k);\n", k->d->row.cols);
     else
         str_printf(k->s,
                    "        const real on = (real)%s, off = (real)(%s / (double)C);\n"
-                   "        %s g[c] = (EXP(x[c] - mx) * inv - (c == t ? on : 0) - off) * k;\n",
+                   "        %s g[c] = GS((EXP(XL(c) - mx) * inv - (c == t ? on : 0) - off) * k);\n",
                    render_num(f, 1 - eps), render_num(e, eps), k->d->row.cols);
 }
 
@@ -568,12 +573,16 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
     const Node *n = &k->g->nodes[ce >= 0 ? ce : grad];
     const int32_t ignore = (int32_t)n->attr.scalars.p[0];
     const double eps = n->attr.scalars.p[1];
+    char decl[64];
+    const char *xtype = kernel_type(k, n->in[0]), *gtype = grad >= 0 ? kernel_type(k, grad) : "real";
     row_header(k, n->in[0]);
-    kernel_ptr_line(k, "const real *X", n->in[0]);
+    snprintf(decl, sizeof decl, "const %s *X", xtype);
+    kernel_ptr_line(k, decl, n->in[0]);
     kernel_ptr_line(k, "const int32_t *T", n->in[1]);
     if (ce >= 0) kernel_ptr_line(k, "real *LOSS", ce);
     if (grad >= 0) {
-        kernel_ptr_line(k, "real *G", grad);
+        snprintf(decl, sizeof decl, "%s *G", gtype);
+        kernel_ptr_line(k, decl, grad);
         row_dloss(k, k->g->nodes[grad].in[2]);
     }
     row_ce_kept(k, ignore);
@@ -581,10 +590,10 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
     if (k->d->row.bad_decl) str_puts(k->s, k->d->row.bad_decl);
     k->d->row.open(k, L, n->in[0], " reduction(+:total)");
     str_printf(k->s,
-               "        const real *x = X + i * C;\n"
+               "        const %s *x = X + i * C;\n"
                "        const int32_t t = T[i];\n"
                "        if (t == %d) {\n",
-               (int)ignore);
+               xtype, (int)ignore);
     if (grad >= 0) str_printf(k->s, "            %s G[i * C + c] = 0;\n", k->d->row.cols);
     str_printf(k->s,
                "            continue;\n"
@@ -593,10 +602,10 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
                "%s"
                "            continue;\n"
                "        }\n"
-               "        const real xt = x[t];   /* read before the row is overwritten (G may be X) */\n",
+               "        const real xt = XL(t);   /* read before the row is overwritten (G may be X) */\n",
                k->d->row.bad_record ? k->d->row.bad_record : "");
     row_max_sum(k);
-    row_ce_tail(k, grad >= 0, eps);
+    row_ce_tail(k, grad >= 0, eps, gtype);
     str_puts(k->s, "    }\n");
     if (k->d->row.bad_report) k->d->row.bad_report(k);
     if (ce < 0) {
@@ -713,7 +722,23 @@ static const struct {
     {OP_LN_GRAD, row_ln_grad},
 };
 
+/* A row kernel's x loads and g stores: XL(c) is x[c] as real and GS(v) v as G's type stores it,
+ * widened and rounded where cross_entropy reads half logits and writes a half gradient (fold_rows.c:
+ * autocast's casts around it taken in); #undef'd after the kernel. */
+static void row_macros(const Kernel *k, const Launch *L) {
+    const Node *r = &k->g->nodes[L->root];
+    const DType xt = k->g->nodes[r->in[0]].dtype;
+    DType gt = DT_F32;
+    for (int i = 0; i < L->nnodes; i++)
+        if (k->g->nodes[L->nodes[i]].op == OP_CE_GRAD) gt = k->g->nodes[L->nodes[i]].dtype;
+    if (DTYPE_IS_HALF(xt)) str_printf(k->s, "#define XL(c) %s(x[c])\n", half_fn(xt, false));
+    else str_puts(k->s, "#define XL(c) (x[c])\n");
+    if (DTYPE_IS_HALF(gt)) str_printf(k->s, "#define GS(v) %s((float)(v))\n", half_fn(gt, true));
+    else str_puts(k->s, "#define GS(v) (v)\n");
+}
+
 static void kernel_row(const Kernel *k, const Launch *L) {
+    row_macros(k, L);
     for (size_t i = 0; i < NNC_COUNTOF(row_kernels); i++)
         if (row_kernels[i].op == k->g->nodes[L->root].op) {
             row_kernels[i].render(k, L);
@@ -753,5 +778,5 @@ void kernel_render(const Kernel *k, const Launch *L, int index) {
     case L_COLLECTIVE: k->d->collective(k, L); break;
     case L_ATTENTION: k->d->attention(k, L); break;
     }
-    str_puts(k->s, "}\n");
+    str_puts(k->s, L->kind == L_ROW ? "}\n#undef XL\n#undef GS\n" : "}\n");
 }

@@ -28,10 +28,48 @@ static int scaled_by_vector(const Graph *g, int m, int64_t C) {
     return -1;
 }
 
+static bool is_ce(const Node *n) { return n->op == OP_CROSS_ENTROPY || n->op == OP_CE_GRAD; }
+
+/* Under mixed precision autocast gives cross_entropy f32 logits, a cast of the half product's,
+ * and casts its f32 gradient back to half for the products below: two kernels and a tensor of
+ * f32 logits (GPT-2 small's [12288, 50304]: 2.5 GB) that exist only for the row kernel.  It reads
+ * the half logits (widened as it loads them) and writes the half gradient (rounded as it stores
+ * it) instead: the same float operations, the same bits. */
+static bool fold_ce_casts(Graph *g, int **users, const int *nusers) {
+    bool any = false;
+    for (int i = 0; i < g->n; i++) {
+        Node *c = &g->nodes[i];
+        if (c->op != OP_CAST || c->dtype != DT_F32 || !DTYPE_IS_HALF(g->nodes[c->in[0]].dtype) || graph_names(g, i) ||
+            nusers[i] == 0)
+            continue;
+        bool only_ce = true;
+        for (int u = 0; u < nusers[i]; u++) {
+            const Node *r = &g->nodes[users[i][u]];
+            only_ce &= is_ce(r) && r->in[0] == i && r->in[1] != i && (r->nin < 3 || r->in[2] != i);
+        }
+        if (!only_ce) continue;
+        for (int u = 0; u < nusers[i]; u++) g->nodes[users[i][u]].in[0] = c->in[0];
+        any = true;
+    }
+    for (int i = 0; i < g->n; i++) { /* the gradient's cast back to half becomes the row op */
+        const Node *n = &g->nodes[i];
+        if (n->op != OP_CE_GRAD || n->dtype != DT_F32 || nusers[i] != 1 || graph_names(g, i)) continue;
+        Node *c = &g->nodes[users[i][0]];
+        if (c->op != OP_CAST || !DTYPE_IS_HALF(c->dtype)) continue;
+        c->op = OP_CE_GRAD; /* keeps its id, dtype and shape: whatever reads the cast reads it */
+        c->nin = n->nin;
+        for (int k = 0; k < n->nin; k++) c->in[k] = n->in[k];
+        c->attr = n->attr;
+        c->loc = n->loc, c->scope = n->scope;
+        any = true;
+    }
+    return any;
+}
+
 bool pass_fold_rows(Graph *g) {
     int **users = xcalloc((size_t)g->n, sizeof *users), *nusers = xcalloc((size_t)g->n, sizeof *nusers);
     ir_users(g, users, nusers);
-    bool any = false;
+    bool any = fold_ce_casts(g, users, nusers);
     for (int i = 0; i < g->n; i++) {
         Node *n = &g->nodes[i];
         if (n->op != OP_LN_GRAD || n->nin != 2 || !is_f32(g, i)) continue;

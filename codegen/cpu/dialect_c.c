@@ -1024,7 +1024,7 @@ const KernelDialect dialect_c = {
         .lanes = 8,   /* doubles: a 512-bit vector */
         .all_rows = "for (int64_t j = 0; j < rows; j++)",
         /* a NaN is not taken, yet it makes s NaN and so every output of its row */
-        .max_pick = "x[c] > mx ? x[c] : mx",
+        .max_pick = "XL(c) > mx ? XL(c) : mx",
         .leader = "", .writer = "",
         /* the rows may run on several threads: the last bad row found is reported */
         .bad_decl = "    int64_t bad = -1;\n",

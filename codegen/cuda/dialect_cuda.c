@@ -517,7 +517,7 @@ const KernelDialect dialect_cuda = {
         /* every block counts cross_entropy's kept rows over all labels (total_all) */
         .all_rows = "for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)",
         /* NaN wins, so that the warp combine (nnc_warp_max) sees it whichever lane holds it */
-        .max_pick = "x[c] > mx || x[c] != x[c] ? x[c] : mx",
+        .max_pick = "XL(c) > mx || XL(c) != XL(c) ? XL(c) : mx",
         .max_all = "nnc_warp_max",
         .sum_all = "nnc_warp_sum",
         .argmax_all = ARGMAX_WARP,
@@ -537,7 +537,7 @@ const KernelDialect dialect_cuda_row_blocks = {
         .open = cuda_row_blocks_open,
         .cols = "for (int64_t c = threadIdx.x; c < C; c += blockDim.x)",
         .all_rows = "for (int64_t j = threadIdx.x; j < rows; j += blockDim.x)",
-        .max_pick = "x[c] > mx || x[c] != x[c] ? x[c] : mx",
+        .max_pick = "XL(c) > mx || XL(c) != XL(c) ? XL(c) : mx",
         .max_all = "nnc_block_max",
         .sum_all = "nnc_block_sum",
         .argmax_all = argmax_block,

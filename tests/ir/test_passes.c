@@ -512,6 +512,47 @@ static void test_fold_rows(void) {
     }
 }
 
+/* Under mixed precision cross_entropy and its gradient read the half logits and the gradient is
+ * written in half: no cast kernel on either side (fold_rows.c), one row launch for both; not with
+ * --no-fuse (casts as autocast wrote them). */
+static void test_fold_ce_casts(void) {
+    const char *src = "input x: f32[B, 6]\ninput y: i32[B]\n"
+                      "param W: f32[6, 5] = normal(0, 0.3)\n"
+                      "loss = cross_entropy(x @ W, y)\n"
+                      "train {\n    data x = randn(8, 6)\n    data y = randn(8)\n    batch = 4\n"
+                      "    precision = bf16\n    minimize loss\n}\n";
+    for (int t = 0; t < 3; t++) { /* cpu, cuda, cpu --no-fuse */
+        Compiled *c = compile_src("ce16.nn", src, (Opts){.target = t == 1 ? DEV_CUDA : DEV_CPU, .no_fuse = t == 2});
+        const char *what = t == 0 ? "cpu" : t == 1 ? "cuda" : "cpu --no-fuse";
+        CHECK(c->ok, "ce16.nn compiles (%s), found:\n%s", what, c->diag_text);
+        if (!c->ok) continue;
+        Graph *g = c->p.g;
+        Entry *e = train_entry(c);
+        int ce = -1, ceg = -1, casts = 0;
+        for (int i = 0; i < g->n; i++) { /* what the step launches */
+            const Node *n = &g->nodes[i];
+            if (launch_of(e, i) < 0) continue;
+            if (n->op == OP_CROSS_ENTROPY) ce = i;
+            if (n->op == OP_CE_GRAD) ceg = i;
+            /* the logits' cast up and the gradient's cast down: [B, 5] either way */
+            casts += n->op == OP_CAST && n->shape.rank == 2 && n->shape.d[0] < 0 && n->shape.d[1] == 5;
+        }
+        CHECK(ce >= 0 && ceg >= 0, "ce16.nn (%s): cross_entropy and its gradient", what);
+        if (ce < 0 || ceg < 0) continue;
+        if (t < 2) {
+            CHECK(g->nodes[g->nodes[ce].in[0]].dtype == DT_BF16 && g->nodes[ceg].dtype == DT_BF16 && casts == 0,
+                  "ce16.nn (%s): cross_entropy reads the bf16 logits and writes a bf16 gradient; found %s logits, "
+                  "a %s gradient, %d casts of [B, 5]",
+                  what, dtype_name(g->nodes[g->nodes[ce].in[0]].dtype), dtype_name(g->nodes[ceg].dtype), casts);
+            CHECK(launch_of(e, ce) == launch_of(e, ceg), "ce16.nn (%s): one row launch for both, found #%d and #%d",
+                  what, launch_of(e, ce), launch_of(e, ceg));
+        } else
+            CHECK(g->nodes[g->nodes[ce].in[0]].dtype == DT_F32 && casts == 2,
+                  "ce16.nn (%s): the casts as autocast wrote them, found %d", what, casts);
+        check_plan(c, "ce16.nn");
+    }
+}
+
 /* ---- repeated layers ----------------------------------------------------------------------- */
 
 static int node_named(Graph *g, Op op, const char *name) {
@@ -1044,6 +1085,7 @@ int main(void) {
     test_attention_layout();
     test_fusion_written_out();
     test_fold_rows();
+    test_fold_ce_casts();
     test_repeat_gpt();
     test_repeat_forms();
     test_cuda();
