@@ -154,6 +154,10 @@ PYTHONUNBUFFERED=1 timeout $(( D2 + 10 )) python3 bench/gpu_vs_torch.py --nnc $N
     >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
 grep -v "^\s*$" "$L/gpu_vs_torch_gpt.md" | sed -n '/^## nnc against/,/^### nnc --profile/p' | head -12
 tail -3 "$L/gpu_vs_torch_gpt.err"
+if [ "$(left)" -gt 40 ]; then   # cuBLAS's own rate on GPT-2's products (lm_head's ran at 95-151 TFLOP/s in nnc)
+    step "GPT-2 small's products through torch.matmul ($(left) s left)"
+    timeout 30 python3 bench/gemm_shapes.py >"$L/gemm_shapes.txt" 2>&1; cat "$L/gemm_shapes.txt"
+fi
 if [ "$(left)" -gt 120 ]; then   # the attention kernels on tensor cores against the CUDA-core ones (one more compile)
     step "GPT-2 small bf16: attention on CUDA cores (NNC_ATTN_MMA=0) against tensor cores ($(left) s left)"
     for v in 0 1; do
