@@ -1309,6 +1309,8 @@ static const char cuda_mma_text[] =
     "}\n"
     "#ifdef NNC_EMU_KERNEL_H\n"
     "#define nnc_mma_bf16 nnc_emu_mma_bf16\n"
+    "#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n"
+    "#error \"bf16 attention runs on tensor cores from sm_80 on; NNC_ATTN_MMA=0 compiles its CUDA-core kernels\"\n"
     "#else\n"
     "__device__ __forceinline__ void nnc_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,\n"
     "                                             unsigned b1) {\n"
