@@ -491,8 +491,8 @@ def check_rows(a, tmp, case, precision, fused):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run-model", required=True)
-    ap.add_argument("--nnc", required=True)
+    ap.add_argument("--run-model", required=True, type=os.path.abspath)   # the tests run it from temporary folders
+    ap.add_argument("--nnc", required=True, type=os.path.abspath)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("-k", default="")
     a = ap.parse_args()
