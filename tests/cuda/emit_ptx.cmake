@@ -18,8 +18,8 @@ if(out MATCHES "__global__")
   message(FATAL_ERROR "--emit ptx printed CUDA C")
 endif()
 message(STATUS "--emit ptx prints PTX with launch bounds")
-# bf16 attention on tensor cores: mma.sync, and (head sizes and strides multiples of 8) its tiles
-# read with 16-byte loads
+# bf16 attention on tensor cores: mma.sync, its B fragments through ldmatrix (transposed too),
+# and (head sizes and strides multiples of 8) its tiles copied 16 bytes at a time by cp.async
 execute_process(COMMAND ${NNC} ${SRC}/tests/cuda/half/sdpa_bf16.nn --target cuda --emit ptx
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
@@ -35,10 +35,14 @@ foreach(fn nnc_attn_fwd_bf16_mma_64x32_d128_v128_q140_k140_v8 nnc_attn_bwd_bf16_
   string(SUBSTRING "${out}" ${at} -1 body)
   string(FIND "${body}" "\n}\n" end)
   string(SUBSTRING "${body}" 0 ${end} body)
-  foreach(want "mma\\.sync\\.aligned\\.m16n8k16\\.row\\.col\\.f32\\.bf16\\.bf16\\.f32" "ld\\.global(\\.nc)?\\.v4\\.u32")
+  foreach(want "mma\\.sync\\.aligned\\.m16n8k16\\.row\\.col\\.f32\\.bf16\\.bf16\\.f32"
+               "ldmatrix\\.sync\\.aligned\\.m8n8\\.x4\\.shared\\.b16"
+               "ldmatrix\\.sync\\.aligned\\.m8n8\\.x4\\.trans\\.shared\\.b16"
+               "cp\\.async\\.cg\\.shared\\.global \\[[^]]+\\], \\[[^]]+\\], 16"
+               "cp\\.async\\.wait_group 1")
     if(NOT body MATCHES "${want}")
       message(FATAL_ERROR "--emit ptx of sdpa_bf16.nn: no '${want}' in ${fn}")
     endif()
   endforeach()
 endforeach()
-message(STATUS "bf16 attention: mma.sync and 16-byte loads")
+message(STATUS "bf16 attention: mma.sync, ldmatrix and cp.async")

@@ -197,6 +197,66 @@ static inline void nnc_emu_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned
     nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
 }
 
+/* ---- ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 ----
+ * Four 8x8 matrices of 16-bit elements: lane 8i + j gives the address of matrix i's row j (16
+ * bytes, 16-byte aligned), and lane l receives in register i matrix i's row l / 4, columns
+ * 2 (l % 4) and 2 (l % 4) + 1 (a word as it lies in memory), or with .trans its column l / 4,
+ * rows 2 (l % 4) and 2 (l % 4) + 1 (the lower row in the low half).  Lanes leave their
+ * addresses in the warp's slot and meet at a warp barrier, as for mma.sync. */
+static const unsigned short *nnc_emu_ldsm_slot[32][32];
+static inline void nnc_emu_ldsm4(unsigned *r, const unsigned *row, int trans) {
+    const nnc_emu_vars *v = nnc_emu_rt.cur;
+    const unsigned tid = v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z), w = tid / 32, lane = tid % 32;
+    nnc_emu_aligned(row, 16, 0);
+    nnc_emu_ldsm_slot[w][lane] = (const unsigned short *)row;
+    nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
+    const unsigned g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; i++) {
+        const unsigned short *const *m = nnc_emu_ldsm_slot[w] + 8 * i;
+        r[i] = trans ? m[2 * t][g] | (unsigned)m[2 * t + 1][g] << 16 : m[g][2 * t] | (unsigned)m[g][2 * t + 1] << 16;
+    }
+    nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
+}
+
+/* ---- cp.async (sm_80): copies to shared memory that land only at cp.async.wait_group ----
+ * A thread's copies join its open group; commit_group closes it; wait_group n writes every copy
+ * of the groups but the n most recent committed ones.  The bytes are read when the copy is
+ * issued and written when waited for, so a kernel that reads its shared tile before waiting for
+ * it reads what was there before (the driver fills shared memory with 0xFF at every block). */
+enum { NNC_EMU_CP_MAX = 64 };
+static struct nnc_emu_cp {
+    void *dst;
+    unsigned char b[16];
+    unsigned n, group;
+} nnc_emu_cpq[1024][NNC_EMU_CP_MAX];
+static unsigned nnc_emu_cpn[1024], nnc_emu_cpg[1024];
+static inline unsigned nnc_emu_tid(void) {
+    const nnc_emu_vars *v = nnc_emu_rt.cur;
+    return v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z);
+}
+/* copies n bytes (4 or 16) from src to dst, or zeros where !ok (src is not read) */
+static inline void nnc_emu_cp_async(void *dst, const void *src, unsigned n, bool ok) {
+    const unsigned t = nnc_emu_tid();
+    nnc_emu_aligned(dst, n, 1);
+    if (ok) nnc_emu_aligned(src, n, 0);
+    if (nnc_emu_cpn[t] == NNC_EMU_CP_MAX) __builtin_trap(); /* more copies in flight than a kernel should have */
+    nnc_emu_cp *c = &nnc_emu_cpq[t][nnc_emu_cpn[t]++];
+    c->dst = dst, c->n = n, c->group = nnc_emu_cpg[t];
+    for (unsigned i = 0; i < n; i++) c->b[i] = ok ? ((const unsigned char *)src)[i] : 0;
+}
+static inline void nnc_emu_cp_commit(void) { nnc_emu_cpg[nnc_emu_tid()]++; }
+static inline void nnc_emu_cp_wait(unsigned pending) {
+    const unsigned t = nnc_emu_tid(), done = nnc_emu_cpg[t] - pending; /* groups below this one land */
+    unsigned k = 0;
+    for (unsigned i = 0; i < nnc_emu_cpn[t]; i++) {
+        nnc_emu_cp *c = &nnc_emu_cpq[t][i];
+        if ((int)(c->group - done) < 0)
+            for (unsigned j = 0; j < c->n; j++) ((unsigned char *)c->dst)[j] = c->b[j];
+        else nnc_emu_cpq[t][k++] = *c;
+    }
+    nnc_emu_cpn[t] = k;
+}
+
 /* ---- math (CUDA has the float overloads of the double names too) ---- */
 extern "C" {
 double exp(double); double log(double); double sqrt(double); double tanh(double); double pow(double, double);
