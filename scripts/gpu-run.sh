@@ -5,7 +5,9 @@
 #   with the working tree as an ignored path: the device tool's `carry`), then on the GPU machine,
 #   from the project root: bash scripts/gpu-run.sh
 #   (NNC_DEADLINE seconds in all, default 500; every step gets a timeout inside what is left;
-#   NNC_RUN=convnet: a second, shorter call)
+#   NNC_RUN=convnet: a second, shorter call; NNC_RUN=attn: the attention kernels against torch on
+#   the GPU, compute-sanitizer on them, and GPT-2 small's step against a baseline nnc built from
+#   tmp/gpucarry/base.tgz, `git archive` of an earlier commit, when it is there)
 # Carried in tmp/gpucarry (tmp/ is ignored by .gitignore):
 #   debs/*.deb        flex bison m4 libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev (Debian 12)
 #   cuda-include.tgz  the 24 CUDA 13.0 headers nnc compiles against (used only if the image lacks them)
@@ -83,6 +85,56 @@ fi
 build-gpu/nnc --version
 export XDG_CACHE_HOME=$PWD/build-gpu/cache
 NNC=$PWD/build-gpu/nnc
+BASE=""
+if [ "${NNC_RUN:-full}" = attn ] && [ -e "$C/base.tgz" ] && [ $BUILT = 1 ]; then
+    step "the baseline: $(tar -xOzf "$C/base.tgz" BASE 2>/dev/null) built beside it"
+    rm -rf /tmp/nnc-base && mkdir -p /tmp/nnc-base && tar -xzf "$C/base.tgz" -C /tmp/nnc-base &&
+    cmake -S /tmp/nnc-base -B /tmp/nnc-base/build $G -DCMAKE_BUILD_TYPE=Release -DNNC_CUDA=ON $INC \
+        -DNNC_OPENBLAS=$P/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \
+        -DZLIB_INCLUDE_DIR=$P/usr/include -DZLIB_LIBRARY=$P/usr/lib/x86_64-linux-gnu/libz.a >"$L/cmake_base.log" 2>&1 &&
+    timeout 120 cmake --build /tmp/nnc-base/build -j"$(nproc)" --target nnc >"$L/build_base.log" 2>&1 &&
+        BASE=/tmp/nnc-base/build/nnc || tail -5 "$L/build_base.log"
+fi
+
+if [ "${NNC_RUN:-full}" = attn ]; then   # the attention kernels: correct on the GPU, then how fast
+    step "attention against torch on the GPU (bf16 on tensor cores), the GPU against the CPU"
+    R=$PWD/build-gpu/tests/numeric/run_model
+    ( for k in half dropout; do
+          timeout 120 python3 tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k $k \
+              >"$L/attention_torch_$k.log" 2>&1; echo "attention_torch -k $k rc=$?"
+      done ) &
+    P1=$!
+    ( timeout 120 python3 tests/cuda/emu_train.py $NNC tests/cuda/half/attention_bf16.nn 2>&1 | tail -2
+      timeout 120 build-gpu/gpu_vs_cpu tests/cuda/ops/*.nn >"$L/gpu_vs_cpu.log" 2>&1; echo "gpu_vs_cpu rc=$?"
+      grep -E "FAIL|failed|compared" "$L/gpu_vs_cpu.log" | tail -3 ) >"$L/train_vs_cpu.log" 2>&1 &
+    P2=$!
+    wait $P1 $P2
+    cat "$L/train_vs_cpu.log"; grep -h "FAIL\|passed" "$L"/attention_torch_*.log
+    if command -v compute-sanitizer >/dev/null; then
+        step "compute-sanitizer racecheck and memcheck: bf16 attention's forward and backward ($(left) s left)"
+        for t in racecheck memcheck; do
+            NNC_CUDA_LINEINFO=1 timeout 90 compute-sanitizer --tool $t --target-processes all python3 \
+                tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k "T=70 Tk=100" >"$L/$t.log" 2>&1
+            echo "$t rc=$?"; grep -E "ERROR SUMMARY|passed" "$L/$t.log" | sort | uniq -c | head -4
+        done
+    fi
+    step "GPT-2 small bf16 against torch.compile, with the profile ($(left) s left)"
+    D1=$(( $(left) - 90 )); [ $D1 -gt 150 ] && D1=150
+    PYTHONUNBUFFERED=1 timeout $(( D1 + 10 )) python3 bench/gpu_vs_torch.py --nnc $NNC --deadline $D1 --cases gpt2_bf16 \
+        --torch-modes compile --json "$L/gpu_vs_torch_gpt.json" --profile gpt2_bf16 --keep /tmp/nnc-gptcases \
+        >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
+    grep -v "^\s*$" "$L/gpu_vs_torch_gpt.md" | sed -n '/^## nnc against/,/^### nnc --profile/p' | head -8
+    tail -2 "$L/gpu_vs_torch_gpt.err"
+    if [ -n "$BASE" ] && [ -e /tmp/nnc-gptcases/gpt2_bf16.nn ] && [ "$(left)" -gt 40 ]; then
+        step "GPT-2 small bf16's step: the baseline against this tree, twice ($(left) s left)"
+        for r in 1 2; do for b in "$BASE" "$NNC"; do
+            printf '  %-28s %s\n' "$b" "$(cd /tmp/nnc-gptcases && timeout $(( $(left) / 3 )) $b gpt2_bf16.nn --target cuda \
+                --precision bf16 --bench 10 2>&1 | tail -1)"
+        done; done
+    fi
+    nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+    finish 0
+fi
 
 if [ "${NNC_RUN:-full}" = convnet ]; then   # a second, shorter call: the convolutions' choices, the GPT's profile
     step "gpu_vs_cpu on every op model, cuDNN on and off, side by side"
