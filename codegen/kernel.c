@@ -8,7 +8,8 @@
  *     scalar expressions come from the op table (expr.c);
  *   - the reduction's accumulation (double, NaN winning a max as torch.amax);
  *   - the row-wise kernels' arithmetic: max-subtracted, double-accumulated exp-sums for
- *     softmax, log_softmax and cross-entropy (stable for any logits), the gradients, the
+ *     softmax, log_softmax and cross-entropy (stable for any logits; cross-entropy's maximum
+ *     and sum in one pass where the dialect combines (max, sum) pairs), the gradients, the
  *     label-range check, and accuracy's argmax (the first maximum; NaN above everything).
  * A dialect supplies the loops around these statements (kernel.h says which names they must
  * define); the walker never asks which target it renders for. */
@@ -536,34 +537,166 @@ static void row_ce_kept(const Kernel *k, int32_t ignore) {
     row_all(k, "    ", "kept", k->d->row.total_all);
 }
 
-/* The part of a cross-entropy row after its max and exp-sum: the row's loss into `total` and,
- * with `grad`, its gradient (softmax - target) * dloss / kept over the row, the target the label's
- * one-hot, smoothed to (1 - eps) onehot + eps / C with label smoothing eps (a compile-time
- * constant: without it the row's code has no smoothing terms).  The smoothed loss needs the
- * row's sum sx.  G may be X (the logits die here): x[t] was read into xt before, and the owners
- * sync before overwriting. */
-static void row_ce_tail(const Kernel *k, bool grad, double eps, const char *gtype) {
+/* A cross-entropy row's loss into `total`, after its max and exp-sum: mx + log(s) - x[t], or with
+ * label smoothing eps (a compile-time constant: without it the row's code has no smoothing terms)
+ * mx + log(s) - (1 - eps) x[t] - eps sx / C, sx the row's sum (taken here unless `have_sx`). */
+static void row_ce_loss(const Kernel *k, double eps, bool have_sx) {
     char e[RENDER_NUM_LEN], f[RENDER_NUM_LEN];
-    if (eps == 0) str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
-    else {
+    if (eps == 0) {
+        str_printf(k->s, "        %stotal += (double)mx + log(s) - (double)xt;\n", k->d->row.leader);
+        return;
+    }
+    if (!have_sx) {
         const char *acc[] = {"sx"}, *term[] = {"(double)XL(c)"};
         row_sums(k, 1, acc, NULL, term);
-        str_printf(k->s, "        %stotal += (double)mx + log(s) - %s * (double)xt - %s * sx / (double)C;\n",
-                   k->d->row.leader, render_num(f, 1 - eps), render_num(e, eps));
     }
-    if (!grad) return;
+    str_printf(k->s, "        %stotal += (double)mx + log(s) - %s * (double)xt - %s * sx / (double)C;\n",
+               k->d->row.leader, render_num(f, 1 - eps), render_num(e, eps));
+}
+
+/* The gradient's scale k = dloss / kept, inv = 1 / s, g (G's row) and, with label smoothing, the
+ * smoothed one-hot's values on / off; then `value` is the gradient at column c of the logit `xc`:
+ * (softmax - target) * k, the target the label's one-hot, smoothed to (1 - eps) onehot + eps / C.
+ * G may be X (the logits die here): x[t] was read into xt before, and the owners sync before
+ * overwriting. */
+static void row_ce_grad_head(const Kernel *k, double eps, const char *gtype) {
+    char e[RENDER_NUM_LEN], f[RENDER_NUM_LEN];
     if (k->d->row.sync) str_puts(k->s, k->d->row.sync);
     str_printf(k->s,
                "        const real k = (real)(dl / kept), inv = (real)(1.0 / s);\n"
                "        %s *g = G + i * C;\n",
                gtype);
-    if (eps == 0)
-        str_printf(k->s, "        %s g[c] = GS((EXP(XL(c) - mx) * inv - (c == t ? 1 : 0)) * k);\n", k->d->row.cols);
-    else
-        str_printf(k->s,
-                   "        const real on = (real)%s, off = (real)(%s / (double)C);\n"
-                   "        %s g[c] = GS((EXP(XL(c) - mx) * inv - (c == t ? on : 0) - off) * k);\n",
-                   render_num(f, 1 - eps), render_num(e, eps), k->d->row.cols);
+    if (eps != 0)
+        str_printf(k->s, "        const real on = (real)%s, off = (real)(%s / (double)C);\n", render_num(f, 1 - eps),
+                   render_num(e, eps));
+}
+
+static void row_ce_grad_value(char *buf, size_t n, double eps, const char *xc) {
+    if (eps == 0) snprintf(buf, n, "GS((EXP(%s - mx) * inv - (c == t ? 1 : 0)) * k)", xc);
+    else snprintf(buf, n, "GS((EXP(%s - mx) * inv - (c == t ? on : 0) - off) * k)", xc);
+}
+
+/* The part of a cross-entropy row after its max and exp-sum (three passes: row_max_sum's two,
+ * then the gradient's): the loss and, with `grad`, the gradient over the row. */
+static void row_ce_tail(const Kernel *k, bool grad, double eps, const char *gtype) {
+    char v[128];
+    row_ce_loss(k, eps, false);
+    if (!grad) return;
+    row_ce_grad_head(k, eps, gtype);
+    row_ce_grad_value(v, sizeof v, eps, "XL(c)");
+    str_printf(k->s, "        %s g[c] = %s;\n", k->d->row.cols, v);
+}
+
+/* ---- cross-entropy in two passes (row.pair_all) --------------------------------------------
+ * Three passes over a row of GPT-2's 50304 bf16 logits (100 KB) read it three times: with a
+ * thousand rows in flight on a GPU, 100 MB, more than its L2 holds, so from memory each time.
+ * Here the first pass takes the maximum and the exp-sum together (each thread's sum against its
+ * own running maximum, rescaled when that grows; the owners' (max, sum) pairs combined by
+ * row.pair_all), and the gradient's pass reads the row again right after, 16 bytes at a time
+ * where the row's length allows.  The sum is of the same terms exp(x - mx), each vector's
+ * (at most 8, each at most 1) added in float in pairs and those sums in double, but taken
+ * against other maxima and rescaled: within a few units of float's last place of the three
+ * passes' sum, so the gradient is within a unit or two of float's last place of theirs (and of
+ * the CPU's), which tests/ref/test_ce_torch.py and gpu_vs_cpu hold it to. */
+
+static int elem_bytes(const Kernel *k, int x) {
+    DType t = k->g->nodes[x].dtype;
+    return DTYPE_IS_HALF(t) ? 2 : t == DT_I32 || !k->o->f64 ? 4 : 8;
+}
+
+/* Elements per 16-byte access of a row of x and of the gradient g (-1: none): C a multiple of
+ * them known at compile time, so every row starts on a vector (the plan starts every buffer on
+ * 256 bytes); else 1, one element at a time. */
+static int row_ce_lanes(const Kernel *k, int x, int g) {
+    Shape xs = k->g->nodes[x].shape;
+    int64_t C = xs.rank ? xs.d[xs.rank - 1] : 1;
+    int bytes = elem_bytes(k, x);
+    if (g >= 0 && elem_bytes(k, g) > bytes) bytes = elem_bytes(k, g);
+    int lanes = 16 / bytes;
+    return !k->d->vec.load || dim_is_batch(C) || C % lanes ? 1 : lanes;
+}
+
+/* xv[lanes]: the logits of the row's vector v (lanes 1: column v), as real. */
+static void row_ce_load(const Kernel *k, int x, int lanes, const char *ind) {
+    DType t = k->g->nodes[x].dtype;
+    if (lanes == 1) {
+        str_printf(k->s, "%sconst real xv[1] = {XL(v)};\n", ind);
+        return;
+    }
+    k->d->vec.load(k, ind, kernel_type(k, x), lanes, "xr_", "x", "v");
+    str_printf(k->s, "%sreal xv[%d];\n%s%s%sfor (int q = 0; q < %d; q++) xv[q] = ", ind, lanes, ind, k->d->vec.unroll,
+               ind, lanes);
+    if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s(xr_[q]);\n", half_fn(t, false));
+    else str_puts(k->s, "(real)xr_[q];\n");
+}
+
+/* EXP(xv[q] - mb) over q in [lo, hi), added in pairs: within 3 units of the last place for 8. */
+static void exp_tree(Str *s, int lo, int hi) {
+    if (hi - lo == 1) {
+        str_printf(s, "EXP(xv[%d] - mb)", lo);
+        return;
+    }
+    str_puts(s, "(");
+    exp_tree(s, lo, (lo + hi) / 2);
+    str_puts(s, " + ");
+    exp_tree(s, (lo + hi) / 2, hi);
+    str_puts(s, ")");
+}
+
+/* mx and s (and, with label smoothing, sx) of the row in one pass.  A NaN never becomes a
+ * maximum, but its term makes the sum NaN, so the loss and the gradient are NaN as with three
+ * passes; a thread whose logits are all -inf adds terms of 0 (mb), and pair_all gives its zero
+ * sum no weight. */
+static void row_ce_max_sum(const Kernel *k, int x, int lanes, bool smooth) {
+    str_printf(k->s,
+               "        real mx = -%s;   /* the thread's maximum so far, then the row's */\n"
+               "        double s = 0;   /* exp(x - mx) over the thread's columns so far, then the row's */\n"
+               "%s"
+               "        %s {\n",
+               k->d->inf, smooth ? "        double sx = 0;\n" : "", k->d->row.vcols);
+    row_ce_load(k, x, lanes, "            ");
+    str_puts(k->s, "            real vm = xv[0];\n");
+    if (lanes > 1)
+        str_printf(k->s, "            %s            for (int q = 1; q < %d; q++) vm = xv[q] > vm ? xv[q] : vm;\n",
+                   k->d->vec.unroll, lanes);
+    str_printf(k->s,
+               "            if (vm > mx) {   /* the sum so far, against the larger maximum */\n"
+               "                s *= (double)EXP(mx - vm);\n"
+               "                mx = vm;\n"
+               "            }\n"
+               "            const real mb = mx == -%s ? (real)0 : mx;\n"
+               "            s += (double)",
+               k->d->inf);
+    exp_tree(k->s, 0, lanes);
+    str_puts(k->s, ";\n");
+    if (smooth)
+        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) sx += (double)xv[q];\n",
+                   k->d->vec.unroll, lanes);
+    str_printf(k->s, "        }\n        %s(&mx, &s);\n", k->d->row.pair_all);
+    if (smooth) row_all(k, "        ", "sx", k->d->row.sum_all);
+}
+
+/* The gradient over the row, a vector at a time. */
+static void row_ce_grad_pass(const Kernel *k, int x, int lanes, double eps, const char *gtype) {
+    char v[128];
+    row_ce_grad_head(k, eps, gtype);
+    str_printf(k->s, "        %s {\n", k->d->row.vcols);
+    row_ce_load(k, x, lanes, "            ");
+    if (lanes == 1) {
+        row_ce_grad_value(v, sizeof v, eps, "xv[0]");
+        str_printf(k->s, "            const int64_t c = v;\n            g[c] = %s;\n        }\n", v);
+        return;
+    }
+    row_ce_grad_value(v, sizeof v, eps, "xv[q]");
+    str_printf(k->s,
+               "            %s g_[%d];\n"
+               "            %s            for (int q = 0; q < %d; q++) {\n"
+               "                const int64_t c = v * %d + q;\n"
+               "                g_[q] = %s;\n"
+               "            }\n",
+               gtype, lanes, k->d->vec.unroll, lanes, lanes, v);
+    k->d->vec.store(k, "            ", gtype, lanes, "g", "v", "g_");
+    str_puts(k->s, "        }\n");
 }
 
 /* Cross-entropy with mean reduction, and/or its gradient.  A row whose label is ignore_index
@@ -586,6 +719,9 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
         row_dloss(k, k->g->nodes[grad].in[2]);
     }
     row_ce_kept(k, ignore);
+    const bool two = k->d->row.pair_all != NULL;
+    const int lanes = two ? row_ce_lanes(k, n->in[0], grad) : 1;
+    if (two) str_printf(k->s, "    const int64_t nv = C / %d;   /* the vectors of a row */\n", lanes);
     str_puts(k->s, "    double total = 0;\n");
     if (k->d->row.bad_decl) str_puts(k->s, k->d->row.bad_decl);
     k->d->row.open(k, L, n->in[0], " reduction(+:total)");
@@ -604,8 +740,14 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
                "        }\n"
                "        const real xt = XL(t);   /* read before the row is overwritten (G may be X) */\n",
                k->d->row.bad_record ? k->d->row.bad_record : "");
-    row_max_sum(k);
-    row_ce_tail(k, grad >= 0, eps, gtype);
+    if (two) {
+        row_ce_max_sum(k, n->in[0], lanes, eps != 0);
+        row_ce_loss(k, eps, true);
+        if (grad >= 0) row_ce_grad_pass(k, n->in[0], lanes, eps, gtype);
+    } else {
+        row_max_sum(k);
+        row_ce_tail(k, grad >= 0, eps, gtype);
+    }
     str_puts(k->s, "    }\n");
     if (k->d->row.bad_report) k->d->row.bad_report(k);
     if (ce < 0) {

@@ -128,6 +128,12 @@ struct KernelDialect {
          * after them (NULL: nothing to do there). */
         const char *bad_decl, *bad_record;
         void (*bad_report)(const Kernel *k);
+        /* cross_entropy's rows in two passes over the logits rather than three (NULL: a pass
+         * for the maximum, one for the exp-sum, one for the gradient): pair_all(&mx, &s) gives
+         * every owner the row's (maximum, sum) from each owner's own, whose sum is taken
+         * against its running maximum; vcols visits the vectors v < nv this thread owns, moved
+         * 16 bytes at a time (vec.load, vec.store) where the row's length allows. */
+        const char *pair_all, *vcols;
     } row;
 
     /* ---- library launches (NULL where the backend issues them itself) ---- */

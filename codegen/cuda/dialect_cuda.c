@@ -19,7 +19,9 @@
  *     shuffles (dialect_cuda), or one block per row for rows longer than WARP_ROW_MAX
  *     (dialect_cuda_row_blocks).  Every owner of a row walks the same rows, so the shuffles and
  *     barriers never diverge.  cross_entropy's loss and accuracy's hits add one number over all
- *     rows: each block's total, then the last block sums the blocks' totals in order.
+ *     rows: each block's total, then the last block sums the blocks' totals in order.  A block's
+ *     cross_entropy row is read twice (row.pair_all: the maximum and exp-sum in one pass), 16
+ *     bytes at a time where its length allows;
  * A label outside [0, C) sets the device error flag err[], which the runtime reads after the
  * step.  The helpers the primitives call (nnc_warp_sum, nnc_block_sum, nnc_grid_reduce, ...)
  * are defined in the prelude below, next to the strings that call them. */
@@ -105,6 +107,14 @@ static const char support[] =
     "}\n"
     "__device__ __forceinline__ double nnc_block_sum(double v) { return nnc_block_reduce(v, false); }\n"
     "__device__ __forceinline__ double nnc_block_max(double v) { return nnc_block_reduce(v, true); }\n"
+    "/* A row's (maximum, exp-sum) from each thread's (*mx, *s), *s taken against *mx: the block's\n"
+    " * maximum (NaN wins), and the sum of each *s rescaled to it (a zero sum, from a thread with no\n"
+    " * columns or only -inf ones, adds nothing, whatever its maximum). */\n"
+    "__device__ void nnc_block_max_sum(real *mx, double *s) {\n"
+    "    const real m = (real)nnc_block_max(*mx);\n"
+    "    *s = nnc_block_sum(*s == 0 ? 0.0 : *s * exp((double)*mx - (double)m));\n"
+    "    *mx = m;\n"
+    "}\n"
     "\n"
     "/* The workspace ws (CUDA_KERNEL_PARAMS): tickets, then the partials. */\n"
     "#define NNC_PARTS(ws) ((double *)((ws) + %d))\n"
@@ -287,13 +297,18 @@ static void cuda_vec_tail(const Kernel *k, Shape sp, int lanes) {
     (void)sp;
 }
 
-/* float4, double2, int4, ushort4 ...: `lanes` elements of kernel_type t. */
+/* float4, double2, int4, ushort4 ...: `lanes` elements of kernel_type t; eight 16-bit words
+ * (a row kernel's bf16 logits) travel as a uint4, two to a component, the first in the low half
+ * (little-endian, as memory holds them). */
+static bool vec_pairs(const char *t, int lanes) { return lanes == 8 && !strcmp(t, "unsigned short"); }
+
 static void vec_type(const Kernel *k, const char *t, int lanes, char *buf, size_t n) {
     const char *e = !strcmp(t, "int32_t") ? "int"
         : !strcmp(t, "unsigned short")    ? "ushort"
         : k->o->f64                       ? "double"
                                           : "float";
-    snprintf(buf, n, "%s%d", e, lanes);
+    if (vec_pairs(t, lanes)) snprintf(buf, n, "uint4");
+    else snprintf(buf, n, "%s%d", e, lanes);
 }
 
 static void cuda_vec_load(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *p,
@@ -302,7 +317,10 @@ static void cuda_vec_load(const Kernel *k, const char *ind, const char *t, int l
     vec_type(k, t, lanes, vt, sizeof vt);
     str_printf(k->s, "%sconst %s %sv = ((const %s *)%s)[%s];\n%sconst %s %s[%d] = {", ind, vt, dst, vt, p, v, ind, t,
                dst, lanes);
-    for (int q = 0; q < lanes; q++) str_printf(k->s, "%s%sv.%c", q ? ", " : "", dst, "xyzw"[q]);
+    for (int q = 0; q < lanes; q++)
+        if (vec_pairs(t, lanes))
+            str_printf(k->s, "%s(%s)(%sv.%c%s)", q ? ", " : "", t, dst, "xyzw"[q / 2], q % 2 ? " >> 16" : "");
+        else str_printf(k->s, "%s%sv.%c", q ? ", " : "", dst, "xyzw"[q]);
     str_puts(k->s, "};\n");
 }
 
@@ -311,7 +329,10 @@ static void cuda_vec_store(const Kernel *k, const char *ind, const char *t, int 
     char vt[16];
     vec_type(k, t, lanes, vt, sizeof vt);
     str_printf(k->s, "%s((%s *)%s)[%s] = make_%s(", ind, vt, p, v, vt);
-    for (int q = 0; q < lanes; q++) str_printf(k->s, "%s%s[%d]", q ? ", " : "", src, q);
+    for (int q = 0; q < lanes; q++)
+        if (vec_pairs(t, lanes)) {
+            if (q % 2 == 0) str_printf(k->s, "%s%s[%d] | (unsigned)%s[%d] << 16", q ? ", " : "", src, q, src, q + 1);
+        } else str_printf(k->s, "%s%s[%d]", q ? ", " : "", src, q);
     str_puts(k->s, ");\n");
 }
 
@@ -546,6 +567,9 @@ const KernelDialect dialect_cuda_row_blocks = {
         .total_all = "nnc_block_sum",
         .writer = "if (nnc_grid_done(&total, ws)) ",
         .bad_record = BAD_RECORD("threadIdx.x == 0"),
+        /* cross_entropy: two passes over a row, which stays in L2 between them (render_cuda.c) */
+        .pair_all = "nnc_block_max_sum",
+        .vcols = "for (int64_t v = threadIdx.x; v < nv; v += blockDim.x)",
     },
 };
 /* clang-format on */

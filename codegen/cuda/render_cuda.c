@@ -21,11 +21,12 @@
 #include "../helpers.h"
 #include "../kernel.h"
 
-#define THREADS 256 /* every kernel's block (a warp per row or output: 8 of them) */
+#define THREADS 256 /* every kernel's block (a warp per row or output: 8 of them) but: */
 #define PER_THREAD 8 /* elements a thread takes, where the work sizes the grid */
 #define MAX_GRID 0x7fffffffLL /* gridDim.x's limit (grid.y's is 65535: splits stay far below) */
 #define MAX_PARTS 1024 /* blocks whose partials one reduction combines (CUDA_TICKETS) */
 #define WARP_ROW_MAX 1024 /* a warp reduces a row up to this long; a block takes longer ones */
+#define CE_ROW_THREADS 1024 /* cross_entropy's block, where a block takes a row (row_threads) */
 
 int cuda_resolve(const Entry *e, int x) { return kernel_resolve(e, x); }
 
@@ -196,9 +197,19 @@ bool cuda_row_per_block(const Graph *g, const Launch *L) {
     return dim_is_batch(cols) || cols > WARP_ROW_MAX;
 }
 
+/* A row kernel's block.  cross_entropy's long rows are read twice (dialect_cuda_row_blocks: the
+ * maximum and exp-sum, then the gradient), the second time from L2 where the rows in flight fit
+ * there: an SM holds two blocks of 1024 threads at most (2048 threads), so an H200's 132 SMs
+ * work on 264 rows at a time, 26 MB of GPT-2's 100 KB bf16 rows against its 50 MB of L2; with
+ * blocks of 256 all 1024 blocks of the grid were resident, 103 MB, and each pass read memory. */
+static unsigned row_threads(const Graph *g, const Launch *L) {
+    Op op = g->nodes[L->root].op;
+    return cuda_row_per_block(g, L) && (op == OP_CROSS_ENTROPY || op == OP_CE_GRAD) ? CE_ROW_THREADS : THREADS;
+}
+
 /* The largest block cuda_launch_dims gives this launch, at any batch size. */
 unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64) {
-    return L->kind == L_ATTENTION ? attention_cuda_threads(g, L, f64) : THREADS;
+    return L->kind == L_ATTENTION ? attention_cuda_threads(g, L, f64) : L->kind == L_ROW ? row_threads(g, L) : THREADS;
 }
 
 /* Splits of `per` elements each (per thread: PER_THREAD), at most `cap`. */
@@ -238,7 +249,7 @@ static CudaDims row_dims(const Graph *g, const Launch *L, int64_t B) {
     int64_t blocks = cuda_row_per_block(g, L) ? rows : ceil_div(rows, THREADS / 32);
     /* a total, or (cross_entropy) the rows the mean is over, which every block counts */
     bool capped = op_has(n->op, OPF_ROW_TOTAL) || op_has(n->op, OPF_LABELS);
-    CudaDims d = {clamp_grid(capped && blocks > MAX_PARTS ? MAX_PARTS : blocks), 1, THREADS};
+    CudaDims d = {clamp_grid(capped && blocks > MAX_PARTS ? MAX_PARTS : blocks), 1, row_threads(g, L)};
     return d;
 }
 

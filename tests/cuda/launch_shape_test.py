@@ -2,7 +2,10 @@
 """launch_shape_test.py - the shapes in which the CUDA target's kernels reach the GPU, from the
 emulator's trace (NNC_EMU_TRACE) of one training step and the generated source (--emit cuda).
 
-    launch_shape_test.py NNC MODEL.nn[:BATCH]...
+    launch_shape_test.py NNC MODEL.nn[:BATCH]... [ce:CLASSES:PRECISION]...
+
+ce:CLASSES:PRECISION is a model the test writes: cross_entropy over rows of CLASSES logits
+(f32, or bf16 under `precision = bf16`), fed 16 samples from .npy files.
 
 For each model (at BATCH, else its train section's batch), in its train step:
   - no reduction or row-wise kernel over more than 64K elements runs as a single block, and a
@@ -13,7 +16,11 @@ For each model (at BATCH, else its train section's batch), in its train step:
   - an elementwise kernel over n elements takes ceil(n / 2048) blocks (8 elements a thread),
     whatever n: no cap at 65535 (tests/cuda/launch_dims.c checks sizes no emulator can hold);
   - every copy is asynchronous and from or to pinned memory (on which stream: the pipelined
-    calls put the inputs' on a copy stream, which tests/cuda/pipeline_test.py checks).
+    calls put the inputs' on a copy stream, which tests/cuda/pipeline_test.py checks);
+  - cross_entropy over rows of more than 1024 logits runs blocks of 1024 threads, reads a row
+    twice (one nnc_block_max_sum per row: the maximum and exp-sum in one pass), and moves its
+    logits and gradient 16 bytes at a time (uint4: 8 bf16, float4: 4 f32) where the row's
+    length is a multiple of that, one element at a time where it is not.
 A model whose data set is not installed is skipped; all of them skipped is a skip (77)."""
 import os
 import re
@@ -22,8 +29,9 @@ import sys
 import tempfile
 
 MAX_ONE_BLOCK = 64 * 1024
-KERNEL = re.compile(r'/\* (\w+) launch (\d+): ([\w-]+) \(.*?\*/\nextern "C" __global__ void __launch_bounds__\(\d+\) '
-                    r'(\w+)\((.*?)\n}\n', re.S)
+KERNEL = re.compile(r'/\* (\w+) launch (\d+): ([\w-]+) \(([^)\n]*)\).*?\*/\n'
+                    r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*?)\n}\n', re.S)
+CE_THREADS = 1024   # render_cuda.c's CE_ROW_THREADS
 LAUNCH = re.compile(r'^launch (\S+) grid=(\d+),(\d+),(\d+) block=(\d+),(\d+),(\d+) shared=\d+ stream=(\d+)$')
 
 
@@ -36,9 +44,9 @@ def value(expr, batch):
 
 
 def kernels(source, batch):
-    """name -> (kind, elements, body) for every kernel of the train step."""
+    """name -> (kind, elements, body, ops) for every kernel of the train step."""
     out = {}
-    for entry, _, kind, name, body in KERNEL.findall(source):
+    for entry, _, kind, ops, name, body in KERNEL.findall(source):
         if entry != "train_step":
             continue
         if kind == "elementwise":
@@ -48,8 +56,29 @@ def kernels(source, batch):
             n = value(m.group(1), batch) * value(m.group(2), batch)
         else:
             n = value(re.search(r"const int64_t C = [^,]+, rows = (.+) / C;", body).group(1), batch)
-        out[name] = (kind, n, body)
+        out[name] = (kind, n, body, ops)
     return out
+
+
+def check_ce(shape, body, block):
+    """A cross_entropy row kernel's shape (above); [] where its rows take a warp each."""
+    C = int(re.search(r"const int64_t C = (\d+),", body).group(1))
+    if C <= 1024:
+        return []
+    fails = []
+    if block != CE_THREADS:
+        fails.append("a block of %d threads per row, not %d" % (CE_THREADS, block))
+    if body.count("nnc_block_max_sum(") != 1 or "nnc_block_max(" in body:
+        fails.append("not two passes over a row (one nnc_block_max_sum)")
+    half = "const unsigned short *X" in body
+    lanes, vec = (8, "uint4") if half else (4, "float4")
+    if C % lanes == 0 and len(re.findall(r"\(\(const %s \*\)x\)\[v\]" % vec, body)) < 1:
+        fails.append("C = %d: no 16-byte loads of the logits (%s)" % (C, vec))
+    if C % lanes == 0 and "cross_entropy_grad" in shape and "((%s *)g)[v] = " % vec not in body:
+        fails.append("C = %d: no 16-byte stores of the gradient (%s)" % (C, vec))
+    if C % lanes and re.search(r"\b(uint4|float4|ushort4)\b", body):
+        fails.append("C = %d, not a multiple of %d: vectors where rows are not aligned" % (C, lanes))
+    return [shape + ": " + f for f in fails]
 
 
 def contiguous(body):
@@ -86,13 +115,15 @@ def check_model(nnc, model, batch, tmp):
         if m:
             launches.setdefault(m.group(1), tuple(int(g) for g in m.groups()[1:7]))   # the first: direct
     seen = 0
-    for name, (kind, n, body) in sorted(ks.items()):
+    for name, (kind, n, body, ops) in sorted(ks.items()):
         if name not in launches:
             continue
         seen += 1
         gx, gy, gz, bx, by, bz = launches[name]
         blocks = gx * gy * gz
-        shape = "%s (%s over %d elements): grid %d,%d,%d block %d" % (name, kind, n, gx, gy, gz, bx * by * bz)
+        shape = "%s (%s %s over %d elements): grid %d,%d,%d block %d" % (name, kind, ops, n, gx, gy, gz, bx * by * bz)
+        if kind == "row-wise" and "cross_entropy" in ops:
+            fails += check_ce(shape, body, bx * by * bz)
         if kind != "elementwise" and n > MAX_ONE_BLOCK and blocks == 1:
             fails.append(shape + ": more than 64K elements in one block")
         if kind == "reduction" and re.search(r"const int64_t nout = 1LL,", body):
@@ -117,11 +148,31 @@ def check_model(nnc, model, batch, tmp):
     return not fails
 
 
+def ce_model(tmp, classes, precision):
+    """The model of a ce:CLASSES:PRECISION argument, written into tmp with its data."""
+    import numpy as np
+    d = os.path.join(tmp, "ce_%d_%s" % (classes, precision))
+    os.makedirs(d)
+    rng = np.random.default_rng(classes)
+    np.save(os.path.join(d, "x.npy"), rng.standard_normal((16, 8)).astype(np.float32))
+    np.save(os.path.join(d, "y.npy"), rng.integers(0, classes, 16).astype(np.int32))
+    path = os.path.join(d, "ce.nn")
+    with open(path, "w") as f:
+        f.write("input x: f32[B, 8]\ninput y: i32[B]\nparam w: f32[8, %d] = normal(0, 1)\n"
+                "loss = cross_entropy(x @ w, y)\ntrain {\n    data x = npy(\"%s/x.npy\")\n"
+                "    data y = npy(\"%s/y.npy\")\n    batch = 16\n%s    optimizer = sgd(lr = 0.1)\n"
+                "    minimize loss\n}\n" % (classes, d, d, "    precision = bf16\n" if precision == "bf16" else ""))
+    return path
+
+
 def main():
     nnc = sys.argv[1]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for arg in sys.argv[2:]:
+            if arg.startswith("ce:"):
+                _, classes, precision = arg.split(":")
+                arg = ce_model(tmp, int(classes), precision)
             model, _, batch = arg.partition(":")
             print(model)
             results.append(check_model(nnc, model, int(batch) if batch else 0, tmp))

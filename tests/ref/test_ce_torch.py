@@ -9,6 +9,15 @@ grad.W), and every value is compared with torch.autograd in float64:
 |nnc - torch| <= RTOL * |torch| + ATOL * max(1, max|torch|), 1e-10 in float64, 1e-5 in float32;
 a NaN must be a NaN in both (every label ignored: torch's mean over no rows).
 
+The wide cases have rows longer than a warp takes (1024 classes), which the CUDA target gives a
+block each and reads in two passes (the maximum and exp-sum together, then the gradient), 16
+bytes at a time where the row's length allows (1032 classes) and one element at a time where it
+does not (1030).  Their x is the identity, so the logits are W's rows and grad.W is the logits'
+gradient itself, element by element; they also run with --precision bf16, where the row kernel
+reads bf16 logits and writes the bf16 gradient (passes/fold_rows.c): that against torch's
+float64 gradient of W rounded to bfloat16, rounded to bfloat16, within one unit of bf16's last
+place (a product near a rounding tie may round either way), the loss within 1e-5.
+
     test_ce_torch.py --run-model PATH [--cuda] [-k SUBSTRING]
 
 --cuda runs the float32 models, fused and unfused, on the CUDA target; exit 77 (skipped) where there is none.
@@ -23,7 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-TOL = {"f64": (1e-10, 1e-10), "f32": (1e-5, 1e-5)}
+TOL = {"f64": (1e-10, 1e-10), "f32": (1e-5, 1e-5), "bf16": (2.0 ** -7, 1e-30)}
 BATCH, C = 7, 5
 rng = np.random.default_rng(27)
 
@@ -59,16 +68,69 @@ CASES = [
 ]
 
 
+# rows of more than 1024 classes: name, classes, the loss, torch's, the labels (BATCH of them),
+# the logits W's rows (x the identity), scaled by 3 so that a row's maximum moves
+WIDE = [
+    ("wide_vec", 1032, "cross_entropy(x @ W, y)", lambda l, y: F.cross_entropy(l, y), [1031, 0, 513, 7, 8, 1024, 1030]),
+    ("wide_vec_ignore_smoothing", 1032, "cross_entropy(x @ W, y, ignore_index = 7, label_smoothing = 0.2)",
+     lambda l, y: F.cross_entropy(l, y, ignore_index=7, label_smoothing=0.2), [1031, 7, 513, 7, 8, 1024, 3]),
+    ("wide_scalar", 1030, "cross_entropy(x @ W, y, -1, 0.1)",
+     lambda l, y: F.cross_entropy(l, y, ignore_index=-1, label_smoothing=0.1), [1029, 0, -1, 515, 8, 1024, 2]),
+]
+CASES += [(name, loss, fn, labels, 0, C) for name, C, loss, fn, labels in WIDE]
+
+
+def special(edit):
+    """Wide rows of logits (x, the input, plus W: f32[1032] of zeros) with NaN or infinities
+    where `edit` puts them: a thread's maximum starts at -inf, never grows, or a NaN is no
+    maximum, on the CUDA target's two passes; each case its own run, a NaN spoiling the mean."""
+    def x():
+        v = np.random.default_rng(5).standard_normal((BATCH, 1032)) * 3
+        edit(v)
+        return v
+    return x
+
+
+def _neginf(v):
+    v[0, :600] = -inf          # most of a row, whole vectors of it
+    v[1, :] = -inf             # all of a row but its label's logit
+    v[1, 1000] = 2.0
+    v[2, 8:16] = -inf          # one vector
+
+
+def _set(r, c, value):
+    def edit(v):
+        v[r, c] = value
+    return edit
+
+
+inf = float("inf")
+SPECIAL = [
+    ("wide_neginf", _neginf, [1031, 1000, 3, 4, 5, 6, 7]),
+    ("wide_neginf_row", _set(3, slice(None), -inf), [1031, 1000, 3, 4, 5, 6, 7]),
+    ("wide_nan", _set(2, 500, float("nan")), [1031, 1000, 3, 4, 5, 6, 7]),
+    ("wide_posinf", _set(4, 900, inf), [1031, 1000, 3, 4, 5, 6, 7]),
+]
+CASES += [(name, "cross_entropy(x + W, y)", lambda l, y: F.cross_entropy(l, y), labels, 0, 1032, special(edit))
+          for name, edit, labels in SPECIAL]
+
+
 # (precision, fused) on the CPU, and on CUDA (its row kernels: the fused pass is one block, the
 # gradient alone a warp per row over a grid)
 MODES = {False: [("f64", True), ("f64", False), ("f32", True)], True: [("f32", True), ("f32", False)]}
+WIDE_MODES = [("bf16", True), ("bf16", False)]   # the wide cases, on either target
 
 
-def model(loss, T):
+def model(loss, T, classes=C, features=4, wshape=None):
     seq = ", %d" % T if T else ""
-    return ("input x: f32[B%s, 4]\ninput y: i32[B%s]\nparam W: f32[4, %d] = zeros()\nloss = %s\n"
+    return ("input x: f32[B%s, %d]\ninput y: i32[B%s]\nparam W: f32[%s] = zeros()\nloss = %s\n"
             "train {\n    data x = npy(\"x.npy\")\n    data y = npy(\"y.npy\")\n    batch = %d\n    minimize loss\n}\n"
-            % (seq, seq, C, loss, BATCH))
+            % (seq, features, seq, wshape or "%d, %d" % (features, classes), loss, BATCH))
+
+
+def bf16(a):
+    """float64 values rounded to bfloat16 (to nearest even), back as float64."""
+    return torch.tensor(a, dtype=torch.float64).to(torch.bfloat16).to(torch.float64).numpy()
 
 
 def close(g, w, rtol, atol):
@@ -80,13 +142,23 @@ def close(g, w, rtol, atol):
 def run_case(a, tmp, case, precision, fused):
     name, loss, fn, labels = case[:4]
     T = case[4] if len(case) > 4 else 0   # a sequence of T labels per sample
+    classes = case[5] if len(case) > 5 else C   # a wide case's, whose x is the identity
     d = os.path.join(tmp, "%s_%s_%s" % (name, precision, "fused" if fused else "unfused"))
     os.makedirs(d)
+    xfun = case[6] if len(case) > 6 else None   # a special case's logits, W a row of zeros
+    features = classes if xfun else BATCH if classes != C else 4
     with open(os.path.join(d, "m.nn"), "w") as f:
-        f.write(model(loss, T))
+        f.write(model(loss, T, classes, features, "%d" % classes if xfun else None))
     dt = np.float64 if precision == "f64" else np.float32
-    x = rng.standard_normal((BATCH, T, 4) if T else (BATCH, 4)).astype(dt)
-    W = (rng.standard_normal((4, C)) * 0.7).astype(dt)
+    if xfun:
+        x = xfun().astype(dt)
+        W = np.zeros(classes, dt)
+    elif classes != C:
+        x = np.eye(BATCH, dtype=dt)
+        W = (rng.standard_normal((BATCH, classes)) * 3).astype(dt)
+    else:
+        x = rng.standard_normal((BATCH, T, 4) if T else (BATCH, 4)).astype(dt)
+        W = (rng.standard_normal((4, C)) * 0.7).astype(dt)
     y = np.array(labels, dtype=np.int32).reshape((BATCH, T) if T else (BATCH,))
     np.save(os.path.join(d, "x.npy"), x)
     np.save(os.path.join(d, "y.npy"), y)
@@ -95,6 +167,8 @@ def run_case(a, tmp, case, precision, fused):
            os.path.join(d, "W.npy")]
     if precision == "f64":
         cmd.append("--f64")
+    if precision == "bf16":
+        cmd += ["--precision", "bf16"]
     if not fused:
         cmd.append("--no-fuse")
     if a.cuda:
@@ -107,18 +181,23 @@ def run_case(a, tmp, case, precision, fused):
     if r.returncode != 0:
         return ["run_model failed:\n" + r.stderr]
     got = {n: np.load(os.path.join(d, n + ".npy")).astype(np.float64) for n in r.stdout.split()}
-    tW = torch.tensor(W.astype(np.float64), requires_grad=True)
-    tl = fn(torch.tensor(x.astype(np.float64)) @ tW, torch.tensor(y, dtype=torch.long))
+    W64 = bf16(W) if precision == "bf16" else W.astype(np.float64)   # the bf16 product's operand
+    tW = torch.tensor(W64, requires_grad=True)
+    tx = torch.tensor(x.astype(np.float64))
+    tl = fn(tx + tW if xfun else tx @ tW, torch.tensor(y, dtype=torch.long))
     tl.backward()
     want = {"loss": np.array(tl.item()), "grad.W": tW.grad.numpy()}
     rtol, atol = TOL[precision]
+    if precision == "bf16":   # the gradient rounded to bf16 as the row kernel stores it; the loss in float
+        want["grad.W"] = bf16(want["grad.W"])
+        rtol = {"loss": TOL["f32"][0], "grad.W": rtol}
     errs = []
     for n, w in want.items():
         if n not in got:
             errs.append("%s: not written by run_model" % n)
             continue
         g = got[n].reshape(w.shape)
-        bad = close(g, w, rtol, atol)
+        bad = close(g, w, rtol[n] if isinstance(rtol, dict) else rtol, atol)
         if bad.any():
             i = tuple(np.argwhere(bad)[0])
             errs.append("%s at %s: nnc %r torch %r (%d of %d differ)" % (n, i, g[i], w[i], int(bad.sum()), bad.size))
@@ -136,7 +215,7 @@ def main():
         for case in CASES:
             if a.k not in case[0]:
                 continue
-            for precision, fused in MODES[a.cuda]:
+            for precision, fused in MODES[a.cuda] + (WIDE_MODES if len(case) == 6 else []):
                 errs = run_case(a, tmp, case, precision, fused)
                 print("%s %-24s %s %-7s%s" % ("FAIL" if errs else "ok  ", case[0], precision,
                                               "fused" if fused else "unfused", "".join("\n    " + e for e in errs)))

@@ -147,6 +147,8 @@ NNC_EMU_VEC2(int2, int)
 NNC_EMU_VEC4(int4, int)
 NNC_EMU_VEC2(ushort2, unsigned short)
 NNC_EMU_VEC4(ushort4, unsigned short)
+NNC_EMU_VEC2(uint2, unsigned int)
+NNC_EMU_VEC4(uint4, unsigned int)
 
 /* ---- bit casts ---- */
 template <class D, class S> static inline D nnc_emu_bits(S s) {
