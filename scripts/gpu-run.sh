@@ -102,24 +102,17 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the attention kernels: correct on the
     ( for k in half dropout; do
           timeout 120 python3 tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k $k \
               >"$L/attention_torch_$k.log" 2>&1; echo "attention_torch -k $k rc=$?"
-      done ) &
+      done
+      timeout 100 python3 tests/ref/test_ce_torch.py --run-model $R --cuda >"$L/ce_torch.log" 2>&1; echo "ce_torch rc=$?" ) &
     P1=$!
     ( timeout 120 python3 tests/cuda/emu_train.py $NNC tests/cuda/half/attention_bf16.nn 2>&1 | tail -2
       timeout 120 build-gpu/gpu_vs_cpu tests/cuda/ops/*.nn >"$L/gpu_vs_cpu.log" 2>&1; echo "gpu_vs_cpu rc=$?"
       grep -E "FAIL|failed|compared" "$L/gpu_vs_cpu.log" | tail -3 ) >"$L/train_vs_cpu.log" 2>&1 &
     P2=$!
     wait $P1 $P2
-    cat "$L/train_vs_cpu.log"; grep -h "FAIL\|passed" "$L"/attention_torch_*.log
-    if command -v compute-sanitizer >/dev/null; then
-        step "compute-sanitizer racecheck and memcheck: bf16 attention's forward and backward ($(left) s left)"
-        for t in racecheck memcheck; do
-            NNC_CUDA_LINEINFO=1 timeout 90 compute-sanitizer --tool $t --target-processes all python3 \
-                tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k "T=70 Tk=100" >"$L/$t.log" 2>&1
-            echo "$t rc=$?"; grep -E "ERROR SUMMARY|passed" "$L/$t.log" | sort | uniq -c | head -4
-        done
-    fi
+    cat "$L/train_vs_cpu.log"; grep -h "FAIL\|passed" "$L"/attention_torch_*.log "$L/ce_torch.log"
     step "GPT-2 small bf16 against torch.compile, with the profile ($(left) s left)"
-    D1=$(( $(left) - 90 )); [ $D1 -gt 150 ] && D1=150
+    D1=$(( $(left) - 100 )); [ $D1 -gt 130 ] && D1=130
     PYTHONUNBUFFERED=1 timeout $(( D1 + 10 )) python3 bench/gpu_vs_torch.py --nnc $NNC --deadline $D1 --cases gpt2_bf16 \
         --torch-modes compile --json "$L/gpu_vs_torch_gpt.json" --profile gpt2_bf16 --keep /tmp/nnc-gptcases \
         >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
@@ -131,6 +124,14 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the attention kernels: correct on the
             printf '  %-28s %s\n' "$b" "$(cd /tmp/nnc-gptcases && timeout $(( $(left) / 3 )) $b gpt2_bf16.nn --target cuda \
                 --precision bf16 --bench 10 2>&1 | tail -1)"
         done; done
+    fi
+    if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 30 ]; then
+        step "compute-sanitizer racecheck and memcheck: bf16 attention's forward and backward ($(left) s left)"
+        for t in racecheck memcheck; do
+            NNC_CUDA_LINEINFO=1 timeout $(( $(left) / 2 - 5 )) compute-sanitizer --tool $t --target-processes all python3 \
+                tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k "T=70 Tk=100" >"$L/$t.log" 2>&1
+            echo "$t rc=$?"; grep -E "ERROR SUMMARY|passed" "$L/$t.log" | sort | uniq -c | head -4
+        done
     fi
     nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
     finish 0
