@@ -169,7 +169,31 @@ static void index_names(const Node *n, Shape space, char (*names)[256], const ch
     }
 }
 
-/* The statements computing every group member (but `skip`) at one point of the space. */
+static bool launch_out(const Launch *L, int id) {
+    for (int j = 0; j < L->nouts; j++)
+        if (L->outs[j] == id) return true;
+    return false;
+}
+
+/* Whether body() computes node id (a member of the group): a half output's bits are then h<id>. */
+static bool launch_in_body(const Launch *L, int id) {
+    for (int i = 0; i < L->nnodes; i++)
+        if (L->nodes[i] == id) return true;
+    return false;
+}
+
+/* Whether a member of the group reads node id. */
+static bool read_in_group(const Graph *g, const Launch *L, int id) {
+    for (int i = 0; i < L->nnodes; i++) {
+        const Node *n = &g->nodes[L->nodes[i]];
+        for (int j = 0; j < n->nin; j++)
+            if (n->in[j] == id) return true;
+    }
+    return false;
+}
+
+/* The statements computing every group member (but `skip`) at one point of the space; a half
+ * member that is an output keeps its bits (h<id>) for the store, so they are rounded once. */
 static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
     char names[EXPR_NAMES][256];
     const char *ops[EXPR_NAMES];
@@ -182,12 +206,28 @@ static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
             ops[j] = names[j];
         }
         if (op_has(n->op, OPF_INDEX)) index_names(n, L->space, names, ops);
-        str_printf(k->s, "%s%s t%d = ", ind, k->d->value, id);
         bool half = DTYPE_IS_HALF(n->dtype);   /* the value rounded to its format, as stored */
+        if (half && launch_out(L, id)) { /* its bits h<id> kept for the store */
+            str_printf(k->s, "%sconst unsigned short h%d = %s(", ind, id, half_fn(n->dtype, true));
+            render_ew_expr(k->s, k->g, id, ops);
+            str_puts(k->s, ");\n");
+            if (read_in_group(k->g, L, id))
+                str_printf(k->s, "%s%s t%d = %s(h%d);\n", ind, k->d->value, id, half_fn(n->dtype, false), id);
+            continue;
+        }
+        str_printf(k->s, "%s%s t%d = ", ind, k->d->value, id);
         if (half) str_printf(k->s, "%s(%s(", half_fn(n->dtype, false), half_fn(n->dtype, true));
         render_ew_expr(k->s, k->g, id, ops);
         str_puts(k->s, half ? "));\n" : ";\n");
     }
+}
+
+/* A half output's store: the bits body() kept (h<id>), or t<id> rounded. */
+static void store_value(const Kernel *k, const Launch *L, int id) {
+    DType t = k->g->nodes[id].dtype;
+    if (!DTYPE_IS_HALF(t)) str_printf(k->s, "t%d", id);
+    else if (launch_in_body(L, id)) str_printf(k->s, "h%d", id);
+    else str_printf(k->s, "%s(t%d)", half_fn(t, true), id);
 }
 
 Access kernel_access(const Graph *g, int x, Shape sp) {
@@ -288,9 +328,9 @@ static void vec_lane(const Kernel *k, const Launch *L, const char *ind, const ch
         return;
     }
     for (int j = 0; j < L->nouts; j++) {
-        DType t = k->g->nodes[L->outs[j]].dtype;
-        if (DTYPE_IS_HALF(t)) str_printf(k->s, "%so%d_[q] = %s(t%d);\n", ind, j, half_fn(t, true), L->outs[j]);
-        else str_printf(k->s, "%so%d_[q] = t%d;\n", ind, j, L->outs[j]);
+        str_printf(k->s, "%so%d_[q] = ", ind, j);
+        store_value(k, L, L->outs[j]);
+        str_puts(k->s, ";\n");
     }
 }
 
@@ -347,9 +387,9 @@ static void kernel_ew(const Kernel *k, const Launch *L) {
         str_printf(k->s, "%so%d[", ind, j);
         if (flat) str_puts(k->s, "i");
         else render_load_offset(k->s, k->g, L->outs[j], sp, NULL);
-        DType t = k->g->nodes[L->outs[j]].dtype;
-        if (DTYPE_IS_HALF(t)) str_printf(k->s, "] = %s(t%d);\n", half_fn(t, true), L->outs[j]);
-        else str_printf(k->s, "] = t%d;\n", L->outs[j]);
+        str_puts(k->s, "] = ");
+        store_value(k, L, L->outs[j]);
+        str_puts(k->s, ";\n");
     }
     k->d->space_close(k, L, sp, flat);
 }
