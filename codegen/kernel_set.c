@@ -3,7 +3,7 @@
  * While a launch is rendered, the dialect writes each buffer it addresses, and each integer the
  * launch gives its kernel (a dropout stream's key), as a parameter (kernel_arg: off0 on CUDA,
  * o[0] on the CPU) and its name as KERNEL_NAME_MARK; the walker's locals named after nodes
- * (t<node>, l<node>..., s<node>) are then renumbered in order of first appearance.  Launches
+ * (t<node>, l<node>..., s<node>, h<node>) are then renumbered in order of first appearance.  Launches
  * whose texts are then equal (a transformer's layers, one update on parameters of one shape, the
  * forward in train_step, grad and eval) share one kernel, which the target compiles once and
  * which lists them in its head comment. */
@@ -57,13 +57,13 @@ static bool is_ident_char(char c) {
     return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
-/* in's identifiers t<N>, l<N>, s<N> (N a node, optionally followed by `_...`) renamed to
- * t<j>, l<j>, s<j>, j counting each letter's names in order of first appearance: a bijection,
- * so the text means what it meant.  map[3 * nnodes] holds -1 and is left so; touched has as
+/* in's identifiers t<N>, l<N>, s<N>, h<N> (N a node, optionally followed by `_...`) renamed to
+ * t<j>, l<j>, s<j>, h<j>, j counting each letter's names in order of first appearance: a bijection,
+ * so the text means what it meant.  map[4 * nnodes] holds -1 and is left so; touched has as
  * many places.  False (out unfinished) where some N is not a node. */
 static bool canon_locals(const char *in, size_t len, int nnodes, int *map, int *touched, Str *out) {
-    static const char letters[] = "tls";
-    int next[3] = {0, 0, 0}, nt = 0;
+    static const char letters[] = "tlsh"; /* h<node>: a half value's bits (kernel.c body) */
+    int next[4] = {0, 0, 0, 0}, nt = 0;
     bool ok = true;
     size_t i = 0;
     while (i < len) {
@@ -112,7 +112,7 @@ KernelSet *kernel_set_new(const Program *p, const char *code_start) {
     ks->table = xcalloc(ks->cap, sizeof *ks->table);
     ks->cap_u = total + 1;
     ks->u = xcalloc((size_t)ks->cap_u, sizeof *ks->u);
-    size_t nm = (size_t)p->g->n * 3 + 1;
+    size_t nm = (size_t)p->g->n * 4 + 1;
     for (int e = 0; e < ENTRY_COUNT; e++) {
         ks->use[e] = arena_alloc(&ks->arena, (size_t)(p->entry[e].nlaunch + 1) * sizeof(KernelUse));
         for (int i = 0; i < p->entry[e].nlaunch; i++) ks->use[e][i].kernel = -1;

@@ -21,5 +21,12 @@ echo "gpt.nn: $k4 kernels with 4 layers, $k8 with 8; $(wc -c < "$dir/4.cu") byte
 grep -q '^ \*   also runs as launches train_step [0-9]*, [0-9]*' "$dir/4.cu" ||
   { echo "FAIL: no kernel lists the train_step launches it also runs as"; fail=1; }
 grep -q 'unsigned \*ws, int64_t off0' "$dir/4.cu" || { echo "FAIL: no offset parameters"; fail=1; }
+# mixed precision too: its kernels keep half values' bits in locals of their own (h<node>)
+"$nnc" "$src/models/gpt.nn" --target cuda --precision bf16 --emit cuda > "$dir/4h.cu" &&
+  "$nnc" "$dir/gpt8.nn" --target cuda --precision bf16 --emit cuda > "$dir/8h.cu" ||
+  { echo "FAIL: --emit cuda --precision bf16"; exit 1; }
+k4h=$(kernels "$dir/4h.cu"); k8h=$(kernels "$dir/8h.cu")
+echo "gpt.nn in bf16: $k4h kernels with 4 layers, $k8h with 8"
+[ "$k4h" = "$k8h" ] || { echo "FAIL: in bf16 the kernel count grows with the layers ($k4h, $k8h)"; fail=1; }
 [ "$launches" -gt 0 ] && [ "$shared" -gt 0 ] || { echo "FAIL: no launches ($launches, $shared)"; fail=1; }
 exit $fail
