@@ -356,12 +356,22 @@ static const char c_fwd_text[] =
     "}\n";
 
 static const char c_bwd_text[] =
+    "/* n gradients from src into dst from element at: as they are (real), or rounded to T (gh) */\n"
+    "static void nnc_attn_put_@(void *dst, int64_t at, const real *src, int64_t n, int gh) {\n"
+    "    if (!gh) {\n"
+    "        memcpy((real *)dst + at, src, sizeof(real) * (size_t)n);\n"
+    "        return;\n"
+    "    }\n"
+    "    T *d = (T *)dst + at;\n"
+    "    for (int64_t i = 0; i < n; i++) d[i] = NNC_ST(src[i]);\n"
+    "}\n"
     "/* attention's gradients: one call's operands and sizes, shared by its tasks (a head each); dq,\n"
-    " * dk or dv may be NULL */\n"
+    " * dk or dv may be NULL; real, or T where gh (mixed precision: rounded as they are stored) */\n"
     "struct nnc_attn_bwd_@ {\n"
     "    const T *q, *k, *v, *dy;\n"
     "    const real *lse, *delta;\n"
-    "    real *dq, *dk, *dv;\n"
+    "    void *dq, *dk, *dv;\n"
+    "    int gh;\n"
     "    int64_t Tq, Tk, D, Dv, H, ldq, ldk, ldv, ldo;\n"
     "    real scale;\n"
     "    int causal;\n"
@@ -377,7 +387,7 @@ static const char c_bwd_text[] =
     "    const struct nnc_attn_bwd_@ *a = ctx;\n"
     "    const T *q = a->q, *k = a->k, *v = a->v, *dy = a->dy;\n"
     "    const real *lse = a->lse, *delta = a->delta;\n"
-    "    real *dq = a->dq, *dk = a->dk, *dv = a->dv;\n"
+    "    void *dq = a->dq, *dk = a->dk, *dv = a->dv;\n"
     "    const int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv;\n"
     "    const int64_t H = a->H, ldq = a->ldq, ldk = a->ldk, ldv = a->ldv, ldo = a->ldo;\n"
     "    const real scale = a->scale;\n"
@@ -440,12 +450,12 @@ static const char c_bwd_text[] =
     "                if (dq) nnc_attn_mm_nn(dQ + q0 * D16, D16, (const real (*)[NNC_ATTN_BK])w->dP, Kr + k0 * D16, D16, D, kn);\n"
     "            }\n"
     "            for (int64_t j = 0; j < nk; j++) {\n"
-    "                if (dk) memcpy(dk + (b * Tk + k0 + j) * ldk + h * D, w->dK[j], sizeof(real) * (size_t)D);\n"
-    "                if (dv) memcpy(dv + (b * Tk + k0 + j) * ldv + h * Dv, w->dV[j], sizeof(real) * (size_t)Dv);\n"
+    "                if (dk) nnc_attn_put_@(dk, (b * Tk + k0 + j) * ldk + h * D, w->dK[j], D, a->gh);\n"
+    "                if (dv) nnc_attn_put_@(dv, (b * Tk + k0 + j) * ldv + h * Dv, w->dV[j], Dv, a->gh);\n"
     "            }\n"
     "        }\n"
     "        if (dq)\n"
-    "            for (int64_t i = 0; i < Tq; i++) memcpy(dq + (b * Tq + i) * ldq + h * D, dQ + i * D16, sizeof(real) * (size_t)D);\n"
+    "            for (int64_t i = 0; i < Tq; i++) nnc_attn_put_@(dq, (b * Tq + i) * ldq + h * D, dQ + i * D16, D, a->gh);\n"
     "    }\n"
     "    free(w);\n"
     "    free(Kt);\n"
@@ -453,10 +463,10 @@ static const char c_bwd_text[] =
     "/* attention's gradients over BH heads, laid out as the forward's (dq as q, dy as y, delta as\n"
     " * lse) */\n"
     "static void nnc_attn_bwd_@(const T *q, const T *k, const T *v, const T *dy, const real *lse, const real *delta,\n"
-    "                           real *dq, real *dk, real *dv, int64_t BH, int64_t H, int64_t ldq, int64_t ldk,\n"
+    "                           void *dq, void *dk, void *dv, int gh, int64_t BH, int64_t H, int64_t ldq, int64_t ldk,\n"
     "                           int64_t ldv, int64_t ldo, int64_t Tq, int64_t Tk, int64_t D, int64_t Dv,\n"
     "                           real scale, int causal, double p, unsigned long long seed, unsigned long long st) {\n"
-    "    struct nnc_attn_bwd_@ a = {q, k, v, dy, lse, delta, dq, dk, dv, Tq, Tk, D, Dv, H, ldq, ldk,\n"
+    "    struct nnc_attn_bwd_@ a = {q, k, v, dy, lse, delta, dq, dk, dv, gh, Tq, Tk, D, Dv, H, ldq, ldk,\n"
     "                               ldv, ldo, scale, causal, p, seed, st, BH, 1};\n"
     "    /* heads cost alike: two chunks a thread balance them, and each chunk allocates its work\n"
     "     * tiles and a head's operands once, not once a head */\n"
@@ -514,6 +524,13 @@ static void render_heads(Str *s, const AttnGeom *a) {
     else str_printf(s, "%lldLL", (long long)a->lead);
 }
 
+/* Whether the gradients are stored in q's half type (passes/fold_rows.c folds the casts that
+ * mixed precision puts after them into the kernel): all of a launch's, or none. */
+bool attention_grads_half(const Graph *g, const AttnGeom *a) {
+    const int x = a->dq >= 0 ? a->dq : a->dk >= 0 ? a->dk : a->dv;
+    return a->backward && x >= 0 && DTYPE_IS_HALF(g->nodes[x].dtype);
+}
+
 /* A pointer argument: node x's buffer from element col, or NULL. */
 static void ptr_arg(const Kernel *k, int x, int64_t col) {
     if (x < 0) str_puts(k->s, "NULL");
@@ -543,9 +560,10 @@ void attention_render_c(const Kernel *k, const Launch *L) {
     str_printf(k->s, "    nnc_attn_%s_%s(", a.backward ? "bwd" : "fwd", sfx);
     const int args[] = {a.q, a.k, a.v, a.dy, a.lse, a.delta, a.dq, a.dk, a.dv};
     const int64_t col[] = {a.col[0], a.col[1], a.col[2], 0, 0, 0, a.col[0], a.col[1], a.col[2]};
-    if (a.backward)
+    if (a.backward) {
         for (size_t i = 0; i < NNC_COUNTOF(args); i++) ptr_arg(k, args[i], col[i]);
-    else {
+        str_printf(k->s, "%d, ", attention_grads_half(k->g, &a));
+    } else {
         for (int i = 0; i < 3; i++) ptr_arg(k, args[i], col[i]);
         ptr_arg(k, a.y, 0);
         ptr_arg(k, a.lse_out, 0);
@@ -811,10 +829,10 @@ static const char cuda_bwd_text[] =
     "                if (key >= TK) continue;\n"
     "                #pragma unroll\n"
     "                for (int c = 0; c < CD; c++)\n"
-    "                    if (dk && tx + 8 * c < HD) dk[(bh / H * TK + key) * LDK + bh % H * HD + tx + 8 * c] = dka[r][c];\n"
+    "                    if (dk && tx + 8 * c < HD) dk[(bh / H * TK + key) * LDK + bh % H * HD + tx + 8 * c] = NNC_GS(dka[r][c]);\n"
     "                #pragma unroll\n"
     "                for (int c = 0; c < CV; c++)\n"
-    "                    if (dv && tx + 8 * c < VD) dv[(bh / H * TK + key) * LDV + bh % H * VD + tx + 8 * c] = dva[r][c];\n"
+    "                    if (dv && tx + 8 * c < VD) dv[(bh / H * TK + key) * LDV + bh % H * VD + tx + 8 * c] = NNC_GS(dva[r][c]);\n"
     "            }\n"
     "        } else {\n"
     "            const int q0 = own;\n"
@@ -879,7 +897,7 @@ static const char cuda_bwd_text[] =
     "                if (qr >= TQ) continue;\n"
     "                #pragma unroll\n"
     "                for (int c = 0; c < CD; c++)\n"
-    "                    if (tx + 8 * c < HD) dq[(bh / H * TQ + qr) * LDQ + bh % H * HD + tx + 8 * c] = dqa[r][c];\n"
+    "                    if (tx + 8 * c < HD) dq[(bh / H * TQ + qr) * LDQ + bh % H * HD + tx + 8 * c] = NNC_GS(dqa[r][c]);\n"
     "            }\n"
     "        }\n"
     "    }\n";
@@ -1171,19 +1189,19 @@ static const char cuda_bwd_mma_text[] =
     "        for (int h = 0; h < 2; h++) {\n"
     "            const int row = own + r0 + 8 * h;\n"
     "            if (row >= nown) continue;\n"
-    "            real *o1 = kv ? dk : dq;\n"
+    "            nnc_gt *o1 = kv ? dk : dq;\n"
     "            const int64_t at1 = (bh / H * nown + row) * (kv ? LDK : LDQ) + bh % H * HD;\n"
     "            #pragma unroll\n"
     "            for (int n = 0; n < KD / 8; n++)\n"
     "                #pragma unroll\n"
     "                for (int e = 0; e < 2; e++)\n"
-    "                    if (o1 && n * 8 + 2 * t4 + e < HD) o1[at1 + n * 8 + 2 * t4 + e] = g1[n][2 * h + e];\n"
+    "                    if (o1 && n * 8 + 2 * t4 + e < HD) o1[at1 + n * 8 + 2 * t4 + e] = NNC_GS(g1[n][2 * h + e]);\n"
     "            if (!kv || !dv) continue;\n"
     "            #pragma unroll\n"
     "            for (int n = 0; n < NO; n++)\n"
     "                #pragma unroll\n"
     "                for (int e = 0; e < 2; e++)\n"
-    "                    if (n * 8 + 2 * t4 + e < VD) dv[(bh / H * TK + row) * LDV + bh % H * VD + n * 8 + 2 * t4 + e] = g2[n][2 * h + e];\n"
+    "                    if (n * 8 + 2 * t4 + e < VD) dv[(bh / H * TK + row) * LDV + bh % H * VD + n * 8 + 2 * t4 + e] = NNC_GS(g2[n][2 * h + e]);\n"
     "        }\n"
     "    }\n";
 
@@ -1210,13 +1228,15 @@ typedef struct {
     int64_t h, ld[4]; /* AttnGeom's heads and row strides (1 and the head sizes: [..., T, D]) */
     bool vec; /* the tensor-core kernels' 16-byte loads: every row's offset of q, k, v and dy a
                * multiple of 8 elements (strides, head sizes, columns; buffers start on 256 bytes) */
+    bool gh; /* the backward's gradients stored in the storage type (attention_grads_half) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
     const DType st = g->nodes[a.q].dtype;
-    AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),         a.d,  a.dv_dim,
-                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}, false};
+    AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),         a.d,   a.dv_dim,
+                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}, false, false};
+    c.gh = attention_grads_half(g, &a);
     c.vec = c.t.mma && a.d % 8 == 0 && a.dv_dim % 8 == 0;
     for (int i = 0; i < 4; i++) c.vec &= a.ld[i] % 8 == 0 && (i == 3 || a.col[i] % 8 == 0);
     return c;
@@ -1227,6 +1247,7 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
              storage[c->st].suffix, c->t.mma ? "_mma" : "", c->t.bq, c->t.bk, (long long)c->d, (long long)c->dv,
              (long long)c->tq, (long long)c->tk, c->causal ? "_causal" : "");
     if (c->vec) strncat(buf, "_v8", n - strlen(buf) - 1);
+    if (c->gh) strncat(buf, "_gh", n - strlen(buf) - 1);
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -1239,14 +1260,17 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
     config_name(c, name, sizeof name);
     const char *T = storage[c->st].type;
     str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[c->st].load, storage[c->st].store);
+    const char *G = c->gh ? T : "real"; /* the gradients' type, NNC_GS their store */
     if (c->backward)
         str_printf(
             s,
+            "#define NNC_GS(x) %s\n"
             "__device__ __noinline__ void %s(const %s *q, const %s *k, const %s *v, const %s *dy, const real *lse,\n"
-            "        const real *delta, real *dq, real *dk, real *dv, int64_t BH, real scale, double p,\n"
+            "        const real *delta, %s *dq, %s *dk, %s *dv, int64_t BH, real scale, double p,\n"
             "        unsigned long long seed, unsigned long long st) {\n"
+            "    typedef %s nnc_gt;\n"
             "    enum { T2 = %d, TR = %d, RR = T2 / TR, CC = T2 / 8, ",
-            name, T, T, T, T, c->t.bq, c->t.tr);
+            c->gh ? "NNC_ST(x)" : "(x)", name, T, T, T, T, G, G, G, G, c->t.bq, c->t.tr);
     else
         str_printf(
             s,
@@ -1268,6 +1292,7 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
              c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
                       : (c->backward ? cuda_bwd_text : cuda_fwd_text));
     str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n");
+    if (c->backward) str_puts(s, "#undef NNC_GS\n");
 }
 
 /* The tensor-core kernels' helpers: two bf16 in a word (the lower index in the low half); a
@@ -1377,8 +1402,8 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->d == c.d && o->dv == c.dv && o->tq == c.tq && o->tk == c.tk && o->h == c.h &&
-                    !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->vec == c.vec && o->gh == c.gh && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
+                    o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);
@@ -1403,9 +1428,10 @@ void attention_render_cuda(const Kernel *k, const Launch *L) {
         cuda_ptr_decl(k, "const ", a.dy, type, "dy", 0);
         cuda_ptr_decl(k, "const ", a.lse, "real", "lse", 0);
         cuda_ptr_decl(k, "const ", a.delta, "real", "delta", 0);
-        cuda_ptr_decl(k, "", a.dq, "real", "dq", a.col[0]);
-        cuda_ptr_decl(k, "", a.dk, "real", "dk", a.col[1]);
-        cuda_ptr_decl(k, "", a.dv, "real", "dv", a.col[2]);
+        const char *G = attention_grads_half(k->g, &a) ? type : "real";
+        cuda_ptr_decl(k, "", a.dq, G, "dq", a.col[0]);
+        cuda_ptr_decl(k, "", a.dk, G, "dk", a.col[1]);
+        cuda_ptr_decl(k, "", a.dv, G, "dv", a.col[2]);
     } else {
         cuda_ptr_decl(k, "", a.y, type, "y", 0);
         cuda_ptr_decl(k, "", a.lse_out, "real", "lse", 0);

@@ -35,6 +35,9 @@ AttnGeom attention_geom(const Graph *g, const Launch *L);
 /* The heads (the leading axes' extent) at batch B. */
 static inline int64_t attention_heads(const AttnGeom *a, int64_t B) { return a->lead * (a->batched ? B : 1); }
 bool program_has_attention(const Program *p);
+/* Whether a backward launch stores its gradients in q's half type (mixed precision, the casts
+ * after them folded in: passes/fold_rows.c), rounded as they are stored; else as real. */
+bool attention_grads_half(const Graph *g, const AttnGeom *a);
 /* The routines (C) or the shared device code (CUDA) the launches call. */
 void attention_prelude(Str *s, const Program *p, bool cuda, bool f64);
 void attention_render_c(const Kernel *k, const Launch *L); /* KernelDialect.attention, C */

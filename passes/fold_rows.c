@@ -66,10 +66,57 @@ static bool fold_ce_casts(Graph *g, int **users, const int *nusers) {
     return any;
 }
 
+static bool is_attn_grad(const Node *n) {
+    return (n->op == OP_SDPA_DQ || n->op == OP_SDPA_DK || n->op == OP_SDPA_DV) && n->nin == 6;
+}
+
+/* attention's gradients a with b's six operands: one launch computes them (codegen/attention.c) */
+static bool same_attention(const Node *a, const Node *b) {
+    if (!is_attn_grad(a) || !is_attn_grad(b)) return false;
+    for (int j = 0; j < 6; j++)
+        if (a->in[j] != b->in[j]) return false;
+    return true;
+}
+
+/* Under mixed precision attention's gradients are f32, and autocast casts each to q's half type
+ * for the products below: a kernel that reads them back (GPT-2 small's packed dq, dk and dv: 170
+ * MB a layer) and f32 tensors that exist only for it.  The attention kernels store them in the
+ * half type instead, rounded as the cast rounded them: the same bits.  All of a launch's
+ * gradients or none (the kernels take one type for the three). */
+static bool fold_attention_casts(Graph *g, int **users, const int *nusers) {
+    bool any = false;
+    for (int i = 0; i < g->n; i++) {
+        const Node *n = &g->nodes[i];
+        if (!is_attn_grad(n) || n->dtype != DT_F32 || !DTYPE_IS_HALF(g->nodes[n->in[0]].dtype)) continue;
+        const DType st = g->nodes[n->in[0]].dtype;
+        bool first = true, all = true;
+        for (int j = 0; j < g->n && first && all; j++) {
+            if (!same_attention(n, &g->nodes[j])) continue;
+            first = j >= i; /* the group's first node decides for it */
+            all = g->nodes[j].dtype == DT_F32 && nusers[j] == 1 && !graph_names(g, j) &&
+                g->nodes[users[j][0]].op == OP_CAST && g->nodes[users[j][0]].dtype == st;
+        }
+        if (!first || !all) continue;
+        for (int j = i; j < g->n; j++) {
+            if (!same_attention(n, &g->nodes[j]) || g->nodes[j].dtype != DT_F32) continue;
+            const Node m = g->nodes[j];
+            Node *c = &g->nodes[users[j][0]]; /* keeps its id, dtype and shape */
+            c->op = m.op;
+            c->nin = m.nin;
+            for (int k = 0; k < m.nin; k++) c->in[k] = m.in[k];
+            c->attr = m.attr;
+            c->loc = m.loc, c->scope = m.scope;
+            any = true;
+        }
+    }
+    return any;
+}
+
 bool pass_fold_rows(Graph *g) {
     int **users = xcalloc((size_t)g->n, sizeof *users), *nusers = xcalloc((size_t)g->n, sizeof *nusers);
     ir_users(g, users, nusers);
     bool any = fold_ce_casts(g, users, nusers);
+    any |= fold_attention_casts(g, users, nusers);
     for (int i = 0; i < g->n; i++) {
         Node *n = &g->nodes[i];
         if (n->op != OP_LN_GRAD || n->nin != 2 || !is_f32(g, i)) continue;

@@ -553,6 +553,45 @@ static void test_fold_ce_casts(void) {
     }
 }
 
+/* Under mixed precision attention's gradients are stored in bf16 by the attention kernels: no
+ * cast after them (fold_rows.c), all three or none; not with --no-fuse. */
+static void test_fold_attention_casts(void) {
+    const char *src = "input x: f32[B, 8, 16]\n"
+                      "param wq: f32[16, 16] = normal(0, 0.3)\nparam wk: f32[16, 16] = normal(0, 0.3)\n"
+                      "param wv: f32[16, 16] = normal(0, 0.3)\n"
+                      "h = scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, is_causal = true)\n"
+                      "loss = mean(h * h)\n"
+                      "train {\n    data x = randn(8, 8, 16)\n    batch = 4\n"
+                      "    precision = bf16\n    minimize loss\n}\n";
+    for (int t = 0; t < 3; t++) { /* cpu, cuda, cpu --no-fuse */
+        Compiled *c = compile_src("attn16.nn", src, (Opts){.target = t == 1 ? DEV_CUDA : DEV_CPU, .no_fuse = t == 2});
+        const char *what = t == 0 ? "cpu" : t == 1 ? "cuda" : "cpu --no-fuse";
+        CHECK(c->ok, "attn16.nn compiles (%s), found:\n%s", what, c->diag_text);
+        if (!c->ok) continue;
+        Graph *g = c->p.g;
+        Entry *e = train_entry(c);
+        int grads = 0, half = 0, casts = 0;
+        for (int i = 0; i < g->n; i++) { /* what the step launches */
+            const Node *n = &g->nodes[i];
+            if (launch_of(e, i) < 0) continue;
+            if (n->op == OP_SDPA_DQ || n->op == OP_SDPA_DK || n->op == OP_SDPA_DV) {
+                grads++;
+                half += n->dtype == DT_BF16;
+            }
+            const Node *in = n->nin ? &g->nodes[n->in[0]] : NULL;
+            casts += n->op == OP_CAST && (in->op == OP_SDPA_DQ || in->op == OP_SDPA_DK || in->op == OP_SDPA_DV);
+        }
+        CHECK(grads == 3, "attn16.nn (%s): dq, dk and dv, found %d", what, grads);
+        if (t < 2)
+            CHECK(half == 3 && casts == 0,
+                  "attn16.nn (%s): the three gradients in bf16 and no cast after them, found %d "
+                  "in bf16 and %d casts",
+                  what, half, casts);
+        else CHECK(half == 0 && casts == 3, "attn16.nn (%s): the casts as autocast wrote them, found %d", what, casts);
+        check_plan(c, "attn16.nn");
+    }
+}
+
 /* ---- repeated layers ----------------------------------------------------------------------- */
 
 static int node_named(Graph *g, Op op, const char *name) {
@@ -684,8 +723,10 @@ static void check_plan(Compiled *c, const char *what) {
             for (int b = a + 1; b < g->n; b++) {
                 if (wr[b] < 0 || e->buf[b].kind != BUF_ACT || e->buf[b].dev != e->buf[a].dev) continue;
                 int lb = last[b] < 0 ? wr[b] : last[b];
-                bool mem = e->buf[a].offset < e->buf[b].offset + e->buf[b].elems &&
-                           e->buf[b].offset < e->buf[a].offset + e->buf[a].elems;
+                /* offsets count real-sized slots; a half buffer takes one per two elements (plan.c) */
+                const int64_t sa = DTYPE_IS_HALF(g->nodes[a].dtype) ? (e->buf[a].elems + 1) / 2 : e->buf[a].elems;
+                const int64_t sb = DTYPE_IS_HALF(g->nodes[b].dtype) ? (e->buf[b].elems + 1) / 2 : e->buf[b].elems;
+                bool mem = e->buf[a].offset < e->buf[b].offset + sb && e->buf[b].offset < e->buf[a].offset + sa;
                 bool time = wr[a] <= lb && wr[b] <= la;
                 /* a kernel may write its output over an input it reads for the last time, at the
                  * same index (elementwise) or row by row (row-wise), when the element counts agree
@@ -1086,6 +1127,7 @@ int main(void) {
     test_fusion_written_out();
     test_fold_rows();
     test_fold_ce_casts();
+    test_fold_attention_casts();
     test_repeat_gpt();
     test_repeat_forms();
     test_cuda();
