@@ -826,16 +826,106 @@ static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
 static void row_log_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, true); }
+/* ---- rows in registers (row.owners) ----------------------------------------------------------
+ * A warp's layer-norm row of GPT-2 (768 floats, 3 KB) was read once a pass, four passes, a float
+ * at a time: one load in flight a lane, each pass after the previous one's warp sum.  Where the
+ * row's length is a compile-time multiple of a 16-byte vector's elements and a thread's share of
+ * an array fits ROW_REG_VECS vectors, each of the row's owners reads its vectors of every array
+ * once (all of them issued before the first sum), the passes work from registers, and the results
+ * go out 16 bytes at a time.  The values are the same expressions of the same operands; a
+ * thread's terms are added in the order of the columns it holds (vector by vector, element by
+ * element), then combined across the owners as before: a fixed order, so the same bits on every
+ * run, but not the scalar walk's (whose sums differ from them in the last bits of a double). */
+
+#define ROW_REG_VECS 8 /* 16-byte vectors a thread holds of each array: 32 registers of float */
+
+typedef struct {
+    int lanes; /* elements a vector (1: the row is not held in registers) */
+    int nvec; /* vectors a thread holds of each array (j < nvec) */
+    int64_t nv; /* vectors a row */
+} RowRegs;
+
+static RowRegs row_regs(const Kernel *k, int x) {
+    const RowRegs none = {1, 0, 0};
+    const Shape xs = k->g->nodes[x].shape;
+    const int64_t C = xs.rank ? xs.d[xs.rank - 1] : 1;
+    const int lanes = 16 / elem_bytes(k, x), own = k->d->row.owners;
+    if (!own || !k->d->vec.load || dim_is_batch(C) || C % lanes) return none;
+    const int64_t nv = C / lanes, nvec = (nv + own - 1) / own;
+    return nvec > ROW_REG_VECS ? none : (RowRegs){lanes, (int)nvec, nv};
+}
+
+/* Opens the (unrolled) loop over the thread's vectors j, rv the vector's index in the row (for
+ * `use`, or for the guard: where the owners do not divide the row's vectors, the last j skips the
+ * threads past its end). */
+static void reg_loop(const Kernel *k, RowRegs r, bool use) {
+    const bool guard = r.nv % k->d->row.owners != 0;
+    str_printf(k->s, "        %s        for (int j = 0; j < %d; j++) {\n", k->d->vec.unroll, r.nvec);
+    if (use || guard)
+        str_printf(k->s, "            const int64_t rv = %s + %d * j;\n", k->d->row.owner, k->d->row.owners);
+    if (guard) str_printf(k->s, "            if (j == %d && rv >= %lldLL) continue;\n", r.nvec - 1, (long long)r.nv);
+}
+
+/* An array of a row held in registers: real NAME[nvec][lanes] from the row at `p`, each element
+ * times `times`' (a [C] vector, whose vector v holds the same columns in every row) where given. */
+typedef struct {
+    const char *name, *p, *times;
+} RegArray;
+
+static void reg_loads(const Kernel *k, RowRegs r, int n, const RegArray *a) {
+    char dst[32];
+    for (int i = 0; i < n; i++) str_printf(k->s, "        real %s[%d][%d];\n", a[i].name, r.nvec, r.lanes);
+    reg_loop(k, r, true);
+    for (int i = 0; i < n; i++) {
+        snprintf(dst, sizeof dst, "%s_", a[i].name);
+        k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].p, "rv");
+        if (a[i].times) {
+            snprintf(dst, sizeof dst, "%sw_", a[i].name);
+            k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].times, "rv");
+        }
+        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) %s[j][q] = %s_[q]%s%s%s;\n",
+                   k->d->vec.unroll, r.lanes, a[i].name, a[i].name, a[i].times ? " * " : "",
+                   a[i].times ? a[i].name : "", a[i].times ? "w_[q]" : "");
+    }
+    str_puts(k->s, "        }\n");
+}
+
+/* row_sums over the row in registers: term[j] (of j and q, after `pre`) into acc[j]. */
+static void reg_sums(const Kernel *k, RowRegs r, int n, const char *const *acc, const char *pre,
+                     const char *const *term) {
+    for (int j = 0; j < n; j++) str_printf(k->s, "        double %s = 0;\n", acc[j]);
+    reg_loop(k, r, false);
+    str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) {\n", k->d->vec.unroll, r.lanes);
+    if (pre) str_printf(k->s, "                %s\n", pre);
+    for (int j = 0; j < n; j++) str_printf(k->s, "                %s += %s;\n", acc[j], term[j]);
+    str_puts(k->s, "            }\n        }\n");
+    for (int j = 0; j < n; j++) row_all(k, "        ", acc[j], k->d->row.sum_all);
+}
+
+/* The thread's vectors of the row at `p`, element q of vector j being `value`. */
+static void reg_store(const Kernel *k, RowRegs r, const char *p, const char *value) {
+    reg_loop(k, r, true);
+    str_printf(k->s, "            real o_[%d];\n            %s            for (int q = 0; q < %d; q++) o_[q] = %s;\n",
+               r.lanes, k->d->vec.unroll, r.lanes, value);
+    k->d->vec.store(k, "            ", "real", r.lanes, p, "rv", "o_");
+    str_puts(k->s, "        }\n");
+}
+
 /* A layer-norm row's mean mu and deviation sd = sqrt(var + eps), as the composed ops compute them
  * (mean then the mean of squared differences, each summed in double and rounded to real; eps and
  * the square root in real); the CPU's sums run in lanes (row_sums), so they may differ from the
- * composed path's in the last bits of the double sums. */
-static void row_ln_stats(const Kernel *k, const Node *n) {
+ * composed path's in the last bits of the double sums.  From x[c], or (r.lanes > 1) from the row
+ * in registers, xr[j][q]. */
+static void row_ln_stats(const Kernel *k, const Node *n, RowRegs r) {
     char eps[RENDER_NUM_LEN];
-    const char *s[] = {"s"}, *xc[] = {"x[c]"}, *v[] = {"v"}, *dd[] = {"d * d"};
-    row_sums(k, 1, s, NULL, xc);
+    const bool regs = r.lanes > 1;
+    const char *s[] = {"s"}, *xc[] = {regs ? "xr[j][q]" : "x[c]"}, *v[] = {"v"}, *dd[] = {"d * d"};
+    const char *pre = regs ? "const real d = xr[j][q] - mu;" : "const real d = x[c] - mu;";
+    if (regs) reg_sums(k, r, 1, s, NULL, xc);
+    else row_sums(k, 1, s, NULL, xc);
     str_puts(k->s, "        const real mu = (real)(s * (1.0 / (double)C));\n");
-    row_sums(k, 1, v, "const real d = x[c] - mu;", dd);
+    if (regs) reg_sums(k, r, 1, v, pre, dd);
+    else row_sums(k, 1, v, pre, dd);
     str_printf(k->s, "        const real sd = SQRT((real)(v * (1.0 / (double)C)) + (real)%s);\n",
                render_num(eps, n->attr.scalars.p[0]));
 }
@@ -844,6 +934,7 @@ static void row_ln_stats(const Kernel *k, const Node *n) {
  * y may be x's buffer. */
 static void row_ln_norm(const Kernel *k, const Launch *L) {
     const Node *n = &k->g->nodes[L->root];
+    const RowRegs r = row_regs(k, n->in[0]);
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "real *Y", L->root);
@@ -851,17 +942,28 @@ static void row_ln_norm(const Kernel *k, const Launch *L) {
     str_puts(k->s,
              "        const real *x = X + i * C;\n"
              "        real *y = Y + i * C;\n");
-    row_ln_stats(k, n);
+    if (r.lanes > 1) {
+        const RegArray a[] = {{"xr", "x", NULL}};
+        reg_loads(k, r, 1, a);
+        row_ln_stats(k, n, r);
+        reg_store(k, r, "y", "(xr[j][q] - mu) / sd");
+        str_puts(k->s, "    }\n");
+        return;
+    }
+    row_ln_stats(k, n, r);
     str_printf(k->s, "        %s y[c] = (x[c] - mu) / sd;\n    }\n", k->d->row.cols);
 }
 
 /* Its gradient from dy and x: dx = (dy - mean(dy) - xhat mean(dy xhat)) / sd, xhat = (x - mu) / sd
  * recomputed; dx may be dy's, x's or r's buffer (own columns only, as above).  With w (fold_rows.c)
  * the row's dy is dy * w, the affine's gradient, and with r, dx + r is written: the products and
- * the sum the two kernels around it computed, in the same order. */
+ * the sum the two kernels around it computed, in the same order.  In registers, dy (times w), x
+ * and r are read together, before the first sum. */
 static void row_ln_grad(const Kernel *k, const Launch *L) {
     const Node *n = &k->g->nodes[L->root];
     const bool w = n->attr.scalars.p[1] != 0, r = n->attr.scalars.p[2] != 0;
+    const RowRegs rg = row_regs(k, n->in[0]);
+    const bool regs = rg.lanes > 1;
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *DY", n->in[0]);
     kernel_ptr_line(k, "const real *Xv", n->in[1]);
@@ -873,16 +975,24 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
                "        const real *dy = DY + i * C, *x = Xv + i * C%s;\n"
                "        real *dx = DX + i * C;\n",
                r ? ", *rr = Rv + i * C" : "");
-    row_ln_stats(k, n);
-    const char *dyc = w ? "(dy[c] * Wv[c])" : "dy[c]";
-    char gx[96];
-    snprintf(gx, sizeof gx, "(double)%s * ((x[c] - mu) / sd)", dyc);
+    if (regs) {
+        const RegArray a[] = {{"dr", "dy", w ? "Wv" : NULL}, {"xr", "x", NULL}, {"rs", "rr", NULL}};
+        reg_loads(k, rg, r ? 3 : 2, a);
+    }
+    row_ln_stats(k, n, rg);
+    const char *dyc = regs ? "dr[j][q]" : w ? "(dy[c] * Wv[c])" : "dy[c]", *xc = regs ? "xr[j][q]" : "x[c]";
+    char gx[96], dx[160];
+    snprintf(gx, sizeof gx, "(double)%s * ((%s - mu) / sd)", dyc, xc);
     const char *acc[] = {"g", "gx"}, *term[] = {dyc, gx};
-    row_sums(k, 2, acc, NULL, term);
-    str_printf(k->s,
-               "        const real mg = (real)(g * (1.0 / (double)C)), mgx = (real)(gx * (1.0 / (double)C));\n"
-               "        %s dx[c] = %s(%s - mg - (x[c] - mu) / sd * mgx) / sd;\n    }\n",
-               k->d->row.cols, r ? "rr[c] + " : "", dyc);
+    if (regs) reg_sums(k, rg, 2, acc, NULL, term);
+    else row_sums(k, 2, acc, NULL, term);
+    str_puts(k->s, "        const real mg = (real)(g * (1.0 / (double)C)), mgx = (real)(gx * (1.0 / (double)C));\n");
+    snprintf(dx, sizeof dx, "%s(%s - mg - (%s - mu) / sd * mgx) / sd", r ? (regs ? "rs[j][q] + " : "rr[c] + ") : "",
+             dyc, xc);
+    if (regs) {
+        reg_store(k, rg, "dx", dx);
+        str_puts(k->s, "    }\n");
+    } else str_printf(k->s, "        %s dx[c] = %s;\n    }\n", k->d->row.cols, dx);
 }
 
 static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L, L->root, L->root2); }

@@ -134,6 +134,14 @@ struct KernelDialect {
          * against its running maximum; vcols visits the vectors v < nv this thread owns, moved
          * 16 bytes at a time (vec.load, vec.store) where the row's length allows. */
         const char *pair_all, *vcols;
+        /* A row held in registers (0: never): where its length is known at compile time and a
+         * multiple of a 16-byte vector's elements, and a thread's share is at most
+         * ROW_REG_VECS vectors an array, each of the row's `owners` threads reads the vectors
+         * v = owner + owners * j (j = 0, 1, ...) of each array once (vec.load), every pass
+         * works from them, and the results go out the same way (vec.store); `owner` is the
+         * thread's index among the owners. */
+        int owners;
+        const char *owner;
     } row;
 
     /* ---- library launches (NULL where the backend issues them itself) ---- */

@@ -20,7 +20,11 @@ For each model (at BATCH, else its train section's batch), in its train step:
   - cross_entropy over rows of more than 1024 logits runs blocks of 1024 threads, reads a row
     twice (one nnc_block_max_sum per row: the maximum and exp-sum in one pass), and moves its
     logits and gradient 16 bytes at a time (uint4: 8 bf16, float4: 4 f32) where the row's
-    length is a multiple of that, one element at a time where it is not.
+    length is a multiple of that, one element at a time where it is not;
+  - layer norm's row kernels (layer_norm_rows and its gradient) over rows of at most 1024 floats
+    that are a multiple of 4 read each operand's row once, 16 bytes at a time (float4: x, dy and
+    the residual into registers; the weight's vectors beside dy's), and write 16 bytes at a time;
+    rows of another length are read a float at a time, with no vectors.
 A model whose data set is not installed is skipped; all of them skipped is a skip (77)."""
 import os
 import re
@@ -81,6 +85,32 @@ def check_ce(shape, body, block):
     return [shape + ": " + f for f in fails]
 
 
+def check_ln(shape, body):
+    """A layer-norm row kernel's accesses (above)."""
+    C = int(re.search(r"const int64_t C = (\d+),", body).group(1))
+    grad = "layer_norm_rows_grad" in shape
+    if C > 1024:
+        return []
+    if C % 4:
+        return [shape + ": C = %d, not a multiple of 4: vectors" % C] if "float4" in body else []
+    fails = []
+    reads = {"x": 1}
+    if grad:
+        reads["dy"] = 1
+        reads["Wv"] = 1 if "const real *Wv" in body else 0
+        reads["rr"] = 1 if "const real *Rv" in body else 0
+    for p, n in reads.items():
+        got = len(re.findall(r"\(\(const float4 \*\)%s\)\[rv\]" % p, body))
+        if got != n:
+            fails.append("%d 16-byte reads of %s's row, want %d" % (got, p, n))
+    if re.search(r"\b(x|dy|Wv|rr)\[c\]", re.sub(r"^#define .*$", "", body, flags=re.M)):   # not XL's
+        fails.append("a row read a float at a time")
+    out = "dx" if grad else "y"
+    if len(re.findall(r"\(\(float4 \*\)%s\)\[rv\] = " % out, body)) != 1 or re.search(r"\b%s\[c\] = " % out, body):
+        fails.append("%s not written once, 16 bytes at a time" % out)
+    return [shape + ": C = %d: " % C + f for f in fails]
+
+
 def contiguous(body):
     """Whether the one-by-one loop reads every operand at i, 0 or i % m with 4 | m (the split
     into per-axis indices marks a broadcast or transposed operand)."""
@@ -114,7 +144,7 @@ def check_model(nnc, model, batch, tmp):
         m = LAUNCH.match(line)
         if m:
             launches.setdefault(m.group(1), tuple(int(g) for g in m.groups()[1:7]))   # the first: direct
-    seen = 0
+    seen, lns = 0, set()
     for name, (kind, n, body, ops) in sorted(ks.items()):
         if name not in launches:
             continue
@@ -124,6 +154,9 @@ def check_model(nnc, model, batch, tmp):
         shape = "%s (%s %s over %d elements): grid %d,%d,%d block %d" % (name, kind, ops, n, gx, gy, gz, bx * by * bz)
         if kind == "row-wise" and "cross_entropy" in ops:
             fails += check_ce(shape, body, bx * by * bz)
+        if kind == "row-wise" and "layer_norm_rows" in ops:
+            fails += check_ln(shape, body)
+            lns.add(int(re.search(r"const int64_t C = (\d+),", body).group(1)))
         if kind != "elementwise" and n > MAX_ONE_BLOCK and blocks == 1:
             fails.append(shape + ": more than 64K elements in one block")
         if kind == "reduction" and re.search(r"const int64_t nout = 1LL,", body):
@@ -138,6 +171,8 @@ def check_model(nnc, model, batch, tmp):
         print("  %s" % shape)
     if not seen:
         fails.append("no kernel of the train step in the trace")
+    if lns:
+        print("  layer norm rows of %s" % ", ".join(map(str, sorted(lns))))
     for line in lines:
         if line.startswith("copy "):
             f = dict(w.split("=", 1) for w in line.split() if "=" in w)

@@ -193,7 +193,8 @@ if(TARGET nnc_emu_cuda)
   # emulator's trace of a training step: the 1000 x 1000 loss, a wide MLP, the two models
   add_test(NAME launch_shape_emu COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/launch_shape_test.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/shapes/square_1000.nn ${NNC_CUDA_TESTS}/shapes/mlp_1024.nn ${CMAKE_SOURCE_DIR}/models/mlp.nn
-           ${CMAKE_SOURCE_DIR}/models/convnet.nn:16 ce:1032:bf16 ce:1028:bf16 ce:1030:f32 ce:1032:f32)
+           ${CMAKE_SOURCE_DIR}/models/convnet.nn:16 ${NNC_CUDA_TESTS}/ops/ln_rows.nn ce:1032:bf16 ce:1028:bf16 ce:1030:f32
+           ce:1032:f32)
   set_tests_properties(launch_shape_emu PROPERTIES SKIP_RETURN_CODE 77)
   add_test(NAME matmul_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_matmul_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
