@@ -520,6 +520,110 @@ static void row_max_sum(const Kernel *k) {
     row_sum(k, "EXP(XL(c) - mx)");
 }
 
+static int elem_bytes(const Kernel *k, int x) {
+    DType t = k->g->nodes[x].dtype;
+    return DTYPE_IS_HALF(t) ? 2 : t == DT_I32 || !k->o->f64 ? 4 : 8;
+}
+
+/* ---- rows in registers (row.owners) ----------------------------------------------------------
+ * A warp's layer-norm row of GPT-2 (768 floats, 3 KB) was read once a pass, four passes, a float
+ * at a time: one load in flight a lane, each pass after the previous one's warp sum.  Where the
+ * row's length is a compile-time multiple of a 16-byte vector's elements and a thread's share of
+ * an array fits ROW_REG_VECS vectors, each of the row's owners reads its vectors of every array
+ * once (all of them issued before the first sum), the passes work from registers, and the results
+ * go out 16 bytes at a time.  The values are the same expressions of the same operands; a
+ * thread's terms are added in the order of the columns it holds (vector by vector, element by
+ * element), then combined across the owners as before: a fixed order, so the same bits on every
+ * run, but not the scalar walk's (whose sums differ from them in the last bits of a double).
+ * softmax, log_softmax and their gradients (a maximum and a sum, or a sum) do the same. */
+
+#define ROW_REG_VECS 8 /* 16-byte vectors a thread holds of each array: 32 registers of float */
+
+typedef struct {
+    int lanes; /* elements a vector (1: the row is not held in registers) */
+    int nvec; /* vectors a thread holds of each array (j < nvec) */
+    int64_t nv; /* vectors a row */
+} RowRegs;
+
+static RowRegs row_regs(const Kernel *k, int x) {
+    const RowRegs none = {1, 0, 0};
+    if (k->g->nodes[x].dtype != DT_F32) return none; /* rows of real only */
+    const Shape xs = k->g->nodes[x].shape;
+    const int64_t C = xs.rank ? xs.d[xs.rank - 1] : 1;
+    const int lanes = 16 / elem_bytes(k, x), own = k->d->row.owners;
+    if (!own || !k->d->vec.load || dim_is_batch(C) || C % lanes) return none;
+    const int64_t nv = C / lanes, nvec = (nv + own - 1) / own;
+    return nvec > ROW_REG_VECS ? none : (RowRegs){lanes, (int)nvec, nv};
+}
+
+/* Opens the (unrolled) loop over the thread's vectors j, rv the vector's index in the row (for
+ * `use`, or for the guard: where the owners do not divide the row's vectors, the last j skips the
+ * threads past its end). */
+static void reg_loop(const Kernel *k, RowRegs r, bool use) {
+    const bool guard = r.nv % k->d->row.owners != 0;
+    str_printf(k->s, "        %s        for (int j = 0; j < %d; j++) {\n", k->d->vec.unroll, r.nvec);
+    if (use || guard)
+        str_printf(k->s, "            const int64_t rv = %s + %d * j;\n", k->d->row.owner, k->d->row.owners);
+    if (guard) str_printf(k->s, "            if (j == %d && rv >= %lldLL) continue;\n", r.nvec - 1, (long long)r.nv);
+}
+
+/* An array of a row held in registers: real NAME[nvec][lanes] from the row at `p`, each element
+ * times `times`' (a [C] vector, whose vector v holds the same columns in every row) where given. */
+typedef struct {
+    const char *name, *p, *times;
+} RegArray;
+
+static void reg_loads(const Kernel *k, RowRegs r, int n, const RegArray *a) {
+    char dst[32];
+    for (int i = 0; i < n; i++) str_printf(k->s, "        real %s[%d][%d];\n", a[i].name, r.nvec, r.lanes);
+    reg_loop(k, r, true);
+    for (int i = 0; i < n; i++) {
+        snprintf(dst, sizeof dst, "%s_", a[i].name);
+        k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].p, "rv");
+        if (a[i].times) {
+            snprintf(dst, sizeof dst, "%sw_", a[i].name);
+            k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].times, "rv");
+        }
+        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) %s[j][q] = %s_[q]%s%s%s;\n",
+                   k->d->vec.unroll, r.lanes, a[i].name, a[i].name, a[i].times ? " * " : "",
+                   a[i].times ? a[i].name : "", a[i].times ? "w_[q]" : "");
+    }
+    str_puts(k->s, "        }\n");
+}
+
+/* row_sums over the row in registers: term[j] (of j and q, after `pre`) into acc[j]. */
+static void reg_sums(const Kernel *k, RowRegs r, int n, const char *const *acc, const char *pre,
+                     const char *const *term) {
+    for (int j = 0; j < n; j++) str_printf(k->s, "        double %s = 0;\n", acc[j]);
+    reg_loop(k, r, false);
+    str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) {\n", k->d->vec.unroll, r.lanes);
+    if (pre) str_printf(k->s, "                %s\n", pre);
+    for (int j = 0; j < n; j++) str_printf(k->s, "                %s += %s;\n", acc[j], term[j]);
+    str_puts(k->s, "            }\n        }\n");
+    for (int j = 0; j < n; j++) row_all(k, "        ", acc[j], k->d->row.sum_all);
+}
+
+/* mx, the row's maximum from xr (a NaN wins it, as max_all's combine takes one). */
+static void reg_max(const Kernel *k, RowRegs r) {
+    str_printf(k->s, "        real mx = -%s;\n", k->d->inf);
+    reg_loop(k, r, false);
+    str_printf(
+        k->s,
+        "            %s            for (int q = 0; q < %d; q++) mx = xr[j][q] > mx || xr[j][q] != xr[j][q] ? xr[j][q] : mx;\n"
+        "        }\n",
+        k->d->vec.unroll, r.lanes);
+    row_all(k, "        ", "mx", k->d->row.max_all);
+}
+
+/* The thread's vectors of the row at `p`, element q of vector j being `value`. */
+static void reg_store(const Kernel *k, RowRegs r, const char *p, const char *value) {
+    reg_loop(k, r, true);
+    str_printf(k->s, "            real o_[%d];\n            %s            for (int q = 0; q < %d; q++) o_[q] = %s;\n",
+               r.lanes, k->d->vec.unroll, r.lanes, value);
+    k->d->vec.store(k, "            ", "real", r.lanes, p, "rv", "o_");
+    str_puts(k->s, "        }\n");
+}
+
 static void row_softmax(const Kernel *k, const Launch *L, bool log) {
     int x = k->g->nodes[L->root].in[0];
     row_header(k, x);
@@ -528,6 +632,18 @@ static void row_softmax(const Kernel *k, const Launch *L, bool log) {
     k->d->row.open(k, L, x, "");
     str_puts(k->s, "        const real *x = X + i * C;\n"
                    "        real *y = Y + i * C;\n");
+    const RowRegs r = row_regs(k, x);
+    if (r.lanes > 1) {
+        const RegArray a[] = {{"xr", "x", NULL}};
+        const char *acc[] = {"s"}, *term[] = {"EXP(xr[j][q] - mx)"};
+        reg_loads(k, r, 1, a);
+        reg_max(k, r);
+        reg_sums(k, r, 1, acc, NULL, term);
+        str_puts(k->s, log ? "        const real ls = (real)log(s);\n" : "        const real inv = (real)(1.0 / s);\n");
+        reg_store(k, r, "y", log ? "(xr[j][q] - mx) - ls" : "EXP(xr[j][q] - mx) * inv");
+        str_puts(k->s, "    }\n");
+        return;
+    }
     row_max_sum(k);
     if (log)
         /* (x - mx) - log(s), not x - (mx + log(s)): with |mx| ~ 1e3 the sum would round away
@@ -553,6 +669,16 @@ static void row_softmax_grad(const Kernel *k, const Launch *L, bool log) {
     k->d->row.open(k, L, n->in[0], "");
     str_puts(k->s, "        const real *dy = DY + i * C, *y = Yv + i * C;\n"
                    "        real *dx = DX + i * C;\n");
+    const RowRegs r = row_regs(k, n->in[0]);
+    if (r.lanes > 1) {
+        const RegArray a[] = {{"dr", "dy", NULL}, {"yr", "y", NULL}};
+        const char *acc[] = {"s"}, *term[] = {log ? "dr[j][q]" : "(double)dr[j][q] * yr[j][q]"};
+        reg_loads(k, r, 2, a);
+        reg_sums(k, r, 1, acc, NULL, term);
+        reg_store(k, r, "dx", log ? "dr[j][q] - EXP(yr[j][q]) * (real)s" : "yr[j][q] * (dr[j][q] - (real)s)");
+        str_puts(k->s, "    }\n");
+        return;
+    }
     row_sum(k, log ? "dy[c]" : "(double)dy[c] * y[c]");
     str_printf(k->s, "        %s dx[c] = %s;\n    }\n", k->d->row.cols,
                log ? "dy[c] - EXP(y[c]) * (real)s" : "y[c] * (dy[c] - (real)s)");
@@ -638,11 +764,6 @@ static void row_ce_tail(const Kernel *k, bool grad, double eps, const char *gtyp
  * against other maxima and rescaled: within a few units of float's last place of the three
  * passes' sum, so the gradient is within a unit or two of float's last place of theirs (and of
  * the CPU's), which tests/ref/test_ce_torch.py and gpu_vs_cpu hold it to. */
-
-static int elem_bytes(const Kernel *k, int x) {
-    DType t = k->g->nodes[x].dtype;
-    return DTYPE_IS_HALF(t) ? 2 : t == DT_I32 || !k->o->f64 ? 4 : 8;
-}
 
 /* Elements per 16-byte access of a row of x and of the gradient g (-1: none): C a multiple of
  * them known at compile time, so every row starts on a vector (the plan starts every buffer on
@@ -826,91 +947,6 @@ static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
 static void row_log_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, true); }
-/* ---- rows in registers (row.owners) ----------------------------------------------------------
- * A warp's layer-norm row of GPT-2 (768 floats, 3 KB) was read once a pass, four passes, a float
- * at a time: one load in flight a lane, each pass after the previous one's warp sum.  Where the
- * row's length is a compile-time multiple of a 16-byte vector's elements and a thread's share of
- * an array fits ROW_REG_VECS vectors, each of the row's owners reads its vectors of every array
- * once (all of them issued before the first sum), the passes work from registers, and the results
- * go out 16 bytes at a time.  The values are the same expressions of the same operands; a
- * thread's terms are added in the order of the columns it holds (vector by vector, element by
- * element), then combined across the owners as before: a fixed order, so the same bits on every
- * run, but not the scalar walk's (whose sums differ from them in the last bits of a double). */
-
-#define ROW_REG_VECS 8 /* 16-byte vectors a thread holds of each array: 32 registers of float */
-
-typedef struct {
-    int lanes; /* elements a vector (1: the row is not held in registers) */
-    int nvec; /* vectors a thread holds of each array (j < nvec) */
-    int64_t nv; /* vectors a row */
-} RowRegs;
-
-static RowRegs row_regs(const Kernel *k, int x) {
-    const RowRegs none = {1, 0, 0};
-    const Shape xs = k->g->nodes[x].shape;
-    const int64_t C = xs.rank ? xs.d[xs.rank - 1] : 1;
-    const int lanes = 16 / elem_bytes(k, x), own = k->d->row.owners;
-    if (!own || !k->d->vec.load || dim_is_batch(C) || C % lanes) return none;
-    const int64_t nv = C / lanes, nvec = (nv + own - 1) / own;
-    return nvec > ROW_REG_VECS ? none : (RowRegs){lanes, (int)nvec, nv};
-}
-
-/* Opens the (unrolled) loop over the thread's vectors j, rv the vector's index in the row (for
- * `use`, or for the guard: where the owners do not divide the row's vectors, the last j skips the
- * threads past its end). */
-static void reg_loop(const Kernel *k, RowRegs r, bool use) {
-    const bool guard = r.nv % k->d->row.owners != 0;
-    str_printf(k->s, "        %s        for (int j = 0; j < %d; j++) {\n", k->d->vec.unroll, r.nvec);
-    if (use || guard)
-        str_printf(k->s, "            const int64_t rv = %s + %d * j;\n", k->d->row.owner, k->d->row.owners);
-    if (guard) str_printf(k->s, "            if (j == %d && rv >= %lldLL) continue;\n", r.nvec - 1, (long long)r.nv);
-}
-
-/* An array of a row held in registers: real NAME[nvec][lanes] from the row at `p`, each element
- * times `times`' (a [C] vector, whose vector v holds the same columns in every row) where given. */
-typedef struct {
-    const char *name, *p, *times;
-} RegArray;
-
-static void reg_loads(const Kernel *k, RowRegs r, int n, const RegArray *a) {
-    char dst[32];
-    for (int i = 0; i < n; i++) str_printf(k->s, "        real %s[%d][%d];\n", a[i].name, r.nvec, r.lanes);
-    reg_loop(k, r, true);
-    for (int i = 0; i < n; i++) {
-        snprintf(dst, sizeof dst, "%s_", a[i].name);
-        k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].p, "rv");
-        if (a[i].times) {
-            snprintf(dst, sizeof dst, "%sw_", a[i].name);
-            k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].times, "rv");
-        }
-        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) %s[j][q] = %s_[q]%s%s%s;\n",
-                   k->d->vec.unroll, r.lanes, a[i].name, a[i].name, a[i].times ? " * " : "",
-                   a[i].times ? a[i].name : "", a[i].times ? "w_[q]" : "");
-    }
-    str_puts(k->s, "        }\n");
-}
-
-/* row_sums over the row in registers: term[j] (of j and q, after `pre`) into acc[j]. */
-static void reg_sums(const Kernel *k, RowRegs r, int n, const char *const *acc, const char *pre,
-                     const char *const *term) {
-    for (int j = 0; j < n; j++) str_printf(k->s, "        double %s = 0;\n", acc[j]);
-    reg_loop(k, r, false);
-    str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) {\n", k->d->vec.unroll, r.lanes);
-    if (pre) str_printf(k->s, "                %s\n", pre);
-    for (int j = 0; j < n; j++) str_printf(k->s, "                %s += %s;\n", acc[j], term[j]);
-    str_puts(k->s, "            }\n        }\n");
-    for (int j = 0; j < n; j++) row_all(k, "        ", acc[j], k->d->row.sum_all);
-}
-
-/* The thread's vectors of the row at `p`, element q of vector j being `value`. */
-static void reg_store(const Kernel *k, RowRegs r, const char *p, const char *value) {
-    reg_loop(k, r, true);
-    str_printf(k->s, "            real o_[%d];\n            %s            for (int q = 0; q < %d; q++) o_[q] = %s;\n",
-               r.lanes, k->d->vec.unroll, r.lanes, value);
-    k->d->vec.store(k, "            ", "real", r.lanes, p, "rv", "o_");
-    str_puts(k->s, "        }\n");
-}
-
 /* A layer-norm row's mean mu and deviation sd = sqrt(var + eps), as the composed ops compute them
  * (mean then the mean of squared differences, each summed in double and rounded to real; eps and
  * the square root in real); the CPU's sums run in lanes (row_sums), so they may differ from the

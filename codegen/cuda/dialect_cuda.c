@@ -17,9 +17,9 @@
  *     whichever block finishes last;
  *   - row-wise: one warp per row, its lanes striding over the columns and combining with
  *     shuffles (dialect_cuda), or one block per row for rows longer than WARP_ROW_MAX
- *     (dialect_cuda_row_blocks).  A warp's layer-norm row of a length that is a multiple of 4
- *     floats (row.owners) is read once into registers, float4 by float4 (lane + 32 j), and
- *     written the same way.  Every owner of a row walks the same rows, so the shuffles and
+ *     (dialect_cuda_row_blocks).  A warp's layer-norm or softmax row of a length that is a
+ *     multiple of 4 floats (row.owners) is read once into registers, float4 by float4
+ *     (lane + 32 j), and written the same way.  Every owner of a row walks the same rows, so the shuffles and
  *     barriers never diverge.  cross_entropy's loss and accuracy's hits add one number over all
  *     rows: each block's total, then the last block sums the blocks' totals in order.  A block's
  *     cross_entropy row is read twice (row.pair_all: the maximum and exp-sum in one pass), 16
@@ -551,7 +551,8 @@ const KernelDialect dialect_cuda = {
         .total_all = "nnc_block_sum",
         .writer = "if (nnc_grid_done(&total, ws)) ",
         .bad_record = BAD_RECORD("lane == 0"),
-        /* layer norm's rows of up to 1024 floats, 8 float4 a lane an array, in registers */
+        /* layer norm's and softmax's rows of up to 1024 floats, 8 float4 a lane an array, in
+         * registers */
         .owners = 32, .owner = "lane",
     },
 };

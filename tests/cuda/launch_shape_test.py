@@ -21,10 +21,10 @@ For each model (at BATCH, else its train section's batch), in its train step:
     twice (one nnc_block_max_sum per row: the maximum and exp-sum in one pass), and moves its
     logits and gradient 16 bytes at a time (uint4: 8 bf16, float4: 4 f32) where the row's
     length is a multiple of that, one element at a time where it is not;
-  - layer norm's row kernels (layer_norm_rows and its gradient) over rows of at most 1024 floats
-    that are a multiple of 4 read each operand's row once, 16 bytes at a time (float4: x, dy and
-    the residual into registers; the weight's vectors beside dy's), and write 16 bytes at a time;
-    rows of another length are read a float at a time, with no vectors.
+  - the row kernels of layer norm, softmax and log_softmax and their gradients over rows of at
+    most 1024 floats that are a multiple of 4 read each operand's row once, 16 bytes at a time
+    (float4, into registers; layer norm's weight's vectors beside dy's), and write 16 bytes at a
+    time; rows of another length are read a float at a time, with no vectors.
 A model whose data set is not installed is skipped; all of them skipped is a skip (77)."""
 import os
 import re
@@ -85,27 +85,30 @@ def check_ce(shape, body, block):
     return [shape + ": " + f for f in fails]
 
 
-def check_ln(shape, body):
-    """A layer-norm row kernel's accesses (above)."""
+# the row kernels a warp holds in registers where C allows: the row pointers each reads and the
+# one it writes
+REG_ROWS = {"layer_norm_rows": (["x"], "y"), "layer_norm_rows_grad": (["dy", "x", "Wv", "rr"], "dx"),
+            "softmax": (["x"], "y"), "log_softmax": (["x"], "y"),
+            "softmax_grad": (["dy", "y"], "dx"), "log_softmax_grad": (["dy", "y"], "dx")}
+
+
+def check_rows(shape, op, body):
+    """A layer-norm or softmax row kernel's accesses (above)."""
     C = int(re.search(r"const int64_t C = (\d+),", body).group(1))
-    grad = "layer_norm_rows_grad" in shape
     if C > 1024:
         return []
     if C % 4:
         return [shape + ": C = %d, not a multiple of 4: vectors" % C] if "float4" in body else []
     fails = []
-    reads = {"x": 1}
-    if grad:
-        reads["dy"] = 1
-        reads["Wv"] = 1 if "const real *Wv" in body else 0
-        reads["rr"] = 1 if "const real *Rv" in body else 0
-    for p, n in reads.items():
+    ins, out = REG_ROWS[op]
+    for p in ins:
+        if p == "Wv" and "const real *Wv" not in body or p == "rr" and "const real *Rv" not in body:
+            continue
         got = len(re.findall(r"\(\(const float4 \*\)%s\)\[rv\]" % p, body))
-        if got != n:
-            fails.append("%d 16-byte reads of %s's row, want %d" % (got, p, n))
-    if re.search(r"\b(x|dy|Wv|rr)\[c\]", re.sub(r"^#define .*$", "", body, flags=re.M)):   # not XL's
+        if got != 1:
+            fails.append("%d 16-byte reads of %s's row, want 1" % (got, p))
+    if re.search(r"\b(x|dy|Wv|rr|y|XL)[\[(]c[\])]", re.sub(r"^#define .*$", "", body, flags=re.M)):   # not XL's
         fails.append("a row read a float at a time")
-    out = "dx" if grad else "y"
     if len(re.findall(r"\(\(float4 \*\)%s\)\[rv\] = " % out, body)) != 1 or re.search(r"\b%s\[c\] = " % out, body):
         fails.append("%s not written once, 16 bytes at a time" % out)
     return [shape + ": C = %d: " % C + f for f in fails]
@@ -144,7 +147,7 @@ def check_model(nnc, model, batch, tmp):
         m = LAUNCH.match(line)
         if m:
             launches.setdefault(m.group(1), tuple(int(g) for g in m.groups()[1:7]))   # the first: direct
-    seen, lns = 0, set()
+    seen, rows = 0, set()
     for name, (kind, n, body, ops) in sorted(ks.items()):
         if name not in launches:
             continue
@@ -154,9 +157,9 @@ def check_model(nnc, model, batch, tmp):
         shape = "%s (%s %s over %d elements): grid %d,%d,%d block %d" % (name, kind, ops, n, gx, gy, gz, bx * by * bz)
         if kind == "row-wise" and "cross_entropy" in ops:
             fails += check_ce(shape, body, bx * by * bz)
-        if kind == "row-wise" and "layer_norm_rows" in ops:
-            fails += check_ln(shape, body)
-            lns.add(int(re.search(r"const int64_t C = (\d+),", body).group(1)))
+        if kind == "row-wise" and ops in REG_ROWS:
+            fails += check_rows(shape, ops, body)
+            rows.add("%s %s" % (ops, re.search(r"const int64_t C = (\d+),", body).group(1)))
         if kind != "elementwise" and n > MAX_ONE_BLOCK and blocks == 1:
             fails.append(shape + ": more than 64K elements in one block")
         if kind == "reduction" and re.search(r"const int64_t nout = 1LL,", body):
@@ -171,8 +174,8 @@ def check_model(nnc, model, batch, tmp):
         print("  %s" % shape)
     if not seen:
         fails.append("no kernel of the train step in the trace")
-    if lns:
-        print("  layer norm rows of %s" % ", ".join(map(str, sorted(lns))))
+    if rows:
+        print("  row kernels checked for 16-byte rows: %s" % ", ".join(sorted(rows)))
     for line in lines:
         if line.startswith("copy "):
             f = dict(w.split("=", 1) for w in line.split() if "=" in w)
