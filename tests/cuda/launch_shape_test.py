@@ -12,7 +12,7 @@ For each model (at BATCH, else its train section's batch), in its train step:
     reduction to one value over n elements takes min(1024, ceil(n / 2048)) blocks
     (codegen/cuda/render_cuda.c: a fixed count, so every GPU adds in the same order);
   - every elementwise kernel whose operands are contiguous (its one-by-one loop reads them at i,
-    0 or i % m with 4 dividing m) also moves them 16 bytes at a time (float4);
+    0 or i % m with 4 dividing m) also moves them 4 at a time (float4, ushort4 for bf16 words);
   - an elementwise kernel over n elements takes ceil(n / 2048) blocks (8 elements a thread),
     whatever n: no cap at 65535 (tests/cuda/launch_dims.c checks sizes no emulator can hold);
   - every copy is asynchronous and from or to pinned memory (on which stream: the pipelined
@@ -34,7 +34,7 @@ import tempfile
 
 MAX_ONE_BLOCK = 64 * 1024
 KERNEL = re.compile(r'/\* (\w+) launch (\d+): ([\w-]+) \(([^)\n]*)\).*?\*/\n'
-                    r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*?)\n}\n', re.S)
+                    r'extern "C" __global__ void __launch_bounds__\(\d+(?:, \d+)?\) (\w+)\((.*?)\n}\n', re.S)
 CE_THREADS = 1024   # render_cuda.c's CE_ROW_THREADS
 LAUNCH = re.compile(r'^launch (\S+) grid=(\d+),(\d+),(\d+) block=(\d+),(\d+),(\d+) shared=\d+ stream=(\d+)$')
 
@@ -167,8 +167,8 @@ def check_model(nnc, model, batch, tmp):
             if blocks != want:
                 fails.append(shape + ": a full reduction should take %d blocks" % want)
         if kind == "elementwise":
-            if "float4" not in body and contiguous(body):
-                fails.append(shape + ": contiguous operands, but no 16-byte accesses")
+            if not re.search(r"\b(float4|ushort4)\b", body) and contiguous(body):
+                fails.append(shape + ": contiguous operands, but no vector accesses")
             if blocks != max(1, -(-n // 2048)):
                 fails.append(shape + ": %d blocks, want ceil(n / 2048) = %d" % (blocks, -(-n // 2048)))
         print("  %s" % shape)
