@@ -52,6 +52,7 @@ typedef struct {
     bool tail; /* ... lanes may not divide the run (a full reduction over B): a scalar tail */
     unsigned block; /* threads per block */
     unsigned cw; /* RED_COLS: threads across a strip, each `lanes` columns; block / cw down */
+    unsigned rows; /* RED_COLS: rows a thread loads before it adds them (a round: rows * down) */
 } CudaReduce;
 
 /* Which kernel a launch runs, with which offsets and integers (after CUDA_KERNEL_PARAMS). */
@@ -74,6 +75,7 @@ void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int
 /* f64: reals are doubles (attention's tiles are as large as fit the shared memory) */
 CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64);
 unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64); /* for __launch_bounds__ */
+unsigned cuda_launch_min_blocks(const Graph *g, const Launch *L, bool f64); /* ... its second number, or 0 */
 int cuda_vec_lanes(const Graph *g, const Launch *L, bool f64); /* an elementwise kernel's: 1 or 16 bytes */
 CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64);
 bool cuda_row_per_block(const Graph *g, const Launch *L); /* rows longer than a warp takes, or of B*k */

@@ -163,9 +163,12 @@ static const char support[] =
     "}\n"
     "/* ... then, with gridDim.y row ranges, the column sums go to part[blockIdx.y * C + c] and the\n"
     " * strip's last block adds them in row-range order: true where threads t < cw hold the\n"
-    " * strip's totals (c0 is the thread's first column). */\n"
-    "__device__ bool nnc_cols_finish(double *a, int w, int cw, bool is_max, double *part, int64_t C, int64_t c0,\n"
-    "                                unsigned *ticket) {\n"
+    " * strip's totals (c0 is the thread's first column).  Thread t adds the ranges t / cw, then every\n"
+    " * blockDim.x / cw, loading 4 of them before adding them (render_cuda.c keeps gridDim.y within\n"
+    " * 4 x blockDim.x / cw: one round trip to L2); __ldcg reads L2, where the other blocks' partials\n"
+    " * are, past this SM's L1. */\n"
+    "__device__ __forceinline__ bool nnc_cols_finish(double *a, int w, int cw, bool is_max, double *part, int64_t C,\n"
+    "                                                int64_t c0, unsigned *ticket) {\n"
     "    __shared__ bool last;\n"
     "    if (gridDim.y == 1) return true;\n"
     "    if ((int)threadIdx.x < cw && c0 < C)\n"
@@ -176,10 +179,20 @@ static const char support[] =
     "    __syncthreads();\n"
     "    if (!last) return false;\n"
     "    __threadfence();\n"
+    "    const unsigned down = blockDim.x / cw;\n"
     "    for (int q = 0; q < w; q++) a[q] = is_max ? -NNC_INF : 0.0;\n"
     "    if (c0 < C)\n"
-    "        for (unsigned s = threadIdx.x / cw; s < gridDim.y; s += blockDim.x / cw)\n"
-    "            for (int q = 0; q < w; q++) a[q] = nnc_pick(a[q], ((volatile double *)part)[s * C + c0 + q], is_max);\n"
+    "        for (unsigned s = threadIdx.x / cw; s < gridDim.y; s += 4 * down) {\n"
+    "            double x[4][4];\n"
+    "#pragma unroll\n"
+    "            for (int j = 0; j < 4; j++)\n"
+    "                for (int q = 0; q < w; q++)\n"
+    "                    x[j][q] = s + j * down < gridDim.y ? __ldcg(part + (s + j * down) * C + c0 + q) : 0.0;\n"
+    "#pragma unroll\n"
+    "            for (int j = 0; j < 4; j++)\n"
+    "                for (int q = 0; q < w; q++)\n"
+    "                    if (s + j * down < gridDim.y) a[q] = nnc_pick(a[q], x[j][q], is_max);\n"
+    "        }\n"
     "    nnc_cols_fold(a, w, cw, is_max);\n"
     "    if (threadIdx.x == 0) *ticket = 0;\n"
     "    return true;\n"
@@ -220,11 +233,12 @@ static void cuda_prelude(Str *s, const BuildOpts *o) {
 static void cuda_open(const Kernel *k, const Launch *L, int index) {
     (void)index;
     /* the bound lets the compiler budget registers for the largest block it is launched with */
-    str_printf(k->s,
-               "extern \"C\" __global__ void __launch_bounds__(%u) " KERNEL_NAME_MARK
-               "(" CUDA_KERNEL_PARAMS KERNEL_ARGS_MARK ") {\n"
-               "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n",
-               cuda_launch_max_block(k->g, L, k->o->f64));
+    unsigned resident = cuda_launch_min_blocks(k->g, L, k->o->f64);
+    str_printf(k->s, "extern \"C\" __global__ void __launch_bounds__(%u", cuda_launch_max_block(k->g, L, k->o->f64));
+    if (resident) str_printf(k->s, ", %u", resident);
+    str_puts(k->s,
+             ") " KERNEL_NAME_MARK "(" CUDA_KERNEL_PARAMS KERNEL_ARGS_MARK ") {\n"
+             "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n");
 }
 
 /* ---- index spaces --------------------------------------------------------------------------- */
@@ -313,17 +327,33 @@ static void vec_type(const Kernel *k, const char *t, int lanes, char *buf, size_
     else snprintf(buf, n, "%s%d", e, lanes);
 }
 
-static void cuda_vec_load(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *p,
-                          const char *v) {
+/* "IND const VT DSTv = SRC; const T DST[lanes] = {...}": a vector from SRC, and its elements. */
+static void vec_unpack(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *src) {
     char vt[16];
     vec_type(k, t, lanes, vt, sizeof vt);
-    str_printf(k->s, "%sconst %s %sv = ((const %s *)%s)[%s];\n%sconst %s %s[%d] = {", ind, vt, dst, vt, p, v, ind, t,
-               dst, lanes);
+    str_printf(k->s, "%sconst %s %sv = %s;\n%sconst %s %s[%d] = {", ind, vt, dst, src, ind, t, dst, lanes);
     for (int q = 0; q < lanes; q++)
         if (vec_pairs(t, lanes))
             str_printf(k->s, "%s(%s)(%sv.%c%s)", q ? ", " : "", t, dst, "xyzw"[q / 2], q % 2 ? " >> 16" : "");
         else str_printf(k->s, "%s%sv.%c", q ? ", " : "", dst, "xyzw"[q]);
     str_puts(k->s, "};\n");
+}
+
+static void cuda_vec_load(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *p,
+                          const char *v) {
+    char vt[16], src[96];
+    vec_type(k, t, lanes, vt, sizeof vt);
+    snprintf(src, sizeof src, "((const %s *)%s)[%s]", vt, p, v);
+    vec_unpack(k, ind, t, lanes, dst, src);
+}
+
+/* RED_COLS: the vector row rk of the round, which cols_loads put in P_r[rk]. */
+static void cols_vec_load(const Kernel *k, const char *ind, const char *t, int lanes, const char *dst, const char *p,
+                          const char *v) {
+    char src[48];
+    (void)v;
+    snprintf(src, sizeof src, "%s_r[rk]", p);
+    vec_unpack(k, ind, t, lanes, dst, src);
 }
 
 static void cuda_vec_store(const Kernel *k, const char *ind, const char *t, int lanes, const char *p, const char *v,
@@ -425,31 +455,148 @@ static void reduce_split(const Kernel *k, const Launch *L, CudaReduce r) {
         is_max(k, L), is_max(k, L));
 }
 
+/* RED_COLS, vectors: a round's loads, r.rows rows (row rk at ROW(g); where `clamp`, rows past
+ * nred - 1 read at nred - 1), into arrays i<j>_r (cols_decl), all issued before the first add:
+ * in a full round they are made at the end of the loop's body, for the next turn's adds, and
+ * the kernel's __launch_bounds__ (cuda_launch_min_blocks) lets ptxas keep them in registers,
+ * where it otherwise moved them down to their adds (2 to 4 of 8 in flight).  Vector v of row
+ * rw is rw * (nout / lanes) + c0 / lanes: rows a constant apart, addresses a constant apart. */
+static void cols_decl(const Kernel *k, const Launch *L, CudaReduce r) {
+    char vt[32];
+    for (int j = 0; j < L->nins; j++) {
+        if (kernel_access(k->g, L->ins[j], L->space) == ACCESS_SCALAR) continue;
+        vec_type(k, kernel_type(k, L->ins[j]), r.lanes, vt, sizeof vt);
+        str_printf(k->s, "        %s i%d_r[%u];\n", vt, j, r.rows);
+    }
+}
+
+static void cols_loads(const Kernel *k, const Launch *L, CudaReduce r, const char *ind, const char *g, bool clamp) {
+    char vt[32];
+    str_printf(k->s, "%s#pragma unroll\n%sfor (int rk = 0; rk < %u; rk++) {\n", ind, ind, r.rows);
+    if (clamp)
+        str_printf(k->s, "%s    const int64_t v = (ROW(%s) < nred ? ROW(%s) : nred - 1) * (nout / %d) + c0 / %d;\n",
+                   ind, g, g, r.lanes, r.lanes);
+    else str_printf(k->s, "%s    const int64_t v = ROW(%s) * (nout / %d) + c0 / %d;\n", ind, g, r.lanes, r.lanes);
+    for (int j = 0; j < L->nins; j++) {
+        int x = L->ins[j];
+        Access a = kernel_access(k->g, x, L->space);
+        if (a == ACCESS_SCALAR) continue;
+        vec_type(k, kernel_type(k, x), r.lanes, vt, sizeof vt);
+        str_printf(k->s, "%s    i%d_r[rk] = ((const %s *)i%d)[v", ind, j, vt, j);
+        if (a == ACCESS_SUFFIX)
+            str_printf(k->s, " %% %lldLL", (long long)(shape_numel(k->g->nodes[x].shape, 1) / r.lanes));
+        str_puts(k->s, "];\n");
+    }
+    str_printf(k->s, "%s}\n", ind);
+}
+
+/* acc[q] takes x[q] where row ROW(g) is below nred: a select, not a branch, which would let the
+ * compiler move the row's loads into it, one after another.  x = 0 + y (or the maximum of -inf
+ * and y) adds to acc what y would: acc, from +0, is never -0. */
+static void cols_take(const Kernel *k, const Launch *L, int lanes, const char *ind, const char *g) {
+    str_printf(k->s, "%sfor (int q = 0; q < %d; q++) acc[q] = ROW(%s) < nred ? nnc_pick(acc[q], x[q], %s) : acc[q];\n",
+               ind, lanes, g, is_max(k, L));
+}
+
+/* ... and its adds, in row order; with `g` (the last round), only the rows below nred. */
+static void cols_adds(const Kernel *k, const Launch *L, CudaReduce r, const char *ind, const char *g) {
+    KernelDialect d = *k->d;
+    d.vec.load = cols_vec_load;
+    Kernel kc = *k;
+    kc.d = &d;
+    char in2[64];
+    snprintf(in2, sizeof in2, "%s    ", ind);
+    str_printf(k->s, "%s#pragma unroll\n%sfor (int rk = 0; rk < %u; rk++) {\n", ind, ind, r.rows);
+    if (g) {
+        str_printf(k->s, "%s    double x[%d];\n", ind, r.lanes);
+        str_printf(k->s, "%s    for (int q = 0; q < %d; q++) x[q] = %s;\n", ind, r.lanes,
+                   kernel_reduce_is_max(k, L) ? "-NNC_INF" : "0.0");
+    }
+    kernel_vec_point(&kc, L, r.lanes, in2, g ? "x" : "acc");
+    if (g) cols_take(k, L, r.lanes, in2, g);
+    str_printf(k->s, "%s}\n", ind);
+}
+
+/* RED_COLS, one element at a time (nout not a multiple of 4, or operands read through per-axis
+ * indices): the round's rows unrolled, for ptxas to schedule; with `g` (the last round), each
+ * read at a row clamped to nred - 1 and taken where below it. */
+static void cols_scalars(const Kernel *k, const Launch *L, CudaReduce r, const char *ind, const char *g) {
+    char in2[64];
+    snprintf(in2, sizeof in2, "%s    ", ind);
+    str_printf(k->s, "%s#pragma unroll\n%sfor (int rk = 0; rk < %u; rk++) {\n", ind, ind, r.rows);
+    if (!g) {
+        str_printf(k->s, "%s    const int64_t i = ROW(rg) * nout + c0;\n", ind);
+        point_at_i(k, L, in2, "acc[0]");
+    } else {
+        str_printf(k->s,
+                   "%s    const int64_t i = (ROW(%s) < nred ? ROW(%s) : nred - 1) * nout + c0;\n"
+                   "%s    double x[1] = {%s};\n",
+                   ind, g, g, ind, kernel_reduce_is_max(k, L) ? "-NNC_INF" : "0.0");
+        point_at_i(k, L, in2, "x[0]");
+        cols_take(k, L, 1, in2, g);
+    }
+    str_printf(k->s, "%s}\n", ind);
+}
+
+/* "if (rg < full) {plain} else {last}": a round's loads or adds, the last round's in `last`. */
+static void cols_either(const Kernel *k, const Launch *L, CudaReduce r, const char *ind, bool loads) {
+    char in2[64];
+    snprintf(in2, sizeof in2, "%s    ", ind);
+    str_printf(k->s, "%sif (rg < full) {\n", ind);
+    if (loads) cols_loads(k, L, r, in2, "rg", false);
+    else cols_adds(k, L, r, in2, NULL);
+    str_printf(k->s, "%s} else {\n", ind);
+    if (loads) cols_loads(k, L, r, in2, "rg", true);
+    else cols_adds(k, L, r, in2, "rg");
+    str_printf(k->s, "%s}\n", ind);
+}
+
 /* RED_COLS: the elements are [nred rows, nout columns]; thread t of block (x, y) owns columns
- * c0 .. c0 + lanes - 1 of strip x and the rows y * down + t / cw, then every gridDim.y * down. */
+ * c0 .. c0 + lanes - 1 of strip x.  The rows go in rounds of r.rows * down (down = block / cw):
+ * block y takes rounds y, y + gridDim.y, ..., and thread t of round g the rows ROW(g) = g *
+ * round + rk * down + t / cw, rk < r.rows, which it adds in rk order; the last round, where
+ * nred % round rows are left, only those below nred.  Then the block's rows are folded, and the
+ * strip's blocks' partials added. */
 static void reduce_cols(const Kernel *k, const Launch *L, CudaReduce r) {
-    unsigned down = r.block / r.cw;
+    unsigned down = r.block / r.cw, round = down * r.rows;
+    const char *ind = "            ";
+    bool vec = r.lanes > 1;
     reduce_head(k, L, launch_reduce_mask(k->g, L));
     str_printf(k->s,
                "    double *const part = NNC_PARTS(ws);\n"
                "    const int64_t c0 = ((int64_t)blockIdx.x * %u + threadIdx.x %% %u) * %d;\n",
                r.cw, r.cw, r.lanes);
     acc_decl(k, L, r.lanes, "    ");
-    str_printf(
-        k->s,
-        "    if (c0 < nout)\n"
-        "        for (int64_t rw = blockIdx.y * %uLL + threadIdx.x / %u; rw < nred; rw += (int64_t)gridDim.y * %u) {\n",
-        down, r.cw, down);
-    if (r.lanes > 1) {
-        str_printf(k->s, "            const int64_t v = (rw * nout + c0) / %d;\n", r.lanes);
-        kernel_vec_point(k, L, r.lanes, "            ", "acc");
+    str_printf(k->s,
+               "    const int64_t full = nred / %uLL, rounds = (nred + %uLL) / %uLL, r0 = threadIdx.x / %u;\n"
+               "#define ROW(g) ((g) * %uLL + rk * %u + r0)\n"
+               "    if (c0 < nout) {\n"
+               "        int64_t rg = blockIdx.y;\n",
+               round, round - 1, round, r.cw, round, down);
+    if (vec) { /* each turn adds the round loaded before it */
+        cols_decl(k, L, r);
+        str_puts(k->s, "        if (rg < rounds) {\n");
+        cols_either(k, L, r, ind, true);
+        str_puts(k->s,
+                 "        }\n"
+                 "        while (rg < rounds) {\n");
+        cols_either(k, L, r, ind, false);
+        str_puts(k->s,
+                 "            rg += gridDim.y;\n"
+                 "            if (rg >= rounds) break;\n");
+        cols_either(k, L, r, ind, true);
+        str_puts(k->s, "        }\n");
     } else {
-        str_puts(k->s, "            const int64_t i = rw * nout + c0;\n");
-        point_at_i(k, L, "            ", "acc[0]");
+        str_puts(k->s, "        for (; rg < full; rg += gridDim.y) {\n");
+        cols_scalars(k, L, r, ind, NULL);
+        str_puts(k->s, "        }\n        if (rg < rounds) { /* rg == full: the last nred % round rows */\n");
+        cols_scalars(k, L, r, ind, "rg");
+        str_puts(k->s, "        }\n");
     }
     str_printf(
         k->s,
-        "        }\n"
+        "    }\n"
+        "#undef ROW\n"
         "    nnc_cols_fold(acc, %d, %u, %s);\n"
         "    if (nnc_cols_finish(acc, %d, %u, %s, part, nout, c0, ws + blockIdx.x) && threadIdx.x < %uu && c0 < nout)\n"
         "        for (int q = 0; q < %d; q++) o0[c0 + q] = (real)(acc[q] * scale);\n",

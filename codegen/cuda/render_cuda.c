@@ -27,6 +27,18 @@
 #define MAX_PARTS 1024 /* blocks whose partials one reduction combines (CUDA_TICKETS) */
 #define WARP_ROW_MAX 1024 /* a warp reduces a row up to this long; a block takes longer ones */
 #define CE_ROW_THREADS 1024 /* cross_entropy's block, where a block takes a row (row_threads) */
+/* RED_COLS (cols_rows, reduce_dims).  A column reduction reads memory at the copy rate when
+ * enough bytes are in flight: about 4 TB/s x 0.7 us under load = 2.8 MB on an H200, 21 KB per
+ * SM.  Each thread loads COLS_BYTES (rows of a round, all loads issued before the first add),
+ * so a block of 256 has 32 KB in flight, and a grid of up to COLS_BLOCKS blocks (two per SM of
+ * an H100 or H200; a count fixed by the shapes, not the device) about 6-8 MB: one wave, where
+ * the old grid of ~1000 blocks with one 16-byte load a thread took 1.3 waves.  The strip's last
+ * block then adds at most COLS_FINISH partial rows a thread, loaded together: one L2 round
+ * trip, where 170 row ranges took 21 in a row. */
+#define COLS_BYTES 128
+#define COLS_BLOCKS 256
+#define COLS_RESIDENT 2 /* blocks of 256 an SM holds at once: 128 registers a thread at most */
+#define COLS_FINISH 4 /* the prelude's nnc_cols_finish loads this many partial rows at once */
 
 int cuda_resolve(const Entry *e, int x) { return kernel_resolve(e, x); }
 
@@ -164,6 +176,23 @@ static bool reduced_axes_at(const Graph *g, const Launch *L, bool lead) {
     return true;
 }
 
+/* RED_COLS: the rows a thread loads in a round, COLS_BYTES over what one row costs it (a vector
+ * or an element of each operand but scalars: 16 for a bf16 gradient, 8 for f32, 4 for the
+ * two f32 operands of `mul, sum_to`), a power of two in [2, 16] (8 one element at a time), and
+ * no more than the nred rows (at the largest batch) need of a block of `down` rows. */
+static unsigned cols_rows(const Graph *g, const Launch *L, int lanes, bool f64, int64_t nred, unsigned down) {
+    int bytes = 0;
+    for (int j = 0; j < L->nins; j++) {
+        int x = L->ins[j];
+        if (kernel_access(g, x, L->space) == ACCESS_SCALAR) continue;
+        DType t = g->nodes[x].dtype;
+        bytes += lanes * (DTYPE_IS_HALF(t) ? 2 : f64 && t == DT_F32 ? 8 : 4);
+    }
+    unsigned rows = 2, most = lanes > 1 ? 16 : 8;
+    while (rows < most && (int)rows * 2 * (bytes ? bytes : 4) <= COLS_BYTES && (int64_t)rows * down < nred) rows *= 2;
+    return rows;
+}
+
 /* An extent that holds the batch (B, B*k) may be anything up to batch_max: no warp per output
  * and no vectors over it, so that a kernel's shape holds at every batch size. */
 CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64) {
@@ -172,7 +201,7 @@ CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64) {
     int64_t nout = shape_numel(kept, g->batch_max), nred = shape_numel(red, g->batch_max);
     int w = f64 ? 2 : 4;
     bool vec = kernel_vec_ok(g, L, w), full = !has_batch(kept) && nout == 1;
-    CudaReduce r = {RED_SPLIT, 1, true, false, THREADS, 0};
+    CudaReduce r = {RED_SPLIT, 1, true, false, THREADS, 0, 0};
     if (full) { /* one output: its elements in one run, a tail where B decides their count */
         r.lanes = vec ? w : 1;
         r.tail = r.lanes > 1 && (has_batch(red) || nred % w);
@@ -180,6 +209,7 @@ CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64) {
         r.kind = RED_COLS;
         r.lanes = vec && !has_batch(kept) && nout % w == 0 ? w : 1;
         r.cw = pow2_at_least(ceil_div(nout, r.lanes), 1, 32);
+        r.rows = cols_rows(g, L, r.lanes, f64, nred, THREADS / r.cw);
     } else if (reduced_axes_at(g, L, false) && !has_batch(red) && nred <= WARP_ROW_MAX) {
         r.kind = RED_WARP;
         r.lanes = vec && nred % w == 0 ? w : 1;
@@ -212,6 +242,14 @@ unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64) {
     return L->kind == L_ATTENTION ? attention_cuda_threads(g, L, f64) : L->kind == L_ROW ? row_threads(g, L) : THREADS;
 }
 
+/* The blocks an SM must hold at once, for __launch_bounds__' second number, or 0: none asked.
+ * A column reduction's grid is at most COLS_BLOCKS, two blocks per SM: ptxas may then use up
+ * to 128 registers a thread, and does, to keep a round's loads in flight together (without it
+ * it held them to 32-40 registers and 2-4 loads). */
+unsigned cuda_launch_min_blocks(const Graph *g, const Launch *L, bool f64) {
+    return L->kind == L_REDUCE && cuda_reduce_shape(g, L, f64).kind == RED_COLS ? COLS_RESIDENT : 0;
+}
+
 /* Splits of `per` elements each (per thread: PER_THREAD), at most `cap`. */
 static unsigned splits(int64_t n, int64_t per, int64_t cap) {
     int64_t s = ceil_div(n, per);
@@ -225,10 +263,13 @@ static CudaDims reduce_dims(const Graph *g, const Launch *L, int64_t B, bool f64
     int64_t nred = shape_numel(launch_space_axes(L, mask, true), B);
     CudaDims d = {1, 1, r.block};
     if (r.kind == RED_WARP) d.grid = clamp_grid(ceil_div(nout, THREADS / 32));
-    else if (r.kind == RED_COLS) { /* nout columns, nred rows */
+    else if (r.kind == RED_COLS) { /* nout columns, nred rows in rounds of rows * down */
         int64_t strips = ceil_div(nout, (int64_t)r.cw * r.lanes), down = THREADS / r.cw;
+        int64_t rounds = ceil_div(nred, down * r.rows), cap = COLS_BLOCKS / strips;
+        if (cap > COLS_FINISH * down) cap = COLS_FINISH * down;
+        int64_t per = ceil_div(rounds, cap < 1 ? 1 : cap); /* a block's rounds: as even as can be */
         d.grid = clamp_grid(strips);
-        d.grid_y = strips > MAX_PARTS / 2 ? 1 : splits(nred, down * PER_THREAD, MAX_PARTS / strips);
+        d.grid_y = rounds > 1 ? (unsigned)ceil_div(rounds, per) : 1;
     } else {
         d.grid = clamp_grid(nout);
         d.grid_y =

@@ -11,6 +11,8 @@
  *   - a reduction or row-wise kernel over more than 64K elements is never one block;
  *   - a reduction's partials and tickets fit the workspace (CUDA_PARTIALS, CUDA_TICKETS), and a
  *     reduction to one value over n elements takes min(1024, ceil(n / 2048)) blocks;
+ *   - a column reduction split over row ranges takes at most 256 blocks, at most 4 ranges per
+ *     256 / cw rows of a block (one load of partials a thread in the finish), each a round or more;
  *   - cross_entropy's loss and accuracy's hits, added over blocks, take at most 1024 of them.
  * At B = 2^22 at least one launch of the models given must exceed 65535 blocks (the cap this
  * replaced). */
@@ -50,6 +52,12 @@ static void check_reduce(const char *path, const Program *p, const Entry *e, int
         fail(path, e, k, B, f64, "more partials or tickets than the workspace holds", d);
     if (r.kind == RED_COLS && d.grid_y > 1 && (nout * d.grid_y > CUDA_PARTIALS || d.grid > CUDA_TICKETS))
         fail(path, e, k, B, f64, "more column partials or strips than the workspace holds", d);
+    /* render_cuda.c's COLS_BLOCKS and COLS_FINISH: one wave, one load of partials a thread */
+    int64_t rounds = r.kind == RED_COLS ? ceil_div(nred, (int64_t)(d.block / r.cw) * r.rows) : 0;
+    if (r.kind == RED_COLS && d.grid_y > 1 &&
+        ((int64_t)d.grid * d.grid_y > 256 || d.grid_y > 4 * (d.block / r.cw) || d.grid_y > rounds || r.rows < 2))
+        fail(path, e, k, B, f64, "a column reduction over more than 256 blocks, 4 partial rows a thread or its rounds",
+             d);
     bool full = shape_numel(launch_space_axes(L, mask, false), 2) == 1; /* one output at any batch */
     int64_t want = ceil_div(nred, 2048) < 1 ? 1 : ceil_div(nred, 2048) > 1024 ? 1024 : ceil_div(nred, 2048);
     if (full && (int64_t)d.grid * d.grid_y != want)

@@ -17,6 +17,12 @@ For each model (at BATCH, else its train section's batch), in its train step:
     whatever n: no cap at 65535 (tests/cuda/launch_dims.c checks sizes no emulator can hold);
   - every copy is asynchronous and from or to pinned memory (on which stream: the pipelined
     calls put the inputs' on a copy stream, which tests/cuda/pipeline_test.py checks);
+  - a column reduction (RED_COLS: sums over the rows of [R, C], bias gradients) loads a round of
+    rows a thread into arrays before it adds them (float4, or ushort4 for bf16), as many rows
+    (up to 16) as fit 128 bytes a thread or the rows need, under __launch_bounds__(256, 2), on a
+    grid of at most 256 blocks (two an SM) that gives no block more rounds than that cap needs,
+    with at most 4 partial rows a thread for the strip's last block to add (grid.y at most
+    4 x 256 / cw);
   - cross_entropy over rows of more than 1024 logits runs blocks of 1024 threads, reads a row
     twice (one nnc_block_max_sum per row: the maximum and exp-sum in one pass), and moves its
     logits and gradient 16 bytes at a time (uint4: 8 bf16, float4: 4 f32) where the row's
@@ -34,7 +40,9 @@ import tempfile
 
 MAX_ONE_BLOCK = 64 * 1024
 KERNEL = re.compile(r'/\* (\w+) launch (\d+): ([\w-]+) \(([^)\n]*)\).*?\*/\n'
-                    r'extern "C" __global__ void __launch_bounds__\(\d+(?:, \d+)?\) (\w+)\((.*?)\n}\n', re.S)
+                    r'extern "C" __global__ void (__launch_bounds__\(\d+(?:, \d+)?\)) (\w+)\((.*?)\n}\n', re.S)
+COLS_BLOCKS, COLS_FINISH, COLS_BYTES = 256, 4, 128   # render_cuda.c
+VEC_BYTES = {"float4": 16, "double2": 16, "int4": 16, "ushort4": 8}
 CE_THREADS = 1024   # render_cuda.c's CE_ROW_THREADS
 LAUNCH = re.compile(r'^launch (\S+) grid=(\d+),(\d+),(\d+) block=(\d+),(\d+),(\d+) shared=\d+ stream=(\d+)$')
 
@@ -50,9 +58,10 @@ def value(expr, batch):
 def kernels(source, batch):
     """name -> (kind, elements, body, ops) for every kernel of the train step."""
     out = {}
-    for entry, _, kind, ops, name, body in KERNEL.findall(source):
+    for entry, _, kind, ops, bounds, name, body in KERNEL.findall(source):
         if entry != "train_step":
             continue
+        body = bounds + "\n" + body
         if kind == "elementwise":
             n = value(re.search(r"const int64_t n = ([^,;]+)[,;]", body).group(1), batch)
         elif kind == "reduction":
@@ -114,6 +123,44 @@ def check_rows(shape, op, body):
     return [shape + ": C = %d: " % C + f for f in fails]
 
 
+def check_cols(shape, body, n, batch, gx, gy):
+    """A column reduction's shape (above), from its source and launch; [] where it is none."""
+    m = re.search(r"#define ROW\(g\) \(\(g\) \* (\d+)LL \+ rk \* (\d+) \+ r0\)", body)
+    if not m:
+        return []
+    rnd, down = int(m.group(1)), int(m.group(2))
+    rows = rnd // down
+    nred = value(re.search(r"nred = ([^;]+);", body).group(1), batch)
+    fails = []
+    if not body.startswith("__launch_bounds__(256, 2)"):
+        fails.append("not __launch_bounds__(256, 2)")
+    arrays = re.findall(r"\b(\w+) i\d+_r\[%d\];" % rows, body)
+    vectors = re.findall(r"const (?:float4|ushort4|double2|int4) l\d+_v = ([^;]+);", body)
+    if vectors:
+        if not arrays or any(not re.fullmatch(r"i\d+_r\[rk\]", v) for v in vectors):
+            fails.append("vectors not loaded a round at a time (into i<j>_r[rk]) before they are added")
+        per_row = sum(VEC_BYTES.get(t, 16) for t in arrays)
+        if rows * per_row > COLS_BYTES:
+            fails.append("%d rows of %d bytes a thread a round: over %d" % (rows, per_row, COLS_BYTES))
+        if rows < 16 and rows * 2 * per_row <= COLS_BYTES and rows * down < nred:
+            fails.append("%d rows a thread a round, where %d fit in %d bytes" % (rows, rows * 2, COLS_BYTES))
+    elif rows < 2:
+        fails.append("one element at a time, %d rows a thread a round" % rows)
+    rounds = -(-nred // rnd)
+    cap = max(1, min(COLS_BLOCKS // gx, COLS_FINISH * down))
+    if gy > 1 and gx * gy > COLS_BLOCKS:
+        fails.append("%d blocks: more than %d" % (gx * gy, COLS_BLOCKS))
+    if gy > COLS_FINISH * down:
+        fails.append("%d row ranges: more than %d partial rows a thread to add" % (gy, COLS_FINISH))
+    if rounds and -(-rounds // gy) > -(-rounds // cap):
+        fails.append("%d rounds over %d row ranges: a block takes %d, where %d would do" %
+                     (rounds, gy, -(-rounds // gy), -(-rounds // cap)))
+    if rounds and gy > rounds:
+        fails.append("%d row ranges for %d rounds" % (gy, rounds))
+    print("    RED_COLS %d rows a thread a round of %d, %d rounds, grid.y %d" % (rows, rnd, rounds, gy))
+    return [shape + ": " + f for f in fails]
+
+
 def contiguous(body):
     """Whether the one-by-one loop reads every operand at i, 0 or i % m with 4 | m (the split
     into per-axis indices marks a broadcast or transposed operand)."""
@@ -162,6 +209,8 @@ def check_model(nnc, model, batch, tmp):
             rows.add("%s %s" % (ops, re.search(r"const int64_t C = (\d+),", body).group(1)))
         if kind != "elementwise" and n > MAX_ONE_BLOCK and blocks == 1:
             fails.append(shape + ": more than 64K elements in one block")
+        if kind == "reduction":
+            fails += check_cols(shape, body, n, batch, gx, gy)
         if kind == "reduction" and re.search(r"const int64_t nout = 1LL,", body):
             want = min(1024, -(-n // 2048))
             if blocks != want:

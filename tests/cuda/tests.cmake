@@ -154,6 +154,9 @@ if(TARGET nnc_emu_cuda)
            ${NNC_CUDA_TESTS}/half/attention_bf16.nn)
   add_test(NAME emu_train_half_f16 COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/half/attention_f16.nn --tol 2e-3)
+  # bf16 column sums (bias gradients) over 4133 rows: several row ranges, a short last round
+  add_test(NAME emu_train_half_cols COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/half/cols_bf16.nn --epochs 2)
   add_test(NAME half_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_half.py
            --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda --parts abdfg)
   # clip_grad_norm: a reduction over every gradient, then one scale for all of them
@@ -191,9 +194,11 @@ if(TARGET nnc_emu_cuda)
 
   # the shapes the kernels reach the GPU in (grid, block, 16-byte accesses, copies), from the
   # emulator's trace of a training step: the 1000 x 1000 loss, a wide MLP, the two models, the
-  # layer norm and softmax rows a warp holds in registers (and rows of 70 and 7 that it does not)
+  # layer norm and softmax rows a warp holds in registers (and rows of 70 and 7 that it does not),
+  # column sums over 4133 rows (f32 and bf16)
   add_test(NAME launch_shape_emu COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/launch_shape_test.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/shapes/square_1000.nn ${NNC_CUDA_TESTS}/shapes/mlp_1024.nn ${CMAKE_SOURCE_DIR}/models/mlp.nn
+           ${NNC_CUDA_TESTS}/ops/reduce_cols.nn ${NNC_CUDA_TESTS}/half/cols_bf16.nn
            ${CMAKE_SOURCE_DIR}/models/convnet.nn:16 ${NNC_CUDA_TESTS}/ops/warp_rows.nn
            ${NNC_CUDA_TESTS}/ops/rowwise.nn ce:1032:bf16 ce:1028:bf16 ce:1030:f32 ce:1032:f32)
   set_tests_properties(launch_shape_emu PROPERTIES SKIP_RETURN_CODE 77)
@@ -228,6 +233,7 @@ if(TARGET nnc_emu_cuda)
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
+                       emu_train_half_cols
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
                        conv_torch_emu launch_shape_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu

@@ -94,6 +94,9 @@ template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o
  * another here, so it only has to stop the compiler moving accesses across it. */
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 
+/* Loads that bypass L1 (ld.global.cg): memory is one here. */
+template <class T> static inline T __ldcg(const T *p) { return *p; }
+
 /* ---- vector types: CUDA's sizes and alignments.  A GPU faults on a vector access through a
  * pointer not aligned to its size (CUDA_ERROR_MISALIGNED_ADDRESS); here the copy that loads one
  * from memory, or the assignment that stores one, checks the address and fails the launch. ---- */
