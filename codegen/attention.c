@@ -592,12 +592,14 @@ typedef struct {
 /* Whether the tensor-core kernels take a launch, and their tile of keys (forward) or of the
  * other side (backward), 64 or 32, as fits the shared budget; 0: not.  bf16 q, k and v in an
  * f32 build (the products' operands are bf16 as stored), unless NNC_ATTN_MMA=0 when the model
- * is compiled (the CUDA-core kernels, to compare). */
+ * is compiled (the CUDA-core kernels, to compare).  NNC_ATTN_TILE=32 takes the smaller tile
+ * where the larger fits (fewer registers a thread, more blocks an SM: to compare on a GPU). */
 static int mma_tile(const AttnGeom *a, DType st, bool f64) {
     const char *env = getenv("NNC_ATTN_MMA");
     if (st != DT_BF16 || f64 || (env && !strcmp(env, "0"))) return 0;
     const int64_t kd = (a->d + 15) / 16 * 16, kv = (a->dv_dim + 15) / 16 * 16;
-    for (int64_t t = 64; t >= 32; t /= 2) {
+    const char *tile = getenv("NNC_ATTN_TILE"); /* 32: the smaller tile, to compare */
+    for (int64_t t = tile && !strcmp(tile, "32") ? 32 : 64; t >= 32; t /= 2) {
         /* two buffers of t rows of k and v (or of the other side's two), lse and delta's too */
         const int64_t bytes = 2 * 4 * t * (kd / 2 + 4 + kv / 2 + 4) + (a->backward ? 2 * 8 * t : 0);
         if (bytes <= SHARED_BUDGET) return (int)t;
@@ -1001,19 +1003,19 @@ static const char cuda_fwd_mma_text[] =
     "            #pragma unroll\n"
     "            for (int kk = 0; kk < BK / 16; kk++) {   /* acc += P v: s's n-tiles 2kk, 2kk + 1 are P's k-step kk */\n"
     "                unsigned a[4][3];   /* P's A fragment, each register in three bf16 parts */\n"
-    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0]);\n"
-    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1]);\n"
-    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2]);\n"
-    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3]);\n"
+    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0], NP);\n"
+    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1], NP);\n"
+    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2], NP);\n"
+    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3], NP);\n"
     "                #pragma unroll\n"
     "                for (int n = 0; n < NO; n += 2) {   /* v's keys kk * 16.. by columns 8 n.. and 8 (n + 1)..: transposed */\n"
     "                    unsigned bb[4];\n"
     "                    nnc_ldsm4t(bb, &Vs[b][kk * 16 + (lm & 1) * 8 + lr][(n + (lm >> 1)) * 4]);\n"
     "                    #pragma unroll\n"
-    "                    for (int i = 0; i < 3; i++) nnc_mma_bf16(acc[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
+    "                    for (int i = 0; i < NP; i++) nnc_mma_bf16(acc[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
     "                    if (n + 1 < NO) {\n"
     "                        #pragma unroll\n"
-    "                        for (int i = 0; i < 3; i++) nnc_mma_bf16(acc[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
+    "                        for (int i = 0; i < NP; i++) nnc_mma_bf16(acc[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
     "                    }\n"
     "                }\n"
     "            }\n"
@@ -1151,34 +1153,34 @@ static const char cuda_bwd_mma_text[] =
     "            #pragma unroll\n"
     "            for (int kk = 0; kk < IT / 16; kk++) {   /* sums over the tile's rows: A fragments from the accumulators */\n"
     "                unsigned a[4][3];\n"
-    "                nnc_mma_split(dp[2 * kk][0], dp[2 * kk][1], a[0]);\n"
-    "                nnc_mma_split(dp[2 * kk][2], dp[2 * kk][3], a[1]);\n"
-    "                nnc_mma_split(dp[2 * kk + 1][0], dp[2 * kk + 1][1], a[2]);\n"
-    "                nnc_mma_split(dp[2 * kk + 1][2], dp[2 * kk + 1][3], a[3]);\n"
+    "                nnc_mma_split(dp[2 * kk][0], dp[2 * kk][1], a[0], NP);\n"
+    "                nnc_mma_split(dp[2 * kk][2], dp[2 * kk][3], a[1], NP);\n"
+    "                nnc_mma_split(dp[2 * kk + 1][0], dp[2 * kk + 1][1], a[2], NP);\n"
+    "                nnc_mma_split(dp[2 * kk + 1][2], dp[2 * kk + 1][3], a[3], NP);\n"
     "                #pragma unroll\n"
     "                for (int n = 0; n < KD / 8; n += 2) {   /* dk += dS^T q, or dq += dS k: the tile's rows kk * 16.., transposed */\n"
     "                    unsigned bb[4];\n"
     "                    nnc_ldsm4t(bb, &R1[b][kk * 16 + (lm & 1) * 8 + lr][(n + (lm >> 1)) * 4]);\n"
     "                    #pragma unroll\n"
-    "                    for (int i = 0; i < 3; i++) {\n"
+    "                    for (int i = 0; i < NP; i++) {\n"
     "                        nnc_mma_bf16(g1[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
     "                        nnc_mma_bf16(g1[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
     "                    }\n"
     "                }\n"
     "                if (!kv) continue;\n"
-    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0]);\n"
-    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1]);\n"
-    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2]);\n"
-    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3]);\n"
+    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0], NP);\n"
+    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1], NP);\n"
+    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2], NP);\n"
+    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3], NP);\n"
     "                #pragma unroll\n"
     "                for (int n = 0; n < NO; n += 2) {   /* dv += (P M)^T dy */\n"
     "                    unsigned bb[4];\n"
     "                    nnc_ldsm4t(bb, &R2[b][kk * 16 + (lm & 1) * 8 + lr][(n + (lm >> 1)) * 4]);\n"
     "                    #pragma unroll\n"
-    "                    for (int i = 0; i < 3; i++) nnc_mma_bf16(g2[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
+    "                    for (int i = 0; i < NP; i++) nnc_mma_bf16(g2[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
     "                    if (n + 1 < NO) {\n"
     "                        #pragma unroll\n"
-    "                        for (int i = 0; i < 3; i++) nnc_mma_bf16(g2[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
+    "                        for (int i = 0; i < NP; i++) nnc_mma_bf16(g2[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
     "                    }\n"
     "                }\n"
     "            }\n"
@@ -1229,14 +1231,18 @@ typedef struct {
     bool vec; /* the tensor-core kernels' 16-byte loads: every row's offset of q, k, v and dy a
                * multiple of 8 elements (strides, head sizes, columns; buffers start on 256 bytes) */
     bool gh; /* the backward's gradients stored in the storage type (attention_grads_half) */
+    int parts; /* the tensor-core kernels' bf16 parts of a weight: 3 (f32's 24 bits); fewer only
+                * under NNC_ATTN_PARTS, to measure what the parts cost (they lose precision) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
     const DType st = g->nodes[a.q].dtype;
     AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),         a.d,   a.dv_dim,
-                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}, false, false};
+                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}, false, false, 3};
     c.gh = attention_grads_half(g, &a);
+    const char *np = getenv("NNC_ATTN_PARTS");
+    c.parts = np && (*np == '1' || *np == '2') && !np[1] ? *np - '0' : 3;
     c.vec = c.t.mma && a.d % 8 == 0 && a.dv_dim % 8 == 0;
     for (int i = 0; i < 4; i++) c.vec &= a.ld[i] % 8 == 0 && (i == 3 || a.col[i] % 8 == 0);
     return c;
@@ -1248,6 +1254,7 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
              (long long)c->tq, (long long)c->tk, c->causal ? "_causal" : "");
     if (c->vec) strncat(buf, "_v8", n - strlen(buf) - 1);
     if (c->gh) strncat(buf, "_gh", n - strlen(buf) - 1);
+    if (c->t.mma && c->parts != 3) strncat(buf, c->parts == 1 ? "_p1" : "_p2", n - strlen(buf) - 1);
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -1287,7 +1294,8 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
      * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
                (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
-    if (c->t.mma) str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d };\n", c->t.it, c->vec);
+    if (c->t.mma)
+        str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d, NP = %d };\n", c->t.it, c->vec, c->parts);
     str_puts(s,
              c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
                       : (c->backward ? cuda_bwd_text : cuda_fwd_text));
@@ -1315,9 +1323,9 @@ static const char cuda_mma_text[] =
     "    for (int i = 0; i < 4; i++)\n"
     "        w[i] = nnc_mma_word(nnc_mma_at(x, ld, r, c + 2 * i, rows, cols), nnc_mma_at(x, ld, r, c + 2 * i + 1, rows, cols));\n"
     "}\n"
-    "__device__ __forceinline__ void nnc_mma_split(float a, float b, unsigned *w) {\n"
+    "__device__ __forceinline__ void nnc_mma_split(float a, float b, unsigned *w, int np) {\n"
     "    #pragma unroll\n"
-    "    for (int i = 0; i < 3; i++) {   /* each part the truncation of what the ones before leave */\n"
+    "    for (int i = 0; i < np; i++) {   /* each part the truncation of what the ones before leave */\n"
     "        const unsigned ua = (unsigned)__float_as_int(a), ub = (unsigned)__float_as_int(b);\n"
     "        w[i] = ua >> 16 | (ub & 0xffff0000u);\n"
     "        a -= __int_as_float((int)(ua & 0xffff0000u)), b -= __int_as_float((int)(ub & 0xffff0000u));\n"
@@ -1402,7 +1410,7 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->gh == c.gh && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
+                    o->vec == c.vec && o->gh == c.gh && o->parts == c.parts && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
                     o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;

@@ -5,9 +5,11 @@
 #   with the working tree as an ignored path: the device tool's `carry`), then on the GPU machine,
 #   from the project root: bash scripts/gpu-run.sh
 #   (NNC_DEADLINE seconds in all, default 500; every step gets a timeout inside what is left;
-#   NNC_RUN=convnet: a second, shorter call; NNC_RUN=attn: the attention kernels against torch on
-#   the GPU, compute-sanitizer on them, and GPT-2 small's step against a baseline nnc built from
-#   tmp/gpucarry/base.tgz, `git archive` of an earlier commit, when it is there)
+#   NNC_RUN=convnet: a second, shorter call; NNC_RUN=attn, about 300 s: the kernels changed since
+#   the last GPU run against torch and the CPU, GPT-2 small's step against a baseline nnc built
+#   from tmp/gpucarry/base.tgz (`git archive` of an earlier commit, BASE naming it) and with the
+#   attention's variants (NNC_ATTN_TILE, NNC_ATTN_PARTS, NNC_ATTN_MMA), its profile, against
+#   torch.compile, and compute-sanitizer on the tensor-core attention)
 # Carried in tmp/gpucarry (tmp/ is ignored by .gitignore):
 #   debs/*.deb        flex bison m4 libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev (Debian 12)
 #   cuda-include.tgz  the 24 CUDA 13.0 headers nnc compiles against (used only if the image lacks them)
@@ -96,41 +98,49 @@ if [ "${NNC_RUN:-full}" = attn ] && [ -e "$C/base.tgz" ] && [ $BUILT = 1 ]; then
         BASE=/tmp/nnc-base/build/nnc || tail -5 "$L/build_base.log"
 fi
 
-if [ "${NNC_RUN:-full}" = attn ]; then   # the attention kernels: correct on the GPU, then how fast
-    step "attention against torch on the GPU (bf16 on tensor cores), the GPU against the CPU"
+if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GPU run: correct, then how fast
+    step "attention and cross-entropy against torch on the GPU, the GPU against the CPU"
     R=$PWD/build-gpu/tests/numeric/run_model
     ( for k in half dropout; do
-          timeout 120 python3 tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k $k \
+          timeout 100 python3 tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k $k \
               >"$L/attention_torch_$k.log" 2>&1; echo "attention_torch -k $k rc=$?"
       done
       timeout 100 python3 tests/ref/test_ce_torch.py --run-model $R --cuda >"$L/ce_torch.log" 2>&1; echo "ce_torch rc=$?" ) &
     P1=$!
-    ( timeout 120 python3 tests/cuda/emu_train.py $NNC tests/cuda/half/attention_bf16.nn 2>&1 | tail -2
-      timeout 120 build-gpu/gpu_vs_cpu tests/cuda/ops/*.nn >"$L/gpu_vs_cpu.log" 2>&1; echo "gpu_vs_cpu rc=$?"
-      grep -E "FAIL|failed|compared" "$L/gpu_vs_cpu.log" | tail -3 ) >"$L/train_vs_cpu.log" 2>&1 &
+    ( timeout 100 python3 tests/cuda/emu_train.py $NNC tests/cuda/half/attention_bf16.nn 2>&1 | tail -2
+      timeout 100 python3 tests/cuda/emu_train.py $NNC tests/cuda/half/cols_bf16.nn 2>&1 | tail -1
+      OPS="sdpa reduce_cols warp_rows ce_wide rowwise reduce_large layer_norm attention"
+      timeout 110 build-gpu/gpu_vs_cpu $(for o in $OPS; do echo tests/cuda/ops/$o.nn; done) >"$L/gpu_vs_cpu.log" 2>&1
+      echo "gpu_vs_cpu ($OPS) rc=$?"; grep -E "FAIL|failed|compared" "$L/gpu_vs_cpu.log" | tail -3 ) >"$L/train_vs_cpu.log" 2>&1 &
     P2=$!
     wait $P1 $P2
     cat "$L/train_vs_cpu.log"; grep -h "FAIL\|passed" "$L"/attention_torch_*.log "$L/ce_torch.log"
-    step "GPT-2 small bf16 against torch.compile, with the profile ($(left) s left)"
-    D1=$(( $(left) - 100 )); [ $D1 -gt 130 ] && D1=130
+    python3 bench/gpu_vs_torch.py --cases gpt2_bf16 --keep /tmp/nnc-gptcases --dry-run >/dev/null 2>&1
+    if [ -e /tmp/nnc-gptcases/gpt2_bf16.nn ]; then
+        step "GPT-2 small bf16's step, --bench 10: the baseline, this tree, and its attention's variants ($(left) s left)"
+        bench() { (cd /tmp/nnc-gptcases && env "$@" gpt2_bf16.nn --target cuda --precision bf16 --bench 10 2>&1 | tail -1); }
+        for r in 1 2; do
+            [ -n "$BASE" ] && printf '  %-44s %s\n' "baseline $(tar -xOzf "$C/base.tgz" BASE)" "$(bench timeout 60 $BASE)"
+            printf '  %-44s %s\n' "this tree" "$(bench timeout 60 $NNC)"
+        done
+        for v in NNC_ATTN_TILE=32 NNC_ATTN_PARTS=2 NNC_ATTN_PARTS=1 NNC_ATTN_MMA=0; do
+            [ "$(left)" -gt 120 ] && printf '  %-44s %s\n' "$v" "$(bench $v timeout 60 $NNC)"
+        done
+        (cd /tmp/nnc-gptcases && timeout 60 $NNC gpt2_bf16.nn --target cuda --precision bf16 --profile 10 >"$L/profile_gpt2.txt" 2>&1)
+        grep "step:" "$L/profile_gpt2.txt"
+    fi
+    step "GPT-2 small bf16 against torch.compile ($(left) s left)"
+    D1=$(( $(left) - 30 )); [ $D1 -gt 150 ] && D1=150
     PYTHONUNBUFFERED=1 timeout $(( D1 + 10 )) python3 bench/gpu_vs_torch.py --nnc $NNC --deadline $D1 --cases gpt2_bf16 \
-        --torch-modes compile --json "$L/gpu_vs_torch_gpt.json" --profile gpt2_bf16 --keep /tmp/nnc-gptcases \
+        --torch-modes compile --json "$L/gpu_vs_torch_gpt.json" --keep /tmp/nnc-gptcases \
         >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
     grep -v "^\s*$" "$L/gpu_vs_torch_gpt.md" | sed -n '/^## nnc against/,/^### nnc --profile/p' | head -8
     tail -2 "$L/gpu_vs_torch_gpt.err"
-    if [ -n "$BASE" ] && [ -e /tmp/nnc-gptcases/gpt2_bf16.nn ] && [ "$(left)" -gt 40 ]; then
-        step "GPT-2 small bf16's step: the baseline against this tree, twice ($(left) s left)"
-        for r in 1 2; do for b in "$BASE" "$NNC"; do
-            printf '  %-28s %s\n' "$b" "$(cd /tmp/nnc-gptcases && timeout $(( $(left) / 3 )) $b gpt2_bf16.nn --target cuda \
-                --precision bf16 --bench 10 2>&1 | tail -1)"
-        done; done
-    fi
-    if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 30 ]; then
-        step "compute-sanitizer racecheck and memcheck: bf16 attention's forward and backward ($(left) s left)"
-        for t in racecheck memcheck; do
-            NNC_CUDA_LINEINFO=1 timeout $(( $(left) / 2 - 5 )) compute-sanitizer --tool $t --target-processes all python3 \
-                tests/ref/test_attention_torch.py --run-model $R --nnc $NNC --cuda -k "T=70 Tk=100" >"$L/$t.log" 2>&1
-            echo "$t rc=$?"; grep -E "ERROR SUMMARY|passed" "$L/$t.log" | sort | uniq -c | head -4
+    if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 20 ]; then
+        step "compute-sanitizer on sdpa_bf16.nn (tensor-core attention, cp.async double buffers) ($(left) s left)"
+        for t in racecheck memcheck synccheck; do
+            printf '  %-10s %s\n' $t "$(NNC_CUDA_NO_GRAPHS=1 timeout 40 compute-sanitizer --tool $t $NNC tests/cuda/half/sdpa_bf16.nn \
+                --target cuda --epochs 1 2>&1 | grep -E "SUMMARY" | tail -1)"
         done
     fi
     nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
