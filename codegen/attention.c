@@ -1238,8 +1238,16 @@ typedef struct {
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
     const AttnGeom a = attention_geom(g, L);
     const DType st = g->nodes[a.q].dtype;
-    AttnConfig c = {a.backward, a.causal, storage_of(st), attention_tiles(&a, st, f64),         a.d,   a.dv_dim,
-                    a.tq,       a.tk,     a.heads,        {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}, false, false, 3};
+    AttnConfig c = {.backward = a.backward,
+                    .causal = a.causal,
+                    .st = storage_of(st),
+                    .t = attention_tiles(&a, st, f64),
+                    .d = a.d,
+                    .dv = a.dv_dim,
+                    .tq = a.tq,
+                    .tk = a.tk,
+                    .h = a.heads,
+                    .ld = {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
     c.gh = attention_grads_half(g, &a);
     const char *np = getenv("NNC_ATTN_PARTS");
     c.parts = np && (*np == '1' || *np == '2') && !np[1] ? *np - '0' : 3;
@@ -1295,7 +1303,8 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
                (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
     if (c->t.mma)
-        str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d, NP = %d };\n", c->t.it, c->vec, c->parts);
+        str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d, NP = %d };\n", c->t.it, c->vec,
+                   c->parts);
     str_puts(s,
              c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
                       : (c->backward ? cuda_bwd_text : cuda_fwd_text));
@@ -1410,8 +1419,8 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->gh == c.gh && o->parts == c.parts && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
-                    o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->vec == c.vec && o->gh == c.gh && o->parts == c.parts && o->d == c.d && o->dv == c.dv &&
+                    o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);
