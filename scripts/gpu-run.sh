@@ -7,7 +7,7 @@
 #   (NNC_DEADLINE seconds in all, default 500; every step gets a timeout inside what is left;
 #   NNC_RUN=convnet: a second, shorter call; NNC_RUN=attn, about 300 s: the kernels changed since
 #   the last GPU run against torch and the CPU, GPT-2 small's step against a baseline nnc built
-#   from tmp/gpucarry/base.tgz (`git archive` of an earlier commit, BASE naming it) and with the
+#   from tmp/gpucarry/base.tgz (scripts/gpu-base.sh COMMIT) and with the
 #   attention's variants (NNC_ATTN_TILE, NNC_ATTN_PARTS, NNC_ATTN_MMA), its profile, against
 #   torch.compile, and compute-sanitizer on the tensor-core attention)
 # Carried in tmp/gpucarry (tmp/ is ignored by .gitignore):
