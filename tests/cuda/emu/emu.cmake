@@ -66,13 +66,14 @@ foreach(order forward reverse random:7)
   set_tests_properties(emu_selftest_${_name} PROPERTIES LABELS cuda-emu TIMEOUT 120
                        ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
 endforeach()
-# Reversed, the fibers' order finds a missing barrier in the reductions and row kernels; the
-# helpers (convolution, pooling, concat: one element a thread, no barriers) run forward only.
+# Reversed, the fibers' order finds a missing barrier in the reductions and row kernels (in f32:
+# the f64 kernels have the same barriers); the helpers (convolution, pooling, concat: one element
+# a thread, no barriers) run forward only.
 file(GLOB _emu_ops CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cuda/ops/*.nn)
 set(_emu_ops_reverse ${_emu_ops})
 list(FILTER _emu_ops_reverse EXCLUDE REGEX "/(conv|concat)\\.nn$")
 add_test(NAME gpu_vs_cpu_emu_forward COMMAND gpu_vs_cpu)
-add_test(NAME gpu_vs_cpu_emu_reverse COMMAND gpu_vs_cpu ${_emu_ops_reverse})
+add_test(NAME gpu_vs_cpu_emu_reverse COMMAND gpu_vs_cpu --f32-only ${_emu_ops_reverse})
 foreach(order forward reverse)
   set_tests_properties(gpu_vs_cpu_emu_${order} PROPERTIES LABELS cuda-emu TIMEOUT 400
                        ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
