@@ -165,6 +165,12 @@ static inline long long __double_as_longlong(double x) { return nnc_emu_bits<lon
 static inline float __int_as_float(int x) { return nnc_emu_bits<float>(x); }
 static inline int __float_as_int(float x) { return nnc_emu_bits<int>(x); }
 
+/* the running thread's linear index in its block */
+static inline unsigned nnc_emu_tid(void) {
+    const nnc_emu_vars *v = nnc_emu_rt.cur;
+    return v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z);
+}
+
 /* ---- tensor cores: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ----
  * A warp's D = A B + C for A 16x16 (row), B 16x8 (col), bf16, C and D f32, each lane holding
  * the fragments PTX's ISA gives it (g = lane / 4, t = lane % 4; a register's low half is the
@@ -181,8 +187,7 @@ static inline float nnc_emu_bf16_half(unsigned r, int hi) {
 }
 static inline void nnc_emu_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                                     unsigned b1) {
-    const nnc_emu_vars *v = nnc_emu_rt.cur;
-    const unsigned tid = v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z), w = tid / 32, lane = tid % 32;
+    const unsigned tid = nnc_emu_tid(), w = tid / 32, lane = tid % 32;
     unsigned *mine = nnc_emu_mma_slot[w][lane];
     mine[0] = a0, mine[1] = a1, mine[2] = a2, mine[3] = a3, mine[4] = b0, mine[5] = b1;
     nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
@@ -210,8 +215,7 @@ static inline void nnc_emu_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned
  * addresses in the warp's slot and meet at a warp barrier, as for mma.sync. */
 static const unsigned short *nnc_emu_ldsm_slot[32][32];
 static inline void nnc_emu_ldsm4(unsigned *r, const unsigned *row, int trans) {
-    const nnc_emu_vars *v = nnc_emu_rt.cur;
-    const unsigned tid = v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z), w = tid / 32, lane = tid % 32;
+    const unsigned tid = nnc_emu_tid(), w = tid / 32, lane = tid % 32;
     nnc_emu_aligned(row, 16, 0);
     nnc_emu_ldsm_slot[w][lane] = (const unsigned short *)row;
     nnc_emu_rt.barrier(__LINE__, 1, 0xffffffffu);
@@ -235,10 +239,6 @@ static struct nnc_emu_cp {
     unsigned n, group;
 } nnc_emu_cpq[1024][NNC_EMU_CP_MAX];
 static unsigned nnc_emu_cpn[1024], nnc_emu_cpg[1024];
-static inline unsigned nnc_emu_tid(void) {
-    const nnc_emu_vars *v = nnc_emu_rt.cur;
-    return v->tid.x + v->bdim.x * (v->tid.y + v->bdim.y * v->tid.z);
-}
 /* copies n bytes (4 or 16) from src to dst, or zeros where !ok (src is not read) */
 static inline void nnc_emu_cp_async(void *dst, const void *src, unsigned n, bool ok) {
     const unsigned t = nnc_emu_tid();
