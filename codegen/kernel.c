@@ -175,13 +175,6 @@ static bool launch_out(const Launch *L, int id) {
     return false;
 }
 
-/* Whether body() computes node id (a member of the group): a half output's bits are then h<id>. */
-static bool launch_in_body(const Launch *L, int id) {
-    for (int i = 0; i < L->nnodes; i++)
-        if (L->nodes[i] == id) return true;
-    return false;
-}
-
 /* Whether a member of the group reads node id. */
 static bool read_in_group(const Graph *g, const Launch *L, int id) {
     for (int i = 0; i < L->nnodes; i++) {
@@ -222,11 +215,11 @@ static void body(const Kernel *k, const Launch *L, const char *ind, int skip) {
     }
 }
 
-/* A half output's store: the bits body() kept (h<id>), or t<id> rounded. */
+/* A half output's store: the bits body() kept (h<id>, a member of the group), or t<id> rounded. */
 static void store_value(const Kernel *k, const Launch *L, int id) {
     DType t = k->g->nodes[id].dtype;
     if (!DTYPE_IS_HALF(t)) str_printf(k->s, "t%d", id);
-    else if (launch_in_body(L, id)) str_printf(k->s, "h%d", id);
+    else if (launch_has(L, id)) str_printf(k->s, "h%d", id);
     else str_printf(k->s, "%s(t%d)", half_fn(t, true), id);
 }
 
