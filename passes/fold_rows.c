@@ -28,6 +28,16 @@ static int scaled_by_vector(const Graph *g, int m, int64_t C) {
     return -1;
 }
 
+/* dst becomes the op src was (operands, attributes, source line and scope), keeping its own id,
+ * dtype and shape: whatever read dst reads the folded op. */
+static void take_op(Node *dst, const Node *src) {
+    dst->op = src->op;
+    dst->nin = src->nin;
+    for (int k = 0; k < src->nin; k++) dst->in[k] = src->in[k];
+    dst->attr = src->attr;
+    dst->loc = src->loc, dst->scope = src->scope;
+}
+
 static bool is_ce(const Node *n) { return n->op == OP_CROSS_ENTROPY || n->op == OP_CE_GRAD; }
 
 /* Under mixed precision autocast gives cross_entropy f32 logits, a cast of the half product's,
@@ -56,11 +66,7 @@ static bool fold_ce_casts(Graph *g, int **users, const int *nusers) {
         if (n->op != OP_CE_GRAD || n->dtype != DT_F32 || nusers[i] != 1 || graph_names(g, i)) continue;
         Node *c = &g->nodes[users[i][0]];
         if (c->op != OP_CAST || !DTYPE_IS_HALF(c->dtype)) continue;
-        c->op = OP_CE_GRAD; /* keeps its id, dtype and shape: whatever reads the cast reads it */
-        c->nin = n->nin;
-        for (int k = 0; k < n->nin; k++) c->in[k] = n->in[k];
-        c->attr = n->attr;
-        c->loc = n->loc, c->scope = n->scope;
+        take_op(c, n);
         any = true;
     }
     return any;
@@ -99,13 +105,7 @@ static bool fold_attention_casts(Graph *g, int **users, const int *nusers) {
         if (!first || !all) continue;
         for (int j = i; j < g->n; j++) {
             if (!same_attention(n, &g->nodes[j]) || g->nodes[j].dtype != DT_F32) continue;
-            const Node m = g->nodes[j];
-            Node *c = &g->nodes[users[j][0]]; /* keeps its id, dtype and shape */
-            c->op = m.op;
-            c->nin = m.nin;
-            for (int k = 0; k < m.nin; k++) c->in[k] = m.in[k];
-            c->attr = m.attr;
-            c->loc = m.loc, c->scope = m.scope;
+            take_op(&g->nodes[users[j][0]], &g->nodes[j]);
             any = true;
         }
     }
@@ -140,11 +140,7 @@ bool pass_fold_rows(Graph *g) {
         Node ln = *n;
         ln.in[ln.nin++] = r;
         ln.attr.scalars.p[2] = 1;
-        add->op = OP_LN_GRAD;
-        add->nin = ln.nin;
-        for (int k = 0; k < ln.nin; k++) add->in[k] = ln.in[k];
-        add->attr = ln.attr;
-        add->loc = ln.loc, add->scope = ln.scope; /* --profile names the layer norm */
+        take_op(add, &ln); /* --profile names the layer norm */
         any = true;
     }
     free(users);
