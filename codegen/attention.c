@@ -11,7 +11,10 @@
  *
  * The backward is FlashAttention-2's (Dao, 2023): P = exp(s - lse) recomputed per tile,
  * dv = (P M)^T dy, dP = dy v^T M, dS = P (dP - delta) scale with delta = sum(dy * y) per row
- * (a reduction the graph computes before), dq = dS k, dk = dS^T q.
+ * (a reduction the graph computes before), dq = dS k, dk = dS^T q.  With q, k and v in a half
+ * type the weights (P M) and dS enter their products rounded to it (NNC_RW), as FlashAttention's
+ * and PyTorch's kernels do under autocast: on tensor cores a product of one bf16 pair; the row
+ * sums and dS are computed from the unrounded weights.
  *
  * The C target calls routines of the prelude, one per storage type of q, k and v (f32, bf16,
  * f16: the routine widens each load and computes in `real`), on the model's thread pool
@@ -93,11 +96,13 @@ bool program_has_attention(const Program *p) {
 /* The storage types q, k and v come in (attention_prelude's routines, one per type). */
 static const struct {
     DType t;
-    const char *suffix, *type, *load, *store;
+    const char *suffix, *type, *load, *store, *weight;
 } storage[] = {
-    {DT_F32, "r", "real", "(x)", "(x)"},
-    {DT_BF16, "bf16", "unsigned short", "nnc_bf16_f32(x)", "nnc_f32_bf16((float)(x))"},
-    {DT_F16, "f16", "unsigned short", "nnc_f16_f32(x)", "nnc_f32_f16((float)(x))"},
+    {DT_F32, "r", "real", "(x)", "(x)", "(x)"},
+    {DT_BF16, "bf16", "unsigned short", "nnc_bf16_f32(x)", "nnc_f32_bf16((float)(x))",
+     "nnc_bf16_f32(nnc_f32_bf16((float)(x)))"},
+    {DT_F16, "f16", "unsigned short", "nnc_f16_f32(x)", "nnc_f32_f16((float)(x))",
+     "nnc_f16_f32(nnc_f32_f16((float)(x)))"},
 };
 
 static int storage_of(DType t) {
@@ -327,6 +332,7 @@ static const char c_fwd_text[] =
     "                if (p > 0 && y)\n"
     "                    for (int64_t j = 0; j < jn; j++)\n"
     "                        s[j] *= nnc_dropout_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p);\n"
+    "                for (int64_t j = 0; j < jn; j++) s[j] = NNC_RW(s[j]);   /* the weights as P v takes them */\n"
     "                if (alpha != 1)\n"
     "                    for (int64_t c = 0; c < Dv; c++) acc[i][c] *= alpha;\n"
     "            }\n"
@@ -435,14 +441,14 @@ static const char c_bwd_text[] =
     "                        for (int64_t j = 0; j < kn16; j++) {\n"
     "                            const real P = j < jn ? EXP(sr[j] * scale - L) : 0;\n"
     "                            const real m = j < jn ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * Tq + row) * Tk + k0 + j), p) : 1;\n"
-    "                            sr[j] = P * m;\n"
-    "                            dr[j] = P * (dr[j] * m - Di) * scale;\n"
+    "                            sr[j] = NNC_RW(P * m);\n"
+    "                            dr[j] = NNC_RW(P * (dr[j] * m - Di) * scale);\n"
     "                        }\n"
     "                    else   /* no mask: one branch-free loop the compiler vectorises */\n"
     "                        for (int64_t j = 0; j < kn16; j++) {\n"
     "                            const real P = j < jn ? EXP(sr[j] * scale - L) : 0;\n"
-    "                            sr[j] = P;\n"
-    "                            dr[j] = P * (dr[j] - Di) * scale;\n"
+    "                            sr[j] = NNC_RW(P);\n"
+    "                            dr[j] = NNC_RW(P * (dr[j] - Di) * scale);\n"
     "                        }\n"
     "                }\n"
     "                if (dv) nnc_attn_mm_tn(w->dV[0], NNC_ATTN_MAXD, (const real (*)[NNC_ATTN_BK])w->S, Oi, Dv16, Dv, kn);\n"
@@ -511,10 +517,11 @@ void attention_prelude(Str *s, const Program *p, bool cuda, bool f64) {
     str_puts(s, c_tiles_text);
     for (size_t i = 0; i < NNC_COUNTOF(storage); i++) {
         if (!used[i]) continue;
-        str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[i].load, storage[i].store);
+        str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n#define NNC_RW(x) %s\n", storage[i].load,
+                   storage[i].store, storage[i].weight);
         put_text(s, c_fwd_text, storage[i].suffix, storage[i].type);
         put_text(s, c_bwd_text, storage[i].suffix, storage[i].type);
-        str_puts(s, "#undef NNC_LD\n#undef NNC_ST\n");
+        str_puts(s, "#undef NNC_LD\n#undef NNC_ST\n#undef NNC_RW\n");
     }
 }
 
@@ -707,8 +714,8 @@ static const char cuda_fwd_text[] =
     "                    const real e = EXP(s[r][c] - mt);\n"
     "                    ls += e;\n"
     "                    const int col = k0 + tx + 8 * c;\n"
-    "                    Ps[ty + TR * r][tx + 8 * c] = p > 0 && col < TK ?\n"
-    "                        e * nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : e;\n"
+    "                    Ps[ty + TR * r][tx + 8 * c] = NNC_RW(p > 0 && col < TK ?\n"
+    "                        e * nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : e);\n"
     "                }\n"
     "                for (int o = 4; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);\n"
     "                l[r] = l[r] * alpha + ls;\n"
@@ -802,8 +809,8 @@ static const char cuda_bwd_text[] =
     "                        const real pv = in ? EXP(s[r][c] * scale - Ls[tx + 8 * c]) : (real)0;\n"
     "                        const real mk = p > 0 && in ?\n"
     "                            nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
-    "                        Ps[ty + TR * r][tx + 8 * c] = pv * mk;\n"
-    "                        dp[r][c] = pv * (dp[r][c] * mk - Ds[tx + 8 * c]) * scale;   /* dS */\n"
+    "                        Ps[ty + TR * r][tx + 8 * c] = NNC_RW(pv * mk);\n"
+    "                        dp[r][c] = NNC_RW(pv * (dp[r][c] * mk - Ds[tx + 8 * c]) * scale);   /* dS */\n"
     "                    }\n"
     "                __syncthreads();   /* dv += (P M)^T dy */\n"
     "                for (int j = 0; j < T2; j++)\n"
@@ -883,7 +890,7 @@ static const char cuda_bwd_text[] =
     "                        const real pv = in ? EXP(s[r][c] * scale - Ls[ty + TR * r]) : (real)0;\n"
     "                        const real mk = p > 0 && in ?\n"
     "                            nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
-    "                        Ps[ty + TR * r][tx + 8 * c] = pv * (dp[r][c] * mk - Ds[ty + TR * r]) * scale;   /* dS */\n"
+    "                        Ps[ty + TR * r][tx + 8 * c] = NNC_RW(pv * (dp[r][c] * mk - Ds[ty + TR * r]) * scale);   /* dS */\n"
     "                    }\n"
     "                __syncthreads();   /* dq += dS k */\n"
     "                for (int j = 0; j < T2; j++)\n"
@@ -906,9 +913,9 @@ static const char cuda_bwd_text[] =
 
 /* The forward on tensor cores (bf16 storage, attention_mma): a warp per 16 query rows of the
  * block's BQ = 64, mma.sync m16n8k16 for both products.  s = q k^T takes q's and k's bf16 as
- * they are (their products are exact in f32); the weights are f32, so P V takes each weight as
- * three bf16 parts in three products (nnc_mma_split: P exactly, so the numerics are the CUDA-core
- * kernel's and the CPU's but for the order of the sums).  A lane holds rows g and g + 8 of its
+ * they are (their products are exact in f32); P V takes the weights rounded to bf16 (nnc_mma_pack,
+ * as every target rounds them: NNC_RW), so the numerics are the CUDA-core kernel's and the CPU's
+ * but for the order of the sums.  A lane holds rows g and g + 8 of its
  * warp's 16 (g = lane / 4), columns 2 t and 2 t + 1 of each 8 (t = lane % 4): the fragments of
  * PTX's m16n8k16 (nnc_mma_bf16), so a row's maximum and sum take two shuffles and the weights in
  * s's registers are already P's A fragments.  q's fragments come from global memory once a
@@ -1002,21 +1009,18 @@ static const char cuda_fwd_mma_text[] =
     "            }\n"
     "            #pragma unroll\n"
     "            for (int kk = 0; kk < BK / 16; kk++) {   /* acc += P v: s's n-tiles 2kk, 2kk + 1 are P's k-step kk */\n"
-    "                unsigned a[4][3];   /* P's A fragment, each register in three bf16 parts */\n"
-    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0], NP);\n"
-    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1], NP);\n"
-    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2], NP);\n"
-    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3], NP);\n"
+    "                unsigned a[4];   /* P's A fragment: the weights rounded to bf16 (NNC_RW's) */\n"
+    "                a[0] = nnc_mma_pack(s[2 * kk][0], s[2 * kk][1]);\n"
+    "                a[1] = nnc_mma_pack(s[2 * kk][2], s[2 * kk][3]);\n"
+    "                a[2] = nnc_mma_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);\n"
+    "                a[3] = nnc_mma_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);\n"
     "                #pragma unroll\n"
     "                for (int n = 0; n < NO; n += 2) {   /* v's keys kk * 16.. by columns 8 n.. and 8 (n + 1)..: transposed */\n"
     "                    unsigned bb[4];\n"
     "                    nnc_ldsm4t(bb, &Vs[b][kk * 16 + (lm & 1) * 8 + lr][(n + (lm >> 1)) * 4]);\n"
     "                    #pragma unroll\n"
-    "                    for (int i = 0; i < NP; i++) nnc_mma_bf16(acc[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
-    "                    if (n + 1 < NO) {\n"
-    "                        #pragma unroll\n"
-    "                        for (int i = 0; i < NP; i++) nnc_mma_bf16(acc[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
-    "                    }\n"
+    "                    nnc_mma_bf16(acc[n], a[0], a[1], a[2], a[3], bb[0], bb[1]);\n"
+    "                    if (n + 1 < NO) nnc_mma_bf16(acc[n + 1], a[0], a[1], a[2], a[3], bb[2], bb[3]);\n"
     "                }\n"
     "            }\n"
     "            __syncthreads();   /* this tile's readers are done before the next copies land in its buffers */\n"
@@ -1043,8 +1047,8 @@ static const char cuda_fwd_mma_text[] =
  * copies (cp.async) flying while the warps work on this one.  ldmatrix reads their B fragments
  * as the rows lie for the products that sum over the head, and transposed for those that sum
  * over the tile.  Key blocks: s^T = k q^T and dP^T = v dy^T, then P^T and dS^T in the
- * accumulators, dv += (P M)^T dy and dk += dS^T q with those as A fragments in three bf16 parts
- * (nnc_mma_split).  Query blocks: s = q k^T, dP = dy v^T, dq += dS k. */
+ * accumulators, dv += (P M)^T dy and dk += dS^T q with those as A fragments rounded to bf16
+ * (nnc_mma_pack).  Query blocks: s = q k^T, dP = dy v^T, dq += dS k. */
 static const char cuda_bwd_mma_text[] =
     "    __shared__ __attribute__((aligned(16))) unsigned R1[2][IT][KD / 2 + 4], R2[2][IT][KV / 2 + 4];\n"
     "    __shared__ float Ls[2][IT], Ds[2][IT];\n"
@@ -1152,36 +1156,29 @@ static const char cuda_bwd_mma_text[] =
     "                }\n"
     "            #pragma unroll\n"
     "            for (int kk = 0; kk < IT / 16; kk++) {   /* sums over the tile's rows: A fragments from the accumulators */\n"
-    "                unsigned a[4][3];\n"
-    "                nnc_mma_split(dp[2 * kk][0], dp[2 * kk][1], a[0], NP);\n"
-    "                nnc_mma_split(dp[2 * kk][2], dp[2 * kk][3], a[1], NP);\n"
-    "                nnc_mma_split(dp[2 * kk + 1][0], dp[2 * kk + 1][1], a[2], NP);\n"
-    "                nnc_mma_split(dp[2 * kk + 1][2], dp[2 * kk + 1][3], a[3], NP);\n"
+    "                unsigned a[4];   /* dS's (then P's) A fragment, rounded to bf16 */\n"
+    "                a[0] = nnc_mma_pack(dp[2 * kk][0], dp[2 * kk][1]);\n"
+    "                a[1] = nnc_mma_pack(dp[2 * kk][2], dp[2 * kk][3]);\n"
+    "                a[2] = nnc_mma_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);\n"
+    "                a[3] = nnc_mma_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);\n"
     "                #pragma unroll\n"
     "                for (int n = 0; n < KD / 8; n += 2) {   /* dk += dS^T q, or dq += dS k: the tile's rows kk * 16.., transposed */\n"
     "                    unsigned bb[4];\n"
     "                    nnc_ldsm4t(bb, &R1[b][kk * 16 + (lm & 1) * 8 + lr][(n + (lm >> 1)) * 4]);\n"
-    "                    #pragma unroll\n"
-    "                    for (int i = 0; i < NP; i++) {\n"
-    "                        nnc_mma_bf16(g1[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
-    "                        nnc_mma_bf16(g1[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
-    "                    }\n"
+    "                    nnc_mma_bf16(g1[n], a[0], a[1], a[2], a[3], bb[0], bb[1]);\n"
+    "                    nnc_mma_bf16(g1[n + 1], a[0], a[1], a[2], a[3], bb[2], bb[3]);\n"
     "                }\n"
     "                if (!kv) continue;\n"
-    "                nnc_mma_split(s[2 * kk][0], s[2 * kk][1], a[0], NP);\n"
-    "                nnc_mma_split(s[2 * kk][2], s[2 * kk][3], a[1], NP);\n"
-    "                nnc_mma_split(s[2 * kk + 1][0], s[2 * kk + 1][1], a[2], NP);\n"
-    "                nnc_mma_split(s[2 * kk + 1][2], s[2 * kk + 1][3], a[3], NP);\n"
+    "                a[0] = nnc_mma_pack(s[2 * kk][0], s[2 * kk][1]);\n"
+    "                a[1] = nnc_mma_pack(s[2 * kk][2], s[2 * kk][3]);\n"
+    "                a[2] = nnc_mma_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);\n"
+    "                a[3] = nnc_mma_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);\n"
     "                #pragma unroll\n"
     "                for (int n = 0; n < NO; n += 2) {   /* dv += (P M)^T dy */\n"
     "                    unsigned bb[4];\n"
     "                    nnc_ldsm4t(bb, &R2[b][kk * 16 + (lm & 1) * 8 + lr][(n + (lm >> 1)) * 4]);\n"
-    "                    #pragma unroll\n"
-    "                    for (int i = 0; i < NP; i++) nnc_mma_bf16(g2[n], a[0][i], a[1][i], a[2][i], a[3][i], bb[0], bb[1]);\n"
-    "                    if (n + 1 < NO) {\n"
-    "                        #pragma unroll\n"
-    "                        for (int i = 0; i < NP; i++) nnc_mma_bf16(g2[n + 1], a[0][i], a[1][i], a[2][i], a[3][i], bb[2], bb[3]);\n"
-    "                    }\n"
+    "                    nnc_mma_bf16(g2[n], a[0], a[1], a[2], a[3], bb[0], bb[1]);\n"
+    "                    if (n + 1 < NO) nnc_mma_bf16(g2[n + 1], a[0], a[1], a[2], a[3], bb[2], bb[3]);\n"
     "                }\n"
     "            }\n"
     "            __syncthreads();   /* this tile's readers are done before the next copies land in its buffers */\n"
@@ -1231,8 +1228,6 @@ typedef struct {
     bool vec; /* the tensor-core kernels' 16-byte loads: every row's offset of q, k, v and dy a
                * multiple of 8 elements (strides, head sizes, columns; buffers start on 256 bytes) */
     bool gh; /* the backward's gradients stored in the storage type (attention_grads_half) */
-    int parts; /* the tensor-core kernels' bf16 parts of a weight: 3 (f32's 24 bits); fewer only
-                * under NNC_ATTN_PARTS, to measure what the parts cost (they lose precision) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
@@ -1249,8 +1244,6 @@ static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
                     .h = a.heads,
                     .ld = {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
     c.gh = attention_grads_half(g, &a);
-    const char *np = getenv("NNC_ATTN_PARTS");
-    c.parts = np && (*np == '1' || *np == '2') && !np[1] ? *np - '0' : 3;
     c.vec = c.t.mma && a.d % 8 == 0 && a.dv_dim % 8 == 0;
     for (int i = 0; i < 4; i++) c.vec &= a.ld[i] % 8 == 0 && (i == 3 || a.col[i] % 8 == 0);
     return c;
@@ -1262,7 +1255,6 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
              (long long)c->tq, (long long)c->tk, c->causal ? "_causal" : "");
     if (c->vec) strncat(buf, "_v8", n - strlen(buf) - 1);
     if (c->gh) strncat(buf, "_gh", n - strlen(buf) - 1);
-    if (c->t.mma && c->parts != 3) strncat(buf, c->parts == 1 ? "_p1" : "_p2", n - strlen(buf) - 1);
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -1274,7 +1266,8 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
     char name[128];
     config_name(c, name, sizeof name);
     const char *T = storage[c->st].type;
-    str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n", storage[c->st].load, storage[c->st].store);
+    str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n#define NNC_RW(x) %s\n", storage[c->st].load,
+               storage[c->st].store, storage[c->st].weight);
     const char *G = c->gh ? T : "real"; /* the gradients' type, NNC_GS their store */
     if (c->backward)
         str_printf(
@@ -1302,21 +1295,20 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
      * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
                (long long)c->ld[0], (long long)c->ld[1], (long long)c->ld[2], (long long)c->ld[3]);
-    if (c->t.mma)
-        str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d, NP = %d };\n", c->t.it, c->vec,
-                   c->parts);
+    if (c->t.mma) str_printf(s, "    enum { IT = %d, KV = (VD + 15) / 16 * 16, VEC = %d };\n", c->t.it, c->vec);
     str_puts(s,
              c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
                       : (c->backward ? cuda_bwd_text : cuda_fwd_text));
-    str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n");
+    str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n#undef NNC_RW\n");
     if (c->backward) str_puts(s, "#undef NNC_GS\n");
 }
 
 /* The tensor-core kernels' helpers: two bf16 in a word (the lower index in the low half); a
  * tile of rows into shared memory (cp.async's 16-byte copies where every row's offset allows);
- * an f32 pair as three words of bf16 parts (x = w0 + w1 + w2 exactly: a product with them is
- * f32's; two parts left 2^-17, which cancelling sums showed); and the sm_80 warp instructions:
- * D += A B on m16n8k16 fragments, ldmatrix, cp.async (the CUDA emulator has stand-ins). */
+ * an f32 pair rounded to nearest even into a word of two bf16 (nnc_mma_pack: NNC_RW's rounding,
+ * nnc_f32_bf16's, in one instruction on a GPU; a NaN stays a NaN, its payload aside); and the
+ * sm_80 warp instructions: D += A B on m16n8k16 fragments, ldmatrix, cp.async (the CUDA emulator
+ * has stand-ins). */
 static const char cuda_mma_text[] =
     "__device__ __forceinline__ unsigned nnc_mma_word(unsigned short lo, unsigned short hi) {\n"
     "    return lo | (unsigned)hi << 16;\n"
@@ -1332,15 +1324,8 @@ static const char cuda_mma_text[] =
     "    for (int i = 0; i < 4; i++)\n"
     "        w[i] = nnc_mma_word(nnc_mma_at(x, ld, r, c + 2 * i, rows, cols), nnc_mma_at(x, ld, r, c + 2 * i + 1, rows, cols));\n"
     "}\n"
-    "__device__ __forceinline__ void nnc_mma_split(float a, float b, unsigned *w, int np) {\n"
-    "    #pragma unroll\n"
-    "    for (int i = 0; i < np; i++) {   /* each part the truncation of what the ones before leave */\n"
-    "        const unsigned ua = (unsigned)__float_as_int(a), ub = (unsigned)__float_as_int(b);\n"
-    "        w[i] = ua >> 16 | (ub & 0xffff0000u);\n"
-    "        a -= __int_as_float((int)(ua & 0xffff0000u)), b -= __int_as_float((int)(ub & 0xffff0000u));\n"
-    "    }\n"
-    "}\n"
     "#ifdef NNC_EMU_KERNEL_H\n"
+    "#define nnc_mma_pack(a, b) nnc_mma_word(nnc_f32_bf16(a), nnc_f32_bf16(b))\n"
     "#define nnc_mma_bf16 nnc_emu_mma_bf16\n"
     "#define nnc_ldsm4(r, row) nnc_emu_ldsm4(r, row, 0)\n"
     "#define nnc_ldsm4t(r, row) nnc_emu_ldsm4(r, row, 1)\n"
@@ -1351,6 +1336,11 @@ static const char cuda_mma_text[] =
     "#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800\n"
     "#error \"bf16 attention runs on tensor cores from sm_80 on; NNC_ATTN_MMA=0 compiles its CUDA-core kernels\"\n"
     "#else\n"
+    "__device__ __forceinline__ unsigned nnc_mma_pack(float a, float b) {   /* a in the low half */\n"
+    "    unsigned w;\n"
+    "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(w) : \"f\"(b), \"f\"(a));\n"
+    "    return w;\n"
+    "}\n"
     "__device__ __forceinline__ void nnc_mma_bf16(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,\n"
     "                                             unsigned b1) {\n"
     "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, \"\n"
@@ -1419,8 +1409,8 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->gh == c.gh && o->parts == c.parts && o->d == c.d && o->dv == c.dv &&
-                    o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->vec == c.vec && o->gh == c.gh && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
+                    o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);

@@ -8,7 +8,7 @@
 #   NNC_RUN=convnet: a second, shorter call; NNC_RUN=attn, about 300 s: the kernels changed since
 #   the last GPU run against torch and the CPU, GPT-2 small's step against a baseline nnc built
 #   from tmp/gpucarry/base.tgz (scripts/gpu-base.sh COMMIT) and with the
-#   attention's variants (NNC_ATTN_TILE, NNC_ATTN_PARTS, NNC_ATTN_MMA), its profile, against
+#   attention's variants (NNC_ATTN_TILE, NNC_ATTN_MMA), its profile, against
 #   torch.compile, and compute-sanitizer on the tensor-core attention)
 # Carried in tmp/gpucarry (tmp/ is ignored by .gitignore):
 #   debs/*.deb        flex bison m4 libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev (Debian 12)
@@ -123,7 +123,7 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
             [ -n "$BASE" ] && printf '  %-44s %s\n' "baseline $(tar -xOzf "$C/base.tgz" BASE)" "$(bench timeout 60 $BASE)"
             printf '  %-44s %s\n' "this tree" "$(bench timeout 60 $NNC)"
         done
-        for v in NNC_ATTN_TILE=32 NNC_ATTN_PARTS=2 NNC_ATTN_PARTS=1 NNC_ATTN_MMA=0; do
+        for v in NNC_ATTN_TILE=32 NNC_ATTN_MMA=0; do
             [ "$(left)" -gt 120 ] && printf '  %-44s %s\n' "$v" "$(bench $v timeout 60 $NNC)"
         done
         (cd /tmp/nnc-gptcases && timeout 60 $NNC gpt2_bf16.nn --target cuda --precision bf16 --profile 10 >"$L/profile_gpt2.txt" 2>&1)
