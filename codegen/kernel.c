@@ -41,7 +41,8 @@ static bool program_has_half(const Program *p) {
 }
 
 /* bf16 and f16 as 16-bit patterns: to float exactly, from float rounded to nearest even (NaN
- * stays NaN, overflow goes to infinity), the same bits on every target.  `hd` qualifies the
+ * stays NaN, overflow goes to infinity), the same bits on every target (a GPU from sm_80 on
+ * rounds to bf16 in one instruction, cvt.rn.bf16.f32, whose NaN alone differs: kept apart).  `hd` qualifies the
  * functions: "static inline" in C, "__device__ __forceinline__" in CUDA. */
 void kernel_half_prelude(Str *s, const Program *p, const char *hd) {
     if (!program_has_half(p)) return;
@@ -55,8 +56,14 @@ void kernel_half_prelude(Str *s, const Program *p, const char *hd) {
         "%s unsigned short nnc_f32_bf16(float f) {\n"
         "    union { float f; unsigned int u; } v;\n"
         "    v.f = f;\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(NNC_EMU_KERNEL_H)\n"
+        "    unsigned short h;   /* the same rounding in one instruction, NaN aside, without branches */\n"
+        "    asm(\"cvt.rn.bf16.f32 %%0, %%1;\" : \"=h\"(h) : \"f\"(f));\n"
+        "    return f != f ? (unsigned short)((v.u >> 16) | 0x40u) : h;\n"
+        "#else\n"
         "    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((v.u >> 16) | 0x40u);   /* NaN */\n"
         "    return (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);\n"
+        "#endif\n"
         "}\n"
         "%s float nnc_f16_f32(unsigned short h) {\n"
         "    const unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
