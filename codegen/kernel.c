@@ -46,7 +46,8 @@ static bool program_has_half(const Program *p) {
  * functions: "static inline" in C, "__device__ __forceinline__" in CUDA. */
 void kernel_half_prelude(Str *s, const Program *p, const char *hd) {
     if (!program_has_half(p)) return;
-    str_printf(s,
+    str_printf(
+        s,
         "\n/* bf16 and f16 tensors: 16-bit patterns, computed in float (round to nearest even on store) */\n"
         "%s float nnc_bf16_f32(unsigned short h) {\n"
         "    union { unsigned int u; float f; } v;\n"
@@ -87,7 +88,8 @@ void kernel_half_prelude(Str *s, const Program *p, const char *hd) {
         "        return (unsigned short)(s | (w.u - 0x3f000000u));\n"
         "    }\n"
         "    return (unsigned short)(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));   /* rebias, round */\n"
-        "}\n", hd, hd, hd, hd);
+        "}\n",
+        hd, hd, hd, hd);
 }
 
 void kernel_ptr_line(const Kernel *k, const char *decl, int x) {
