@@ -119,7 +119,7 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
     if [ -e /tmp/nnc-gptcases/gpt2_bf16.nn ]; then
         step "GPT-2 small bf16's step, --bench 10: the baseline, this tree, and its attention's variants ($(left) s left)"
         bench() { (cd /tmp/nnc-gptcases && env "$@" gpt2_bf16.nn --target cuda --precision bf16 --bench 10 2>&1 | tail -1); }
-        for r in 1 2; do
+        for r in $(seq "${NNC_REPS:-2}"); do
             [ -n "$BASE" ] && printf '  %-44s %s\n' "baseline $(tar -xOzf "$C/base.tgz" BASE)" "$(bench timeout 60 $BASE)"
             printf '  %-44s %s\n' "this tree" "$(bench timeout 60 $NNC)"
         done
@@ -129,13 +129,15 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
         (cd /tmp/nnc-gptcases && timeout 60 $NNC gpt2_bf16.nn --target cuda --precision bf16 --profile 10 >"$L/profile_gpt2.txt" 2>&1)
         grep "step:" "$L/profile_gpt2.txt"
     fi
-    step "GPT-2 small bf16 against torch.compile ($(left) s left)"
-    D1=$(( $(left) - 30 )); [ $D1 -gt 150 ] && D1=150
-    PYTHONUNBUFFERED=1 timeout $(( D1 + 10 )) python3 bench/gpu_vs_torch.py --nnc $NNC --deadline $D1 --cases gpt2_bf16 \
-        --torch-modes compile --json "$L/gpu_vs_torch_gpt.json" --keep /tmp/nnc-gptcases \
-        >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
-    grep -v "^\s*$" "$L/gpu_vs_torch_gpt.md" | sed -n '/^## nnc against/,/^### nnc --profile/p' | head -8
-    tail -2 "$L/gpu_vs_torch_gpt.err"
+    if [ "${NNC_TORCH:-1}" != 0 ]; then   # NNC_TORCH=0: no torch.compile (a shorter call, ~50 s less)
+        step "GPT-2 small bf16 against torch.compile ($(left) s left)"
+        D1=$(( $(left) - 30 )); [ $D1 -gt 150 ] && D1=150
+        PYTHONUNBUFFERED=1 timeout $(( D1 + 10 )) python3 bench/gpu_vs_torch.py --nnc $NNC --deadline $D1 --cases gpt2_bf16 \
+            --torch-modes compile --json "$L/gpu_vs_torch_gpt.json" --keep /tmp/nnc-gptcases \
+            >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
+        grep -v "^\s*$" "$L/gpu_vs_torch_gpt.md" | sed -n '/^## nnc against/,/^### nnc --profile/p' | head -8
+        tail -2 "$L/gpu_vs_torch_gpt.err"
+    fi
     if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 20 ]; then
         step "compute-sanitizer on sdpa_bf16.nn (tensor-core attention, cp.async double buffers) ($(left) s left)"
         for t in racecheck memcheck synccheck; do
