@@ -714,7 +714,7 @@ static const char cuda_fwd_text[] =
     "                    const real e = EXP(s[r][c] - mt);\n"
     "                    ls += e;\n"
     "                    const int col = k0 + tx + 8 * c;\n"
-    "                    Ps[ty + TR * r][tx + 8 * c] = NNC_RW(p > 0 && col < TK ?\n"
+    "                    Ps[ty + TR * r][tx + 8 * c] = NNC_RW(DROP && p > 0 && col < TK ?\n"
     "                        e * nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : e);\n"
     "                }\n"
     "                for (int o = 4; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);\n"
@@ -807,7 +807,7 @@ static const char cuda_bwd_text[] =
     "                        const int key = k0 + ty + TR * r, qr = q0 + tx + 8 * c;\n"
     "                        const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
     "                        const real pv = in ? EXP(s[r][c] * scale - Ls[tx + 8 * c]) : (real)0;\n"
-    "                        const real mk = p > 0 && in ?\n"
+    "                        const real mk = DROP && p > 0 && in ?\n"
     "                            nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
     "                        Ps[ty + TR * r][tx + 8 * c] = NNC_RW(pv * mk);\n"
     "                        dp[r][c] = NNC_RW(pv * (dp[r][c] * mk - Ds[tx + 8 * c]) * scale);   /* dS */\n"
@@ -888,7 +888,7 @@ static const char cuda_bwd_text[] =
     "                        const int qr = q0 + ty + TR * r, key = k0 + tx + 8 * c;\n"
     "                        const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
     "                        const real pv = in ? EXP(s[r][c] * scale - Ls[ty + TR * r]) : (real)0;\n"
-    "                        const real mk = p > 0 && in ?\n"
+    "                        const real mk = DROP && p > 0 && in ?\n"
     "                            nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : (real)1;\n"
     "                        Ps[ty + TR * r][tx + 8 * c] = NNC_RW(pv * (dp[r][c] * mk - Ds[ty + TR * r]) * scale);   /* dS */\n"
     "                    }\n"
@@ -973,6 +973,8 @@ static const char cuda_fwd_mma_text[] =
     "                        nnc_mma_bf16(s[n], qa[kk + 1][0], qa[kk + 1][1], qa[kk + 1][2], qa[kk + 1][3], bb[2], bb[3]);\n"
     "                }\n"
     "            }\n"
+    "            /* a tile of keys every row of the block sees (inside TK, below the diagonal) skips the masks */\n"
+    "            const bool full = k0 + BK <= TK && (!CAUSAL || k0 + BK - 1 <= q0);\n"
     "            #pragma unroll\n"
     "            for (int h = 0; h < 2; h++) {   /* rows r0 and r0 + 8: a row's 4 lanes share its maximum and sum */\n"
     "                const int row = q0 + r0 + 8 * h;\n"
@@ -982,7 +984,7 @@ static const char cuda_fwd_mma_text[] =
     "                    #pragma unroll\n"
     "                    for (int e = 0; e < 2; e++) {\n"
     "                        const int col = k0 + n * 8 + 2 * t4 + e;\n"
-    "                        const float x = col < TK && !(CAUSAL && col > row) ? s[n][2 * h + e] * scale : -(float)NNC_INF;\n"
+    "                        const float x = full || (col < TK && !(CAUSAL && col > row)) ? s[n][2 * h + e] * scale : -(float)NNC_INF;\n"
     "                        s[n][2 * h + e] = x;\n"
     "                        if (x > mt) mt = x;\n"
     "                    }\n"
@@ -998,7 +1000,7 @@ static const char cuda_fwd_mma_text[] =
     "                        const int col = k0 + n * 8 + 2 * t4 + e;\n"
     "                        const float x = EXP(s[n][2 * h + e] - base);\n"
     "                        ls += x;\n"
-    "                        s[n][2 * h + e] = p > 0 && col < TK ?\n"
+    "                        s[n][2 * h + e] = DROP && p > 0 && col < TK ?\n"
     "                            x * nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + row) * TK + col), p) : x;\n"
     "                    }\n"
     "                for (int o = 1; o < 4; o <<= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);\n"
@@ -1141,16 +1143,19 @@ static const char cuda_bwd_mma_text[] =
     "                        nnc_mma_bf16(dp[n], fb[kk + 1][0], fb[kk + 1][1], fb[kk + 1][2], fb[kk + 1][3], bb[2], bb[3]);\n"
     "                }\n"
     "            }\n"
+    "            /* a tile whose every pair is seen (inside both lengths, below the diagonal) skips the masks */\n"
+    "            const bool full = (kv ? own + 64 <= TK && o0 + IT <= TQ : own + 64 <= TQ && o0 + IT <= TK) &&\n"
+    "                              (!CAUSAL || (kv ? o0 >= own + 63 : o0 + IT - 1 <= own));\n"
     "            #pragma unroll\n"
     "            for (int n = 0; n < IT / 8; n++)\n"
     "                #pragma unroll\n"
     "                for (int e = 0; e < 4; e++) {   /* s becomes P M (key blocks), dp becomes dS */\n"
     "                    const int mine = own + r0 + 8 * (e >> 1), its = n * 8 + 2 * t4 + (e & 1);\n"
     "                    const int key = kv ? mine : o0 + its, qr = kv ? o0 + its : mine;\n"
-    "                    const bool in = key < TK && qr < TQ && !(CAUSAL && key > qr);\n"
+    "                    const bool in = full || (key < TK && qr < TQ && !(CAUSAL && key > qr));\n"
     "                    const float L = kv ? Ls[b][its] : Lr[e >> 1], Di = kv ? Ds[b][its] : Dr[e >> 1];\n"
     "                    const float pv = in ? EXP(s[n][e] * scale - L) : 0.0f;\n"
-    "                    const float mk = p > 0 && in ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : 1.0f;\n"
+    "                    const float mk = DROP && p > 0 && in ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : 1.0f;\n"
     "                    s[n][e] = pv * mk;\n"
     "                    dp[n][e] = pv * (dp[n][e] * mk - Di) * scale;\n"
     "                }\n"
@@ -1228,6 +1233,8 @@ typedef struct {
     bool vec; /* the tensor-core kernels' 16-byte loads: every row's offset of q, k, v and dy a
                * multiple of 8 elements (strides, head sizes, columns; buffers start on 256 bytes) */
     bool gh; /* the backward's gradients stored in the storage type (attention_grads_half) */
+    bool drop; /* dropout's code compiled in (DROP): the model asks for it (the launch's p may
+                * still be 0: evaluation) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
@@ -1244,6 +1251,7 @@ static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
                     .h = a.heads,
                     .ld = {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
     c.gh = attention_grads_half(g, &a);
+    c.drop = a.dropout > 0;
     c.vec = c.t.mma && a.d % 8 == 0 && a.dv_dim % 8 == 0;
     for (int i = 0; i < 4; i++) c.vec &= a.ld[i] % 8 == 0 && (i == 3 || a.col[i] % 8 == 0);
     return c;
@@ -1255,6 +1263,7 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
              (long long)c->tq, (long long)c->tk, c->causal ? "_causal" : "");
     if (c->vec) strncat(buf, "_v8", n - strlen(buf) - 1);
     if (c->gh) strncat(buf, "_gh", n - strlen(buf) - 1);
+    if (c->drop) strncat(buf, "_drop", n - strlen(buf) - 1);
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -1288,9 +1297,9 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
             name, T, T, T, T, c->t.bq, c->t.bk, c->t.tr);
     str_printf(s,
                "HD = %lld, VD = %lld, CD = (%s + 7) / 8, CV = (VD + 7) / 8, KD = (HD + 15) / 16 * 16, NO = CV,\n"
-               "           TQ = %lld, TK = %lld, CAUSAL = %d,\n",
+               "           TQ = %lld, TK = %lld, CAUSAL = %d, DROP = %d,\n",
                (long long)c->d, (long long)c->dv, c->backward ? "HD" : "VD", (long long)c->tq, (long long)c->tk,
-               c->causal);
+               c->causal, c->drop);
     /* head bh's row i of q at q + (bh / H TQ + i) LDQ + bh % H HD, k, v, y and dy alike, lse and
      * delta at (bh / H TQ + i) H + bh % H (AttnGeom) */
     str_printf(s, "           H = %lld, LDQ = %lld, LDK = %lld, LDV = %lld, LDO = %lld };\n", (long long)c->h,
@@ -1409,7 +1418,7 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->gh == c.gh && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
+                    o->vec == c.vec && o->gh == c.gh && o->drop == c.drop && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
                     o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
