@@ -1418,8 +1418,8 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->gh == c.gh && o->drop == c.drop && o->d == c.d && o->dv == c.dv && o->tq == c.tq &&
-                    o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->vec == c.vec && o->gh == c.gh && o->drop == c.drop && o->d == c.d && o->dv == c.dv &&
+                    o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);
