@@ -779,18 +779,40 @@ static int row_ce_lanes(const Kernel *k, int x, int g) {
     return !k->d->vec.load || dim_is_batch(C) || C % lanes ? 1 : lanes;
 }
 
-/* xv[lanes]: the logits of the row's vector v (lanes 1: column v), as real. */
-static void row_ce_load(const Kernel *k, int x, int lanes, const char *ind) {
-    DType t = k->g->nodes[x].dtype;
+/* A thread's vectors of a cross-entropy row are loaded CE_LOADS at a time, all before the first
+ * is used: one block a row, one 16-byte load in flight a thread was 16 KB a round from an SM,
+ * each round waiting on the last (GPT-2's [12288, 50304] bf16 logits: 1.07 ms for 2.5 GB, 2.3
+ * TB/s).  The vectors are used in the same order, so the sums are the same. */
+#define CE_LOADS 4
+
+/* Opens the loop over the thread's vectors of the row: CE_LOADS of them a round from vb (v<u>,
+ * loaded into xr<u>_; past nv, vb's again), which row_ce_item then takes in turn. */
+static void row_ce_loop(const Kernel *k, int x, int lanes) {
+    char dst[16], at[96];
+    str_printf(k->s, "        for (int64_t vb = %s; vb < nv; vb += %d * (int64_t)%s) {\n", k->d->row.vfirst, CE_LOADS,
+               k->d->row.vstep);
+    for (int u = 0; u < CE_LOADS; u++) {
+        str_printf(k->s, "            const int64_t v%d = vb + %d * (int64_t)%s;\n", u, u, k->d->row.vstep);
+        snprintf(dst, sizeof dst, "xr%d_", u);
+        snprintf(at, sizeof at, u ? "(v%d < nv ? v%d : vb)" : "v0", u, u);
+        if (lanes > 1) k->d->vec.load(k, "            ", kernel_type(k, x), lanes, dst, "x", at);
+    }
+}
+
+/* Vector u of the round, if the row has it: v, and xv[lanes] its logits as real (lanes 1: column
+ * v).  Closed by "            }\n". */
+static void row_ce_item(const Kernel *k, int x, int lanes, int u) {
+    const DType t = k->g->nodes[x].dtype;
+    const char *ind = "                ";
+    str_printf(k->s, "            if (v%d < nv) {\n%sconst int64_t v = v%d;\n", u, ind, u);
     if (lanes == 1) {
         str_printf(k->s, "%sconst real xv[1] = {XL(v)};\n", ind);
         return;
     }
-    k->d->vec.load(k, ind, kernel_type(k, x), lanes, "xr_", "x", "v");
     str_printf(k->s, "%sreal xv[%d];\n%s%s%sfor (int q = 0; q < %d; q++) xv[q] = ", ind, lanes, ind, k->d->vec.unroll,
                ind, lanes);
-    if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s(xr_[q]);\n", half_fn(t, false));
-    else str_puts(k->s, "(real)xr_[q];\n");
+    if (DTYPE_IS_HALF(t)) str_printf(k->s, "%s(xr%d_[q]);\n", half_fn(t, false), u);
+    else str_printf(k->s, "(real)xr%d_[q];\n", u);
 }
 
 /* EXP(xv[q] - mb) over q in [lo, hi), added in pairs: within 3 units of the last place for 8. */
@@ -814,51 +836,58 @@ static void row_ce_max_sum(const Kernel *k, int x, int lanes, bool smooth) {
     str_printf(k->s,
                "        real mx = -%s;   /* the thread's maximum so far, then the row's */\n"
                "        double s = 0;   /* exp(x - mx) over the thread's columns so far, then the row's */\n"
-               "%s"
-               "        %s {\n",
-               k->d->inf, smooth ? "        double sx = 0;\n" : "", k->d->row.vcols);
-    row_ce_load(k, x, lanes, "            ");
-    str_puts(k->s, "            real vm = xv[0];\n");
-    if (lanes > 1)
-        str_printf(k->s, "            %s            for (int q = 1; q < %d; q++) vm = xv[q] > vm ? xv[q] : vm;\n",
-                   k->d->vec.unroll, lanes);
-    str_printf(k->s,
-               "            if (vm > mx) {   /* the sum so far, against the larger maximum */\n"
-               "                s *= (double)EXP(mx - vm);\n"
-               "                mx = vm;\n"
-               "            }\n"
-               "            const real mb = mx == -%s ? (real)0 : mx;\n"
-               "            s += (double)",
-               k->d->inf);
-    exp_tree(k->s, 0, lanes);
-    str_puts(k->s, ";\n");
-    if (smooth)
-        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) sx += (double)xv[q];\n",
-                   k->d->vec.unroll, lanes);
+               "%s",
+               k->d->inf, smooth ? "        double sx = 0;\n" : "");
+    row_ce_loop(k, x, lanes);
+    for (int u = 0; u < CE_LOADS; u++) {
+        row_ce_item(k, x, lanes, u);
+        str_puts(k->s, "                real vm = xv[0];\n");
+        if (lanes > 1)
+            str_printf(k->s,
+                       "                %s                for (int q = 1; q < %d; q++) vm = xv[q] > vm ? xv[q] : vm;\n",
+                       k->d->vec.unroll, lanes);
+        str_printf(k->s,
+                   "                if (vm > mx) {   /* the sum so far, against the larger maximum */\n"
+                   "                    s *= (double)EXP(mx - vm);\n"
+                   "                    mx = vm;\n"
+                   "                }\n"
+                   "                const real mb = mx == -%s ? (real)0 : mx;\n"
+                   "                s += (double)",
+                   k->d->inf);
+        exp_tree(k->s, 0, lanes);
+        str_puts(k->s, ";\n");
+        if (smooth)
+            str_printf(k->s, "                %s                for (int q = 0; q < %d; q++) sx += (double)xv[q];\n",
+                       k->d->vec.unroll, lanes);
+        str_puts(k->s, "            }\n");
+    }
     str_printf(k->s, "        }\n        %s(&mx, &s);\n", k->d->row.pair_all);
     if (smooth) row_all(k, "        ", "sx", k->d->row.sum_all);
 }
 
-/* The gradient over the row, a vector at a time. */
+/* The gradient over the row, a vector at a time (CE_LOADS loaded before the first is stored:
+ * G may be X, and each thread writes only the vectors it read). */
 static void row_ce_grad_pass(const Kernel *k, int x, int lanes, double eps, const char *gtype) {
     char v[128];
     row_ce_grad_head(k, eps, gtype);
-    str_printf(k->s, "        %s {\n", k->d->row.vcols);
-    row_ce_load(k, x, lanes, "            ");
-    if (lanes == 1) {
-        row_ce_grad_value(v, sizeof v, eps, "xv[0]");
-        str_printf(k->s, "            const int64_t c = v;\n            g[c] = %s;\n        }\n", v);
-        return;
+    row_ce_loop(k, x, lanes);
+    row_ce_grad_value(v, sizeof v, eps, lanes == 1 ? "xv[0]" : "xv[q]");
+    for (int u = 0; u < CE_LOADS; u++) {
+        row_ce_item(k, x, lanes, u);
+        if (lanes == 1) {
+            str_printf(k->s, "                const int64_t c = v;\n                g[c] = %s;\n            }\n", v);
+            continue;
+        }
+        str_printf(k->s,
+                   "                %s g_[%d];\n"
+                   "                %s                for (int q = 0; q < %d; q++) {\n"
+                   "                    const int64_t c = v * %d + q;\n"
+                   "                    g_[q] = %s;\n"
+                   "                }\n",
+                   gtype, lanes, k->d->vec.unroll, lanes, lanes, v);
+        k->d->vec.store(k, "                ", gtype, lanes, "g", "v", "g_");
+        str_puts(k->s, "            }\n");
     }
-    row_ce_grad_value(v, sizeof v, eps, "xv[q]");
-    str_printf(k->s,
-               "            %s g_[%d];\n"
-               "            %s            for (int q = 0; q < %d; q++) {\n"
-               "                const int64_t c = v * %d + q;\n"
-               "                g_[q] = %s;\n"
-               "            }\n",
-               gtype, lanes, k->d->vec.unroll, lanes, lanes, v);
-    k->d->vec.store(k, "            ", gtype, lanes, "g", "v", "g_");
     str_puts(k->s, "        }\n");
 }
 

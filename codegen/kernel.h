@@ -131,9 +131,10 @@ struct KernelDialect {
         /* cross_entropy's rows in two passes over the logits rather than three (NULL: a pass
          * for the maximum, one for the exp-sum, one for the gradient): pair_all(&mx, &s) gives
          * every owner the row's (maximum, sum) from each owner's own, whose sum is taken
-         * against its running maximum; vcols visits the vectors v < nv this thread owns, moved
-         * 16 bytes at a time (vec.load, vec.store) where the row's length allows. */
-        const char *pair_all, *vcols;
+         * against its running maximum; the thread's vectors of the row are v = vfirst + vstep *
+         * j (v < nv), moved 16 bytes at a time (vec.load, vec.store) where the row's length
+         * allows, CE_LOADS of them loaded before the first is used. */
+        const char *pair_all, *vfirst, *vstep;
         /* A row held in registers (0: never): where its length is known at compile time and a
          * multiple of a 16-byte vector's elements, and a thread's share is at most
          * ROW_REG_VECS vectors an array, each of the row's `owners` threads reads the vectors

@@ -721,7 +721,7 @@ const KernelDialect dialect_cuda_row_blocks = {
         .bad_record = BAD_RECORD("threadIdx.x == 0"),
         /* cross_entropy: two passes over a row, which stays in L2 between them (render_cuda.c) */
         .pair_all = "nnc_block_max_sum",
-        .vcols = "for (int64_t v = threadIdx.x; v < nv; v += blockDim.x)",
+        .vfirst = "threadIdx.x", .vstep = "blockDim.x",
     },
 };
 /* clang-format on */
