@@ -14,6 +14,7 @@
  * A dialect supplies the loops around these statements (kernel.h says which names they must
  * define); the walker never asks which target it renders for. */
 #include <assert.h>
+#include <stdlib.h>
 
 #include "kernel.h"
 
@@ -780,18 +781,26 @@ static int row_ce_lanes(const Kernel *k, int x, int g) {
 }
 
 /* A thread's vectors of a cross-entropy row are loaded CE_LOADS at a time, all before the first
- * is used: one block a row, one 16-byte load in flight a thread was 16 KB a round from an SM,
+ * is used: one block a row, one 16-byte load in flight a thread was 32 KB a round from an SM,
  * each round waiting on the last (GPT-2's [12288, 50304] bf16 logits: 1.07 ms for 2.5 GB, 2.3
  * TB/s).  The vectors are used in the same order, so the sums are the same. */
-#define CE_LOADS 4
+#define CE_LOADS 2
+
+/* CE_LOADS, or NNC_CE_LOADS=1|2|4 when the model is compiled, to compare on a GPU: GPT-2's kernel
+ * takes 32 registers a thread with one or two (an SM holds two blocks of 1024 threads: 64 KB in
+ * flight with two), 58 with four (one block: 64 KB too, half the warps) */
+static int ce_loads(void) {
+    const char *e = getenv("NNC_CE_LOADS");
+    return e && (*e == '1' || *e == '2' || *e == '4') && !e[1] ? *e - '0' : CE_LOADS;
+}
 
 /* Opens the loop over the thread's vectors of the row: CE_LOADS of them a round from vb (v<u>,
  * loaded into xr<u>_; past nv, vb's again), which row_ce_item then takes in turn. */
 static void row_ce_loop(const Kernel *k, int x, int lanes) {
     char dst[16], at[96];
-    str_printf(k->s, "        for (int64_t vb = %s; vb < nv; vb += %d * (int64_t)%s) {\n", k->d->row.vfirst, CE_LOADS,
+    str_printf(k->s, "        for (int64_t vb = %s; vb < nv; vb += %d * (int64_t)%s) {\n", k->d->row.vfirst, ce_loads(),
                k->d->row.vstep);
-    for (int u = 0; u < CE_LOADS; u++) {
+    for (int u = 0; u < ce_loads(); u++) {
         str_printf(k->s, "            const int64_t v%d = vb + %d * (int64_t)%s;\n", u, u, k->d->row.vstep);
         snprintf(dst, sizeof dst, "xr%d_", u);
         snprintf(at, sizeof at, u ? "(v%d < nv ? v%d : vb)" : "v0", u, u);
@@ -839,7 +848,7 @@ static void row_ce_max_sum(const Kernel *k, int x, int lanes, bool smooth) {
                "%s",
                k->d->inf, smooth ? "        double sx = 0;\n" : "");
     row_ce_loop(k, x, lanes);
-    for (int u = 0; u < CE_LOADS; u++) {
+    for (int u = 0; u < ce_loads(); u++) {
         row_ce_item(k, x, lanes, u);
         str_puts(k->s, "                real vm = xv[0];\n");
         if (lanes > 1)
@@ -872,7 +881,7 @@ static void row_ce_grad_pass(const Kernel *k, int x, int lanes, double eps, cons
     row_ce_grad_head(k, eps, gtype);
     row_ce_loop(k, x, lanes);
     row_ce_grad_value(v, sizeof v, eps, lanes == 1 ? "xv[0]" : "xv[q]");
-    for (int u = 0; u < CE_LOADS; u++) {
+    for (int u = 0; u < ce_loads(); u++) {
         row_ce_item(k, x, lanes, u);
         if (lanes == 1) {
             str_printf(k->s, "                const int64_t c = v;\n                g[c] = %s;\n            }\n", v);
