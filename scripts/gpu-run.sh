@@ -9,7 +9,10 @@
 #   the last GPU run against torch and the CPU, GPT-2 small's step against a baseline nnc built
 #   from tmp/gpucarry/base.tgz (scripts/gpu-base.sh COMMIT) and with the
 #   attention's variants (NNC_ATTN_TILE, NNC_ATTN_MMA), its profile, against
-#   torch.compile, and compute-sanitizer on the tensor-core attention)
+#   torch.compile, and compute-sanitizer on the tensor-core attention; NNC_TORCH=0 leaves
+#   torch.compile out, NNC_REPS sets the rounds of baseline and tree, NNC_CE=1 profiles
+#   cross_entropy's NNC_CE_LOADS variants, NNC_NCU=1 runs ncu on one launch each of the
+#   attention kernels and cross_entropy's)
 # Carried in tmp/gpucarry (tmp/ is ignored by .gitignore):
 #   debs/*.deb        flex bison m4 libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev (Debian 12)
 #   cuda-include.tgz  the 24 CUDA 13.0 headers nnc compiles against (used only if the image lacks them)
@@ -128,6 +131,27 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
         done
         (cd /tmp/nnc-gptcases && timeout 60 $NNC gpt2_bf16.nn --target cuda --precision bf16 --profile 10 >"$L/profile_gpt2.txt" 2>&1)
         grep "step:" "$L/profile_gpt2.txt"
+        if [ "${NNC_CE:-0}" = 1 ] && [ "$(left)" -gt 100 ]; then   # cross_entropy's loads in flight (NNC_CE_LOADS)
+            step "cross_entropy's kernel with NNC_CE_LOADS=1 and 4 against the tree's 2 (GPT-2's profile) ($(left) s left)"
+            grep -m1 "cross_entropy" "$L/profile_gpt2.txt" | cut -c1-120 | sed "s/^/  2: /"
+            for l in 1 4; do
+                (cd /tmp/nnc-gptcases && NNC_CE_LOADS=$l timeout 50 $NNC gpt2_bf16.nn --target cuda --precision bf16 --profile 5 2>&1 |
+                    grep -m1 "cross_entropy" | cut -c1-120 | sed "s/^/  $l: /")
+            done
+        fi
+        if [ "${NNC_NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ "$(left)" -gt 70 ]; then
+            step "ncu on one launch each of the attention kernels and cross_entropy's ($(left) s left)"
+            (cd /tmp/nnc-gptcases && $NNC gpt2_bf16.nn --target cuda --precision bf16 --emit cuda >gpt2.cu 2>/dev/null)
+            ks=$(grep -E "^/\* train_step launch [0-9]+: (attention \(|row-wise \(cross_entropy)" /tmp/nnc-gptcases/gpt2.cu |
+                 sed -E 's/.*launch ([0-9]+):.*/\1/' | sort -un | head -3 | paste -sd'|')
+            echo "  kernels: gpt2_bf16_train_step_($ks)"
+            (cd /tmp/nnc-gptcases && NNC_CUDA_NO_GRAPHS=1 timeout $(( $(left) - 15 )) ncu --kernel-name "regex:gpt2_bf16_train_step_($ks)\$" \
+                --launch-count 3 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+                --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+                $NNC gpt2_bf16.nn --target cuda --precision bf16 --bench 1 >"$L/ncu.txt" 2>&1)
+            echo "  ncu rc=$?"
+            grep -E "gpt2_bf16_train_step_|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|No Eligible|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|L1/TEX Hit|L2 Hit|ERR" "$L/ncu.txt" | head -48
+        fi
     fi
     if [ "${NNC_TORCH:-1}" != 0 ]; then   # NNC_TORCH=0: no torch.compile (a shorter call, ~50 s less)
         step "GPT-2 small bf16 against torch.compile ($(left) s left)"
