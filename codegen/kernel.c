@@ -574,6 +574,7 @@ static void reg_loop(const Kernel *k, RowRegs r, bool use) {
  * times `times`' (a [C] vector, whose vector v holds the same columns in every row) where given. */
 typedef struct {
     const char *name, *p, *times;
+    DType t; /* the row's type: DT_F32 (0), or a half type widened as it loads */
 } RegArray;
 
 static void reg_loads(const Kernel *k, RowRegs r, int n, const RegArray *a) {
@@ -582,14 +583,15 @@ static void reg_loads(const Kernel *k, RowRegs r, int n, const RegArray *a) {
     reg_loop(k, r, true);
     for (int i = 0; i < n; i++) {
         snprintf(dst, sizeof dst, "%s_", a[i].name);
-        k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].p, "rv");
+        const bool half = DTYPE_IS_HALF(a[i].t);
+        k->d->vec.load(k, "            ", half ? "unsigned short" : "real", r.lanes, dst, a[i].p, "rv");
         if (a[i].times) {
             snprintf(dst, sizeof dst, "%sw_", a[i].name);
             k->d->vec.load(k, "            ", "real", r.lanes, dst, a[i].times, "rv");
         }
-        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) %s[j][q] = %s_[q]%s%s%s;\n",
-                   k->d->vec.unroll, r.lanes, a[i].name, a[i].name, a[i].times ? " * " : "",
-                   a[i].times ? a[i].name : "", a[i].times ? "w_[q]" : "");
+        str_printf(k->s, "            %s            for (int q = 0; q < %d; q++) %s[j][q] = %s(%s_[q])%s%s%s;\n",
+                   k->d->vec.unroll, r.lanes, a[i].name, half ? half_fn(a[i].t, false) : "", a[i].name,
+                   a[i].times ? " * " : "", a[i].times ? a[i].name : "", a[i].times ? "w_[q]" : "");
     }
     str_puts(k->s, "        }\n");
 }
@@ -637,7 +639,7 @@ static void row_softmax(const Kernel *k, const Launch *L, bool log) {
                    "        real *y = Y + i * C;\n");
     const RowRegs r = row_regs(k, x);
     if (r.lanes > 1) {
-        const RegArray a[] = {{"xr", "x", NULL}};
+        const RegArray a[] = {{"xr", "x", NULL, DT_F32}};
         const char *acc[] = {"s"}, *term[] = {"EXP(xr[j][q] - mx)"};
         reg_loads(k, r, 1, a);
         reg_max(k, r);
@@ -674,7 +676,7 @@ static void row_softmax_grad(const Kernel *k, const Launch *L, bool log) {
                    "        real *dx = DX + i * C;\n");
     const RowRegs r = row_regs(k, n->in[0]);
     if (r.lanes > 1) {
-        const RegArray a[] = {{"dr", "dy", NULL}, {"yr", "y", NULL}};
+        const RegArray a[] = {{"dr", "dy", NULL, DT_F32}, {"yr", "y", NULL, DT_F32}};
         const char *acc[] = {"s"}, *term[] = {log ? "dr[j][q]" : "(double)dr[j][q] * yr[j][q]"};
         reg_loads(k, r, 2, a);
         reg_sums(k, r, 1, acc, NULL, term);
@@ -1019,7 +1021,7 @@ static void row_ln_norm(const Kernel *k, const Launch *L) {
              "        const real *x = X + i * C;\n"
              "        real *y = Y + i * C;\n");
     if (r.lanes > 1) {
-        const RegArray a[] = {{"xr", "x", NULL}};
+        const RegArray a[] = {{"xr", "x", NULL, DT_F32}};
         reg_loads(k, r, 1, a);
         row_ln_stats(k, n, r);
         reg_store(k, r, "y", "(xr[j][q] - mu) / sd");
@@ -1038,25 +1040,31 @@ static void row_ln_norm(const Kernel *k, const Launch *L) {
 static void row_ln_grad(const Kernel *k, const Launch *L) {
     const Node *n = &k->g->nodes[L->root];
     const bool w = n->attr.scalars.p[1] != 0, r = n->attr.scalars.p[2] != 0;
-    const RowRegs rg = row_regs(k, n->in[0]);
+    const DType dt = k->g->nodes[n->in[0]].dtype; /* dy may be half (fold_rows.c), x is real */
+    const RowRegs rg = row_regs(k, n->in[1]);
     const bool regs = rg.lanes > 1;
-    row_header(k, n->in[0]);
-    kernel_ptr_line(k, "const real *DY", n->in[0]);
+    char decl[64], dyl[48];
+    row_header(k, n->in[1]);
+    snprintf(decl, sizeof decl, "const %s *DY", kernel_type(k, n->in[0]));
+    kernel_ptr_line(k, decl, n->in[0]);
     kernel_ptr_line(k, "const real *Xv", n->in[1]);
     if (w) kernel_ptr_line(k, "const real *Wv", n->in[2]);
     if (r) kernel_ptr_line(k, "const real *Rv", n->in[2 + w]);
     kernel_ptr_line(k, "real *DX", L->root);
     k->d->row.open(k, L, n->in[0], "");
     str_printf(k->s,
-               "        const real *dy = DY + i * C, *x = Xv + i * C%s;\n"
+               "        const %s *dy = DY + i * C;\n"
+               "        const real *x = Xv + i * C%s;\n"
                "        real *dx = DX + i * C;\n",
-               r ? ", *rr = Rv + i * C" : "");
+               kernel_type(k, n->in[0]), r ? ", *rr = Rv + i * C" : "");
     if (regs) {
-        const RegArray a[] = {{"dr", "dy", w ? "Wv" : NULL}, {"xr", "x", NULL}, {"rs", "rr", NULL}};
+        const RegArray a[] = {{"dr", "dy", w ? "Wv" : NULL, dt}, {"xr", "x", NULL, DT_F32}, {"rs", "rr", NULL, DT_F32}};
         reg_loads(k, rg, r ? 3 : 2, a);
     }
     row_ln_stats(k, n, rg);
-    const char *dyc = regs ? "dr[j][q]" : w ? "(dy[c] * Wv[c])" : "dy[c]", *xc = regs ? "xr[j][q]" : "x[c]";
+    if (DTYPE_IS_HALF(dt)) snprintf(dyl, sizeof dyl, w ? "(%s(dy[c]) * Wv[c])" : "%s(dy[c])", half_fn(dt, false));
+    else snprintf(dyl, sizeof dyl, w ? "(dy[c] * Wv[c])" : "dy[c]");
+    const char *dyc = regs ? "dr[j][q]" : dyl, *xc = regs ? "xr[j][q]" : "x[c]";
     char gx[96], dx[160];
     snprintf(gx, sizeof gx, "(double)%s * ((%s - mu) / sd)", dyc, xc);
     const char *acc[] = {"g", "gx"}, *term[] = {dyc, gx};

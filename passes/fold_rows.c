@@ -8,7 +8,9 @@
  * that every use is an operand; fused builds only: --check-against pairs nodes one op to a
  * launch) gives LN_GRAD those operands instead: (dy, x, w) computes dy * w where it read dxhat,
  * and (..., r) adds r to what it writes (Attr.scalars p[1], p[2] say which it has).  The same
- * float operations in the same order: on the CPU, the same bits. */
+ * float operations in the same order: on the CPU, the same bits.  Under mixed precision it also
+ * takes in autocast's casts where the kernels on either side can do their work: around
+ * cross_entropy, after attention's gradients, and widening casts whose readers widen anyway. */
 #include <stdlib.h>
 
 #include "passes.h"
@@ -112,6 +114,39 @@ static bool fold_attention_casts(Graph *g, int **users, const int *nusers) {
     return any;
 }
 
+/* Under mixed precision a half product's value goes back to f32 for what follows it in the
+ * backward (layer norm's gradient, its weight's and bias's sums, an add into the residual
+ * stream's gradient): a kernel that writes the f32 copy and readers that read twice the bytes
+ * (GPT-2 small's [12288, 768] a layer norm: 57 MB written and read three times).  Elementwise
+ * ops, sums and layer norm's gradient widen every operand to real as they load it, so they read
+ * the half value instead: widening is exact, so the same bits; the cast, read by nothing else,
+ * is left to no launch. */
+static bool fold_widening_casts(Graph *g) {
+    int **users = xcalloc((size_t)g->n, sizeof *users), *nusers = xcalloc((size_t)g->n, sizeof *nusers);
+    ir_users(g, users, nusers);
+    bool any = false;
+    for (int i = 0; i < g->n; i++) {
+        const Node *c = &g->nodes[i];
+        if (c->op != OP_CAST || c->dtype != DT_F32 || !DTYPE_IS_HALF(g->nodes[c->in[0]].dtype) || graph_names(g, i))
+            continue;
+        for (int k = 0; k < nusers[i]; k++) {
+            Node *u = &g->nodes[users[i][k]];
+            const OpKind kind = op_info[u->op].kind;
+            for (int j = 0; j < u->nin; j++) {
+                /* layer norm's gradient widens its dy (operand 0) alone */
+                const bool widens = kind == OK_EW || kind == OK_REDUCE || (u->op == OP_LN_GRAD && j == 0);
+                if (u->in[j] == i && widens && u->dtype == DT_F32 && !op_permutes(u->op)) {
+                    u->in[j] = c->in[0];
+                    any = true;
+                }
+            }
+        }
+    }
+    free(users);
+    free(nusers);
+    return any;
+}
+
 bool pass_fold_rows(Graph *g) {
     int **users = xcalloc((size_t)g->n, sizeof *users), *nusers = xcalloc((size_t)g->n, sizeof *nusers);
     ir_users(g, users, nusers);
@@ -145,5 +180,5 @@ bool pass_fold_rows(Graph *g) {
     }
     free(users);
     free(nusers);
-    return any;
+    return fold_widening_casts(g) || any; /* after the folds above, which ask for f32 operands */
 }

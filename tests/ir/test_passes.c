@@ -592,6 +592,48 @@ static void test_fold_attention_casts(void) {
     }
 }
 
+/* Under mixed precision a half product's gradient goes back to f32 for layer norm's gradient and
+ * its weight's and bias's sums: they read the half value, widening it as they load (fold_rows.c),
+ * so no launch widens it; with --no-fuse the cast stays. */
+static void test_fold_widening_casts(void) {
+    const char *src = "input x: f32[B, 8]\n"
+                      "param W: f32[8, 8] = normal(0, 0.3)\n"
+                      "param w: f32[8] = ones()\nparam b: f32[8] = zeros()\n"
+                      "h = x + layer_norm(x @ W, w, b, eps = 1e-5)\n"
+                      "loss = mean(tanh(h @ W))\n"
+                      "train {\n    data x = randn(8, 8)\n    batch = 4\n"
+                      "    precision = bf16\n    minimize loss\n}\n";
+    for (int t = 0; t < 3; t++) { /* cpu, cuda, cpu --no-fuse */
+        Compiled *c = compile_src("widen.nn", src, (Opts){.target = t == 1 ? DEV_CUDA : DEV_CPU, .no_fuse = t == 2});
+        const char *what = t == 0 ? "cpu" : t == 1 ? "cuda" : "cpu --no-fuse";
+        CHECK(c->ok, "widen.nn compiles (%s), found:\n%s", what, c->diag_text);
+        if (!c->ok) continue;
+        Graph *g = c->p.g;
+        Entry *e = train_entry(c);
+        int ln = -1, widen = 0, half_reads = 0;
+        for (int i = 0; i < g->n; i++) { /* what the step launches */
+            const Node *n = &g->nodes[i];
+            if (launch_of(e, i) < 0 || n->phase != PH_BACKWARD) continue;
+            if (n->op == OP_LN_GRAD) ln = i;
+            /* a backward launch that widens a half [B, 8] value to f32 */
+            widen += n->op == OP_CAST && n->dtype == DT_F32 && DTYPE_IS_HALF(g->nodes[n->in[0]].dtype) &&
+                     n->shape.rank == 2 && n->shape.d[1] == 8;
+            half_reads += op_info[n->op].kind == OK_REDUCE && DTYPE_IS_HALF(g->nodes[n->in[0]].dtype);
+        }
+        CHECK(ln >= 0, "widen.nn (%s): layer norm's gradient", what);
+        if (ln < 0) continue;
+        if (t < 2)
+            CHECK(DTYPE_IS_HALF(g->nodes[g->nodes[ln].in[0]].dtype) && widen == 0,
+                  "widen.nn (%s): layer norm's gradient reads the half dy and nothing widens it; found %s dy and %d "
+                  "casts to f32",
+                  what, dtype_name(g->nodes[g->nodes[ln].in[0]].dtype), widen);
+        else
+            CHECK(g->nodes[g->nodes[ln].in[0]].dtype == DT_F32 && widen >= 1 && half_reads == 0,
+                  "widen.nn (%s): the cast as autocast wrote it, found %d", what, widen);
+        check_plan(c, "widen.nn");
+    }
+}
+
 /* ---- repeated layers ----------------------------------------------------------------------- */
 
 static int node_named(Graph *g, Op op, const char *name) {
@@ -1127,6 +1169,7 @@ int main(void) {
     test_fusion_written_out();
     test_fold_rows();
     test_fold_ce_casts();
+    test_fold_widening_casts();
     test_fold_attention_casts();
     test_repeat_gpt();
     test_repeat_forms();
