@@ -617,7 +617,7 @@ static void test_fold_widening_casts(void) {
             if (n->op == OP_LN_GRAD) ln = i;
             /* a backward launch that widens a half [B, 8] value to f32 */
             widen += n->op == OP_CAST && n->dtype == DT_F32 && DTYPE_IS_HALF(g->nodes[n->in[0]].dtype) &&
-                     n->shape.rank == 2 && n->shape.d[1] == 8;
+                n->shape.rank == 2 && n->shape.d[1] == 8;
             half_reads += op_info[n->op].kind == OK_REDUCE && DTYPE_IS_HALF(g->nodes[n->in[0]].dtype);
         }
         CHECK(ln >= 0, "widen.nn (%s): layer norm's gradient", what);
