@@ -621,11 +621,26 @@ static void reg_max(const Kernel *k, RowRegs r) {
 }
 
 /* The thread's vectors of the row at `p`, element q of vector j being `value`. */
+static void reg_store2(const Kernel *k, RowRegs r, const char *p, const char *value, const char *hp, DType ht);
+
 static void reg_store(const Kernel *k, RowRegs r, const char *p, const char *value) {
+    reg_store2(k, r, p, value, NULL, DT_F32);
+}
+
+/* ... to `p` (NULL: not stored) and rounded to half type ht at `hp` (NULL: none). */
+static void reg_store2(const Kernel *k, RowRegs r, const char *p, const char *value, const char *hp, DType ht) {
     reg_loop(k, r, true);
     str_printf(k->s, "            real o_[%d];\n            %s            for (int q = 0; q < %d; q++) o_[q] = %s;\n",
                r.lanes, k->d->vec.unroll, r.lanes, value);
-    k->d->vec.store(k, "            ", "real", r.lanes, p, "rv", "o_");
+    if (p) k->d->vec.store(k, "            ", "real", r.lanes, p, "rv", "o_");
+    if (hp) {
+        str_printf(
+            k->s,
+            "            unsigned short oh_[%d];\n            %s            for (int q = 0; q < %d; q++) oh_[q] = "
+            "%s((float)o_[q]);\n",
+            r.lanes, k->d->vec.unroll, r.lanes, half_fn(ht, true));
+        k->d->vec.store(k, "            ", "unsigned short", r.lanes, hp, "rv", "oh_");
+    }
     str_puts(k->s, "        }\n");
 }
 
@@ -1050,13 +1065,21 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
     kernel_ptr_line(k, "const real *Xv", n->in[1]);
     if (w) kernel_ptr_line(k, "const real *Wv", n->in[2]);
     if (r) kernel_ptr_line(k, "const real *Rv", n->in[2 + w]);
-    kernel_ptr_line(k, "real *DX", L->root);
+    /* its cast to half, a second output (passes/fuse.c), and whether dx itself is stored */
+    int hc = -1;
+    bool out = false;
+    for (int m = 0; m < L->nnodes; m++)
+        if (k->g->nodes[L->nodes[m]].op == OP_CAST) hc = L->nodes[m];
+    for (int m = 0; m < L->nouts; m++) out |= L->outs[m] == L->root;
+    if (out) kernel_ptr_line(k, "real *DX", L->root);
+    if (hc >= 0) kernel_ptr_line(k, "unsigned short *HC", hc);
     k->d->row.open(k, L, n->in[0], "");
     str_printf(k->s,
                "        const %s *dy = DY + i * C;\n"
-               "        const real *x = Xv + i * C%s;\n"
-               "        real *dx = DX + i * C;\n",
+               "        const real *x = Xv + i * C%s;\n",
                kernel_type(k, n->in[0]), r ? ", *rr = Rv + i * C" : "");
+    if (out) str_puts(k->s, "        real *dx = DX + i * C;\n");
+    if (hc >= 0) str_puts(k->s, "        unsigned short *hc = HC + i * C;\n");
     if (regs) {
         const RegArray a[] = {{"dr", "dy", w ? "Wv" : NULL, dt}, {"xr", "x", NULL, DT_F32}, {"rs", "rr", NULL, DT_F32}};
         reg_loads(k, rg, r ? 3 : 2, a);
@@ -1073,10 +1096,16 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
     str_puts(k->s, "        const real mg = (real)(g * (1.0 / (double)C)), mgx = (real)(gx * (1.0 / (double)C));\n");
     snprintf(dx, sizeof dx, "%s(%s - mg - (%s - mu) / sd * mgx) / sd", r ? (regs ? "rs[j][q] + " : "rr[c] + ") : "",
              dyc, xc);
+    const DType ht = hc >= 0 ? k->g->nodes[hc].dtype : DT_F32;
     if (regs) {
-        reg_store(k, rg, "dx", dx);
+        reg_store2(k, rg, out ? "dx" : NULL, dx, hc >= 0 ? "hc" : NULL, ht);
         str_puts(k->s, "    }\n");
-    } else str_printf(k->s, "        %s dx[c] = %s;\n    }\n", k->d->row.cols, dx);
+        return;
+    }
+    str_printf(k->s, "        %s {\n            const real o_ = %s;\n", k->d->row.cols, dx);
+    if (out) str_puts(k->s, "            dx[c] = o_;\n");
+    if (hc >= 0) str_printf(k->s, "            hc[c] = %s((float)o_);\n", half_fn(ht, true));
+    str_puts(k->s, "        }\n    }\n");
 }
 
 static void row_cross_entropy(const Kernel *k, const Launch *L) { row_ce(k, L, L->root, L->root2); }

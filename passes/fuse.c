@@ -8,9 +8,10 @@
  * and it never duplicates work.  Inside a group, a smaller operand is evaluated at its own
  * broadcast index, which depends only on its shape, so every member is computed once per point.
  *
- * Never fused: across a matrix product, a row-wise op, a device copy, a reshape (a view), a
- * transpose (a strided load; it is folded into the GEMM when a GEMM is its only user) or a
- * permute (a strided load, its own kernel).  With
+ * A row-wise op takes nothing in, but layer norm's gradient writes its casts to half as a second
+ * output (row_casts_out).  Never fused otherwise: across a matrix product, a row-wise op, a
+ * device copy, a reshape (a view), a transpose (a strided load; it is folded into the GEMM when
+ * a GEMM is its only user) or a permute (a strided load, its own kernel).  With
  * --no-fuse every op is its own kernel. */
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,18 @@ static void fold_sgd_into_gemm(Fuse *F) {
     }
 }
 
+/* Under mixed precision layer norm's gradient (the residual stream's, f32) is cast to half for
+ * the products below it: its row kernel writes the half copy too (a second output), rather than a
+ * kernel reading the f32 rows back (GPT-2 small: 57 MB a layer norm).  The casts it takes: the
+ * live casts to half of a live f32 LN_GRAD. */
+static bool row_casts_out(Fuse *F, int c) {
+    const Node *n = &F->g->nodes[c];
+    if (!F->enable || !F->e->live[c] || n->op != OP_CAST || !DTYPE_IS_HALF(n->dtype) || is_entry_output(F, c))
+        return false;
+    const Node *r = &F->g->nodes[n->in[0]];
+    return r->op == OP_LN_GRAD && r->dtype == DT_F32 && F->e->live[n->in[0]];
+}
+
 void pass_fuse(Program *p, Entry *e) {
     Graph *g = p->g;
     Fuse F = {.g = g, .e = e, .enable = p->fuse};
@@ -137,6 +150,7 @@ void pass_fuse(Program *p, Entry *e) {
         OpKind k = op_info[n->op].kind;
         if (!e->live[i] || e->group[i] != -1 || e->folded[i]) continue;
         if (k == OK_LEAF || k == OK_VIEW || k == OK_ASSIGN || node_is_inline(n)) continue;
+        if (row_casts_out(&F, i)) continue; /* its row kernel's group takes it, below */
         if (folds_into_gemm(&F, i)) {
             e->folded[i] = true;
             continue;
@@ -145,6 +159,9 @@ void pass_fuse(Program *p, Entry *e) {
         e->group[i] = grp;
         if (k == OK_EW && !op_permutes(n->op)) grow(&F, i, grp);
         if (k == OK_REDUCE) grow(&F, i, grp);
+        if (n->op == OP_LN_GRAD)
+            for (int u = 0; u < F.nusers[i]; u++)
+                if (row_casts_out(&F, F.users[i][u]) && e->group[F.users[i][u]] == -1) e->group[F.users[i][u]] = grp;
     }
     if (p->fuse) fold_sgd_into_gemm(&F);
     free(F.users);

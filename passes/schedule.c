@@ -111,7 +111,8 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
         else if (n->op == OP_CROSS_ENTROPY && L->root >= 0 && g->nodes[L->root].op == OP_CE_GRAD) {
             L->root2 = L->root;
             L->root = i;
-        } else L->root = i;
+        } else if (!(L->root >= 0 && g->nodes[L->root].op == OP_LN_GRAD && n->op == OP_CAST)) L->root = i;
+        /* (layer norm's gradient stays the root of its launch, its cast to half a second output) */
         if ((int)n->phase > L->phase) L->phase = (int)n->phase;
         if (group_is_output(S, i, grp)) push(&L->outs, &L->nouts, i);
         for (int j = 0; j < n->nin; j++) {

@@ -85,8 +85,11 @@ def check_ce(shape, body, block):
         fails.append("not two passes over a row (one nnc_block_max_sum)")
     half = "const unsigned short *X" in body
     lanes, vec = (8, "uint4") if half else (4, "float4")
-    if C % lanes == 0 and len(re.findall(r"\(\(const %s \*\)x\)\[v\]" % vec, body)) < 1:
-        fails.append("C = %d: no 16-byte loads of the logits (%s)" % (C, vec))
+    # a thread's vectors v0, v1, ... of a round, loaded before the first is used (CE_LOADS, 2)
+    loads = re.findall(r"\(\(const %s \*\)x\)\[(v0|\(v\d < nv \? v\d : vb\))\]" % vec, body)
+    if C % lanes == 0 and len(loads) < 4:
+        fails.append("C = %d: not two 16-byte loads of the logits (%s) a round in each pass, found %d"
+                     % (C, vec, len(loads)))
     if C % lanes == 0 and "cross_entropy_grad" in shape and "((%s *)g)[v] = " % vec not in body:
         fails.append("C = %d: no 16-byte stores of the gradient (%s)" % (C, vec))
     if C % lanes and re.search(r"\b(uint4|float4|ushort4)\b", body):

@@ -594,7 +594,8 @@ static void test_fold_attention_casts(void) {
 
 /* Under mixed precision a half product's gradient goes back to f32 for layer norm's gradient and
  * its weight's and bias's sums: they read the half value, widening it as they load (fold_rows.c),
- * so no launch widens it; with --no-fuse the cast stays. */
+ * so no launch widens it; and layer norm's gradient's launch writes its cast back to bf16 too
+ * (fuse.c); with --no-fuse the casts stay. */
 static void test_fold_widening_casts(void) {
     const char *src = "input x: f32[B, 8]\n"
                       "param W: f32[8, 8] = normal(0, 0.3)\n"
@@ -622,6 +623,14 @@ static void test_fold_widening_casts(void) {
         }
         CHECK(ln >= 0, "widen.nn (%s): layer norm's gradient", what);
         if (ln < 0) continue;
+        int hc = -1; /* its cast to bf16, for the product below: a second output of its launch (fuse.c) */
+        for (int i = 0; i < g->n; i++)
+            if (launch_of(e, i) >= 0 && g->nodes[i].op == OP_CAST && g->nodes[i].in[0] == ln) hc = i;
+        CHECK(hc >= 0, "widen.nn (%s): layer norm's gradient cast to bf16", what);
+        if (hc >= 0)
+            CHECK((launch_of(e, hc) == launch_of(e, ln)) == (t < 2),
+                  "widen.nn (%s): the cast %s layer norm's gradient's launch, found #%d and #%d", what,
+                  t < 2 ? "in" : "not in", launch_of(e, hc), launch_of(e, ln));
         if (t < 2)
             CHECK(DTYPE_IS_HALF(g->nodes[g->nodes[ln].in[0]].dtype) && widen == 0,
                   "widen.nn (%s): layer norm's gradient reads the half dy and nothing widens it; found %s dy and %d "
