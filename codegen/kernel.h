@@ -23,7 +23,8 @@
 typedef struct KernelDialect KernelDialect;
 /* The values a launch gives its kernel as parameters (kernel_set.c): each distinct buffer it
  * addresses, by the block its text names ('P', 'S', 'A') and its offset there, and each integer
- * (base 'I', a dropout stream's key), in order of first use.  Past KERNEL_ARGS_MAX a value is
+ * (base 'I', a dropout stream's key; 'N', a size in a segment of a grouped kernel), in order of
+ * first use.  Past KERNEL_ARGS_MAX a value is
  * written into the text (256 are 2 KB of CUDA parameters, under the 4 KB every GPU takes). */
 #define KERNEL_ARGS_MAX 256
 typedef struct KernelArgs {
@@ -33,7 +34,8 @@ typedef struct KernelArgs {
 } KernelArgs;
 /* Markers in a kernel's text while it is rendered for a KernelSet: its name (the dialect writes
  * it where the function's name goes) and what the target adds once it knows the kernel (CUDA:
- * the parameters' declarations; C: NNC_SHARED, for a kernel several launches run). */
+ * the parameters' declarations, or in a segment of a grouped kernel the lines that read them
+ * from its table; C: NNC_SHARED, for a kernel several launches run). */
 #define KERNEL_NAME_MARK "@@NAME@@"
 #define KERNEL_ARGS_MARK "@@ARGS@@"
 
@@ -48,6 +50,11 @@ typedef struct Kernel {
     Str *s;
     KernelArgs *args; /* the values the kernel takes as parameters (kernel_set_add sets it; NULL
                          outside a kernel, as --check-numerics' checks: values in the text) */
+    /* One segment of a grouped kernel (CUDA, render_cuda.c: the launches of a run of
+     * passes/horizontal.c that render one text): its sizes are parameters too ('N'), and the
+     * dialect spells the block index and count, and the reductions' workspace, as the
+     * segment's, which the kernel finds in a table. */
+    bool segment;
 } Kernel;
 
 struct KernelDialect {
@@ -203,6 +210,7 @@ const KernelUse *kernel_set_use(const KernelSet *ks, int entry, int launch);
 /* Kernel j's text: its head comment (with the launches that share it), its name and
  * parameters' declarations in place of the markers. */
 void kernel_set_emit(const KernelSet *ks, int j, Str *s, const char *name, const char *args);
+void kernel_set_emit_code(const KernelSet *ks, int j, Str *s, const char *name, const char *args); /* no comment */
 void kernel_set_free(KernelSet *ks);
 void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
 /* bf16/f16 conversions (nnc_bf16_f32, nnc_f32_bf16, ...), when the program has half tensors. */

@@ -214,8 +214,12 @@ void kernel_set_emit(const KernelSet *ks, int j, Str *s, const char *name, const
         }
         str_printf(s, "\n%s", end);
     } else if (v->comment.buf) str_puts(s, v->comment.buf);
+    kernel_set_emit_code(ks, j, s, name, args);
+}
+
+void kernel_set_emit_code(const KernelSet *ks, int j, Str *s, const char *name, const char *args) {
     Str named = {0};
-    put_replacing(&named, v->text.buf, KERNEL_NAME_MARK, name);
+    put_replacing(&named, ks->u[j].text.buf, KERNEL_NAME_MARK, name);
     put_replacing(s, named.buf, KERNEL_ARGS_MARK, args);
     str_free(&named);
 }

@@ -69,7 +69,8 @@ static void usage(FILE *f) {
           "  --emit ir|c|cuda|ptx   print the graph after every pass, or the generated code, and exit\n"
           "  --emit dot             draw the step for Graphviz (nnc m.nn --emit dot | dot -Tpng -o m.png)\n"
           "  --dump-after=PASS      print the graph after one pass and exit: parse autocast autograd\n"
-          "                         allreduce optimizer placement copies fuse schedule plan (or all)\n"
+          "                         allreduce optimizer placement copies fuse schedule plan horizontal\n"
+          "                         (or all)\n"
           "  --stats                print kernels, library calls, bytes moved and planned memory; exit\n"
           "  --no-fuse              one kernel per op (to compare against fused code)\n"
           "  --strict-devices       error on any CPU/GPU crossing not written as to(x, device)\n"
@@ -441,6 +442,14 @@ static void print_stats(const Program *p) {
         printf("%-10s %3d kernels %3d library calls  reads %10" PRId64 " B  writes %10" PRId64
                " B  activations %9" PRId64 " B planned, %9" PRId64 " B unplanned\n",
                e->name, kernels, calls, rd, wr, 4 * e->act_total, 4 * e->naive_elems);
+        int runs = 0, in_runs = 0;
+        for (int i = 0; i < e->nlaunch; i++) {
+            runs += e->launches[i].hcount && e->launches[i].hfirst == i;
+            in_runs += e->launches[i].hcount > 0;
+        }
+        if (runs)
+            printf("%-10s %3d kernels in %d run%s of independent launches, each of which a target may run as one\n", "",
+                   in_runs, runs, runs == 1 ? "" : "s");
         if (copies)
             printf("%-10s %3d host<->device copies, %" PRId64 " B per call\n", "", copies, copied);
         if (peer)

@@ -30,8 +30,9 @@ struct Profile {
 };
 
 typedef struct {
-    int k; /* the launch's index in the entry */
-    double t; /* its median time, seconds */
+    int k; /* the launch's index in the entry (a run's first) */
+    int n; /* the launches it covers: a run's (passes/horizontal.c), which a target may issue as one */
+    double t; /* its median time, seconds (a run's: its launches' together) */
     LaunchCost c;
 } Row;
 
@@ -95,12 +96,20 @@ static const char *updated_param(const Graph *g, const Launch *L) {
 
 /* "models/mlp.nn:18:12 (fc1)": where the launch's last node with a place came from (as
  * launch_describe says it), and the block instance that made it, or for an update the
- * parameter it updates. */
-static void launch_at(const Graph *g, const Launch *L, char *buf, size_t n) {
+ * parameter it updates; a run of `runs` launches (L its first) says how many, and for updates
+ * of as many parameters "update of N parameters". */
+static void launch_at(const Graph *g, const Launch *L, int runs, char *buf, size_t n) {
     const Node *src = &g->nodes[L->root];
     for (int i = 0; i < L->nnodes; i++)
         if (g->nodes[L->nodes[i]].loc.line) src = &g->nodes[L->nodes[i]];
     const char *who = L->phase == PH_UPDATE && updated_param(g, L) ? updated_param(g, L) : src->scope;
+    char many[64];
+    if (runs > 1) {
+        bool all = L->phase == PH_UPDATE;
+        for (int j = 0; j < runs && all; j++) all = updated_param(g, &L[j]) != NULL;
+        snprintf(many, sizeof many, all ? "update of %d parameters" : "run of %d launches", runs);
+        who = many;
+    }
     if (!src->loc.line) snprintf(buf, n, "-");
     else
         snprintf(buf, n, "%s:%d:%d%s%s%s", src->loc.file ? src->loc.file : "model", src->loc.line, src->loc.col,
@@ -124,7 +133,7 @@ static void print_row(const Profile *pr, const Row *r, double total, const Devic
     char b[24], f[24], rb[24], rf[24], pm[16], pf[16], ops[40], at[300];
     double gbs = (double)r->c.bytes / r->t / 1e9, gfs = (double)r->c.flops / r->t / 1e9;
     launch_ops(pr->p->g, L, ops, 34);
-    launch_at(pr->p->g, L, at, sizeof at);
+    launch_at(pr->p->g, L, r->n, at, sizeof at);
     fprintf(pr->out, "%10.2f %6.1f%% %4d  %-11s %-8s %10s %8s %5s %10s %9s %5s  %-34s  %s\n", 1e6 * r->t,
             100 * r->t / total, r->k, launch_kind_label(L->kind), phase_name[L->phase], si((double)r->c.bytes, "B", b),
             rate(gbs, rb), r->c.bus ? "-" : pct(gbs, dc->gbs, pm), si((double)r->c.flops, "", f), rate(gfs, rf),
@@ -136,8 +145,12 @@ static void print_report(const Profile *pr, Row *rows, int n, int64_t B, double 
     double total = 0, bytes = 0, flops = 0;
     for (int i = 0; i < n; i++) total += rows[i].t, bytes += (double)rows[i].c.bytes, flops += (double)rows[i].c.flops;
     qsort(rows, (size_t)n, sizeof *rows, by_time);
-    fprintf(pr->out, "profile of train_step: %s on %s, batch %lld: %d launches, each the median of %d steps\n", file,
-            dc->device, (long long)B, n, pr->steps);
+    int launches = 0, runs = 0;
+    for (int i = 0; i < n; i++) launches += rows[i].n, runs += rows[i].n > 1;
+    char how[96] = "";
+    if (runs) snprintf(how, sizeof how, " (%d run%s of launches, a row each)", runs, runs == 1 ? "" : "s");
+    fprintf(pr->out, "profile of train_step: %s on %s, batch %lld: %d launches%s, each the median of %d steps\n", file,
+            dc->device, (long long)B, launches, how, pr->steps);
     fprintf(pr->out, "%10s %7s %4s  %-11s %-8s %10s %8s %5s %10s %9s %5s  %-34s  %s\n", "time(us)", "share", "#",
             "kind", "phase", "bytes", "GB/s", "%mem", "FLOPs", "GFLOP/s", "%peak", "ops", "model line");
     for (int i = 0; i < n; i++) print_row(pr, &rows[i], total, dc);
@@ -177,10 +190,23 @@ static bool profile_run(void *ctx, const void *const *in, int64_t B, double step
         DeviceCeilings dc;
         pr->be->ceilings(pr->lm, &pr->bo, &dc);
         const double *timed = t + (size_t)PROFILE_WARMUP * (size_t)n;
-        for (int k = 0; k < n; k++)
-            rows[k] = (Row){k, median_of(timed, pr->steps, n, k, scratch),
-                            launch_cost(pr->p, e, &e->launches[k], B, pr->bo.f64, pr->bo.tf32)};
-        print_report(pr, rows, n, B, step_s, &dc);
+        int nrows = 0;
+        for (int k = 0; k < n;) { /* a run is one row: its launches' times and costs added */
+            const Launch *L = &e->launches[k];
+            int m = L->hcount > 1 ? L->hcount : 1;
+            Row *r = &rows[nrows++];
+            *r = (Row){k, m, 0, {0}};
+            for (int j = k; j < k + m; j++) {
+                LaunchCost c = launch_cost(pr->p, e, &e->launches[j], B, pr->bo.f64, pr->bo.tf32);
+                r->t += median_of(timed, pr->steps, n, j, scratch);
+                r->c.bytes += c.bytes;
+                r->c.flops += c.flops;
+                r->c.kind = c.kind;
+                r->c.bus = c.bus;
+            }
+            k += m;
+        }
+        print_report(pr, rows, nrows, B, step_s, &dc);
     }
     free(t);
     free(scratch);

@@ -4,7 +4,7 @@
  *   autocast (precision bf16/f16) -> autograd -> accumulate (accumulate > 1) -> allreduce (under
  *   MPI) -> optimizer -> placement -> copies
  * Per-entry passes (run for each entry point: train step, grad, eval, accumulate):
- *   fuse -> schedule -> plan
+ *   fuse -> schedule -> plan -> horizontal
  * Each pass lives in its own file and has one entry point.  After the per-entry passes an
  * Entry holds a flat list of Launches in execution order and a buffer for every value: the
  * contract both backends consume (docs/architecture.md). */
@@ -48,6 +48,8 @@ typedef struct {
     int64_t scratch_elems;  /* their size (plan.c; live during this launch only) */
     int bucket;         /* L_COLLECTIVE: the bucket (schedule.c numbers them in start order) */
     bool bucket_last;   /* ... this start completes its bucket: the exchange begins */
+    int hfirst, hcount; /* horizontal.c: one of the hcount launches [hfirst, hfirst + hcount) that a
+                           backend may run as one (independent and alike); hcount 0: none such */
 } Launch;
 
 typedef enum {
@@ -161,6 +163,8 @@ void pass_select(Program *p, Entry *e, EntryKind k);   /* which nodes the entry 
 void pass_fuse(Program *p, Entry *e);
 void pass_schedule(Program *p, Entry *e);
 void pass_plan(Program *p, Entry *e);
+/* runs of consecutive independent launches, alike enough to run as one kernel (Launch.hfirst) */
+void pass_horizontal(Program *p, Entry *e);
 
 /* helpers shared by passes */
 int graph_node_at(Graph *g, Op op, int nin, const int *in, Shape s, DType dt, const Node *like);

@@ -2,7 +2,8 @@
  *
  *   [attn_layout] -> [autocast] -> autograd -> [accumulate] -> [allreduce] -> optimizer ->
  *   placement -> copies                                                        (graph-wide)
- *   select -> fuse -> schedule -> plan    (per entry: train_step, grad, eval, accumulate)
+ *   select -> fuse -> schedule -> plan -> horizontal    (per entry: train_step, grad, eval,
+ *                                                        accumulate)
  *
  * With --dump-after=PASS (or --emit ir, which dumps after every pass) the graph is printed
  * after that pass; in test and debug builds the verifier runs after every graph-wide pass. */
@@ -14,7 +15,7 @@
 
 /* The names --dump-after accepts, in pipeline order. */
 const char *const pipeline_pass_names =
-    "parse autocast autograd accumulate allreduce optimizer placement copies fuse schedule plan all";
+    "parse autocast autograd accumulate allreduce optimizer placement copies fuse schedule plan horizontal all";
 
 bool pipeline_has_pass(const char *name) {
     size_t n = strlen(name);
@@ -133,7 +134,13 @@ bool pipeline_run(Program *p, const PipelineOpts *o) {
         if (want_entry_dump(p, o, "schedule")) order_print(p, e, o->dump);
         pass_plan(p, e);
     }
-    if (want_dump(o, "plan")) {
+    /* "all" (--emit ir) prints the planned schedules once, after horizontal */
+    if (want_dump(o, "plan") && strcmp(o->dump_after, "all")) {
+        p->dumped = true;
+        program_print(p, o->dump);
+    }
+    for (int k = 0; k < ENTRY_COUNT; k++) pass_horizontal(p, &p->entry[k]);
+    if (want_dump(o, "horizontal")) {
         p->dumped = true;
         program_print(p, o->dump);
     }
@@ -169,6 +176,7 @@ static void launch_print(const Program *p, const Entry *e, const Launch *L, int 
         fprintf(f, "  over %s", shape_str(L->space, DT_F32, g->batch_name, sb, sizeof sb));
     const SrcLoc *loc = &g->nodes[L->root].loc;
     if (loc->line) fprintf(f, "  ; line %d", loc->line);
+    if (L->hcount) fprintf(f, "  ; one of #%d..#%d", L->hfirst, L->hfirst + L->hcount - 1);
     fputc('\n', f);
 }
 

@@ -12,7 +12,9 @@
 #   torch.compile, and compute-sanitizer on the tensor-core attention; NNC_TORCH=0 leaves
 #   torch.compile out, NNC_REPS sets the rounds of baseline and tree, NNC_CE=1 profiles
 #   cross_entropy's NNC_CE_LOADS variants, NNC_NCU=1 runs ncu on one launch each of the
-#   attention kernels and cross_entropy's)
+#   attention kernels and cross_entropy's; NNC_RUN=update, about 200 s: the optimizer's grouped
+#   kernels against the CPU and the baseline's bytes, GPT-2 small's step and its update's rows
+#   against the baseline, memcheck)
 # Carried in tmp/gpucarry (tmp/ is ignored by .gitignore):
 #   debs/*.deb        flex bison m4 libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev (Debian 12)
 #   cuda-include.tgz  the 24 CUDA 13.0 headers nnc compiles against (used only if the image lacks them)
@@ -91,7 +93,7 @@ build-gpu/nnc --version
 export XDG_CACHE_HOME=$PWD/build-gpu/cache
 NNC=$PWD/build-gpu/nnc
 BASE=""
-if [ "${NNC_RUN:-full}" = attn ] && [ -e "$C/base.tgz" ] && [ $BUILT = 1 ]; then
+if { [ "${NNC_RUN:-full}" = attn ] || [ "${NNC_RUN:-full}" = update ]; } && [ -e "$C/base.tgz" ] && [ $BUILT = 1 ]; then
     step "the baseline: $(tar -xOzf "$C/base.tgz" BASE 2>/dev/null) built beside it"
     rm -rf /tmp/nnc-base && mkdir -p /tmp/nnc-base && tar -xzf "$C/base.tgz" -C /tmp/nnc-base &&
     cmake -S /tmp/nnc-base -B /tmp/nnc-base/build $G -DCMAKE_BUILD_TYPE=Release -DNNC_CUDA=ON $INC \
@@ -170,6 +172,33 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
         done
     fi
     nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+    finish 0
+fi
+
+if [ "${NNC_RUN:-full}" = update ]; then   # the optimizer's grouped kernels (passes/horizontal.c, render_cuda.c)
+    step "many parameters, AdamW and clip_grad_norm: the GPU against the CPU, and the same bytes as the baseline"
+    for m in tests/cuda/many_params.nn tests/cuda/clip.nn; do
+        timeout 60 python3 tests/cuda/emu_train.py $NNC $m 2>&1 | tail -1
+        for b in $NNC $NNC $BASE; do
+            [ -n "$b" ] && timeout 60 $b $m --target cuda --quiet --save /tmp/nnc-upd.st && md5sum </tmp/nnc-upd.st
+        done | uniq -c | sed "s|^|  $m: saved bytes (this tree twice, the baseline): |"
+    done
+    python3 bench/gpu_vs_torch.py --cases gpt2_bf16 --keep /tmp/nnc-gptcases --dry-run >/dev/null 2>&1
+    step "GPT-2 small bf16: --bench 10 against the baseline, twice; the update's rows of --profile 10 ($(left) s left)"
+    for r in 1 2; do for b in $BASE $NNC; do
+        printf '  %-40s %s\n' "$b" "$(cd /tmp/nnc-gptcases && timeout 90 $b gpt2_bf16.nn --target cuda --precision bf16 --bench 10 2>&1 | tail -1)"
+    done; done
+    for b in $BASE $NNC; do
+        (cd /tmp/nnc-gptcases && timeout 90 $b gpt2_bf16.nn --target cuda --precision bf16 --profile 10 >"$L/profile_upd.txt" 2>&1)
+        head -1 "$L/profile_upd.txt"; grep "^step:" "$L/profile_upd.txt"
+        awk '$5 == "update" { t += $1; n++ } END { printf "  the update phase: %d rows, %.1f us\n", n, t }' "$L/profile_upd.txt"
+        cp "$L/profile_upd.txt" "$L/profile_upd_$(basename $(dirname $(dirname $b))).txt"
+    done
+    if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 40 ]; then
+        step "compute-sanitizer memcheck on many_params.nn's step ($(left) s left)"
+        timeout $(( $(left) - 10 )) compute-sanitizer --tool memcheck $NNC tests/cuda/many_params.nn --target cuda \
+            --bench 1 --quiet 2>&1 | grep -E "SUMMARY" | tail -1
+    fi
     finish 0
 fi
 

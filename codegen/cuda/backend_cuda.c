@@ -495,12 +495,19 @@ static bool load_module(CudaModel *m, const char *cubin) {
             /* cross_entropy's labels and embedding's indices are checked on the device */
             m->has_ce[k] |= op_has(m->p->g->nodes[L->root].op, OPF_MAY_FAIL);
             m->no_graph[k] |= L->kind == L_COLLECTIVE;   /* the host takes part: no CUDA graph */
-            if (!cuda_launch_is_kernel(L)) continue;
+            if (!cuda_launch_is_kernel(L) || m->kt.l[k][i].ngroups) continue; /* a run's: its groups' */
             char name[256];
             const CudaLaunchKernel *lk = &m->kt.l[k][i];
             cuda_kernel_name(name, sizeof name, m->p, &m->p->entry[lk->entry], lk->launch);
             CU(cu.ModuleGetFunction(&m->cur->fn[k][i], m->cur->mod, name));
         }
+    }
+    m->cur->gfn = arena_alloc(&m->arena, (size_t)(m->kt.ngroups + 1) * sizeof(CUfunction));
+    for (int j = 0; j < m->kt.ngroups; j++) {
+        char name[256];
+        const CudaGroup *gr = &m->kt.groups[j];
+        cuda_group_name(name, sizeof name, m->p, &m->p->entry[gr->entry], gr);
+        CU(cu.ModuleGetFunction(&m->cur->gfn[j], m->cur->mod, name));
     }
     return true;
 }

@@ -61,9 +61,22 @@ typedef struct {
                           launch whose kernel text this was */
     int nargs;
     const int64_t *args;
+    /* A launch of a run (passes/horizontal.c): its first launch issues the run's grouped kernels
+     * CudaKernels.groups[group, group + ngroups), the run's other launches (ngroups -1) nothing;
+     * 0 for a launch that runs its own kernel. */
+    int group, ngroups;
 } CudaLaunchKernel;
+/* A grouped kernel (render_cuda.c): launches of a run whose kernels are one text but for their
+ * offsets and sizes (a segment each), issued as one kernel on a grid of all their blocks, each
+ * block finding its launch in the kernel's table (PyTorch's multi_tensor_apply). */
+typedef struct {
+    int entry, first, nseg; /* its first launch and segments: its name (cuda_group_name) */
+    unsigned grid; /* the segments' blocks, one after another (a block of 256 threads each) */
+} CudaGroup;
 typedef struct {
     CudaLaunchKernel *l[ENTRY_COUNT]; /* per launch of each entry (kernel launches only) */
+    CudaGroup *groups;
+    int ngroups;
 } CudaKernels;
 
 /* The translation unit: one kernel per distinct kernel text among all entries' kernel launches;
@@ -72,6 +85,7 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *out, Arena *
 void cuda_render(const Program *p, const BuildOpts *o, Str *out); /* the same without kt */
 bool cuda_launch_is_kernel(const Launch *L);
 void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int k);
+void cuda_group_name(char *buf, size_t n, const Program *p, const Entry *e, const CudaGroup *gr);
 /* f64: reals are doubles (attention's tiles are as large as fit the shared memory) */
 CudaDims cuda_launch_dims(const Program *p, const Entry *e, const Launch *L, int64_t B, bool f64);
 unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64); /* for __launch_bounds__ */

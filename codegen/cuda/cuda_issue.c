@@ -452,6 +452,8 @@ static bool issue_helper_launch(CudaModel *m, const Entry *e, const Launch *L, i
     return issue_helper_steps(m, e, &hp, cuda_dnn_conv(m, e, L), 0, hp.nsteps, v);
 }
 
+/* A kernel launch; the first launch of a run (passes/horizontal.c) issues the run's grouped
+ * kernels (render_cuda.c), which take only CUDA_KERNEL_PARAMS, and its other launches nothing. */
 static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     CudaDims d = cuda_launch_dims(m->p, e, &e->launches[k], B, m->f64);
     long long Bv = B;
@@ -463,6 +465,10 @@ static bool issue_kernel(CudaModel *m, const Entry *e, int k, int64_t B) {
     /* then the offsets of the buffers it addresses (render_cuda.c: launches share kernels) */
     const CudaLaunchKernel *lk = &m->kt.l[e->kind][k];
     void *args[7 + KERNEL_ARGS_MAX] = {&P, &S, &g->dBlock[NNC_BLOCK_ACT], &Bv, &g->dStep, &g->dErr, &g->dRed};
+    for (int j = 0; j < lk->ngroups; j++)
+        CU(cu.LaunchKernel(g->gfn[lk->group + j], m->kt.groups[lk->group + j].grid, 1, 1, d.block, 1, 1, 0, g->st, args,
+                           NULL));
+    if (lk->ngroups) return true;
     for (int j = 0; j < lk->nargs; j++) args[7 + j] = (void *)&lk->args[j];
     CU(cu.LaunchKernel(m->cur->fn[e->kind][k], d.grid, d.grid_y, 1, d.block, 1, 1, 0, m->cur->st, args, NULL));
     return true;
@@ -568,6 +574,7 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
     for (int k = 0; k < e->nlaunch; k++) {
         const Launch *L = &e->launches[k];
         const Node *r = &m->p->g->nodes[L->root];
+        if (cuda_launch_is_kernel(L) && m->kt.l[e->kind][k].ngroups < 0) continue; /* issued with its run */
         if (!use_gpu(m, launch_gpu(m, L)) || (m->timing && !cuda_profile_mark(m, e, k, false))) return false;
         bool ok = true;
         switch (L->kind) {
@@ -582,7 +589,9 @@ bool cuda_issue_entry(CudaModel *m, const Entry *e, int64_t B) {
         case L_ASSIGN: ok = issue_copy(m, e, r->in[0], r->in[1], B); break;
         }
         ok = ok && (!m->timing || cuda_profile_mark(m, e, k, true));
-        if (!ok || (m->check_numerics && !check_launch(m, e, k, B))) return false;
+        for (int j = k; ok && m->check_numerics && j < k + (L->hcount > 1 ? L->hcount : 1); j++)
+            ok = check_launch(m, e, j, B); /* a run's launches, after its grouped kernels */
+        if (!ok) return false;
     }
     /* gradient accumulation: the device's micro (nnc_rt_call keeps the host's) */
     bool micro = m->p->entry[ENTRY_ACCUM].nlaunch > 0 && (e->kind == ENTRY_TRAIN || e->kind == ENTRY_ACCUM);

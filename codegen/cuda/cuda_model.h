@@ -147,6 +147,7 @@ typedef struct {
     CUstream st;
     cublasHandle_t blas;
     CUfunction *fn[ENTRY_COUNT], step_inc, micro_next, check_fn;
+    CUfunction *gfn; /* the grouped kernels' (CudaKernels.groups) */
     CUfunction helper[HP_COUNT]; /* codegen/helpers.c's helpers, when the model has any */
     CUdeviceptr dFirst; /* --check-numerics: the first non-finite index found */
     unsigned long long *hFirst; /* ... read back (pinned) */

@@ -34,6 +34,10 @@ bool cuda_profile_read(CudaModel *m, const Entry *e) {
     CUevent *ev = m->timing_ev[e->kind];
     for (int k = 0; k < e->nlaunch; k++) {
         float ms = 0;
+        if (!ev[2 * k]) { /* a later launch of a run: its time is in its first launch's */
+            m->timing[k] = 0;
+            continue;
+        }
         CU(cu.EventElapsedTime(&ms, ev[2 * k], ev[2 * k + 1]));
         m->timing[k] = 1e-3 * (double)ms;
     }

@@ -27,6 +27,7 @@
  * A label outside [0, C) sets the device error flag err[], which the runtime reads after the
  * step.  The helpers the primitives call (nnc_warp_sum, nnc_block_sum, nnc_grid_reduce, ...)
  * are defined in the prelude below, next to the strings that call them. */
+#include <assert.h>
 #include <string.h>
 
 #include "cuda_backend.h"
@@ -236,9 +237,14 @@ static void cuda_open(const Kernel *k, const Launch *L, int index) {
     unsigned resident = cuda_launch_min_blocks(k->g, L, k->o->f64);
     str_printf(k->s, "extern \"C\" __global__ void __launch_bounds__(%u", cuda_launch_max_block(k->g, L, k->o->f64));
     if (resident) str_printf(k->s, ", %u", resident);
-    str_puts(k->s,
-             ") " KERNEL_NAME_MARK "(" CUDA_KERNEL_PARAMS KERNEL_ARGS_MARK ") {\n"
-             "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n");
+    if (k->segment) /* its offsets, sizes and integers come from its segment's row of the table */
+        str_puts(k->s,
+                 ") " KERNEL_NAME_MARK "(" CUDA_KERNEL_PARAMS ") {\n"
+                 "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n" KERNEL_ARGS_MARK);
+    else
+        str_puts(k->s,
+                 ") " KERNEL_NAME_MARK "(" CUDA_KERNEL_PARAMS KERNEL_ARGS_MARK ") {\n"
+                 "    (void)P; (void)S; (void)A; (void)B; (void)stepp; (void)err; (void)ws;\n");
 }
 
 /* ---- index spaces --------------------------------------------------------------------------- */
@@ -276,13 +282,28 @@ static void decl_axes(const Kernel *k, int rank, const char *ind) {
 
 #define GRID_STRIDE "blockIdx.x * (int64_t)blockDim.x + threadIdx.x"
 #define GRID_THREADS "(int64_t)blockDim.x * gridDim.x"
+/* ... in a segment of a grouped kernel (Kernel.segment): the segment's blocks, nnc_bx of nnc_gx
+ * (render_cuda.c's emit_group declares them from the segment's row of the table) */
+#define SEG_STRIDE "nnc_bx * (int64_t)blockDim.x + threadIdx.x"
+#define SEG_THREADS "(int64_t)blockDim.x * nnc_gx"
+
+static const char *grid_stride(const Kernel *k) { return k->segment ? SEG_STRIDE : GRID_STRIDE; }
+static const char *grid_threads(const Kernel *k) { return k->segment ? SEG_THREADS : GRID_THREADS; }
+
+/* The elements of a space: its size in the text, or in a segment a parameter (its launch's size,
+ * from the table), so that launches of one body but other sizes render the same text. */
+static void space_numel(const Kernel *k, Shape sp) {
+    int j = k->segment ? kernel_arg(k, 'N', shape_numel(sp, 1)) : -1;
+    if (j >= 0) str_printf(k->s, "arg%d", j);
+    else render_numel(k->s, sp);
+}
 
 static int cuda_space_open(const Kernel *k, const Launch *L, Shape sp, bool flat, bool inplace) {
     (void)L;
     (void)inplace;
     str_puts(k->s, "    const int64_t n = ");
-    render_numel(k->s, sp);
-    str_puts(k->s, ";\n    for (int64_t i = " GRID_STRIDE "; i < n; i += " GRID_THREADS ") {\n");
+    space_numel(k, sp);
+    str_printf(k->s, ";\n    for (int64_t i = %s; i < n; i += %s) {\n", grid_stride(k), grid_threads(k));
     if (!flat) {
         decl_axes(k, sp.rank, "        ");
         split_index(k, sp, ((int64_t)1 << sp.rank) - 1, "i", "        ");
@@ -303,13 +324,15 @@ static int cuda_ew_lanes(const Kernel *k, const Launch *L) { return cuda_vec_lan
 
 static int cuda_vec_open(const Kernel *k, Shape sp, int lanes) {
     str_puts(k->s, "    const int64_t n = ");
-    render_numel(k->s, sp);
-    str_printf(k->s, ", nv = n / %d;\n    for (int64_t v = " GRID_STRIDE "; v < nv; v += " GRID_THREADS ") {\n", lanes);
+    space_numel(k, sp);
+    str_printf(k->s, ", nv = n / %d;\n    for (int64_t v = %s; v < nv; v += %s) {\n", lanes, grid_stride(k),
+               grid_threads(k));
     return 8;
 }
 
 static void cuda_vec_tail(const Kernel *k, Shape sp, int lanes) {
-    str_printf(k->s, "    }\n    for (int64_t i = nv * %d + " GRID_STRIDE "; i < n; i += " GRID_THREADS ") {\n", lanes);
+    str_printf(k->s, "    }\n    for (int64_t i = nv * %d + %s; i < n; i += %s) {\n", lanes, grid_stride(k),
+               grid_threads(k));
     (void)sp;
 }
 
@@ -377,7 +400,7 @@ static void reduce_head(const Kernel *k, const Launch *L, int64_t mask) {
     str_puts(k->s, "    const int64_t nout = ");
     render_numel(k->s, launch_space_axes(L, mask, false));
     str_puts(k->s, ", nred = ");
-    render_numel(k->s, launch_space_axes(L, mask, true));
+    space_numel(k, launch_space_axes(L, mask, true));
     str_printf(k->s, ";\n    const double scale = %s;\n",
                k->g->nodes[L->root].op == OP_MEAN ? "1.0 / (double)nred" : "1.0");
 }
@@ -437,22 +460,38 @@ static void reduce_run(const Kernel *k, const Launch *L, CudaReduce r, const cha
 }
 
 /* RED_SPLIT: block (o, s) takes output o's elements s * blockDim.x + t, then every
- * gridDim.y * blockDim.x; the partials of o's gridDim.y blocks are combined by the last one. */
+ * gridDim.y * blockDim.x; the partials of o's gridDim.y blocks are combined by the last one.  In
+ * a segment of a grouped kernel (one output: horizontal.c's runs reduce whole tensors) the
+ * segment's blocks nnc_bx of nnc_gx are the splits, their partials start at the segment's first
+ * block nnc_b0 and its ticket is its index nnc_s (render_cuda.c keeps both in the workspace). */
 static void reduce_split(const Kernel *k, const Launch *L, CudaReduce r) {
     reduce_head(k, L, launch_reduce_mask(k->g, L));
-    str_puts(k->s,
-             "    double *const part = NNC_PARTS(ws);\n"
-             "    for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {\n");
+    const char *o0 = k->segment ? "0" : "blockIdx.x", *step = k->segment ? "1" : "gridDim.x";
+    const char *split = k->segment ? "nnc_bx" : "blockIdx.y", *splits = k->segment ? "nnc_gx" : "gridDim.y";
+    str_printf(k->s,
+               "    double *const part = NNC_PARTS(ws);\n"
+               "    for (int64_t o = %s; o < nout; o += %s) {\n",
+               o0, step);
     acc_decl(k, L, r.lanes, "        ");
-    reduce_run(k, L, r, "blockIdx.y * (int64_t)blockDim.x + threadIdx.x", "(int64_t)gridDim.y * blockDim.x");
+    char first[64], stride[64];
+    snprintf(first, sizeof first, "%s * (int64_t)blockDim.x + threadIdx.x", split);
+    snprintf(stride, sizeof stride, "(int64_t)%s * blockDim.x", splits);
+    reduce_run(k, L, r, first, stride);
     acc_fold(k, L, r.lanes, "        ");
-    str_printf(
-        k->s,
-        "        a = nnc_block_reduce(a, %s);\n"
-        "        if (nnc_grid_reduce(&a, part + o * gridDim.y, blockIdx.y, gridDim.y, ws + o, %s) && threadIdx.x == 0)\n"
-        "            o0[o] = (real)(a * scale);\n"
-        "    }\n",
-        is_max(k, L), is_max(k, L));
+    str_printf(k->s, "        a = nnc_block_reduce(a, %s);\n", is_max(k, L));
+    if (k->segment)
+        str_printf(
+            k->s,
+            "        if (nnc_grid_reduce(&a, part + nnc_b0, nnc_bx, nnc_gx, ws + nnc_s, %s) && threadIdx.x == 0)\n",
+            is_max(k, L));
+    else
+        str_printf(k->s,
+                   "        if (nnc_grid_reduce(&a, part + o * gridDim.y, blockIdx.y, gridDim.y, ws + o, %s) && "
+                   "threadIdx.x == 0)\n",
+                   is_max(k, L));
+    str_puts(k->s,
+             "            o0[o] = (real)(a * scale);\n"
+             "    }\n");
 }
 
 /* RED_COLS, vectors: a round's loads, r.rows rows (row rk at ROW(g); where `clamp`, rows past
@@ -621,6 +660,9 @@ static void reduce_warp(const Kernel *k, const Launch *L, CudaReduce r) {
 
 static void cuda_reduce(const Kernel *k, const Launch *L) {
     CudaReduce r = cuda_reduce_shape(k->g, L, k->o->f64);
+    /* a segment's size is a parameter: the tail loop is there whatever it is */
+    if (k->segment) r.tail = r.lanes > 1;
+    assert(!k->segment || r.kind == RED_SPLIT);
     switch (r.kind) {
     case RED_SPLIT: reduce_split(k, L, r); break;
     case RED_COLS: reduce_cols(k, L, r); break;

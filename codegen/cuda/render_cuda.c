@@ -13,7 +13,14 @@
  * thread (two 16-byte vectors), so the grid follows the work, up to 2^31-1 blocks.  A reduction
  * splits each output's elements over as many blocks as the work needs, up to MAX_PARTS partials
  * in all, a count fixed by the shapes alone: every GPU adds the same numbers in the same order,
- * and the last block to finish adds the partials (no float atomics), so runs are deterministic. */
+ * and the last block to finish adds the partials (no float atomics), so runs are deterministic.
+ *
+ * A run of launches (passes/horizontal.c: the optimizer's per-parameter updates and sums of
+ * squares) becomes grouped kernels: each launch is rendered as a segment (Kernel.segment: its
+ * sizes are parameters too), those of one text are one kernel on a grid of all their blocks,
+ * and a table in the module gives each segment's first block, blocks and parameters
+ * (docs/architecture.md, "Grouped kernels"). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_backend.h"
@@ -75,9 +82,144 @@ static const char step_inc[] =
 static const char check_finite_f32[] = CHECK_FINITE("float", "__float_as_int", "0x7f800000");
 static const char check_finite_f64[] = CHECK_FINITE("double", "__double_as_longlong", "0x7ff0000000000000LL");
 
+/* ---- grouped kernels: a run's launches as few kernels over tables of segments ------------ */
+
+/* A grouped kernel's segments at most: a grouped sum's each take a ticket of the workspace. */
+#define GROUP_SEGMENTS CUDA_TICKETS
+
+static const char segment_find[] =
+    "\n"
+    "/* Grouped kernels (a run of launches, passes/horizontal.c): a table of n segments, a row of w\n"
+    " * values each, its launch's first block, its count of blocks, then the offsets, sizes and\n"
+    " * integers it would have taken as parameters.  The row of blockIdx.x's segment, by bisection\n"
+    " * over the first blocks (the same in every thread of a block, so no thread diverges). */\n"
+    "__device__ __forceinline__ int nnc_segment(const int64_t *tab, int n, int w) {\n"
+    "    int lo = 0, hi = n - 1;\n"
+    "    while (lo < hi) {\n"
+    "        const int mid = (lo + hi + 1) >> 1;\n"
+    "        if (tab[mid * w] <= (int64_t)blockIdx.x) lo = mid;\n"
+    "        else hi = mid - 1;\n"
+    "    }\n"
+    "    return lo;\n"
+    "}\n";
+
+static const char *arg_prefix(char base) { return base == 'I' || base == 'N' ? "arg" : "off"; }
+
+void cuda_group_name(char *buf, size_t n, const Program *p, const Entry *e, const CudaGroup *gr) {
+    snprintf(buf, n, "%s_%s_%d_x%d", model_c_name(p), e->name, gr->first, gr->nseg);
+}
+
+/* The blocks launch L takes alone, which its segment keeps: an elementwise kernel's grid, a
+ * reduction's splits of its one output. */
+static unsigned segment_blocks(const Program *p, const Entry *e, const Launch *L, bool f64) {
+    CudaDims d = cuda_launch_dims(p, e, L, p->g->batch_max, f64);
+    return L->kind == L_REDUCE ? d.grid_y : d.grid;
+}
+
+/* The grouped kernel gr (launches mem[0, gr->nseg) of its run, one kernel text j): its table, a
+ * row per segment, then the kernel, whose ARGS marker becomes the lines that read its row. */
+static void emit_group(const Program *p, const Entry *e, const BuildOpts *o, const KernelSet *ks, int j,
+                       const CudaGroup *gr, const int *mem, Str *s) {
+    const Graph *g = p->g;
+    const Launch *F = &e->launches[mem[0]];
+    const KernelUse *u0 = kernel_set_use(ks, e->kind, mem[0]);
+    const int w = 2 + u0->n;
+    char name[256], nb[48];
+    cuda_group_name(name, sizeof name, p, e, gr);
+    str_printf(s, "\n/* %s: %d launches of the run #%d..#%d as one kernel: %s", e->name, gr->nseg, F->hfirst,
+               F->hfirst + F->hcount - 1, launch_kind_label(F->kind));
+    for (int i = 0; i < F->nnodes; i++)
+        str_printf(s, "%s%s", i ? ", " : " (", node_op_name(&g->nodes[F->nodes[i]], nb));
+    str_puts(s, ")\n *   launches");
+    for (int m = 0, col = 13; m < gr->nseg; m++) { /* wrapped at 100 columns */
+        char word[16];
+        int n = snprintf(word, sizeof word, " %d%s", mem[m], m + 1 < gr->nseg ? "," : "");
+        if (col + n > 100) {
+            str_puts(s, "\n *    ");
+            col = 7;
+        }
+        str_puts(s, word);
+        col += n;
+    }
+    str_puts(s, "\n");
+    render_source_lines(s, p, F, " *   ");
+    str_puts(s,
+             " * Each block finds its launch (a segment) in the table below, a row per segment: its first\n"
+             " * block, its blocks, then its");
+    for (int q = 0; q < u0->n; q++) str_printf(s, "%s %s%d", q ? "," : "", arg_prefix(u0->base[q]), q);
+    str_printf(s, ". */\n__device__ const int64_t %s_segs[%d] = {\n", name, gr->nseg * w);
+    int64_t first = 0;
+    for (int m = 0; m < gr->nseg; m++) {
+        const Launch *L = &e->launches[mem[m]];
+        const KernelUse *u = kernel_set_use(ks, e->kind, mem[m]);
+        unsigned blocks = segment_blocks(p, e, L, o->f64);
+        str_printf(s, "    %lld, %u", (long long)first, blocks);
+        for (int q = 0; q < u->n; q++) str_printf(s, ", %lld", (long long)u->val[q]);
+        str_printf(s, ", /* #%d */\n", mem[m]);
+        first += blocks;
+    }
+    str_puts(s, "};\n");
+    Str decl = {0};
+    str_printf(
+        &decl,
+        "    const int nnc_s = nnc_segment(%s_segs, %d, %d);\n"
+        "    const int64_t *const nnc_row = %s_segs + nnc_s * %d;\n"
+        "    const unsigned nnc_b0 = (unsigned)nnc_row[0], nnc_bx = blockIdx.x - nnc_b0, nnc_gx = (unsigned)nnc_row[1];\n"
+        "    (void)nnc_b0;\n",
+        name, gr->nseg, w, name, w);
+    for (int q = 0; q < u0->n; q++)
+        str_printf(&decl, "    const int64_t %s%d = nnc_row[%d];\n", arg_prefix(u0->base[q]), q, 2 + q);
+    kernel_set_emit_code(ks, j, s, name, decl.buf);
+    str_free(&decl);
+}
+
+/* The grouped kernels of a model, in order (CudaKernels.groups once rendered). */
+typedef struct {
+    CudaGroup *v;
+    int n, cap;
+} GroupList;
+
+/* The run of launches [first, first + n): for each of their kernel texts, in order of its first
+ * launch, its launches as grouped kernels of at most GROUP_SEGMENTS segments (and, for
+ * reductions, the workspace's partials), each emitted and added to gl. */
+static void emit_run(const Program *p, const Entry *e, const BuildOpts *o, const KernelSet *ks, int first, int n,
+                     Str *s, GroupList *gl) {
+    int *mem = xmalloc((size_t)n * sizeof *mem);
+    bool *done = xcalloc((size_t)n, 1);
+    const bool red = e->launches[first].kind == L_REDUCE;
+    for (int i = 0; i < n; i++) {
+        if (done[i]) continue;
+        int j = kernel_set_use(ks, e->kind, first + i)->kernel, nm = 0;
+        for (int q = i; q < n; q++)
+            if (!done[q] && kernel_set_use(ks, e->kind, first + q)->kernel == j) {
+                done[q] = true;
+                mem[nm++] = first + q;
+            }
+        for (int m0 = 0; m0 < nm;) {
+            CudaGroup gr = {e->kind, mem[m0], 0, 0};
+            int64_t blocks = 0;
+            while (m0 + gr.nseg < nm && gr.nseg < GROUP_SEGMENTS) {
+                int64_t b = segment_blocks(p, e, &e->launches[mem[m0 + gr.nseg]], o->f64);
+                if (gr.nseg && blocks + b > (red ? CUDA_PARTIALS : MAX_GRID)) break;
+                blocks += b;
+                gr.nseg++;
+            }
+            gr.grid = (unsigned)blocks;
+            emit_group(p, e, o, ks, j, &gr, mem + m0, s);
+            if (gl->n == gl->cap)
+                gl->v = xrealloc(gl->v, (size_t)(gl->cap = gl->cap ? 2 * gl->cap : 8) * sizeof *gl->v);
+            gl->v[gl->n++] = gr;
+            m0 += gr.nseg;
+        }
+    }
+    free(mem);
+    free(done);
+}
+
 /* Launches that render the same text once their buffers (and a dropout stream's key) are
  * parameters (off0, off1, arg2, ...) share one kernel (kernel_set.c): GPT-2's twelve layers
- * compile as one. */
+ * compile as one.  A run of launches (passes/horizontal.c) renders each as a segment, whose
+ * sizes are parameters too: the run's launches of one text become one grouped kernel. */
 void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a, CudaKernels *kt) {
     Kernel k = {.d = &dialect_cuda, .p = p, .g = p->g, .o = o, .mn = model_c_name(p), .s = s};
     str_puts(s, "/* Generated by nnc from ");
@@ -95,6 +237,11 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a,
     str_puts(s, step_inc);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
 
+    bool runs = false;
+    for (int e = 0; e < ENTRY_COUNT; e++)
+        for (int i = 0; i < p->entry[e].nlaunch; i++) runs |= p->entry[e].launches[i].hcount > 1;
+    if (runs) str_puts(s, segment_find);
+
     KernelSet *ks = kernel_set_new(p, "\nextern \"C\" __global__");
     for (int e = 0; e < ENTRY_COUNT; e++) {
         k.e = &p->entry[e];
@@ -102,33 +249,59 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a,
             const Launch *L = &k.e->launches[i];
             if (!cuda_launch_is_kernel(L)) continue;
             k.d = L->kind == L_ROW && cuda_row_per_block(p->g, L) ? &dialect_cuda_row_blocks : &dialect_cuda;
+            k.segment = L->hcount > 1; /* horizontal.c's runs are elementwise or whole reductions */
             kernel_set_add(ks, &k, L, i);
         }
     }
+    /* a segment's kernel runs only inside its grouped kernels (below) */
+    bool *seg = xcalloc((size_t)kernel_set_count(ks) + 1, 1);
+    for (int e = 0; e < ENTRY_COUNT; e++)
+        for (int i = 0; i < p->entry[e].nlaunch; i++)
+            if (p->entry[e].launches[i].hcount > 1) seg[kernel_set_use(ks, e, i)->kernel] = true;
     for (int j = 0; j < kernel_set_count(ks); j++) {
+        if (seg[j]) continue;
         int fe, fl;
         kernel_set_first(ks, j, &fe, &fl);
         char name[256];
         cuda_kernel_name(name, sizeof name, p, &p->entry[fe], fl);
         const KernelUse *u = kernel_set_use(ks, fe, fl);
         Str params = {0};
-        for (int q = 0; q < u->n; q++) str_printf(&params, ", int64_t %s%d", u->base[q] == 'I' ? "arg" : "off", q);
+        for (int q = 0; q < u->n; q++) str_printf(&params, ", int64_t %s%d", arg_prefix(u->base[q]), q);
         kernel_set_emit(ks, j, s, name, params.len ? params.buf : "");
         str_free(&params);
     }
-    /* the backend's copy of each launch's kernel and values, which outlives the set */
-    for (int e = 0; kt && e < ENTRY_COUNT; e++) {
+    /* the backend's copy of each launch's kernel and values, which outlives the set; a run's
+     * first launch issues its grouped kernels, the run's other launches nothing */
+    for (int e = 0; kt && e < ENTRY_COUNT; e++)
         kt->l[e] = arena_alloc(a, (size_t)(p->entry[e].nlaunch + 1) * sizeof(CudaLaunchKernel));
+    GroupList gl = {0};
+    for (int e = 0; e < ENTRY_COUNT; e++)
+        for (int i = 0; i < p->entry[e].nlaunch; i++) {
+            const Launch *L = &p->entry[e].launches[i];
+            if (L->hcount < 2 || L->hfirst != i) continue;
+            int g0 = gl.n;
+            emit_run(p, &p->entry[e], o, ks, i, L->hcount, s, &gl);
+            for (int q = 0; kt && q < L->hcount; q++)
+                kt->l[e][i + q] =
+                    (CudaLaunchKernel){.entry = e, .launch = i + q, .group = g0, .ngroups = q ? -1 : gl.n - g0};
+        }
+    if (kt) {
+        kt->ngroups = gl.n;
+        kt->groups = arena_alloc(a, (size_t)(gl.n + 1) * sizeof *kt->groups);
+        if (gl.n) memcpy(kt->groups, gl.v, (size_t)gl.n * sizeof *gl.v);
+    }
+    for (int e = 0; kt && e < ENTRY_COUNT; e++)
         for (int i = 0; i < p->entry[e].nlaunch; i++) {
             const KernelUse *u = kernel_set_use(ks, e, i);
-            if (!u) continue;
+            if (!u || p->entry[e].launches[i].hcount > 1) continue;
             int64_t *v = arena_alloc(a, (size_t)(u->n + 1) * sizeof *v);
             memcpy(v, u->val, (size_t)u->n * sizeof *v);
             int fe, fl;
             kernel_set_first(ks, u->kernel, &fe, &fl);
-            kt->l[e][i] = (CudaLaunchKernel){fe, fl, u->n, v};
+            kt->l[e][i] = (CudaLaunchKernel){fe, fl, u->n, v, 0, 0};
         }
-    }
+    free(gl.v);
+    free(seg);
     kernel_set_free(ks);
 }
 

@@ -162,6 +162,13 @@ if(TARGET nnc_emu_cuda)
   # clip_grad_norm: a reduction over every gradient, then one scale for all of them
   add_test(NAME emu_train_clip COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/clip.nn)
+  # a model with many parameter tensors, AdamW (with and without weight decay) and clip_grad_norm:
+  # the update's sums of squares and steps as grouped kernels (passes/horizontal.c's runs)
+  add_test(NAME emu_train_many COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/many_params.nn)
+  # ... and their launches: as many with 8 layers as with 2, grids covering their segments
+  add_test(NAME multi_tensor_emu COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/multi_tensor_test.py $<TARGET_FILE:nnc>
+           ${NNC_CUDA_TESTS}/many_params.nn)
   add_test(NAME emu_train_explicit COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/explicit.nn --strict-devices)
   add_test(NAME emu_cli COMMAND ${NNC_CUDA_TESTS}/emu_cli_test.sh $<TARGET_FILE:nnc>)
@@ -232,7 +239,7 @@ if(TARGET nnc_emu_cuda)
   # data parallel on the cuda target: 2 processes, each with an emulated GPU
   add_test(NAME emu_mpi COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/e2e/mpi_test.py $<TARGET_FILE:nnc> --cuda)
   set_tests_properties(emu_mpi PROPERTIES SKIP_RETURN_CODE 77)
-  set_tests_properties(emu_train_mlp emu_train_clip emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
+  set_tests_properties(emu_train_mlp emu_train_clip emu_train_many multi_tensor_emu emu_train_linreg emu_train_linsched emu_train_half_bf16 emu_train_half_f16
                        emu_train_half_cols
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu

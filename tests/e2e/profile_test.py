@@ -9,6 +9,8 @@ On a small classifier (random data, so no data set is needed) with --target cpu,
     worked out by hand, and name the model line and column they were written at;
   - the CUDA table has the batch's copies to the GPU (no memory percentage: they cross the bus);
   - a product over the batch axis merged with another counts its B*k rows;
+  - a run of launches (passes/horizontal.c: Adam's updates, clip_grad_norm's sums) is one row,
+    its launches' costs added, named "update of 4 parameters" or "run of 4 launches";
   - bad values of the flag, and flags it cannot go with, are errors that say why."""
 import os, re, subprocess, sys, tempfile
 
@@ -148,6 +150,53 @@ def test_merged(nnc, d, target):
               f"FLOPs: {r}", out)
 
 
+RUNS = """\
+input x: f32[B, 20]
+input y: i32[B]
+param w1: f32[16, 20] = normal(0, 0.1)
+param b1: f32[16] = zeros()
+param w2: f32[4, 16] = normal(0, 0.1)
+param b2: f32[4] = zeros()
+loss = cross_entropy(relu(x @ transpose(w1) + b1) @ transpose(w2) + b2, y)
+train {
+    data x = randn(32, 20)
+    data y = csv("y.csv")
+    batch = 8
+    optimizer = adam(lr = 0.01)
+    clip_grad_norm = 1.0
+    minimize loss
+}
+"""
+
+
+def test_runs(nnc, d, target):
+    """Runs of launches (passes/horizontal.c: Adam's four updates, clip_grad_norm's four sums of
+    squares) are a row each, which covers its launches: their times and costs added, the model
+    line saying how many."""
+    rc, out, err = run([nnc, "runs.nn", "--target", target, "--profile", "3"], d)
+    check(rc == 0, f"{target}: --profile of runs.nn runs", out + err)
+    if rc:
+        return
+    head = re.search(r"^profile of train_step: runs\.nn on .+, batch 8: (\d+) launches \(2 runs of launches, a row "
+                     r"each\), each the median of 3 steps$", out, re.M)
+    check(head is not None, f"{target}: the header counts the launches and the 2 runs", out)
+    rows = table(out)
+    rc, dump, err = run([nnc, "runs.nn", "--target", target, "--dump-after=horizontal"], d)
+    step = dump.split("; ---- entry grad")[0]
+    runs = {int(a): int(b) - int(a) + 1 for a, b in set(re.findall(r"; one of #(\d+)\.\.#(\d+)$", step, re.M))}
+    covered = sorted(k for r in rows for k in range(r["k"], r["k"] + runs.get(r["k"], 1)))
+    n = int(head.group(1)) if head else -1
+    check(covered == list(range(n)), f"{target}: the rows cover every launch once, found {covered}", out)
+    # four updates of n floats: g, the clip scale, p, m and v read, m, v and p written (7 n + 1 floats)
+    upd = [r for r in rows if r["at"] == "runs.nn:12:17 (update of 4 parameters)"]
+    check(len(upd) == 1 and upd[0]["kind"] == "elementwise" and upd[0]["phase"] == "update" and
+          upd[0]["bytes"] == "11.33 kB", f"{target}: one row for Adam's 4 updates, 11.33 kB", out)
+    # four sums of squares: n floats read, one written
+    sums = [r for r in rows if r["at"] == "runs.nn:12:17 (run of 4 launches)"]
+    check(len(sums) == 1 and sums[0]["kind"] == "reduction" and sums[0]["bytes"] == "1.632 kB",
+          f"{target}: one row for clip_grad_norm's 4 sums of squares, 1.632 kB", out)
+
+
 def test_errors(nnc, d):
     bad = [(["--profile=0"], "--profile: expects an integer from 1 to 100000, got '0'"),
            (["--profile", "-3"], "--profile: expects an integer from 1 to 100000, got '-3'"),
@@ -175,12 +224,15 @@ def main():
             f.write(MODEL)
         with open(os.path.join(d, "y.csv"), "w") as f:
             f.write("".join(f"{i % 4}\n" for i in range(32)))
+        with open(os.path.join(d, "runs.nn"), "w") as f:
+            f.write(RUNS)
         with open(os.path.join(d, "merged.nn"), "w") as f:
             f.write(MERGED)
         with open(os.path.join(d, "y4.csv"), "w") as f:
             f.write("".join(",".join(str((4 * i + j) % 16) for j in range(4)) + "\n" for i in range(32)))
         test_target(nnc, d, "cuda" if cuda else "cpu")
         test_merged(nnc, d, "cuda" if cuda else "cpu")
+        test_runs(nnc, d, "cuda" if cuda else "cpu")
         if not cuda:
             test_errors(nnc, d)
     print("profile_test:", "FAILED" if fails else "passed", f"({fails} failures)" if fails else "")

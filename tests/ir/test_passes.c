@@ -29,6 +29,8 @@
  *   helper plans        every helper op, on both targets, at the batch bound and at 1: each call
  *                       passes what its helpers.def row declares, every GEMM group's matrices and
  *                       every scratch pointer stay inside their buffers, the chunks cover the batch
+ *   horizontal          runs of launches that may run as one: gpt.nn's 52 sums of squares and
+ *                       52 AdamW updates, each run independent in memory, of one kind and phase
  *   launch cost         --profile's bytes and FLOPs of mlp.nn's launches (a product, the bias and
  *                       ReLU kernel, a weight gradient with its SGD step, the input's copy to the
  *                       GPU) and of convnet.nn's first convolution, against hand-computed values
@@ -805,6 +807,117 @@ static void check_plan(Compiled *c, const char *what) {
     }
 }
 
+/* ---- horizontal: runs of launches that may run as one ------------------------------------ */
+
+/* node x's memory: its block (kind, device) and [lo, hi) in real slots; false: none */
+static bool slots_of(Entry *e, Graph *g, int x, int *block, int64_t *lo, int64_t *hi) {
+    x = resolve(e, g, x);
+    const Buffer *b = &e->buf[x];
+    if (b->kind != BUF_PARAM && b->kind != BUF_STATE && b->kind != BUF_ACT) return false;
+    *block = (int)b->kind * NNC_MAX_DEVICES + (b->kind == BUF_ACT ? (int)b->dev : 0);
+    *lo = b->offset;
+    *hi = b->offset + (DTYPE_IS_HALF(g->nodes[x].dtype) ? (b->elems + 1) / 2 : b->elems);
+    return true;
+}
+
+/* Whether some buffer launch A writes overlaps one launch B reads or writes. */
+static bool writes_into(Entry *e, Graph *g, const Launch *A, const Launch *B) {
+    for (int i = 0; i < A->nouts + (A->nouts == 0); i++) {
+        int bw, bx;
+        int64_t lw, hw, lx, hx;
+        if (!slots_of(e, g, A->nouts ? A->outs[i] : A->root, &bw, &lw, &hw)) continue;
+        for (int j = 0; j < B->nins + B->nouts; j++) {
+            int x = j < B->nins ? B->ins[j] : B->outs[j - B->nins];
+            if (slots_of(e, g, x, &bx, &lx, &hx) && bx == bw && lw < hx && lx < hw) return true;
+        }
+    }
+    return false;
+}
+
+/* Every run (Launch.hfirst, hcount): two or more consecutive launches, each an elementwise kernel
+ * or a sum of a whole tensor over a space without the batch axis, of one kind, phase and device,
+ * none writing memory another reads or writes; *nruns and *in_runs count them. */
+static void check_runs(Compiled *c, const char *what, int *nruns, int *in_runs) {
+    Graph *g = c->p.g;
+    *nruns = *in_runs = 0;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        Entry *e = &c->p.entry[k];
+        for (int l = 0; l < e->nlaunch; l++) {
+            Launch *L = &e->launches[l];
+            if (!L->hcount) continue;
+            Launch *F = &e->launches[L->hfirst];
+            CHECK(L->hcount > 1 && L->hfirst <= l && l < L->hfirst + L->hcount && L->hfirst + L->hcount <= e->nlaunch,
+                  "%s/%s: #%d in a run of %d from #%d", what, e->name, l, L->hcount, L->hfirst);
+            CHECK(F->hfirst == L->hfirst && F->hcount == L->hcount, "%s/%s: #%d's run is its first's", what, e->name,
+                  l);
+            CHECK(L->kind == L_EW || (L->kind == L_REDUCE && shape_numel(g->nodes[L->root].shape, 1) == 1),
+                  "%s/%s: #%d, in a run, is elementwise or a whole sum", what, e->name, l);
+            CHECK(L->kind == F->kind && L->phase == F->phase && g->nodes[L->root].dev == g->nodes[F->root].dev,
+                  "%s/%s: #%d is of its run's kind, phase and device", what, e->name, l);
+            for (int a = 0; a < L->space.rank; a++)
+                CHECK(!dim_is_batch(L->space.d[a]), "%s/%s: #%d, in a run, has no batch axis", what, e->name, l);
+            for (int m = L->hfirst; m < L->hfirst + L->hcount; m++)
+                CHECK(m == l || !writes_into(e, g, L, &e->launches[m]),
+                      "%s/%s: #%d writes memory that #%d of its run reads or writes", what, e->name, l, m);
+            *in_runs += 1;
+            *nruns += L->hfirst == l;
+        }
+    }
+}
+
+/* The optimizer's per-parameter launches: gpt.nn's 52 sums of squares (clip_grad_norm) are one
+ * run and its 52 AdamW updates another, on both targets; no run in grad or eval (f32); runs in
+ * the models of main's loop keep the invariants; under bf16, the weights' casts to bf16 before
+ * their products are a run too. */
+static void test_horizontal(void) {
+    for (int t = 0; t < 2; t++) {
+        Compiled *c = compile_model("gpt.nn", (Opts){.target = (Device)t});
+        if (!c->ok) continue;
+        int nruns, in_runs;
+        check_runs(c, "gpt.nn", &nruns, &in_runs);
+        CHECK(nruns == 2 && in_runs == 104, "gpt.nn %s: 2 runs of 52 launches, found %d runs of %d", t ? "cuda" : "cpu",
+              nruns, in_runs);
+        Entry *e = train_entry(c);
+        int sums = 0, updates = 0;
+        for (int l = 0; l < e->nlaunch; l++) {
+            const Launch *L = &e->launches[l];
+            sums += L->hcount == 52 && L->kind == L_REDUCE && L->phase == PH_UPDATE;
+            updates += L->hcount == 52 && L->kind == L_EW && L->phase == PH_UPDATE;
+        }
+        CHECK(sums == 52 && updates == 52, "gpt.nn: a run of the 52 sums and one of the 52 updates, found %d and %d",
+              sums, updates);
+    }
+    char *src = slurp(NNC_SOURCE_DIR "/models/gpt.nn");
+    Str bf = {0};
+    const char *at = strstr(src, "train {\n");
+    str_printf(&bf, "%.*strain {\n    precision = bf16\n%s", at ? (int)(at - src) : 0, src, at ? at + 8 : src);
+    free(src);
+    Compiled *h = compile_src("gpt_bf16.nn", bf.buf, (Opts){.target = DEV_CUDA});
+    h->owned_src = bf.buf;
+    CHECK(at && h->ok, "gpt.nn in bf16 compiles, found:\n%s", h->diag_text);
+    if (h->ok) {
+        int nruns, in_runs, casts = 0;
+        check_runs(h, "gpt.nn bf16", &nruns, &in_runs);
+        Entry *e = train_entry(h);
+        for (int l = 0; l < e->nlaunch; l++) {
+            const Launch *L = &e->launches[l];
+            casts += L->hcount > 1 && L->phase == PH_FORWARD && L->nnodes == 1 && h->p.g->nodes[L->root].op == OP_CAST;
+        }
+        CHECK(casts >= 16, "gpt.nn bf16: the blocks' 16 weights' casts before their products are a run, found %d",
+              casts);
+    }
+    const char *models[] = {"mlp.nn", "linreg.nn", "convnet.nn"};
+    for (size_t i = 0; i < NNC_COUNTOF(models); i++)
+        for (int opt = 0; opt < 3; opt++)
+            for (int nf = 0; nf < 2; nf++) {
+                Compiled *c = compile_model(models[i], (Opts){.target = DEV_CUDA, .opt = opt, .no_fuse = nf});
+                char what[64];
+                snprintf(what, sizeof what, "%s opt%d%s", models[i], opt, nf ? " --no-fuse" : "");
+                int nruns, in_runs;
+                if (c->ok) check_runs(c, what, &nruns, &in_runs);
+            }
+}
+
 /* ---- placement and copies ------------------------------------------------------------------ */
 
 static void check_copies(Compiled *c, const char *what) {
@@ -1186,6 +1299,7 @@ int main(void) {
     test_helper_plans();
     test_launch_cost();
     test_attention_memory();
+    test_horizontal();
     printf("%d checks, %d failed\n", checks, failures);
     free_all_compiled();
     return failures ? 1 : 0;
