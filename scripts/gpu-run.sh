@@ -118,8 +118,12 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
       timeout 110 build-gpu/gpu_vs_cpu $(for o in $OPS; do echo tests/cuda/ops/$o.nn; done) >"$L/gpu_vs_cpu.log" 2>&1
       echo "gpu_vs_cpu ($OPS) rc=$?"; grep -E "FAIL|failed|compared" "$L/gpu_vs_cpu.log" | tail -3 ) >"$L/train_vs_cpu.log" 2>&1 &
     P2=$!
-    wait $P1 $P2
-    cat "$L/train_vs_cpu.log"; grep -h "FAIL\|passed" "$L"/attention_torch_*.log "$L/ce_torch.log"
+    ( for m in tests/cuda/many_params.nn tests/cuda/clip.nn; do   # the optimizer's grouped kernels
+          timeout 60 python3 tests/cuda/emu_train.py $NNC $m 2>&1 | tail -1
+      done >"$L/update_vs_cpu.log" 2>&1 ) &
+    P3=$!
+    wait $P1 $P2 $P3
+    cat "$L/train_vs_cpu.log" "$L/update_vs_cpu.log"; grep -h "FAIL\|passed" "$L"/attention_torch_*.log "$L/ce_torch.log"
     python3 bench/gpu_vs_torch.py --cases gpt2_bf16 --keep /tmp/nnc-gptcases --dry-run >/dev/null 2>&1
     if [ -e /tmp/nnc-gptcases/gpt2_bf16.nn ]; then
         step "GPT-2 small bf16's step, --bench 10: the baseline, this tree, and its attention's variants ($(left) s left)"
@@ -170,6 +174,8 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
             printf '  %-10s %s\n' $t "$(NNC_CUDA_NO_GRAPHS=1 timeout 40 compute-sanitizer --tool $t $NNC tests/cuda/half/sdpa_bf16.nn \
                 --target cuda --epochs 1 2>&1 | grep -E "SUMMARY" | tail -1)"
         done
+        [ "$(left)" -gt 20 ] && printf '  %-10s %s\n' "memcheck, many_params.nn (grouped kernels)" "$(timeout 30 compute-sanitizer \
+            --tool memcheck $NNC tests/cuda/many_params.nn --target cuda --bench 1 --quiet 2>&1 | grep -E "SUMMARY" | tail -1)"
     fi
     nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
     finish 0
