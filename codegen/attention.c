@@ -1152,10 +1152,31 @@ static const char cuda_bwd_mma_text[] =
     "            /* a tile whose every pair is seen (inside both lengths, below the diagonal) skips the masks */\n"
     "            const bool full = (kv ? own + 64 <= TK && o0 + IT <= TQ : own + 64 <= TQ && o0 + IT <= TK) &&\n"
     "                              (!CAUSAL || (kv ? o0 >= own + 63 : o0 + IT - 1 <= own));\n"
+    "            /* s becomes P M (key blocks), dp becomes dS; with NNC_SPLIT, the code twice, a full\n"
+    "             * tile's without the masks' tests (the branch is the block's) */\n"
+    "#if NNC_SPLIT\n"
+    "            const auto weights = [&](const bool masked) {\n"
+    "                #pragma unroll\n"
+    "                for (int n = 0; n < IT / 8; n++)\n"
+    "                    #pragma unroll\n"
+    "                    for (int e = 0; e < 4; e++) {\n"
+    "                        const int mine = own + r0 + 8 * (e >> 1), its = n * 8 + 2 * t4 + (e & 1);\n"
+    "                        const int key = kv ? mine : o0 + its, qr = kv ? o0 + its : mine;\n"
+    "                        const bool in = !masked || (key < TK && qr < TQ && !(CAUSAL && key > qr));\n"
+    "                        const float L = kv ? Ls[b][its] : Lr[e >> 1], Di = kv ? Ds[b][its] : Dr[e >> 1];\n"
+    "                        const float pv = in ? EXP(s[n][e] * scale - L) : 0.0f;\n"
+    "                        const float mk = DROP && p > 0 && in ? nnc_dropout_keep(seed, st, (unsigned long long)((bh * TQ + qr) * TK + key), p) : 1.0f;\n"
+    "                        s[n][e] = pv * mk;\n"
+    "                        dp[n][e] = pv * (dp[n][e] * mk - Di) * scale;\n"
+    "                    }\n"
+    "            };\n"
+    "            if (full) weights(false);\n"
+    "            else weights(true);\n"
+    "#else\n"
     "            #pragma unroll\n"
     "            for (int n = 0; n < IT / 8; n++)\n"
     "                #pragma unroll\n"
-    "                for (int e = 0; e < 4; e++) {   /* s becomes P M (key blocks), dp becomes dS */\n"
+    "                for (int e = 0; e < 4; e++) {\n"
     "                    const int mine = own + r0 + 8 * (e >> 1), its = n * 8 + 2 * t4 + (e & 1);\n"
     "                    const int key = kv ? mine : o0 + its, qr = kv ? o0 + its : mine;\n"
     "                    const bool in = full || (key < TK && qr < TQ && !(CAUSAL && key > qr));\n"
@@ -1165,6 +1186,7 @@ static const char cuda_bwd_mma_text[] =
     "                    s[n][e] = pv * mk;\n"
     "                    dp[n][e] = pv * (dp[n][e] * mk - Di) * scale;\n"
     "                }\n"
+    "#endif\n"
     "            #pragma unroll\n"
     "            for (int kk = 0; kk < IT / 16; kk++) {   /* sums over the tile's rows: A fragments from the accumulators */\n"
     "                unsigned a[4];   /* dS's (then P's) A fragment, rounded to bf16 */\n"
@@ -1241,6 +1263,8 @@ typedef struct {
     bool gh; /* the backward's gradients stored in the storage type (attention_grads_half) */
     bool drop; /* dropout's code compiled in (DROP): the model asks for it (the launch's p may
                 * still be 0: evaluation) */
+    bool split; /* the backward's weights' code twice, full tiles without masks (NNC_ATTN_SPLIT=1,
+                 * to compare on a GPU: ptxas spills 88 bytes of loads where it spilled 36) */
 } AttnConfig;
 
 static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
@@ -1258,6 +1282,8 @@ static AttnConfig config_of(const Graph *g, const Launch *L, bool f64) {
                     .ld = {a.ld[0], a.ld[1], a.ld[2], a.ld[3]}};
     c.gh = attention_grads_half(g, &a);
     c.drop = a.dropout > 0;
+    const char *sp = getenv("NNC_ATTN_SPLIT");
+    c.split = c.t.mma && c.backward && sp && !strcmp(sp, "1");
     c.vec = c.t.mma && a.d % 8 == 0 && a.dv_dim % 8 == 0;
     for (int i = 0; i < 4; i++) c.vec &= a.ld[i] % 8 == 0 && (i == 3 || a.col[i] % 8 == 0);
     return c;
@@ -1270,6 +1296,7 @@ static void config_name(const AttnConfig *c, char *buf, size_t n) {
     if (c->vec) strncat(buf, "_v8", n - strlen(buf) - 1);
     if (c->gh) strncat(buf, "_gh", n - strlen(buf) - 1);
     if (c->drop) strncat(buf, "_drop", n - strlen(buf) - 1);
+    if (c->split) strncat(buf, "_split", n - strlen(buf) - 1);
     if (c->h > 1) { /* heads in a projection's rows (passes/attn_layout.c) */
         size_t at = strlen(buf);
         snprintf(buf + at, n - at, "_h%lld_%lld_%lld_%lld_%lld", (long long)c->h, (long long)c->ld[0],
@@ -1281,8 +1308,8 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
     char name[128];
     config_name(c, name, sizeof name);
     const char *T = storage[c->st].type;
-    str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n#define NNC_RW(x) %s\n", storage[c->st].load,
-               storage[c->st].store, storage[c->st].weight);
+    str_printf(s, "#define NNC_LD(x) %s\n#define NNC_ST(x) %s\n#define NNC_RW(x) %s\n#define NNC_SPLIT %d\n",
+               storage[c->st].load, storage[c->st].store, storage[c->st].weight, c->split);
     const char *G = c->gh ? T : "real"; /* the gradients' type, NNC_GS their store */
     if (c->backward)
         str_printf(
@@ -1314,7 +1341,7 @@ static void cuda_device_fn(Str *s, const AttnConfig *c) {
     str_puts(s,
              c->t.mma ? (c->backward ? cuda_bwd_mma_text : cuda_fwd_mma_text)
                       : (c->backward ? cuda_bwd_text : cuda_fwd_text));
-    str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n#undef NNC_RW\n");
+    str_puts(s, "}\n#undef NNC_LD\n#undef NNC_ST\n#undef NNC_RW\n#undef NNC_SPLIT\n");
     if (c->backward) str_puts(s, "#undef NNC_GS\n");
 }
 
@@ -1424,8 +1451,8 @@ static void cuda_device_fns(Str *s, const Program *p, bool f64) {
                 const AttnConfig *o = &seen[j];
                 dup = o->backward == c.backward && o->causal == c.causal && o->st == c.st && o->t.bq == c.t.bq &&
                     o->t.bk == c.t.bk && o->t.tr == c.t.tr && o->t.mma == c.t.mma && o->t.it == c.t.it &&
-                    o->vec == c.vec && o->gh == c.gh && o->drop == c.drop && o->d == c.d && o->dv == c.dv &&
-                    o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
+                    o->vec == c.vec && o->gh == c.gh && o->drop == c.drop && o->split == c.split && o->d == c.d &&
+                    o->dv == c.dv && o->tq == c.tq && o->tk == c.tk && o->h == c.h && !memcmp(o->ld, c.ld, sizeof c.ld);
             }
             if (dup) continue;
             if (c.t.mma && !mma) str_puts(s, cuda_mma_text);
