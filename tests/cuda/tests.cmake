@@ -134,9 +134,9 @@ set_tests_properties(gpu_vs_cpu_no_models PROPERTIES LABELS cuda TIMEOUT 60
 # Whole runs on the emulator: training on --target cuda against --target cpu, step by step,
 # and the CUDA command-line checks (--check-against, --check-numerics, placement).
 if(TARGET nnc_emu_cuda)
-  # the CPU runs they compare with at -O1, as tests/cuda/emu/emu.cmake's _emu_env says why
+  # the CPU runs they compare with at -O0, as tests/cuda/emu/emu.cmake's _emu_env says why
   set(_emu_run_env CUDA_HOME= LD_LIBRARY_PATH=${CMAKE_BINARY_DIR}/emu NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
-      XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache NNC_CFLAGS=-O1 NNC_NO_DNNL_SGEMM=1)
+      XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache NNC_CFLAGS=-O0 NNC_NO_DNNL_SGEMM=1)
   add_test(NAME emu_train_mlp COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>
            ${CMAKE_SOURCE_DIR}/models/mlp.nn --epochs 1)
   add_test(NAME emu_train_linreg COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/emu_train.py $<TARGET_FILE:nnc>

@@ -9,7 +9,7 @@
 # --cache-info and --cache-clear count and remove nnc's entries and nothing else, and
 # NNC_CACHE_MAX evicts the least recently used compiled code.
 #   cache_test.sh NNC CACHE_SWAP_LIB CACHE_PLANTED_LIB   (the last two: cache_swap.c, cache_planted.c)
-# CTest runs it with an -O level in NNC_CFLAGS (-O1; -O0 under the sanitizers): one build a cold
+# CTest runs it with an -O level in NNC_CFLAGS (-O0, as under the sanitizers): one build a cold
 # run, where a tiered start made two, -O3's the longer; sections 13 to 18, on the tiers, unset it.
 set -u
 nnc=$1; swap_lib=$2; planted=$3; here=$(cd "$(dirname "$0")" && pwd)
