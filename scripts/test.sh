@@ -42,8 +42,12 @@ export NNC_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export CC=clang
-# gpt_torch_f64 is gpt_torch_f32's code paths in double (stage 1 runs both): one of them here
-ctest --test-dir build-asan -j"$jobs" --timeout 900 -L 'unit|golden|ir|numeric|e2e|cuda' -E '^gpt_torch_f64$'
+# Left to stage 1, which runs them all: the comparisons with torch whose C code the tests here
+# already run.  gpt_torch_f32 and _f64 train gpt.nn (compile, AdamW's groups, the schedule,
+# clipping, --metrics, --save) as e2e_gpt does here, their torch model being Python;
+# optim_torch_f64 and train_settings_torch_f64 are their _f32 twins' models and runs in double.
+ctest --test-dir build-asan -j"$jobs" --timeout 900 -L 'unit|golden|ir|numeric|e2e|cuda' \
+      -E '^(gpt_torch_f(32|64)|optim_torch_f64|train_settings_torch_f64)$'
 unset NNC_CFLAGS CC
 stage_done "2/3 ASan + UBSan"
 

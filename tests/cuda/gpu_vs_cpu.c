@@ -20,7 +20,13 @@
  * either target: the relative test alone failed layer_norm.nn's on an H200, its CUDA value
  * 1.8e-7 from the CPU's, when the CPU's own was 9e-7 from the double one).  Prints maxdiff per
  * tensor, and both distances where the second test decides.  Without a CUDA device: "SKIP: no
- * CUDA device", exit 77. */
+ * CUDA device", exit 77.
+ *
+ * The models are compiled through the kernel cache ($XDG_CACHE_HOME/nnc), as the command does:
+ * the f32 run's f64 reference is the f64 run's CPU model, and the tests that run this on the
+ * emulator in other orders or with the other convolutions (tests/cuda/emu/emu.cmake) compile
+ * nothing the first has not: they load its objects and cubins (each compiled once, by the
+ * real NVRTC) and run them. */
 #include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
@@ -158,6 +164,7 @@ static Ref make_ref(const char *path, const char *src, const nnc_model_abi *ca, 
     Ref r = {0};
     char err[4096];
     nnc_options o = nnc_default_options();
+    o.use_cache = 1; /* the f64 model of the f64 run: its object from the cache */
     o.f64 = true;
     if (!(r.c = nnc_compile(path, src, &o, err, sizeof err))) {
         printf("  note: no f64 reference (%s)\n", err);
@@ -201,6 +208,7 @@ static int check_model(const char *path, bool f64) {
         return 1;
     }
     nnc_options o = nnc_default_options();
+    o.use_cache = 1; /* the kernel cache, as the command uses it: see the top */
     o.f64 = f64;
     nnc_compiled *cc = nnc_compile(path, src, &o, err, sizeof err);
     if (!cc) {

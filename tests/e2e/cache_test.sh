@@ -9,6 +9,8 @@
 # --cache-info and --cache-clear count and remove nnc's entries and nothing else, and
 # NNC_CACHE_MAX evicts the least recently used compiled code.
 #   cache_test.sh NNC CACHE_SWAP_LIB CACHE_PLANTED_LIB   (the last two: cache_swap.c, cache_planted.c)
+# CTest runs it with an -O level in NNC_CFLAGS (-O0, as under the sanitizers): one build a cold
+# run, where a tiered start made two, -O3's the longer; sections 13 to 18, on the tiers, unset it.
 set -u
 nnc=$1; swap_lib=$2; planted=$3; here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d); trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' EXIT
@@ -209,6 +211,7 @@ saved_cflags=${NNC_CFLAGS-}; unset NNC_CFLAGS
 ok env XDG_CACHE_HOME="$dir/c13" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3 --metrics "$dir/tier.jsonl"
 has "takes over after step [012] "
 check '[ -n "$(entry "$dir/c13")" ]' "no -O3 object in the cache after a tiered start"
+check '[ "$(stat -c %a "$dir/c13/nnc/$(entry "$dir/c13")")" = 600 ]' "the tiered start's -O3 entry not 0600"
 ok env XDG_CACHE_HOME="$dir/c13" NNC_TIER_WAIT_STEP=2 "$nnc" "$m" --epochs 3 --metrics "$dir/full.jsonl"
 check '! grep -q "takes over" "$dir/out"' "a cache hit started on a quick build"
 check '[ "$(steps "$dir/tier.jsonl" | wc -l)" = 12 ] && [ "$(steps "$dir/tier.jsonl")" = "$(steps "$dir/full.jsonl")" ]' \

@@ -405,90 +405,146 @@ static long long tap(const Geo *g, long long ci, int kr, int ks, int oh, int ow)
     return (ci * g->h + ih) * g->w + iw;
 }
 
+/* The loops below keep a running sum for each output of a sample (and filter or channel) and
+ * add the taps' products to them tap by tap, the indices stepped rather than divided out of a
+ * flat count: each output's products are still summed in the order one loop over the flat count
+ * of its taps gives, t = (ci * r + kr) * s + ks for the forward, (k, kr, ks) for the data
+ * gradient. */
+
 /* y[n, k, p, q] = sum over the taps (channel of the group, row, column) of x * w.  PRECOMP reads
- * each tap's offset from the workspace, GEMM reads one sample's and group's columns from it. */
+ * each tap's offset from the workspace, GEMM reads one sample's and group's columns from it.  A
+ * tap in the padding adds 0 * w (so a NaN or infinite weight there gives NaN, as a GEMM over
+ * zero-padded columns does). */
 static void run_forward(const Conv *c) {
     const Geo *g = &c->g;
     const int kg = g->k / g->g, rs = g->r * g->s, taps = g->cg * rs, pts = g->p * g->q;
     long long *off = (long long *)c->ws;
-    float *col = (float *)c->ws;
-    for (int t = 0; c->algo == DNN_FWD_IMPLICIT_PRECOMP_GEMM && t < taps; t++)
+    float *col = (float *)c->ws, *acc = malloc(sizeof(float) * (size_t)pts);
+    if (!acc) abort();
+    const int precomp = c->algo == DNN_FWD_IMPLICIT_PRECOMP_GEMM, gemm = c->algo == DNN_FWD_GEMM;
+    for (int t = 0; precomp && t < taps; t++)
         off[t] = ((long long)(t / rs) * g->h + t / g->s % g->r * g->dh) * g->w + t % g->s * g->dw;
     for (int n = 0; n < g->n; n++)
         for (int gr = 0; gr < g->g; gr++) {
             const float *x = c->a + ((long long)n * g->c + (long long)gr * g->cg) * g->h * g->w;
-            for (int t = 0; c->algo == DNN_FWD_GEMM && t < taps; t++)
+            for (int t = 0; gemm && t < taps; t++)
                 for (int o = 0; o < pts; o++) {
                     long long at = tap(g, t / rs, t / g->s % g->r, t % g->s, o / g->q, o % g->q);
                     col[(long long)t * pts + o] = at < 0 ? 0.0f : x[at];
                 }
-            for (int k = gr * kg; k < (gr + 1) * kg; k++)
-                for (int o = 0; o < pts; o++) {
-                    const int oh = o / g->q, ow = o % g->q;
-                    float acc = 0;
-                    for (int t = 0; t < taps; t++) {
-                        float xv;
-                        if (c->algo == DNN_FWD_GEMM) xv = col[(long long)t * pts + o];
-                        else {
-                            long long at = tap(g, t / rs, t / g->s % g->r, t % g->s, oh, ow);
-                            if (at >= 0 && c->algo == DNN_FWD_IMPLICIT_PRECOMP_GEMM)
-                                at = off[t] + (long long)(oh * g->sh - g->ph) * g->w + (ow * g->sw - g->pw);
-                            xv = at < 0 ? 0.0f : x[at];
+            for (int k = gr * kg; k < (gr + 1) * kg; k++) {
+                const float *wk = c->b + (long long)k * taps;
+                for (int o = 0; o < pts; o++) acc[o] = 0;
+                for (int ci = 0, t = 0; ci < g->cg; ci++)
+                    for (int kr = 0; kr < g->r; kr++)
+                        for (int ks = 0; ks < g->s; ks++, t++) {
+                            const float wv = in(c, wk[t]), zero = in(c, 0.0f) * wv;
+                            if (gemm) {
+                                for (int o = 0; o < pts; o++) acc[o] += in(c, col[(long long)t * pts + o]) * wv;
+                                continue;
+                            }
+                            for (int oh = 0; oh < g->p; oh++) {
+                                float *a = acc + (long long)oh * g->q;
+                                const int ih = oh * g->sh - g->ph + kr * g->dh;
+                                if (ih < 0 || ih >= g->h) {
+                                    for (int ow = 0; ow < g->q; ow++) a[ow] += zero;
+                                    continue;
+                                }
+                                /* x's offset of (ih, iw) is at + ow * sw, for iw = iw0 + ow * sw */
+                                const int iw0 = ks * g->dw - g->pw;
+                                const long long at = precomp ? off[t] + (long long)(oh * g->sh - g->ph) * g->w - g->pw
+                                                             : ((long long)ci * g->h + ih) * g->w + iw0;
+                                for (int ow = 0, iw = iw0; ow < g->q; ow++, iw += g->sw)
+                                    a[ow] += iw >= 0 && iw < g->w ? in(c, x[at + (long long)ow * g->sw]) * wv : zero;
+                            }
                         }
-                        acc += in(c, xv) * in(c, c->b[(long long)k * taps + t]);
-                    }
-                    store(c, &c->out[((long long)n * g->k + k) * pts + o], acc);
-                }
+                float *y = c->out + ((long long)n * g->k + k) * pts;
+                for (int o = 0; o < pts; o++) store(c, &y[o], acc[o]);
+            }
         }
+    free(acc);
 }
 
 /* dx[n, ch, ih, iw] = sum over the filters of its group and the taps that reach it of dy * w;
- * ALGO_1 sums a sample in the workspace, then writes it. */
+ * ALGO_1 sums a sample in the workspace, then writes it.  The taps that reach (ih, iw): the filter
+ * rows kr whose output row (ih + ph - kr * dh) / sh is whole and inside, and likewise columns. */
 static void run_data(const Conv *c) {
     const Geo *g = &c->g;
     const int kg = g->k / g->g, pts = g->p * g->q, plane = g->h * g->w;
     float *sum = (float *)c->ws;
+    /* rowp[kr * h + ih]: the output row of filter row kr at input row ih, or -1; colq likewise */
+    int *rowp = malloc(sizeof(int) * (size_t)(g->r * g->h + g->s * g->w)), *colq = rowp + g->r * g->h;
+    float *acc = malloc(sizeof(float) * (size_t)plane);
+    if (!rowp || !acc) abort();
+    for (int kr = 0; kr < g->r; kr++)
+        for (int ih = 0; ih < g->h; ih++) {
+            int th = ih + g->ph - kr * g->dh;
+            rowp[kr * g->h + ih] = th < 0 || th % g->sh || th / g->sh >= g->p ? -1 : th / g->sh;
+        }
+    for (int ks = 0; ks < g->s; ks++)
+        for (int iw = 0; iw < g->w; iw++) {
+            int tw = iw + g->pw - ks * g->dw;
+            colq[ks * g->w + iw] = tw < 0 || tw % g->sw || tw / g->sw >= g->q ? -1 : tw / g->sw;
+        }
     for (int n = 0; n < g->n; n++) {
         const float *dy = c->b + (long long)n * g->k * pts;
-        for (int ch = 0; ch < g->c; ch++)
-            for (int i = 0; i < plane; i++) {
-                int ih = i / g->w, iw = i % g->w, gr = ch / g->cg;
-                float acc = 0;
-                for (int k = gr * kg; k < (gr + 1) * kg; k++)
-                    for (int kr = 0; kr < g->r; kr++)
-                        for (int ks = 0; ks < g->s; ks++) {
-                            int th = ih + g->ph - kr * g->dh, tw = iw + g->pw - ks * g->dw;
-                            if (th < 0 || tw < 0 || th % g->sh || tw % g->sw || th / g->sh >= g->p ||
-                                tw / g->sw >= g->q)
-                                continue;
-                            float w = c->a[(((long long)k * g->cg + ch % g->cg) * g->r + kr) * g->s + ks];
-                            acc += in(c, dy[(long long)k * pts + th / g->sh * g->q + tw / g->sw]) * in(c, w);
+        for (int ch = 0; ch < g->c; ch++) {
+            const int gr = ch / g->cg;
+            for (int i = 0; i < plane; i++) acc[i] = 0;
+            for (int k = gr * kg; k < (gr + 1) * kg; k++) {
+                const float *w = c->a + ((long long)k * g->cg + ch % g->cg) * g->r * g->s;
+                const float *dyk = dy + (long long)k * pts;
+                for (int kr = 0; kr < g->r; kr++)
+                    for (int ks = 0; ks < g->s; ks++) {
+                        const float wv = in(c, w[kr * g->s + ks]);
+                        const int *cq = colq + ks * g->w;
+                        for (int ih = 0; ih < g->h; ih++) {
+                            const int p = rowp[kr * g->h + ih];
+                            if (p < 0) continue;
+                            const float *dyr = dyk + (long long)p * g->q;
+                            float *a = acc + (long long)ih * g->w;
+                            for (int iw = 0; iw < g->w; iw++)
+                                if (cq[iw] >= 0) a[iw] += in(c, dyr[cq[iw]]) * wv;
                         }
-                float *dx = &c->out[((long long)n * g->c + ch) * plane + i];
-                if (c->algo == DNN_BWD_DATA_1) sum[(long long)ch * plane + i] = acc;
-                else store(c, dx, acc);
+                    }
             }
+            float *dx = c->out + ((long long)n * g->c + ch) * plane;
+            for (int i = 0; i < plane; i++) {
+                if (c->algo == DNN_BWD_DATA_1) sum[(long long)ch * plane + i] = acc[i];
+                else store(c, &dx[i], acc[i]);
+            }
+        }
         for (long long i = 0; c->algo == DNN_BWD_DATA_1 && i < (long long)g->c * plane; i++)
             store(c, &c->out[(long long)n * g->c * plane + i], sum[i]);
     }
+    free(rowp);
+    free(acc);
 }
 
-/* dw[k, ch, kr, ks] = sum over the samples and outputs of dy * x; ALGO_1 sums in the workspace. */
+/* dw[k, ch, kr, ks] = sum over the samples and outputs of dy * x; ALGO_1 sums in the workspace.
+ * The outputs whose input (row or column) is in the padding add nothing. */
 static void run_filter(const Conv *c) {
     const Geo *g = &c->g;
     const int taps = g->cg * g->r * g->s, pts = g->p * g->q;
     float *sum = (float *)c->ws;
     for (int k = 0; k < g->k; k++)
         for (int t = 0; t < taps; t++) {
-            long long ci = (long long)(k / (g->k / g->g)) * g->cg + t / (g->r * g->s);
+            const long long ci = (long long)(k / (g->k / g->g)) * g->cg + t / (g->r * g->s);
+            const int kr = t / g->s % g->r, ks = t % g->s;
             float acc = 0;
-            for (int n = 0; n < g->n; n++)
-                for (int o = 0; o < pts; o++) {
-                    long long at = tap(g, ci, t / g->s % g->r, t % g->s, o / g->q, o % g->q);
-                    if (at < 0) continue;
-                    float x = c->a[(long long)n * g->c * g->h * g->w + at];
-                    acc += in(c, c->b[((long long)n * g->k + k) * pts + o]) * in(c, x);
+            for (int n = 0; n < g->n; n++) {
+                const float *x = c->a + (long long)n * g->c * g->h * g->w + ci * g->h * g->w;
+                const float *dy = c->b + ((long long)n * g->k + k) * pts;
+                for (int oh = 0; oh < g->p; oh++) {
+                    const int ih = oh * g->sh - g->ph + kr * g->dh;
+                    if (ih < 0 || ih >= g->h) continue;
+                    const float *xr = x + (long long)ih * g->w, *dyr = dy + (long long)oh * g->q;
+                    for (int ow = 0; ow < g->q; ow++) {
+                        const int iw = ow * g->sw - g->pw + ks * g->dw;
+                        if (iw >= 0 && iw < g->w) acc += in(c, dyr[ow]) * in(c, xr[iw]);
+                    }
                 }
+            }
             if (c->algo == DNN_BWD_FILTER_1) sum[(long long)k * taps + t] = acc;
             else store(c, &c->out[(long long)k * taps + t], acc);
         }

@@ -50,16 +50,17 @@ target_include_directories(emu_selftest SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
 target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
 
 # CUDA_HOME empty: nnc would look there first and load the real libraries.  The CPU code these
-# tests compare with (gpu_vs_cpu's reference, --check-against cpu) is compiled at -O1, as
+# tests compare with (gpu_vs_cpu's reference, --check-against cpu) is compiled at -O0, as
 # gradcheck's: the same arithmetic in the same order (no fast-math, contraction off), and the
-# C compiler was half of gpu_vs_cpu's time at -O3 (60 -> 33 s); -O3's code is checked by the
-# CPU tests.  An -O of its own also keeps the CLI from building -O3 in the background.  Its f32
+# C compiler was half of gpu_vs_cpu's time at -O3 (60 -> 33 s at -O1, 41.6 -> 39.1 s of CPU at
+# -O0); -O3's code is checked by the CPU tests.  An -O of its own also keeps the CLI from
+# building -O3 in the background.  Its f32
 # products are OpenBLAS's (NNC_NO_DNNL_SGEMM=1), as the emulator's cuBLAS computes them: a
 # training run's per-step losses follow the products' order (two OpenBLAS kernel sets, or
 # oneDNN's, differ by 1e-5 in the median over mlp.nn's first epoch), and these tests check the
 # CUDA code, not which library summed a product.
 set(_emu_env CUDA_HOME= LD_LIBRARY_PATH=${_emu_out} NNC_EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache
-    XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache NNC_CFLAGS=-O1 NNC_NO_DNNL_SGEMM=1)
+    XDG_CACHE_HOME=${CMAKE_BINARY_DIR}/emu-xdg-cache NNC_CFLAGS=-O0 NNC_NO_DNNL_SGEMM=1)
 foreach(order forward reverse random:7)
   string(REPLACE ":" "_" _name ${order})
   add_test(NAME emu_selftest_${_name} COMMAND emu_selftest)
@@ -86,6 +87,12 @@ set_tests_properties(gpu_vs_cpu_emu_im2col PROPERTIES LABELS cuda-emu TIMEOUT 12
 # a train step straight after init, as `nnc train` runs: nothing has synchronized yet
 add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
 set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
+# gpu_vs_cpu compiles through the kernel cache (emu-xdg-cache): the others run after the forward
+# one, which compiles every model they run (each loads its objects and cubins: 20.6 -> 7.7 s of CPU
+# for the reversed run), and it starts among the first (COST: about its seconds)
+set_tests_properties(gpu_vs_cpu_emu_reverse gpu_vs_cpu_emu_im2col gpu_vs_cpu_emu_train_first PROPERTIES
+                     DEPENDS gpu_vs_cpu_emu_forward)
+set_tests_properties(gpu_vs_cpu_emu_forward PROPERTIES COST 50)
 # a label or an index out of range, fed through the library, stops the step on the device
 add_test(NAME index_check_emu COMMAND index_check)
 set_tests_properties(index_check_emu PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
