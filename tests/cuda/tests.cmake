@@ -243,4 +243,5 @@ if(TARGET nnc_emu_cuda)
                        PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
   set_tests_properties(emu_train_mlp gpt_torch_emu gpt_torch_composed_emu PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(launch_shape_emu emu_cudnn PROPERTIES COST 20)   # about their seconds: started early
 endif()
