@@ -47,9 +47,11 @@ export CC=clang
 # clipping, --metrics, --save) as e2e_gpt does here, their torch model being Python;
 # gpt_torch_composed_f64's attention written out (q @ k.T, masked_fill with tril, softmax, @ v)
 # is tensor_ops_torch's nanoGPT attention and attention_torch's composed fallback, here too;
-# optim_torch_f64 and train_settings_torch_f64 are their _f32 twins' models and runs in double.
+# mlp_numpy and mlp_torch train models/mlp.nn (--epochs 0 --save, then an epoch with --metrics)
+# as e2e_readme and e2e_mpi do here; optim_torch_f64 and train_settings_torch_f64 are their _f32
+# twins' models and runs in double.
 ctest --test-dir build-asan -j"$jobs" --timeout 900 -L 'unit|golden|ir|numeric|e2e|cuda' \
-      -E '^(gpt_torch_f(32|64)|gpt_torch_composed_f64|optim_torch_f64|train_settings_torch_f64)$'
+      -E '^(gpt_torch_f(32|64)|gpt_torch_composed_f64|mlp_numpy|mlp_torch|optim_torch_f64|train_settings_torch_f64)$'
 unset NNC_CFLAGS CC
 stage_done "2/3 ASan + UBSan"
 
