@@ -2,8 +2,10 @@
 # test.sh - the whole test suite, as CI runs it: installs what is missing, then
 #   1. the style of the changed lines (check-format.sh), a normal build (gcc, -Wall -Wextra
 #      -Werror) and every test;
-#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), the
-#      generated code included (NNC_CFLAGS), with LeakSanitizer on;
+#   2. the tests that run nnc's C code under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (clang), the generated code included (NNC_CFLAGS), with LeakSanitizer on: the unit,
+#      golden, ir, numeric, e2e and cuda labels, less the comparisons with torch whose C code the
+#      others run (below);
 #   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each, two at a
 #      time on two cores).
 # Set NNC_TEST_QUICK=1 to run step 1 only.  Each step prints its wall time when it ends.
