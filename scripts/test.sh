@@ -2,8 +2,10 @@
 # test.sh - the whole test suite, as CI runs it: installs what is missing, then
 #   1. the style of the changed lines (check-format.sh), a normal build (gcc, -Wall -Wextra
 #      -Werror) and every test;
-#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang), the
-#      generated code included (NNC_CFLAGS), with LeakSanitizer on;
+#   2. the tests that run nnc's C code under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (clang), the generated code included (NNC_CFLAGS), with LeakSanitizer on: the unit,
+#      golden, ir, numeric, e2e and cuda labels, less the comparisons with torch whose C code the
+#      others run (below);
 #   3. the libFuzzer targets for a bounded time (NNC_FUZZ_SECONDS, default 20 each, two at a
 #      time on two cores).
 # Set NNC_TEST_QUICK=1 to run step 1 only.  Each step prints its wall time when it ends.
@@ -45,9 +47,13 @@ export CC=clang
 # Left to stage 1, which runs them all: the comparisons with torch whose C code the tests here
 # already run.  gpt_torch_f32 and _f64 train gpt.nn (compile, AdamW's groups, the schedule,
 # clipping, --metrics, --save) as e2e_gpt does here, their torch model being Python;
-# optim_torch_f64 and train_settings_torch_f64 are their _f32 twins' models and runs in double.
+# gpt_torch_composed_f64's attention written out (q @ k.T, masked_fill with tril, softmax, @ v)
+# is tensor_ops_torch's nanoGPT attention and attention_torch's composed fallback, here too;
+# mlp_numpy and mlp_torch train models/mlp.nn (--epochs 0 --save, then an epoch with --metrics)
+# as e2e_readme and e2e_mpi do here; optim_torch_f64 and train_settings_torch_f64 are their _f32
+# twins' models and runs in double.
 ctest --test-dir build-asan -j"$jobs" --timeout 900 -L 'unit|golden|ir|numeric|e2e|cuda' \
-      -E '^(gpt_torch_f(32|64)|optim_torch_f64|train_settings_torch_f64)$'
+      -E '^(gpt_torch_f(32|64)|gpt_torch_composed_f64|mlp_numpy|mlp_torch|optim_torch_f64|train_settings_torch_f64)$'
 unset NNC_CFLAGS CC
 stage_done "2/3 ASan + UBSan"
 

@@ -119,4 +119,8 @@ int cuda_nvrtc_version(void);                       /* major * 1000 + minor * 10
  * PTX).  Returns malloc'd code, or NULL with the log and the offending source lines in err. */
 char *cuda_nvrtc_compile(const char *src, const char *name, const char *arch, bool f64, size_t *len,
                          char *err, size_t n);
+/* The same with one more NVRTC option (`extra`, NULL for none): tests/cuda/nvrtc_compile.c's
+ * --nvrtc-opt; nnc itself compiles with none. */
+char *cuda_nvrtc_compile_with(const char *src, const char *name, const char *arch, const char *extra, size_t *len,
+                              char *err, size_t n);
 #endif

@@ -116,17 +116,24 @@ static void quote_lines(const char *log, const char *name, const char *src, char
 
 char *cuda_nvrtc_compile(const char *src, const char *name, const char *arch, bool f64, size_t *len,
                          char *err, size_t n) {
+    (void)f64;
+    return cuda_nvrtc_compile_with(src, name, arch, NULL, len, err, n);
+}
+
+char *cuda_nvrtc_compile_with(const char *src, const char *name, const char *arch, const char *extra, size_t *len,
+                              char *err, size_t n) {
     err[0] = 0;
     if (!cuda_nvrtc_available(err, n)) return NULL;
-    (void)f64;
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-    const char *opts[] = {archopt, "--std=c++17", "-default-device", "-lineinfo"};
-    const int nopts = 3;   /* -lineinfo only under NNC_CUDA_LINEINFO */
+    const char *opts[5] = {archopt, "--std=c++17", "-default-device"};
+    int nopts = 3;
+    if (getenv("NNC_CUDA_LINEINFO")) opts[nopts++] = "-lineinfo";
+    if (extra) opts[nopts++] = extra;
     nvrtcProgram prog = NULL;
     char *out = NULL, *log = NULL;
     NVRTC_CHECK(nv.CreateProgram(&prog, src, name, 0, NULL, NULL));
-    nvrtcResult rc = nv.CompileProgram(prog, getenv("NNC_CUDA_LINEINFO") ? nopts + 1 : nopts, opts);
+    nvrtcResult rc = nv.CompileProgram(prog, nopts, opts);
     size_t loglen = 0;
     NVRTC_CHECK(nv.GetProgramLogSize(prog, &loglen));
     log = xmalloc(loglen + 1);

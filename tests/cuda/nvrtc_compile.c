@@ -1,6 +1,6 @@
 /* nvrtc_compile.c - every model's CUDA source compiles with NVRTC (no driver or GPU needed).
  *
- *   nvrtc_compile [--no-fuse] [--f64] [--arch ARCH]... [--render-only] MODEL.nn...
+ *   nvrtc_compile [--no-fuse] [--f64] [--arch ARCH]... [--nvrtc-opt OPTION] [--render-only] MODEL.nn...
  *
  * Runs the passes for the cuda target, renders the program (all entries) as CUDA C, and
  * compiles it for compute_80, sm_80, compute_90 and sm_90, or for the --arch ones given (CTest
@@ -9,7 +9,8 @@
  * NVRTC's log and the generated lines it points at.  A model the front end rejects is skipped
  * (tests/ holds models that are meant to fail); one model per line of output.  --render-only
  * stops after the rendering (the sanitizer build's: what it instruments is nnc's passes and
- * renderer; the normal build's sm_90 compile already makes compute_90's PTX of the same source). */
+ * renderer; the normal build's sm_90 compile already makes compute_90's PTX of the same source).
+ * --nvrtc-opt passes NVRTC one more option (CTest's compute_XX variants: --Ofast-compile=max). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 static const char *archs[8] = {"compute_80", "sm_80", "compute_90", "sm_90"};
 static size_t narchs = 4;
 static bool archs_given;
+static const char *nvrtc_opt; /* --nvrtc-opt, or NULL */
 
 static int check_model(const char *path, bool fuse, bool f64) {
     size_t len;
@@ -58,7 +60,7 @@ static int check_model(const char *path, bool fuse, bool f64) {
     for (size_t a = 0; a < narchs; a++) {
         char err[16384];
         size_t n = 0;
-        char *bin = cuda_nvrtc_compile(cu.buf, "model.cu", archs[a], f64, &n, err, sizeof err);
+        char *bin = cuda_nvrtc_compile_with(cu.buf, "model.cu", archs[a], nvrtc_opt, &n, err, sizeof err);
         if (!bin) {
             printf("FAIL %s (%s%s) for %s:\n%s\n", path, fuse ? "fused" : "no-fuse", f64 ? ", f64" : "", archs[a], err);
             rc = 1;
@@ -70,7 +72,7 @@ static int check_model(const char *path, bool fuse, bool f64) {
         printf("ok   %s (%s%s): %d kernels, %zu bytes of CUDA, %s", path, fuse ? "fused" : "no-fuse",
                f64 ? ", f64" : "", kernels, cu.len, narchs ? "compiled for" : "rendered (--render-only)");
         for (size_t a = 0; a < narchs; a++) printf(" %s", archs[a]);
-        printf("\n");
+        printf(narchs && nvrtc_opt ? " (%s)\n" : "\n", nvrtc_opt);
     }
     str_free(&cu);
 out:
@@ -98,6 +100,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--render-only")) continue;
         if (!strcmp(argv[i], "--no-fuse")) fuse = false;
         else if (!strcmp(argv[i], "--f64")) f64 = true;
+        else if (!strcmp(argv[i], "--nvrtc-opt") && i + 1 < argc) nvrtc_opt = argv[++i];
         else if (!strcmp(argv[i], "--arch") && i + 1 < argc) {
             if (render_only) {
                 i++;
