@@ -122,7 +122,8 @@ static char *join(const char *dir, const char *pre, const char *mn, const char *
 /* cc [CC words] -O3 ... -c -o opath cpath: CC may be "ccache gcc", like the in-process path. */
 static int compile_object(const BuildOpts *o, const char *opath, const char *cpath, const char *log) {
     char **cc = cpu_split_words(cpu_cc(o), NULL);
-    static const char *const flags[] = {"-O3", "-std=c11", "-ffp-contract=off", "-fPIC", "-c", "-o"};
+    /* the in-process build's flags but -march=native (backend_cpu.c, cpu_flags) */
+    static const char *const flags[] = {"-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-c", "-o"};
     int k = 0, nflags = (int)(sizeof flags / sizeof *flags);
     while (cc[k]) k++;
     char **argv = xcalloc((size_t)(k + nflags + 3), sizeof *argv);
