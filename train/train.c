@@ -1530,7 +1530,16 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
         if (o->end) *o->end = R.pos;
-        if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
+        if (rc == 0 && o->save_path) {
+            /* the records go out before the checkpoint, as at every save: a run killed after
+             * the final save has them all (resuming a finished run writes none) */
+            if (R.metrics) {
+                metrics_flush(&R);
+                fflush(R.metrics);
+                metrics_check(&R);
+            }
+            if (!save_now(&R)) rc = 1;
+        }
     }
     if (!metrics_close(&R) && rc == 0) rc = 1;
     if (!tb_finish(&R) && rc == 0) rc = 1;
