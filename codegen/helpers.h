@@ -23,6 +23,16 @@ typedef enum {
     HP_COUNT
 } Helper;
 
+/* A helper's CPU body (helpers.c): `pre` (statements of the helper alone), then, when `count[0]`
+ * is given, a loop over i < count[0] (`work` elements in all, which decides the pieces) whose
+ * iterations write disjoint outputs, run on the pool (body[0]); with a `guard`, that loop only
+ * where the guard holds, and else the loop of count[1] and body[1].  `common` comes first in
+ * the helper and in each piece (locals computed from the parameters). */
+typedef struct {
+    const char *common, *pre, *guard;
+    const char *count[2], *work[2], *body[2];
+} CpuBody;
+
 /* helpers.def's row of each helper. */
 typedef struct {
     const char *name; /* "nnc_im2col" */
@@ -30,7 +40,7 @@ typedef struct {
     const char *after; /* the parameters after n ("" none) */
     bool geom; /* the geometry parameters follow */
     const char *flat; /* the body over flat index i */
-    const char *cpu; /* the CPU's own body, or NULL */
+    const CpuBody *cpu; /* the CPU's own body, or NULL (the flat body on the pool) */
 } HelperInfo;
 extern const HelperInfo helper_info[HP_COUNT];
 

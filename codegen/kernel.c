@@ -41,6 +41,32 @@ static bool program_has_half(const Program *p) {
     return false;
 }
 
+/* The C target's half conversions of whole tensors, split over the model's pool (a product's
+ * half operands widened to real and its result rounded, where oneDNN does not take it): each
+ * element converted alone, so the same bits on any thread count, and no OpenMP team beside the
+ * pool's threads.  kind: 0 bf16 -> real, 1 f16 -> real, 2 real -> bf16, 3 real -> f16. */
+void kernel_half_pool_prelude(Str *s, const Program *p) {
+    if (!program_has_half(p)) return;
+    str_puts(s,
+             "typedef struct { const void *src; void *dst; int kind; } nnc_convert_job;\n"
+             "static void nnc_convert_part(void *ctx, const void *const *in, int64_t b, int64_t lo, int64_t hi) {\n"
+             "    const nnc_convert_job *j = ctx;\n"
+             "    const unsigned short *h = j->src;\n"
+             "    const real *r = j->src;\n"
+             "    real *w = j->dst;\n"
+             "    unsigned short *o = j->dst;\n"
+             "    (void)in, (void)b;\n"
+             "    if (j->kind == 0) for (int64_t z = lo; z < hi; z++) w[z] = nnc_bf16_f32(h[z]);\n"
+             "    else if (j->kind == 1) for (int64_t z = lo; z < hi; z++) w[z] = nnc_f16_f32(h[z]);\n"
+             "    else if (j->kind == 2) for (int64_t z = lo; z < hi; z++) o[z] = nnc_f32_bf16((float)r[z]);\n"
+             "    else for (int64_t z = lo; z < hi; z++) o[z] = nnc_f32_f16((float)r[z]);\n"
+             "}\n"
+             "static void nnc_convert(void *dst, const void *src, int64_t n, int kind) {\n"
+             "    nnc_convert_job j = {src, dst, kind};\n"
+             "    nnc_pool_for(nnc_convert_part, &j, NULL, 0, n, n);\n"
+             "}\n");
+}
+
 /* bf16 and f16 as 16-bit patterns: to float exactly, from float rounded to nearest even (NaN
  * stays NaN, overflow goes to infinity), the same bits on every target (a GPU from sm_80 on
  * rounds to bf16 in one instruction, cvt.rn.bf16.f32, whose NaN alone differs: kept apart).  `hd` qualifies the
@@ -917,6 +943,42 @@ static void row_ce_grad_pass(const Kernel *k, int x, int lanes, double eps, cons
     str_puts(k->s, "        }\n");
 }
 
+/* row.blocks (the C target's pooled totals): whether launch L's rows run in blocks; the loop
+ * over a piece's blocks [lo, hi), each starting its total at zero; its end, the block's total
+ * kept; and the end of the piece, which opens NAME_post: the launch's rows and labels, the
+ * first bad label (reported: the step stops), and `total`, the blocks' totals in order. */
+static bool row_blocks(const Kernel *k, const Launch *L) { return k->d->row.blocks && k->d->row.blocks(k, L); }
+
+static void row_blocks_open(const Kernel *k) {
+    str_puts(k->s, "    for (int64_t blk_ = lo; blk_ < hi; blk_++) {\n        total = 0;\n");
+}
+
+static void row_blocks_close(const Kernel *k) { str_puts(k->s, "        bt_[blk_] = total;\n    }\n"); }
+
+static void row_blocks_post(const Kernel *k, int x, int labels, int32_t ignore) {
+    str_printf(k->s,
+               "}\n"
+               "static void " KERNEL_NAME_MARK
+               "_post(struct %s_frame *m, const void *const *in, int64_t B, void *const *o,\n"
+               "                    const double *bt_) {\n"
+               "    (void)m; (void)in; (void)B; (void)o;\n",
+               k->mn);
+    row_header(k, x);
+    kernel_ptr_line(k, "const int32_t *T", labels);
+    if (ignore != INT32_MIN) {
+        str_printf(k->s,
+                   "    int64_t bad = -1;\n"
+                   "    for (int64_t j = 0; j < rows && bad < 0; j++)\n"
+                   "        if (T[j] != %d && (T[j] < 0 || T[j] >= C)) bad = j;\n",
+                   (int)ignore);
+        if (k->d->row.bad_report) k->d->row.bad_report(k);
+    }
+    str_printf(k->s,
+               "    double total = 0;\n"
+               "    for (int64_t b_ = 0; b_ < (rows + %d - 1) / %d; b_++) total += bt_[b_];\n",
+               KERNEL_ROW_BLOCK, KERNEL_ROW_BLOCK);
+}
+
 /* Cross-entropy with mean reduction, and/or its gradient.  A row whose label is ignore_index
  * adds nothing and gets a zero gradient; a label outside [0, C) skips its row and stops the
  * step with a message, as PyTorch raises. */
@@ -940,8 +1002,10 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
     const bool two = k->d->row.pair_all != NULL;
     const int lanes = two ? row_ce_lanes(k, n->in[0], grad) : 1;
     if (two) str_printf(k->s, "    const int64_t nv = C / %d;   /* the vectors of a row */\n", lanes);
+    const bool blocks = row_blocks(k, L);
     str_puts(k->s, "    double total = 0;\n");
-    if (k->d->row.bad_decl) str_puts(k->s, k->d->row.bad_decl);
+    if (k->d->row.bad_decl && !blocks) str_puts(k->s, k->d->row.bad_decl);
+    if (blocks) row_blocks_open(k);
     k->d->row.open(k, L, n->in[0], " reduction(+:total)");
     str_printf(k->s,
                "        const %s *x = X + i * C;\n"
@@ -957,7 +1021,7 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
                "            continue;\n"
                "        }\n"
                "        const real xt = XL(t);   /* read before the row is overwritten (G may be X) */\n",
-               k->d->row.bad_record ? k->d->row.bad_record : "");
+               k->d->row.bad_record && !blocks ? k->d->row.bad_record : "");
     if (two) {
         row_ce_max_sum(k, n->in[0], lanes, eps != 0);
         row_ce_loss(k, eps, true);
@@ -967,6 +1031,19 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
         row_ce_tail(k, grad >= 0, eps, gtype);
     }
     str_puts(k->s, "    }\n");
+    if (blocks) {
+        row_blocks_close(k);
+        str_puts(k->s, ce >= 0 ? "    (void)kept, (void)LOSS;\n" : "    (void)kept;\n");
+        row_blocks_post(k, n->in[0], n->in[1], ignore);
+        if (ce < 0) {
+            str_puts(k->s, "    (void)total;\n");
+            return;
+        }
+        kernel_ptr_line(k, "real *LOSS", ce);
+        row_ce_kept(k, ignore);
+        str_puts(k->s, "    LOSS[0] = (real)(total / kept);\n");
+        return;
+    }
     if (k->d->row.bad_report) k->d->row.bad_report(k);
     if (ce < 0) {
         str_puts(k->s, "    (void)total;\n");
@@ -986,7 +1063,9 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "const int32_t *T", n->in[1]);
     kernel_ptr_line(k, "real *OUT", L->root);
+    const bool blocks = row_blocks(k, L);
     str_puts(k->s, "    double total = 0;   /* the hits */\n");
+    if (blocks) row_blocks_open(k);
     k->d->row.open(k, L, n->in[0], NULL);
     str_printf(k->s, "        const real *x = X + i * C;\n"
                      "        real bv = -%s;\n"
@@ -996,6 +1075,15 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
                k->d->inf, k->d->row.cols);
     if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
     str_printf(k->s, "        %stotal += bi == (int64_t)T[i];\n    }\n", k->d->row.leader);
+    if (blocks) {
+        row_blocks_close(k);
+        str_puts(k->s, "    (void)OUT;\n");
+        row_blocks_post(k, n->in[0], n->in[1], INT32_MIN);
+        str_puts(k->s, "    (void)T;\n");
+        kernel_ptr_line(k, "real *OUT", L->root);
+        str_puts(k->s, "    OUT[0] = (real)total;\n");
+        return;
+    }
     row_all(k, "    ", "total", k->d->row.total_all);
     str_printf(k->s, "    %sOUT[0] = (real)total;\n", k->d->row.writer);
 }

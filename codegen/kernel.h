@@ -37,6 +37,7 @@ typedef struct KernelArgs {
  * the parameters' declarations, or in a segment of a grouped kernel the lines that read them
  * from its table; C: NNC_SHARED, for a kernel several launches run). */
 #define KERNEL_NAME_MARK "@@NAME@@"
+#define KERNEL_ROW_BLOCK 256 /* rows a block of a total's (row.blocks): its own partial sum */
 #define KERNEL_ARGS_MARK "@@ARGS@@"
 
 /* What one kernel is rendered from: a launch of entry `e` of program `p`, into `s`. */
@@ -135,6 +136,12 @@ struct KernelDialect {
          * after them (NULL: nothing to do there). */
         const char *bad_decl, *bad_record;
         void (*bad_report)(const Kernel *k);
+        /* Rows with a total (a loss, a count) or labels to check, on a pool of threads (NULL or
+         * false: as above): the launch's rows run in blocks of KERNEL_ROW_BLOCK, a piece taking
+         * the blocks [lo, hi) (row.open then opens a block's rows), each block's total into
+         * bt_[block]; the kernel's NAME_post then sums the blocks in order, checks the labels
+         * and writes the result, so the bits never depend on the threads (the C target). */
+        bool (*blocks)(const Kernel *k, const Launch *L);
         /* cross_entropy's rows in two passes over the logits rather than three (NULL: a pass
          * for the maximum, one for the exp-sum, one for the gradient): pair_all(&mx, &s) gives
          * every owner the row's (maximum, sum) from each owner's own, whose sum is taken
@@ -215,6 +222,8 @@ void kernel_set_free(KernelSet *ks);
 void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
 /* bf16/f16 conversions (nnc_bf16_f32, nnc_f32_bf16, ...), when the program has half tensors. */
 void kernel_half_prelude(Str *s, const Program *p, const char *qualifiers);
+/* The C target's whole-tensor half conversions on the pool (nnc_convert), after kernel_half_prelude. */
+void kernel_half_pool_prelude(Str *s, const Program *p);
 int kernel_resolve(const Entry *e, int x);          /* the node whose buffer holds x (views) */
 const char *kernel_type(const Kernel *k, int x);    /* "real" or "int32_t" */
 void kernel_ptr_line(const Kernel *k, const char *decl, int x);     /* "    DECL = PTR;\n" */

@@ -236,6 +236,16 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
 }
 
+/* Cross-entropy's and accuracy's rows, which total over the rows or check labels, on the pool in
+ * blocks (row.blocks, kernel.c) where threads pay off: each block's total apart, summed in block
+ * order after the pieces (NAME_post), the first bad label found there. */
+static bool c_rows_blocks(const Kernel *k, const Launch *L) {
+    if (L->kind != L_ROW) return false;
+    const Node *r = &k->g->nodes[L->root];
+    if (!op_has(r->op, OPF_LABELS | OPF_ROW_TOTAL)) return false;
+    return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
+}
+
 /* An elementwise launch whose expressions call EXP, TANH or ERF: bound by their arithmetic, not by
  * memory, so worth the widest vectors (NNC_WIDE) where the compiler would pick narrower ones. */
 static bool c_ew_math(const Kernel *k, const Launch *L) {
@@ -257,11 +267,47 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
     const char *wide = c_ew_math(k, L) ? " NNC_WIDE" : "";
     (void)index;
     int cut = c_reduce_pooled(k, L);
-    bool reduce = cut >= 0, rows = c_rows_pooled(k, L);
+    bool reduce = cut >= 0, rows = c_rows_pooled(k, L), blocks = c_rows_blocks(k, L);
     str_printf(k->s,
                "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o)" KERNEL_ARGS_MARK
                ";\n",
                name, mn);
+    if (blocks) { /* the blocks of rows [lo, hi) in NAME_part, then NAME_post (kernel.c, row.blocks) */
+        Shape xs = k->g->nodes[k->g->nodes[L->root].in[0]].shape;
+        str_printf(k->s,
+                   "static void %s_part(void *, const void *const *, int64_t, int64_t, int64_t);\n"
+                   "static void %s_post(struct %s_frame *m, const void *const *in, int64_t B, void *const *o,\n"
+                   "                    const double *bt_);\n"
+                   "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
+                   "    const int64_t rows_ = (",
+                   name, name, mn, name, mn);
+        render_numel(k->s, xs);
+        str_puts(k->s, ") / ");
+        render_dim(k->s, xs.d[xs.rank - 1], "B");
+        str_printf(k->s,
+                   ", nb_ = (rows_ + %d - 1) / %d;\n"
+                   "    double *bt_ = calloc((size_t)(nb_ > 0 ? nb_ : 1), sizeof *bt_);   /* each block's total */\n"
+                   "    if (!bt_) {\n"
+                   "        fprintf(stderr, \"nnc: out of memory\\n\");\n"
+                   "        abort();\n"
+                   "    }\n"
+                   "    struct nnc_launch_ctx c_ = {m, o, bt_};\n"
+                   "    nnc_pool_for(%s_part, &c_, in, B, nb_, ",
+                   KERNEL_ROW_BLOCK, KERNEL_ROW_BLOCK, name);
+        render_numel(k->s, xs);
+        str_printf(k->s,
+                   ");\n"
+                   "    %s_post(m, in, B, o, bt_);\n"
+                   "    free(bt_);\n"
+                   "}\n"
+                   "static void %s_part(void *mv, const void *const *in, int64_t B, int64_t lo, int64_t hi) {\n"
+                   "    struct %s_frame *m = ((const struct nnc_launch_ctx *)mv)->m;\n"
+                   "    void *const *o = ((const struct nnc_launch_ctx *)mv)->o;\n"
+                   "    double *bt_ = ((const struct nnc_launch_ctx *)mv)->bt;\n"
+                   "    (void)m; (void)in; (void)B; (void)o;\n",
+                   name, name, mn);
+        return;
+    }
     if (!reduce && !rows && (L->kind != L_EW || !c_ew_pooled(k, L->space))) {
         str_printf(k->s,
                    "static%s void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
@@ -576,16 +622,20 @@ static void c_reduce(const Kernel *k, const Launch *L) {
 /* ---- rows ----------------------------------------------------------------------------------- */
 
 static void c_rows_open(const Kernel *k, const Launch *L, int x, const char *omp) {
+    if (c_rows_blocks(k, L)) { /* a block's rows: kernel.c opened the loop over the blocks */
+        str_printf(k->s, "        for (int64_t i = blk_ * %d; i < rows && i < (blk_ + 1) * %d; i++) {\n",
+                   KERNEL_ROW_BLOCK, KERNEL_ROW_BLOCK);
+        return;
+    }
     if (c_rows_pooled(k, L)) { /* c_open made this NAME_part: the rows [lo, hi) */
         str_puts(k->s, "    (void)rows;\n    for (int64_t i = lo; i < hi; i++) {\n");
         return;
     }
-    if (omp && omp_worth(k, k->g->nodes[x].shape, OMP_MIN_ELEMS))
-        str_printf(k->s, "    #pragma omp parallel for%s if (rows * C > %d)\n", omp, OMP_MIN_ELEMS);
+    (void)x, (void)omp; /* rows worth threads run on the pool (above): these in order */
     str_puts(k->s, "    for (int64_t i = 0; i < rows; i++) {\n");
 }
 
-/* The rows may run on several threads: the last bad row found is reported, after them all. */
+/* The first bad row found is reported, after them all. */
 static void c_bad_report(const Kernel *k) {
     str_printf(k->s,
         "    if (bad >= 0) {\n"
@@ -631,11 +681,10 @@ static void gemm_widen(const Kernel *k, const Launch *L, int x, const char *name
     str_puts(k->s, ";\n");
     str_puts(k->s, "    { const unsigned short *h = ");
     c_ptr(k, k->s, x);
-    str_puts(k->s, "; const int64_t nh = ");
+    str_puts(k->s, "; nnc_convert(");
+    str_printf(k->s, "%s_w, h, ", name);
     render_numel(k->s, n->shape);
-    str_printf(k->s, ";\n      #pragma omp parallel for if (nh > 65536)\n"
-                     "      for (int64_t z = 0; z < nh; z++) %s_w[z] = %s(h[z]); }\n",
-               name, n->dtype == DT_BF16 ? "nnc_bf16_f32" : "nnc_f16_f32");
+    str_printf(k->s, ", %d); }\n", n->dtype == DT_BF16 ? 0 : 1);
     str_printf(k->s, "    const real *%s = %s_w;\n", name, name);
     *at += shape_numel(n->shape, k->g->batch_max);
 }
@@ -646,11 +695,9 @@ static void gemm_narrow(const Kernel *k, const Launch *L) {
     if (!DTYPE_IS_HALF(n->dtype)) return;
     str_puts(k->s, "    { unsigned short *h = ");
     c_ptr(k, k->s, L->root);
-    str_puts(k->s, "; const int64_t nh = ");
+    str_puts(k->s, "; nnc_convert(h, C, ");
     render_numel(k->s, n->shape);
-    str_printf(k->s, ";\n      #pragma omp parallel for if (nh > 65536)\n"
-                     "      for (int64_t z = 0; z < nh; z++) h[z] = %s(C[z]); }\n",
-               n->dtype == DT_BF16 ? "nnc_f32_bf16" : "nnc_f32_f16");
+    str_printf(k->s, ", %d); }\n", n->dtype == DT_BF16 ? 2 : 3);
 }
 
 static void c_gemm_body(const Kernel *k, const Launch *L);
@@ -1026,11 +1073,12 @@ const KernelDialect dialect_c = {
         /* a NaN is not taken, yet it makes s NaN and so every output of its row */
         .max_pick = "XL(c) > mx ? XL(c) : mx",
         .leader = "", .writer = "",
-        /* the rows may run on several threads: the last bad row found is reported */
+        /* the first bad row is reported (the rows run in order here; on the pool, in blocks,
+         * NAME_post finds it) */
         .bad_decl = "    int64_t bad = -1;\n",
-        .bad_record = "            #pragma omp critical\n"
-                      "            bad = i;\n",
+        .bad_record = "            if (bad < 0) bad = i;\n",
         .bad_report = c_bad_report,
+        .blocks = c_rows_blocks,
     },
     .gemm = c_gemm,   /* cblas, or plain loops for small products */
     .copy = c_copy,

@@ -164,10 +164,10 @@ void render_program(const Program *p, const BuildOpts *o, Str *s) {
     Kernel r = {.p = p, .g = p->g, .o = o, .mn = model_c_name(p), .s = s};
     render_c_prelude(s, p, o);
     str_puts(s,
-             "\n/* A pooled launch's part gets the frame and its values (o) through this.  A kernel that\n"
-             " * launches share is neither inlined into nor cloned for each launch's function (gcc's\n"
-             " * constant propagation would make a copy per launch again). */\n"
-             "struct nnc_launch_ctx {\n    void *m;\n    void *const *o;\n};\n"
+             "\n/* A pooled launch's part gets the frame and its values (o) through this (and a total's rows\n"
+             " * their blocks' totals, bt).  A kernel that launches share is neither inlined into nor cloned\n"
+             " * for each launch's function (gcc's constant propagation would make a copy per launch again). */\n"
+             "struct nnc_launch_ctx {\n    void *m;\n    void *const *o;\n    double *bt;\n};\n"
              "#if defined(__GNUC__) && !defined(__clang__)\n"
              "#define NNC_SHARED __attribute__((noinline, noclone))\n"
              "#else\n"

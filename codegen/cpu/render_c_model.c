@@ -60,6 +60,7 @@ void render_c_prelude(Str *s, const Program *p, const BuildOpts *o) {
     str_puts(s, nnc_embed_pool_h);
     dialect_c.prelude(s, o); /* real and the math macros: kernel.c's one table */
     kernel_half_prelude(s, p, "static inline");
+    kernel_half_pool_prelude(s, p);
     if (program_has_helpers(p)) helper_prelude(s, false);
     attention_prelude(s, p, false, o->f64);
     if (helper_uses_dnnl(p, o)) helper_dnnl_prelude(s);

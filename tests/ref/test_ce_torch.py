@@ -18,6 +18,9 @@ reads bf16 logits and writes the bf16 gradient (passes/fold_rows.c): that agains
 float64 gradient of W rounded to bfloat16, rounded to bfloat16, within one unit of bf16's last
 place (a product near a rounding tie may round either way), the loss within 1e-5.  They run on
 CUDA only (--cuda: on the emulator in CI): the CPU's row loop does not change with the width.
+It does with the rows: past 32768 elements its rows run on the pool in blocks of 256, each
+block's total apart (sequence_blocks, 7000 rows), and a last check (blocks) wants the loss and
+gradient bit for bit the same on one thread and two, and a bad label named by its first row.
 
     test_ce_torch.py --run-model PATH [--cuda] [-k SUBSTRING]
 
@@ -66,6 +69,11 @@ CASES = [
     ("sequence_ignore_smoothing", "cross_entropy(reshape(x @ W, -1, %d), reshape(y, -1), -1, 0.1)" % C,
      lambda l, y: F.cross_entropy(l.reshape(-1, C), y.reshape(-1), ignore_index=-1, label_smoothing=0.1),
      [4, -1, 2, 3, -1, 1, 0, 2, 2, 3, 1, -1, 0, 4], 2),
+    # 7000 rows: past the 32768 elements at which the CPU's row kernel runs on the pool, in blocks
+    # of 256 rows (the last one short), each block's total apart, summed in block order
+    ("sequence_blocks", "cross_entropy(reshape(x @ W, -1, %d), reshape(y, -1), -1, 0.1)" % C,
+     lambda l, y: F.cross_entropy(l.reshape(-1, C), y.reshape(-1), ignore_index=-1, label_smoothing=0.1),
+     [int(v) for v in np.random.default_rng(3).integers(-1, C, BATCH * 1000)], 1000),
 ]
 
 
@@ -205,6 +213,44 @@ def run_case(a, tmp, case, precision, fused):
     return errs
 
 
+def blocks_checks(a, tmp):
+    """The CPU's pooled rows (sequence_blocks' size): the loss and gradient the same bits on one
+    thread and two, and a label outside the classes named by its first row."""
+    if a.cuda:
+        return []
+    T, errs, out = 1000, [], {}
+    d = os.path.join(tmp, "blocks")
+    os.makedirs(d)
+    with open(os.path.join(d, "m.nn"), "w") as f:
+        f.write(model("cross_entropy(reshape(x @ W, -1, %d), reshape(y, -1))" % C, T))
+    x = rng.standard_normal((BATCH, T, 4)).astype(np.float32)
+    y = np.random.default_rng(4).integers(0, C, (BATCH, T)).astype(np.int32)
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "W.npy"), (rng.standard_normal((4, C)) * 0.7).astype(np.float32))
+    cmd = [a.run_model, os.path.join(d, "m.nn"), d, "--entry", "eval,grad", "--load-params", os.path.join(d, "W.npy"),
+           os.path.join(d, "x.npy"), os.path.join(d, "y.npy")]
+    for threads in ("1", "2"):
+        np.save(os.path.join(d, "y.npy"), y)
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=d, env=dict(os.environ, OMP_NUM_THREADS=threads))
+        if r.returncode != 0:
+            return ["run_model failed on %s threads:\n%s" % (threads, r.stderr)]
+        out[threads] = {n: np.load(os.path.join(d, n + ".npy")) for n in r.stdout.split()}
+    for n in out["1"]:
+        if not np.array_equal(out["1"][n], out["2"][n]):
+            errs.append("%s differs between one thread and two" % n)
+    bad = y.copy()
+    bad.reshape(-1)[5000] = C + 2   # in a later block than the first bad row
+    bad.reshape(-1)[300] = -5
+    np.save(os.path.join(d, "y.npy"), bad)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=d, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    want = "cross_entropy: label -5 at row 300 is outside [0, %d)" % C
+    if r.returncode == 0 or want not in r.stderr:
+        errs.append("bad labels: want %r, got status %d:\n%s" % (want, r.returncode, r.stderr))
+    print("%s blocks: one thread and two, the first bad label%s" % ("FAIL" if errs else "ok  ",
+                                                                    "".join("\n    " + e for e in errs)))
+    return errs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-model", required=True, type=os.path.abspath)   # the cases run it from temporary folders
@@ -224,6 +270,10 @@ def main():
                                               "fused" if fused else "unfused", "".join("\n    " + e for e in errs)))
                 passed += not errs
                 failed += bool(errs)
+        if a.k in "blocks_checks":   # -k empty, or naming them
+            errs = blocks_checks(a, tmp)
+            passed += not errs and not a.cuda
+            failed += bool(errs)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed or not passed else 0
 
