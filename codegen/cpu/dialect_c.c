@@ -318,7 +318,7 @@ static void c_open(const Kernel *k, const Launch *L, int index) {
     str_printf(k->s,
                "static void %s_part(void *, const void *const *, int64_t, int64_t, int64_t);\n"
                "static void %s(struct %s_frame *m, const void *const *in, int64_t B, void *const *o) {\n"
-               "    struct nnc_launch_ctx c_ = {m, o};\n"
+               "    struct nnc_launch_ctx c_ = {m, o, NULL};\n"
                "    nnc_pool_for(%s_part, &c_, in, B, ",
                name, name, mn, name);
     if (rows) { /* the rows, and their elements as the work */
