@@ -675,7 +675,7 @@ static void row_softmax(const Kernel *k, const Launch *L, bool log) {
     row_header(k, x);
     kernel_ptr_line(k, "const real *X", x);
     kernel_ptr_line(k, "real *Y", L->root);
-    k->d->row.open(k, L, x, "");
+    k->d->row.open(k, L);
     str_puts(k->s, "        const real *x = X + i * C;\n"
                    "        real *y = Y + i * C;\n");
     const RowRegs r = row_regs(k, x);
@@ -712,7 +712,7 @@ static void row_softmax_grad(const Kernel *k, const Launch *L, bool log) {
     kernel_ptr_line(k, "const real *DY", n->in[0]);
     kernel_ptr_line(k, "const real *Yv", n->in[1]);
     kernel_ptr_line(k, "real *DX", L->root);
-    k->d->row.open(k, L, n->in[0], "");
+    k->d->row.open(k, L);
     str_puts(k->s, "        const real *dy = DY + i * C, *y = Yv + i * C;\n"
                    "        real *dx = DX + i * C;\n");
     const RowRegs r = row_regs(k, n->in[0]);
@@ -1006,7 +1006,7 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
     str_puts(k->s, "    double total = 0;\n");
     if (k->d->row.bad_decl && !blocks) str_puts(k->s, k->d->row.bad_decl);
     if (blocks) row_blocks_open(k);
-    k->d->row.open(k, L, n->in[0], " reduction(+:total)");
+    k->d->row.open(k, L);
     str_printf(k->s,
                "        const %s *x = X + i * C;\n"
                "        const int32_t t = T[i];\n"
@@ -1066,7 +1066,7 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     const bool blocks = row_blocks(k, L);
     str_puts(k->s, "    double total = 0;   /* the hits */\n");
     if (blocks) row_blocks_open(k);
-    k->d->row.open(k, L, n->in[0], NULL);
+    k->d->row.open(k, L);
     str_printf(k->s, "        const real *x = X + i * C;\n"
                      "        real bv = -%s;\n"
                      "        int64_t bi = -1;\n"
@@ -1119,7 +1119,7 @@ static void row_ln_norm(const Kernel *k, const Launch *L) {
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "real *Y", L->root);
-    k->d->row.open(k, L, n->in[0], "");
+    k->d->row.open(k, L);
     str_puts(k->s,
              "        const real *x = X + i * C;\n"
              "        real *y = Y + i * C;\n");
@@ -1161,7 +1161,7 @@ static void row_ln_grad(const Kernel *k, const Launch *L) {
     for (int m = 0; m < L->nouts; m++) out |= L->outs[m] == L->root;
     if (out) kernel_ptr_line(k, "real *DX", L->root);
     if (hc >= 0) kernel_ptr_line(k, "unsigned short *HC", hc);
-    k->d->row.open(k, L, n->in[0], "");
+    k->d->row.open(k, L);
     str_printf(k->s,
                "        const %s *dy = DY + i * C;\n"
                "        const real *x = Xv + i * C%s;\n",

@@ -112,10 +112,9 @@ struct KernelDialect {
     /* ---- row-wise kernels: who owns a row, and how its owners combine ---- */
     struct {
         const char *setup;      /* declarations after C and rows (CUDA: the lane and warp) */
-        /* Opens launch L's loop over the rows of x this thread works on (`omp`: the OpenMP
-         * clause of a threaded loop, "" for none, NULL for a loop that is never threaded; the C
-         * dialect asks L whether the rows run on the pool instead). */
-        void (*open)(const Kernel *k, const Launch *L, int x, const char *omp);
+        /* Opens launch L's loop over the rows this thread works on (the C dialect asks L
+         * whether they run on the pool: pieces of rows, or blocks of them). */
+        void (*open)(const Kernel *k, const Launch *L);
         const char *cols;       /* loop header over the columns c this thread owns */
         /* > 1: a row's sums and maximum run in this many lanes (lane c % lanes takes column c),
          * combined in lane order after the row: one thread owns the row, and the lanes are

@@ -743,6 +743,14 @@ static bool rescue_create(char *buf, size_t n) {
  * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
 static bool save_now(Run *R) {
     char err[1024], why[1024], rescue[1100];
+    /* the records so far go out before the checkpoint: a run killed after the save has them,
+     * and --resume keeps exactly the records up to the checkpoint's step (resuming a finished
+     * run writes none) */
+    if (R->metrics) {
+        metrics_flush(R);
+        fflush(R->metrics);
+        metrics_check(R);
+    }
     if (R->o->no_write) return true;   /* data parallel: process 0 writes */
     if (checkpoint_save(R->lm, R->o->save_path, &R->pos, R->o->save_half, &R->hp, err, sizeof err)) return true;
     fprintf(stderr, "nnc: error: %s\n", err);
@@ -902,14 +910,8 @@ static bool step_record(Run *R, Epoch *E, const StepDone *st, bool ahead) {
         tb_step(R, st->gstep, st->loss, st->lr, now - R->t0);
         R->t_step = now - R->t0;
     }
-    /* the step's records go out before its checkpoint (a run killed after the save has them,
-     * and --resume keeps exactly the records up to the checkpoint's step) */
+    /* save_now writes the step's records out before its checkpoint */
     bool save_due = R->o->save_every > 0 && st->gstep % R->o->save_every == 0;
-    if ((save_due || (interrupted && !ahead)) && R->metrics) {
-        metrics_flush(R);
-        fflush(R->metrics);
-        metrics_check(R);
-    }
     if (save_due && !save_now(R)) return false;
     if (interrupted && !ahead) {
         comm_mark_agreed(R->comm);
@@ -1530,16 +1532,7 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
         if (o->end) *o->end = R.pos;
-        if (rc == 0 && o->save_path) {
-            /* the records go out before the checkpoint, as at every save: a run killed after
-             * the final save has them all (resuming a finished run writes none) */
-            if (R.metrics) {
-                metrics_flush(&R);
-                fflush(R.metrics);
-                metrics_check(&R);
-            }
-            if (!save_now(&R)) rc = 1;
-        }
+        if (rc == 0 && o->save_path && !save_now(&R)) rc = 1;
     }
     if (!metrics_close(&R) && rc == 0) rc = 1;
     if (!tb_finish(&R) && rc == 0) rc = 1;

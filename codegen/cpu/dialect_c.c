@@ -24,14 +24,14 @@
 #include "../helpers.h"
 #include "../kernel.h"
 
-#define OMP_MIN_ELEMS 32768     /* a thread team pays off past this many elements */
+#define POOL_ROW_ELEMS 32768 /* rows and reductions are cut for the pool past this many elements */
 #define POOL_MIN_ELEMS 16384 /* an elementwise kernel may be cut for the pool past this many */
 #define SMALL_GEMM_MACS 16384   /* products this small are plain loops, not a BLAS call */
 #define SMALL_GEMM_ACC 4096     /* the most C elements such a loop sums on the stack */
 
 /* Threads pay off only past `min_elems`; a kernel that can never get that large (at the
- * compile-time batch bound) gets no OpenMP pragma, whose team set-up costs more than it. */
-static bool omp_worth(const Kernel *k, Shape sh, int64_t min_elems) {
+ * compile-time batch bound) is never cut for the pool, whose hand-over costs more than it. */
+static bool pool_worth(const Kernel *k, Shape sh, int64_t min_elems) {
     return shape_numel(sh, k->g->batch_max) > min_elems;
 }
 
@@ -198,7 +198,7 @@ static void c_prelude(Str *s, const BuildOpts *o) {
 /* An elementwise kernel that can be large runs on the pool (include/nnc_pool.h), as the products
  * do: NAME hands nnc_pool_for the outer extent, and NAME_part computes the outer indices [lo, hi)
  * of one piece.  Each point is computed alone, so how the loop is cut never changes a bit. */
-static bool c_ew_pooled(const Kernel *k, Shape sp) { return omp_worth(k, sp, POOL_MIN_ELEMS); }
+static bool c_ew_pooled(const Kernel *k, Shape sp) { return pool_worth(k, sp, POOL_MIN_ELEMS); }
 
 typedef enum { RED_SUFFIX, RED_GATHER, RED_SCATTER } ReduceForm;
 static ReduceForm reduce_form(const Graph *g, const Launch *L, int *kept_out);
@@ -216,11 +216,11 @@ static int c_reduce_pooled(const Kernel *k, const Launch *L) {
     Shape ks = L->space;
     if (form == RED_SUFFIX) {
         ks.rank = kept;
-        return kept && omp_worth(k, ks, OMP_MIN_ELEMS / 64) ? 0 : -1;
+        return kept && pool_worth(k, ks, POOL_ROW_ELEMS / 64) ? 0 : -1;
     }
     if (form == RED_SCATTER) /* its last axis, which it keeps: each piece owns a range of columns */
-        return omp_worth(k, L->space, OMP_MIN_ELEMS) ? L->space.rank - 1 : -1;
-    if (form != RED_GATHER || !omp_worth(k, L->space, OMP_MIN_ELEMS)) return -1;
+        return pool_worth(k, L->space, POOL_ROW_ELEMS) ? L->space.rank - 1 : -1;
+    if (form != RED_GATHER || !pool_worth(k, L->space, POOL_ROW_ELEMS)) return -1;
     int64_t mask = launch_reduce_mask(k->g, L);
     for (int l = 0; l < L->space.rank; l++)
         if (!(mask >> l & 1)) return l;
@@ -235,7 +235,7 @@ static bool c_rows_pooled(const Kernel *k, const Launch *L) {
     if (L->kind != L_ROW) return false;
     const Node *r = &k->g->nodes[L->root];
     if (op_has(r->op, OPF_LABELS | OPF_ROW_TOTAL)) return false;
-    return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
+    return pool_worth(k, k->g->nodes[r->in[0]].shape, POOL_ROW_ELEMS);
 }
 
 /* Cross-entropy's and accuracy's rows, which total over the rows or check labels, on the pool in
@@ -245,7 +245,7 @@ static bool c_rows_blocks(const Kernel *k, const Launch *L) {
     if (L->kind != L_ROW) return false;
     const Node *r = &k->g->nodes[L->root];
     if (!op_has(r->op, OPF_LABELS | OPF_ROW_TOTAL)) return false;
-    return omp_worth(k, k->g->nodes[r->in[0]].shape, OMP_MIN_ELEMS);
+    return pool_worth(k, k->g->nodes[r->in[0]].shape, POOL_ROW_ELEMS);
 }
 
 /* An elementwise launch whose expressions call EXP, TANH or ERF: bound by their arithmetic, not by
@@ -623,7 +623,7 @@ static void c_reduce(const Kernel *k, const Launch *L) {
 
 /* ---- rows ----------------------------------------------------------------------------------- */
 
-static void c_rows_open(const Kernel *k, const Launch *L, int x, const char *omp) {
+static void c_rows_open(const Kernel *k, const Launch *L) {
     if (c_rows_blocks(k, L)) { /* a block's rows: kernel.c opened the loop over the blocks */
         str_printf(k->s, "        for (int64_t i = blk_ * %d; i < rows && i < (blk_ + 1) * %d; i++) {\n",
                    KERNEL_ROW_BLOCK, KERNEL_ROW_BLOCK);
@@ -633,7 +633,7 @@ static void c_rows_open(const Kernel *k, const Launch *L, int x, const char *omp
         str_puts(k->s, "    (void)rows;\n    for (int64_t i = lo; i < hi; i++) {\n");
         return;
     }
-    (void)x, (void)omp; /* rows worth threads run on the pool (above): these in order */
+    /* rows worth threads run on the pool (above): these in order */
     str_puts(k->s, "    for (int64_t i = 0; i < rows; i++) {\n");
 }
 

@@ -672,18 +672,14 @@ static void cuda_reduce(const Kernel *k, const Launch *L) {
 
 /* ---- rows: a warp each, or a block each ----------------------------------------------------- */
 
-static void cuda_rows_open(const Kernel *k, const Launch *L, int x, const char *omp) {
+static void cuda_rows_open(const Kernel *k, const Launch *L) {
     str_puts(k->s, "    for (int64_t i = warp0; i < rows; i += nwarps) {\n");
     (void)L;
-    (void)x;
-    (void)omp;
 }
 
-static void cuda_row_blocks_open(const Kernel *k, const Launch *L, int x, const char *omp) {
+static void cuda_row_blocks_open(const Kernel *k, const Launch *L) {
     str_puts(k->s, "    for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {\n");
     (void)L;
-    (void)x;
-    (void)omp;
 }
 
 /* The lanes' best (value, index) pairs, combined by nnc_argmax_takes. */
