@@ -10,9 +10,24 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 
 #include "check.h"
+
+/* Where the includer has a faster sgemm (NNC_POOL_SGEMM: oneDNN's, in the in-process build), the
+ * pool may cut a product along its rows where it would cut the columns.  This one records each
+ * chunk's shape and declines (nonzero), so the CBLAS still computes every chunk. */
+static _Atomic int sg_calls, sg_m, sg_n;
+static int record_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                        int ldb, float beta, float *c, int ldc) {
+    (void)ta, (void)tb, (void)k, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+    atomic_fetch_add(&sg_calls, 1);
+    atomic_store(&sg_m, m);
+    atomic_store(&sg_n, n);
+    return 1;
+}
+#define NNC_POOL_SGEMM record_sgemm
 #include "nnc_pool.h"
 
 extern int openblas_get_num_threads(void) __attribute__((weak));
@@ -57,6 +72,18 @@ static void check_product(int ta, int tb, int m, int n, int k, float beta) {
           "%dx%dx%d ta=%d tb=%d beta=%g: 1 and %d threads agree bit for bit", m, n, k, ta, tb, (double)beta, THREADS);
     CHECK(worst < 1e-5 * k, "%dx%dx%d ta=%d tb=%d: within rounding of double (worst %.3g)", m, n, k, ta, tb, worst);
     free(a), free(b), free(c0), free(one), free(all);
+}
+
+/* The chunks a product of m rows and n columns is cut into: `calls` of m_each x n_each (even
+ * cuts).  1 of m x n: not cut. */
+static void check_cut(int ta, int tb, int m, int n, int k, float beta, int calls, int m_each, int n_each) {
+    float *a = filled((int64_t)m * k, 1), *b = filled((int64_t)k * n, 2), *c0 = filled((int64_t)m * n, 3);
+    atomic_store(&sg_calls, 0);
+    float *c = product(THREADS, ta, tb, m, n, k, beta, a, b, c0);
+    int got = atomic_load(&sg_calls), gm = atomic_load(&sg_m), gn = atomic_load(&sg_n);
+    CHECK(got == calls && gm == m_each && gn == n_each, "%dx%dx%d beta=%g: %d chunks of %dx%d (got %d of %dx%d)", m, n,
+          k, (double)beta, calls, m_each, n_each, got, gm, gn);
+    free(a), free(b), free(c0), free(c);
 }
 
 /* ---- jobs ---- */
@@ -169,9 +196,15 @@ int main(void) {
     CHECK(!openblas_get_num_threads || openblas_get_num_threads() == 1, "OpenBLAS left on one thread");
     check_product(0, 1, 64, 128, 784, 0.0f); /* x @ W^T, mlp.nn's first layer at batch 64 */
     check_product(1, 0, 128, 784, 64, 1.0f); /* dY^T @ x with the SGD update folded in */
-    check_product(0, 0, 256, 1024, 1024, 0.0f); /* a large one, along N */
+    check_product(0, 0, 256, 1024, 1024, 0.0f); /* a large one, along M (NNC_POOL_SGEMM) */
     check_product(1, 0, 1024, 300, 256, 1.0f); /* along M, an edge chunk */
     check_product(0, 0, 8, 8, 8, 0.0f); /* too small to split */
+    /* where each of the 4 chunks keeps 32 rows or more, the rows are cut; else the longer side */
+    check_cut(0, 0, 256, 1024, 1024, 0.0f, 4, 64, 1024);
+    check_cut(1, 0, 128, 512, 2048, 0.0f, 4, 32, 512);
+    check_cut(0, 1, 64, 128, 784, 0.0f, 4, 64, 32); /* 16 rows a chunk: the columns */
+    check_cut(0, 0, 256, 1024, 1024, 1.0f, 4, 256, 256); /* an update (beta): the CBLAS's, by columns */
+    check_cut(0, 0, 8, 8, 8, 0.0f, 1, 8, 8);
     check_jobs();
     check_load();
     return check_done();
