@@ -75,6 +75,10 @@ kernel_of() { awk -v h="$1" 'index($0, "/* train_step launch") == 1 { k = index(
 kernel_of "elementwise (gelu_grad)" > "$dir/out"; has "for (int64_t i = b_; i < e_; i++)"
 kernel_of "elementwise (mul, mul, sub" > "$dir/out"; has "nnc_pool_for"
 hasnt "NNC_PREFETCH"
+# A row's sums in lanes run a loop each over the whole vectors (codegen/kernel.c, row_sums): gcc
+# left layer norm's gradient scalar while one loop fed both g and gx.
+kernel_of "row-wise (layer_norm_rows_grad)" > "$dir/out"
+ok test "$(grep -A1 'g_l\[l\] += (dy\[c\] \* Wv\[c\]);' "$dir/out" | sed -n 2p | tr -d ' ')" = "}"
 # A convolution's bias gradient sums each channel in 8 lanes along the rows (one chain of double
 # additions waited on itself): codegen/cpu/dialect_c.c, reduce_gather.
 ok "$nnc" "$models/convnet.nn" --emit c;       has "lane_\[q_\] += l0;"
