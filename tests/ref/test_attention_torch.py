@@ -67,6 +67,9 @@ CASES = [
     ("causal_tall", 2, 2, 12, 7, 5, 4, 6, "is_causal = true", True, None),
     ("causal_wide", 2, 2, 5, 9, 5, 4, 4, "dropout_p = 0, is_causal = true", True, None),
     ("head64", 2, 2, 33, 33, 16, 64, 64, "is_causal = true", True, None),
+    # whole 16-query tiles and heads of whole 16-float blocks: the CPU's transposes by blocks
+    # (codegen/attention.c, nnc_attn_tr16) in the forward and the backward
+    ("whole_tiles", 2, 2, 32, 32, 8, 16, 32, "is_causal = true", True, None),
     # above ATTENTION_MAX_HEAD: composed of matmul, softmax and matmul, the causal mask a masked_fill
     ("causal_head136", 2, 2, 6, 6, 4, 136, 130, "is_causal = true", True, None),
 ]
@@ -431,6 +434,7 @@ ROWS = [
     ("rows_order", 2, 9, 9, 5, 2, 4, 4, "vqk", "scale = 0.3", False, 0.3, 0),
     ("rows_cross", 2, 12, 7, 5, 2, 4, 6, "", "is_causal = true", True, None, 0),
     ("rows_dropout", 1, 11, 11, 5, 2, 6, 6, "kqv", "dropout_p = 0.25, is_causal = true", True, None, 0.25),
+    ("rows_tiles", 2, 48, 48, 6, 2, 16, 16, "qkv", "is_causal = true", True, None, 0),
 ]
 
 
@@ -546,10 +550,12 @@ def main():
                 for fused in (True, False) if precision == "f64" and case[0] in FULL else (True,):
                     report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
                            check_case(a, tmp, case, precision, fused))
-        for case in ROWS:   # f64 fused each; f32 and unfused (the permutes as written) the first only (CI time)
+        for case in ROWS:   # f64 fused each; f32 and unfused (the permutes as written) the first only (CI
+            # time), and f32 for rows_tiles (the CPU's transposes by blocks are f32's)
             if a.k not in case[0] or (a.cuda and case is not ROWS[0] and case[0] != "rows_cross"):
                 continue
-            for precision in ("f32",) if a.cuda else ("f64", "f32") if case is ROWS[0] else ("f64",):
+            both = case is ROWS[0] or case[0] == "rows_tiles"
+            for precision in ("f32",) if a.cuda else ("f64", "f32") if both else ("f64",):
                 for fused in (True, False) if precision == "f64" and case is ROWS[0] else (True,):
                     report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
                            check_rows(a, tmp, case, precision, fused))
