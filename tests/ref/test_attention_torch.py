@@ -435,6 +435,7 @@ ROWS = [
     ("rows_cross", 2, 12, 7, 5, 2, 4, 6, "", "is_causal = true", True, None, 0),
     ("rows_dropout", 1, 11, 11, 5, 2, 6, 6, "kqv", "dropout_p = 0.25, is_causal = true", True, None, 0.25),
     ("rows_tiles", 2, 48, 48, 6, 2, 16, 16, "qkv", "is_causal = true", True, None, 0),
+    ("rows_long", 1, 272, 272, 4, 1, 16, 16, "qkv", "is_causal = true", True, None, 0),
 ]
 
 
@@ -551,10 +552,11 @@ def main():
                     report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
                            check_case(a, tmp, case, precision, fused))
         for case in ROWS:   # f64 fused each; f32 and unfused (the permutes as written) the first only (CI
-            # time), and f32 for rows_tiles (the CPU's transposes by blocks are f32's)
+            # time), and f32 for rows_tiles and rows_long (the CPU's whole tiles read in place, and
+            # past NNC_ATTN_DIRECT keys laid out first, then transposed by blocks: f32's paths)
             if a.k not in case[0] or (a.cuda and case is not ROWS[0] and case[0] != "rows_cross"):
                 continue
-            both = case is ROWS[0] or case[0] == "rows_tiles"
+            both = case is ROWS[0] or case[0] in ("rows_tiles", "rows_long")
             for precision in ("f32",) if a.cuda else ("f64", "f32") if both else ("f64",):
                 for fused in (True, False) if precision == "f64" and case is ROWS[0] else (True,):
                     report("%-12s %s %s" % (case[0], precision, "fused" if fused else "unfused"),
