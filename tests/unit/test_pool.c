@@ -205,6 +205,9 @@ int main(void) {
     check_cut(0, 1, 64, 128, 784, 0.0f, 4, 64, 32); /* 16 rows a chunk: the columns */
     check_cut(0, 0, 256, 1024, 1024, 1.0f, 4, 256, 256); /* an update (beta): the CBLAS's, by columns */
     check_cut(0, 0, 8, 8, 8, 0.0f, 1, 8, 8);
+    /* under two chunks' work (2^20 multiply-adds each) but at least two halves' (2^17): halves */
+    check_cut(0, 1, 256, 10, 128, 0.0f, 2, 128, 10);
+    check_cut(0, 1, 64, 10, 128, 0.0f, 1, 64, 10); /* 82K: one */
     check_jobs();
     check_load();
     return check_done();
