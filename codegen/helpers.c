@@ -252,9 +252,12 @@ static const CpuBody cpu_embedding_grad = {
              "            for (int64_t d = d0; d < d1; d++) dw[v * D + d] += dy[t * D + d];\n"
              "        }\n"},
 };
+/* im2col's and col2im's shared statements: a batch item's output positions and col's columns */
+#define IM2COL_COMMON \
+    "    const int64_t P = OH * OW, cols = S * P;\n" \
+    "    (void)P, (void)cols, (void)n;\n"
 static const CpuBody cpu_im2col = {
-    .common = "    const int64_t P = OH * OW, cols = S * P;\n"
-              "    (void)P, (void)cols, (void)n;\n",
+    .common = IM2COL_COMMON,
     .count = {"C * KH * KW * S"},
     .work = {"C * KH * KW * cols"},
     .body = {"        const int64_t r = i / S, s = i % S;\n"
@@ -285,8 +288,7 @@ static const CpuBody cpu_im2col = {
              "        }\n"},
 };
 static const CpuBody cpu_col2im = {
-    .common = "    const int64_t P = OH * OW, cols = S * P;\n"
-              "    (void)P, (void)cols, (void)n;\n",
+    .common = IM2COL_COMMON,
     .count = {"S * C"},
     .work = {"S * C * H * W"},
     .body = {"        const int64_t s = i / C, c = i % C;\n"
