@@ -83,6 +83,9 @@ static void usage(FILE *f) {
           "                         half precision, as torch.autocast; f32 master weights\n"
           "  --clip-grad-norm X     clip_grad_norm = X in place of the file's clipping (0: none);\n"
           "                         --metrics then reports each step's grad_norm\n"
+          "  --data-on-device W     auto, true or false: keep the training set in the GPU's memory\n"
+          "                         and gather each batch there (auto: when it fits in a quarter\n"
+          "                         of the GPU's free memory)\n"
           "  --save FILE            write parameters and optimizer state (safetensors) at the end\n"
           "                         (and on Ctrl-C or SIGTERM, which stop at the end of the current\n"
           "                         step; exit status 130 or 143)\n"
@@ -355,14 +358,20 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             else if (!strcmp(v, "f16")) c->over.precision = PREC_F16;
             else cli_error("--precision: expected f32, bf16 or f16, got '%s'", v);
             c->over.has_precision = true;
+        } else if (is_flag(a, "--data-on-device")) {
+            const char *v = flag_value(argc, argv, &i, f);
+            if (!strcmp(v, "auto")) c->over.data_dev = DATA_DEV_AUTO;
+            else if (!strcmp(v, "true")) c->over.data_dev = DATA_DEV_ON;
+            else if (!strcmp(v, "false")) c->over.data_dev = DATA_DEV_OFF;
+            else cli_error("--data-on-device: expected auto, true or false, got '%s'", v);
+            c->over.has_data_dev = true;
         } else if (is_flag(a, "--momentum")) {
             c->over.momentum = parse_rate(f, flag_value(argc, argv, &i, f));
             c->over.has_momentum = true;
         } else if (is_flag(a, "--clip-grad-norm")) {
             c->over.clip_norm = parse_rate(f, flag_value(argc, argv, &i, f));
             c->over.has_clip = true;
-        }
-        else if (!strcmp(a, "--eval")) c->eval = true;
+        } else if (!strcmp(a, "--eval")) c->eval = true;
         else if (is_flag(a, "--eval-out")) c->eval_out = flag_value(argc, argv, &i, "--eval-out");
         else if (!strcmp(a, "--check-numerics")) c->check_numerics = true;
         else if (is_flag(a, "--check-against")) c->check_against = flag_value(argc, argv, &i, "--check-against");
@@ -648,6 +657,7 @@ static int act(const Cli *c, Compiled *cp, Compiled *ref, double t_process, Comm
                     .seed = m->train.seed,
                     .shuffle = m->train.shuffle,
                     .quiet = c->quiet,
+                    .verbose = c->verbose,
                     .progress = isatty(2) && !c->quiet,
                     .metrics_path = c->metrics,
                     .log_every = c->log_every,

@@ -685,6 +685,7 @@ bool resolve_train_config(Model *m, const TrainOverrides *o, int world, const ch
     if (o->has_seed) t->seed = (uint64_t)o->seed;
     if (o->has_lr) t->opt.lr = o->lr;
     if (o->has_precision) t->precision = o->precision;
+    if (o->has_data_dev) t->data_on_device = o->data_dev;
     if (o->has_clip) {
         t->clip_norm = o->clip_norm;
         t->clip_value = 0;

@@ -226,6 +226,7 @@ const int train_nfamilies = (int)NNC_COUNTOF(train_families);
 static const char *const precisions[] = {"f32", "bf16", "f16", NULL}; /* Precision's order */
 static const char *const none[] = {"none", NULL};
 static const char *const autos[] = {"auto", NULL}; /* device = auto: TrainConfig.device_auto */
+static const char *const on_device[] = {"auto", "true", "false", NULL}; /* DataOnDevice's order */
 
 /* a row a setting */
 /* clang-format off */
@@ -250,6 +251,7 @@ const Setting train_settings[] = {
     {.name = "clip_grad_value", .kind = SET_POSITIVE, .type = FIELD_DOUBLE, .at = TC(clip_value),
      .excludes = "clip_grad_norm"},
     {.name = "accumulate", .kind = SET_INT, .type = FIELD_INT, .at = TC(accumulate), .lo = 1, .hi = 1 << 20, .dflt = 1},
+    {.name = "data_on_device", .kind = SET_WORD, .type = FIELD_INT, .at = TC(data_on_device), .words = on_device},
 };
 /* clang-format on */
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NNC_ABI_VERSION 4
+#define NNC_ABI_VERSION 5
 
 /* The entry points.  ACCUM exists in a model built for gradient accumulation (accumulate > 1):
  * forward and backward of a micro-batch, its gradients (of loss / accumulate) added to the
@@ -20,7 +20,8 @@
 enum { NNC_ENTRY_TRAIN = 0, NNC_ENTRY_GRAD = 1, NNC_ENTRY_EVAL = 2, NNC_ENTRY_ACCUM = 3, NNC_ENTRY_COUNT = 4 };
 /* BF16 and F16 (16-bit patterns) appear only among the values a model built for --check-against
  * keeps as outputs; parameters, state, inputs and the named outputs are never half. */
-enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2, NNC_TYPE_BF16 = 3, NNC_TYPE_F16 = 4 };
+enum { NNC_TYPE_F32 = 0, NNC_TYPE_I32 = 1, NNC_TYPE_F64 = 2, NNC_TYPE_BF16 = 3, NNC_TYPE_F16 = 4, NNC_TYPE_U8 = 5 };
+/* U8 (bytes, each scaled to a float) appears only as the type of an input's kept source (keep). */
 enum { NNC_SYNC_TO_DEVICE = 0, NNC_SYNC_TO_HOST = 1 };
 
 /* What a tensor is to a trainer (nnc_tensor_info.role): what to save, how to average, what to show. */
@@ -143,6 +144,23 @@ typedef struct nnc_model_abi {
     void *(*input_buffer)(void *m, int i);
     int (*submit)(void *m, int entry, const void *const *inputs, int64_t batch);
     int (*finish)(void *m);
+    /* Inputs kept in the device's memory (CUDA on one GPU; NULL elsewhere): a data set copied to
+     * the device once, each batch then gathered there inside its pipelined call, so that only the
+     * rows' positions go up per call.
+     *   keep(m, i, data, elems, type, scale, if_room)   copies `elems` values of `type` from
+     *                        `data` for input i: NNC_TYPE_F32 for a float input (f32 or f64),
+     *                        NNC_TYPE_U8 bytes for one (each becomes (float)byte * scale, then
+     *                        the input's type), NNC_TYPE_I32 for an i32 input.  The same data,
+     *                        elems and type as another kept input's share one copy.  With
+     *                        if_room, nothing is kept (status 7) unless the copy takes at most
+     *                        a quarter of the device's free memory.  data NULL: input i's copy
+     *                        is let go.  0 or a status; a kept input is kept until destroy().
+     *   submit_rows(m, entry, starts, batch)   submit() on kept inputs: row r of input i is
+     *                        the row's elements of its kept source from element starts[i][r]
+     *                        on (starts[i] NULL for an input the entry does not read).  The
+     *                        starts are copied: the caller may reuse them at once. */
+    int (*keep)(void *m, int i, const void *data, int64_t elems, int type, float scale, int if_room);
+    int (*submit_rows)(void *m, int entry, const int64_t *const *starts, int64_t batch);
 } nnc_model_abi;
 
 #define NNC_PIPELINE_DEPTH 2 /* calls in flight at most: one running, the next one queued */

@@ -38,16 +38,18 @@
 
 /* What run() and the typed API return; the message is in error(). */
 enum {
-    NNC_STATUS_OK = 0,      /* the call succeeded */
-    NNC_STATUS_CHECK = 1,   /* a check inside a kernel failed: a label outside [0, classes), an
+    NNC_STATUS_OK = 0, /* the call succeeded */
+    NNC_STATUS_CHECK = 1, /* a check inside a kernel failed: a label outside [0, classes), an
                                embedding index outside [0, rows) */
-    NNC_STATUS_BATCH = 2,   /* the batch is outside [1, batch_max] */
-    NNC_STATUS_ENTRY = 3,   /* the model has no such entry point (no loss: eval only), or no
+    NNC_STATUS_BATCH = 2, /* the batch is outside [1, batch_max] */
+    NNC_STATUS_ENTRY = 3, /* the model has no such entry point (no loss: eval only), or no
                                learning rate to set (set_lr without an lr_schedule) */
-    NNC_STATUS_ARG = 4,     /* a NULL argument, a non-finite value (--check-numerics), a device error */
-    NNC_STATUS_INIT = 5,    /* the parameters were never initialised: init() comes before any entry */
-    NNC_STATUS_VALUE = 6,   /* an argument's value is out of range: a learning rate that is not a finite
+    NNC_STATUS_ARG = 4, /* a NULL argument, a non-finite value (--check-numerics), a device error */
+    NNC_STATUS_INIT = 5, /* the parameters were never initialised: init() comes before any entry */
+    NNC_STATUS_VALUE = 6, /* an argument's value is out of range: a learning rate that is not a finite
                                number >= 0, a NaN or an infinity in a train_step's f32 input */
+    NNC_STATUS_ROOM = 7, /* keep(..., if_room): the copy would take more than a quarter of the
+                               device's free memory, so nothing was kept */
 };
 
 /* The messages of the checks inside a call, the same on every target (kernels and devices
@@ -129,6 +131,12 @@ typedef struct nnc_device_ops {
      * The runtime keeps at most one call per slot in flight and finishes them in order. */
     int (*submit)(nnc_rt *rt, int entry, const void *const *in, int64_t batch, int slot);
     int (*finish)(nnc_rt *rt, int slot, int entry, int64_t batch);
+    /* Kept inputs (NULL: none; the ABI's keep and submit_rows refuse).  keep copies a checked
+     * source for input i into device memory (data NULL: lets it go); submit_rows is submit with
+     * each input gathered on the device from its kept source, row r from starts[i][r] on (the
+     * starts checked, read before it returns). */
+    int (*keep)(nnc_rt *rt, int i, const void *data, int64_t elems, int type, float scale, int if_room);
+    int (*submit_rows)(nnc_rt *rt, int entry, const int64_t *const *starts, int64_t batch, int slot);
 } nnc_device_ops;
 
 /* A pipelined call in flight: what finish needs to know of it. */
@@ -167,6 +175,7 @@ struct nnc_rt {
     void **ring[NNC_PIPELINE_DEPTH]; /* pipelined calls' input buffers, per slot one per input (pinned) */
     nnc_rt_flight flight[NNC_PIPELINE_DEPTH]; /* the calls in flight, oldest at first_flight */
     int nflight, first_flight, next_slot;
+    int64_t *kept; /* per input: the values its kept source holds (0: none), or NULL */
     char msg[NNC_RT_MSG_LEN];
 };
 #endif /* NNC_RUNTIME_H */
@@ -305,6 +314,7 @@ NNC_RT_FN void nnc_rt_destroy(void *m) {
         free(rt->ring[s]);
     }
     for (int k = 0; k < NNC_ENTRY_COUNT; k++) free(rt->stages[k]);
+    free(rt->kept);
     if (rt->ops->close) rt->ops->close(rt);
     free(rt);
 }
@@ -454,25 +464,39 @@ static int nnc_rt_check_finite(nnc_rt *rt, int entry, const void *const *in, int
     return 0;
 }
 
-/* What every entry checks before the device sees it: the batch, the entry, its inputs. */
-static int nnc_rt_check_call(nnc_rt *rt, int entry, const void *const *in, int64_t batch) {
+/* The batch and the entry, which every call checks first. */
+static int nnc_rt_check_entry(nnc_rt *rt, int entry, int64_t batch) {
     const nnc_model_desc *d = rt->d;
     if (batch < 1 || batch > d->abi.batch_max)
         return nnc_rt_fail(rt, NNC_STATUS_BATCH, "batch of %lld rows is outside [1, %lld]", (long long)batch,
                            (long long)d->abi.batch_max);
     if (entry < 0 || entry >= NNC_ENTRY_COUNT || !d->entry[entry].present)
         return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "this model has no such entry point (no loss to train?)");
+    return 0;
+}
+
+/* ... and whether init() has run, which every call checks after its inputs. */
+static int nnc_rt_check_init(nnc_rt *rt, int entry) {
+    const nnc_model_desc *d = rt->d;
+    if (!rt->initialized) /* create leaves zeros: a step would train from them, silently */
+        return nnc_rt_fail(rt, NNC_STATUS_INIT,
+                           "%s_%s: the parameters are not initialised: call %s_init(m, seed) "
+                           "after %s_create (then write or load any parameters of your own)",
+                           d->abi.name, d->entry[entry].name, d->abi.name, d->abi.name);
+    return 0;
+}
+
+/* What every entry checks before the device sees it: the batch, the entry, its inputs. */
+static int nnc_rt_check_call(nnc_rt *rt, int entry, const void *const *in, int64_t batch) {
+    const nnc_model_desc *d = rt->d;
+    if (nnc_rt_check_entry(rt, entry, batch)) return rt->status;
     /* only the inputs this entry reads must be given (eval of a model whose labels feed only
      * the loss still needs them: the loss is an eval output) */
     for (int i = 0; i < d->abi.ninputs; i++)
         if (d->entry[entry].reads[i] && (!in || !in[i]))
             return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_%s: input '%s' is NULL", d->abi.name, d->entry[entry].name,
                                d->abi.inputs[i].name);
-    if (!rt->initialized)   /* create leaves zeros: a step would train from them, silently */
-        return nnc_rt_fail(rt, NNC_STATUS_INIT, "%s_%s: the parameters are not initialised: call %s_init(m, seed) "
-                           "after %s_create (then write or load any parameters of your own)", d->abi.name,
-                           d->entry[entry].name, d->abi.name, d->abi.name);
-    return 0;
+    return nnc_rt_check_init(rt, entry);
 }
 
 /* An entry call; with check_values, a train_step's float inputs must be finite first. */
@@ -548,27 +572,21 @@ NNC_RT_FN void *nnc_rt_input_buffer(void *m, int i) {
     return rt->ring[rt->next_slot][i];
 }
 
-/* The ABI's submit: run's checks and step, then the call queued on its ring slot. */
-NNC_RT_FN int nnc_rt_submit(void *m, int entry, const void *const *in, int64_t batch) {
-    nnc_rt *rt = m;
-    if (!rt) return NNC_STATUS_ARG;
-    const nnc_model_desc *d = rt->d;
+/* What a pipelined call checks first: the device queues calls, and the ring has a free slot. */
+static int nnc_rt_may_queue(nnc_rt *rt, int can, const char *fn) {
     rt->status = 0;
     rt->msg[0] = 0;
-    if (!rt->ops->submit)
-        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_submit: the %s target runs each call to its end: use run",
-                           d->abi.name, rt->ops->name);
+    if (!can)
+        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_%s: the %s target runs each call to its end: use run",
+                           rt->d->abi.name, fn, rt->ops->name);
     if (rt->nflight == NNC_PIPELINE_DEPTH)
-        return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_submit: %d calls are in flight already: finish one first",
-                           d->abi.name, NNC_PIPELINE_DEPTH);
-    if (nnc_rt_check_call(rt, entry, in, batch) || nnc_rt_ring_alloc(rt)) return rt->status;
-    const int slot = rt->next_slot;
-    void **ring = rt->ring[slot];
-    for (int i = 0; i < d->abi.ninputs; i++) /* the caller's own memory: copied, so it is free at once */
-        if (d->entry[entry].reads[i] && in[i] != ring[i])
-            memcpy(ring[i], in[i], nnc_rt_bytes(d, &d->abi.inputs[i], batch));
-    if (d->entry[entry].advances_step) rt->step++;
-    const int rc = rt->ops->submit(rt, entry, (const void *const *)ring, batch, slot);
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_%s: %d calls are in flight already: finish one first",
+                           rt->d->abi.name, fn, NNC_PIPELINE_DEPTH);
+    return 0;
+}
+
+/* A checked call handed to the device (`rc` what its submit returned): in flight on its slot. */
+static int nnc_rt_queued(nnc_rt *rt, int entry, int64_t batch, int slot, int rc) {
     if (rc) return rt->status = rc;
     if (entry == NNC_ENTRY_ACCUM) rt->micro++;
     if (entry == NNC_ENTRY_TRAIN) rt->micro = 0;
@@ -576,6 +594,92 @@ NNC_RT_FN int nnc_rt_submit(void *m, int entry, const void *const *in, int64_t b
     rt->nflight++;
     rt->next_slot = (slot + 1) % NNC_PIPELINE_DEPTH;
     return 0;
+}
+
+/* The ABI's submit: run's checks and step, then the call queued on its ring slot. */
+NNC_RT_FN int nnc_rt_submit(void *m, int entry, const void *const *in, int64_t batch) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    const nnc_model_desc *d = rt->d;
+    if (nnc_rt_may_queue(rt, rt->ops->submit != NULL, "submit") || nnc_rt_check_call(rt, entry, in, batch) ||
+        nnc_rt_ring_alloc(rt))
+        return rt->status;
+    const int slot = rt->next_slot;
+    void **ring = rt->ring[slot];
+    for (int i = 0; i < d->abi.ninputs; i++) /* the caller's own memory: copied, so it is free at once */
+        if (d->entry[entry].reads[i] && in[i] != ring[i])
+            memcpy(ring[i], in[i], nnc_rt_bytes(d, &d->abi.inputs[i], batch));
+    if (d->entry[entry].advances_step) rt->step++;
+    return nnc_rt_queued(rt, entry, batch, slot, rt->ops->submit(rt, entry, (const void *const *)ring, batch, slot));
+}
+
+/* ---- kept inputs (a device with keep) ----------------------------------------------------------
+ * A data set that fits in the device's memory is copied there once; each pipelined call then
+ * gathers its batch there from the rows' starts, the only thing that goes up per call. */
+
+/* The ABI's keep: input i's source, checked against the input's type and its row. */
+NNC_RT_FN int nnc_rt_keep(void *m, int i, const void *data, int64_t elems, int type, float scale, int if_room) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    const nnc_model_desc *d = rt->d;
+    rt->status = 0;
+    rt->msg[0] = 0;
+    if (!rt->ops->keep)
+        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_keep: the %s target keeps no inputs in its memory", d->abi.name,
+                           rt->ops->name);
+    if (i < 0 || i >= d->abi.ninputs)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_keep: no input %d (the model has %d)", d->abi.name, i,
+                           d->abi.ninputs);
+    if (!rt->kept && !(rt->kept = (int64_t *)calloc((size_t)d->abi.ninputs + 1, sizeof *rt->kept)))
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "out of memory");
+    const nnc_tensor_info *t = &d->abi.inputs[i];
+    if (data) {
+        const int ints = t->dtype == NNC_TYPE_I32;
+        if (ints ? type != NNC_TYPE_I32 : type != NNC_TYPE_F32 && type != NNC_TYPE_U8)
+            return nnc_rt_fail(rt, NNC_STATUS_VALUE, "%s_keep: input '%s' takes %s: keep %s", d->abi.name, t->name,
+                               ints ? "i32" : "floats", ints ? "i32 values" : "f32 values or bytes");
+        if (elems < nnc_rt_numel(t, 1))
+            return nnc_rt_fail(rt, NNC_STATUS_VALUE, "%s_keep: %lld values for input '%s', whose rows take %lld",
+                               d->abi.name, (long long)elems, t->name, (long long)nnc_rt_numel(t, 1));
+        if (type == NNC_TYPE_U8 && !(scale - scale == 0))
+            return nnc_rt_fail(rt, NNC_STATUS_VALUE, "%s_keep: input '%s': the bytes' scale is not finite", d->abi.name,
+                               t->name);
+    }
+    const int rc = rt->ops->keep(rt, i, data, data ? elems : 0, type, scale, if_room);
+    if (rc) return rt->status = rc;
+    rt->kept[i] = data ? elems : 0;
+    return 0;
+}
+
+/* The ABI's submit_rows: submit's checks on kept inputs and their rows' starts. */
+NNC_RT_FN int nnc_rt_submit_rows(void *m, int entry, const int64_t *const *starts, int64_t batch) {
+    nnc_rt *rt = m;
+    if (!rt) return NNC_STATUS_ARG;
+    const nnc_model_desc *d = rt->d;
+    if (nnc_rt_may_queue(rt, rt->ops->submit_rows != NULL, "submit_rows") || nnc_rt_check_entry(rt, entry, batch))
+        return rt->status;
+    for (int i = 0; i < d->abi.ninputs; i++) {
+        const nnc_tensor_info *t = &d->abi.inputs[i];
+        if (!d->entry[entry].reads[i]) continue;
+        if (!rt->kept || !rt->kept[i])
+            return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_submit_rows: input '%s' is not kept (keep() it first)",
+                               d->abi.name, t->name);
+        if (!starts || !starts[i])
+            return nnc_rt_fail(rt, NNC_STATUS_ARG, "%s_submit_rows: the starts of input '%s' are NULL", d->abi.name,
+                               t->name);
+        const int64_t row = nnc_rt_numel(t, 1), last = rt->kept[i] - row;
+        for (int64_t r = 0; r < batch; r++)
+            if (starts[i][r] < 0 || starts[i][r] > last)
+                return nnc_rt_fail(rt, NNC_STATUS_VALUE,
+                                   "%s_submit_rows: row %lld of input '%s' starts at %lld: its %lld values leave "
+                                   "starts in [0, %lld]",
+                                   d->abi.name, (long long)r, t->name, (long long)starts[i][r], (long long)rt->kept[i],
+                                   (long long)last);
+    }
+    if (nnc_rt_check_init(rt, entry)) return rt->status;
+    const int slot = rt->next_slot;
+    if (d->entry[entry].advances_step) rt->step++;
+    return nnc_rt_queued(rt, entry, batch, slot, rt->ops->submit_rows(rt, entry, starts, batch, slot));
 }
 
 /* The ABI's finish: the oldest call in flight, waited for; on success its outputs are current. */
@@ -630,7 +734,9 @@ NNC_RT_FN void nnc_rt_set_comm(void *m, const nnc_comm *comm) {
     .error = nnc_rt_error, .sync = nnc_rt_sync, .set_comm = nnc_rt_set_comm, .set_lr = nnc_rt_set_lr
 
 /* ... and a device target's pipelined calls (the device has submit and finish). */
-#define NNC_RT_ABI_PIPELINE .input_buffer = nnc_rt_input_buffer, .submit = nnc_rt_submit, .finish = nnc_rt_finish
+#define NNC_RT_ABI_PIPELINE \
+    .input_buffer = nnc_rt_input_buffer, .submit = nnc_rt_submit, .finish = nnc_rt_finish, .keep = nnc_rt_keep, \
+    .submit_rows = nnc_rt_submit_rows
 
 /* ---- the typed API's behaviour (an ahead-of-time header declares NAME_init, NAME_output, ...) */
 

@@ -106,6 +106,10 @@ typedef struct {
     SrcLoc loc;
 } SchedConfig;
 
+/* data_on_device = auto/true/false (the words' order): keep the training set in the GPU's memory
+ * and gather each batch there (auto: when it takes at most a quarter of the GPU's free memory). */
+typedef enum { DATA_DEV_AUTO, DATA_DEV_ON, DATA_DEV_OFF } DataOnDevice;
+
 /* What products compute in (torch.autocast's lower precision; passes/autocast.c). */
 typedef enum { PREC_F32, PREC_BF16, PREC_F16 } Precision;
 
@@ -126,17 +130,19 @@ typedef struct {
     double clip_norm; /* > 0: torch.nn.utils.clip_grad_norm_(max_norm) before the update */
     double clip_value; /* > 0: torch.nn.utils.clip_grad_value_(clip_value) before the update */
     int accumulate; /* micro-batches per optimizer step (1: none): passes/accumulate.c, the trainer's groups */
+    int data_on_device; /* DataOnDevice: the training set kept in the GPU's memory (train.c) */
     SrcLoc loc;
 } TrainConfig;
 
 /* Values the command line puts in place of the train section's: an explicit value wins over
  * the file's, 0 included (resolve_train_config). */
 typedef struct {
-    bool has_epochs, has_batch, has_seed, has_lr, has_momentum, has_precision, has_clip;
+    bool has_epochs, has_batch, has_seed, has_lr, has_momentum, has_precision, has_clip, has_data_dev;
     long epochs, batch;
     unsigned long long seed;
     double lr, momentum;
     double clip_norm; /* --clip-grad-norm: replaces the file's clipping; 0 turns it off */
     Precision precision;
+    DataOnDevice data_dev; /* --data-on-device */
 } TrainOverrides;
 #endif

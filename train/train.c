@@ -61,6 +61,8 @@ typedef struct {
     void **direct;              /* zero-copy batch pointers into the dataset */
     bool pipe; /* pipelined calls: the next batch queued before a call is waited for */
     void **ring; /* ... the model's input buffers of the call being gathered */
+    bool kept; /* ... the training set kept in the device's memory: a call sends its rows' starts */
+    int64_t **starts; /* ... per column, a batch's starts (elements into its kept source) */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
     int norm_out;                     /* train_step's output "grad_norm" (clip_grad_norm), or -1 */
@@ -973,12 +975,94 @@ static bool pipelined(const Run *R) {
         !(R->scale_state >= 0 && (R->o->metrics_path || R->tb)) && !(off && *off && strcmp(off, "0"));
 }
 
+/* ---- the training set kept in the device's memory (data_on_device) ------------------------------
+ * On a pipelined target that keeps inputs (the ABI's keep: CUDA on one GPU), the training set is
+ * copied to the GPU once, as it is held here (8-bit samples as bytes, a token stream once for
+ * the columns it feeds), and each call sends only its rows' starts: the batch is gathered on the
+ * device, so no batch crosses the bus.  `auto` keeps it when it takes at most a quarter of the
+ * GPU's free memory, `true` always (an error when it cannot), `false` never.  The numbers are the
+ * host gather's, bit for bit (the device makes the same floats of the same bytes). */
+
+/* The source a column's samples come from, as the ABI's keep takes it. */
+static void column_source(const Column *col, int64_t n, const void **data, int64_t *elems, int *type) {
+    if (col->stream) {
+        *data = col->stream->tokens, *elems = col->stream->ntok, *type = NNC_TYPE_I32;
+        return;
+    }
+    *data = col->data, *elems = n * col->row_elems;
+    *type = col->bytes ? NNC_TYPE_U8 : col->dtype;
+}
+
+/* Keeps every column on the device where the run and the setting ask for it; false (said) when
+ * data_on_device = true cannot be done. */
+static bool keep_dataset(Run *R, const Dataset *d) {
+    const nnc_model_abi *a = R->lm->abi;
+    const int want = R->t->data_on_device;
+    R->kept = false;
+    if (want == DATA_DEV_OFF || !a->keep || !a->submit_rows) return true; /* the CPU reads the set in place */
+    if (!R->pipe || a->ninputs != d->ncols) {
+        if (want == DATA_DEV_ON && !R->o->quiet)
+            fprintf(stderr,
+                    "nnc: note: data_on_device = true: this run's calls are not pipelined%s, so each batch "
+                    "goes up from the host\n",
+                    R->comm ? " (data parallel)" : "");
+        return true;
+    }
+    double bytes = 0;
+    for (int c = 0; c < d->ncols; c++) {
+        const void *data;
+        int64_t elems;
+        int type;
+        column_source(&d->cols[c], d->n, &data, &elems, &type);
+        bool shared = false; /* a token stream feeding two columns goes up once */
+        for (int j = 0; j < c; j++) shared |= d->cols[j].stream && d->cols[j].stream == d->cols[c].stream;
+        if (a->keep(R->lm->m, c, data, elems, type, d->cols[c].scale, want == DATA_DEV_AUTO) == 0) {
+            bytes += shared ? 0 : (double)elems * (type == NNC_TYPE_U8 ? 1 : 4);
+            continue;
+        }
+        if (want == DATA_DEV_ON) {
+            fprintf(stderr, "nnc: error: data_on_device = true: %s\n", a->error(R->lm->m));
+            return false;
+        }
+        if (R->o->verbose) fprintf(stderr, "nnc: the training set stays on the host (%s)\n", a->error(R->lm->m));
+        for (int j = 0; j < c; j++) a->keep(R->lm->m, j, NULL, 0, 0, 0, 0);
+        return true;
+    }
+    if (!R->starts) {
+        R->starts = xcalloc((size_t)d->ncols + 1, sizeof *R->starts);
+        for (int c = 0; c < d->ncols; c++) R->starts[c] = xmalloc((size_t)(a->batch_max + 1) * sizeof(int64_t));
+    }
+    R->kept = true;
+    if (R->o->verbose)
+        fprintf(stderr, "nnc: the training set is kept on the GPU (%.1f %s): each batch is gathered there\n",
+                bytes < 1e6 ? bytes / 1e3 : bytes / 1e6, bytes < 1e6 ? "KB" : "MB");
+    return true;
+}
+
+/* Samples idx[0..rows) as the rows' starts in every column's kept source. */
+static const int64_t *const *kept_starts(Run *R, const Dataset *d, const int64_t *idx, int64_t rows) {
+    for (int c = 0; c < d->ncols; c++) {
+        const Column *col = &d->cols[c];
+        const TokenStream *ts = col->stream;
+        int64_t *s = R->starts[c];
+        for (int64_t r = 0; r < rows; r++)
+            s[r] = ts ? (ts->offsets ? ts->offsets[idx[r]] : idx[r] * ts->T) + col->shift : idx[r] * col->row_elems;
+    }
+    return (const int64_t *const *)R->starts;
+}
+
 /* Gathers the batch at `at` into the model's input ring and queues it (a refusal is kept for
  * its turn, so that the step before it is recorded first, as when each call ran to its end). */
 static void flight_submit(Run *R, const Dataset *d, Flights *F, int entry, int64_t s, int64_t at, int64_t rows) {
     const nnc_model_abi *abi = R->lm->abi;
     Flight *f = &F->q[F->n++];
     *f = (Flight){.entry = entry, .s = s, .at = at, .rows = rows, .lr = R->lr};
+    if (R->kept) {
+        f->refused = abi->submit_rows(R->lm->m, entry, kept_starts(R, d, R->perm + at, rows), rows) != 0;
+        if (f->refused) snprintf(f->msg, sizeof f->msg, "%s", abi->error(R->lm->m));
+        f->gstep = abi->get_step(R->lm->m);
+        return;
+    }
     void **saved = R->bufs;
     for (int c = 0; c < d->ncols; c++)
         if (!(R->ring[c] = abi->input_buffer(R->lm->m, c))) {
@@ -1140,8 +1224,9 @@ static size_t input_bytes(const nnc_model_abi *a, int i, int64_t rows) {
 
 /* --bench on a pipelined target: the batch copied into the model's input ring (across cores, as
  * training's gather is) and queued, then the step before it waited for and its loss read. */
-static bool bench_queue(Run *R, int64_t use) {
+static bool bench_queue(Run *R, const Dataset *d, int64_t use) {
     const nnc_model_abi *a = R->lm->abi;
+    if (R->kept) return a->submit_rows(R->lm->m, NNC_ENTRY_TRAIN, kept_starts(R, d, R->idx, use), use) == 0;
     for (int i = 0; i < a->ninputs; i++) {
         if (!(R->ring[i] = a->input_buffer(R->lm->m, i))) return false;
         par_memcpy(R->ring[i], R->bufs[i], input_bytes(a, i, use));
@@ -1157,16 +1242,16 @@ static bool bench_wait(Run *R) {
 
 /* The loop's median step, as training runs it: each iteration queues a step and waits for the
  * one before (the first step alone, for first_step_s). */
-static bool bench_pipelined(Run *R, int64_t use, int n, double *t, double *first) {
-    if (!bench_queue(R, use) || !bench_wait(R)) {
+static bool bench_pipelined(Run *R, const Dataset *d, int64_t use, int n, double *t, double *first) {
+    if (!bench_queue(R, d, use) || !bench_wait(R)) {
         fprintf(stderr, "nnc: error: %s\n", R->lm->abi->error(R->lm->m));
         return false;
     }
     *first = train_now() - R->o->t_process;
-    bool ok = bench_queue(R, use);
+    bool ok = bench_queue(R, d, use);
     for (int i = 0; ok && i < 9 + n; i++) {
         double a = train_now();
-        ok = bench_queue(R, use) && bench_wait(R);
+        ok = bench_queue(R, d, use) && bench_wait(R);
         if (i >= 9) t[i - 9] = train_now() - a;
     }
     if (ok && bench_wait(R)) return true;
@@ -1193,7 +1278,8 @@ static int bench(Run *R, const Dataset *d) {
     double first = 0;
     R->pipe = pipelined(R) && R->lm->abi->ninputs <= d->ncols;
     memset(c, 0, (size_t)n * sizeof *c);
-    if (R->pipe && !bench_pipelined(R, use, n, t, &first)) return 1;
+    if (R->pipe && !keep_dataset(R, d)) return 1;
+    if (R->pipe && !bench_pipelined(R, d, use, n, t, &first)) return 1;
     for (int i = 0; !R->pipe && i < 10; i++) {
         if (!run_step(R, NNC_ENTRY_TRAIN, use)) return 1;
         if (i == 0) first = train_now() - R->o->t_process;
@@ -1250,6 +1336,8 @@ static bool same_start(Run *R) {
 
 static void free_run(Run *R, const Dataset *d) {
     for (int c = 0; R->bufs && c < d->ncols; c++) free(R->bufs[c]);
+    for (int c = 0; R->starts && c < d->ncols; c++) free(R->starts[c]);
+    free(R->starts);
     free(R->bufs);
     free(R->idx);
     free(R->perm);
@@ -1504,6 +1592,7 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
             if (!o->quiet && rc == 0) printf("resuming from %s: epoch %d, sample %lld\n", from, e0, (long long)s0);
         }
         R.pipe = pipelined(&R);
+        if (rc == 0 && !keep_dataset(&R, &train)) rc = 1;
         struct sigaction sa = {0}, old_int, old_term;
         sa.sa_handler = on_stop_signal;
         sigaction(SIGINT, &sa, &old_int);

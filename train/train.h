@@ -34,6 +34,7 @@ typedef struct {
     uint64_t seed;
     bool shuffle;
     bool quiet;
+    bool verbose; /* --verbose: say where the training set's batches are gathered (data_on_device) */
     bool progress;              /* a live progress bar (stderr is a terminal) */
     long log_every; /* > 0: a plain progress line every N steps, and only the epoch lines of
                                    epochs in which such a step fell (and the last) */

@@ -288,8 +288,12 @@ static bool mark_done(CudaModel *m, CallSlot *c) {
     return true;
 }
 
-static int cuda_submit(nnc_rt *rt, int entry, const void *const *in, int64_t B, int slot) {
-    CudaModel *m = rt->dev;
+static bool rows_up(CudaModel *m, int entry, const int64_t *const *starts, int64_t B);
+
+/* A call queued in `slot`: its inputs put on the device (inputs_up or rows_up), then the entry. */
+static int queue_call(CudaModel *m, int entry, const void *const *in, const int64_t *const *starts, int64_t B,
+                      int slot) {
+    nnc_rt *rt = m->rt;
     CallSlot *c = &m->call[slot];
     if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS)
         return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
@@ -297,10 +301,150 @@ static int cuda_submit(nnc_rt *rt, int entry, const void *const *in, int64_t B, 
     m->slot = slot;
     m->in = in;
     c->seq = ++m->issued;
-    bool ok = inputs_up(m, entry, in, B) && launch_entry(m, &m->p->entry[entry], B) && mark_done(m, c);
+    bool ok = (starts ? rows_up(m, entry, starts, B) : inputs_up(m, entry, in, B)) &&
+        launch_entry(m, &m->p->entry[entry], B) && mark_done(m, c);
     m->slot = -1;
     m->in = NULL;
     return ok ? 0 : rt->status ? rt->status : NNC_STATUS_ARG;
+}
+
+static int cuda_submit(nnc_rt *rt, int entry, const void *const *in, int64_t B, int slot) {
+    return queue_call(rt->dev, entry, in, NULL, B, slot);
+}
+
+/* ---- kept inputs (nnc_rt_keep, nnc_rt_submit_rows) ---------------------------------------------
+ * A data set that fits is copied to the device once (through pinned memory, in parts); a call
+ * then sends only its rows' starts (8 bytes a row and input) on the copy stream, where one
+ * nnc_rows launch an input gathers the batch into the slot's input buffer, the place its inputs'
+ * copies would have written: everything after (the compute stream's wait, the entry's graph) is
+ * the same as for submit. */
+
+#define KEEP_PART ((size_t)32 << 20) /* bytes of pinned memory a source goes up through at a time */
+
+static size_t kept_bytes(int type, int64_t elems) { return (size_t)elems * (type == NNC_TYPE_U8 ? 1 : 4); }
+
+/* Input i's copy let go (freed when no other input shares it). */
+static void keep_release(CudaModel *m, int i) {
+    KeptSource *k = &m->kept[i];
+    if (!k->p) return;
+    int heir = -1; /* another input on the same copy takes it over */
+    for (int j = 0; j < m->desc->abi.ninputs; j++)
+        if (j != i && m->kept[j].p == k->p) heir = j;
+    if (k->owner && heir >= 0) m->kept[heir].owner = true;
+    else if (k->owner) {
+        if (m->cpy) cu.StreamSynchronize(m->cpy); /* no gather still reads it */
+        cu.StreamSynchronize(m->cur->st);
+        cu.MemFree(k->p);
+    }
+    *k = (KeptSource){0};
+}
+
+/* `bytes` of host memory up to device address `d`, through a pinned buffer. */
+static bool upload_big(CudaModel *m, CUdeviceptr d, const void *host, size_t bytes) {
+    size_t part = bytes < KEEP_PART ? bytes : KEEP_PART;
+    char *pin = NULL;
+    CU(cu.MemAllocHost((void **)&pin, nonzero(part)));
+    bool ok = true;
+    for (size_t at = 0; ok && at < bytes; at += part) {
+        size_t n = bytes - at < part ? bytes - at : part;
+        memcpy(pin, (const char *)host + at, n);
+        CUresult r = cu.MemcpyHtoDAsync(d + (CUdeviceptr)at, pin, n, m->cpy);
+        if (r == CUDA_SUCCESS) r = cu.StreamSynchronize(m->cpy);
+        if (r != CUDA_SUCCESS) {
+            cu_fail(m, r, "cuMemcpyHtoDAsync(a kept input's part)", __FILE__, __LINE__);
+            ok = false;
+        }
+    }
+    cu.MemFreeHost(pin);
+    return ok;
+}
+
+static int cuda_keep(nnc_rt *rt, int i, const void *data, int64_t elems, int type, float scale, int if_room) {
+    CudaModel *m = rt->dev;
+    const nnc_model_desc *d = m->desc;
+    if (cu.CtxSetCurrent(m->cur->ctx) != CUDA_SUCCESS)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot make the CUDA context current");
+    if (!data) {
+        keep_release(m, i);
+        return 0;
+    }
+    if (m->ngpus > 1)
+        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_keep: the model spans %d GPUs: its inputs are copied in its step",
+                           d->abi.name, m->ngpus);
+    for (int j = 0; j < d->abi.ninputs; j++) {
+        const KeptSource *o = &m->kept[j];
+        if (o->p && o->host == data && o->elems == elems && o->type == type && o->scale == scale) {
+            if (j == i) return 0; /* kept already */
+            keep_release(m, i);
+            m->kept[i] = (KeptSource){o->p, data, elems, type, scale, false};
+            return 0;
+        }
+    }
+    const size_t bytes = kept_bytes(type, elems);
+    size_t free_b = 0, total = 0;
+    if (if_room && (cu.MemGetInfo(&free_b, &total) != CUDA_SUCCESS || bytes > free_b / 4))
+        return nnc_rt_fail(rt, NNC_STATUS_ROOM,
+                           "%s_keep: input '%s' takes %.1f MB, more than a quarter of the %.1f MB "
+                           "the GPU has free",
+                           d->abi.name, d->abi.inputs[i].name, (double)bytes / 1e6, (double)free_b / 1e6);
+    if (!m->cpy && cu.StreamCreate(&m->cpy, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return nnc_rt_fail(rt, NNC_STATUS_ARG, "cannot create the copy stream");
+    CUdeviceptr p = 0;
+    CUresult r = cu.MemAlloc(&p, nonzero(bytes));
+    if (r != CUDA_SUCCESS) {
+        cu_fail(m, r, "cuMemAlloc(a kept input)", __FILE__, __LINE__);
+        return rt->status;
+    }
+    if (!upload_big(m, p, data, bytes)) {
+        cu.MemFree(p);
+        return rt->status;
+    }
+    keep_release(m, i); /* its earlier copy, which a refusal above leaves kept */
+    m->kept[i] = (KeptSource){p, data, elems, type, scale, true};
+    return 0;
+}
+
+/* The call's rows' starts up on the copy stream, and each input gathered there from its kept
+ * source into the slot's input buffer; then the compute stream's wait, as inputs_up's. */
+static bool rows_up(CudaModel *m, int entry, const int64_t *const *starts, int64_t B) {
+    const nnc_model_desc *d = m->desc;
+    CallSlot *c = &m->call[m->slot];
+    const int64_t bmax = d->abi.batch_max;
+    if (!c->hStarts) {
+        CU(cu.MemAllocHost((void **)&c->hStarts, (size_t)(d->abi.ninputs * bmax) * sizeof(int64_t)));
+        CU(cu.MemAlloc(&c->dStarts, (size_t)(d->abi.ninputs * bmax) * sizeof(int64_t)));
+    }
+    for (int i = 0; i < d->abi.ninputs; i++) {
+        if (!d->entry[entry].reads[i]) continue;
+        memcpy(c->hStarts + i * bmax, starts[i], (size_t)B * sizeof(int64_t));
+        CU(cu.MemcpyHtoDAsync(c->dStarts + (CUdeviceptr)(i * bmax) * sizeof(int64_t), c->hStarts + i * bmax,
+                              (size_t)B * sizeof(int64_t), m->cpy));
+    }
+    for (int i = 0; i < d->abi.ninputs; i++) {
+        if (!d->entry[entry].reads[i]) continue;
+        const KeptSource *k = &m->kept[i];
+        CUdeviceptr dst = c->dIn + (CUdeviceptr)m->in_at[i],
+                    st = c->dStarts + (CUdeviceptr)(i * bmax) * sizeof(int64_t);
+        int64_t rows = B, n = nnc_rt_numel(&d->abi.inputs[i], 1);
+        int t = (k->type == NNC_TYPE_U8) + (d->abi.inputs[i].dtype != NNC_TYPE_I32 && m->f64 ? 2 : 0);
+        float scale = k->scale;
+        const int64_t per = (n + 3) / 4; /* a thread's values: 4 where the row allows */
+        unsigned gx = (unsigned)((per + 255) / 256 < 64 ? (per + 255) / 256 : 64);
+        unsigned gy = (unsigned)(B < 65535 ? B : 65535);
+        void *args[] = {&dst, (void *)&k->p, &st, &rows, &n, &t, &scale};
+        CU(cu.LaunchKernel(m->cur->rows_fn, gx, gy, 1, 256, 1, 1, 0, m->cpy, args, NULL));
+    }
+    CU(cu.EventRecord(c->copied, m->cpy));
+    CU(cu.StreamWaitEvent(m->cur->st, c->copied, 0));
+    return true;
+}
+
+static int cuda_submit_rows(nnc_rt *rt, int entry, const int64_t *const *starts, int64_t B, int slot) {
+    CudaModel *m = rt->dev;
+    if (m->ngpus > 1)
+        return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_submit_rows: the model spans %d GPUs", m->desc->abi.name,
+                           m->ngpus);
+    return queue_call(m, entry, NULL, starts, B, slot);
 }
 
 /* Waits for the call in `slot` (a model over several GPUs: for every stream), then its checks
@@ -342,6 +486,8 @@ static void cuda_close(nnc_rt *rt) {
     for (int s = 0; s < NNC_PIPELINE_DEPTH; s++) {
         CallSlot *c = &m->call[s];
         if (c->dIn) cu.MemFree(c->dIn);
+        if (c->dStarts) cu.MemFree(c->dStarts);
+        if (c->hStarts) cu.MemFreeHost(c->hStarts);
         for (int k = 0; k < ENTRY_COUNT; k++) {
             if (c->hHost[k]) cu.MemFreeHost(c->hHost[k]);
             if (c->hOut[k]) cu.MemFreeHost(c->hOut[k]);
@@ -350,6 +496,8 @@ static void cuda_close(nnc_rt *rt) {
         if (c->done) cu.EventDestroy(c->done);
     }
     if (m->hCell) cu.MemFreeHost(m->hCell);
+    for (int i = 0; m->kept && i < m->desc->abi.ninputs; i++)
+        if (m->kept[i].p && m->kept[i].owner) cu.MemFree(m->kept[i].p);
     for (int i = 0; i < UPLOAD_CELLS; i++)
         if (m->cell_ev[i]) cu.EventDestroy(m->cell_ev[i]);
     if (m->cpy) cu.StreamDestroy(m->cpy);
@@ -396,6 +544,8 @@ static const nnc_device_ops cuda_device = {
     .close = cuda_close,
     .submit = cuda_submit,
     .finish = cuda_finish,
+    .keep = cuda_keep,
+    .submit_rows = cuda_submit_rows,
 };
 
 /* nnc_model_abi.create: a CUDA model is created by the backend's load(), with its device. */
@@ -483,6 +633,7 @@ static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleLoadData(&m->cur->mod, cubin));
     CU(cu.ModuleGetFunction(&m->cur->step_inc, m->cur->mod, "nnc_step_inc"));
     CU(cu.ModuleGetFunction(&m->cur->micro_next, m->cur->mod, "nnc_micro_next"));
+    CU(cu.ModuleGetFunction(&m->cur->rows_fn, m->cur->mod, "nnc_rows"));
     if (m->check_numerics) CU(cu.ModuleGetFunction(&m->cur->check_fn, m->cur->mod, "nnc_check_finite"));
     if (program_has_helpers(m->p))
         for (int h = 0; h < HP_COUNT; h++)
@@ -556,6 +707,7 @@ static bool alloc_staging(CudaModel *m) {
     if (coll) CU(cu.MemAllocHost((void **)&m->hColl, coll));
     m->hIn = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(void *));
     m->in_at = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(size_t));
+    m->kept = arena_alloc(&m->arena, (size_t)(d->abi.ninputs + 1) * sizeof(KeptSource));
     for (int i = 0; i < d->abi.ninputs; i++) {
         size_t bytes = nnc_rt_bytes(d, &d->abi.inputs[i], d->abi.batch_max);
         CU(cu.MemAllocHost(&m->hIn[i], nonzero(bytes)));

@@ -57,6 +57,7 @@ static bool load_driver(void) {
     SYM(h, ModuleGetFunction, "cuModuleGetFunction", L);
     SYM(h, MemAlloc, "cuMemAlloc_v2", L);
     SYM(h, MemFree, "cuMemFree_v2", L);
+    SYM(h, MemGetInfo, "cuMemGetInfo_v2", L);
     SYM(h, MemAllocHost, "cuMemAllocHost_v2", L);
     SYM(h, MemFreeHost, "cuMemFreeHost", L);
     SYM(h, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", L);

@@ -45,6 +45,7 @@ typedef struct {
     CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
     CUresult (*MemAlloc)(CUdeviceptr *, size_t);
     CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemGetInfo)(size_t *free_bytes, size_t *total);
     CUresult (*MemAllocHost)(void **, size_t);
     CUresult (*MemFreeHost)(void *);
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
@@ -123,7 +124,21 @@ typedef struct {
     char *hOut[ENTRY_COUNT]; /* ... its outputs in device memory, as nnc_rt.stage lays them out */
     CUevent copied, done; /* its inputs are on the device; its work and copies have run */
     int64_t seq; /* the call's number (CudaModel.issued when it was queued) */
+    int64_t *hStarts; /* submit_rows: each input's rows' starts, batch_max a input (pinned), */
+    CUdeviceptr dStarts; /* ... and on the device (allocated at the slot's first such call) */
 } CallSlot;
+
+/* An input's source kept in device memory (the ABI's keep): `elems` values of `type` (NNC_TYPE_F32,
+ * NNC_TYPE_I32 or NNC_TYPE_U8, scaled by `scale`), copied from the host's `host`.  Inputs given
+ * the same source share one copy (`owner` false in all but the one that frees it). */
+typedef struct {
+    CUdeviceptr p;
+    const void *host;
+    int64_t elems;
+    int type;
+    float scale;
+    bool owner;
+} KeptSource;
 
 /* Small uploads (the learning rate a schedule sets before each step) go through pinned cells of
  * their own rather than a wait: a cell is written again once the call after its copy finished. */
@@ -146,7 +161,7 @@ typedef struct {
     CUmodule mod;
     CUstream st;
     cublasHandle_t blas;
-    CUfunction *fn[ENTRY_COUNT], step_inc, micro_next, check_fn;
+    CUfunction *fn[ENTRY_COUNT], step_inc, micro_next, check_fn, rows_fn; /* rows_fn: kept inputs' gather */
     CUfunction *gfn; /* the grouped kernels' (CudaKernels.groups) */
     CUfunction helper[HP_COUNT]; /* codegen/helpers.c's helpers, when the model has any */
     CUdeviceptr dFirst; /* --check-numerics: the first non-finite index found */
@@ -183,6 +198,7 @@ typedef struct {
     bool up; /* ... whose inputs go up on the copy stream (a model on one GPU) */
     CUstream cpy; /* ... that stream */
     size_t *in_at, in_bytes; /* each input's offset in a CallSlot's dIn, and its size */
+    KeptSource *kept; /* per input: its source in device memory (keep), p 0 when none */
     int64_t issued, finished; /* calls issued (run or submit) and known to have run, in order */
     char *hCell; /* the upload cells (UPLOAD_CELLS of UPLOAD_CELL_BYTES, pinned) */
     CUevent cell_ev[UPLOAD_CELLS]; /* ... each one's copy */

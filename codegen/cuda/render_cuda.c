@@ -70,6 +70,53 @@ static const char step_inc[] =
     "    if (threadIdx.x == 0 && blockIdx.x == 0) stepp[2] = reset ? 0 : stepp[2] + 1;\n"
     "}\n";
 
+/* Kept inputs (the ABI's keep and submit_rows): a batch gathered on the device from a data set
+ * kept there.  Row r of dst is the n values of the kept source from element start[r] on, in the
+ * input's type: t 0 copies 4-byte values (f32 or i32), 1 makes bytes floats ((float)b * k, as
+ * the host's gather), 2 widens f32 to f64, 3 bytes to f64 (the float, widened: --f64's inputs).
+ * Rows along y, a row's values along x; 16 bytes a thread where the row's start and length are
+ * multiples of 4 values (the destination's rows then lie on 16 bytes, its base on 256). */
+static const char gather_rows[] =
+    "\n"
+    "/* Kept inputs: a batch's rows gathered from the data set kept in device memory. */\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) nnc_rows(void *dst, const void *src, const int64_t *start,\n"
+    "                                                       int64_t rows, int64_t n, int t, float k) {\n"
+    "    const int64_t j0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, step = (int64_t)blockDim.x * gridDim.x;\n"
+    "    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {\n"
+    "        const int64_t s = start[r];\n"
+    "        const bool v = ((s | n) & 3) == 0;\n"
+    "        if (t == 0 && v) {\n"
+    "            const int4 *a = (const int4 *)((const int *)src + s);\n"
+    "            int4 *b = (int4 *)((int *)dst + r * n);\n"
+    "            for (int64_t j = j0; j < n / 4; j += step) b[j] = a[j];\n"
+    "        } else if (t == 0) {\n"
+    "            const int *a = (const int *)src + s;\n"
+    "            int *b = (int *)dst + r * n;\n"
+    "            for (int64_t j = j0; j < n; j += step) b[j] = a[j];\n"
+    "        } else if (t == 1 && v) {\n"
+    "            const unsigned int *a = (const unsigned int *)((const unsigned char *)src + s);\n"
+    "            float4 *b = (float4 *)((float *)dst + r * n);\n"
+    "            for (int64_t j = j0; j < n / 4; j += step) {\n"
+    "                const unsigned int w = a[j];\n"
+    "                b[j] = make_float4((float)(w & 255u) * k, (float)(w >> 8 & 255u) * k, (float)(w >> 16 & 255u) * k,\n"
+    "                                   (float)(w >> 24) * k);\n"
+    "            }\n"
+    "        } else if (t == 1) {\n"
+    "            const unsigned char *a = (const unsigned char *)src + s;\n"
+    "            float *b = (float *)dst + r * n;\n"
+    "            for (int64_t j = j0; j < n; j += step) b[j] = (float)a[j] * k;\n"
+    "        } else if (t == 2) {\n"
+    "            const float *a = (const float *)src + s;\n"
+    "            double *b = (double *)dst + r * n;\n"
+    "            for (int64_t j = j0; j < n; j += step) b[j] = (double)a[j];\n"
+    "        } else {\n"
+    "            const unsigned char *a = (const unsigned char *)src + s;\n"
+    "            double *b = (double *)dst + r * n;\n"
+    "            for (int64_t j = j0; j < n; j += step) b[j] = (double)((float)a[j] * k);\n"
+    "        }\n"
+    "    }\n"
+    "}\n";
+
 /* --check-numerics: the lowest index of a NaN or Inf in q[0, n), by exponent bits (immune to
  * fast-math); *first starts at ~0ull, so "none" reads back as the largest value. */
 #define CHECK_FINITE(T, BITS, MASK)                                                                 \
@@ -235,6 +282,7 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a,
     if (program_has_helpers(p)) helper_prelude(s, true);
     attention_prelude(s, p, true, o->f64);
     str_puts(s, step_inc);
+    str_puts(s, gather_rows);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
 
     bool runs = false;

@@ -5,10 +5,10 @@ libnnc.so is found next to this file (where `pip install .` puts it), or at $NNC
 
 import ctypes
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int32, c_int64, c_long, c_size_t,
-                    c_uint32, c_uint64, c_ulonglong, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_long,
+                    c_size_t, c_uint32, c_uint64, c_ulonglong, c_void_p)
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 ENTRY_TRAIN, ENTRY_GRAD, ENTRY_EVAL, ENTRY_ACCUM = 0, 1, 2, 3
 TYPE_F32, TYPE_I32, TYPE_F64 = 0, 1, 2
 SYNC_TO_DEVICE, SYNC_TO_HOST = 0, 1
@@ -25,7 +25,7 @@ class InputRule(Structure):
 
 
 class ModelABI(Structure):
-    """nnc_model_abi (include/nnc_abi.h, NNC_ABI_VERSION 4)."""
+    """nnc_model_abi (include/nnc_abi.h, NNC_ABI_VERSION 5)."""
     _fields_ = [
         ("abi_version", c_uint32), ("name", c_char_p), ("real_bytes", c_int), ("batch_max", c_int64),
         ("ninputs", c_int), ("nparams", c_int), ("nstates", c_int),
@@ -44,6 +44,8 @@ class ModelABI(Structure):
         ("input_buffer", CFUNCTYPE(c_void_p, c_void_p, c_int)),
         ("submit", CFUNCTYPE(c_int, c_void_p, c_int, POINTER(c_void_p), c_int64)),
         ("finish", CFUNCTYPE(c_int, c_void_p)),
+        ("keep", CFUNCTYPE(c_int, c_void_p, c_int, c_void_p, c_int64, c_int, c_float, c_int)),
+        ("submit_rows", CFUNCTYPE(c_int, c_void_p, c_int, POINTER(POINTER(c_int64)), c_int64)),
     ]
 
 

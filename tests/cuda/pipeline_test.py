@@ -14,7 +14,13 @@ and that what the user sees is what the unpipelined trainer (NNC_NO_PIPELINE=1) 
 byte: per-step and per-epoch records, the printed lines, checkpoints (with --save-every, gradient
 accumulation, a per-step schedule and grad_norm), the stop on a non-finite loss mid-epoch (its
 message, its records, the checkpoint saved just before), SIGINT's stop, save and --resume, and
---bench's JSON line.  The numbers against the CPU target are emu_train.py's."""
+--bench's JSON line.  The numbers against the CPU target are emu_train.py's.
+
+The training set kept in the GPU's memory (data_on_device, the default where it fits): the same
+records and checkpoints, byte for byte, as with each batch sent from the host, for 8-bit images
+scaled to floats (rows of 12 and 7 values: the 16-byte and the one-value gathers), labels, a token
+stream's shuffled windows (x and y from one copy), and --f64; the set goes up once, and a step
+sends only its rows' starts (8 bytes a row and input) and gathers on the copy stream."""
 import json
 import os
 import re
@@ -24,7 +30,7 @@ import sys
 import tempfile
 import time
 
-NNC = sys.argv[1]
+NNC = os.path.abspath(sys.argv[1])
 FAILS = []
 
 
@@ -264,10 +270,100 @@ def test_bench(d, resume):
     check(p.returncode == 0 and ok, "--bench on the pipelined target prints its line (%s%s)" % (p.stdout, p.stderr))
 
 
+BYTES = """
+input a: f32[B, 12]
+input b: f32[B, 7]
+input t: i32[B]
+param w: f32[12, 5] = normal(0, 1)
+param v: f32[7, 5] = normal(0, 1)
+loss = cross_entropy(tanh(a @ w) + b @ v, t)
+train {
+    data a = idx("a.idx", scale = 1/255)
+    data b = idx("b.idx", scale = 0.5)
+    data t = csv("t45.csv")
+    batch = 8
+    epochs = 2
+    optimizer = adam(lr = 0.01)
+    minimize loss
+}
+"""
+
+TOKENS = """
+input x: i32[B, 8]
+input y: i32[B, 8]
+param W: f32[256, 4] = normal(0, 1)
+param V: f32[256, 4] = normal(0, 1)
+loss = mean(tanh(embedding(x, W) * embedding(y, V)))
+train {
+    data x, y = tokens("text.txt", dtype = "uint8")
+    batch = 6
+    epochs = 2
+    optimizer = sgd(lr = 0.5)
+    minimize loss
+}
+"""
+
+
+def write_idx(path, rows, cols, seed):
+    """An IDX file of u8 [rows, cols] (magic 0x0803), values from a small LCG."""
+    v, out = seed, bytearray()
+    for _ in range(rows * cols):
+        v = (v * 1103515245 + 12345) % 2 ** 31
+        out.append(v >> 16 & 255)
+    with open(path, "wb") as f:
+        f.write(bytes([0, 0, 8, 2]) + rows.to_bytes(4, "big") + cols.to_bytes(4, "big") + bytes(out))
+
+
+def kept_trace(ops, batch):
+    """(gathers, the largest copy up after the first step, the copies up before it in bytes)."""
+    first = next((i for i, (k, _, _) in enumerate(ops) if k == "graph_launch" or k == "launch" and
+                  not ops[i][1].get("nnc_rows")), len(ops))
+    gathers = [kv for k, kv, _ in ops if k == "launch" and "nnc_rows" in kv]
+    later = [int(kv["bytes"]) for k, kv, _ in ops[first:] if k == "copy H2D"]
+    return gathers, max(later or [0]), later
+
+
+def test_kept(d):
+    write_idx(os.path.join(d, "a.idx"), 45, 12, 1)
+    write_idx(os.path.join(d, "b.idx"), 45, 7, 2)
+    with open(os.path.join(d, "t45.csv"), "w") as f:
+        f.write("".join("%d\n" % ((i * 3) % 5) for i in range(45)))
+    with open(os.path.join(d, "text.txt"), "w") as f:
+        f.write("".join(chr(32 + (i * 37 + i // 7) % 90) for i in range(203)))
+    for name, text in (("bytes.nn", BYTES), ("tokens.nn", TOKENS)):
+        model = os.path.join(d, name)
+        with open(model, "w") as f:
+            f.write(text)
+        for extra in ([], ["--f64"]):
+            what = name + (" --f64" if extra else "")
+            out = []
+            for on in ("true", "false"):
+                sub = os.path.join(d, "%s%s-%s" % (name, "-f64" if extra else "", on))
+                os.makedirs(sub)
+                p = run([model, "--target", "cuda", "--data-on-device", on, "--metrics", sub + "/m.jsonl", "--save",
+                         sub + "/c.st"] + extra, env={"NNC_EMU_TRACE": sub + "/trace"}, cwd=d)
+                out.append((p, sub))
+            same_files(out, ["m.jsonl", "c.st"], what + " kept on the GPU and sent from the host")
+            on_ops = parse_trace(os.path.join(out[0][1], "trace"))
+            off_ops = parse_trace(os.path.join(out[1][1], "trace"))
+            batch, inputs = (8, 3) if name == "bytes.nn" else (6, 2)
+            steps = 12 if name == "bytes.nn" else 2 * ((202 // 8 + batch - 1) // batch)
+            gathers, largest, _ = kept_trace(on_ops, batch)
+            check(len(gathers) == inputs * steps and all(kv.get("stream") != "1" for kv in gathers),
+                  "%s: %d gathers on the copy stream, one an input and step (%d)" % (what, inputs * steps, len(gathers)))
+            check(0 < largest <= 8 * batch, "%s: a step sends only its rows' starts (largest copy up %d bytes)"
+                  % (what, largest))
+            check(not kept_trace(off_ops, batch)[0], "%s: --data-on-device false gathers on the host" % what)
+    p = run([os.path.join(d, "bytes.nn"), "--target", "cuda", "--verbose", "--epochs", "1"], cwd=d)
+    check("nnc: the training set is kept on the GPU (1.0 KB): each batch is gathered there" in p.stderr,
+          "--verbose says where the batches are gathered (%s)" % p.stderr.strip())
+
+
 def main():
     resume = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "resume.nn")
     with tempfile.TemporaryDirectory() as d:
         test_trace(d)
+        test_kept(d)
         test_records(d, resume)
         test_nonfinite(d)
         test_interrupt(d, resume)
