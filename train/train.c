@@ -62,6 +62,7 @@ typedef struct {
     bool pipe; /* pipelined calls: the next batch queued before a call is waited for */
     void **ring; /* ... the model's input buffers of the call being gathered */
     bool kept; /* ... the training set kept in the device's memory: a call sends its rows' starts */
+    int stop_after_epoch; /* the signal that came at an epoch's last step: the run stops after its records */
     int64_t **starts; /* ... per column, a batch's starts (elements into its kept source) */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
@@ -71,6 +72,7 @@ typedef struct {
     int64_t gbatch;             /* rows of a global batch, split over the processes */
     double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
     long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
+    long signal_step; /* NNC_TEST_SIGINT_STEP: SIGINT raised as this step is recorded (tests), or -1 */
     Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
     int64_t steps; /* the run's optimizer steps: a per-step schedule's default length */
     bool bar_shown; /* the progress line is on the terminal (progress_clear erases it) */
@@ -743,6 +745,19 @@ static bool rescue_create(char *buf, size_t n) {
 
 /* Saves to --save; when that fails (the disk filled, the directory went away), the trained
  * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
+static bool save_now(Run *R);
+
+/* Ctrl-C or SIGTERM, agreed by the processes: said, and the checkpoint saved; false (the run stops). */
+static bool stop_now(Run *R, int epoch, int64_t gstep) {
+    comm_mark_agreed(R->comm);
+    if (R->o->no_write) return false; /* process 0 says it */
+    progress_clear(R);
+    fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted", epoch,
+            (long long)gstep, R->o->save_path ? "; saving" : "");
+    if (R->o->save_path && save_now(R)) fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
+    return false;
+}
+
 static bool save_now(Run *R) {
     char err[1024], why[1024], rescue[1100];
     /* the records so far go out before the checkpoint: a run killed after the save has them,
@@ -915,16 +930,12 @@ static bool step_record(Run *R, Epoch *E, const StepDone *st, bool ahead) {
     /* save_now writes the step's records out before its checkpoint */
     bool save_due = R->o->save_every > 0 && st->gstep % R->o->save_every == 0;
     if (save_due && !save_now(R)) return false;
-    if (interrupted && !ahead) {
-        comm_mark_agreed(R->comm);
-        if (R->o->no_write) return false; /* process 0 says it */
-        progress_clear(R);
-        fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted",
-                E->epoch, (long long)st->gstep, R->o->save_path ? "; saving" : "");
-        if (R->o->save_path && save_now(R))
-            fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
-        return false;
-    }
+    if (st->gstep == R->signal_step) raise(SIGINT); /* a test's Ctrl-C at an exact step */
+    /* a stop asked for: after this step, or at an epoch's last step after the epoch's records
+     * (its mean loss and evaluation), which a resumed run, starting at the next epoch, would not
+     * write: a run stopped there and resumed then records what the uninterrupted run records */
+    if (interrupted && !ahead && st->s + 1 == E->steps) R->stop_after_epoch = interrupted;
+    else if (interrupted && !ahead) return stop_now(R, E->epoch, st->gstep);
     if (E->bar || E->log_every) {
         double t = train_now();
         bool log = E->log_every && st->gstep % E->log_every == 0 && st->s + 1 < E->steps; /* the epoch's line ends it */
@@ -1501,10 +1512,13 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
              .comm = o->comm,
              .rank = comm_rank(o->comm),
              .size = comm_size(o->comm),
-             .wait_step = -1};
+             .wait_step = -1,
+             .signal_step = -1};
     const nnc_model_abi *model = lm->info ? lm->info : lm->abi; /* its tables, before its build is loaded */
     const char *ws = getenv("NNC_TIER_WAIT_STEP");
     if (ws && *ws) R.wait_step = strtol(ws, NULL, 10);
+    const char *ss = getenv("NNC_TEST_SIGINT_STEP");
+    if (ss && *ss) R.signal_step = strtol(ss, NULL, 10);
     Dataset train = {0}, test = {0};
     bool has_test = false;
     if (o->save_path && !o->no_write && !o->eval_only && o->bench_steps <= 0 && !save_dest_check(o->save_path, err, sizeof err)) {
@@ -1617,6 +1631,12 @@ int train_run(const TrainConfig *t, ModelRef *lm, const TrainOpts *o) {
             }
             eval_free(&ev);
             metrics_check(&R);
+            /* stopped at the epoch's last step: after its records (a last epoch simply ends) */
+            if (rc == 0 && R.stop_after_epoch && e < o->epochs) {
+                interrupted = R.stop_after_epoch;
+                stop_now(&R, e, lm->abi->get_step(lm->m));
+                rc = 128 + interrupted;
+            }
         }
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);

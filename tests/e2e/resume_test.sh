@@ -96,6 +96,19 @@ if [ "$st" = 130 ]; then
 else
   echo "note: the run finished before SIGINT arrived (status $st)"; check test "$st" = 0
 fi
+# SIGINT at a known step (NNC_TEST_SIGINT_STEP raises it as that step is recorded): mid-epoch it
+# stops after the step; at an epoch's last step (128 of 128) after the epoch's records, which the
+# resumed run, starting at the next epoch, would not write (the epoch's line and record were lost
+# until this was fixed: a flake of emu_pipeline); resumed, both end as the uninterrupted run
+for s in 128 200; do
+  rm -f "$dir/sig.st" "$dir/sig.jsonl"
+  NNC_TEST_SIGINT_STEP=$s "$nnc" "$model" --quiet --save "$dir/sig.st" --metrics "$dir/sig.jsonl" 2>"$dir/err"
+  check test "$?" = 130
+  check grep -q "^nnc: interrupted at epoch [12], step $s; saving" "$dir/err"
+  "$nnc" "$model" --quiet --save "$dir/sig.st" --resume --metrics "$dir/sig.jsonl"
+  check cmp "$dir/ref.st" "$dir/sig.st"
+  check cmp <(strip "$dir/ref.jsonl") <(strip "$dir/sig.jsonl")
+done
 # A file without optimizer state (a --save-dtype export, a PyTorch file) is refused by --resume,
 # which went on with zero moments as if nothing were missing; --resume-fresh-optimizer takes its
 # parameters and position, and starts the optimizer fresh at step 0, saying so
