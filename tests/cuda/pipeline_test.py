@@ -357,6 +357,11 @@ def test_kept(d):
     p = run([os.path.join(d, "bytes.nn"), "--target", "cuda", "--verbose", "--epochs", "1"], cwd=d)
     check("nnc: the training set is kept on the GPU (1.0 KB): each batch is gathered there" in p.stderr,
           "--verbose says where the batches are gathered (%s)" % p.stderr.strip())
+    p = run([os.path.join(d, "bytes.nn"), "--target", "cuda", "--data-on-device", "true", "--epochs", "1"], cwd=d,
+            env={"NNC_NO_PIPELINE": "1"})
+    check(p.returncode == 0 and "nnc: note: data_on_device = true: this run's calls are not pipelined, so each batch "
+          "goes up from the host" in p.stderr, "data_on_device = true where calls are not pipelined: a note (%s)"
+          % p.stderr.strip())
 
 
 def main():
