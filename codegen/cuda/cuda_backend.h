@@ -43,7 +43,8 @@ typedef enum {
                     partials the last of them sums (a full reduction is one output) */
     RED_COLS, /* the leading axes reduced (a bias gradient): blocks over column strips (grid.x)
                     and row ranges (grid.y), partials [grid.y, C] summed per strip */
-    RED_WARP, /* the trailing axes reduced, short rows (no batch axis): a warp per output */
+    RED_WARP, /* the trailing axes reduced, short rows (no batch axis): a group of `cw` lanes of a
+                    warp per output (32, or fewer where the row's loads need fewer) */
 } RedKind;
 typedef struct {
     RedKind kind;
@@ -51,7 +52,8 @@ typedef struct {
     bool inner; /* RED_SPLIT: the reduced axes are the trailing ones (one run per output) */
     bool tail; /* ... lanes may not divide the run (a full reduction over B): a scalar tail */
     unsigned block; /* threads per block */
-    unsigned cw; /* RED_COLS: threads across a strip, each `lanes` columns; block / cw down */
+    unsigned cw; /* RED_COLS: threads across a strip, each `lanes` columns; block / cw down.
+                    RED_WARP: the lanes an output takes (a power of two, 4 to 32) */
     unsigned rows; /* RED_COLS: rows a thread loads before it adds them (a round: rows * down) */
 } CudaReduce;
 

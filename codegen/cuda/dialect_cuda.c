@@ -642,20 +642,25 @@ static void reduce_cols(const Kernel *k, const Launch *L, CudaReduce r) {
         r.lanes, r.cw, is_max(k, L), r.lanes, r.cw, is_max(k, L), r.cw, r.lanes);
 }
 
-/* RED_WARP: warp w of the grid takes outputs w, w + warps, ..., its lanes striding over the run. */
+/* RED_WARP: a group of r.cw lanes an output (a warp holds 32 / cw groups): group q of the grid
+ * takes outputs q, q + groups, ..., its lanes striding over the run; the warp's groups move
+ * together (every lane takes part in the shuffles, those past nout with nothing to add). */
 static void reduce_warp(const Kernel *k, const Launch *L, CudaReduce r) {
     reduce_head(k, L, launch_reduce_mask(k->g, L));
-    str_puts(k->s,
-             "    const int lane = threadIdx.x & 31;\n"
-             "    for (int64_t o = (" GRID_STRIDE ") >> 5; o < nout; o += (" GRID_THREADS ") >> 5) {\n");
+    str_printf(
+        k->s,
+        "    const int lane = threadIdx.x & %uu, per = 32 / %u;\n"
+        "    for (int64_t ow = ((" GRID_STRIDE ") >> 5) * per; ow < nout; ow += ((" GRID_THREADS ") >> 5) * per) {\n"
+        "        const int64_t o = ow + (threadIdx.x & 31) / %u, j0 = o < nout ? lane : nred;   /* past nout: none */\n",
+        r.cw - 1, r.cw, r.cw);
     acc_decl(k, L, r.lanes, "        ");
-    reduce_run(k, L, r, "lane", "32");
+    reduce_run(k, L, r, "j0", r.cw == 32 ? "32" : r.cw == 16 ? "16" : r.cw == 8 ? "8" : "4");
     acc_fold(k, L, r.lanes, "        ");
     str_printf(k->s,
-               "        a = nnc_warp_reduce(a, %s);\n"
-               "        if (lane == 0) o0[o] = (real)(a * scale);\n"
+               "        for (int x = %u; x > 0; x >>= 1) a = nnc_pick(a, __shfl_xor_sync(0xffffffffu, a, x), %s);\n"
+               "        if (lane == 0 && o < nout) o0[o] = (real)(a * scale);\n"
                "    }\n",
-               is_max(k, L));
+               r.cw / 2, is_max(k, L));
 }
 
 static void cuda_reduce(const Kernel *k, const Launch *L) {

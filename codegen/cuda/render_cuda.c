@@ -434,6 +434,9 @@ CudaReduce cuda_reduce_shape(const Graph *g, const Launch *L, bool f64) {
     } else if (reduced_axes_at(g, L, false) && !has_batch(red) && nred <= WARP_ROW_MAX) {
         r.kind = RED_WARP;
         r.lanes = vec && nred % w == 0 ? w : 1;
+        /* as many lanes as the row has loads (attention's delta, 64 bf16 values by 4: 16), so a
+         * warp's lanes all load, and fewer shuffle rounds combine them */
+        r.cw = pow2_at_least(ceil_div(nred, r.lanes), 4, 32);
     } else {
         r.inner = reduced_axes_at(g, L, false);
         r.lanes = r.inner && vec && !has_batch(red) && nred % w == 0 ? w : 1;
@@ -483,7 +486,7 @@ static CudaDims reduce_dims(const Graph *g, const Launch *L, int64_t B, bool f64
     int64_t nout = shape_numel(launch_space_axes(L, mask, false), B);
     int64_t nred = shape_numel(launch_space_axes(L, mask, true), B);
     CudaDims d = {1, 1, r.block};
-    if (r.kind == RED_WARP) d.grid = clamp_grid(ceil_div(nout, THREADS / 32));
+    if (r.kind == RED_WARP) d.grid = clamp_grid(ceil_div(nout, THREADS / r.cw));
     else if (r.kind == RED_COLS) { /* nout columns, nred rows in rounds of rows * down */
         int64_t strips = ceil_div(nout, (int64_t)r.cw * r.lanes), down = THREADS / r.cw;
         int64_t rounds = ceil_div(nred, down * r.rows), cap = COLS_BLOCKS / strips;

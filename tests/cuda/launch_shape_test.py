@@ -27,6 +27,9 @@ For each model (at BATCH, else its train section's batch), in its train step:
     twice (one nnc_block_max_sum per row: the maximum and exp-sum in one pass), and moves its
     logits and gradient 16 bytes at a time (uint4: 8 bf16, float4: 4 f32) where the row's
     length is a multiple of that, one element at a time where it is not;
+  - a reduction of short rows over their trailing axes (RED_WARP) gives each output a group of as
+    many lanes as its row has loads (a power of two from 4 to 32: 64 floats by 4 take 16, so a
+    warp reduces two rows), on ceil(outputs / (256 / lanes)) blocks of 256;
   - the row kernels of layer norm, softmax and log_softmax and their gradients over rows of at
     most 1024 floats that are a multiple of 4 read each operand's row once, 16 bytes at a time
     (float4, into registers; layer norm's weight's vectors beside dy's), and write 16 bytes at a
@@ -164,6 +167,26 @@ def check_cols(shape, body, n, batch, gx, gy):
     return [shape + ": " + f for f in fails]
 
 
+def check_warp(shape, body, batch, blocks):
+    """RED_WARP: the group's lanes as the row's loads need, and the grid that gives."""
+    m = re.search(r"const int lane = threadIdx.x & (\d+)u, per = 32 / (\d+);", body)
+    if not m:
+        return []
+    cw = int(m.group(2))
+    nout = value(re.search(r"const int64_t nout = ([^,]+), nred", body).group(1), batch)
+    nred = value(re.search(r"nred = ([^;]+);", body).group(1), batch)
+    lanes = 4 if re.search(r"\b(float4|ushort4)\b", body) else 2 if "double2" in body else 1
+    want = 4
+    while want < 32 and want * lanes < nred:
+        want *= 2
+    fails = []
+    if cw != want or int(m.group(1)) != cw - 1:
+        fails.append(shape + ": rows of %d in loads of %d want groups of %d lanes, not %d" % (nred, lanes, want, cw))
+    if blocks != min(2 ** 31 - 1, -(-nout // (256 // cw))):
+        fails.append(shape + ": %d outputs in groups of %d lanes want %d blocks" % (nout, cw, -(-nout // (256 // cw))))
+    return fails
+
+
 def contiguous(body):
     """Whether the one-by-one loop reads every operand at i, 0 or i % m with 4 | m (the split
     into per-axis indices marks a broadcast or transposed operand)."""
@@ -214,6 +237,7 @@ def check_model(nnc, model, batch, tmp):
             fails.append(shape + ": more than 64K elements in one block")
         if kind == "reduction":
             fails += check_cols(shape, body, n, batch, gx, gy)
+            fails += check_warp(shape, body, batch, blocks)
         if kind == "reduction" and re.search(r"const int64_t nout = 1LL,", body):
             want = min(1024, -(-n // 2048))
             if blocks != want:

@@ -210,11 +210,11 @@ if(TARGET nnc_emu_cuda)
   # the shapes the kernels reach the GPU in (grid, block, 16-byte accesses, copies), from the
   # emulator's trace of a training step: the 1000 x 1000 loss, a wide MLP, the two models, the
   # layer norm and softmax rows a warp holds in registers (and rows of 70 and 7 that it does not),
-  # column sums over 4133 rows (f32 and bf16)
+  # column sums over 4133 rows (f32 and bf16), short rows' sums in lane groups
   add_test(NAME launch_shape_emu COMMAND /usr/bin/python3 ${NNC_CUDA_TESTS}/launch_shape_test.py $<TARGET_FILE:nnc>
            ${NNC_CUDA_TESTS}/shapes/square_1000.nn ${NNC_CUDA_TESTS}/shapes/mlp_1024.nn ${CMAKE_SOURCE_DIR}/models/mlp.nn
            ${NNC_CUDA_TESTS}/ops/reduce_cols.nn ${NNC_CUDA_TESTS}/half/cols_bf16.nn
-           ${CMAKE_SOURCE_DIR}/models/convnet.nn:16 ${NNC_CUDA_TESTS}/ops/warp_rows.nn
+           ${CMAKE_SOURCE_DIR}/models/convnet.nn:16 ${NNC_CUDA_TESTS}/ops/warp_rows.nn ${NNC_CUDA_TESTS}/ops/reduce_rows.nn
            ${NNC_CUDA_TESTS}/ops/rowwise.nn ce:1032:bf16 ce:1028:bf16 ce:1030:f32 ce:1032:f32)
   set_tests_properties(launch_shape_emu PROPERTIES SKIP_RETURN_CODE 77)
   add_test(NAME matmul_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_matmul_torch.py
