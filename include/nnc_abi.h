@@ -151,7 +151,9 @@ typedef struct nnc_model_abi {
      *                        `data` for input i: NNC_TYPE_F32 for a float input (f32 or f64),
      *                        NNC_TYPE_U8 bytes for one (each becomes (float)byte * scale, then
      *                        the input's type), NNC_TYPE_I32 for an i32 input.  The same data,
-     *                        elems and type as another kept input's share one copy.  With
+     *                        elems, type and scale as another input kept before share its copy
+     *                        (so a source changed since must be let go and kept again); input
+     *                        i kept again is copied again.  With
      *                        if_room, nothing is kept (status 7) unless the copy takes at most
      *                        a quarter of the device's free memory.  data NULL: input i's copy
      *                        is let go.  0 or a status; a kept input is kept until destroy().

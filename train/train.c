@@ -1019,6 +1019,7 @@ static bool keep_dataset(Run *R, const Dataset *d) {
                     R->comm ? " (data parallel)" : "");
         return true;
     }
+    for (int c = 0; c < d->ncols; c++) a->keep(R->lm->m, c, NULL, 0, 0, 0, 0); /* nothing shared with a set before */
     double bytes = 0;
     for (int c = 0; c < d->ncols; c++) {
         const void *data;

@@ -371,10 +371,9 @@ static int cuda_keep(nnc_rt *rt, int i, const void *data, int64_t elems, int typ
     if (m->ngpus > 1)
         return nnc_rt_fail(rt, NNC_STATUS_ENTRY, "%s_keep: the model spans %d GPUs: its inputs are copied in its step",
                            d->abi.name, m->ngpus);
-    for (int j = 0; j < d->abi.ninputs; j++) {
+    for (int j = 0; j < d->abi.ninputs; j++) { /* input i itself is copied again: its values may have changed */
         const KeptSource *o = &m->kept[j];
-        if (o->p && o->host == data && o->elems == elems && o->type == type && o->scale == scale) {
-            if (j == i) return 0; /* kept already */
+        if (j != i && o->p && o->host == data && o->elems == elems && o->type == type && o->scale == scale) {
             keep_release(m, i);
             m->kept[i] = (KeptSource){o->p, data, elems, type, scale, false};
             return 0;

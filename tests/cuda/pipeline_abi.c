@@ -155,6 +155,15 @@ static void rows_edges(const nnc_model_abi *a, void *m, void *never_kept) {
     rc |= a->submit_rows(m, NNC_ENTRY_EVAL, st, B) | a->finish(m);
     l = a->output(m, NNC_ENTRY_EVAL, 0);
     check(rc == 0 && l && memcmp(l, &want, sizeof want) == 0, "rows out of the data's order: eval's loss as run()'s");
+    static float X2[B * 6];
+    for (int e = 0; e < B * 6; e++) X2[e] = X[e], X[e] *= 0.5f; /* the kept values changed: kept again */
+    rc = a->keep(m, 0, X, B * 6, NNC_TYPE_F32, 1, 0) | a->submit_rows(m, NNC_ENTRY_EVAL, st, B) | a->finish(m);
+    l = a->output(m, NNC_ENTRY_EVAL, 0);
+    check(rc == 0 && l && memcmp(l, &want, sizeof want) != 0, "the same pointer kept again: its new values");
+    for (int e = 0; e < B * 6; e++) X[e] = X2[e];
+    rc = a->keep(m, 0, X, B * 6, NNC_TYPE_F32, 1, 0) | a->submit_rows(m, NNC_ENTRY_EVAL, st, B) | a->finish(m);
+    l = a->output(m, NNC_ENTRY_EVAL, 0);
+    check(rc == 0 && l && memcmp(l, &want, sizeof want) == 0, "... and its old ones again");
     rc = a->keep(m, 1, Y, B, NNC_TYPE_U8, 1, 0);
     check(rc == 6 && strstr(a->error(m), "input 'y' takes i32: keep i32 values"),
           "keep refuses bytes for an i32 input");
