@@ -62,7 +62,6 @@ typedef struct {
     bool pipe; /* pipelined calls: the next batch queued before a call is waited for */
     void **ring; /* ... the model's input buffers of the call being gathered */
     bool kept; /* ... the training set kept in the device's memory: a call sends its rows' starts */
-    int stop_after_epoch; /* the signal that came at an epoch's last step: the run stops after its records */
     int64_t **starts; /* ... per column, a batch's starts (elements into its kept source) */
     double lr;                  /* the epoch's learning rate, when a schedule sets it */
     int scale_state, skipped_state;   /* a loss scaler's states "scaler.scale", ".skipped_steps", or -1 */
@@ -73,6 +72,7 @@ typedef struct {
     double last_poll;           /* when the trainer last asked for a faster build (upgrade) */
     long wait_step;             /* NNC_TIER_WAIT_STEP: the step that waits for it (tests), or -1 */
     long signal_step; /* NNC_TEST_SIGINT_STEP: SIGINT raised as this step is recorded (tests), or -1 */
+    int stop_after_epoch; /* the signal that came at an epoch's last step: the run stops after its records */
     Hparams hp;                 /* this run's hyperparameters, which its checkpoints record */
     int64_t steps; /* the run's optimizer steps: a per-step schedule's default length */
     bool bar_shown; /* the progress line is on the terminal (progress_clear erases it) */
@@ -745,19 +745,6 @@ static bool rescue_create(char *buf, size_t n) {
 
 /* Saves to --save; when that fails (the disk filled, the directory went away), the trained
  * model is not lost: it goes to a rescue file whose name is printed, and the run still fails. */
-static bool save_now(Run *R);
-
-/* Ctrl-C or SIGTERM, agreed by the processes: said, and the checkpoint saved; false (the run stops). */
-static bool stop_now(Run *R, int epoch, int64_t gstep) {
-    comm_mark_agreed(R->comm);
-    if (R->o->no_write) return false; /* process 0 says it */
-    progress_clear(R);
-    fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted", epoch,
-            (long long)gstep, R->o->save_path ? "; saving" : "");
-    if (R->o->save_path && save_now(R)) fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
-    return false;
-}
-
 static bool save_now(Run *R) {
     char err[1024], why[1024], rescue[1100];
     /* the records so far go out before the checkpoint: a run killed after the save has them,
@@ -779,6 +766,17 @@ static bool save_now(Run *R) {
         if (rescue[0]) unlink(rescue);
         fprintf(stderr, "nnc: error: could not save a rescue copy in $TMPDIR either\n");
     }
+    return false;
+}
+
+/* Ctrl-C or SIGTERM, agreed by the processes: said, and the checkpoint saved; false (the run stops). */
+static bool stop_now(Run *R, int epoch, int64_t gstep) {
+    comm_mark_agreed(R->comm);
+    if (R->o->no_write) return false; /* process 0 says it */
+    progress_clear(R);
+    fprintf(stderr, "nnc: %s at epoch %d, step %lld%s\n", interrupted == SIGTERM ? "terminated" : "interrupted", epoch,
+            (long long)gstep, R->o->save_path ? "; saving" : "");
+    if (R->o->save_path && save_now(R)) fprintf(stderr, "nnc: saved %s (continue with --resume)\n", R->o->save_path);
     return false;
 }
 
