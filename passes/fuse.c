@@ -97,6 +97,23 @@ static bool folds_into_gemm(Fuse *F, int x) {
     return !is_entry_output(F, x);
 }
 
+/* Whether the update is better inside the product (beta = 1) than after it.  Inside, the
+ * gradient is never written, but the product adds into C: the pool's chunks then go to the CBLAS
+ * (oneDNN's are beta = 0 only), 200 GFLOP/s against oneDNN's ~225 on a Zen 4.  Outside, an update
+ * pass reads p and the gradient and writes p.  A weight that fits in a core's L2 makes that pass
+ * cheap, so a long contraction (K rows of the batch) pays for it: 784-128-10's first layer at
+ * batch 256 (128 x 784, K 256) 535-538 -> 517-524 us a step; at batch 64 the fold wins (149 ->
+ * 162 us without), and so does a weight from memory (1024 x 784: its pass would move 9.6 MB).
+ * On a GPU the fold is kept: cuBLAS adds into C at its full rate, and the pass would be a launch. */
+#define SGD_UNFOLD_K 256
+#define SGD_UNFOLD_BYTES (1 << 20)
+static bool sgd_fold_pays(const Graph *g, int mm) {
+    const Node *n = &g->nodes[mm], *a = &g->nodes[n->in[0]];
+    const int64_t k = dim_size(a->shape.d[a->shape.rank - 1], g->batch_max);
+    const int64_t bytes = shape_numel(n->shape, g->batch_max) * 4;
+    return DEV_IS_GPU(n->dev) || !(k >= SGD_UNFOLD_K && bytes <= SGD_UNFOLD_BYTES); /* a GPU: one launch fewer */
+}
+
 /* An SGD update p - lr * (A @ B) whose product feeds nothing else runs inside the GEMM
  * (alpha = -lr, beta = 1, C = p): the weight gradient is never written to memory. */
 static void fold_sgd_into_gemm(Fuse *F) {
@@ -117,6 +134,7 @@ static void fold_sgd_into_gemm(Fuse *F) {
         bool assigned = F->nusers[v] == 1 && g->nodes[F->users[v][0]].op == OP_ASSIGN &&
                         g->nodes[F->users[v][0]].in[0] == leaf;
         if (members != 2 || !assigned || !shape_eq(sub->shape, mm->shape)) continue;
+        if (!sgd_fold_pays(g, i)) continue;
         F->e->group[i] = grp;
         F->e->folds = xrealloc(F->e->folds, (size_t)(F->e->nfolds + 1) * sizeof *F->e->folds);
         F->e->folds[F->e->nfolds++] = (GemmFold){i, v, -c->attr.cnst.value};

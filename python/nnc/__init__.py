@@ -349,7 +349,8 @@ class Model:
         are the flags of the same names; progress: None (on a terminal), True or False.
         Returns the epoch records of --metrics: [{"epoch": 1, "step": 938, "loss": ...}, ...].
         A failed run raises Error (the reason is printed on stderr, as the command prints it);
-        Ctrl-C stops at the end of the step (saving to `save`) and raises KeyboardInterrupt."""
+        Ctrl-C stops at the end of the step (at an epoch's last step, after the epoch's records),
+        saving to `save`, and raises KeyboardInterrupt."""
         self._check_open()
         o = lib.nnc_default_fit_options()
         if epochs is not None:

@@ -1153,6 +1153,46 @@ static void check_cost(const Program *p, const Launch *L, int64_t B, int64_t byt
           (long long)B, (long long)bytes, (long long)flops, kind, (long long)c.bytes, (long long)c.flops, c.kind);
 }
 
+/* SGD's update inside its weight gradient's product (fuse.c, sgd_fold_pays): at batch 64 every
+ * weight's; at batch 256 only the weight too large for a core's L2 (1024 x 784 floats, 3.2 MB),
+ * whose update pass would read it from memory: a long contraction pays for the small ones'.  On
+ * CUDA every weight's. */
+static void test_sgd_fold(void) {
+    static const char fmt[] = "input x: f32[B, 784]\n"
+                              "input y: i32[B]\n"
+                              "param a: f32[128, 784] = normal(0, 0.05)\n"
+                              "param b: f32[1024, 784] = normal(0, 0.05)\n"
+                              "param c: f32[10, 128] = normal(0, 0.05)\n"
+                              "param d: f32[10, 1024] = normal(0, 0.05)\n"
+                              "logits = relu(x @ transpose(a)) @ transpose(c) + relu(x @ transpose(b)) @ transpose(d)\n"
+                              "loss = cross_entropy(logits, y)\n"
+                              "train {\n"
+                              "    data x = randn(%d, 784)\n"
+                              "    data y = randn(%d)\n"
+                              "    batch = %d\n"
+                              "    optimizer = sgd(lr = 0.01)\n"
+                              "    minimize loss\n"
+                              "}\n";
+    for (int batch = 64; batch <= 256; batch *= 4) {
+        char src[1024];
+        snprintf(src, sizeof src, fmt, batch, batch, batch);
+        Compiled *c = compile_src("sgd_fold.nn", src, (Opts){0});
+        Compiled *gpu = compile_src("sgd_fold.nn", src, (Opts){.target = DEV_CUDA});
+        CHECK(gpu->ok && find_fold(gpu->p.g, &gpu->p.entry[ENTRY_TRAIN], "a") != NULL,
+              "sgd_fold.nn at batch %d on CUDA: a's update inside its product", batch);
+        CHECK(c->ok, "sgd_fold.nn at batch %d compiles: %s", batch, c->diag_text);
+        if (!c->ok) continue;
+        const Graph *g = c->p.g;
+        const Entry *e = &c->p.entry[ENTRY_TRAIN];
+        const char *names[] = {"a", "b", "c", "d"};
+        for (int i = 0; i < 4; i++) {
+            bool want = batch == 64 || !strcmp(names[i], "b");
+            CHECK((find_fold(g, e, names[i]) != NULL) == want, "sgd_fold.nn at batch %d: %s's update %s its product",
+                  batch, names[i], want ? "inside" : "after");
+        }
+    }
+}
+
 /* Fused attention over [B*2, 5, 4] (the heads merged with the batch), causal: 15 (query, key)
  * pairs a head, 2B heads; the forward's products are 4 + 4 multiply-adds a pair, the backward's
  * 4 + 4 recomputed and 4 + 4 + 4 for dq, dk and dv. */
@@ -1287,6 +1327,7 @@ int main(void) {
     test_fusion_mlp();
     test_fusion_barriers();
     test_attention();
+    test_sgd_fold();
     test_attention_layout();
     test_fusion_written_out();
     test_fold_rows();
