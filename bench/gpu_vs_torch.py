@@ -532,7 +532,8 @@ def dry_run(a, cases, names, d):
     for n in names:
         print(f"== {n}: {cases[n]['title']}\n{open(os.path.join(d, n + '.nn')).read()}"
               f"$ {a.nnc or 'build-gpu/nnc'} {d}/{n}.nn --target {a.target} --bench {cases[n]['steps']} --quiet "
-              f"{' '.join(cases[n].get('nnc_flags', []))}\n$ {a.python} {__file__} --torch-case {n} "
+              f"--data-on-device false|true {' '.join(cases[n].get('nnc_flags', []))}\n"
+              f"$ {a.python} {__file__} --torch-case {n} "
               f"--device {a.device}\n")
 
 
