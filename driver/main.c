@@ -169,6 +169,24 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name) {
     return argv[++*i];
 }
 
+/* A flag that takes one of `words` (NULL-terminated): its index, or -1 after an error naming
+ * them ("--precision: expected f32, bf16 or f16, got 'x'"). */
+static int flag_word(const char *flag, const char *v, const char *const *words) {
+    int n = 0;
+    while (words[n]) n++;
+    for (int w = 0; w < n; w++)
+        if (!strcmp(v, words[w])) return w;
+    char list[256] = "";
+    for (int w = 0; w < n; w++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 w == 0          ? ""
+                     : w + 1 < n ? ", "
+                                 : " or ",
+                 words[w]);
+    cli_error("%s: expected %s, got '%s'", flag, list, v);
+    return -1;
+}
+
 /* Every numeric flag is range-checked where it is read: a value that would wrap (--epochs
  * 4294967296), truncate or mean nothing (--lr nan) is an error, never silently replaced. */
 static long parse_long(const char *flag, const char *v, long lo, long hi) {
@@ -353,18 +371,14 @@ static void parse_args(int argc, char **argv, Cli *c, Arena *ar) {
             c->over.lr = parse_rate(f, flag_value(argc, argv, &i, f));
             c->over.has_lr = true;
         } else if (is_flag(a, "--precision")) {
-            const char *v = flag_value(argc, argv, &i, f);
-            if (!strcmp(v, "f32")) c->over.precision = PREC_F32;
-            else if (!strcmp(v, "bf16")) c->over.precision = PREC_BF16;
-            else if (!strcmp(v, "f16")) c->over.precision = PREC_F16;
-            else cli_error("--precision: expected f32, bf16 or f16, got '%s'", v);
+            static const char *const precisions[] = {"f32", "bf16", "f16", NULL}; /* Precision's order */
+            int w = flag_word("--precision", flag_value(argc, argv, &i, f), precisions);
+            if (w >= 0) c->over.precision = (Precision)w;
             c->over.has_precision = true;
         } else if (is_flag(a, "--data-on-device")) {
-            const char *v = flag_value(argc, argv, &i, f);
-            if (!strcmp(v, "auto")) c->over.data_dev = DATA_DEV_AUTO;
-            else if (!strcmp(v, "true")) c->over.data_dev = DATA_DEV_ON;
-            else if (!strcmp(v, "false")) c->over.data_dev = DATA_DEV_OFF;
-            else cli_error("--data-on-device: expected auto, true or false, got '%s'", v);
+            static const char *const modes[] = {"auto", "true", "false", NULL}; /* DataOnDevice's order */
+            int w = flag_word("--data-on-device", flag_value(argc, argv, &i, f), modes);
+            if (w >= 0) c->over.data_dev = (DataOnDevice)w;
             c->over.has_data_dev = true;
         } else if (is_flag(a, "--momentum")) {
             c->over.momentum = parse_rate(f, flag_value(argc, argv, &i, f));

@@ -654,7 +654,9 @@ static void reduce_warp(const Kernel *k, const Launch *L, CudaReduce r) {
         "        const int64_t o = ow + (threadIdx.x & 31) / %u, j0 = o < nout ? lane : nred;   /* past nout: none */\n",
         r.cw - 1, r.cw, r.cw);
     acc_decl(k, L, r.lanes, "        ");
-    reduce_run(k, L, r, "j0", r.cw == 32 ? "32" : r.cw == 16 ? "16" : r.cw == 8 ? "8" : "4");
+    char stride[16];
+    snprintf(stride, sizeof stride, "%u", r.cw);
+    reduce_run(k, L, r, "j0", stride);
     acc_fold(k, L, r.lanes, "        ");
     str_printf(k->s,
                "        for (int x = %u; x > 0; x >>= 1) a = nnc_pick(a, __shfl_xor_sync(0xffffffffu, a, x), %s);\n"
