@@ -49,13 +49,14 @@ static int64_t launch_bytes(const Graph *g, const Entry *e, const Launch *L, int
     if (L->kind == L_GEMM) {
         bytes += bytes_once(g, e, L->a, B, f64, rd, &nrd) + bytes_once(g, e, L->b, B, f64, rd, &nrd);
         if (L->fold >= 0) bytes += bytes_once(g, e, g->nodes[L->fold].in[0], B, f64, rd, &nrd);
+        if (L->bias >= 0) bytes += bytes_once(g, e, L->bias, B, f64, rd, &nrd); /* the epilogue's */
     } else if (L->kind == L_ASSIGN) bytes += bytes_once(g, e, r->in[1], B, f64, rd, &nrd);
     else
         for (int j = 0; j < L->nins; j++) bytes += bytes_once(g, e, L->ins[j], B, f64, rd, &nrd);
     if (L->kind == L_ASSIGN) return bytes + bytes_once(g, e, r->in[0], B, f64, wr, &nwr);
     if (L->nouts)
         for (int j = 0; j < L->nouts; j++) bytes += bytes_once(g, e, L->outs[j], B, f64, wr, &nwr);
-    else bytes += bytes_once(g, e, L->fold >= 0 ? L->fold : L->root, B, f64, wr, &nwr);
+    else bytes += bytes_once(g, e, launch_gemm_c(L), B, f64, wr, &nwr);
     return bytes;
 }
 
@@ -81,7 +82,8 @@ static int64_t helper_flops(const Graph *g, const Launch *L, int64_t B) {
 static int64_t gemm_flops(const Graph *g, const Launch *L, int64_t B) {
     GemmGeom q = gemm_geom(g, L);
     int64_t m = dim_size(q.m, B), n = dim_size(q.n, B), k = dim_size(q.k, B);
-    return 2 * m * n * k * gemm_count(&q, B) + (L->fold >= 0 ? 2 * m * n : 0); /* a fold scales and adds */
+    int64_t rows = m * gemm_count(&q, B), epi = (L->bias >= 0) + L->relu; /* the epilogue's adds and maxima */
+    return 2 * rows * n * k + (L->fold >= 0 ? 2 * m * n : 0) + epi * rows * n; /* a fold scales and adds */
 }
 
 /* Attention's products (2 a multiply-add) over the (query, key) pairs it visits, the causal mask's

@@ -141,6 +141,67 @@ static void fold_sgd_into_gemm(Fuse *F) {
     }
 }
 
+/* A product whose C is a plain [M, N] matrix in memory: one product, or a batch of them over one
+ * shared B that is one product of merged rows (codegen's gemm_geom: rows_merged), not a sum.
+ * cuBLASLt's epilogue then adds the bias along C's rows. */
+static bool gemm_rows_plain(Fuse *F, int mm) {
+    const Graph *g = F->g;
+    const Node *n = &g->nodes[mm];
+    int a = n->in[0], b = n->in[1];
+    bool ta = F->e->folded[a];
+    if (ta) a = g->nodes[a].in[0];
+    if (F->e->folded[b]) b = g->nodes[b].in[0];
+    const Shape *sa = &g->nodes[a].shape, *sb = &g->nodes[b].shape, *sc = &n->shape;
+    if (sc->rank < 2 || sa->rank != sc->rank) return false; /* a sum over leading axes */
+    return sc->rank == 2 ? sb->rank == 2 : sb->rank == 2 && !ta;
+}
+
+/* The one live user of x, or -1. */
+static int only_user(Fuse *F, int x) {
+    int u = -1;
+    for (int k = 0; k < F->nusers[x]; k++)
+        if (F->e->live[F->users[x][k]]) {
+            if (u >= 0) return -1;
+            u = F->users[x][k];
+        }
+    return u;
+}
+
+/* On a GPU, a bias added to a product's rows, and a ReLU after it, run in the GEMM's epilogue
+ * (cuBLASLt's BIAS and RELU_BIAS): the add's kernel, its launch and a pass over C are gone
+ * (mlp.nn: 2 of 16 launches a step; 784-4096-4096-10 at batch 4096: two passes over 64 MB).
+ * Where: the product's only reader is an add of a vector of C's row length, alone in its kernel,
+ * or with the ReLU that is the add's only reader; f32 values (computed as the f32 or --f64
+ * build's reals), so the epilogue computes what the kernel did, (A @ B) + bias rounded once;
+ * half precision keeps the kernel (its add rounds the product first). */
+static void fold_bias_into_gemm(Fuse *F, const int *gsize) {
+    Graph *g = F->g;
+    for (int i = 0; i < g->n; i++) {
+        const Node *mm = &g->nodes[i];
+        if (!F->e->live[i] || mm->op != OP_MATMUL || mm->dtype != DT_F32 || !DEV_IS_GPU(mm->dev) ||
+            F->e->group[i] < 0 || gsize[F->e->group[i]] != 1 || is_entry_output(F, i) || !gemm_rows_plain(F, i))
+            continue;
+        int add = only_user(F, i);
+        if (add < 0 || g->nodes[add].op != OP_ADD || is_entry_output(F, add)) continue;
+        const Node *an = &g->nodes[add];
+        int bias = an->in[0] == i ? an->in[1] : an->in[0];
+        const Node *bn = &g->nodes[bias];
+        if (an->in[0] == an->in[1] || bn->dtype != DT_F32 || bn->shape.rank != 1 || dim_is_batch(bn->shape.d[0]) ||
+            bn->shape.d[0] != mm->shape.d[mm->shape.rank - 1] || !shape_eq(an->shape, mm->shape) ||
+            an->dtype != DT_F32 || node_is_inline(bn) || bn->dev != mm->dev)
+            continue;
+        int grp = F->e->group[add], relu = -1;
+        if (gsize[grp] == 2) {
+            relu = only_user(F, add);
+            if (relu < 0 || g->nodes[relu].op != OP_RELU || F->e->group[relu] != grp) continue;
+        } else if (gsize[grp] != 1) continue;
+        F->e->group[add] = F->e->group[i];
+        if (relu >= 0) F->e->group[relu] = F->e->group[i];
+        F->e->epis = xrealloc(F->e->epis, (size_t)(F->e->nepis + 1) * sizeof *F->e->epis);
+        F->e->epis[F->e->nepis++] = (GemmEpi){i, add, bias, relu};
+    }
+}
+
 /* Under mixed precision layer norm's gradient (the residual stream's, f32) is cast to half for
  * the products below it: its row kernel writes the half copy too (a second output), rather than a
  * kernel reading the f32 rows back (GPT-2 small: 57 MB a layer norm).  The casts it takes: the
@@ -182,6 +243,13 @@ void pass_fuse(Program *p, Entry *e) {
                 if (row_casts_out(&F, F.users[i][u]) && e->group[F.users[i][u]] == -1) e->group[F.users[i][u]] = grp;
     }
     if (p->fuse) fold_sgd_into_gemm(&F);
+    if (p->fuse) {
+        int *gsize = xcalloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof(int));
+        for (int i = 0; i < g->n; i++)
+            if (e->group[i] >= 0) gsize[e->group[i]]++;
+        fold_bias_into_gemm(&F, gsize);
+        free(gsize);
+    }
     free(F.users);
     free(F.nusers);
 }

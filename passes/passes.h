@@ -41,6 +41,10 @@ typedef struct {
     double alpha;       /* GEMM: C = alpha * op(A) op(B) (+ C when fold) */
     int fold;           /* GEMM: the SGD update p - lr * (A @ B) computed in the product: the
                            node whose buffer is C (the new p, normally p's own memory), else -1 */
+    int bias, epi; /* GEMM: a bias added to each row of the product in its epilogue (fuse.c's
+                           GemmEpi), then ReLU where `relu`; epi is the last such node, whose
+                           buffer is C; else both -1 */
+    bool relu;
     int phase;
     int rank;           /* schedule.c's tie-break within a phase: 0 an allreduce start, 2 a wait, 1 else */
     int64_t chunk;      /* L_HELPER convolutions: samples per im2col + GEMM round */
@@ -79,6 +83,17 @@ typedef struct {
     double alpha;       /* -lr */
 } GemmFold;
 
+/* A GEMM's epilogue (fuse.c, GPUs): add = A @ B + bias with bias a vector along the rows, then
+ * relu = max(add, 0) when relu >= 0; the product and the add are never stored, C is the last
+ * node's buffer.  cuBLASLt's BIAS and RELU_BIAS epilogues, the C routine's loop after its GEMM. */
+typedef struct {
+    int gemm, add, bias, relu;
+} GemmEpi;
+
+/* The node whose buffer a GEMM launch writes: the folded update, the epilogue's last node or
+ * the product. */
+static inline int launch_gemm_c(const Launch *L) { return L->fold >= 0 ? L->fold : L->epi >= 0 ? L->epi : L->root; }
+
 typedef struct {
     EntryKind kind;
     const char *name; /* "train_step", "grad", "eval", "accumulate" */
@@ -87,6 +102,8 @@ typedef struct {
     bool *folded;               /* a transpose its GEMMs read transposed: no launch, no memory */
     GemmFold *folds;            /* SGD updates fused into their weight-gradient GEMM (fuse.c) */
     int nfolds;
+    GemmEpi *epis; /* biases (and ReLUs) in their GEMM's epilogue (fuse.c) */
+    int nepis;
     Launch *launches;
     int nlaunch;
     Buffer *buf;                /* per node */

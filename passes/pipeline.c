@@ -157,7 +157,10 @@ static void launch_print(const Program *p, const Entry *e, const Launch *L, int 
     const Graph *g = p->g;
     char sb[96];
     fprintf(f, "    #%-3d %-7s", k, kind_name(L->kind));
-    if (L->kind == L_GEMM)
+    if (L->kind == L_GEMM && L->epi >= 0) /* the epilogue's node, and what it computes */
+        fprintf(f, " %%%d = %s%s%%%d%s @ %s%%%d%s + %%%d%s", L->epi, L->relu ? "relu(" : "", L->ta ? "T(" : "", L->a,
+                L->ta ? ")" : "", L->tb ? "T(" : "", L->b, L->tb ? ")" : "", L->bias, L->relu ? ")" : "");
+    else if (L->kind == L_GEMM)
         fprintf(f, " %%%d = %s%%%d%s @ %s%%%d%s", L->root, L->ta ? "T(" : "", L->a, L->ta ? ")" : "",
                 L->tb ? "T(" : "", L->b, L->tb ? ")" : "");
     else {
@@ -219,6 +222,12 @@ static void groups_print(const Program *p, const Entry *e, FILE *f) {
     for (int k = 0; k < e->nfolds; k++)
         fprintf(f, "    folded  update %%%d into the GEMM of %%%d (alpha %g, beta 1)\n", e->folds[k].dst,
                 e->folds[k].gemm, e->folds[k].alpha);
+    for (int k = 0; k < e->nepis; k++) {
+        const GemmEpi *x = &e->epis[k];
+        fprintf(f, "    folded  bias add %%%d", x->add);
+        if (x->relu >= 0) fprintf(f, " and relu %%%d", x->relu);
+        fprintf(f, " into the epilogue of the GEMM of %%%d\n", x->gemm);
+    }
     free(members);
     free(shown);
 }
@@ -262,9 +271,11 @@ void program_free(Program *p) {
         }
         free(e->outputs);
         free(e->folds);
+        free(e->epis);
         e->outputs = NULL;
         e->folds = NULL;
-        e->nfolds = 0;
+        e->epis = NULL;
+        e->nfolds = e->nepis = 0;
         e->nlaunch = e->noutputs = 0;
     }
 }

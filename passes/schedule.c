@@ -128,6 +128,16 @@ static void fill_launch(Sched *S, Launch *L, int grp, const int *members, const 
             L->fold = S->e->folds[f].dst;
             L->alpha = S->e->folds[f].alpha;
         }
+    L->bias = L->epi = -1;
+    L->relu = false;
+    for (int f = 0; f < S->e->nepis; f++) /* a GEMM with a bias (and ReLU) in its epilogue (fuse.c) */
+        if (S->e->group[S->e->epis[f].gemm] == grp) {
+            const GemmEpi *x = &S->e->epis[f];
+            L->root = x->gemm;
+            L->bias = x->bias;
+            L->relu = x->relu >= 0;
+            L->epi = L->relu ? x->relu : x->add;
+        }
     const Node *r = &g->nodes[L->root];
     switch (op_info[r->op].kind) {
     case OK_EW: L->kind = L_EW; L->space = r->shape; break;

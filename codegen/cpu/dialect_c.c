@@ -18,6 +18,7 @@
  * small to pay for one.  A helper launch (convolution, pooling, ...) is its plan (helper_plan.c)
  * printed as C: calls of the helpers.c routines in the prelude, nnc_?gemm calls, memsets and the
  * loop over chunks of the batch. */
+#include <assert.h>
 #include <string.h>
 
 #include "../attention.h"
@@ -754,7 +755,8 @@ static void c_gemm(const Kernel *k, const Launch *L) {
         str_puts(k->s, "    real *C = ");
         c_value(k, k->s, 'A', L->scratch + at, "real");
         str_puts(k->s, ";\n");
-    } else kernel_ptr_line(k, "real *C", L->fold >= 0 ? L->fold : L->root);
+    } else kernel_ptr_line(k, "real *C", launch_gemm_c(L));
+    assert(L->bias < 0 && "a GEMM epilogue on the CPU: fuse.c folds biases on GPUs only");
     c_gemm_body(k, L);
     gemm_narrow(k, L);
 }

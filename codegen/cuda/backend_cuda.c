@@ -38,8 +38,6 @@
 #define NNC_RUNTIME_IMPLEMENTATION   /* the runtime's functions, static in this file */
 #include "../../include/nnc_runtime.h"
 
-#define BLAS_WORKSPACE (32u << 20)
-
 void cu_fail(CudaModel *m, CUresult r, const char *call, const char *file, int line) {
     const char *name = "?", *desc = "?";
     if (cu.GetErrorName) cu.GetErrorName(r, &name);
@@ -507,11 +505,14 @@ static void cuda_close(nnc_rt *rt) {
     }
     if (m->cst) cu.StreamDestroy(m->cst);
     cuda_dnn_close(m);
+    for (int k = 0; k < ENTRY_COUNT; k++)
+        for (int j = 0; m->lt[k] && j < m->p->entry[k].nlaunch; j++) cuda_lt_plan_free(&m->lt[k][j]);
     for (int i = 0; i < NNC_MAX_GPUS; i++) {
         Gpu *g = &m->gpu[i];
         if (!g->ctx) continue;
         cu.CtxSetCurrent(g->ctx);
         if (g->blas) cu.BlasDestroy(g->blas);
+        if (g->lt) cu.LtDestroy(g->lt);
         CUdeviceptr dev[] = {g->dBlock[0], g->dBlock[1], g->dBlock[2], g->dBlock[3], g->dStep,
                              g->dErr,      g->dWork,     g->dFirst,    g->dDnnWork,  g->dRed};
         for (size_t j = 0; j < NNC_COUNTOF(dev); j++)
@@ -563,11 +564,12 @@ static bool check_placement(const Program *p, char *err, size_t n) {
         for (int i = 0; i < e->nlaunch; i++) {
             const Launch *L = &e->launches[i];
             if (L->kind == L_COPY) continue;
-            int root = L->kind == L_GEMM && L->fold >= 0 ? L->fold : L->root;
+            int root = L->kind == L_GEMM ? launch_gemm_c(L) : L->root;
             bool ok = cuda_on_device(e, root) || L->kind == L_ASSIGN;
             /* a GEMM reads its operands a and b; its ins[] may name a transpose folded into the
              * product (BUF_NONE), which has no memory of its own */
-            if (L->kind == L_GEMM) ok &= cuda_on_device(e, L->a) && cuda_on_device(e, L->b);
+            if (L->kind == L_GEMM)
+                ok &= cuda_on_device(e, L->a) && cuda_on_device(e, L->b) && (L->bias < 0 || cuda_on_device(e, L->bias));
             else
                 for (int j = 0; j < L->nins; j++) ok &= cuda_on_device(e, L->ins[j]);
             for (int j = 0; j < L->nouts; j++) ok &= cuda_on_device(e, L->outs[j]);
@@ -633,6 +635,7 @@ static bool load_module(CudaModel *m, const char *cubin) {
     CU(cu.ModuleGetFunction(&m->cur->step_inc, m->cur->mod, "nnc_step_inc"));
     CU(cu.ModuleGetFunction(&m->cur->micro_next, m->cur->mod, "nnc_micro_next"));
     CU(cu.ModuleGetFunction(&m->cur->rows_fn, m->cur->mod, "nnc_rows"));
+    if (cuda_has_epilogue(m->p)) CU(cu.ModuleGetFunction(&m->cur->bias_fn, m->cur->mod, "nnc_bias_rows"));
     if (m->check_numerics) CU(cu.ModuleGetFunction(&m->cur->check_fn, m->cur->mod, "nnc_check_finite"));
     if (program_has_helpers(m->p))
         for (int h = 0; h < HP_COUNT; h++)
@@ -747,6 +750,9 @@ static bool open_device(CudaModel *m, int ordinal, char *arch, size_t archlen) {
     BLAS(cu.BlasCreate(&m->cur->blas));
     BLAS(cu.BlasSetStream(m->cur->blas, (cudaStream_t)m->cur->st));
     BLAS(cu.BlasSetMathMode(m->cur->blas, m->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    /* cuBLASLt for the products with an epilogue; NNC_NO_CUBLASLT=1 runs their fallback instead */
+    const char *no_lt = getenv("NNC_NO_CUBLASLT");
+    if (cu.lt_ok && cuda_has_epilogue(m->p) && !(no_lt && !strcmp(no_lt, "1"))) BLAS(cu.LtCreate(&m->cur->lt));
     return true;
 }
 
@@ -822,6 +828,9 @@ static bool cuda_setup(CudaModel *m, const BuildOpts *o, LoadedModel *lm, char *
         nnc_rt_fail(m->rt, NNC_STATUS_ARG, "%s", why);
         ok = false;
     }
+    for (int k = 0; ok && k < ENTRY_COUNT && cuda_has_epilogue(m->p); k++) /* cuBLASLt's setups, made at first use */
+        m->lt[k] = arena_alloc(&m->arena, (size_t)(m->p->entry[k].nlaunch + 1) * sizeof *m->lt[k]),
+        memset(m->lt[k], 0, (size_t)(m->p->entry[k].nlaunch + 1) * sizeof *m->lt[k]);
     ok = ok && alloc_staging(m) && nnc_rt_alloc(m->rt, NULL) == 0;
     free(cubin);
     if (!ok) snprintf(err, n, "%s", m->rt->msg);

@@ -87,9 +87,11 @@ static bool load_driver(void) {
     return true;
 }
 
+static char blas_dir[512]; /* where cuBLAS came from, when not from the loader's own search */
+
 static bool load_blas(void) {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so", NULL};
-    void *h = cuda_libs_open("cuBLAS", names, NULL, 0, cu.why, sizeof cu.why);
+    void *h = cuda_libs_open("cuBLAS", names, blas_dir, sizeof blas_dir, cu.why, sizeof cu.why);
     if (!h) snprintf(cu.brief, sizeof cu.brief, "cuBLAS (libcublas) not found");
     if (!h) return false;
     const char *L = "libcublas";
@@ -105,6 +107,42 @@ static bool load_blas(void) {
     SYM(h, GemmEx, "cublasGemmEx", L);
     SYM(h, GemmExB, "cublasGemmStridedBatchedEx", L);
     return true;
+}
+
+/* cuBLASLt, for the products with an epilogue (passes/fuse.c): optional, since those fall back to
+ * the cuBLAS product and a kernel for the bias (cuda_issue.c).  cuBLAS links it, so the copy cuBLAS
+ * loaded comes first (the same version), then the one beside cuBLAS, then the usual search. */
+static void load_blas_lt(void) {
+    static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", NULL};
+    char why[600], path[600];
+    void *h = NULL;
+    for (const char *const *nm = names; *nm && !h; nm++) h = dlopen(*nm, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    for (const char *const *nm = names; *nm && !h && blas_dir[0]; nm++) {
+        snprintf(path, sizeof path, "%s/%s", blas_dir, *nm);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h) h = cuda_libs_open("cuBLASLt", names, NULL, 0, why, sizeof why);
+    if (!h) return;
+    struct {
+        void **field;
+        const char *name;
+    } want[] = {
+        {(void **)&cu.LtCreate, "cublasLtCreate"},
+        {(void **)&cu.LtDestroy, "cublasLtDestroy"},
+        {(void **)&cu.LtDescCreate, "cublasLtMatmulDescCreate"},
+        {(void **)&cu.LtDescDestroy, "cublasLtMatmulDescDestroy"},
+        {(void **)&cu.LtDescSet, "cublasLtMatmulDescSetAttribute"},
+        {(void **)&cu.LtLayoutCreate, "cublasLtMatrixLayoutCreate"},
+        {(void **)&cu.LtLayoutDestroy, "cublasLtMatrixLayoutDestroy"},
+        {(void **)&cu.LtPrefCreate, "cublasLtMatmulPreferenceCreate"},
+        {(void **)&cu.LtPrefDestroy, "cublasLtMatmulPreferenceDestroy"},
+        {(void **)&cu.LtPrefSet, "cublasLtMatmulPreferenceSetAttribute"},
+        {(void **)&cu.LtHeuristic, "cublasLtMatmulAlgoGetHeuristic"},
+        {(void **)&cu.LtMatmul, "cublasLtMatmul"},
+    };
+    for (size_t i = 0; i < NNC_COUNTOF(want); i++)
+        if (!(*want[i].field = dlsym(h, want[i].name))) return;
+    cu.lt_ok = true;
 }
 
 bool cuda_open(void) {
@@ -126,6 +164,7 @@ bool cuda_open(void) {
         return false;
     }
     if (!load_blas()) return false;
+    load_blas_lt();
     cu.ok = true;
     return true;
 }

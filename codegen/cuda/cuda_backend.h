@@ -84,6 +84,7 @@ typedef struct {
 /* The translation unit: one kernel per distinct kernel text among all entries' kernel launches;
  * kt (arrays allocated in `a`), when not NULL, gets which kernel each launch runs. */
 void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *out, Arena *a, CudaKernels *kt);
+bool cuda_has_epilogue(const Program *p); /* a product with a bias in its epilogue (passes/fuse.c) */
 void cuda_render(const Program *p, const BuildOpts *o, Str *out); /* the same without kt */
 bool cuda_launch_is_kernel(const Launch *L);
 void cuda_kernel_name(char *buf, size_t n, const Program *p, const Entry *e, int k);

@@ -267,6 +267,118 @@ static bool gemm_call(CudaModel *m, const Launch *L, int M, int N, int K, CUdevi
     return gemm_rm_batched(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, sa, pb, ldb, sb, beta, pc, sc, G);
 }
 
+/* ---- a product with a bias (and ReLU) in its epilogue (passes/fuse.c) ------------------------ */
+
+/* The largest power of two, up to 256, that divides p: what cuBLASLt's heuristic is told of each
+ * pointer's alignment, so that it never picks an algorithm that assumes more. */
+static unsigned ptr_align(CUdeviceptr p) {
+    unsigned a = 256;
+    while (a > 1 && p % a) a /= 2;
+    return a;
+}
+
+void cuda_lt_plan_free(LtPlan *pl) {
+    if (pl->op) cu.LtDescDestroy(pl->op);
+    cublasLtMatrixLayout_t l[] = {pl->la, pl->lb, pl->lc};
+    for (size_t i = 0; i < NNC_COUNTOF(l); i++)
+        if (l[i]) cu.LtLayoutDestroy(l[i]);
+    memset(pl, 0, sizeof *pl);
+}
+
+#define LT(call) \
+    do { \
+        if ((call) != CUBLAS_STATUS_SUCCESS) return pl; \
+    } while (0)
+
+/* pl made for C's M rows (row-major C = op(A) op(B) + bias, as cuBLASLt's column-major
+ * D^T = op(B)^T op(A)^T with the bias along D^T's rows): the operation, layouts and the
+ * heuristic's first algorithm within BLAS_WORKSPACE bytes; `none` when any step fails or
+ * nothing fits (the fallback then runs). */
+static LtPlan *lt_make(CudaModel *m, const Launch *L, LtPlan *pl, int M, int N, int K, int lda, int ldb,
+                       CUdeviceptr bias, unsigned align) {
+    cuda_lt_plan_free(pl);
+    pl->M = M, pl->align = align, pl->none = true;
+    const cudaDataType t = m->f64 ? CUDA_R_64F : CUDA_R_32F;
+    const cublasComputeType_t ct = m->f64 ? CUBLAS_COMPUTE_64F
+        : m->tf32                         ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t oa = L->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = L->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = L->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    LT(cu.LtDescCreate(&pl->op, ct, t));
+    LT(cu.LtDescSet(pl->op, CUBLASLT_MATMUL_DESC_TRANSA, &ob, sizeof ob));
+    LT(cu.LtDescSet(pl->op, CUBLASLT_MATMUL_DESC_TRANSB, &oa, sizeof oa));
+    LT(cu.LtDescSet(pl->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LT(cu.LtDescSet(pl->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t));
+    LT(cu.LtDescSet(pl->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    /* the row-major B is cuBLAS's A, stored N x K (or K x N transposed); the row-major A its B */
+    LT(cu.LtLayoutCreate(&pl->la, t, (uint64_t)(L->tb ? K : N), (uint64_t)(L->tb ? N : K), ldb));
+    LT(cu.LtLayoutCreate(&pl->lb, t, (uint64_t)(L->ta ? M : K), (uint64_t)(L->ta ? K : M), lda));
+    LT(cu.LtLayoutCreate(&pl->lc, t, (uint64_t)N, (uint64_t)M, N));
+    cublasLtMatmulPreference_t pref = NULL;
+    if (cu.LtPrefCreate(&pref) != CUBLAS_STATUS_SUCCESS) return pl;
+    const uint64_t ws = BLAS_WORKSPACE;
+    const uint32_t al = align;
+    bool ok = cu.LtPrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == CUBLAS_STATUS_SUCCESS;
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (size_t i = 0; ok && i < NNC_COUNTOF(aligns); i++)
+        ok = cu.LtPrefSet(pref, aligns[i], &al, sizeof al) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    memset(&r, 0, sizeof r);
+    if (ok &&
+        cu.LtHeuristic(m->cur->lt, pl->op, pl->la, pl->lb, pl->lc, pl->lc, pref, 1, &r, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0 && r.state == CUBLAS_STATUS_SUCCESS) {
+        pl->algo = r.algo;
+        pl->none = false;
+    }
+    cu.LtPrefDestroy(pref);
+    return pl;
+}
+#undef LT
+
+/* C = relu?(op(A) op(B) + bias) for M rows: one cuBLASLt call with the BIAS or RELU_BIAS
+ * epilogue, else (no cuBLASLt, no algorithm for these operands, or NNC_NO_CUBLASLT=1 when the
+ * model loads, to compare) the cuBLAS product then nnc_bias_rows over C.  Either way every C
+ * element is the product's sum plus the bias, rounded once, then ReLU: what the kernel after the
+ * product computed before the fold. */
+static bool issue_gemm_epi(CudaModel *m, const Entry *e, const Launch *L, int M, int N, int K, CUdeviceptr pa, int lda,
+                           CUdeviceptr pb, int ldb, CUdeviceptr pc) {
+    CUdeviceptr bias;
+    char *h;
+    if (!cuda_where(m, e, L->bias, &bias, &h) || h) {
+        nnc_rt_fail(m->rt, NNC_STATUS_ARG, "internal: a GEMM epilogue's bias is not in device memory");
+        return false;
+    }
+    unsigned align = ptr_align(pa);
+    CUdeviceptr more[] = {pb, pc, bias};
+    for (size_t i = 0; i < NNC_COUNTOF(more); i++)
+        if (ptr_align(more[i]) < align) align = ptr_align(more[i]);
+    LtPlan *pl = m->lt[e->kind] ? &m->lt[e->kind][L - e->launches] : NULL;
+    if (pl && m->cur->lt && (pl->M != M || pl->align != align)) lt_make(m, L, pl, M, N, K, lda, ldb, bias, align);
+    if (pl && m->cur->lt && !pl->none) {
+        const double a64 = L->alpha, b64 = 0;
+        const float a32 = (float)L->alpha, b32 = 0;
+        const void *al = m->f64 ? (const void *)&a64 : (const void *)&a32,
+                   *be = m->f64 ? (const void *)&b64 : (const void *)&b32;
+        BLAS(cu.LtDescSet(pl->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        BLAS(cu.LtMatmul(m->cur->lt, pl->op, al, (const void *)pb, pl->la, (const void *)pa, pl->lb, be,
+                         (const void *)pc, pl->lc, (void *)pc, pl->lc, &pl->algo, (void *)m->cur->dWork, BLAS_WORKSPACE,
+                         (cudaStream_t)m->cur->st));
+        return true;
+    }
+    if (!gemm_rm(m, L->ta, L->tb, M, N, K, L->alpha, pa, lda, pb, ldb, 0, pc, N)) return false;
+    long long rows = M, n = N;
+    int relu = L->relu;
+    void *args[] = {&pc, &bias, &rows, &n, &relu};
+    long long blocks = (rows * n + 255) / 256;
+    unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks > 65535 ? 65535 : blocks);
+    CU(cu.LaunchKernel(m->cur->bias_fn, grid, 1, 1, 256, 1, 1, 0, m->cur->st, args, NULL));
+    return true;
+}
+
 /* With a folded SGD update (fuse.c), C starts as the parameter and the product adds to it.
  * A batched product (gemm_geom) is one call when it is one product, a strided batched call,
  * or -- a sum that is not one product -- a call per matrix adding into C. */
@@ -278,10 +390,12 @@ static bool issue_gemm(CudaModel *m, const Entry *e, const Launch *L, int64_t B)
     int64_t G = gemm_count(&q, B);
     CUdeviceptr pa, pb, pc, pleaf;
     char *h;
-    int cnode = L->fold >= 0 ? L->fold : L->root;
+    int cnode = launch_gemm_c(L);
     cuda_where(m, e, L->a, &pa, &h);
     cuda_where(m, e, L->b, &pb, &h);
     cuda_where(m, e, cnode, &pc, &h);
+    if (L->bias >= 0) /* one product of plain rows (fuse.c's gemm_rows_plain) */
+        return issue_gemm_epi(m, e, L, q.rows_merged ? (int)(G * M) : M, N, K, pa, lda, pb, ldb, pc);
     if (L->fold >= 0) {
         cuda_where(m, e, g->nodes[L->fold].in[0], &pleaf, &h);
         size_t bytes = (size_t)shape_numel(g->nodes[L->fold].shape, B) * m->rb;

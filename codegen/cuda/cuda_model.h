@@ -14,6 +14,7 @@
  * every CUDA and cuBLAS call (llm.c's cudaCheck). */
 #ifndef NNC_CUDA_MODEL_H
 #define NNC_CUDA_MODEL_H
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 
@@ -95,6 +96,25 @@ typedef struct {
     cublasStatus_t (*DgemmB)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,
                              const double *, int, long long, const double *, int, long long, const double *, double *,
                              int, long long, int);
+    /* cuBLASLt (epilogues: a bias and ReLU in the product), when libcublasLt loads: lt_ok */
+    bool lt_ok;
+    cublasStatus_t (*LtCreate)(cublasLtHandle_t *);
+    cublasStatus_t (*LtDestroy)(cublasLtHandle_t);
+    cublasStatus_t (*LtDescCreate)(cublasLtMatmulDesc_t *, cublasComputeType_t, cudaDataType_t);
+    cublasStatus_t (*LtDescDestroy)(cublasLtMatmulDesc_t);
+    cublasStatus_t (*LtDescSet)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void *, size_t);
+    cublasStatus_t (*LtLayoutCreate)(cublasLtMatrixLayout_t *, cudaDataType, uint64_t, uint64_t, int64_t);
+    cublasStatus_t (*LtLayoutDestroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*LtPrefCreate)(cublasLtMatmulPreference_t *);
+    cublasStatus_t (*LtPrefDestroy)(cublasLtMatmulPreference_t);
+    cublasStatus_t (*LtPrefSet)(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void *, size_t);
+    cublasStatus_t (*LtHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                                  cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                  cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *);
+    cublasStatus_t (*LtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *,
+                               cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *, const void *,
+                               cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t *,
+                               void *, size_t, cudaStream_t);
 } CudaApi;
 extern CudaApi cu;
 
@@ -110,7 +130,21 @@ typedef struct {
     CUgraphExec exec;
 } GraphSlot;
 
+#define BLAS_WORKSPACE (32u << 20) /* cuBLAS's and cuBLASLt's workspace on each GPU (one stream: shared) */
+
 typedef struct DnnConv DnnConv; /* cuda_dnn.c: one convolution launch by cuDNN */
+
+/* cuBLASLt's setup of one product with an epilogue (cuda_issue.c), made at its first call with
+ * these rows and operand alignments and kept: the operation, the layouts and the algorithm, or
+ * `none` (no algorithm: the cuBLAS product and nnc_bias_rows). */
+typedef struct {
+    int64_t M; /* 0: not made yet */
+    unsigned align; /* the smallest alignment (bytes, up to 256) of A, B, C and the bias it was made for */
+    bool none;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} LtPlan;
 
 /* A pipelined call's own memory, one per slot of the runtime's ring (nnc_rt_submit), so that a
  * call can be queued while the one before it runs: its inputs on the device (the copy stream
@@ -161,7 +195,9 @@ typedef struct {
     CUmodule mod;
     CUstream st;
     cublasHandle_t blas;
+    cublasLtHandle_t lt; /* cuBLASLt, where it loaded (cu.lt_ok) */
     CUfunction *fn[ENTRY_COUNT], step_inc, micro_next, check_fn, rows_fn; /* rows_fn: kept inputs' gather */
+    CUfunction bias_fn; /* nnc_bias_rows: an epilogue without cuBLASLt (cuda_issue.c) */
     CUfunction *gfn; /* the grouped kernels' (CudaKernels.groups) */
     CUfunction helper[HP_COUNT]; /* codegen/helpers.c's helpers, when the model has any */
     CUdeviceptr dFirst; /* --check-numerics: the first non-finite index found */
@@ -213,6 +249,7 @@ typedef struct {
     bool has_ce[ENTRY_COUNT], ran[ENTRY_COUNT], no_graph[ENTRY_COUNT];
     GraphSlot graph[ENTRY_COUNT][GRAPH_SLOTS];
     DnnConv **dnn[ENTRY_COUNT]; /* per launch: its convolution by cuDNN, or NULL (im2col + GEMM) */
+    LtPlan *lt[ENTRY_COUNT]; /* per launch: a product with an epilogue's cuBLASLt setup */
     int next_slot[ENTRY_COUNT];
     double *timing; /* --profile: the call in progress is timed, launch k's seconds into timing[k] */
     CUevent *timing_ev[ENTRY_COUNT]; /* ... by events before and after each launch: 2k, 2k + 1 */
@@ -276,6 +313,7 @@ DnnConv *cuda_dnn_conv(const CudaModel *m, const Entry *e, const Launch *L);
  * 1 done, 0 not run (an empty batch, or more workspace than was allocated: the im2col steps then
  * do it), -1 a cuDNN error (err). */
 int cuda_dnn_run(DnnConv *c, int64_t rows, CUdeviceptr a, CUdeviceptr b, CUdeviceptr out, char *err, size_t n);
+void cuda_lt_plan_free(LtPlan *pl); /* cuda_issue.c: its descriptors */
 void cuda_dnn_close(CudaModel *m); /* descriptors and handles (the workspaces go with the GPU's memory) */
 /* Whether node x holds half values widened to f32: autocast.c's convolution operands, and the
  * gradients that come back to them.  TF32 holds them exactly. */

@@ -76,6 +76,26 @@ static const char step_inc[] =
  * the host's gather), 2 widens f32 to f64, 3 bytes to f64 (the float, widened: --f64's inputs).
  * Rows along y, a row's values along x; 16 bytes a thread where the row's start and length are
  * multiples of 4 values (the destination's rows then lie on 16 bytes, its base on 256). */
+/* A product's epilogue where cuBLASLt does not run it (cuda_issue.c's issue_gemm_epi): each of
+ * C's rows plus the bias, then ReLU as ops.def spells it. */
+static const char bias_rows[] =
+    "\n"
+    "/* A bias (and ReLU) over a product's rows, when cuBLASLt's epilogue cannot. */\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) nnc_bias_rows(real *c, const real *bias, long long rows,\n"
+    "                                                            long long n, int relu) {\n"
+    "    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < rows * n; i += 256LL * gridDim.x) {\n"
+    "        const real v = c[i] + bias[i % n];\n"
+    "        c[i] = relu && v <= 0 ? (real)0 : v;\n"
+    "    }\n"
+    "}\n";
+
+bool cuda_has_epilogue(const Program *p) {
+    for (int e = 0; e < ENTRY_COUNT; e++)
+        for (int i = 0; i < p->entry[e].nlaunch; i++)
+            if (p->entry[e].launches[i].kind == L_GEMM && p->entry[e].launches[i].bias >= 0) return true;
+    return false;
+}
+
 static const char gather_rows[] =
     "\n"
     "/* Kept inputs: a batch's rows gathered from the data set kept in device memory. */\n"
@@ -283,6 +303,7 @@ void cuda_render_kernels(const Program *p, const BuildOpts *o, Str *s, Arena *a,
     attention_prelude(s, p, true, o->f64);
     str_puts(s, step_inc);
     str_puts(s, gather_rows);
+    if (cuda_has_epilogue(p)) str_puts(s, bias_rows);
     if (o->check_numerics) str_puts(s, o->f64 ? check_finite_f64 : check_finite_f32);
 
     bool runs = false;

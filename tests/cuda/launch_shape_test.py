@@ -33,7 +33,9 @@ For each model (at BATCH, else its train section's batch), in its train step:
   - the row kernels of layer norm, softmax and log_softmax and their gradients over rows of at
     most 1024 floats that are a multiple of 4 read each operand's row once, 16 bytes at a time
     (float4, into registers; layer norm's weight's vectors beside dy's), and write 16 bytes at a
-    time; rows of another length are read a float at a time, with no vectors.
+    time; rows of another length are read a float at a time, with no vectors;
+  - every product whose plan adds a bias (and ReLU) in its epilogue runs as one cublasLtMatmul
+    with the BIAS (RELU_BIAS) epilogue: no kernel of its own for them.
 A model whose data set is not installed is skipped; all of them skipped is a skip (77)."""
 import os
 import re
@@ -252,6 +254,7 @@ def check_model(nnc, model, batch, tmp):
         fails.append("no kernel of the train step in the trace")
     if rows:
         print("  row kernels checked for 16-byte rows: %s" % ", ".join(sorted(rows)))
+    fails += check_epilogues(nnc, model, extra, lines)
     for line in lines:
         if line.startswith("copy "):
             f = dict(w.split("=", 1) for w in line.split() if "=" in w)
@@ -260,6 +263,25 @@ def check_model(nnc, model, batch, tmp):
     for f in fails:
         print("  FAIL %s: %s" % (model, f))
     return not fails
+
+
+def check_epilogues(nnc, model, extra, lines):
+    """Every product the train step's plan gives an epilogue (passes/fuse.c: "%N = relu(A @ B + %b)"
+    or "%N = A @ B + %b") runs as one cuBLASLt call with it, in the step's first (direct) run."""
+    plan = run([nnc, model, "--target", "cuda", "--dump-after=plan"] + extra)
+    step = plan.split("; ---- entry train_step", 1)[1].split("; ---- entry", 1)[0]
+    want = sorted("relu_bias" if "= relu(" in l else "bias" for l in step.splitlines()
+                  if re.match(r"\s*#\d+\s+gemm\s", l) and " + %" in l)
+    got = []
+    for line in lines:
+        if line.endswith(" capture"):
+            break
+        m = re.match(r"gemm cublasLtMatmul .* epilogue=(\w+) stream=\d+$", line)
+        if m:
+            got.append(m.group(1))
+    if want:
+        print("  epilogues in cuBLASLt: %s" % ", ".join(want))
+    return [] if sorted(got) == want else ["epilogues planned %s, run through cuBLASLt %s" % (want, sorted(got))]
 
 
 def ce_model(tmp, classes, precision):

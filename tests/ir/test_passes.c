@@ -1193,6 +1193,67 @@ static void test_sgd_fold(void) {
     }
 }
 
+/* The GEMM launch whose epilogue adds parameter `bias`, or NULL. */
+static const Launch *find_epilogue(const Graph *g, const Entry *e, const char *bias) {
+    for (int l = 0; l < e->nlaunch; l++) {
+        const Launch *L = &e->launches[l];
+        if (L->kind == L_GEMM && L->bias >= 0 && !strcmp(g->nodes[L->bias].name, bias)) return L;
+    }
+    return NULL;
+}
+
+/* On CUDA a bias added to a product's rows, and the ReLU after it, run in the GEMM's epilogue
+ * (cuBLASLt): no kernel after the product.  Not on the CPU, not under bf16 (the kernel's add rounds
+ * the half product first), not where the pre-activation has another reader (b3: relu(u) + u). */
+static void test_bias_epilogue(void) {
+    static const char fmt[] = "input x: f32[B, 5, 12]\n"
+                              "input y: i32[B, 5]\n"
+                              "param w1: f32[16, 12] = normal(0, 0.3)\n"
+                              "param b1: f32[16] = zeros()\n"
+                              "param w2: f32[16, 9] = normal(0, 0.3)\n"
+                              "param b2: f32[9] = zeros()\n"
+                              "param w3: f32[9, 7] = normal(0, 0.3)\n"
+                              "param b3: f32[7] = zeros()\n"
+                              "u = (relu(x @ transpose(w1) + b1) @ w2 + b2) @ w3 + b3\n"
+                              "loss = cross_entropy(reshape(relu(u) + u * 0.5, -1, 7), reshape(y, -1))\n"
+                              "train {\n    data x = randn(8, 5, 12)\n    data y = randn(8, 5)\n    batch = 4\n"
+                              "%s    minimize loss\n}\n";
+    char src[1024];
+    snprintf(src, sizeof src, fmt, "");
+    Compiled *cu = compile_src("epilogue.nn", src, (Opts){.target = DEV_CUDA});
+    Compiled *cpu = compile_src("epilogue.nn", src, (Opts){0});
+    snprintf(src, sizeof src, fmt, "    precision = bf16\n");
+    Compiled *half = compile_src("epilogue.nn", src, (Opts){.target = DEV_CUDA});
+    CHECK(cu->ok && cpu->ok && half->ok, "epilogue.nn compiles on both targets and in bf16: %s%s%s", cu->diag_text,
+          cpu->diag_text, half->diag_text);
+    if (!cu->ok || !cpu->ok || !half->ok) return;
+    for (int k = 0; k < ENTRY_COUNT; k++) {
+        if (k == ENTRY_ACCUM) continue;
+        const Entry *e = &cu->p.entry[k];
+        const Launch *l1 = find_epilogue(cu->p.g, e, "b1"), *l2 = find_epilogue(cu->p.g, e, "b2");
+        CHECK(l1 && l1->relu && l1->epi >= 0 && cu->p.g->nodes[l1->epi].op == OP_RELU,
+              "%s on CUDA: b1 and its ReLU in the epilogue of x @ w1^T", e->name);
+        CHECK(l2 && !l2->relu && l2->epi >= 0 && cu->p.g->nodes[l2->epi].op == OP_ADD, "%s on CUDA: b2 in the epilogue",
+              e->name);
+        CHECK(!find_epilogue(cu->p.g, e, "b3"), "%s on CUDA: b3's add stays a kernel (relu(u) + u reads u)", e->name);
+        int ncu = 0; /* CUDA's launches but its copies between host and device */
+        for (int l = 0; l < e->nlaunch; l++) ncu += e->launches[l].kind != L_COPY;
+        CHECK(cpu->p.entry[k].nlaunch == ncu + 2, "%s: two launches fewer on CUDA (%d but copies, the CPU's %d)",
+              e->name, ncu, cpu->p.entry[k].nlaunch);
+        for (int l = 0; l < cpu->p.entry[k].nlaunch; l++)
+            CHECK(cpu->p.entry[k].launches[l].kind != L_GEMM || cpu->p.entry[k].launches[l].bias < 0,
+                  "%s on the CPU: no epilogue", e->name);
+        for (int l = 0; l < half->p.entry[k].nlaunch; l++)
+            CHECK(half->p.entry[k].launches[l].kind != L_GEMM || half->p.entry[k].launches[l].bias < 0,
+                  "%s in bf16: no epilogue", e->name);
+        if (!l1) continue;
+        /* [B*5, 12] @ [12, 16] + b1, ReLU: reads x, w1 and b1, writes C once; the adds and maxima counted */
+        for (int64_t B = 4; B >= 3; B--)
+            check_cost(&cu->p, l1, B, 4 * (B * 5 * 12 + 16 * 12 + 16 + B * 5 * 16),
+                       2 * B * 5 * 16 * 12 + 2 * B * 5 * 16, FLOP_F32, "x @ w1^T + b1, ReLU");
+    }
+}
+
 /* Fused attention over [B*2, 5, 4] (the heads merged with the batch), causal: 15 (query, key)
  * pairs a head, 2B heads; the forward's products are 4 + 4 multiply-adds a pair, the backward's
  * 4 + 4 recomputed and 4 + 4 + 4 for dq, dk and dv. */
@@ -1328,6 +1389,7 @@ int main(void) {
     test_fusion_barriers();
     test_attention();
     test_sgd_fold();
+    test_bias_epilogue();
     test_attention_layout();
     test_fusion_written_out();
     test_fold_rows();

@@ -1,5 +1,5 @@
 # emu.cmake - the CUDA emulator (included by tests/cuda/tests.cmake when the toolkit is found):
-# stand-ins for libcuda.so.1, libcublas.so.13, libcudnn.so.9 and libnvrtc.so.13 in ${CMAKE_BINARY_DIR}/emu
+# stand-ins for libcuda.so.1, libcublas.so.13, libcublasLt.so.13, libcudnn.so.9 and libnvrtc.so.13 in ${CMAKE_BINARY_DIR}/emu
 # that the unchanged nnc loads through LD_LIBRARY_PATH, so the CUDA target runs without a GPU.
 # Label `cuda-emu`.  Not in sanitizer builds: the emulator switches stacks (fibers) and catches
 # SIGSEGV on its guard pages, which fights ASan's own stack and signal bookkeeping, and the
@@ -32,6 +32,9 @@ target_compile_definitions(nnc_emu_cuda PRIVATE NNC_EMU_CXX="${NNC_EMU_CXX}" NNC
 target_link_libraries(nnc_emu_cuda PRIVATE ${CMAKE_DL_LIBS} pthread)
 nnc_emu_lib(nnc_emu_cublas cublas.c libcublas.so.13)
 target_link_libraries(nnc_emu_cublas PRIVATE nnc_emu_cuda ${NNC_OPENBLAS} m)
+# cuBLASLt's products with an epilogue (a bias, then ReLU), by OpenBLAS too
+nnc_emu_lib(nnc_emu_cublaslt cublaslt.c libcublasLt.so.13)
+target_link_libraries(nnc_emu_cublaslt PRIVATE nnc_emu_cuda ${NNC_OPENBLAS} m)
 # cuDNN's convolutions by reference loops (no cudnn.h needed: codegen/cuda/cudnn_api.h)
 nnc_emu_lib(nnc_emu_cudnn cudnn.c libcudnn.so.9)
 target_link_libraries(nnc_emu_cudnn PRIVATE nnc_emu_cuda)
@@ -48,6 +51,7 @@ endif()
 add_executable(emu_selftest ${_emu}/selftest.c)
 target_include_directories(emu_selftest SYSTEM PRIVATE ${NNC_CUDA_INCLUDE})
 target_link_libraries(emu_selftest PRIVATE nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
+add_dependencies(emu_selftest nnc_emu_cublaslt)
 
 # CUDA_HOME empty: nnc would look there first and load the real libraries.  The CPU code these
 # tests compare with (gpu_vs_cpu's reference, --check-against cpu) is compiled at -O0, as
@@ -79,7 +83,7 @@ foreach(order forward reverse)
   set_tests_properties(gpu_vs_cpu_emu_${order} PROPERTIES LABELS cuda-emu TIMEOUT 400
                        ENVIRONMENT "${_emu_env};NNC_EMU_ORDER=${order}")
 endforeach()
-add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_cudnn nnc_emu_nvrtc)
+add_dependencies(gpu_vs_cpu nnc_emu_cuda nnc_emu_cublas nnc_emu_cublaslt nnc_emu_cudnn nnc_emu_nvrtc)
 # the convolutions by im2col + cuBLAS (NNC_CUDNN=0), which the runs above do in cuDNN's stand-in
 add_test(NAME gpu_vs_cpu_emu_im2col COMMAND gpu_vs_cpu ${CMAKE_SOURCE_DIR}/tests/cuda/ops/conv.nn)
 set_tests_properties(gpu_vs_cpu_emu_im2col PROPERTIES LABELS cuda-emu TIMEOUT 120
@@ -87,10 +91,16 @@ set_tests_properties(gpu_vs_cpu_emu_im2col PROPERTIES LABELS cuda-emu TIMEOUT 12
 # a train step straight after init, as `nnc train` runs: nothing has synchronized yet
 add_test(NAME gpu_vs_cpu_emu_train_first COMMAND gpu_vs_cpu --train-first ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
 set_tests_properties(gpu_vs_cpu_emu_train_first PROPERTIES LABELS cuda-emu TIMEOUT 120 ENVIRONMENT "${_emu_env}")
+# the products' epilogues without cuBLASLt's (its heuristic finds nothing): the cuBLAS product and
+# nnc_bias_rows, which the runs above never take
+add_test(NAME gpu_vs_cpu_emu_no_lt COMMAND gpu_vs_cpu ${CMAKE_SOURCE_DIR}/tests/cuda/ops/epilogue.nn
+         ${CMAKE_SOURCE_DIR}/tests/cuda/ops/classifier.nn)
+set_tests_properties(gpu_vs_cpu_emu_no_lt PROPERTIES LABELS cuda-emu TIMEOUT 120
+                     ENVIRONMENT "${_emu_env};NNC_EMU_LT_NONE=1")
 # gpu_vs_cpu compiles through the kernel cache (emu-xdg-cache): the others run after the forward
 # one, which compiles every model they run (each loads its objects and cubins: 20.6 -> 7.7 s of CPU
 # for the reversed run), and it starts among the first (COST: about its seconds)
-set_tests_properties(gpu_vs_cpu_emu_reverse gpu_vs_cpu_emu_im2col gpu_vs_cpu_emu_train_first PROPERTIES
+set_tests_properties(gpu_vs_cpu_emu_reverse gpu_vs_cpu_emu_im2col gpu_vs_cpu_emu_train_first gpu_vs_cpu_emu_no_lt PROPERTIES
                      DEPENDS gpu_vs_cpu_emu_forward)
 set_tests_properties(gpu_vs_cpu_emu_forward PROPERTIES COST 50)
 # a label or an index out of range, fed through the library, stops the step on the device
