@@ -9,7 +9,7 @@
 #   the last GPU run against torch and the CPU, GPT-2 small's step against a baseline nnc built
 #   from tmp/gpucarry/base.tgz (scripts/gpu-base.sh COMMIT) and with the
 #   attention's variants (NNC_ATTN_SPLIT, NNC_ATTN_TILE, NNC_ATTN_MMA), its profile, against
-#   torch.compile, and compute-sanitizer on the tensor-core attention; NNC_TORCH=0 leaves
+#   torch.compile, the products' cuBLASLt epilogues against NNC_NO_CUBLASLT=1 (mlp.nn, mlp_1024), and compute-sanitizer on the tensor-core attention; NNC_TORCH=0 leaves
 #   torch.compile out, NNC_REPS sets the rounds of baseline and tree, NNC_CE=1 profiles
 #   cross_entropy's NNC_CE_LOADS variants, NNC_NCU=1 runs ncu on one launch each of the
 #   attention kernels and cross_entropy's; NNC_RUN=update, about 200 s: the optimizer's grouped
@@ -167,6 +167,17 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
             >"$L/gpu_vs_torch_gpt.md" 2>"$L/gpu_vs_torch_gpt.err"
         grep -v "^\s*$" "$L/gpu_vs_torch_gpt.md" | sed -n '/^## nnc against/,/^### nnc --profile/p' | head -8
         tail -2 "$L/gpu_vs_torch_gpt.err"
+    fi
+    if [ "$(left)" -gt 70 ]; then   # passes/fuse.c's GEMM epilogues: where they ran, and what they save
+        step "a product's bias and ReLU in cuBLASLt's epilogue against a kernel after it (NNC_NO_CUBLASLT=1) ($(left) s left)"
+        timeout 30 $NNC models/mlp.nn --target cuda --bench 2 --verbose 2>&1 | grep "product, its bias" | head -2
+        for r in 1 2; do for v in 0 1; do
+            printf '  NNC_NO_CUBLASLT=%s mlp.nn b64     %s\n' $v "$(NNC_NO_CUBLASLT=$v timeout 20 $NNC models/mlp.nn \
+                --target cuda --bench 500 2>&1 | tail -1)"
+            printf '  NNC_NO_CUBLASLT=%s mlp_1024 b256  %s\n' $v "$(NNC_NO_CUBLASLT=$v timeout 20 $NNC \
+                tests/cuda/shapes/mlp_1024.nn --target cuda --bench 300 2>&1 | tail -1)"
+        done; done
+        timeout 30 build-gpu/gpu_vs_cpu tests/cuda/ops/epilogue.nn tests/cuda/ops/classifier.nn 2>&1 | tail -1
     fi
     if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 20 ]; then
         step "compute-sanitizer on sdpa_bf16.nn (tensor-core attention, cp.async double buffers) ($(left) s left)"

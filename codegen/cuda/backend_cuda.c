@@ -764,6 +764,7 @@ static CudaModel *cuda_model_new(const Program *p, const BuildOpts *o) {
     m->f64 = o->f64;
     m->tf32 = o->tf32;
     m->check_numerics = o->check_numerics;
+    m->verbose = o->verbose;
     m->rb = o->f64 ? 8 : 4;
     m->slot = -1;
     const nnc_model_abi fns = {NNC_RT_ABI_FUNCTIONS(cuda_create), NNC_RT_ABI_PIPELINE};

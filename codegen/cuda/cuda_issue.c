@@ -357,7 +357,21 @@ static bool issue_gemm_epi(CudaModel *m, const Entry *e, const Launch *L, int M,
     for (size_t i = 0; i < NNC_COUNTOF(more); i++)
         if (ptr_align(more[i]) < align) align = ptr_align(more[i]);
     LtPlan *pl = m->lt[e->kind] ? &m->lt[e->kind][L - e->launches] : NULL;
-    if (pl && m->cur->lt && (pl->M != M || pl->align != align)) lt_make(m, L, pl, M, N, K, lda, ldb, bias, align);
+    if (pl && (pl->M != M || pl->align != align)) {
+        if (m->cur->lt) lt_make(m, L, pl, M, N, K, lda, ldb, bias, align);
+        else pl->M = M, pl->align = align, pl->none = true;
+        if (m->verbose) { /* once for each rows and alignment it meets */
+            Str what = {0};
+            launch_describe(&what, m->p, e, (int)(L - e->launches), L->epi);
+            const char *why = !cu.lt_ok ? "cuBLASLt did not load"
+                : !m->cur->lt           ? "NNC_NO_CUBLASLT=1"
+                                        : "cuBLASLt has no algorithm for these operands";
+            fprintf(stderr, "nnc: cuda: %s: %d x %d x %d product, its bias%s %s%s%s\n", what.buf, M, N, K,
+                    L->relu ? " and ReLU" : "", pl->none ? "by a kernel after it (" : "in cuBLASLt's epilogue",
+                    pl->none ? why : "", pl->none ? ")" : "");
+            str_free(&what);
+        }
+    }
     if (pl && m->cur->lt && !pl->none) {
         const double a64 = L->alpha, b64 = 0;
         const float a32 = (float)L->alpha, b32 = 0;

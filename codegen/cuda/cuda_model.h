@@ -227,6 +227,7 @@ typedef struct {
     int ngpus; /* how many the model uses */
     int base; /* the physical GPU of cuda:0 (cuda:k is base + k) */
     bool check_numerics; /* --check-numerics: test every output after its launch */
+    bool verbose; /* --verbose: say what ran (a product's epilogue: cuBLASLt's or a kernel) */
     void **hIn; /* pinned input staging of run (slot -1), sized at batch_max */
     int slot; /* the call being issued: -1 a run, else its slot of the runtime's ring */
     CallSlot call[NNC_PIPELINE_DEPTH]; /* ... each slot's memory (allocated at its first call) */

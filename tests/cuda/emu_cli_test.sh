@@ -6,7 +6,7 @@
 #   CPU; a round trip through the host trains as on the CPU; --strict-devices
 #   refuses implicit crossings and accepts to(x, cuda); an embedding index out of range is
 #   refused; a convolutional model passes --check-against cpu, and so does gradient accumulation;
-#   a fault planted in attention's kernels is named.
+#   a fault planted in attention's kernels is named; --verbose says where a product's bias ran.
 set -u
 nnc=$1; here=$(cd "$(dirname "$0")" && pwd); models=$here/../../models
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -142,6 +142,26 @@ for fault in "1 attention (forward" "12 attention_grad_q (backward" "13 attentio
     NNC_EMU_FAULT_KERNEL=${fault%% *}:1e-3 bad "$nnc" "$dir/att.nn" --target cuda --check-against cpu
     has "first differ at ${fault#* }, .*att.nn:6:5, launch [0-9]* of train_step) in step 1"
 done
+
+# --verbose says how each product's bias (and ReLU) ran: in cuBLASLt's epilogue, or by a kernel
+# after the product where cuBLASLt finds no algorithm or is turned off
+cat >"$dir/epi.nn" <<'NN'
+input x: f32[B, 6]
+param w: f32[6, 5] = normal(0, 1)
+param b: f32[5] = zeros()
+loss = mean(relu(x @ w + b))
+train {
+    data x = randn(8, 6)
+    batch = 8
+    minimize loss
+}
+NN
+ok "$nnc" "$dir/epi.nn" --target cuda --bench 2 --verbose
+has "relu (forward, .*epi.nn:4:13, launch [0-9]* of train_step): 8 x 5 x 6 product, its bias and ReLU in cuBLASLt's epilogue"
+NNC_EMU_LT_NONE=1 ok "$nnc" "$dir/epi.nn" --target cuda --bench 2 --verbose
+has "its bias and ReLU by a kernel after it (cuBLASLt has no algorithm for these operands)"
+NNC_NO_CUBLASLT=1 ok "$nnc" "$dir/epi.nn" --target cuda --bench 2 --verbose
+has "its bias and ReLU by a kernel after it (NNC_NO_CUBLASLT=1)"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

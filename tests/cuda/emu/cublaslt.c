@@ -74,7 +74,8 @@ EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale) {
+EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute,
+                                               cudaDataType_t scale) {
     if (!d) return CUBLAS_STATUS_INVALID_VALUE;
     Desc *x = alloc(sizeof(cublasLtMatmulDescOpaque_t));
     if (!x) return CUBLAS_STATUS_ALLOC_FAILED;
@@ -96,11 +97,11 @@ EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cub
                                                      const void *buf, size_t n) {
     Desc *x = (Desc *)d;
     if (!x || x->magic != MAGIC || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-#define TAKE(field)                                                 \
-    do {                                                            \
+#define TAKE(field) \
+    do { \
         if (n != sizeof x->field) return CUBLAS_STATUS_INVALID_VALUE; \
-        memcpy(&x->field, buf, n);                                  \
-        return CUBLAS_STATUS_SUCCESS;                               \
+        memcpy(&x->field, buf, n); \
+        return CUBLAS_STATUS_SUCCESS; \
     } while (0)
     switch (attr) {
     case CUBLASLT_MATMUL_DESC_TRANSA: TAKE(ta);
@@ -160,11 +161,11 @@ EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
                                                            size_t n) {
     Pref *x = (Pref *)p;
     if (!x || x->magic != MAGIC || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-    int slot = attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES   ? 0
-        : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES        ? 1
-        : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES        ? 2
-        : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES        ? 3
-                                                                    : -1;
+    int slot = attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES ? 0
+        : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES      ? 1
+        : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES      ? 2
+        : attr == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES      ? 3
+                                                                  : -1;
     if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && n == sizeof x->workspace) {
         memcpy(&x->workspace, buf, n);
         return CUBLAS_STATUS_SUCCESS;
@@ -174,8 +175,8 @@ EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
         uint32_t a = x->align[slot];
         return a && !(a & (a - 1)) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
     }
-    fprintf(stderr, "nnc-emu: cublasLtMatmulPreferenceSetAttribute: attribute %d (%zu bytes) is not emulated\n", (int)attr,
-            n);
+    fprintf(stderr, "nnc-emu: cublasLtMatmulPreferenceSetAttribute: attribute %d (%zu bytes) is not emulated\n",
+            (int)attr, n);
     return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
@@ -185,14 +186,16 @@ static cublasStatus_t shapes(const char *name, const Desc *d, const Layout *a, c
     if (!d || d->magic != MAGIC || !a || a->magic != MAGIC || !b || b->magic != MAGIC || !c || c->magic != MAGIC ||
         !dd || dd->magic != MAGIC)
         return CUBLAS_STATUS_INVALID_VALUE;
-    const int f32 = d->scale == CUDA_R_32F && (d->compute == CUBLAS_COMPUTE_32F || d->compute == CUBLAS_COMPUTE_32F_FAST_TF32);
+    const int f32 =
+        d->scale == CUDA_R_32F && (d->compute == CUBLAS_COMPUTE_32F || d->compute == CUBLAS_COMPUTE_32F_FAST_TF32);
     const int f64 = d->scale == CUDA_R_64F && d->compute == CUBLAS_COMPUTE_64F;
     const cudaDataType t = f32 ? CUDA_R_32F : CUDA_R_64F;
     if ((!f32 && !f64) || a->type != t || b->type != t || c->type != t || dd->type != t || d->bias_type != t) {
         fprintf(stderr, "nnc-emu: %s: only all-FP32 (FP32 or TF32 compute) or all-FP64 products are emulated\n", name);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    if (d->epi != CUBLASLT_EPILOGUE_DEFAULT && d->epi != CUBLASLT_EPILOGUE_BIAS && d->epi != CUBLASLT_EPILOGUE_RELU_BIAS) {
+    if (d->epi != CUBLASLT_EPILOGUE_DEFAULT && d->epi != CUBLASLT_EPILOGUE_BIAS &&
+        d->epi != CUBLASLT_EPILOGUE_RELU_BIAS) {
         fprintf(stderr, "nnc-emu: %s: epilogue %d is not emulated\n", name, (int)d->epi);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
@@ -223,7 +226,8 @@ EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
                                                      cublasLtMatmulPreference_t pref, int want,
                                                      cublasLtMatmulHeuristicResult_t *res, int *found) {
     const Pref *p = (const Pref *)pref;
-    if (!h || h->magic != MAGIC || !p || p->magic != MAGIC || want < 1 || !res || !found) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!h || h->magic != MAGIC || !p || p->magic != MAGIC || want < 1 || !res || !found)
+        return CUBLAS_STATUS_INVALID_VALUE;
     size_t elem;
     int m, n, k;
     cublasStatus_t st = shapes("cublasLtMatmulAlgoGetHeuristic", (const Desc *)op, (const Layout *)A, (const Layout *)B,
@@ -258,7 +262,8 @@ static void run_product(void *ctx) {
             memcpy((char *)p->D + (size_t)j * (size_t)p->ldd * (p->dbl ? 8 : 4),
                    (const char *)p->C + (size_t)j * (size_t)p->ldc * (p->dbl ? 8 : 4), (size_t)p->m * (p->dbl ? 8 : 4));
     if (p->dbl)
-        cblas_dgemm(CblasColMajor, ta, tb, p->m, p->n, p->k, p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, p->D, p->ldd);
+        cblas_dgemm(CblasColMajor, ta, tb, p->m, p->n, p->k, p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, p->D,
+                    p->ldd);
     else
         cblas_sgemm(CblasColMajor, ta, tb, p->m, p->n, p->k, (float)p->alpha, p->A, p->lda, p->B, p->ldb,
                     (float)p->beta, p->D, p->ldd);
@@ -301,8 +306,9 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
     const void *ptr[4] = {A, B, C, D};
     for (int i = 0; i < 4; i++)
         if ((uintptr_t)ptr[i] % algo->data[i]) {
-            fprintf(stderr, "nnc-emu: %s: operand %c at %p is not aligned to the %llu bytes its algorithm was chosen for\n",
-                    name, "ABCD"[i], ptr[i], (unsigned long long)algo->data[i]);
+            fprintf(stderr,
+                    "nnc-emu: %s: operand %c at %p is not aligned to the %llu bytes its algorithm was chosen for\n",
+                    name, "ABCD"[i], ptr[i], (unsigned long long)algo -> data[i]);
             return CUBLAS_STATUS_INVALID_VALUE;
         }
     if (ws_bytes && nnc_emu_check_range(ws, ws_bytes, "cublasLtMatmul workspace")) return CUBLAS_STATUS_INVALID_VALUE;
@@ -315,15 +321,19 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
     snprintf(what, sizeof what, "%s operand B", name);
     if (k && nnc_emu_check_range(B, span(lb->rows, lb->cols, lb->ld, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
     snprintf(what, sizeof what, "%s operand C", name);
-    if (be != 0 && nnc_emu_check_range(C, span(lc->rows, lc->cols, lc->ld, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (be != 0 && nnc_emu_check_range(C, span(lc->rows, lc->cols, lc->ld, elem), what))
+        return CUBLAS_STATUS_INVALID_VALUE;
     snprintf(what, sizeof what, "%s operand D", name);
     if (nnc_emu_check_range(D, span(ld->rows, ld->cols, ld->ld, elem), what)) return CUBLAS_STATUS_INVALID_VALUE;
     const int epi = d->epi != CUBLASLT_EPILOGUE_DEFAULT;
-    if (epi && nnc_emu_check_range(d->bias, (size_t)m * elem, "cublasLtMatmul bias")) return CUBLAS_STATUS_INVALID_VALUE;
-    Product p = {elem == 8, d->ta != CUBLAS_OP_N, d->tb != CUBLAS_OP_N, m, n, k, (int)la->ld, (int)lb->ld, (int)ld->ld,
-                 d->epi == CUBLASLT_EPILOGUE_RELU_BIAS, al, be, A, B, C, epi ? d->bias : NULL, D, (int)lc->ld};
-    nnc_emu_trace((CUstream)stream, "gemm %s m=%d n=%d k=%d epilogue=%s", name, m, n, k,
-                  !epi ? "none" : p.relu ? "relu_bias" : "bias");
+    if (epi && nnc_emu_check_range(d->bias, (size_t)m * elem, "cublasLtMatmul bias"))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    Product p = {.dbl = elem == 8, .ta = d->ta != CUBLAS_OP_N, .tb = d->tb != CUBLAS_OP_N, .m = m, .n = n, .k = k};
+    p.lda = (int)la->ld, p.ldb = (int)lb->ld, p.ldc = (int)lc->ld, p.ldd = (int)ld->ld;
+    p.relu = d->epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+    p.alpha = al, p.beta = be, p.A = A, p.B = B, p.C = C, p.D = D, p.bias = epi ? d->bias : NULL;
+    const char *kind = !epi ? "none" : p.relu ? "relu_bias" : "bias";
+    nnc_emu_trace((CUstream)stream, "gemm %s m=%d n=%d k=%d epilogue=%s", name, m, n, k, kind);
     return nnc_emu_enqueue_host((CUstream)stream, run_product, &p, sizeof p) ? CUBLAS_STATUS_EXECUTION_FAILED
-                                                                              : CUBLAS_STATUS_SUCCESS;
+                                                                             : CUBLAS_STATUS_SUCCESS;
 }
