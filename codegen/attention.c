@@ -717,6 +717,19 @@ unsigned attention_cuda_threads(const Graph *g, const Launch *L, bool f64) {
     return (unsigned)attention_tiles(&a, g->nodes[a.q].dtype, f64).tr * 8;
 }
 
+/* NNC_ATTN_MINB=N when the model is compiled: the blocks of the tensor-core backward an SM must
+ * hold at once (__launch_bounds__' second number), so that ptxas budgets 65536 / (128 N)
+ * registers a thread.  GPT-2 small's backward takes 255 (2 blocks, 8 warps an SM; 88 bytes of
+ * spill loads); with 3, 168 (12 warps; 224 bytes), with 4, 128 (820): to compare on a GPU
+ * whether occupancy or the spills cost more.  Unset or 0: none asked. */
+unsigned attention_cuda_min_blocks(const Graph *g, const Launch *L, bool f64) {
+    const char *env = getenv("NNC_ATTN_MINB");
+    if (!env) return 0;
+    AttnGeom a = attention_geom(g, L);
+    const int n = atoi(env);
+    return a.backward && attention_tiles(&a, g->nodes[a.q].dtype, f64).mma && n > 0 && n <= 8 ? (unsigned)n : 0;
+}
+
 int64_t attention_cuda_blocks(const Graph *g, const Launch *L, int64_t B, bool f64) {
     AttnGeom a = attention_geom(g, L);
     AttnTiles t = attention_tiles(&a, g->nodes[a.q].dtype, f64);

@@ -44,5 +44,6 @@ void attention_render_c(const Kernel *k, const Launch *L); /* KernelDialect.atte
 void attention_render_cuda(const Kernel *k, const Launch *L); /* ... CUDA: the kernel's body */
 /* A CUDA launch's threads per block (its __launch_bounds__) and blocks at batch B. */
 unsigned attention_cuda_threads(const Graph *g, const Launch *L, bool f64);
+unsigned attention_cuda_min_blocks(const Graph *g, const Launch *L, bool f64); /* NNC_ATTN_MINB */
 int64_t attention_cuda_blocks(const Graph *g, const Launch *L, int64_t B, bool f64);
 #endif

@@ -7,9 +7,10 @@
 #   (NNC_DEADLINE seconds in all, default 500; every step gets a timeout inside what is left;
 #   NNC_RUN=convnet: a second, shorter call; NNC_RUN=attn, about 300 s: the kernels changed since
 #   the last GPU run against torch and the CPU, GPT-2 small's step against a baseline nnc built
-#   from tmp/gpucarry/base.tgz (scripts/gpu-base.sh COMMIT) and with the
-#   attention's variants (NNC_ATTN_SPLIT, NNC_ATTN_TILE, NNC_ATTN_MMA), its profile, against
-#   torch.compile, the products' cuBLASLt epilogues against NNC_NO_CUBLASLT=1 (mlp.nn, mlp_1024), and compute-sanitizer on the tensor-core attention; NNC_TORCH=0 leaves
+#   from tmp/gpucarry/base.tgz (scripts/gpu-base.sh COMMIT) and with the attention's variants
+#   (NNC_ATTN_MINB, NNC_ATTN_SPLIT, NNC_ATTN_TILE, NNC_ATTN_MMA), its profile, against
+#   torch.compile, the products' cuBLASLt epilogues against NNC_NO_CUBLASLT=1 (mlp.nn,
+#   mlp_1024), and compute-sanitizer on the tensor-core attention; NNC_TORCH=0 leaves
 #   torch.compile out, NNC_REPS sets the rounds of baseline and tree, NNC_CE=1 profiles
 #   cross_entropy's NNC_CE_LOADS variants, NNC_NCU=1 runs ncu on one launch each of the
 #   attention kernels and cross_entropy's; NNC_RUN=update, about 200 s: the optimizer's grouped
@@ -132,7 +133,7 @@ if [ "${NNC_RUN:-full}" = attn ]; then   # the kernels changed since the last GP
             [ -n "$BASE" ] && printf '  %-44s %s\n' "baseline $(tar -xOzf "$C/base.tgz" BASE)" "$(bench timeout 60 $BASE)"
             printf '  %-44s %s\n' "this tree" "$(bench timeout 60 $NNC)"
         done
-        for v in NNC_ATTN_SPLIT=1 NNC_ATTN_TILE=32 NNC_ATTN_MMA=0; do
+        for v in NNC_ATTN_MINB=3 NNC_ATTN_SPLIT=1 NNC_ATTN_TILE=32 NNC_ATTN_MMA=0; do
             [ "$(left)" -gt 120 ] && printf '  %-44s %s\n' "$v" "$(bench $v timeout 60 $NNC)"
         done
         (cd /tmp/nnc-gptcases && timeout 60 $NNC gpt2_bf16.nn --target cuda --precision bf16 --profile 10 >"$L/profile_gpt2.txt" 2>&1)

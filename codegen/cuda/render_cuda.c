@@ -492,6 +492,7 @@ unsigned cuda_launch_max_block(const Graph *g, const Launch *L, bool f64) {
  * to 128 registers a thread, and does, to keep a round's loads in flight together (without it
  * it held them to 32-40 registers and 2-4 loads). */
 unsigned cuda_launch_min_blocks(const Graph *g, const Launch *L, bool f64) {
+    if (L->kind == L_ATTENTION) return attention_cuda_min_blocks(g, L, f64);
     return L->kind == L_REDUCE && cuda_reduce_shape(g, L, f64).kind == RED_COLS ? COLS_RESIDENT : 0;
 }
 
