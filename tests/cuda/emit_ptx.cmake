@@ -46,3 +46,18 @@ foreach(fn nnc_attn_fwd_bf16_mma_64x32_d128_v128_q140_k140_v8 nnc_attn_bwd_bf16_
   endforeach()
 endforeach()
 message(STATUS "bf16 attention: mma.sync, ldmatrix and cp.async")
+# NNC_ATTN_MINB=3 (a variant to time on a GPU): the backward's kernels ask 3 blocks an SM
+# (.minnctapersm 3), where by default none does (the column sums ask 2)
+if(out MATCHES "\\.minnctapersm 3")
+  message(FATAL_ERROR "--emit ptx of sdpa_bf16.nn: .minnctapersm 3 without NNC_ATTN_MINB")
+endif()
+set(ENV{NNC_ATTN_MINB} 3)
+execute_process(COMMAND ${NNC} ${SRC}/tests/cuda/half/sdpa_bf16.nn --target cuda --emit ptx --no-cache
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+unset(ENV{NNC_ATTN_MINB})
+string(REGEX MATCHALL "\\.minnctapersm 3" asked "${out}")
+list(LENGTH asked n)
+if(NOT rc EQUAL 0 OR n EQUAL 0)
+  message(FATAL_ERROR "--emit ptx with NNC_ATTN_MINB=3: no kernel asks 3 blocks an SM (rc=${rc})\n${err}")
+endif()
+message(STATUS "NNC_ATTN_MINB=3: ${n} kernels ask 3 blocks an SM")
