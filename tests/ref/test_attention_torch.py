@@ -70,6 +70,8 @@ CASES = [
     # whole 16-query tiles and heads of whole 16-float blocks: the CPU's transposes by blocks
     # (codegen/attention.c, nnc_attn_tr16) in the forward and the backward
     ("whole_tiles", 2, 2, 32, 32, 8, 16, 32, "is_causal = true", True, None),
+    # ... past NNC_ATTN_DIRECT's 256 keys: laid out by rows first, then transposed by blocks
+    ("long_tiles", 1, 1, 272, 272, 4, 16, 16, "is_causal = true", True, None),
     # above ATTENTION_MAX_HEAD: composed of matmul, softmax and matmul, the causal mask a masked_fill
     ("causal_head136", 2, 2, 6, 6, 4, 136, 130, "is_causal = true", True, None),
 ]
