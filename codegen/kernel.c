@@ -127,8 +127,10 @@ void kernel_ptr_line(const Kernel *k, const char *decl, int x) {
 
 /* EXP, LOG, ...: the math the op table's expressions call, in the precision of `real`. */
 void kernel_math_prelude(Str *s, bool f64) {
-    static const char *const fn[][2] = {{"EXP", "exp"},   {"LOG", "log"},   {"SQRT", "sqrt"}, {"TANH", "tanh"},
-                                        {"POW", "pow"},   {"FABS", "fabs"}, {"ERF", "erf"},   {"LOG1P", "log1p"}};
+    static const char *const fn[][2] = {{"EXP", "exp"},     {"LOG", "log"},   {"SQRT", "sqrt"},  {"TANH", "tanh"},
+                                        {"POW", "pow"},     {"FABS", "fabs"}, {"ERF", "erf"},    {"LOG1P", "log1p"},
+                                        {"EXPM1", "expm1"}, {"SIN", "sin"},   {"COS", "cos"},    {"FLOOR", "floor"},
+                                        {"CEIL", "ceil"},   {"RINT", "rint"}, {"TRUNC", "trunc"}};
     str_printf(s, "typedef %s real;\n", f64 ? "double" : "float");
     for (size_t i = 0; i < NNC_COUNTOF(fn); i++) str_printf(s, "#define %s %s%s\n", fn[i][0], fn[i][1], f64 ? "" : "f");
 }

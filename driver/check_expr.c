@@ -49,11 +49,32 @@ typedef enum {
  * logf 1, tanhf 2, powf 4, erff 2, log1pf 1; sqrtf correctly rounded with NVRTC's default
  * -prec-sqrt=true; double: 1-2), and glibc's libm-test-ulps (at most 2 for these).  Both
  * targets are held to the larger. */
-typedef enum { F_EXP, F_LOG, F_SQRT, F_TANH, F_POW, F_FABS, F_ERF, F_LOG1P, F_COUNT } XFn;
+typedef enum {
+    F_EXP,
+    F_LOG,
+    F_SQRT,
+    F_TANH,
+    F_POW,
+    F_FABS,
+    F_ERF,
+    F_LOG1P,
+    F_EXPM1,
+    F_SIN,
+    F_COS,
+    F_FLOOR,
+    F_CEIL,
+    F_RINT,
+    F_TRUNC,
+    F_COUNT
+} XFn;
+/* expm1f 1 ulp, sinf and cosf 2 (CUDA, over the whole range; glibc 1); floor, ceil, rint and trunc
+ * are exact on both */
 static const struct {
     const char *name;
     double ulps;
-} fns[F_COUNT] = {{"EXP", 2}, {"LOG", 2}, {"SQRT", 0}, {"TANH", 2}, {"POW", 4}, {"FABS", 0}, {"ERF", 2}, {"LOG1P", 2}};
+} fns[F_COUNT] = {{"EXP", 2},  {"LOG", 2},   {"SQRT", 0},  {"TANH", 2},  {"POW", 4},
+                  {"FABS", 0}, {"ERF", 2},   {"LOG1P", 2}, {"EXPM1", 2}, {"SIN", 2},
+                  {"COS", 2},  {"FLOOR", 0}, {"CEIL", 0},  {"RINT", 0},  {"TRUNC", 0}};
 
 struct ExprNode {
     XOp op;
@@ -381,6 +402,13 @@ static double fn1(XFn f, double x) {
     case F_FABS: return fabs(x);
     case F_ERF: return erf(x);
     case F_LOG1P: return log1p(x);
+    case F_EXPM1: return expm1(x);
+    case F_SIN: return sin(x);
+    case F_COS: return cos(x);
+    case F_FLOOR: return floor(x);
+    case F_CEIL: return ceil(x);
+    case F_RINT: return rint(x);
+    case F_TRUNC: return trunc(x);
     case F_POW:
     case F_COUNT: break;
     }
@@ -390,6 +418,7 @@ static double fn1(XFn f, double x) {
 static double spread1(XFn f, Approx x, double z) {
     if (x.e == 0) return 0;
     if (f == F_FABS) return x.e;
+    if (f == F_SIN || f == F_COS) return isnan(x.e) ? INFINITY : fmin(x.e, 2); /* not monotonic; slopes within 1 */
     double lo = x.v - x.e, hi = x.v + x.e;
     if ((f == F_LOG && lo <= 0) || (f == F_SQRT && lo < 0) || (f == F_LOG1P && lo <= -1)) return INFINITY;
     double s = fmax(fabs(fn1(f, hi) - z), fabs(fn1(f, lo) - z));

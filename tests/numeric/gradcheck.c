@@ -121,6 +121,20 @@ static const Case cases[] = {
     {"gelu_softplus", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                       "h = x @ W\nloss = sum(gelu(h) * c) + sum(gelu(h, approximate = \"tanh\") * c)"
                       " + sum(softplus(h) * c) + sum(softplus(h, beta = 2, threshold = 1) * c)" TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"activations", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1.5)\nparam c: f32[6] = normal(0, 1)\n"
+                    "h = x @ W\nloss = sum(silu(h) * c) + sum(mish(h) * c) + sum(elu(h) * c) + sum(elu(h, 0.5) * c)"
+                    " + sum(selu(h) * c) + sum(celu(h, 2) * c) + sum(softsign(h) * c) + sum(logsigmoid(h) * c)"
+                    TRAIN("data x = randn(8, 3)"), 0, 0},
+    /* the kinks, at 3 (x @ W is never an integer: the finite differences stay on one side) */
+    {"hard_activations", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 3)\nparam c: f32[6] = normal(0, 1)\n"
+                         "h = x @ W\nloss = sum(hardtanh(h) * c) + sum(hardtanh(h, -2, 0.5) * c) + sum(relu6(h * 3) * c)"
+                         " + sum(hardsigmoid(h) * c) + sum(hardswish(h) * c)"
+                         " + sum(floor(h) + ceil(h) + round(h) + trunc(h) + sign(h))"
+                         TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"math_functions", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+                       "h = x @ W\nloss = sum(rsqrt(h * h + 0.5) * c) + sum(reciprocal(h * h + 1) * c) + sum(erf(h) * c)"
+                       " + sum(sin(h) * c) + sum(cos(h * c))"
+                       TRAIN("data x = randn(8, 3)"), 0, 0},
     {"clamp_square", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                      "h = x @ W\nloss = sum(clamp(h, -0.7, 0.9) * c) + sum(clamp(h, min = 0.1) * c) + sum(square(h) * c)"
                      TRAIN("data x = randn(8, 3)"), 0, 0},

@@ -267,9 +267,23 @@ extern "C" {
 double exp(double); double log(double); double sqrt(double); double tanh(double); double pow(double, double);
 double fabs(double); double fmax(double, double); double fmin(double, double); double erf(double);
 double log1p(double);
+double expm1(double);
+double sin(double);
+double cos(double);
+double floor(double);
+double ceil(double);
+double rint(double);
+double trunc(double);
 float expf(float); float logf(float); float sqrtf(float); float tanhf(float); float powf(float, float);
 float fabsf(float); float fmaxf(float, float); float fminf(float, float); float erff(float);
 float log1pf(float);
+float expm1f(float);
+float sinf(float);
+float cosf(float);
+float floorf(float);
+float ceilf(float);
+float rintf(float);
+float truncf(float);
 }
 static inline float exp(float x) { return expf(x); }
 static inline float log(float x) { return logf(x); }
@@ -281,6 +295,13 @@ static inline float fmax(float x, float y) { return fmaxf(x, y); }
 static inline float fmin(float x, float y) { return fminf(x, y); }
 static inline float erf(float x) { return erff(x); }
 static inline float log1p(float x) { return log1pf(x); }
+static inline float expm1(float x) { return expm1f(x); }
+static inline float sin(float x) { return sinf(x); }
+static inline float cos(float x) { return cosf(x); }
+static inline float floor(float x) { return floorf(x); }
+static inline float ceil(float x) { return ceilf(x); }
+static inline float rint(float x) { return rintf(x); }
+static inline float trunc(float x) { return truncf(x); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __expf(float x) { return expf(x); }
