@@ -170,6 +170,16 @@ Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc);
 bool eval_init(Elab *E, Env *env, Node *p, Expr *e);
 
+/* ---- elab_torch.c ---- */
+Value read_unsqueeze(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_squeeze(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_pointwise_loss(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_bce_logits(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_rms_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_var(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_amax(Elab *E, const char *fn, Args *a, SrcLoc loc);
+
 /* ---- elab_list.c ---- */
 bool list_walkable(Elab *E, Value v, SrcLoc loc);
 Value eval_comprehension(Elab *E, Env *env, Expr *e, const char *bind_as);
@@ -181,6 +191,7 @@ Value read_len(Elab *E, const char *fn, Args *a, SrcLoc loc);
 /* A builtin only the train section may call (train_tables.c): true when fn is one, with its
  * value (or V_ERROR, reported) in *out; and the closest of their names to fn. */
 bool train_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc, Value *out);
+bool train_builtin_known(const char *fn); /* a function only the train section takes */
 const char *train_builtin_suggest(const char *fn, const char *best, int *best_d);
 void read_train(Elab *E, Stmt *prog);
 void check_train(Elab *E);

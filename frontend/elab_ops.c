@@ -193,26 +193,6 @@ static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(r);
 }
 
-/* mse_loss(a, b) = mean((a - b)^2) over every element, as torch.nn.functional.mse_loss. */
-static Value loss_mse(Elab *E, Args *a, SrcLoc loc) {
-    static const char *names[] = {"input", "target"};
-    int ix[2];
-    if (!bind_args(E, "mse_loss", a, names, 2, ix, 2, loc)) return verror;
-    int x = tensor_arg(E, a, ix[0]), y = tensor_arg(E, a, ix[1]);
-    if (x < 0 || y < 0 || !need_f32(E, x, "mse_loss", loc) || !need_f32(E, y, "mse_loss", loc)) return verror;
-    if (!shape_eq(E->g->nodes[x].shape, E->g->nodes[y].shape)) {
-        diag_error(E->d, loc, "mse_loss(): input %s and target %s must have the same shape", tstr(E, x), tstr(E, y));
-        return verror;
-    }
-    int d = graph_add2(E->g, OP_SUB, x, y, loc);
-    int sq = graph_add1(E->g, OP_POWC, d, loc);
-    E->g->nodes[sq].attr.scalars.p[0] = 2;
-    int in[1] = {sq};
-    int m = graph_add(E->g, OP_MEAN, 1, in, shape_scalar(), DT_F32, loc);
-    E->g->nodes[m].attr.axes.mask = (1u << E->g->nodes[sq].shape.rank) - 1;
-    return vtensor(m);
-}
-
 /* x with its axes in the order perm (output axis i is x's axis perm[i]).  Orders compose, so a
  * permute of a permute or transpose reads their source once; the identity is x itself, a swap of
  * the last two axes a TRANSPOSE (which folds into matrix products), any other order a PERMUTE. */
@@ -979,9 +959,28 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return verror;
 }
 
-static Value read_mse(Elab *E, const char *fn, Args *a, SrcLoc loc) {
-    (void)fn;
-    return loss_mse(E, a, loc);
+/* stack(tensors, dim = 0), as torch.stack: each with a new axis of size 1 at dim, joined along
+ * it. */
+static Value read_stack(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"tensors", "dim"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    Value t = a->v[ix[0]];
+    if (t.k != V_TUPLE || t.nitems < 1) {
+        diag_error(E->d, a->loc[ix[0]], "%s() takes a tuple of tensors: %s((a, b), dim = 0)", fn, fn);
+        return verror;
+    }
+    Value dim = ix[1] >= 0 ? a->v[ix[1]] : vnum(0), *items = arena_alloc(E->a, (size_t)t.nitems * sizeof(Value));
+    for (int k = 0; k < t.nitems; k++) {
+        Args u = {.n = 2};
+        u.v[0] = t.items[k], u.v[1] = dim, u.loc[0] = a->loc[ix[0]], u.loc[1] = arg_loc(a, ix[1], loc);
+        items[k] = read_unsqueeze(E, fn, &u, loc);
+        if (items[k].k == V_ERROR) return verror;
+    }
+    Args c = {.n = 2};
+    c.v[0] = (Value){.k = V_TUPLE, .items = items, .nitems = t.nitems}, c.v[1] = dim;
+    c.loc[0] = a->loc[ix[0]], c.loc[1] = arg_loc(a, ix[1], loc);
+    return read_concat(E, fn, &c, loc);
 }
 
 /* Builtins that are compositions of ops, not ops (the ops' own come from ops.def). */
@@ -990,7 +989,18 @@ static const struct {
     const char *name;
     Composite *read;
 } composites[] = {
-    {"mse_loss", read_mse},
+    {"mse_loss", read_pointwise_loss},
+    {"l1_loss", read_pointwise_loss},
+    {"binary_cross_entropy_with_logits", read_bce_logits},
+    {"nll_loss", read_nll_loss},
+    {"unsqueeze", read_unsqueeze},
+    {"squeeze", read_squeeze},
+    {"stack", read_stack},
+    {"rms_norm", read_rms_norm},
+    {"var", read_var},
+    {"std", read_var},
+    {"amax", read_amax},
+    {"amin", read_amax},
     {"logsumexp", read_logsumexp},
     {"min", read_min},
     {"flatten", read_flatten},
@@ -1043,6 +1053,10 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         return (Value){.k = V_DEVICE, .num = DEV_GPU((int)a->v[0].num)};
     }
     int bd = 3;
+    if (!E->in_train && train_builtin_known(fn)) { /* adam(), csv(): the train section's */
+        diag_error(E->d, loc, "%s() is a train section setting: it goes inside train { ... }", fn);
+        return verror;
+    }
     const char *best = suggest_builtin(E, fn, &bd);
     if (E->in_train) best = train_builtin_suggest(fn, best, &bd);
     diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));

@@ -206,6 +206,13 @@ bool train_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc, Value *out) {
     return false;
 }
 
+bool train_builtin_known(const char *fn) {
+    for (int k = 0; k < train_nfamilies; k++)
+        for (int i = 0; i < train_families[k]->n; i++)
+            if (!strcmp(fn, train_families[k]->fns[i].name)) return true;
+    return false;
+}
+
 const char *train_builtin_suggest(const char *fn, const char *best, int *best_d) {
     for (int k = 0; k < train_nfamilies; k++)
         for (int i = 0; i < train_families[k]->n; i++) best = closest(fn, train_families[k]->fns[i].name, best, best_d);

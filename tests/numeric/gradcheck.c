@@ -131,6 +131,14 @@ static const Case cases[] = {
                          " + sum(hardsigmoid(h) * c) + sum(hardswish(h) * c)"
                          " + sum(floor(h) + ceil(h) + round(h) + trunc(h) + sign(h))"
                          TRAIN("data x = randn(8, 3)"), 0, 0},
+    /* binary_cross_entropy_with_logits: the gradient to the logits and to a target that depends
+     * on the parameters too; rms_norm, var and std as composed */
+    {"bce_logits_norms", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1.5)\nparam V: f32[3, 6] = normal(0, 1)\n"
+                         "param g: f32[6] = normal(1, 0.5)\nh = x @ W\nt = sigmoid(x @ V)\n"
+                         "loss = binary_cross_entropy_with_logits(h, t) + binary_cross_entropy_with_logits(h * 3, t,"
+                         " reduction = \"sum\") + sum(rms_norm(h, g) * t) + sum(var(h, 1) * std(h, 1))"
+                         " + l1_loss(h, t * 2)"
+                         TRAIN("data x = randn(8, 3)"), 0, 0},
     {"math_functions", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nloss = sum(rsqrt(h * h + 0.5) * c) + sum(reciprocal(h * h + 1) * c) + sum(erf(h) * c)"
                        " + sum(sin(h) * c) + sum(cos(h * c))"

@@ -103,6 +103,8 @@ CASES = [
     ew("erf", "erf(p)", lambda t: torch.erf(t["p"])),
     ew("sin", "sin(p)", lambda t: torch.sin(t["p"])),
     ew("cos", "cos(q)", lambda t: torch.cos(t["q"])),
+    ew("bce_logits", "binary_cross_entropy_with_logits(p, sigmoid(q), reduction = \"none\")",
+       lambda t: F.binary_cross_entropy_with_logits(t["p"], torch.sigmoid(t["q"]), reduction="none")),
     ew("sign", "sign(p) + p", lambda t: torch.sign(t["p"]) + t["p"]),
     ew("rounding", "floor(p * 1.5) + ceil(q * 1.5) + round(p * 1.5) + trunc(q * 1.5) + q",
        lambda t: torch.floor(t["p"] * 1.5) + torch.ceil(t["q"] * 1.5) + torch.round(t["p"] * 1.5)

@@ -160,7 +160,52 @@ def attention_fused(t):
     return loss, {"o": o, "logits": logits, "m": m, "s": s, "u": u}
 
 
+def torch_functions(t):
+    x, y, W, V, g = t["x"], t["y"], t["W"], t["V"], t["g"]
+    h = x @ W                                          # [B, 4, 6]
+    u = h.unsqueeze(1)                                 # [B, 1, 4, 6]
+    sq = u.squeeze(1) + u.squeeze() * 0.5
+    st = torch.stack((h, torch.tanh(h)), dim=1)        # [B, 2, 4, 6]
+    st2 = torch.stack([h[:, 0], h[:, 1]], -1)          # [B, 6, 2]
+    rms = F.rms_norm(h, (6,), g, 1e-6) if hasattr(F, "rms_norm") else \
+        h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-6) * g
+    rms0 = h * torch.rsqrt((h * h).mean(-1, keepdim=True) + torch.finfo(torch.float32).eps)
+    vr = h.var(-1)
+    vr2 = h.var((1, 2), correction=0)
+    std = h.std(2, keepdim=True)
+    mx = h.amax(-1) + torch.amin(h, dim=(0, 2)).sum()
+    swiglu = F.silu(h) * (h @ V)                       # a LLaMA feed-forward's gate
+    ang = h * 0.7
+    rope = h * torch.cos(ang) + torch.flip(h, [-1]) * 0 + torch.sin(ang) * 0.3
+    z = h.reshape(-1, 6)
+    nll = F.nll_loss(torch.log_softmax(z, -1), y.reshape(-1).long())
+    tgt = torch.sigmoid(h.detach() * 0.5)
+    loss = ((sq * sq).sum() + (st * st).mean() + st2.sum() * 0.1 + (rms * rms).sum() + (rms0 * h).sum()
+            + vr.sum() + (vr2 * vr2).sum() * 2 + std.sum() + mx.sum() + (swiglu * swiglu).sum() * 0.1 + rope.sum()
+            + nll + F.l1_loss(h, torch.tanh(h)) + F.l1_loss(h, sq, reduction="sum") * 0.1
+            + F.mse_loss(h, torch.tanh(h), reduction="sum") * 0.1
+            + F.binary_cross_entropy_with_logits(h, tgt) + F.binary_cross_entropy_with_logits(h * 2, tgt, reduction="sum") * 0.1
+            + (F.l1_loss(h, sq, reduction="none") * h).sum() * 0.1)
+    return loss, {"st": st, "rms": rms, "vr": vr, "vr2": vr2, "sd": std, "mx": mx, "swiglu": swiglu}
+
+
 CASES = [
+    # torch functions composed of ops: unsqueeze, squeeze, stack, rms_norm, var, std, amax, amin,
+    # and the losses l1, mse and binary_cross_entropy_with_logits with their reductions, nll_loss of
+    # log_softmax; SwiGLU's silu gate, a rotary embedding's sin and cos
+    Case("torch_functions", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6), "V": (6, 6), "g": (6,)},
+         "h = x @ W\nu = h.unsqueeze(1)\nsq = squeeze(u, 1) + u.squeeze() * 0.5\n"
+         "output st = stack((h, tanh(h)), dim = 1)\nst2 = stack((narrow(h, 1, 0, 1).squeeze(1), narrow(h, 1, 1, 1).squeeze(1)), -1)\n"
+         "output rms = rms_norm(h, g, eps = 1e-6)\nrms0 = rms_norm(h)\n"
+         "output vr = h.var(-1)\noutput vr2 = var(h, (1, 2), correction = 0)\noutput sd = h.std(2, keepdim = 1)\n"
+         "output mx = h.amax(-1) + sum(amin(h, dim = (0, 2)))\noutput swiglu = silu(h) * (h @ V)\n"
+         "ang = h * 0.7\nrope = h * cos(ang) + sin(ang) * 0.3\nz = reshape(h, -1, 6)\n"
+         "nll = nll_loss(log_softmax(z), reshape(y, -1))\ntgt = sigmoid(detach(h) * 0.5)\n"
+         "loss = sum(sq * sq) + mean(st * st) + sum(st2) * 0.1 + sum(rms * rms) + sum(rms0 * h) + sum(vr) + sum(vr2 * vr2) * 2 + sum(sd)"
+         " + sum(mx) + sum(swiglu * swiglu) * 0.1 + sum(rope) + nll + l1_loss(h, tanh(h))"
+         " + l1_loss(h, sq, reduction = \"sum\") * 0.1 + mse_loss(h, tanh(h), reduction = \"sum\") * 0.1"
+         " + binary_cross_entropy_with_logits(h, tgt) + binary_cross_entropy_with_logits(h * 2, tgt, reduction = \"sum\") * 0.1"
+         " + sum(l1_loss(h, sq, reduction = \"none\") * h) * 0.1", torch_functions),
     # the batch axis merged with others (reshape's -1, B * T, flatten) and split back; products,
     # row-wise ops, reductions and losses over the merged rows
     Case("merge_batch", {"x": ("f32", (3, 4)), "y": ("i32", (3,), 5)}, {"W": (4, 5), "V": (5, 5), "c": (5,)},

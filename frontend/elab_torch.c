@@ -1,0 +1,231 @@
+/* elab_torch.c - torch functions that are compositions of ops: unsqueeze and squeeze (views),
+ * stack, rms_norm, var and std, amax and amin, and the losses l1_loss,
+ * binary_cross_entropy_with_logits and nll_loss (of log_softmax), with torch's reduction
+ * argument (mse_loss takes it too).  Each builds the graph the way its torch counterpart
+ * computes, so autograd's rules for the ops give its gradient. */
+#include <math.h>
+#include <string.h>
+
+#include "elab_impl.h"
+
+/* dim as torch takes it for a tensor of `rank` axes, `extra` more allowed past the last
+ * (unsqueeze: a new axis may go at the end): [-(rank + extra), rank + extra). */
+static bool dim_arg(Elab *E, const char *fn, Value v, SrcLoc loc, int rank, int extra, int *out) {
+    int n = rank + extra;
+    if (v.k != V_NUM || v.num != floor(v.num) || v.num < -n || v.num >= n) {
+        diag_error(E->d, loc, "%s(): dim must be an integer in [%d, %d] for a tensor of %d dimensions", fn, -n, n - 1,
+                   rank);
+        return false;
+    }
+    *out = v.num < 0 ? (int)v.num + n : (int)v.num;
+    return true;
+}
+
+/* unsqueeze(x, dim), x.unsqueeze(dim): a new axis of size 1 at dim (a view). */
+Value read_unsqueeze(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim"};
+    int ix[2], d;
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape, r = {0};
+    if (!dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 1, &d)) return verror;
+    if (s.rank >= IR_MAX_RANK) {
+        diag_error(E->d, loc, "%s(): %s has %d dimensions already, the most a tensor has", fn, tstr(E, x), s.rank);
+        return verror;
+    }
+    for (int i = 0; i <= s.rank; i++) {
+        if (i == d) r.d[r.rank++] = 1;
+        if (i < s.rank) r.d[r.rank++] = s.d[i];
+    }
+    return vtensor(reshape_node(E, x, r, loc));
+}
+
+/* squeeze(x), squeeze(x, dim), squeeze(x, (d0, d1)): the axes of size 1 removed (those given,
+ * where they have size 1, as torch.squeeze).  The batch axis stays, whatever the batch. */
+Value read_squeeze(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape, r = {0};
+    int64_t which = ix[1] < 0 ? ((int64_t)1 << s.rank) - 1 : 0;
+    if (ix[1] >= 0) {
+        Value v = a->v[ix[1]];
+        int n = v.k == V_TUPLE ? v.nitems : 1;
+        for (int k = 0, d; k < n; k++) {
+            if (!dim_arg(E, fn, v.k == V_TUPLE ? v.items[k] : v, a->loc[ix[1]], s.rank, 0, &d)) return verror;
+            which |= (int64_t)1 << d;
+        }
+    }
+    for (int i = 0; i < s.rank; i++)
+        if (!(which >> i & 1) || s.d[i] != 1) r.d[r.rank++] = s.d[i];
+    return r.rank == s.rank ? vtensor(x) : vtensor(reshape_node(E, x, r, loc));
+}
+
+/* The reduction torch's losses take: "mean" (the default), "sum" or "none". */
+static int loss_reduce(Elab *E, const char *fn, Args *a, int i, int x, SrcLoc loc) {
+    const char *how = "mean";
+    if (i >= 0) {
+        if (a->v[i].k != V_STR ||
+            (strcmp(a->v[i].str, "mean") && strcmp(a->v[i].str, "sum") && strcmp(a->v[i].str, "none"))) {
+            diag_error(E->d, a->loc[i], "%s(): reduction is \"mean\", \"sum\" or \"none\"", fn);
+            return -1;
+        }
+        how = a->v[i].str;
+    }
+    if (!strcmp(how, "none")) return x;
+    return reduce_node(E, strcmp(how, "sum") ? OP_MEAN : OP_SUM, x, ((int64_t)1 << E->g->nodes[x].shape.rank) - 1,
+                       false, loc);
+}
+
+/* The input and target of an elementwise loss: f32 tensors of one shape. */
+static bool loss_pair(Elab *E, const char *fn, Args *a, const int *ix, SrcLoc loc, int *x, int *y) {
+    *x = tensor_arg(E, a, ix[0]), *y = tensor_arg(E, a, ix[1]);
+    if (*x < 0 || *y < 0 || !need_f32(E, *x, fn, loc) || !need_f32(E, *y, fn, loc)) return false;
+    if (!shape_eq(E->g->nodes[*x].shape, E->g->nodes[*y].shape)) {
+        diag_error(E->d, loc, "%s(): input %s and target %s must have the same shape", fn, tstr(E, *x), tstr(E, *y));
+        return false;
+    }
+    return true;
+}
+
+/* mse_loss(input, target, reduction = "mean"): (input - target) ** 2; l1_loss: |input - target|,
+ * as torch.nn.functional's. */
+Value read_pointwise_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target", "reduction"};
+    int ix[3], x, y;
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc) || !loss_pair(E, fn, a, ix, loc, &x, &y)) return verror;
+    int d = graph_add2(E->g, OP_SUB, x, y, loc), r;
+    if (!strcmp(fn, "l1_loss")) r = graph_add1(E->g, OP_ABS, d, loc);
+    else {
+        r = graph_add1(E->g, OP_POWC, d, loc);
+        E->g->nodes[r].attr.scalars.p[0] = 2;
+    }
+    r = loss_reduce(E, fn, a, ix[2], r, loc);
+    return r < 0 ? verror : vtensor(r);
+}
+
+/* binary_cross_entropy_with_logits(input, target, reduction = "mean"): -(t log sigmoid(x) +
+ * (1 - t) log(1 - sigmoid(x))) per element, in torch's stable form (ops.def's BCE_LOGITS), its
+ * gradient sigmoid(x) - t (and -x for the target), as torch's. */
+Value read_bce_logits(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target", "reduction"};
+    int ix[3], x, y;
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc) || !loss_pair(E, fn, a, ix, loc, &x, &y)) return verror;
+    int r = loss_reduce(E, fn, a, ix[2], graph_add2(E->g, OP_BCE_LOGITS, x, y, loc), loc);
+    return r < 0 ? verror : vtensor(r);
+}
+
+/* nll_loss(log_softmax(logits), labels, ignore_index = -100, reduction = "mean"): what
+ * cross_entropy(logits, labels) computes (one row-wise op, its labels checked as they load).
+ * nll_loss of anything else is refused: a gather of arbitrary log-probabilities has no op here. */
+Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target", "ignore_index", "reduction"};
+    int ix[4];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), y = tensor_arg(E, a, ix[1]);
+    double ignore = num_arg(E, a, ix[2], -100, &ok);
+    if (x < 0 || y < 0 || !ok) return verror;
+    const Node *n = &E->g->nodes[x];
+    if (n->op != OP_LOG_SOFTMAX) {
+        diag_error(E->d, loc,
+                   "%s() takes log_softmax(logits) here: write cross_entropy(logits, labels), which is "
+                   "nll_loss(log_softmax(logits), labels) in one op",
+                   fn);
+        return verror;
+    }
+    if (ix[3] >= 0 && (a->v[ix[3]].k != V_STR || strcmp(a->v[ix[3]].str, "mean"))) {
+        diag_error(E->d, a->loc[ix[3]], "%s(): only reduction = \"mean\" (torch's default) is supported", fn);
+        return verror;
+    }
+    Args c = {.n = 3};
+    c.v[0] = vtensor(n->in[0]), c.v[1] = vtensor(y), c.v[2] = vnum(ignore);
+    c.loc[0] = a->loc[ix[0]], c.loc[1] = a->loc[ix[1]], c.loc[2] = arg_loc(a, ix[2], loc);
+    c.kw[2] = "ignore_index";
+    return call_builtin(E, "cross_entropy", &c, loc);
+}
+
+/* rms_norm(x, weight, eps), as torch.nn.functional.rms_norm with normalized_shape = weight's
+ * shape: x / sqrt(mean(x^2) + eps) * weight over the last weight-rank axes (the last axis
+ * without a weight); eps defaults to f32's machine epsilon, as torch's None. */
+Value read_rms_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "weight", "eps"};
+    int ix[3];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), w = ix[1] >= 0 ? tensor_arg(E, a, ix[1]) : -2;
+    double eps = num_arg(E, a, ix[2], 0x1p-23, &ok);
+    if (x < 0 || w == -1 || !ok || !need_f32(E, x, fn, loc)) return verror;
+    if (ix[2] >= 0 && !check_range(E, fn, "eps", eps, 0, false, INFINITY, false, a->loc[ix[2]])) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int k = w >= 0 ? E->g->nodes[w].shape.rank : 1;
+    bool fits = k >= 1 && k <= s.rank;
+    for (int j = 0; w >= 0 && fits && j < k; j++) fits = E->g->nodes[w].shape.d[j] == s.d[s.rank - k + j];
+    if (!fits) {
+        diag_error(E->d, loc, "%s(): weight %s must be the last axes of %s", fn, w >= 0 ? tstr(E, w) : "-", tstr(E, x));
+        return verror;
+    }
+    int64_t mask = ((int64_t)1 << s.rank) - ((int64_t)1 << (s.rank - k));
+    int ms = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, x, x, loc), mask, true, loc);
+    int y = graph_add2(E->g, OP_MUL, x,
+                       graph_add1(E->g, OP_RSQRT, graph_add2(E->g, OP_ADD, ms, graph_const(E->g, eps, loc), loc), loc),
+                       loc);
+    if (w >= 0) y = graph_add2(E->g, OP_MUL, y, w, loc);
+    return vtensor(y);
+}
+
+/* var(x, dim, correction = 1, keepdim = false) and std, as torch.var and torch.std: the mean of
+ * the squared deviations over the axes (all without dim), times n / (n - correction).  Over the
+ * batch axis, whose n is known only at run time, correction must be 0. */
+Value read_var(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim", "correction", "keepdim"};
+    int ix[4];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int64_t mask = ix[1] < 0 ? ((int64_t)1 << s.rank) - 1 : axes_arg(E, a, ix[1], s.rank, &ok);
+    double corr = num_arg(E, a, ix[2], 1, &ok);
+    bool keep = num_arg(E, a, ix[3], 0, &ok) != 0;
+    if (!ok) return verror;
+    int64_t n = 1;
+    bool batch = false;
+    for (int i = 0; i < s.rank; i++)
+        if (mask >> i & 1) {
+            batch |= dim_is_batch(s.d[i]);
+            n *= dim_size(s.d[i], 1);
+        }
+    if (batch && corr != 0) {
+        diag_error(E->d, loc,
+                   "%s(): over the batch axis the count is known only at run time: give correction = 0 (the "
+                   "biased estimate), or reduce other axes",
+                   fn);
+        return verror;
+    }
+    if (!batch && corr >= (double)n) {
+        diag_error(E->d, loc, "%s(): correction %g leaves no degrees of freedom over %lld elements", fn, corr,
+                   (long long)n);
+        return verror;
+    }
+    int m = reduce_node(E, OP_MEAN, x, mask, true, loc);
+    int d = graph_add2(E->g, OP_SUB, x, m, loc);
+    int v = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, d, d, loc), mask, keep, loc);
+    if (corr != 0) v = graph_add2(E->g, OP_MUL, v, graph_const(E->g, (double)n / ((double)n - corr), loc), loc);
+    return vtensor(strcmp(fn, "std") ? v : graph_add1(E->g, OP_SQRT, v, loc));
+}
+
+/* amax(x, dim, keepdim) and amin, as torch.amax and torch.amin: max and min by torch's argument
+ * names. */
+Value read_amax(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim", "keepdim"};
+    int ix[3];
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    Args b = *a;
+    for (int i = 0; i < b.n; i++)
+        if (b.kw[i] && !strcmp(b.kw[i], "dim")) b.kw[i] = "axis";
+    return call_builtin(E, strcmp(fn, "amax") ? "min" : "max", &b, loc);
+}
