@@ -512,8 +512,8 @@ static Value tensor_member(Elab *E, Value self, Expr *e) {
 static Value ident(Elab *E, Env *env, Expr *e) {
     Binding *b = env_find(env, e->str);
     if (b) return b->v;
-    if (!strcmp(e->str, "true")) return vnum(1);
-    if (!strcmp(e->str, "false")) return vnum(0);
+    if (!strcmp(e->str, "true") || !strcmp(e->str, "True")) return vnum(1); /* Python's spelling too */
+    if (!strcmp(e->str, "false") || !strcmp(e->str, "False")) return vnum(0);
     if (!strcmp(e->str, "inf")) return vnum(INFINITY); /* float("inf"), math.inf: -inf masks (masked_fill) */
     if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};
     if (!strcmp(e->str, "cuda")) return (Value){.k = V_DEVICE, .num = DEV_CUDA};

@@ -38,6 +38,11 @@ bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int n
         if (a->kw[i]) {
             for (int j = 0; j < nnames; j++)
                 if (strcmp(names[j], a->kw[i]) == 0) slot = j;
+            /* torch's `dim` where a builtin names its axis `axis` (NumPy's), and the other way round */
+            for (int j = 0; j < nnames && slot < 0; j++)
+                if ((!strcmp(a->kw[i], "dim") && !strcmp(names[j], "axis")) ||
+                    (!strcmp(a->kw[i], "axis") && !strcmp(names[j], "dim")))
+                    slot = j;
             if (slot < 0) {
                 diag_error(E->d, a->loc[i], "%s() has no argument named '%s'", fn, a->kw[i]);
                 return false;

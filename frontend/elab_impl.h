@@ -179,6 +179,11 @@ Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_rms_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_var(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_amax(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_linear(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_like(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_clone(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_matrix_fn(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_expand(Elab *E, const char *fn, Args *a, SrcLoc loc);
 
 /* ---- elab_list.c ---- */
 bool list_walkable(Elab *E, Value v, SrcLoc loc);

@@ -229,3 +229,129 @@ Value read_amax(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         if (b.kw[i] && !strcmp(b.kw[i], "dim")) b.kw[i] = "axis";
     return call_builtin(E, strcmp(fn, "amax") ? "min" : "max", &b, loc);
 }
+
+/* linear(input, weight, bias), as torch.nn.functional.linear: input @ weight^T + bias, weight
+ * [out, in] (the transpose folds into the product). */
+Value read_linear(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "weight", "bias"};
+    int ix[3];
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), w = tensor_arg(E, a, ix[1]), b = ix[2] >= 0 ? tensor_arg(E, a, ix[2]) : -2;
+    if (x < 0 || w < 0 || b == -1) return verror;
+    const Shape *ws = &E->g->nodes[w].shape;
+    if (ws->rank != 2 || shape_batch_axis(*ws) >= 0) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): weight is [out_features, in_features], got %s", fn, tstr(E, w));
+        return verror;
+    }
+    if (b >= 0 && (E->g->nodes[b].shape.rank != 1 || E->g->nodes[b].shape.d[0] != ws->d[0])) {
+        diag_error(E->d, arg_loc(a, ix[2], loc), "%s(): bias is [out_features] = [%lld], got %s", fn,
+                   (long long)ws->d[0], tstr(E, b));
+        return verror;
+    }
+    Args t = {.n = 1};
+    t.v[0] = vtensor(w), t.loc[0] = arg_loc(a, ix[1], loc);
+    Value y = matmul(E, vtensor(x), transpose(E, "transpose", &t, loc), loc);
+    if (y.k == V_ERROR || b < 0) return y;
+    return vtensor(graph_add2(E->g, OP_ADD, y.node, b, loc));
+}
+
+/* zeros_like(x), ones_like(x), full_like(x, fill_value): a tensor of x's shape (its batch axis
+ * too) holding one value, as torch's. */
+Value read_like(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "fill_value"};
+    bool full = !strcmp(fn, "full_like"), ok = true;
+    int ix[2];
+    if (!bind_args(E, fn, a, names, full ? 2 : 1, ix, full ? 2 : 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    double v = full ? num_or_inf_arg(E, a, ix[1], 0, &ok) : fn[0] == 'o';
+    if (x < 0 || !ok) return verror;
+    int c = graph_const(E->g, v, loc);
+    Shape s = E->g->nodes[x].shape;
+    return vtensor(s.rank ? graph_add(E->g, OP_EXPAND, 1, &c, s, DT_F32, loc) : c);
+}
+
+/* clone(x), x.clone(): x (every value here is its own; nothing aliases it). */
+Value read_clone(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input"};
+    int ix[1];
+    if (!bind_args(E, fn, a, names, 1, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    return x < 0 ? verror : vtensor(x);
+}
+
+/* t(x), x.t(): torch.t, the transpose of a matrix (a vector as it is); mm(a, b) and bmm(a, b):
+ * matmul of two matrices, or of two batches of them ([b, n, m] @ [b, m, p]), with torch's checks;
+ * outer(a, b): a[i] b[j]. */
+Value read_matrix_fn(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *one[] = {"input"}, *two[] = {"input", "mat2"}, *vecs[] = {"input", "vec2"};
+    bool t = !strcmp(fn, "t"), outer = !strcmp(fn, "outer");
+    int ix[2];
+    if (!bind_args(E, fn, a, t ? one : outer ? vecs : two, t ? 1 : 2, ix, t ? 1 : 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), y = t ? -2 : tensor_arg(E, a, ix[1]);
+    if (x < 0 || y == -1) return verror;
+    int rx = E->g->nodes[x].shape.rank, ry = y >= 0 ? E->g->nodes[y].shape.rank : 0;
+    if (t) {
+        if (rx > 2) {
+            diag_error(E->d, loc, "%s() transposes a matrix, got %s: transpose(x, d0, d1) swaps two axes", fn,
+                       tstr(E, x));
+            return verror;
+        }
+        if (rx < 2) return vtensor(x);
+        Args u = {.n = 1};
+        u.v[0] = vtensor(x), u.loc[0] = a->loc[ix[0]];
+        return transpose(E, "transpose", &u, loc);
+    }
+    int want = outer ? 1 : !strcmp(fn, "bmm") ? 3 : 2;
+    if (rx != want || ry != want) {
+        diag_error(E->d, loc, "%s() takes two tensors of %d dimensions, got %s and %s", fn, want, tstr(E, x),
+                   tstr(E, y));
+        return verror;
+    }
+    if (!outer) return matmul(E, vtensor(x), vtensor(y), loc);
+    Shape sx = {2, {E->g->nodes[x].shape.d[0], 1}}, sy = {2, {1, E->g->nodes[y].shape.d[0]}};
+    return vtensor(graph_add2(E->g, OP_MUL, reshape_node(E, x, sx, loc), reshape_node(E, y, sy, loc), loc));
+}
+
+/* expand(x, sizes...), x.expand(...): torch.Tensor.expand, x broadcast to sizes (-1 keeps an
+ * axis; new axes go in front; an axis of size 1 stretches). */
+Value read_expand(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    if (a->n < 2) {
+        diag_error(E->d, loc, "%s() takes a tensor and its new sizes: %s(x, B, 4, 8)", fn, fn);
+        return verror;
+    }
+    for (int i = 0; i < a->n; i++)
+        if (a->kw[i]) {
+            diag_error(E->d, a->loc[i], "%s() takes its sizes by position", fn);
+            return verror;
+        }
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return verror;
+    Value *v = a->v + 1;
+    int n = a->n - 1;
+    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
+    Shape xs = E->g->nodes[x].shape, s = {0};
+    if (n < xs.rank || n > IR_MAX_RANK) {
+        diag_error(E->d, loc, "%s(): %d sizes for %s: at least its %d dimensions, at most %d", fn, n, tstr(E, x),
+                   xs.rank, IR_MAX_RANK);
+        return verror;
+    }
+    for (int i = 0; i < n; i++) {
+        SrcLoc at = a->loc[i + 1 < a->n ? i + 1 : a->n - 1];
+        int j = i - (n - xs.rank); /* x's axis under this size, or < 0: a new one */
+        int64_t d;
+        if (v[i].k == V_NUM && v[i].num == -1 && j >= 0) d = xs.d[j];
+        else if (!eval_dim(E, v[i], at, true, &d)) return verror;
+        if (j >= 0 && xs.d[j] != d && xs.d[j] != 1) {
+            diag_error(E->d, at, "%s(): axis %d of %s has size %s, which cannot stretch (only size 1 does)", fn, j,
+                       tstr(E, x), dim_is_batch(xs.d[j]) ? "B" : arena_printf(E->a, "%lld", (long long)xs.d[j]));
+            return verror;
+        }
+        if (j < 0 && dim_is_batch(d)) {
+            diag_error(E->d, at, "%s(): the batch axis cannot be made new by broadcasting", fn);
+            return verror;
+        }
+        s.d[s.rank++] = d;
+    }
+    if (shape_eq(s, xs)) return vtensor(x);
+    return vtensor(graph_add(E->g, OP_EXPAND, 1, &x, s, E->g->nodes[x].dtype, loc));
+}

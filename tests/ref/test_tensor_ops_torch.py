@@ -189,7 +189,31 @@ def torch_functions(t):
     return loss, {"st": st, "rms": rms, "vr": vr, "vr2": vr2, "sd": std, "mx": mx, "swiglu": swiglu}
 
 
+def torch_functions2(t):
+    x, W, b, V = t["x"], t["W"], t["b"], t["V"]
+    h = F.linear(x, W, b)                              # [B, 4, 6]
+    h2 = F.linear(x, W)
+    z = torch.zeros_like(h) + torch.ones_like(h) * 2 + torch.full_like(h, 0.5) * h2
+    m = V.t() @ torch.mm(V, V.t())                     # [6, 6] @ [6, 6]
+    g = torch.bmm(h, h.transpose(1, 2))                # [B, 4, 4]
+    o = torch.outer(b, b[:5])
+    e = b.reshape(6, 1).expand(6, 4).t() + b.expand(4, 6) * 0.5
+    e3 = h.sum(dim=1, keepdim=True).expand(-1, 4, -1)
+    loss = ((z * z).sum() + (m * m).sum() * 0.01 + torch.tanh(g).sum() + o.sum() + (e * h).sum()
+            + (e3 * h).sum() * 0.1 + h.clone().mean())
+    return loss, {"z": z, "m": m, "g": g, "o": o, "e": e, "e3": e3}
+
+
 CASES = [
+    # F.linear, zeros_like / ones_like / full_like, t, mm, bmm, outer, expand, clone; torch's
+    # `dim` keyword and Python's True
+    Case("torch_functions2", {"x": ("f32", (4, 5))}, {"W": (6, 5), "b": (6,), "V": (6, 6)},
+         "h = linear(x, W, b)\nh2 = linear(x, W)\noutput z = zeros_like(h) + ones_like(h) * 2 + full_like(h, 0.5) * h2\n"
+         "output m = V.t() @ mm(V, t(V))\noutput g = bmm(h, h.transpose(1, 2))\noutput o = outer(b, narrow(b, 0, 0, 5))\n"
+         "output e = t(expand(reshape(b, 6, 1), 6, 4)) + b.expand(4, 6) * 0.5\n"
+         "output e3 = h.sum(dim = 1, keepdim = True).expand(-1, 4, -1)\n"
+         "loss = sum(z * z) + sum(m * m) * 0.01 + sum(tanh(g)) + sum(o) + sum(e * h) + sum(e3 * h) * 0.1 + mean(h.clone())",
+         torch_functions2),
     # torch functions composed of ops: unsqueeze, squeeze, stack, rms_norm, var, std, amax, amin,
     # and the losses l1, mse and binary_cross_entropy_with_logits with their reductions, nll_loss of
     # log_softmax; SwiGLU's silu gate, a rotary embedding's sin and cos
