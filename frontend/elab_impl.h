@@ -167,6 +167,7 @@ Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_sdpa(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_batch_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
+void mark_norm_params(Graph *g, int w, int b); /* what no_decay = [norm] spares */
 Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc);
 bool eval_init(Elab *E, Env *env, Node *p, Expr *e);
 

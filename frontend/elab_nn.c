@@ -192,7 +192,7 @@ Value read_dropout(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 
 /* A normalization layer's weight and bias (when given, and parameters): what the optimizer's
  * no_decay = ["norm"] spares, as minGPT spares every LayerNorm's whatever its name. */
-static void mark_norm_params(Graph *g, int w, int b) {
+void mark_norm_params(Graph *g, int w, int b) {
     if (w >= 0 && g->nodes[w].op == OP_PARAM) g->nodes[w].layer = PARAM_NORM;
     if (b >= 0 && g->nodes[b].op == OP_PARAM) g->nodes[b].layer = PARAM_NORM;
 }

@@ -168,6 +168,7 @@ Value read_rms_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s(): weight %s must be the last axes of %s", fn, w >= 0 ? tstr(E, w) : "-", tstr(E, x));
         return verror;
     }
+    mark_norm_params(E->g, w, -1);
     int64_t mask = ((int64_t)1 << s.rank) - ((int64_t)1 << (s.rank - k));
     int ms = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, x, x, loc), mask, true, loc);
     int y = graph_add2(E->g, OP_MUL, x,

@@ -227,6 +227,9 @@ if(TARGET nnc_emu_cuda)
   # the fused attention kernels in a model
   add_test(NAME gpt_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
            --nnc $<TARGET_FILE:nnc> --target cuda --tiny)
+  # llama.nn (2 layers, dim 32) on the CUDA target against a LLaMA in torch, 20 AdamW steps
+  add_test(NAME llama_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_llama_torch.py
+           --nnc $<TARGET_FILE:nnc> --target cuda --tiny --batch 4)
   # ... with its attention composed (products, the mask, softmax)
   add_test(NAME gpt_torch_composed_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
            --nnc $<TARGET_FILE:nnc> --target cuda --tiny --composed)
@@ -252,9 +255,9 @@ if(TARGET nnc_emu_cuda)
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
                        conv_torch_emu launch_shape_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu
-                       dropout_philox_emu gpt_torch_emu gpt_torch_composed_emu attention_torch_emu emu_mpi emu_pipeline
+                       dropout_philox_emu gpt_torch_emu gpt_torch_composed_emu llama_torch_emu attention_torch_emu emu_mpi emu_pipeline
                        PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
-  set_tests_properties(emu_train_mlp gpt_torch_emu gpt_torch_composed_emu PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(emu_train_mlp gpt_torch_emu gpt_torch_composed_emu llama_torch_emu PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(launch_shape_emu emu_cudnn PROPERTIES COST 20)   # about their seconds: started early
 endif()
