@@ -505,7 +505,13 @@ static Value tensor_member(Elab *E, Value self, Expr *e) {
         Args a = {.v = {self}, .loc = {e->loc}, .n = 1};
         return transpose(E, "transpose", &a, e->loc);
     }
-    diag_error(E->d, e->loc, "'.%s': a tensor has .T; a builtin is called as a method: x.%s(...)", e->str, e->str);
+    if (self.k == V_TENSOR && (!strcmp(e->str, "shape") || !strcmp(e->str, "ndim"))) {
+        Args a = {.v = {self}, .loc = {e->loc}, .n = 1};
+        return call_builtin(E, e->str[0] == 's' ? "size" : "dim", &a, e->loc);
+    }
+    diag_error(E->d, e->loc,
+               "'.%s': a tensor has .T, .mT, .shape and .ndim; a builtin is called as a method: x.%s(...)", e->str,
+               e->str);
     return verror;
 }
 

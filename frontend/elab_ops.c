@@ -1011,6 +1011,8 @@ static const struct {
     {"bmm", read_matrix_fn},
     {"outer", read_matrix_fn},
     {"expand", read_expand},
+    {"size", read_size},
+    {"dim", read_size},
     {"logsumexp", read_logsumexp},
     {"min", read_min},
     {"flatten", read_flatten},

@@ -356,3 +356,26 @@ Value read_expand(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (shape_eq(s, xs)) return vtensor(x);
     return vtensor(graph_add(E->g, OP_EXPAND, 1, &x, s, E->g->nodes[x].dtype, loc));
 }
+
+/* One dimension as a value: a number, or the batch symbol (B, or B * T for a merged axis). */
+static Value dim_value(int64_t d) {
+    return dim_is_batch(d) ? (Value){.k = V_BATCH, .num = (double)dim_size(d, 1)} : vnum((double)d);
+}
+
+/* size(x), x.size(), x.shape: its dimensions as a tuple (B, T, C = x.size()); x.size(d): one;
+ * dim(x), x.dim(), x.ndim: how many, as torch's. */
+Value read_size(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "dim"};
+    bool size = !strcmp(fn, "size");
+    int ix[2], d;
+    if (!bind_args(E, fn, a, names, size ? 2 : 1, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (!size) return vnum(s.rank);
+    if (ix[1] >= 0) return dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 0, &d) ? dim_value(s.d[d]) : verror;
+    Value t = {.k = V_TUPLE, .nitems = s.rank};
+    t.items = arena_alloc(E->a, (size_t)(s.rank ? s.rank : 1) * sizeof(Value));
+    for (int i = 0; i < s.rank; i++) t.items[i] = dim_value(s.d[i]);
+    return t;
+}

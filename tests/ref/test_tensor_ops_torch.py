@@ -201,7 +201,9 @@ def torch_functions2(t):
     e3 = h.sum(dim=1, keepdim=True).expand(-1, 4, -1)
     loss = ((z * z).sum() + (m * m).sum() * 0.01 + torch.tanh(g).sum() + o.sum() + (e * h).sum()
             + (e3 * h).sum() * 0.1 + h.clone().mean())
-    return loss, {"z": z, "m": m, "g": g, "o": o, "e": e, "e3": e3}
+    v = h.reshape(h.size(0), -1) * h.ndim + h.size(-1)     # B, T, C = h.size(), and the like
+    loss = loss + (v * v).mean()
+    return loss, {"z": z, "m": m, "g": g, "o": o, "e": e, "e3": e3, "v": v}
 
 
 CASES = [
@@ -212,7 +214,9 @@ CASES = [
          "output m = V.t() @ mm(V, t(V))\noutput g = bmm(h, h.transpose(1, 2))\noutput o = outer(b, narrow(b, 0, 0, 5))\n"
          "output e = t(expand(reshape(b, 6, 1), 6, 4)) + b.expand(4, 6) * 0.5\n"
          "output e3 = h.sum(dim = 1, keepdim = True).expand(-1, 4, -1)\n"
-         "loss = sum(z * z) + sum(m * m) * 0.01 + sum(tanh(g)) + sum(o) + sum(e * h) + sum(e3 * h) * 0.1 + mean(h.clone())",
+         "b1, t1, c1 = h.size()\n_, t2, c2 = h.shape\noutput v = h.view(b1, t1 * c2) * h.ndim + h.size(-1) + t2 - t1\n"
+         "loss = sum(z * z) + sum(m * m) * 0.01 + sum(tanh(g)) + sum(o) + sum(e * h) + sum(e3 * h) * 0.1 + mean(h.clone())"
+         " + mean(v * v)",
          torch_functions2),
     # torch functions composed of ops: unsqueeze, squeeze, stack, rms_norm, var, std, amax, amin,
     # and the losses l1, mse and binary_cross_entropy_with_logits with their reductions, nll_loss of
