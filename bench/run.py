@@ -220,6 +220,36 @@ class Suite:
         for name, _, _, acc in refs:
             self.add(f"gpt.nn batch {batch} (step)", n, acc, name, "ms", flop)
 
+    def llama(self, batch, steps):
+        """models/llama.nn's training step (AdamW, clipping, the schedule) against the same LLaMA in
+        PyTorch 2.x eager and torch.compile (tests/ref/test_llama_torch.py's model, its attention
+        F.scaled_dot_product_attention), interleaved; on gpt.nn's tokens (bench/out/gpt/gpt_data)."""
+        d = os.path.join(HERE, "out", "gpt")
+        model = os.path.join(d, "llama.nn")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(ROOT, "models", "llama.nn")) as src, open(model, "w") as dst:
+            dst.write(src.read())
+        if not os.path.exists(os.path.join(d, "gpt_data", "train.bin")):
+            run([PY, os.path.join(ROOT, "models", "gpt_prepare.py"), "--out", os.path.join(d, "gpt_data")])
+        if not self.a.torch2:
+            return
+        src = open(model).read()
+        C, L, F, V, T = (int(re.search(r"^%s = (\d+)" % k, src, re.M).group(1))
+                         for k in ("dim", "n_layers", "hidden_dim", "vocab_size", "max_seq_len"))
+        nparams = 2 * V * C + L * (4 * C * C + 3 * C * F + 2 * C) + C
+        flop = (6 * nparams + 12 * L * C * T) * batch * T   # as gpt.nn's: nanoGPT's estimate_mfu
+        refs = [(name, mode, []) for name, mode in (("torch 2 eager", "eager"), ("torch.compile", "compile"))]
+        n = []
+        for _ in range(self.a.rounds):
+            out, _ = self.nnc(model, "--bench", str(steps), "--batch", str(batch), *self.threads, "--quiet")
+            n.append(last_json(out)["median_us"] / 1e3)
+            for _, mode, acc in refs:
+                out, _ = run([self.a.torch2, os.path.join(HERE, "torch_llama.py"), model, str(batch), self.tthreads,
+                              str(steps), mode], self.tenv)
+                acc.append(last_json(out)["median_us"] / 1e3)
+        for name, _, acc in refs:
+            self.add(f"llama.nn batch {batch} (step)", n, acc, name, "ms", flop)
+
     def memory(self):
         n = [rss_of([self.a.nnc, os.path.join(ROOT, "models/mlp.nn"), "--epochs", "1", "--quiet"], self.nenv)]
         t = [rss_of([PY, os.path.join(HERE, "torch_ref.py"), "epochs", "1", self.tthreads], self.tenv)]
@@ -288,7 +318,7 @@ def main():
     ap.add_argument("--no-torch2", action="store_true", help="do not measure against PyTorch 2.x")
     ap.add_argument("--convnet-only", action="store_true", help="only the convnet cases (needs --torch2)")
     ap.add_argument("--precision-only", action="store_true", help="only the bf16 cases")
-    ap.add_argument("--gpt-only", action="store_true", help="only models/gpt.nn's step")
+    ap.add_argument("--gpt-only", action="store_true", help="only models/gpt.nn's and models/llama.nn's steps")
     ap.add_argument("--startup-only", action="store_true", help="only linear regression and the start-up cases")
     ap.add_argument("--steps-only", action="store_true",
                     help="only the training steps: the MLPs (f32 and bf16) and the convnet at batch 64")
@@ -311,8 +341,10 @@ def main():
         if a.torch2:
             s.convnet(64, 20)
         s.gpt(32, 10)
+        s.llama(32, 10)
     elif a.gpt_only:
         s.gpt(32, 10)
+        s.llama(32, 10)
     elif a.startup_only:
         s.linreg()
         s.startup()
@@ -323,6 +355,7 @@ def main():
         s.fusion("models/mlp.nn", 64, 300)
     if not (a.quick or a.convnet_only or a.precision_only or a.startup_only or a.steps_only or a.gpt_only):
         s.gpt(32, 10)
+        s.llama(32, 10)
         s.mlp("models/mlp.nn", "784,128,10", 256, 200)
         s.mlp("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
         s.precision("models/mlp_large.nn", "784,1024,1024,10", 256, 20)
