@@ -186,6 +186,8 @@ Value read_clone(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_matrix_fn(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_expand(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_size(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_group_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 
 /* ---- elab_list.c ---- */
 bool list_walkable(Elab *E, Value v, SrcLoc loc);

@@ -379,3 +379,100 @@ Value read_size(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     for (int i = 0; i < s.rank; i++) t.items[i] = dim_value(s.d[i]);
     return t;
 }
+
+/* x's p-norm over mask (p 2 or 1), keeping the reduced axes where keep: torch.norm's. */
+static int norm_node(Elab *E, int x, double p, int64_t mask, bool keep, SrcLoc loc) {
+    if (p == 1) return reduce_node(E, OP_SUM, graph_add1(E->g, OP_ABS, x, loc), mask, keep, loc);
+    return graph_add1(E->g, OP_NORM_SQRT, reduce_node(E, OP_SUM, graph_add2(E->g, OP_MUL, x, x, loc), mask, keep, loc),
+                      loc);
+}
+
+/* p: 2 (default, or "fro") or 1. */
+static bool norm_p(Elab *E, const char *fn, Args *a, int i, double *p) {
+    bool ok = true;
+    *p = 2;
+    if (i < 0) return true;
+    if (a->v[i].k == V_STR && !strcmp(a->v[i].str, "fro")) return true;
+    *p = num_arg(E, a, i, 2, &ok);
+    if (ok && *p != 1 && *p != 2) {
+        diag_error(E->d, a->loc[i], "%s(): p is 2 (or \"fro\") or 1, got %g", fn, *p);
+        return false;
+    }
+    return ok;
+}
+
+/* norm(x, p = 2, dim, keepdim = false), x.norm(): torch.norm's 2-norm (\"fro\") or 1-norm over
+ * the axes (all without dim); its gradient x / norm (sign(x) for p 1), 0 at a zero norm, as
+ * torch's.  normalize(x, p = 2, dim = 1, eps = 1e-12): x / max(norm(x, dim, keepdim), eps), as
+ * torch.nn.functional.normalize. */
+Value read_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *nn[] = {"input", "p", "dim", "keepdim"}, *zn[] = {"input", "p", "dim", "eps"};
+    bool normalize = !strcmp(fn, "normalize"), ok = true;
+    int ix[4];
+    double p;
+    if (!bind_args(E, fn, a, normalize ? zn : nn, 4, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc) || !norm_p(E, fn, a, ix[1], &p)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (normalize && s.rank < 2 && ix[2] < 0) {
+        diag_error(E->d, loc, "%s(): its default dim is 1, and %s has %d dimension%s: give dim", fn, tstr(E, x), s.rank,
+                   s.rank == 1 ? "" : "s");
+        return verror;
+    }
+    int64_t mask = ix[2] < 0 ? (normalize ? 2 : ((int64_t)1 << s.rank) - 1) : axes_arg(E, a, ix[2], s.rank, &ok);
+    double eps = normalize ? num_arg(E, a, ix[3], 1e-12, &ok) : 0;
+    bool keep = !normalize && num_arg(E, a, ix[3], 0, &ok) != 0;
+    if (!ok) return verror;
+    if (!normalize) return vtensor(norm_node(E, x, p, mask, keep, loc));
+    int n = graph_add1(E->g, OP_CLAMP, norm_node(E, x, p, mask, true, loc), loc);
+    E->g->nodes[n].attr.scalars.p[0] = eps, E->g->nodes[n].attr.scalars.p[1] = INFINITY;
+    return vtensor(graph_add2(E->g, OP_DIV, x, n, loc));
+}
+
+/* group_norm(x, num_groups, weight, bias, eps = 1e-5), as torch.nn.functional.group_norm: x
+ * [N, C, ...] normalized over each group of C / num_groups channels and the axes after them
+ * (the variance biased), then weight and bias per channel. */
+Value read_group_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "num_groups", "weight", "bias", "eps"};
+    int ix[5];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 5, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), w = ix[2] >= 0 ? tensor_arg(E, a, ix[2]) : -2;
+    int b = ix[3] >= 0 ? tensor_arg(E, a, ix[3]) : -2;
+    double g = num_arg(E, a, ix[1], 1, &ok), eps = num_arg(E, a, ix[4], 1e-5, &ok);
+    if (x < 0 || w == -1 || b == -1 || !ok || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (s.rank < 2 || dim_is_batch(s.d[1])) {
+        diag_error(E->d, loc, "%s(): input is [N, C, ...], got %s", fn, tstr(E, x));
+        return verror;
+    }
+    int64_t C = s.d[1], G = (int64_t)g;
+    if (g != floor(g) || G < 1 || C % G) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): num_groups must divide the %lld channels, got %g", fn,
+                   (long long)C, g);
+        return verror;
+    }
+    if (ix[4] >= 0 && !check_range(E, fn, "eps", eps, 0, true, INFINITY, false, a->loc[ix[4]])) return verror;
+    for (int k = 0, t; k < 2; k++)
+        if ((t = k ? b : w) >= 0 && (E->g->nodes[t].shape.rank != 1 || E->g->nodes[t].shape.d[0] != C)) {
+            diag_error(E->d, loc, "%s(): %s must be [%lld], one a channel, got %s", fn, k ? "bias" : "weight",
+                       (long long)C, tstr(E, t));
+            return verror;
+        }
+    int64_t rest = 1;
+    for (int i = 2; i < s.rank; i++) rest *= s.d[i];
+    Shape gs = {s.rank > 2 ? 4 : 3, {s.d[0], G, C / G, rest}}, cs = {0};
+    int xg = reshape_node(E, x, gs, loc), m = reduce_node(E, OP_MEAN, xg, ((int64_t)1 << gs.rank) - 4, true, loc);
+    int d = graph_add2(E->g, OP_SUB, xg, m, loc);
+    int var = reduce_node(E, OP_MEAN, graph_add2(E->g, OP_MUL, d, d, loc), ((int64_t)1 << gs.rank) - 4, true, loc);
+    int y = graph_add2(E->g, OP_DIV, d,
+                       graph_add1(E->g, OP_SQRT, graph_add2(E->g, OP_ADD, var, graph_const(E->g, eps, loc), loc), loc),
+                       loc);
+    y = reshape_node(E, y, s, loc);
+    cs.d[cs.rank++] = C; /* a channel's weight and bias, over the axes after it */
+    for (int i = 2; i < s.rank; i++) cs.d[cs.rank++] = 1;
+    mark_norm_params(E->g, w, b);
+    if (w >= 0) y = graph_add2(E->g, OP_MUL, y, reshape_node(E, w, cs, loc), loc);
+    if (b >= 0) y = graph_add2(E->g, OP_ADD, y, reshape_node(E, b, cs, loc), loc);
+    return vtensor(y);
+}

@@ -139,6 +139,11 @@ static const Case cases[] = {
                          " reduction = \"sum\") + sum(rms_norm(h, g) * t) + sum(var(h, 1) * std(h, 1))"
                          " + l1_loss(h, t * 2)"
                          TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"norms", "input x: f32[B, 4]\nparam W: f32[4, 6] = normal(0, 1)\nparam g: f32[6] = normal(1, 0.5)\n"
+              "param c: f32[6] = normal(0, 1)\nh = x @ W\n"
+              "loss = sum(norm(h, dim = 1)) + norm(h) * 0.5 + sum(norm(h, p = 1, dim = 0) * c) + sum(normalize(h) * c)"
+              " + sum(group_norm(h, 3, g, c) * tanh(h))"
+              TRAIN("data x = randn(8, 4)"), 0, 0},
     {"math_functions", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nloss = sum(rsqrt(h * h + 0.5) * c) + sum(reciprocal(h * h + 1) * c) + sum(erf(h) * c)"
                        " + sum(sin(h) * c) + sum(cos(h * c))"

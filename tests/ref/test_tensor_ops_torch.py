@@ -206,7 +206,31 @@ def torch_functions2(t):
     return loss, {"z": z, "m": m, "g": g, "o": o, "e": e, "e3": e3, "v": v}
 
 
+def torch_norms(t):
+    x, W, g, b = t["x"], t["W"], t["g"], t["b"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    z = h * (torch.arange(6.0) >= 2).double()          # columns 0 and 1 zero: a zero norm over dim 0 of a row
+    n2 = h.norm(dim=-1) + torch.norm(h, p=1, dim=(1, 2)).sum() * 0.1 + h.norm()
+    nz = torch.norm(z[:, :, :2], dim=-1)               # all zero: the gradient 0, as torch masks it
+    u = F.normalize(h, dim=-1) + F.normalize(z, p=1, dim=2, eps=1e-6) + F.normalize(h.transpose(1, 2)).transpose(1, 2)
+    gn = F.group_norm(h.reshape(BATCH, 6, 2, 2), 3, g, b) + F.group_norm(h.reshape(BATCH, 6, 4), 2, eps=1e-3).reshape(BATCH, 6, 2, 2)
+    gn2 = F.group_norm(h.reshape(BATCH * 4, 6), 2, g)
+    loss = ((n2 * n2).sum() + (nz * nz).sum() + nz.sum() + (u * u * h).sum() + (gn * torch.tanh(gn)).sum()
+            + (gn2 * h.reshape(BATCH * 4, 6)).sum())
+    return loss, {"n2": n2, "nz": nz, "u": u, "gn": gn, "gn2": gn2}
+
+
 CASES = [
+    # norm (2, "fro", 1), normalize, group_norm, and a zero norm's gradient (0, as torch's)
+    Case("torch_norms", {"x": ("f32", (4, 5))}, {"W": (5, 6), "g": (6,), "b": (6,)},
+         "h = tanh(x @ W)\nz = h * (arange(6) >= 2)\n"
+         "output n2 = h.norm(dim = -1) + sum(norm(h, p = 1, dim = (1, 2))) * 0.1 + norm(h)\n"
+         "output nz = norm(narrow(z, 2, 0, 2), dim = -1)\n"
+         "output u = normalize(h, dim = -1) + normalize(z, p = 1, dim = 2, eps = 1e-6) + normalize(h.transpose(1, 2)).transpose(1, 2)\n"
+         "output gn = group_norm(h.reshape(B, 6, 2, 2), 3, g, b) + group_norm(h.reshape(B, 6, 4), 2, eps = 1e-3).reshape(B, 6, 2, 2)\n"
+         "output gn2 = group_norm(h.reshape(B * 4, 6), 2, g)\n"
+         "loss = sum(n2 * n2) + sum(nz * nz) + sum(nz) + sum(u * u * h) + sum(gn * tanh(gn)) + sum(gn2 * h.reshape(B * 4, 6))",
+         torch_norms),
     # F.linear, zeros_like / ones_like / full_like, t, mm, bmm, outer, expand, clone; torch's
     # `dim` keyword and Python's True
     Case("torch_functions2", {"x": ("f32", (4, 5))}, {"W": (6, 5), "b": (6,), "V": (6, 6)},
