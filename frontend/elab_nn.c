@@ -427,16 +427,20 @@ Value read_adaptive_avg_pool2d(Elab *E, const char *fn, Args *a, SrcLoc loc) {
  * weight-rank axes (the last axis without a weight), the variance biased as torch's. */
 Value read_layer_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "weight", "bias", "eps"};
-    int ix[4];
+    int ix[4], ns;
     bool ok = true;
-    if (!bind_args(E, fn, a, names, 4, ix, 1, loc)) return verror;
+    if (!take_normalized_shape(E, fn, a, &ns) || !bind_args(E, fn, a, names, 4, ix, 1, loc)) return verror;
     int x = tensor_arg(E, a, ix[0]), w = ix[1] >= 0 ? tensor_arg(E, a, ix[1]) : -2;
     int b = ix[2] >= 0 ? tensor_arg(E, a, ix[2]) : -2;
     double eps = num_arg(E, a, ix[3], 1e-5, &ok);
     if (x < 0 || w == -1 || b == -1 || !ok || !need_f32(E, x, fn, loc)) return verror;
     if (ix[3] >= 0 && !check_range(E, fn, "eps", eps, 0, true, INFINITY, false, a->loc[ix[3]])) return verror;
     Shape s = E->g->nodes[x].shape;
-    int k = w >= 0 ? E->g->nodes[w].shape.rank : 1;
+    int k = w >= 0 ? E->g->nodes[w].shape.rank : ns ? ns : 1;
+    if (ns && ns != k) {
+        diag_error(E->d, loc, "%s(): weight %s is not normalized_shape's", fn, tstr(E, w));
+        return verror;
+    }
     for (int j = 0; w >= 0 && j < k; j++)
         if (k > s.rank || E->g->nodes[w].shape.d[j] != s.d[s.rank - k + j]) {
             diag_error(E->d, loc, "%s(): weight %s must be the last axes of %s", fn, tstr(E, w), tstr(E, x));

@@ -153,16 +153,16 @@ Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
  * without a weight); eps defaults to f32's machine epsilon, as torch's None. */
 Value read_rms_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "weight", "eps"};
-    int ix[3];
+    int ix[3], ns;
     bool ok = true;
-    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    if (!take_normalized_shape(E, fn, a, &ns) || !bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
     int x = tensor_arg(E, a, ix[0]), w = ix[1] >= 0 ? tensor_arg(E, a, ix[1]) : -2;
     double eps = num_arg(E, a, ix[2], 0x1p-23, &ok);
     if (x < 0 || w == -1 || !ok || !need_f32(E, x, fn, loc)) return verror;
     if (ix[2] >= 0 && !check_range(E, fn, "eps", eps, 0, false, INFINITY, false, a->loc[ix[2]])) return verror;
     Shape s = E->g->nodes[x].shape;
-    int k = w >= 0 ? E->g->nodes[w].shape.rank : 1;
-    bool fits = k >= 1 && k <= s.rank;
+    int k = w >= 0 ? E->g->nodes[w].shape.rank : ns ? ns : 1;
+    bool fits = k >= 1 && k <= s.rank && (!ns || ns == k);
     for (int j = 0; w >= 0 && fits && j < k; j++) fits = E->g->nodes[w].shape.d[j] == s.d[s.rank - k + j];
     if (!fits) {
         diag_error(E->d, loc, "%s(): weight %s must be the last axes of %s", fn, w >= 0 ? tstr(E, w) : "-", tstr(E, x));
@@ -475,4 +475,45 @@ Value read_group_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (w >= 0) y = graph_add2(E->g, OP_MUL, y, reshape_node(E, w, cs, loc), loc);
     if (b >= 0) y = graph_add2(E->g, OP_ADD, y, reshape_node(E, b, cs, loc), loc);
     return vtensor(y);
+}
+
+/* torch's normalized_shape, where a call gives it as torch's signature does (F.layer_norm(x, (C,),
+ * w, b), F.rms_norm(x, [C], w)): checked against x's last axes and taken out of the arguments, so
+ * the rest bind as nnc's layer_norm(x, weight, bias, eps) does; *k its length, 0 where not given. */
+bool take_normalized_shape(Elab *E, const char *fn, Args *a, int *k) {
+    *k = 0;
+    int at = -1;
+    for (int i = 0; i < a->n; i++)
+        if (a->kw[i] ? !strcmp(a->kw[i], "normalized_shape") : i == 1 && (a->v[i].k == V_TUPLE || a->v[i].k == V_NUM))
+            at = i;
+    if (at < 0 || a->n < 1 || a->kw[0]) return true;
+    int x = tensor_arg(E, a, 0);
+    if (x < 0) return false;
+    Value v = a->v[at];
+    int n = v.k == V_TUPLE ? v.nitems : 1;
+    Shape s = E->g->nodes[x].shape;
+    bool ok = n >= 1 && n <= s.rank;
+    for (int j = 0; ok && j < n; j++) {
+        Value d = v.k == V_TUPLE ? v.items[j] : v;
+        ok = d.k == V_NUM && !dim_is_batch(s.d[s.rank - n + j]) && d.num == (double)s.d[s.rank - n + j];
+    }
+    if (!ok) {
+        diag_error(E->d, a->loc[at], "%s(): normalized_shape must be the last dimensions of %s", fn, tstr(E, x));
+        return false;
+    }
+    *k = n;
+    for (int i = at; i + 1 < a->n; i++) a->v[i] = a->v[i + 1], a->loc[i] = a->loc[i + 1], a->kw[i] = a->kw[i + 1];
+    a->n--;
+    return true;
+}
+
+/* x.float(), x.half(), x.bfloat16(): to(x, f32 | f16 | bf16), as torch's. */
+Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input"};
+    int ix[1];
+    if (!bind_args(E, fn, a, names, 1, ix, 1, loc)) return verror;
+    Args t = {.n = 2};
+    t.v[0] = a->v[ix[0]], t.loc[0] = a->loc[ix[0]], t.loc[1] = loc;
+    t.v[1] = (Value){.k = V_DTYPE, .num = fn[0] == 'f' ? DT_F32 : fn[0] == 'h' ? DT_F16 : DT_BF16};
+    return to_device(E, &t, loc);
 }

@@ -215,13 +215,15 @@ def torch_norms(t):
     u = F.normalize(h, dim=-1) + F.normalize(z, p=1, dim=2, eps=1e-6) + F.normalize(h.transpose(1, 2)).transpose(1, 2)
     gn = F.group_norm(h.reshape(BATCH, 6, 2, 2), 3, g, b) + F.group_norm(h.reshape(BATCH, 6, 4), 2, eps=1e-3).reshape(BATCH, 6, 2, 2)
     gn2 = F.group_norm(h.reshape(BATCH * 4, 6), 2, g)
-    loss = ((n2 * n2).sum() + (nz * nz).sum() + nz.sum() + (u * u * h).sum() + (gn * torch.tanh(gn)).sum()
+    ln = F.layer_norm(h, (6,), g, b) + F.layer_norm(h, (4, 6)) + h * torch.rsqrt((h * h).mean(-1, keepdim=True) + 1e-5) * g
+    loss = ((ln * ln).sum() + (n2 * n2).sum() + (nz * nz).sum() + nz.sum() + (u * u * h).sum() + (gn * torch.tanh(gn)).sum()
             + (gn2 * h.reshape(BATCH * 4, 6)).sum())
-    return loss, {"n2": n2, "nz": nz, "u": u, "gn": gn, "gn2": gn2}
+    return loss, {"n2": n2, "nz": nz, "u": u, "gn": gn, "gn2": gn2, "ln": ln}
 
 
 CASES = [
-    # norm (2, "fro", 1), normalize, group_norm, and a zero norm's gradient (0, as torch's)
+    # norm (2, "fro", 1), normalize, group_norm, and a zero norm's gradient (0, as torch's); layer_norm
+    # and rms_norm by torch's signature (normalized_shape second)
     Case("torch_norms", {"x": ("f32", (4, 5))}, {"W": (5, 6), "g": (6,), "b": (6,)},
          "h = tanh(x @ W)\nz = h * (arange(6) >= 2)\n"
          "output n2 = h.norm(dim = -1) + sum(norm(h, p = 1, dim = (1, 2))) * 0.1 + norm(h)\n"
@@ -229,7 +231,8 @@ CASES = [
          "output u = normalize(h, dim = -1) + normalize(z, p = 1, dim = 2, eps = 1e-6) + normalize(h.transpose(1, 2)).transpose(1, 2)\n"
          "output gn = group_norm(h.reshape(B, 6, 2, 2), 3, g, b) + group_norm(h.reshape(B, 6, 4), 2, eps = 1e-3).reshape(B, 6, 2, 2)\n"
          "output gn2 = group_norm(h.reshape(B * 4, 6), 2, g)\n"
-         "loss = sum(n2 * n2) + sum(nz * nz) + sum(nz) + sum(u * u * h) + sum(gn * tanh(gn)) + sum(gn2 * h.reshape(B * 4, 6))",
+         "output ln = layer_norm(h, (6,), g, b) + layer_norm(h, normalized_shape = (4, 6)) + rms_norm(h, [6], g, 1e-5)\n"
+         "loss = sum(ln * ln) + sum(n2 * n2) + sum(nz * nz) + sum(nz) + sum(u * u * h) + sum(gn * tanh(gn)) + sum(gn2 * h.reshape(B * 4, 6))",
          torch_norms),
     # F.linear, zeros_like / ones_like / full_like, t, mm, bmm, outer, expand, clone; torch's
     # `dim` keyword and Python's True
