@@ -959,6 +959,161 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return verror;
 }
 
+/* Parts joined along axis ax, in order (concat's checks and node). */
+static Value join_parts(Elab *E, const char *fn, const int *part, int n, int ax, SrcLoc loc) {
+    if (n == 1) return vtensor(part[0]);
+    Value *items = arena_alloc(E->a, (size_t)n * sizeof(Value));
+    for (int k = 0; k < n; k++) items[k] = vtensor(part[k]);
+    Args c = {.n = 2};
+    c.v[0] = (Value){.k = V_TUPLE, .items = items, .nitems = n}, c.v[1] = vnum(ax), c.loc[0] = c.loc[1] = loc;
+    return read_concat(E, fn, &c, loc);
+}
+
+/* The integers of a tuple or of one number: n of them into v (at most max). */
+static bool int_list(Elab *E, const char *fn, const char *what, Value t, SrcLoc loc, int max, int64_t *v, int *n) {
+    *n = t.k == V_TUPLE ? t.nitems : 1;
+    bool ok = *n >= 1 && *n <= max;
+    for (int i = 0; ok && i < *n; i++) {
+        Value x = t.k == V_TUPLE ? t.items[i] : t;
+        ok = x.k == V_NUM && x.num == floor(x.num) && fabs(x.num) < 1e15;
+        if (ok) v[i] = (int64_t)x.num;
+    }
+    if (!ok) diag_error(E->d, loc, "%s(): %s is an integer or a tuple of at most %d integers", fn, what, max);
+    return ok;
+}
+
+/* x's axis ax cut into [lo, lo + len) (a view of it when that is all of it). */
+static int cut(Elab *E, int x, int ax, int64_t lo, int64_t len, SrcLoc loc) {
+    return slice_node(E, x, ax, lo, len, 1, loc);
+}
+
+/* pad(input, pad, mode = "constant", value = 0), as torch.nn.functional.pad: pad's pairs (before,
+ * after) from the last axis backwards, filled with value; joined by concat (not the batch axis). */
+static Value read_pad(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "pad", "mode", "value"};
+    int ix[4], n;
+    int64_t p[2 * IR_MAX_RANK];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    double value = num_or_inf_arg(E, a, ix[3], 0, &ok);
+    if (x < 0 || !ok || !need_f32(E, x, fn, loc) ||
+        !int_list(E, fn, "pad", a->v[ix[1]], a->loc[ix[1]], 2 * IR_MAX_RANK, p, &n))
+        return verror;
+    if (ix[2] >= 0 && (a->v[ix[2]].k != V_STR || strcmp(a->v[ix[2]].str, "constant"))) {
+        diag_error(E->d, a->loc[ix[2]], "%s(): only mode \"constant\" is supported", fn);
+        return verror;
+    }
+    Shape s = E->g->nodes[x].shape;
+    if (n % 2 || n / 2 > s.rank) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): pad holds a (before, after) pair for each of the last axes of %s", fn,
+                   tstr(E, x));
+        return verror;
+    }
+    Value y = vtensor(x);
+    for (int k = 0; k < n / 2 && y.k != V_ERROR; k++) {
+        int ax = s.rank - 1 - k, part[3], m = 0;
+        if (p[2 * k] < 0 || p[2 * k + 1] < 0) {
+            diag_error(E->d, a->loc[ix[1]], "%s(): padding is at least 0 (cut with slice instead)", fn);
+            return verror;
+        }
+        for (int side = 0; side < 3; side++) {
+            int64_t w = side == 1 ? 0 : p[2 * k + (side ? 1 : 0)];
+            if (side == 1) part[m++] = y.node;
+            else if (w > 0) {
+                Shape fs = E->g->nodes[y.node].shape;
+                fs.d[ax] = w;
+                int c = graph_const(E->g, value, loc);
+                part[m++] = graph_add(E->g, OP_EXPAND, 1, &c, fs, DT_F32, loc);
+            }
+        }
+        y = join_parts(E, fn, part, m, ax, loc);
+    }
+    return y;
+}
+
+/* repeat(x, sizes...), x.repeat(...): torch.Tensor.repeat, x copied sizes[i] times along each axis
+ * (sizes longer than x's axes add new ones in front); tile(x, dims), torch.tile (dims shorter
+ * than x's axes count from the last). */
+static Value read_repeat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    if (a->n < 2) {
+        diag_error(E->d, loc, "%s() takes a tensor and how many times each axis repeats: %s(x, 1, 2)", fn, fn);
+        return verror;
+    }
+    int x = tensor_arg(E, a, 0), n;
+    int64_t r[IR_MAX_RANK];
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Value v = a->n == 2 ? a->v[1] : (Value){.k = V_TUPLE, .items = a->v + 1, .nitems = a->n - 1};
+    if (!int_list(E, fn, "the repeats", v, a->loc[1], IR_MAX_RANK, r, &n)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    bool tile = !strcmp(fn, "tile");
+    if (tile)
+        while (n < s.rank) { /* torch.tile: ones in front */
+            memmove(r + 1, r, (size_t)n * sizeof *r);
+            r[0] = 1, n++;
+        }
+    if (n < s.rank) {
+        diag_error(E->d, loc, "%s(): %d repeats for %s: one for each of its %d axes at least", fn, n, tstr(E, x),
+                   s.rank);
+        return verror;
+    }
+    if (n > s.rank) { /* new axes of size 1 in front */
+        Shape u = {.rank = n};
+        for (int i = 0; i < n; i++) u.d[i] = i < n - s.rank ? 1 : s.d[i - (n - s.rank)];
+        x = reshape_node(E, x, u, loc), s = u;
+    }
+    Value y = vtensor(x);
+    for (int ax = 0; ax < n && y.k != V_ERROR; ax++) {
+        if (r[ax] < 1 || r[ax] > 64) {
+            diag_error(E->d, loc, "%s(): each axis repeats 1 to 64 times, got %lld", fn, (long long)r[ax]);
+            return verror;
+        }
+        int part[64];
+        for (int k = 0; k < r[ax]; k++) part[k] = y.node;
+        y = join_parts(E, fn, part, (int)r[ax], ax, loc);
+    }
+    return y;
+}
+
+/* roll(x, shifts, dims), as torch.roll: each axis of dims rotated by its shift (the last elements
+ * come first for a positive one); dims must be given (torch's flattened roll would cross the
+ * batch axis). */
+static Value read_roll(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "shifts", "dims"};
+    int ix[3], ns, nd;
+    int64_t sh[IR_MAX_RANK], dm[IR_MAX_RANK];
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    if (ix[2] < 0) {
+        diag_error(E->d, loc, "%s(): give dims (a roll of the flattened tensor would cross the batch axis)", fn);
+        return verror;
+    }
+    if (!int_list(E, fn, "shifts", a->v[ix[1]], a->loc[ix[1]], IR_MAX_RANK, sh, &ns) ||
+        !int_list(E, fn, "dims", a->v[ix[2]], a->loc[ix[2]], IR_MAX_RANK, dm, &nd))
+        return verror;
+    if (ns != nd) {
+        diag_error(E->d, loc, "%s(): %d shifts for %d dims", fn, ns, nd);
+        return verror;
+    }
+    Value y = vtensor(x);
+    for (int k = 0; k < nd && y.k != V_ERROR; k++) {
+        Shape s = E->g->nodes[y.node].shape;
+        bool ok = true;
+        int ax = __builtin_ctzll((unsigned long long)axis_bit(E, vnum((double)dm[k]), a->loc[ix[2]], s.rank, &ok));
+        if (!ok) return verror;
+        if (dim_is_batch(s.d[ax])) {
+            diag_error(E->d, a->loc[ix[2]], "%s(): cannot roll the batch axis of %s", fn, tstr(E, x));
+            return verror;
+        }
+        int64_t L = s.d[ax], r = ((sh[k] % L) + L) % L;
+        if (r == 0) continue;
+        int part[2] = {cut(E, y.node, ax, L - r, r, loc), cut(E, y.node, ax, 0, L - r, loc)};
+        y = join_parts(E, fn, part, 2, ax, loc);
+    }
+    return y;
+}
+
 /* stack(tensors, dim = 0), as torch.stack: each with a new axis of size 1 at dim, joined along
  * it. */
 static Value read_stack(Elab *E, const char *fn, Args *a, SrcLoc loc) {
@@ -996,6 +1151,10 @@ static const struct {
     {"unsqueeze", read_unsqueeze},
     {"squeeze", read_squeeze},
     {"stack", read_stack},
+    {"pad", read_pad},
+    {"repeat", read_repeat},
+    {"tile", read_repeat},
+    {"roll", read_roll},
     {"rms_norm", read_rms_norm},
     {"var", read_var},
     {"std", read_var},
