@@ -191,10 +191,11 @@ static const char flat_concat[] = "        const int64_t r = i % inner, p = i / 
 /* y[o, p, r] = x[o, start + p step, r] */
 static const char flat_slice[] = "        const int64_t r = i % inner, p = i / inner % Ly, o = i / (inner * Ly);\n"
                                  "        y[i] = x[(o * Lx + start + p * step) * inner + r];\n";
-/* dx[o, j, r] = dy[o, (j - start) / step, r] where j is a sliced position, else 0 */
+/* dx[o, j, r] = dy[o, (j - start) / step, r] where j is a sliced position, else 0 (a negative
+ * step, flip's, walks back from start) */
 static const char flat_slice_grad[] =
     "        const int64_t r = i % inner, j = i / inner % Lx, o = i / (inner * Lx), t = j - start;\n"
-    "        dx[i] = t >= 0 && t % step == 0 && t / step < Ly ? dy[(o * Ly + t / step) * inner + r] : (real)0;\n";
+    "        dx[i] = (step > 0 ? t >= 0 : t <= 0) && t % step == 0 && t / step < Ly ? dy[(o * Ly + t / step) * inner + r] : (real)0;\n";
 /* y[t, d] = w[idx[t], d]; an index outside [0, V) gives 0 and records the first one seen
  * in err (1: the flag, then position, index, V) */
 static const char flat_embedding[] =

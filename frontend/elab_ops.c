@@ -1075,6 +1075,30 @@ static Value read_repeat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return y;
 }
 
+/* flip(x, dims), as torch.flip: the axes of dims reversed (a slice stepping back; not the batch
+ * axis). */
+static Value read_flip(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "dims"};
+    int ix[2], nd;
+    int64_t dm[IR_MAX_RANK];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc) || !int_list(E, fn, "dims", a->v[ix[1]], a->loc[ix[1]], IR_MAX_RANK, dm, &nd))
+        return verror;
+    for (int k = 0; k < nd; k++) {
+        Shape s = E->g->nodes[x].shape;
+        bool ok = true;
+        int ax = __builtin_ctzll((unsigned long long)axis_bit(E, vnum((double)dm[k]), a->loc[ix[1]], s.rank, &ok));
+        if (!ok) return verror;
+        if (dim_is_batch(s.d[ax])) {
+            diag_error(E->d, a->loc[ix[1]], "%s(): cannot flip the batch axis of %s", fn, tstr(E, x));
+            return verror;
+        }
+        if (s.d[ax] > 1) x = slice_node(E, x, ax, s.d[ax] - 1, s.d[ax], -1, loc);
+    }
+    return vtensor(x);
+}
+
 /* roll(x, shifts, dims), as torch.roll: each axis of dims rotated by its shift (the last elements
  * come first for a positive one); dims must be given (torch's flattened roll would cross the
  * batch axis). */
@@ -1155,6 +1179,7 @@ static const struct {
     {"repeat", read_repeat},
     {"tile", read_repeat},
     {"roll", read_roll},
+    {"flip", read_flip},
     {"rms_norm", read_rms_norm},
     {"var", read_var},
     {"std", read_var},

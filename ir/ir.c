@@ -532,8 +532,9 @@ bool ir_verify(const Graph *g, const char *pass) {
             if (ok && n->op == OP_CONCAT) ok = len == y->d[ax];
             if (ok && n->op != OP_CONCAT) {
                 int64_t big = n->op == OP_SLICE ? len : y->d[ax], small = n->op == OP_SLICE ? y->d[ax] : len;
-                ok = n->attr.slice.step >= 1 && n->attr.slice.start >= 0 && small >= 1 &&
-                     n->attr.slice.start + (small - 1) * n->attr.slice.step < big;
+                int64_t last = n->attr.slice.start + (small - 1) * n->attr.slice.step; /* step -1: flip's */
+                ok = (n->attr.slice.step >= 1 || n->attr.slice.step == -1) && n->attr.slice.start >= 0 &&
+                    n->attr.slice.start < big && small >= 1 && last >= 0 && last < big;
             }
             if (!ok) return verify_fail(g, i, pass, "concat/slice shapes");
         }
