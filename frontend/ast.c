@@ -89,6 +89,29 @@ Expr *ast_index(ParseCtx *c, SrcLoc l, Expr *a, Expr *index) {
     return e;
 }
 
+Expr *ast_subscript(ParseCtx *c, SrcLoc l, Expr *a, Arg *items) {
+    if (!items->next && items->e->k != E_SLICE && items->e->k != E_ELLIPSIS) return ast_index(c, l, a, items->e);
+    Expr *e = ast_expr(c, E_SUBSCRIPT, l);
+    e->a = a;
+    e->args = items;
+    ast_nest(c, e, a);
+    for (Arg *x = items; x; x = x->next) ast_nest(c, e, x->e);
+    return e;
+}
+
+Expr *ast_slice(ParseCtx *c, SrcLoc l, Expr *start, Expr *stop, Expr *step) {
+    Expr *e = ast_expr(c, E_SLICE, l);
+    e->a = start;
+    e->b = stop;
+    e->args = step ? ast_arg(c, NULL, step) : NULL;
+    if (start) ast_nest(c, e, start);
+    if (stop) ast_nest(c, e, stop);
+    if (step) ast_nest(c, e, step);
+    return e;
+}
+
+Expr *ast_ellipsis(ParseCtx *c, SrcLoc l) { return ast_expr(c, E_ELLIPSIS, l); }
+
 /* `in` is not a keyword (an input may be called `in`), so the grammar reads any identifier
  * there and this says when it was not `in`. */
 static void ast_expect_in(ParseCtx *c, const char *in, SrcLoc in_loc) {

@@ -18,6 +18,9 @@ typedef enum {
     E_TUPLE, /* (a, b, ...) or [a, b, ...]: args */
     E_INDEX, /* a[b]: an item of a list or tuple */
     E_COMP, /* [a for str in b]: a evaluated once per item of b, str bound to the item */
+    E_SUBSCRIPT, /* a[i, j:k, ...]: a tensor's items (args: each an index, an E_SLICE or E_ELLIPSIS) */
+    E_SLICE, /* start:stop:step inside [] (a, b and the step in args->e, each NULL where left out) */
+    E_ELLIPSIS, /* ... inside [] */
 } ExprKind;
 
 /* Expressions nest at most this deep (a sum of 1,000 terms written a + b + ... nests 1,000
@@ -107,6 +110,10 @@ Expr *ast_call(ParseCtx *c, SrcLoc l, Expr *f, Arg *args);
 Expr *ast_member(ParseCtx *c, SrcLoc l, Expr *a, const char *name);
 Expr *ast_tuple(ParseCtx *c, SrcLoc l, Arg *items);
 Expr *ast_index(ParseCtx *c, SrcLoc l, Expr *a, Expr *index);
+/* a[items]: one plain index is ast_index's (a list's item, or a tensor's); else E_SUBSCRIPT */
+Expr *ast_subscript(ParseCtx *c, SrcLoc l, Expr *a, Arg *items);
+Expr *ast_slice(ParseCtx *c, SrcLoc l, Expr *start, Expr *stop, Expr *step);
+Expr *ast_ellipsis(ParseCtx *c, SrcLoc l);
 Expr *ast_comp(ParseCtx *c, SrcLoc l, Expr *item, Name *var, const char *in, SrcLoc in_loc, Expr *iter);
 Arg *ast_args_prepend(Arg *a, Arg *list);
 Arg *ast_arg(ParseCtx *c, const char *kw, Expr *e);

@@ -555,6 +555,20 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
     case E_TUPLE: return tuple(E, env, e, bind_as);
     case E_INDEX: return eval_index(E, env, e);
     case E_COMP: return eval_comprehension(E, env, e, bind_as);
+    case E_SUBSCRIPT: {
+        Value a = eval(E, env, e->a);
+        if (a.k == V_ERROR) return verror;
+        if (a.k != V_TENSOR) {
+            diag_error(E->d, e->loc, "a %s takes one index in []; slices and several indices are a tensor's",
+                       kind_name(a.k));
+            return verror;
+        }
+        return tensor_subscript(E, env, a.node, e->args, e->loc);
+    }
+    case E_SLICE:
+    case E_ELLIPSIS: /* the grammar puts them inside [] only */
+        diag_error(E->d, e->loc, "a slice (':' or '...') is only an index inside []");
+        return verror;
     case E_MEMBER: {
         Value a = eval(E, env, e->a);
         if (a.k == V_ERROR) return verror;

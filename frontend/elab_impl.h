@@ -158,6 +158,8 @@ int permute_node(Elab *E, int x, const int8_t *perm, SrcLoc loc);
 Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc);
 Value to_device(Elab *E, Args *a, SrcLoc loc);
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
+/* x[items]: each an index (its axis dropped), an E_SLICE or one E_ELLIPSIS, as Python's and torch's */
+Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc);
 
 /* ---- elab_nn.c ---- */
 Value read_conv2d(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);

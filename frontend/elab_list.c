@@ -76,16 +76,13 @@ static bool list_index(Elab *E, Value v, int n, SrcLoc loc, int *out) {
     return true;
 }
 
-/* a[i]: an item of a list or tuple (h[0], split(x, C, 2)[1]). */
+/* a[i]: an item of a list or tuple (h[0], split(x, C, 2)[1]), or a tensor's (x[0]). */
 Value eval_index(Elab *E, Env *env, Expr *e) {
     Value a = eval(E, env, e->a), i = eval(E, env, e->b);
     if (a.k == V_ERROR || i.k == V_ERROR) return verror;
     if (a.k == V_TENSOR) {
-        diag_error(E->d, e->loc,
-                   "indexing a tensor (%s) with [] is not supported: narrow(x, axis, start, length), "
-                   "slice(x, axis, start, stop) or split() take its parts",
-                   tstr(E, a.node));
-        return verror;
+        Arg one = {.e = e->b};
+        return tensor_subscript(E, env, a.node, &one, e->loc);
     }
     if (a.k != V_TUPLE) {
         diag_error(E->d, e->loc, "a %s cannot be indexed: [] picks an item of a list", kind_name(a.k));

@@ -959,6 +959,103 @@ static Value call_op(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return verror;
 }
 
+/* One number of a subscript (an index, or a slice's bound or step) as an integer. */
+static bool sub_int(Elab *E, Env *env, Expr *e, const char *what, int64_t *out) {
+    Value v = eval(E, env, e);
+    if (v.k == V_ERROR) return false;
+    if (v.k == V_TENSOR) {
+        diag_error(E->d, e->loc,
+                   "indexing by a tensor (%s) is not supported: the %s must be a number known when "
+                   "the model compiles",
+                   tstr(E, v.node), what);
+        return false;
+    }
+    if (v.k != V_NUM || v.num != floor(v.num) || fabs(v.num) > 1e15) {
+        diag_error(E->d, e->loc, "a tensor's %s is an integer, got %s", what,
+                   v.k == V_NUM ? arena_printf(E->a, "%g", v.num) : kind_name(v.k));
+        return false;
+    }
+    *out = (int64_t)v.num;
+    return true;
+}
+
+Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape;
+    int n = 0, dots = 0;
+    for (Arg *it = items; it; it = it->next) {
+        dots += it->e->k == E_ELLIPSIS;
+        n += it->e->k != E_ELLIPSIS;
+    }
+    if (dots > 1 || n > s.rank) {
+        diag_error(E->d, loc, dots > 1 ? "an index holds one '...'" : "%d indices for %s, which has %d dimensions", n,
+                   tstr(E, x), s.rank);
+        return verror;
+    }
+    if (!need_f32(E, x, "indexing", loc)) return verror;
+    bool drop[IR_MAX_RANK] = {false};
+    int ax = 0;
+    for (Arg *it = items; it; it = it->next) {
+        Expr *e = it->e;
+        if (e->k == E_ELLIPSIS) {
+            ax += s.rank - n; /* the axes no index names */
+            continue;
+        }
+        int64_t L = s.d[ax];
+        bool batch = dim_is_batch(L);
+        if (e->k == E_SLICE) {
+            int64_t start = 0, stop = L, step = 1;
+            if ((e->a && !sub_int(E, env, e->a, "slice start", &start)) ||
+                (e->b && !sub_int(E, env, e->b, "slice stop", &stop)) ||
+                (e->args && !sub_int(E, env, e->args->e, "slice step", &step)))
+                return verror;
+            if (step < 1) {
+                diag_error(E->d, e->loc, "a slice's step is at least 1, as torch's (flip() reverses an axis)");
+                return verror;
+            }
+            if (!e->a && !e->b && step == 1) { /* ':' keeps the axis as it is, the batch axis too */
+                ax++;
+                continue;
+            }
+            if (batch) {
+                diag_error(E->d, e->loc, "axis %d of %s is the batch axis: it is indexed only as ':'", ax, tstr(E, x));
+                return verror;
+            }
+            if (start < 0) start += L; /* Python's rules: negatives from the end, then clipped */
+            if (stop < 0) stop += L;
+            start = start < 0 ? 0 : start > L ? L : start;
+            stop = stop < 0 ? 0 : stop > L ? L : stop;
+            int64_t len = stop > start ? (stop - start + step - 1) / step : 0;
+            if (len < 1) {
+                diag_error(E->d, e->loc, "the slice of axis %d of %s is empty", ax, tstr(E, x));
+                return verror;
+            }
+            x = slice_node(E, x, ax, start, len, step, e->loc);
+        } else {
+            int64_t i;
+            if (!sub_int(E, env, e, "index", &i)) return verror;
+            if (batch) {
+                diag_error(E->d, e->loc, "axis %d of %s is the batch axis: it is indexed only as ':'", ax, tstr(E, x));
+                return verror;
+            }
+            if (i < -L || i >= L) {
+                diag_error(E->d, e->loc, "index %lld is out of range for axis %d of %s (size %lld)", (long long)i, ax,
+                           tstr(E, x), (long long)L);
+                return verror;
+            }
+            x = slice_node(E, x, ax, i < 0 ? i + L : i, 1, 1, e->loc);
+            drop[ax] = true;
+        }
+        ax++;
+    }
+    Shape r = {0};
+    bool any = false;
+    for (int i = 0; i < s.rank; i++) {
+        if (!drop[i]) r.d[r.rank++] = E->g->nodes[x].shape.d[i];
+        any |= drop[i];
+    }
+    return any ? vtensor(reshape_node(E, x, r, loc)) : vtensor(x);
+}
+
 /* Parts joined along axis ax, in order (concat's checks and node). */
 static Value join_parts(Elab *E, const char *fn, const int *part, int n, int ax, SrcLoc loc) {
     if (n == 1) return vtensor(part[0]);

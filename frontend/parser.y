@@ -38,13 +38,13 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token <str> IDENT "identifier"
 %token <str> STRING "string"
 %token BLOCK "'block'" INPUT "'input'" PARAM "'param'" BUFFER "'buffer'" OUTPUT "'output'" RETURN "'return'"
-%token FORWARD "'forward'" TRAIN "'train'" FOR "'for'" POW "'**'"
+%token FORWARD "'forward'" TRAIN "'train'" FOR "'for'" POW "'**'" ELLIPSIS "'...'"
 %token EQ_OP "'=='" NE_OP "'!='" LE_OP "'<='" GE_OP "'>='"
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
 %type <str> var
-%type <expr> member expr postfix primary
-%type <arg> args arglist arg dims exprlist
+%type <expr> member expr postfix primary sub optx
+%type <arg> args arglist arg dims exprlist subs
 %type <name> names namelist
 %type <type> type
 %type <stmt> items item stmt stmts settings setting
@@ -135,7 +135,19 @@ expr: expr '+' expr                 { $$ = ast_bin(ctx, L(@2), '+', $1, $3); }
 postfix: primary                    { $$ = $1; }
        | postfix '(' args ')'       { $$ = ast_call(ctx, L(@1), $1, $3); }
        | postfix '.' IDENT          { $$ = ast_member(ctx, L(@3), $1, $3); }
-       | postfix '[' expr ']'       { $$ = ast_index(ctx, L(@2), $1, $3); }
+       | postfix '[' subs ']'       { $$ = ast_subscript(ctx, L(@2), $1, $3); }
+;
+/* a[i], a[:, -1, :], a[..., 1:3], a[::2]: Python's indices and slices */
+subs: sub                           { $$ = ast_arg(ctx, NULL, $1); }
+    | subs ',' sub                  { $$ = ast_args_append($1, ast_arg(ctx, NULL, $3)); }
+;
+sub: expr                           { $$ = $1; }
+   | ELLIPSIS                       { $$ = ast_ellipsis(ctx, L(@1)); }
+   | optx ':' optx                  { $$ = ast_slice(ctx, L(@2), $1, $3, NULL); }
+   | optx ':' optx ':' optx         { $$ = ast_slice(ctx, L(@2), $1, $3, $5); }
+;
+optx: %empty                        { $$ = NULL; }
+    | expr                          { $$ = $1; }
 ;
 primary: NUMBER                     { $$ = ast_num(ctx, L(@1), $1); }
        | STRING                     { $$ = ast_str(ctx, L(@1), $1); }

@@ -230,19 +230,25 @@ def torch_moves(t):
     r2 = h[:, 0].repeat(2, 1, 3)                       # [2, B, 18]: a new axis in front
     o = torch.roll(h, 2, -1) + torch.roll(h, shifts=(-1, 7), dims=(1, 2))
     f = torch.flip(h, (-1,)) + torch.flip(h, [1, 2]) * 0.5 + torch.flip(h[:, :, ::2], (2,)).repeat(1, 1, 2)
+    ix = h[:, -1, :] + h[..., 1:3].sum(-1)[:, :1] * h[:, 1:-1, 2].mean(-1, keepdim=True) + h[:, ::3][:, 1] * W[1, :6]
+    ix2 = h[..., -1] * W[-1, 2] + W[1:3, ::2].sum()
     loss = ((p * p).sum() + (p2 * torch.tanh(p2)).sum() + (r * r).sum() + r2.sum() * 0.1 + (o * h).sum()
-            + (f * torch.tanh(h)).sum())
-    return loss, {"p": p, "p2": p2, "r": r, "r2": r2, "o": o, "f": f}
+            + (f * torch.tanh(h)).sum() + (ix * ix).sum() + torch.tanh(ix2).sum())
+    return loss, {"p": p, "p2": p2, "r": r, "r2": r2, "o": o, "f": f, "ix": ix, "ix2": ix2}
 
 
 CASES = [
-    # pad (constant), repeat and tile, roll, flip: slices (flip's stepping back) and concats
+    # pad (constant), repeat and tile, roll, flip: slices (flip's stepping back) and concats; Python's
+    # indices and slices in [] (x[:, -1, :], x[..., 1:3], x[:, ::3][:, 1], W[1, :6])
     Case("torch_moves", {"x": ("f32", (4, 5))}, {"W": (5, 6)},
          "h = tanh(x @ W)\noutput p = pad(h, (1, 2)) + pad(h, (0, 3), value = 0.5)\noutput p2 = pad(h, (2, 0, 1, 1))\n"
          "output r = h.repeat(1, 2, 1) * 0.5 + tile(h, (2, 1))\noutput r2 = narrow(h, 1, 0, 1).squeeze(1).repeat(2, 1, 3)\n"
          "output o = roll(h, 2, -1) + roll(h, shifts = (-1, 7), dims = (1, 2))\n"
          "output f = flip(h, (-1,)) + flip(h, [1, 2]) * 0.5 + flip(slice(h, 2, 0, 6, 2), (2,)).repeat(1, 1, 2)\n"
-         "loss = sum(p * p) + sum(p2 * tanh(p2)) + sum(r * r) + sum(r2) * 0.1 + sum(o * h) + sum(f * tanh(h))", torch_moves),
+         "output ix = h[:, -1, :] + h[..., 1:3].sum(-1)[:, :1] * h[:, 1:-1, 2].mean(-1, keepdim = True)"
+         " + h[:, ::3][:, 1] * W[1, :6]\noutput ix2 = h[..., -1] * W[-1, 2] + sum(W[1:3, ::2])\n"
+         "loss = sum(p * p) + sum(p2 * tanh(p2)) + sum(r * r) + sum(r2) * 0.1 + sum(o * h) + sum(f * tanh(h))"
+         " + sum(ix * ix) + sum(tanh(ix2))", torch_moves),
     # norm (2, "fro", 1), normalize, group_norm, and a zero norm's gradient (0, as torch's); layer_norm
     # and rms_norm by torch's signature (normalized_shape second)
     Case("torch_norms", {"x": ("f32", (4, 5))}, {"W": (5, 6), "g": (6,), "b": (6,)},
