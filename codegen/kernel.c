@@ -1091,6 +1091,24 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     str_printf(k->s, "    %sOUT[0] = (real)total;\n", k->d->row.writer);
 }
 
+/* Each row's first maximal element's index, as row_accuracy finds it, into OUT[i] (i32). */
+static void row_argmax(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "int32_t *OUT", L->root);
+    k->d->row.open(k, L);
+    str_printf(k->s,
+               "        const real *x = X + i * C;\n"
+               "        real bv = -%s;\n"
+               "        int64_t bi = -1;\n"
+               "        %s\n"
+               "            if (bi < 0 || x[c] > bv || (x[c] != x[c] && bv == bv)) { bv = x[c]; bi = c; }\n",
+               k->d->inf, k->d->row.cols);
+    if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
+    str_printf(k->s, "        %sOUT[i] = (int32_t)bi;\n    }\n", k->d->row.leader);
+}
+
 static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L, false); }
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
@@ -1214,6 +1232,7 @@ static const struct {
     {OP_CROSS_ENTROPY, row_cross_entropy},
     {OP_CE_GRAD, row_cross_entropy_bwd},
     {OP_ACCURACY, row_accuracy},
+    {OP_ARGMAX, row_argmax},
     {OP_LN_NORM, row_ln_norm},
     {OP_LN_GRAD, row_ln_grad},
 };

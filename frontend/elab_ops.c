@@ -932,6 +932,7 @@ static Reader *custom_reader(Op op) {
         {OP_TRIU, read_tri},          {OP_ARANGE, read_arange},       {OP_COPY, read_to},
         {OP_GELU, read_gelu},         {OP_CONV2D, read_conv2d},       {OP_MAX_POOL2D, read_pool2d},
         {OP_AVG_POOL2D, read_pool2d}, {OP_EMBEDDING, read_embedding}, {OP_SDPA, read_sdpa},
+        {OP_ARGMAX, read_argmax},
     };
     for (size_t i = 0; i < NNC_COUNTOF(custom); i++)
         if (custom[i].op == op) return custom[i].read;

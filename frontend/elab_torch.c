@@ -517,3 +517,39 @@ Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     t.v[1] = (Value){.k = V_DTYPE, .num = fn[0] == 'f' ? DT_F32 : fn[0] == 'h' ? DT_F16 : DT_BF16};
     return to_device(E, &t, loc);
 }
+
+/* argmax(x, dim, keepdim = false), x.argmax(dim): torch.argmax's index of the first maximum
+ * along dim (NaN above everything), i32 (an output, or compared with labels); no gradient.  One
+ * row-wise op over the last axis; another axis is moved last first.  dim is required: torch's
+ * argmax of the whole tensor would cross the batch axis. */
+Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim", "keepdim"};
+    int ix[3], d;
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (ix[1] < 0) {
+        diag_error(E->d, loc, "%s(): give dim (the whole tensor's would cross the batch axis)", fn);
+        return verror;
+    }
+    if (!dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 0, &d)) return verror;
+    bool keep = num_arg(E, a, ix[2], 0, &ok) != 0;
+    if (!ok) return verror;
+    if (dim_is_batch(s.d[d])) {
+        diag_error(E->d, a->loc[ix[1]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
+        return verror;
+    }
+    int8_t perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    for (int i = d; i + 1 < s.rank; i++) perm[i] = (int8_t)(i + 1);
+    perm[s.rank - 1] = (int8_t)d;
+    x = permute_node(E, x, perm, loc);
+    Shape r = {0}, k = {0};
+    for (int i = 0; i < s.rank; i++) {
+        if (i != d) r.d[r.rank++] = s.d[i];
+        k.d[k.rank++] = i == d ? 1 : s.d[i];
+    }
+    int y = graph_add(E->g, op, 1, &x, r, DT_I32, loc);
+    return vtensor(keep ? reshape_node(E, y, k, loc) : y);
+}

@@ -106,8 +106,11 @@ static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, cons
     for (int j = 0; j < L->nins; j++) {
         int x = L->ins[j], r = storage_root(p, e, x);
         const Buffer *rb = &e->buf[r];
+        /* the same bytes an element: not a half input under a real result, nor an i32 one (an
+         * --f64 build's reals are 8 bytes, an i32 4: the result would overwrite inputs not yet read) */
         if (rb->kind != BUF_ACT || last[r] != k || rb->dev != b->dev || rb->elems != b->elems ||
             DTYPE_IS_HALF(p->g->nodes[r].dtype) != DTYPE_IS_HALF(p->g->nodes[o].dtype) ||
+            (p->g->nodes[r].dtype == DT_I32) != (p->g->nodes[o].dtype == DT_I32) ||
             !shape_eq(p->g->nodes[x].shape, ew ? L->space : p->g->nodes[o].shape))
             continue;
         Arena1 *a = &A[b->dev];

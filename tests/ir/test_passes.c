@@ -1254,6 +1254,36 @@ static void test_bias_epilogue(void) {
     }
 }
 
+/* A result never takes the buffer of an i32 input that dies in its kernel: an --f64 build's
+ * reals are 8 bytes, an i32's 4, so writing element i would overwrite inputs not yet read (the
+ * CUDA target's copy of labels compared, argmax's indices compared on either). */
+static void test_no_i32_reuse(void) {
+    static const char src[] = "input x: f32[B, 6]\ninput y: i32[B]\nparam w: f32[6, 6] = normal(0, 1)\n"
+                              "h = x @ w\noutput e = argmax(h, -1) == y\noutput m = y == 1\nloss = mean(h * h)\n"
+                              "train {\n    data x = randn(8, 6)\n    data y = randn(8)\n    batch = 4\n"
+                              "    minimize loss\n}\n";
+    for (int t = 0; t < 2; t++) {
+        Compiled *c = compile_src("i32_reuse.nn", src, (Opts){.target = t ? DEV_CUDA : DEV_CPU});
+        CHECK(c->ok, "i32_reuse.nn compiles: %s", c->diag_text);
+        if (!c->ok) continue;
+        const Graph *g = c->p.g;
+        for (int k = 0; k < ENTRY_COUNT; k++) {
+            const Entry *e = &c->p.entry[k];
+            for (int l = 0; l < e->nlaunch; l++) {
+                const Launch *L = &e->launches[l];
+                for (int j = 0; j < L->nins; j++)
+                    for (int o = 0; o < L->nouts; o++) {
+                        const Buffer *bi = &e->buf[L->ins[j]], *bo = &e->buf[L->outs[o]];
+                        bool i32 = g->nodes[L->ins[j]].dtype == DT_I32 && g->nodes[L->outs[o]].dtype != DT_I32;
+                        CHECK(!i32 || bi->kind != BUF_ACT || bo->kind != BUF_ACT || bi->offset != bo->offset,
+                              "%s on %s: launch %d writes %%%d over the i32 %%%d", e->name, t ? "cuda" : "cpu", l,
+                              L->outs[o], L->ins[j]);
+                    }
+            }
+        }
+    }
+}
+
 /* Fused attention over [B*2, 5, 4] (the heads merged with the batch), causal: 15 (query, key)
  * pairs a head, 2B heads; the forward's products are 4 + 4 multiply-adds a pair, the backward's
  * 4 + 4 recomputed and 4 + 4 + 4 for dq, dk and dv. */
@@ -1390,6 +1420,7 @@ int main(void) {
     test_attention();
     test_sgd_fold();
     test_bias_epilogue();
+    test_no_i32_reuse();
     test_attention_layout();
     test_fusion_written_out();
     test_fold_rows();

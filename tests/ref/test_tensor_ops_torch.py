@@ -237,7 +237,22 @@ def torch_moves(t):
     return loss, {"p": p, "p2": p2, "r": r, "r2": r2, "o": o, "f": f, "ix": ix, "ix2": ix2}
 
 
+def torch_argmax(t):
+    x, W, y = t["x"], t["W"], t["y"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    g = torch.round(h * 2) / 2                         # ties: the first maximum, as torch's
+    p = torch.argmax(g, dim=-1).double()
+    q = g.argmax(1, keepdim=True).double()
+    hits = (torch.argmax(h, -1) == y).double().mean()
+    loss = (h * h).sum() + hits * 0
+    return loss, {"p": p, "q": q, "hits": hits}
+
+
 CASES = [
+    # argmax (the first of ties) along the last axis and another, compared with labels
+    Case("torch_argmax", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6)},
+         "h = tanh(x @ W)\ng = round(h * 2) / 2\noutput p = argmax(g, dim = -1)\noutput q = g.argmax(1, keepdim = True)\n"
+         "output hits = mean(argmax(h, -1) == y)\nloss = sum(h * h) + hits * 0", torch_argmax),
     # pad (constant), repeat and tile, roll, flip: slices (flip's stepping back) and concats; Python's
     # indices and slices in [] (x[:, -1, :], x[..., 1:3], x[:, ::3][:, 1], W[1, :6])
     Case("torch_moves", {"x": ("f32", (4, 5))}, {"W": (5, 6)},
