@@ -193,6 +193,9 @@ Value read_group_norm(Elab *E, const char *fn, Args *a, SrcLoc loc);
 bool take_normalized_shape(Elab *E, const char *fn, Args *a, int *k); /* torch's argument, taken out */
 Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
+Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc);
 
 /* ---- elab_list.c ---- */
 bool list_walkable(Elab *E, Value v, SrcLoc loc);

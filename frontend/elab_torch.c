@@ -553,3 +553,75 @@ Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     int y = graph_add(E->g, op, 1, &x, r, DT_I32, loc);
     return vtensor(keep ? reshape_node(E, y, k, loc) : y);
 }
+
+/* argmin(x, dim, keepdim = false): argmax of -x, which picks the first minimum (and, as
+ * torch.argmin, a NaN before any number). */
+Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim", "keepdim"};
+    int ix[3];
+    if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Args b = *a;
+    b.v[ix[0]] = vtensor(graph_add1(E->g, OP_NEG, x, loc));
+    return read_argmax(E, OP_ARGMAX, fn, &b, loc);
+}
+
+/* one_hot(labels, num_classes): f32 [..., num_classes], 1 at each label's place (torch's is an
+ * integer tensor; here one to compute with).  A label outside [0, num_classes) gives a row of
+ * zeros where torch would fail. */
+Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"tensor", "num_classes"};
+    int ix[2];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int y = tensor_arg(E, a, ix[0]);
+    double c = num_arg(E, a, ix[1], 0, &ok);
+    if (y < 0 || !ok) return verror;
+    Shape s = E->g->nodes[y].shape;
+    if (E->g->nodes[y].dtype != DT_I32 || s.rank >= IR_MAX_RANK) {
+        diag_error(E->d, arg_loc(a, ix[0], loc), "%s() takes i32 labels of at most %d dimensions, got %s", fn,
+                   IR_MAX_RANK - 1, tstr(E, y));
+        return verror;
+    }
+    if (c != floor(c) || c < 1 || c > 1e9) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): num_classes is a positive integer, got %g", fn, c);
+        return verror;
+    }
+    Shape u = s;
+    u.d[u.rank++] = 1;
+    Args r = {.n = 1};
+    r.v[0] = vnum(c), r.loc[0] = loc;
+    Value classes = call_builtin(E, "arange", &r, loc);
+    if (classes.k == V_ERROR) return verror;
+    return compare(E, OP_EQ, vtensor(reshape_node(E, y, u, loc)), classes, loc);
+}
+
+/* smooth_l1_loss(input, target, reduction = "mean", beta = 1) and huber_loss(..., delta = 1), as
+ * torch's: 0.5 d^2 / beta (0.5 d^2) where |d| < beta (delta), else |d| - 0.5 beta
+ * (delta (|d| - 0.5 delta)), d = input - target. */
+Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    bool huber = !strcmp(fn, "huber_loss");
+    static const char *sn[] = {"input", "target", "reduction", "beta"},
+                      *hn[] = {"input", "target", "reduction", "delta"};
+    int ix[4], x, y;
+    bool ok = true;
+    if (!bind_args(E, fn, a, huber ? hn : sn, 4, ix, 2, loc) || !loss_pair(E, fn, a, ix, loc, &x, &y)) return verror;
+    double beta = num_arg(E, a, ix[3], 1, &ok);
+    if (!ok || !check_range(E, fn, huber ? "delta" : "beta", beta, 0, !huber, INFINITY, false, arg_loc(a, ix[3], loc)))
+        return verror;
+    int d = graph_add2(E->g, OP_SUB, x, y, loc), ad = graph_add1(E->g, OP_ABS, d, loc);
+    int sq = graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_MUL, ad, ad, loc),
+                        graph_const(E->g,
+                                    huber          ? 0.5
+                                        : beta > 0 ? 0.5 / beta
+                                                   : 0,
+                                    loc),
+                        loc);
+    int lin = graph_add2(E->g, OP_SUB, ad, graph_const(E->g, 0.5 * beta, loc), loc);
+    if (huber) lin = graph_add2(E->g, OP_MUL, lin, graph_const(E->g, beta, loc), loc);
+    int in[3] = {graph_add2(E->g, OP_LT, ad, graph_const(E->g, beta, loc), loc), sq, lin};
+    Shape s = E->g->nodes[d].shape;
+    int r = loss_reduce(E, fn, a, ix[2], graph_add(E->g, OP_SELECT, 3, in, s, DT_F32, loc), loc);
+    return r < 0 ? verror : vtensor(r);
+}

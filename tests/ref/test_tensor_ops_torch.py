@@ -248,7 +248,27 @@ def torch_argmax(t):
     return loss, {"p": p, "q": q, "hits": hits}
 
 
+def torch_losses2(t):
+    x, W, y = t["x"], t["W"], t["y"]
+    h = torch.tanh(x @ W) * 2                          # [B, 4, 6]
+    g = torch.round(h * 2) / 2
+    am = torch.argmin(g, dim=-1).double()
+    am2 = g.argmin(1, keepdim=True).double()
+    oh = F.one_hot(y.long(), 6).double()               # [B, 4, 6]
+    s1 = F.smooth_l1_loss(h, oh) + F.smooth_l1_loss(h, oh, beta=0.5, reduction="sum") * 0.1
+    hu = F.huber_loss(h, oh, delta=2.0) + (F.huber_loss(h, oh, reduction="none") * oh).sum()
+    loss = s1 + hu + (oh * h).sum()
+    return loss, {"am": am, "am2": am2, "oh": oh, "s1": s1, "hu": hu}
+
+
 CASES = [
+    # argmin (the first of ties), one_hot, smooth_l1_loss and huber_loss with beta, delta and reductions
+    Case("torch_losses2", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6)},
+         "h = tanh(x @ W) * 2\ng = round(h * 2) / 2\noutput am = argmin(g, dim = -1)\noutput am2 = g.argmin(1, keepdim = True)\n"
+         "output oh = one_hot(y, 6)\n"
+         "output s1 = smooth_l1_loss(h, oh) + smooth_l1_loss(h, oh, beta = 0.5, reduction = \"sum\") * 0.1\n"
+         "output hu = huber_loss(h, oh, delta = 2) + sum(huber_loss(h, oh, reduction = \"none\") * oh)\n"
+         "loss = s1 + hu + sum(oh * h)", torch_losses2),
     # argmax (the first of ties) along the last axis and another, compared with labels
     Case("torch_argmax", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6)},
          "h = tanh(x @ W)\ng = round(h * 2) / 2\noutput p = argmax(g, dim = -1)\noutput q = g.argmax(1, keepdim = True)\n"
