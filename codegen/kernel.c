@@ -1056,6 +1056,19 @@ static void row_ce(const Kernel *k, const Launch *L, int ce, int grad) {
     str_printf(k->s, "    %sLOSS[0] = (real)(total / kept);\n", k->d->row.writer);
 }
 
+/* Inside a row's loop: bi, the index of row i's first maximal x (NaN above everything), and bv
+ * its value, in every owner of the row (torch.argmax's choice). */
+static void row_first_max(const Kernel *k) {
+    str_printf(k->s,
+               "        const real *x = X + i * C;\n"
+               "        real bv = -%s;\n"
+               "        int64_t bi = -1;\n"
+               "        %s\n"
+               "            if (bi < 0 || x[c] > bv || (x[c] != x[c] && bv == bv)) { bv = x[c]; bi = c; }\n",
+               k->d->inf, k->d->row.cols);
+    if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
+}
+
 /* Number of rows whose first maximal logit is the label (torch.argmax picks the first, and takes
  * NaN as larger than everything: a row holding a NaN "predicts" its first NaN).  Each owner of a
  * row keeps its best (value, index); owners combine by larger value (NaN above all, NaNs equal),
@@ -1070,13 +1083,7 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     str_puts(k->s, "    double total = 0;   /* the hits */\n");
     if (blocks) row_blocks_open(k);
     k->d->row.open(k, L);
-    str_printf(k->s, "        const real *x = X + i * C;\n"
-                     "        real bv = -%s;\n"
-                     "        int64_t bi = -1;\n"
-                     "        %s\n"
-                     "            if (bi < 0 || x[c] > bv || (x[c] != x[c] && bv == bv)) { bv = x[c]; bi = c; }\n",
-               k->d->inf, k->d->row.cols);
-    if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
+    row_first_max(k);
     str_printf(k->s, "        %stotal += bi == (int64_t)T[i];\n    }\n", k->d->row.leader);
     if (blocks) {
         row_blocks_close(k);
@@ -1091,21 +1098,14 @@ static void row_accuracy(const Kernel *k, const Launch *L) {
     str_printf(k->s, "    %sOUT[0] = (real)total;\n", k->d->row.writer);
 }
 
-/* Each row's first maximal element's index, as row_accuracy finds it, into OUT[i] (i32). */
+/* Each row's first maximal element's index (row_first_max), into OUT[i] (i32). */
 static void row_argmax(const Kernel *k, const Launch *L) {
     const Node *n = &k->g->nodes[L->root];
     row_header(k, n->in[0]);
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "int32_t *OUT", L->root);
     k->d->row.open(k, L);
-    str_printf(k->s,
-               "        const real *x = X + i * C;\n"
-               "        real bv = -%s;\n"
-               "        int64_t bi = -1;\n"
-               "        %s\n"
-               "            if (bi < 0 || x[c] > bv || (x[c] != x[c] && bv == bv)) { bv = x[c]; bi = c; }\n",
-               k->d->inf, k->d->row.cols);
-    if (k->d->row.argmax_all) str_puts(k->s, k->d->row.argmax_all);
+    row_first_max(k);
     str_printf(k->s, "        %sOUT[i] = (int32_t)bi;\n    }\n", k->d->row.leader);
 }
 

@@ -160,3 +160,10 @@ int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok) {
 }
 
 /* The arguments of a reduction: reduce(x, axis = all | k | (j, k), keepdim = 0). */
+
+int rest_values(Args *a, Value **v) {
+    *v = a->v + 1;
+    int n = a->n - 1;
+    if (n == 1 && (*v)[0].k == V_TUPLE) n = (*v)[0].nitems, *v = (*v)[0].items;
+    return n;
+}

@@ -149,6 +149,9 @@ bool check_finite(Elab *E, const char *fn, const char *name, double x, SrcLoc lo
 int tensor_arg(Elab *E, Args *a, int i);
 int64_t axis_bit(Elab *E, Value v, SrcLoc loc, int rank, bool *ok);
 int64_t axes_arg(Elab *E, Args *a, int i, int rank, bool *ok);
+/* The values after a call's first (its tensor), one by one or as one tuple: view(x, B, 4) or
+ * view(x, (B, 4)), permute and expand alike; how many, *v the first. */
+int rest_values(Args *a, Value **v);
 
 /* ---- elab_ops.c ---- */
 int reduce_node(Elab *E, Op op, int x, int64_t mask, bool keep, SrcLoc loc);

@@ -271,9 +271,8 @@ static Value read_permute(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     }
     int x = tensor_arg(E, a, 0);
     if (x < 0) return verror;
-    Value *v = a->v + 1;
-    int n = a->n - 1;
-    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
+    Value *v;
+    int n = rest_values(a, &v);
     Shape s = E->g->nodes[x].shape;
     if (n != s.rank) {
         diag_error(E->d, loc, "%s(): %d axes for %s, which has %d (every axis once, in its new place)", fn, n,
@@ -330,10 +329,9 @@ static const char *count_str(Elab *E, Shape s) {
  * count as torch.reshape does it; where x has the batch axis and the other dimensions do not, it
  * is B times what is left: [B, T, V] to (-1, V) is [B*T, V]. */
 static bool reshape_dims(Elab *E, Args *a, int x, SrcLoc loc, Shape *s, int *infer) {
-    Value *v = a->v + 1;
-    int n = a->n - 1;
+    Value *v;
+    int n = rest_values(a, &v);
     *infer = -1;
-    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
     if (n > IR_MAX_RANK) {
         diag_error(E->d, loc, "reshape(): at most %d dimensions", IR_MAX_RANK);
         return false;
@@ -1080,11 +1078,6 @@ static bool int_list(Elab *E, const char *fn, const char *what, Value t, SrcLoc 
     return ok;
 }
 
-/* x's axis ax cut into [lo, lo + len) (a view of it when that is all of it). */
-static int cut(Elab *E, int x, int ax, int64_t lo, int64_t len, SrcLoc loc) {
-    return slice_node(E, x, ax, lo, len, 1, loc);
-}
-
 /* pad(input, pad, mode = "constant", value = 0), as torch.nn.functional.pad: pad's pairs (before,
  * after) from the last axis backwards, filled with value; joined by concat (not the batch axis). */
 static Value read_pad(Elab *E, const char *fn, Args *a, SrcLoc loc) {
@@ -1230,7 +1223,7 @@ static Value read_roll(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         }
         int64_t L = s.d[ax], r = ((sh[k] % L) + L) % L;
         if (r == 0) continue;
-        int part[2] = {cut(E, y.node, ax, L - r, r, loc), cut(E, y.node, ax, 0, L - r, loc)};
+        int part[2] = {slice_node(E, y.node, ax, L - r, r, 1, loc), slice_node(E, y.node, ax, 0, L - r, 1, loc)};
         y = join_parts(E, fn, part, 2, ax, loc);
     }
     return y;

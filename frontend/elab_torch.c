@@ -225,10 +225,7 @@ Value read_amax(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "dim", "keepdim"};
     int ix[3];
     if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
-    Args b = *a;
-    for (int i = 0; i < b.n; i++)
-        if (b.kw[i] && !strcmp(b.kw[i], "dim")) b.kw[i] = "axis";
-    return call_builtin(E, strcmp(fn, "amax") ? "min" : "max", &b, loc);
+    return call_builtin(E, strcmp(fn, "amax") ? "min" : "max", a, loc); /* dim binds to axis */
 }
 
 /* linear(input, weight, bias), as torch.nn.functional.linear: input @ weight^T + bias, weight
@@ -327,9 +324,8 @@ Value read_expand(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         }
     int x = tensor_arg(E, a, 0);
     if (x < 0) return verror;
-    Value *v = a->v + 1;
-    int n = a->n - 1;
-    if (n == 1 && v[0].k == V_TUPLE) n = v[0].nitems, v = v[0].items;
+    Value *v;
+    int n = rest_values(a, &v);
     Shape xs = E->g->nodes[x].shape, s = {0};
     if (n < xs.rank || n > IR_MAX_RANK) {
         diag_error(E->d, loc, "%s(): %d sizes for %s: at least its %d dimensions, at most %d", fn, n, tstr(E, x),

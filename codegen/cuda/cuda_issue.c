@@ -287,15 +287,15 @@ void cuda_lt_plan_free(LtPlan *pl) {
 
 #define LT(call) \
     do { \
-        if ((call) != CUBLAS_STATUS_SUCCESS) return pl; \
+        if ((call) != CUBLAS_STATUS_SUCCESS) return; \
     } while (0)
 
 /* pl made for C's M rows (row-major C = op(A) op(B) + bias, as cuBLASLt's column-major
  * D^T = op(B)^T op(A)^T with the bias along D^T's rows): the operation, layouts and the
  * heuristic's first algorithm within BLAS_WORKSPACE bytes; `none` when any step fails or
  * nothing fits (the fallback then runs). */
-static LtPlan *lt_make(CudaModel *m, const Launch *L, LtPlan *pl, int M, int N, int K, int lda, int ldb,
-                       CUdeviceptr bias, unsigned align) {
+static void lt_make(CudaModel *m, const Launch *L, LtPlan *pl, int M, int N, int K, int lda, int ldb, CUdeviceptr bias,
+                    unsigned align) {
     cuda_lt_plan_free(pl);
     pl->M = M, pl->align = align, pl->none = true;
     const cudaDataType t = m->f64 ? CUDA_R_64F : CUDA_R_32F;
@@ -315,7 +315,7 @@ static LtPlan *lt_make(CudaModel *m, const Launch *L, LtPlan *pl, int M, int N, 
     LT(cu.LtLayoutCreate(&pl->lb, t, (uint64_t)(L->ta ? M : K), (uint64_t)(L->ta ? K : M), lda));
     LT(cu.LtLayoutCreate(&pl->lc, t, (uint64_t)N, (uint64_t)M, N));
     cublasLtMatmulPreference_t pref = NULL;
-    if (cu.LtPrefCreate(&pref) != CUBLAS_STATUS_SUCCESS) return pl;
+    if (cu.LtPrefCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
     const uint64_t ws = BLAS_WORKSPACE;
     const uint32_t al = align;
     bool ok = cu.LtPrefSet(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == CUBLAS_STATUS_SUCCESS;
@@ -335,7 +335,6 @@ static LtPlan *lt_make(CudaModel *m, const Launch *L, LtPlan *pl, int M, int N, 
         pl->none = false;
     }
     cu.LtPrefDestroy(pref);
-    return pl;
 }
 #undef LT
 
