@@ -125,14 +125,32 @@ void kernel_ptr_line(const Kernel *k, const char *decl, int x) {
     str_puts(k->s, ";\n");
 }
 
-/* EXP, LOG, ...: the math the op table's expressions call, in the precision of `real`. */
-void kernel_math_prelude(Str *s, bool f64) {
-    static const char *const fn[][2] = {{"EXP", "exp"},     {"LOG", "log"},   {"SQRT", "sqrt"},  {"TANH", "tanh"},
-                                        {"POW", "pow"},     {"FABS", "fabs"}, {"ERF", "erf"},    {"LOG1P", "log1p"},
-                                        {"EXPM1", "expm1"}, {"SIN", "sin"},   {"COS", "cos"},    {"FLOOR", "floor"},
-                                        {"CEIL", "ceil"},   {"RINT", "rint"}, {"TRUNC", "trunc"}};
+/* EXP, LOG, ...: the math the op table's expressions call, in the precision of `real`; `hd`
+ * qualifies the two functions of its own (as kernel_half_prelude's).  FLOORDIV and REMAINDER are
+ * torch's floor_divide and remainder for floating point (c10's div_floor_floating and aten's
+ * remainder kernel), which are Python's // and % too: from fmod, which is exact, so the two
+ * targets give the same bits. */
+void kernel_math_prelude(Str *s, bool f64, const char *hd) {
+    static const char *const fn[][2] = {{"EXP", "exp"},     {"LOG", "log"},   {"SQRT", "sqrt"},   {"TANH", "tanh"},
+                                        {"POW", "pow"},     {"FABS", "fabs"}, {"ERF", "erf"},     {"LOG1P", "log1p"},
+                                        {"EXPM1", "expm1"}, {"SIN", "sin"},   {"COS", "cos"},     {"FLOOR", "floor"},
+                                        {"CEIL", "ceil"},   {"RINT", "rint"}, {"TRUNC", "trunc"}, {"FMOD", "fmod"}};
     str_printf(s, "typedef %s real;\n", f64 ? "double" : "float");
     for (size_t i = 0; i < NNC_COUNTOF(fn); i++) str_printf(s, "#define %s %s%s\n", fn[i][0], fn[i][1], f64 ? "" : "f");
+    str_printf(s,
+               "%s real FLOORDIV(real a, real b) {\n"
+               "    if (b == 0) return a / b;\n"
+               "    real m = FMOD(a, b), d = (a - m) / b;\n"
+               "    if (m != 0 && (b < 0) != (m < 0)) d -= 1;\n"
+               "    if (d == 0) return 0 * (a / b);   /* a zero with the quotient's sign */\n"
+               "    real f = FLOOR(d);\n"
+               "    return d - f > (real)0.5 ? f + 1 : f;\n"
+               "}\n"
+               "%s real REMAINDER(real a, real b) {\n"
+               "    real m = FMOD(a, b);\n"
+               "    return m != 0 && (b < 0) != (m < 0) ? m + b : m;\n"
+               "}\n",
+               hd, hd);
 }
 
 /* ---- pointers, loads and the fused body --------------------------------------------------- */

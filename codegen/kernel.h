@@ -218,7 +218,7 @@ const KernelUse *kernel_set_use(const KernelSet *ks, int entry, int launch);
 void kernel_set_emit(const KernelSet *ks, int j, Str *s, const char *name, const char *args);
 void kernel_set_emit_code(const KernelSet *ks, int j, Str *s, const char *name, const char *args); /* no comment */
 void kernel_set_free(KernelSet *ks);
-void kernel_math_prelude(Str *s, bool f64);         /* typedef real and EXP ... POW */
+void kernel_math_prelude(Str *s, bool f64, const char *hd); /* typedef real, EXP ... POW, FLOORDIV */
 /* bf16/f16 conversions (nnc_bf16_f32, nnc_f32_bf16, ...), when the program has half tensors. */
 void kernel_half_prelude(Str *s, const Program *p, const char *qualifiers);
 /* The C target's whole-tensor half conversions on the pool (nnc_convert), after kernel_half_prelude. */

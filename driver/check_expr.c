@@ -65,16 +65,19 @@ typedef enum {
     F_CEIL,
     F_RINT,
     F_TRUNC,
+    F_FMOD, /* the two-argument ones from here on, POW aside */
+    F_FLOORDIV,
+    F_REMAINDER,
     F_COUNT
 } XFn;
-/* expm1f 1 ulp, sinf and cosf 2 (CUDA, over the whole range; glibc 1); floor, ceil, rint and trunc
- * are exact on both */
+/* expm1f 1 ulp, sinf and cosf 2 (CUDA, over the whole range; glibc 1); floor, ceil, rint, trunc and
+ * fmod are exact on both; FLOORDIV and REMAINDER (kernel_math_prelude) round once, in real */
 static const struct {
     const char *name;
     double ulps;
-} fns[F_COUNT] = {{"EXP", 2},  {"LOG", 2},   {"SQRT", 0},  {"TANH", 2},  {"POW", 4},
-                  {"FABS", 0}, {"ERF", 2},   {"LOG1P", 2}, {"EXPM1", 2}, {"SIN", 2},
-                  {"COS", 2},  {"FLOOR", 0}, {"CEIL", 0},  {"RINT", 0},  {"TRUNC", 0}};
+} fns[F_COUNT] = {{"EXP", 2},  {"LOG", 2},   {"SQRT", 0},  {"TANH", 2}, {"POW", 4},      {"FABS", 0},
+                  {"ERF", 2},  {"LOG1P", 2}, {"EXPM1", 2}, {"SIN", 2},  {"COS", 2},      {"FLOOR", 0},
+                  {"CEIL", 0}, {"RINT", 0},  {"TRUNC", 0}, {"FMOD", 0}, {"FLOORDIV", 1}, {"REMAINDER", 1}};
 
 struct ExprNode {
     XOp op;
@@ -156,7 +159,7 @@ static int cond(Parser *P);
 static int call(Parser *P, XFn f) {
     if (!eat(P, "(")) return fail(P, "expected '('");
     ExprNode n = {.op = X_CALL, .fn = f, .a = cond(P), .b = -1};
-    if (f == F_POW) {
+    if (f == F_POW || f >= F_FMOD) {
         if (!eat(P, ",")) return fail(P, "expected ','");
         n.b = cond(P);
     }
@@ -410,6 +413,9 @@ static double fn1(XFn f, double x) {
     case F_RINT: return rint(x);
     case F_TRUNC: return trunc(x);
     case F_POW:
+    case F_FMOD:
+    case F_FLOORDIV:
+    case F_REMAINDER:
     case F_COUNT: break;
     }
     return NAN;
@@ -434,10 +440,48 @@ static double spread_pow(Approx x, Approx y, double z) {
     return isnan(s) ? INFINITY : s;
 }
 
+/* The prelude's FLOORDIV and REMAINDER, in double. */
+static double floordiv(double a, double b) {
+    if (b == 0) return a / b;
+    double m = fmod(a, b), d = (a - m) / b;
+    if (m != 0 && (b < 0) != (m < 0)) d -= 1;
+    if (d == 0) return 0 * (a / b);
+    double f = floor(d);
+    return d - f > 0.5 ? f + 1 : f;
+}
+
+static double fn2(XFn f, double x, double y) {
+    if (f == F_POW) return pow(x, y);
+    if (f == F_FMOD) return fmod(x, y);
+    if (f == F_FLOORDIV) return floordiv(x, y);
+    double m = fmod(x, y);
+    return m != 0 && (y < 0) != (m < 0) ? m + y : m;
+}
+
+/* floor(x / y) and trunc(x / y) are monotonic in each argument while y keeps its sign: the
+ * corners bound the quotient.  A remainder moves with its operands while the quotient stays
+ * (x - q y), and stays within the divisor's size when it does not. */
+static double spread_div(XFn f, Approx x, Approx y, double z) {
+    if (x.e == 0 && y.e == 0) return 0;
+    if (fabs(y.v) <= y.e || isnan(x.e) || isnan(y.e)) return INFINITY;
+    double q[4], s = 0;
+    for (int i = 0; i < 4; i++) {
+        double a = x.v + (i & 1 ? x.e : -x.e), b = y.v + (i & 2 ? y.e : -y.e);
+        q[i] = f == F_FMOD ? trunc(a / b) : floordiv(a, b);
+        s = fmax(s, fabs(q[i] - z));
+    }
+    if (f == F_FLOORDIV) return isnan(s) ? INFINITY : s;
+    bool same = q[0] == q[1] && q[0] == q[2] && q[0] == q[3];
+    s = same ? x.e + fabs(q[0]) * y.e : 2 * (fabs(y.v) + y.e);
+    return isnan(s) ? INFINITY : s;
+}
+
 static Approx eval_call(const Eval *E, const ExprNode *n) {
     Approx x = eval(E, n->a), y = n->b >= 0 ? eval(E, n->b) : (Approx){0, 0};
-    double z = n->fn == F_POW ? pow(x.v, y.v) : fn1(n->fn, x.v);
-    double spread = n->fn == F_POW ? spread_pow(x, y, z) : spread1(n->fn, x, z);
+    double z = n->b >= 0 ? fn2(n->fn, x.v, y.v) : fn1(n->fn, x.v);
+    double spread = n->fn == F_POW ? spread_pow(x, y, z)
+        : n->b >= 0                ? spread_div(n->fn, x, y, z)
+                                   : spread1(n->fn, x, z);
     if (!isfinite(z)) return (Approx){z, x.e == 0 && y.e == 0 ? 0 : INFINITY};
     double own;
     if (n->fn == F_FABS) own = 0;

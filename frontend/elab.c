@@ -204,6 +204,8 @@ static const char *binop_name(int op) {
     case '-': return "subtract";
     case '*': return "multiply";
     case '/': return "divide";
+    case 'f': return "floor-divide";
+    case '%': return "take the remainder of";
     default: return "combine";
     }
 }
@@ -216,7 +218,12 @@ static Value tensor_binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
                    "only in cross_entropy, accuracy or embedding)", binop_name(op), tstr(E, x), tstr(E, y));
         return verror;
     }
-    Op o = op == '+' ? OP_ADD : op == '-' ? OP_SUB : op == '*' ? OP_MUL : OP_DIV;
+    Op o = op == '+' ? OP_ADD
+        : op == '-'  ? OP_SUB
+        : op == '*'  ? OP_MUL
+        : op == '/'  ? OP_DIV
+        : op == 'f'  ? OP_FLOOR_DIVIDE
+                     : OP_REMAINDER;
     int r = graph_add2(E->g, o, x, y, loc);
     if (r < 0) {
         diag_error(E->d, loc, "cannot %s %s and %s: shapes do not broadcast", binop_name(op),
@@ -327,6 +334,21 @@ static Value fold(Elab *E, double r, Value a, Value b, SrcLoc loc, const char *w
     return vfolded(E, r, loc, what);
 }
 
+/* Python's a // b and a % b for numbers (its float_floor_div and float_rem: from fmod, the
+ * remainder with the divisor's sign; b is not 0). */
+static double py_mod(double a, double b) {
+    double m = fmod(a, b);
+    return m != 0 && (b < 0) != (m < 0) ? m + b : m;
+}
+
+static double py_floordiv(double a, double b) {
+    double m = fmod(a, b), d = (a - m) / b;
+    if (m != 0 && (b < 0) != (m < 0)) d -= 1;
+    if (d == 0) return copysign(0, a / b);
+    double f = floor(d);
+    return d - f > 0.5 ? f + 1 : f;
+}
+
 static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     if (a.k == V_ERROR || b.k == V_ERROR) return verror;
     if (a.k == V_BATCH || b.k == V_BATCH) return batch_binop(E, op, a, b, loc);
@@ -338,6 +360,14 @@ static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
         case '+': return fold(E, a.num + b.num, a, b, loc, "this sum");
         case '-': return fold(E, a.num - b.num, a, b, loc, "this difference");
         case '*': return fold(E, a.num * b.num, a, b, loc, "this product");
+        case 'f':
+        case '%':
+            if (b.num == 0) { /* Python's ZeroDivisionError */
+                diag_error(E->d, loc, "%s by zero", op == 'f' ? "floor division" : "modulo");
+                return verror;
+            }
+            return fold(E, op == 'f' ? py_floordiv(a.num, b.num) : py_mod(a.num, b.num), a, b, loc,
+                        op == 'f' ? "this floor division" : "this remainder");
         default: return fold(E, a.num / b.num, a, b, loc, "this division");
         }
     }

@@ -38,7 +38,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 %token <str> IDENT "identifier"
 %token <str> STRING "string"
 %token BLOCK "'block'" INPUT "'input'" PARAM "'param'" BUFFER "'buffer'" OUTPUT "'output'" RETURN "'return'"
-%token FORWARD "'forward'" TRAIN "'train'" FOR "'for'" POW "'**'" ELLIPSIS "'...'"
+%token FORWARD "'forward'" TRAIN "'train'" FOR "'for'" POW "'**'" FLOORDIV "'//'" ELLIPSIS "'...'"
 %token EQ_OP "'=='" NE_OP "'!='" LE_OP "'<='" GE_OP "'>='"
 %token BAD_CHAR "invalid character" BAD_STRING "unterminated string"
 
@@ -51,7 +51,7 @@ static void yyerror(YYLTYPE *l, void *scanner, ParseCtx *ctx, const char *msg);
 
 %nonassoc '<' '>' LE_OP GE_OP EQ_OP NE_OP   /* as Python's, below arithmetic; not chained */
 %left '+' '-'
-%left '*' '/' '@'
+%left '*' '/' '@' FLOORDIV '%'
 %precedence UMINUS
 %right POW
 
@@ -121,6 +121,8 @@ expr: expr '+' expr                 { $$ = ast_bin(ctx, L(@2), '+', $1, $3); }
     | expr '-' expr                 { $$ = ast_bin(ctx, L(@2), '-', $1, $3); }
     | expr '*' expr                 { $$ = ast_bin(ctx, L(@2), '*', $1, $3); }
     | expr '/' expr                 { $$ = ast_bin(ctx, L(@2), '/', $1, $3); }
+    | expr FLOORDIV expr            { $$ = ast_bin(ctx, L(@2), 'f', $1, $3); }
+    | expr '%' expr                 { $$ = ast_bin(ctx, L(@2), '%', $1, $3); }
     | expr '@' expr                 { $$ = ast_bin(ctx, L(@2), '@', $1, $3); }
     | expr POW expr                 { $$ = ast_bin(ctx, L(@2), '^', $1, $3); }
     | expr '<' expr                 { $$ = ast_bin(ctx, L(@2), '<', $1, $3); }

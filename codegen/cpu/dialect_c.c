@@ -152,7 +152,7 @@ static void c_vector_math(Str *s) {
  * pool's threads and declares cblas_?gemm itself, so that no BLAS header is needed. */
 static void c_prelude(Str *s, const BuildOpts *o) {
     str_puts(s, "\n");
-    kernel_math_prelude(s, o->f64);
+    kernel_math_prelude(s, o->f64, "static inline");
     /* real's bits, for selects made of masks (helpers.c's max pooling gradient) */
     str_printf(s, "typedef %s nnc_rbits;\n", o->f64 ? "uint64_t" : "uint32_t");
     /* a b + c of reals rounded once where the machine has FMA (-march=native then enables it in

@@ -225,7 +225,7 @@ static const char support[] =
 
 /* NVRTC has no libc headers: the integer types and infinity come from here. */
 static void cuda_prelude(Str *s, const BuildOpts *o) {
-    kernel_math_prelude(s, o->f64);
+    kernel_math_prelude(s, o->f64, "__device__ __forceinline__");
     str_printf(s, support, CUDA_TICKETS);
 }
 

@@ -261,7 +261,30 @@ def torch_losses2(t):
     return loss, {"am": am, "am2": am2, "oh": oh, "s1": s1, "hu": hu}
 
 
+def torch_divmod(t):
+    x, W, V = t["x"], t["W"], t["V"]
+    h = torch.tanh(x @ W) * 5                          # [B, 4, 6]
+    d = V.abs() + 0.5                                  # a divisor with a gradient
+    fl = lambda a, b: torch.div(a, b, rounding_mode="floor")   # `//` (floor_divide), whose gradient is this: 0
+    fd = fl(h, 0.7) + fl(h, -1.3) + fl(-h, d)
+    assert torch.equal(fd, h // 0.7 + torch.floor_divide(h, -1.3) + (-h) // d)
+    r = h % 0.7 + torch.remainder(h, -1.3) + h % d + (-h) % d * 2
+    fm = torch.fmod(h, 0.6) + torch.fmod(-h, d) + torch.fmod(h, -d) * 0.5
+    c = h * (7 // 2) + (-7 % 3) + (-7.5 // 2) * (7.5 % -2)
+    loss = (r * r).sum() + (fm * h).sum() + (fd * h).sum() + c.sum()
+    return loss, {"fd": fd, "r": r, "fm": fm, "c": c}
+
+
 CASES = [
+    # Python's // and % on tensors (torch.floor_divide, torch.remainder) and on numbers, torch.fmod;
+    # a divisor with a gradient
+    Case("torch_divmod", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
+         "h = tanh(x @ W) * 5\nd = abs(V) + 0.5\n"
+         "output fd = h // 0.7 + floor_divide(h, -1.3) + (-h) // d\n"
+         "output r = h % 0.7 + remainder(h, -1.3) + h % d + (-h) % d * 2\n"
+         "output fm = fmod(h, 0.6) + fmod(-h, d) + fmod(h, -d) * 0.5\n"
+         "output c = h * (7 // 2) + (-7 % 3) + (-7.5 // 2) * (7.5 % -2)\n"
+         "loss = sum(r * r) + sum(fm * h) + sum(fd * h) + sum(c)", torch_divmod),
     # argmin (the first of ties), one_hot, smooth_l1_loss and huber_loss with beta, delta and reductions
     Case("torch_losses2", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6)},
          "h = tanh(x @ W) * 2\ng = round(h * 2) / 2\noutput am = argmin(g, dim = -1)\noutput am2 = g.argmin(1, keepdim = True)\n"

@@ -274,6 +274,7 @@ double floor(double);
 double ceil(double);
 double rint(double);
 double trunc(double);
+double fmod(double, double);
 float expf(float); float logf(float); float sqrtf(float); float tanhf(float); float powf(float, float);
 float fabsf(float); float fmaxf(float, float); float fminf(float, float); float erff(float);
 float log1pf(float);
@@ -284,6 +285,7 @@ float floorf(float);
 float ceilf(float);
 float rintf(float);
 float truncf(float);
+float fmodf(float, float);
 }
 static inline float exp(float x) { return expf(x); }
 static inline float log(float x) { return logf(x); }
@@ -302,6 +304,7 @@ static inline float floor(float x) { return floorf(x); }
 static inline float ceil(float x) { return ceilf(x); }
 static inline float rint(float x) { return rintf(x); }
 static inline float trunc(float x) { return truncf(x); }
+static inline float fmod(float x, float y) { return fmodf(x, y); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __expf(float x) { return expf(x); }
