@@ -603,6 +603,9 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
         Value a = eval(E, env, e->a);
         if (a.k == V_ERROR) return verror;
         if (a.k == V_TENSOR) return tensor_member(E, a, e);
+        if (a.k == V_TUPLE && a.str && !strcmp(a.str, "values,indices") &&
+            (!strcmp(e->str, "values") || !strcmp(e->str, "indices"))) /* torch.max(x, dim)'s */
+            return a.items[e->str[0] == 'i'];
         if (a.k != V_INST) {
             diag_error(E->d, e->loc, "'.%s': a %s has no members", e->str, kind_name(a.k));
             return verror;

@@ -197,6 +197,7 @@ bool take_normalized_shape(Elab *E, const char *fn, Args *a, int *k); /* torch's
 Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc);
 

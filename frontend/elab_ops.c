@@ -1334,7 +1334,32 @@ static const char *suggest_builtin(Elab *E, const char *fn, int *bd) {
     return best;
 }
 
+/* max and min as torch calls them: of two tensors, torch.maximum's (minimum's); with a dim (by
+ * that name, or second), the named tuple (values, indices).  Else nnc's reduction: max(x),
+ * max(x, axis = k). */
+static Value max_min(Elab *E, const char *fn, Args *a, SrcLoc loc, bool *done) {
+    *done = true;
+    bool second = a->n >= 2 && !a->kw[0] && !a->kw[1];
+    if (second && a->v[1].k == V_TENSOR) {
+        if (a->n > 2) {
+            diag_error(E->d, a->loc[2], "%s(a, b) of two tensors takes nothing more", fn);
+            return verror;
+        }
+        return call_builtin(E, strcmp(fn, "max") ? "minimum" : "maximum", a, loc);
+    }
+    for (int i = 0; i < a->n; i++)
+        if (a->kw[i] && !strcmp(a->kw[i], "dim")) second = true;
+    if (second) return read_max_dim(E, fn, a, loc);
+    *done = false;
+    return verror;
+}
+
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    if (!strcmp(fn, "max") || !strcmp(fn, "min")) {
+        bool done;
+        Value v = max_min(E, fn, a, loc, &done);
+        if (done) return v;
+    }
     int op = surface_op(fn);
     if (op >= 0) return call_op(E, (Op)op, fn, a, loc);
     for (size_t i = 0; i < NNC_COUNTOF(composites); i++)

@@ -225,7 +225,11 @@ Value read_amax(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "dim", "keepdim"};
     int ix[3];
     if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
-    return call_builtin(E, strcmp(fn, "amax") ? "min" : "max", a, loc); /* dim binds to axis */
+    Args b = {.n = 0}; /* by nnc's names: max(x, dim = k) would be torch's (values, indices) */
+    static const char *kw[] = {NULL, "axis", "keepdim"};
+    for (int k = 0; k < 3; k++)
+        if (ix[k] >= 0) b.v[b.n] = a->v[ix[k]], b.loc[b.n] = a->loc[ix[k]], b.kw[b.n++] = kw[k];
+    return call_builtin(E, strcmp(fn, "amax") ? "min" : "max", &b, loc);
 }
 
 /* linear(input, weight, bias), as torch.nn.functional.linear: input @ weight^T + bias, weight
@@ -620,4 +624,48 @@ Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     Shape s = E->g->nodes[d].shape;
     int r = loss_reduce(E, fn, a, ix[2], graph_add(E->g, OP_SELECT, 3, in, s, DT_F32, loc), loc);
     return r < 0 ? verror : vtensor(r);
+}
+
+/* torch.max(x, dim, keepdim = False) and torch.min(...): the named tuple (values, indices), to
+ * unpack (`v, i = x.max(dim = 1)`), index (`[0]`) or read (`.values`, `.indices`).  indices is
+ * argmax's (argmin's): the first maximum along dim, NaN above everything, i32; values is x there,
+ * picked by a mask (exact: the other places add zeros), so its gradient goes to that element
+ * alone, as torch's does (nnc's max(x, axis = k) shares it among ties, as amax). */
+Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim", "keepdim"};
+    int ix[3], d;
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (!dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 0, &d)) return verror;
+    bool keep = num_arg(E, a, ix[2], 0, &ok) != 0;
+    if (!ok) return verror;
+    Args b = {.n = 3};
+    b.v[0] = vtensor(strcmp(fn, "min") ? x : graph_add1(E->g, OP_NEG, x, loc)), b.v[1] = vnum(d), b.v[2] = vnum(1);
+    for (int k = 0; k < 3; k++) b.loc[k] = arg_loc(a, ix[k < 2 ? k : 1], loc);
+    Value idx = read_argmax(E, OP_ARGMAX, fn, &b, loc); /* [..., 1, ...]: dim kept */
+    if (idx.k == V_ERROR) return verror;
+    Args r = {.n = 1};
+    r.v[0] = vnum((double)s.d[d]), r.loc[0] = loc;
+    Value places = call_builtin(E, "arange", &r, loc); /* 0 .. L-1 along dim */
+    if (places.k == V_ERROR) return verror;
+    Shape p = {.rank = s.rank - d};
+    p.d[0] = s.d[d];
+    for (int i = 1; i < p.rank; i++) p.d[i] = 1;
+    Value mask = compare(E, OP_EQ, idx, p.rank == 1 ? places : vtensor(reshape_node(E, places.node, p, loc)), loc);
+    if (mask.k == V_ERROR) return verror;
+    int in[3] = {mask.node, x, graph_const(E->g, 0, loc)};
+    int picked = graph_add(E->g, OP_SELECT, 3, in, s, E->g->nodes[x].dtype, loc);
+    Value *items = arena_alloc(E->a, 2 * sizeof *items);
+    items[0] = vtensor(reduce_node(E, OP_SUM, picked, (int64_t)1 << d, keep, loc));
+    if (keep) items[1] = idx;
+    else {
+        Shape q = {0};
+        for (int i = 0; i < s.rank; i++)
+            if (i != d) q.d[q.rank++] = s.d[i];
+        items[1] = vtensor(reshape_node(E, idx.node, q, loc));
+    }
+    return (Value){.k = V_TUPLE, .items = items, .nitems = 2, .str = "values,indices"};
 }

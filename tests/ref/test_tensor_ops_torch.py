@@ -275,7 +275,27 @@ def torch_divmod(t):
     return loss, {"fd": fd, "r": r, "fm": fm, "c": c}
 
 
+def torch_maxdim(t):
+    x, W = t["x"], t["W"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    g = torch.round(h * 2) / 2 + h * 0                 # ties, with a gradient: the first maximum's
+    v, i = g.max(dim=2)
+    c = g.min(1)[0]
+    d = torch.max(g, 1, keepdim=True).indices.double()
+    e = torch.max(h, h * 0.5) + torch.min(h, -h)
+    f = h.max(-1).values + h.amax(-1)
+    loss = (v * v).sum() + (c * torch.tanh(c)).sum() + (e * e).sum() + (f * f).sum()
+    return loss, {"v": v, "i": i.double(), "c": c, "d": d, "e": e, "f": f}
+
+
 CASES = [
+    # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
+    # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum
+    Case("torch_maxdim", {"x": ("f32", (4, 5))}, {"W": (5, 6)},
+         "h = tanh(x @ W)\ng = round(h * 2) / 2 + h * 0\nv, i = g.max(dim = 2)\noutput v = v\noutput i = i\n"
+         "output c = g.min(1)[0]\noutput d = max(g, 1, keepdim = True).indices\n"
+         "output e = max(h, h * 0.5) + min(h, -h)\noutput f = h.max(-1).values + h.amax(-1)\n"
+         "loss = sum(v * v) + sum(c * tanh(c)) + sum(e * e) + sum(f * f)", torch_maxdim),
     # Python's // and % on tensors (torch.floor_divide, torch.remainder) and on numbers, torch.fmod;
     # a divisor with a gradient
     Case("torch_divmod", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
