@@ -162,6 +162,7 @@ Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc);
 Value to_device(Elab *E, Args *a, SrcLoc loc);
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 /* x[items]: each an index (its axis dropped), an E_SLICE or one E_ELLIPSIS, as Python's and torch's */
+bool is_none_index(const Expr *e);
 Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc);
 
 /* ---- elab_nn.c ---- */

@@ -78,8 +78,13 @@ static bool list_index(Elab *E, Value v, int n, SrcLoc loc, int *out) {
 
 /* a[i]: an item of a list or tuple (h[0], split(x, C, 2)[1]), or a tensor's (x[0]). */
 Value eval_index(Elab *E, Env *env, Expr *e) {
-    Value a = eval(E, env, e->a), i = eval(E, env, e->b);
+    bool none = is_none_index(e->b); /* x[None]: a new axis, for a tensor */
+    Value a = eval(E, env, e->a), i = none ? vnum(0) : eval(E, env, e->b);
     if (a.k == V_ERROR || i.k == V_ERROR) return verror;
+    if (none && a.k != V_TENSOR) {
+        diag_error(E->d, e->b->loc, "None in [] is a tensor's new axis; a %s has none", kind_name(a.k));
+        return verror;
+    }
     if (a.k == V_TENSOR) {
         Arg one = {.e = e->b};
         return tensor_subscript(E, env, a.node, &one, e->loc);

@@ -978,12 +978,16 @@ static bool sub_int(Elab *E, Env *env, Expr *e, const char *what, int64_t *out) 
     return true;
 }
 
+/* Python's None in [] (numpy.newaxis): a new axis of size 1 there. */
+bool is_none_index(const Expr *e) { return e->k == E_IDENT && !strcmp(e->str, "None"); }
+
 Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
     Shape s = E->g->nodes[x].shape;
-    int n = 0, dots = 0;
+    int n = 0, dots = 0, nones = 0;
     for (Arg *it = items; it; it = it->next) {
         dots += it->e->k == E_ELLIPSIS;
-        n += it->e->k != E_ELLIPSIS;
+        nones += is_none_index(it->e);
+        n += it->e->k != E_ELLIPSIS && !is_none_index(it->e);
     }
     if (dots > 1 || n > s.rank) {
         diag_error(E->d, loc, dots > 1 ? "an index holds one '...'" : "%d indices for %s, which has %d dimensions", n,
@@ -991,12 +995,18 @@ Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
         return verror;
     }
     if (!need_f32(E, x, "indexing", loc)) return verror;
-    bool drop[IR_MAX_RANK] = {false};
-    int ax = 0;
+    /* the result's axes, in order: each None's, the axes '...' stands for, each slice's */
+    int64_t out[IR_MAX_RANK + 8];
+    int nout = 0, ax = 0;
+    bool moved = nones > 0;
     for (Arg *it = items; it; it = it->next) {
         Expr *e = it->e;
+        if (is_none_index(e)) {
+            out[nout++] = 1;
+            continue;
+        }
         if (e->k == E_ELLIPSIS) {
-            ax += s.rank - n; /* the axes no index names */
+            for (int k = 0; k < s.rank - n; k++, ax++) out[nout++] = s.d[ax]; /* the axes no index names */
             continue;
         }
         int64_t L = s.d[ax];
@@ -1012,6 +1022,7 @@ Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
                 return verror;
             }
             if (!e->a && !e->b && step == 1) { /* ':' keeps the axis as it is, the batch axis too */
+                out[nout++] = L;
                 ax++;
                 continue;
             }
@@ -1029,6 +1040,7 @@ Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
                 return verror;
             }
             x = slice_node(E, x, ax, start, len, step, e->loc);
+            out[nout++] = len;
         } else {
             int64_t i;
             if (!sub_int(E, env, e, "index", &i)) return verror;
@@ -1042,17 +1054,19 @@ Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
                 return verror;
             }
             x = slice_node(E, x, ax, i < 0 ? i + L : i, 1, 1, e->loc);
-            drop[ax] = true;
+            moved = true; /* its axis dropped */
         }
         ax++;
     }
-    Shape r = {0};
-    bool any = false;
-    for (int i = 0; i < s.rank; i++) {
-        if (!drop[i]) r.d[r.rank++] = E->g->nodes[x].shape.d[i];
-        any |= drop[i];
+    for (; ax < s.rank; ax++) out[nout++] = s.d[ax];
+    if (!moved) return vtensor(x);
+    if (nout > IR_MAX_RANK) {
+        diag_error(E->d, loc, "the result would have %d dimensions: a tensor has at most %d", nout, IR_MAX_RANK);
+        return verror;
     }
-    return any ? vtensor(reshape_node(E, x, r, loc)) : vtensor(x);
+    Shape r = {.rank = nout};
+    for (int i = 0; i < nout; i++) r.d[i] = out[i];
+    return vtensor(reshape_node(E, x, r, loc));
 }
 
 /* Parts joined along axis ax, in order (concat's checks and node). */
