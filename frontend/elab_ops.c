@@ -101,11 +101,26 @@ static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     /* no axis: the last one, as the op is defined (not axes_arg's "all axes") */
     int64_t mask = ix[1] < 0 ? (s.rank ? (int64_t)1 << (s.rank - 1) : 0) : axes_arg(E, a, ix[1], s.rank, &ok);
     if (!ok) return verror;
-    if (s.rank == 0 || mask != (int64_t)1 << (s.rank - 1)) {
-        diag_error(E->d, loc, "%s() works over the last axis only (of %s)", fn, tstr(E, x));
+    if (s.rank == 0 || !mask || (mask & (mask - 1))) {
+        diag_error(E->d, loc, "%s() works over one axis (of %s)", fn, tstr(E, x));
         return verror;
     }
-    return vtensor(graph_add1(E->g, op, x, loc));
+    int d = __builtin_ctzll((unsigned long long)mask);
+    if (d == s.rank - 1) return vtensor(graph_add1(E->g, op, x, loc));
+    if (dim_is_batch(s.d[d])) {
+        diag_error(E->d, arg_loc(a, ix[1], loc),
+                   "%s() over the batch axis of %s: a row of a step's samples is not supported", fn, tstr(E, x));
+        return verror;
+    }
+    /* another axis (softmax(x, dim = 1) of [N, C, H, W]): moved last, the rows, moved back */
+    int8_t there[IR_MAX_RANK] = {0, 1, 2, 3}, back[IR_MAX_RANK] = {0, 1, 2, 3};
+    int last = s.rank - 1;
+    for (int i = 0; i < IR_MAX_RANK && i <= last; i++) {
+        there[i] = (int8_t)(i < d ? i : i == last ? d : i + 1);
+        back[i] = (int8_t)(i < d ? i : i == d ? last : i - 1);
+    }
+    int r = graph_add1(E->g, op, permute_node(E, x, there, loc), loc);
+    return vtensor(permute_node(E, r, back, loc));
 }
 
 /* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */

@@ -285,20 +285,23 @@ def torch_maxdim(t):
     e = torch.max(h, h * 0.5) + torch.min(h, -h)
     f = h.max(-1).values + h.amax(-1)
     nw = h[:, None, :, 1:3] + h[:, :2, None, ::3] + W[None, :2, None, 4:] + h[:, None, :, 0, None]
-    loss = (v * v).sum() + (c * torch.tanh(c)).sum() + (e * e).sum() + (f * f).sum() + (nw * torch.tanh(nw)).sum()
-    return loss, {"v": v, "i": i.double(), "c": c, "d": d, "e": e, "f": f, "nw": nw}
+    sm = torch.softmax(h * 3, dim=1) + F.log_softmax(h.reshape(-1, 2, 2, 6), dim=2).reshape(-1, 4, 6) * 0.5
+    loss = (v * v).sum() + (c * torch.tanh(c)).sum() + (e * e).sum() + (f * f).sum() + (nw * torch.tanh(nw)).sum() \
+        + (sm * h).sum()
+    return loss, {"v": v, "i": i.double(), "c": c, "d": d, "e": e, "f": f, "nw": nw, "sm": sm}
 
 
 CASES = [
     # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
     # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum;
-    # None in [] (a new axis)
+    # None in [] (a new axis); softmax and log_softmax over an axis other than the last
     Case("torch_maxdim", {"x": ("f32", (4, 5))}, {"W": (5, 6)},
          "h = tanh(x @ W)\ng = round(h * 2) / 2 + h * 0\nv, i = g.max(dim = 2)\noutput v = v\noutput i = i\n"
          "output c = g.min(1)[0]\noutput d = max(g, 1, keepdim = True).indices\n"
          "output e = max(h, h * 0.5) + min(h, -h)\noutput f = h.max(-1).values + h.amax(-1)\n"
          "output nw = h[:, None, :, 1:3] + h[:, :2, None, ::3] + W[None, :2, None, 4:] + h[:, None, :, 0, None]\n"
-         "loss = sum(v * v) + sum(c * tanh(c)) + sum(e * e) + sum(f * f) + sum(nw * tanh(nw))", torch_maxdim),
+         "output sm = softmax(h * 3, dim = 1) + log_softmax(h.reshape(B, 2, 2, 6), dim = 2).reshape(B, 4, 6) * 0.5\n"
+         "loss = sum(v * v) + sum(c * tanh(c)) + sum(e * e) + sum(f * f) + sum(nw * tanh(nw)) + sum(sm * h)", torch_maxdim),
     # Python's // and % on tensors (torch.floor_divide, torch.remainder) and on numbers, torch.fmod;
     # a divisor with a gradient
     Case("torch_divmod", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
