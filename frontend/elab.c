@@ -112,6 +112,7 @@ const char *kind_name(VKind k) {
                               "learning-rate schedule",
                               "loss scaler",
                               "dtype",
+                              "None",
                               "batch dimension"};
     return n[k];
 }
@@ -374,6 +375,8 @@ static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     return tensor_binop(E, op, a, b, loc);
 }
 
+Value arith(Elab *E, int op, Value a, Value b, SrcLoc loc) { return binop(E, op, a, b, loc); }
+
 static Value instantiate(Elab *E, Stmt *def, Args *a, const char *scope, SrcLoc loc) {
     int np = 0;
     for (Name *p = def->params; p; p = p->next) np++;
@@ -549,6 +552,7 @@ static Value ident(Elab *E, Env *env, Expr *e) {
     Binding *b = env_find(env, e->str);
     if (b) return b->v;
     if (!strcmp(e->str, "true") || !strcmp(e->str, "True")) return vnum(1); /* Python's spelling too */
+    if (!strcmp(e->str, "None")) return (Value){.k = V_NONE};
     if (!strcmp(e->str, "false") || !strcmp(e->str, "False")) return vnum(0);
     if (!strcmp(e->str, "inf")) return vnum(INFINITY); /* float("inf"), math.inf: -inf masks (masked_fill) */
     if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};

@@ -79,7 +79,7 @@ double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok) {
 }
 
 double num_or_inf_arg(Elab *E, Args *a, int i, double dflt, bool *ok) {
-    if (i < 0) return dflt;
+    if (i < 0 || a->v[i].k == V_NONE) return dflt; /* eps = None: the default, as torch's */
     if (a->v[i].k != V_NUM) {
         diag_error(E->d, a->loc[i], "expected a number, got a %s", kind_name(a->v[i].k));
         *ok = false;

@@ -27,6 +27,7 @@ typedef enum {
     V_SCHED,
     V_SCALER,
     V_DTYPE,
+    V_NONE, /* Python's None: an argument left at its default (rounding_mode = None) */
     V_BATCH /* the batch symbol times num: B (num 1), or B * T, a dimension of a merged batch axis */
 } VKind;
 
@@ -130,6 +131,8 @@ int as_tensor(Elab *E, Value v, SrcLoc loc);
 bool is_float_dtype(DType t);
 bool need_f32(Elab *E, int node, const char *what, SrcLoc loc);
 Value matmul(Elab *E, Value a, Value b, SrcLoc loc);
+/* a op b as the operators compute it, numbers folded: '+' '-' '*' '/' '@' '^' (**) 'f' (//) '%' */
+Value arith(Elab *E, int op, Value a, Value b, SrcLoc loc);
 Value powc(Elab *E, Value a, Value b, SrcLoc loc);
 Value compare(Elab *E, Op op, Value a, Value b, SrcLoc loc);
 bool eval_dim(Elab *E, Value v, SrcLoc loc, bool allow_batch, int64_t *out);
@@ -163,6 +166,7 @@ Value to_device(Elab *E, Args *a, SrcLoc loc);
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 /* x[items]: each an index (its axis dropped), an E_SLICE or one E_ELLIPSIS, as Python's and torch's */
 bool is_none_index(const Expr *e);
+int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc);
 Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc);
 
 /* ---- elab_nn.c ---- */
@@ -199,6 +203,15 @@ Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_as(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_softmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_glu(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_prelu(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_lerp(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_addcmul(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_kl_div(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_bce(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc);
 

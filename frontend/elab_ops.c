@@ -534,7 +534,7 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(acc);
 }
 
-static int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc) {
+int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc) {
     Shape s = E->g->nodes[x].shape;
     if (start == 0 && step == 1 && len == s.d[ax]) return x;
     s.d[ax] = len;
@@ -1324,6 +1324,28 @@ static const struct {
     {"half", read_dtype_method},
     {"bfloat16", read_dtype_method},
     {"argmin", read_argmin},
+    {"add", read_arith},
+    {"sub", read_arith},
+    {"subtract", read_arith},
+    {"rsub", read_arith},
+    {"mul", read_arith},
+    {"multiply", read_arith},
+    {"div", read_arith},
+    {"divide", read_arith},
+    {"true_divide", read_arith},
+    {"clip", read_arith},
+    {"view_as", read_as},
+    {"reshape_as", read_as},
+    {"expand_as", read_as},
+    {"type_as", read_as},
+    {"softmin", read_softmin},
+    {"glu", read_glu},
+    {"prelu", read_prelu},
+    {"lerp", read_lerp},
+    {"addcmul", read_addcmul},
+    {"addcdiv", read_addcmul},
+    {"kl_div", read_kl_div},
+    {"binary_cross_entropy", read_bce},
     {"one_hot", read_one_hot},
     {"smooth_l1_loss", read_smooth_l1},
     {"huber_loss", read_smooth_l1},

@@ -669,3 +669,218 @@ Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     return (Value){.k = V_TUPLE, .items = items, .nitems = 2, .str = "values,indices"};
 }
+
+/* torch's arithmetic by name (x.add(y), torch.mul(a, b)): add(input, other, alpha = 1) is
+ * input + alpha other, sub and subtract input - alpha other, rsub other - alpha input; mul and
+ * multiply; div, divide and true_divide with rounding_mode None (a / b), "trunc" (trunc(a / b)) or
+ * "floor" (a // b); clip is clamp. */
+Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    if (!strcmp(fn, "clip")) return call_builtin(E, "clamp", a, loc);
+    bool additive = !strcmp(fn, "add") || !strcmp(fn, "sub") || !strcmp(fn, "subtract") || !strcmp(fn, "rsub");
+    bool division = fn[0] == 'd' || fn[0] == 't';
+    static const char *plus[] = {"input", "other", "alpha"}, *dv[] = {"input", "other", "rounding_mode"},
+                      *two[] = {"input", "other"};
+    int ix[3] = {-1, -1, -1};
+    bool ok = true;
+    if (!bind_args(E, fn, a, additive ? plus : division ? dv : two, additive || division ? 3 : 2, ix, 2, loc))
+        return verror;
+    Value x = a->v[ix[0]], y = a->v[ix[1]];
+    SrcLoc yl = a->loc[ix[1]];
+    if (x.k != V_TENSOR && y.k != V_TENSOR) {
+        diag_error(E->d, loc, "%s() takes a tensor (numbers are added, multiplied and divided by the operators)", fn);
+        return verror;
+    }
+    if (additive) {
+        double alpha = num_arg(E, a, ix[2], 1, &ok);
+        if (!ok) return verror;
+        if (!strcmp(fn, "rsub")) {
+            Value t = x;
+            x = y, y = t;
+        }
+        if (alpha != 1) y = arith(E, '*', y, vnum(alpha), yl);
+        return arith(E, fn[0] == 'a' ? '+' : '-', x, y, loc);
+    }
+    if (!division) return arith(E, '*', x, y, loc);
+    if (ix[2] < 0 || a->v[ix[2]].k == V_NONE) return arith(E, '/', x, y, loc);
+    Value m = a->v[ix[2]];
+    if (m.k == V_STR && !strcmp(m.str, "floor")) return arith(E, 'f', x, y, loc);
+    if (m.k != V_STR || strcmp(m.str, "trunc")) {
+        diag_error(E->d, a->loc[ix[2]], "%s(): rounding_mode is None, \"trunc\" or \"floor\"", fn);
+        return verror;
+    }
+    Value q = arith(E, '/', x, y, loc);
+    return q.k == V_TENSOR ? vtensor(graph_add1(E->g, OP_TRUNC, q.node, loc)) : q;
+}
+
+/* view_as(input, other) and reshape_as: input in other's shape; expand_as: broadcast to it;
+ * type_as: converted to other's type, as torch's. */
+Value read_as(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "other"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), o = tensor_arg(E, a, ix[1]);
+    if (x < 0 || o < 0) return verror;
+    const Node *on = &E->g->nodes[o];
+    Args t = {.n = 2};
+    t.v[0] = vtensor(x), t.loc[0] = a->loc[ix[0]], t.loc[1] = a->loc[ix[1]];
+    if (!strcmp(fn, "type_as")) {
+        t.v[1] = (Value){.k = V_DTYPE, .num = on->dtype};
+        return on->dtype == E->g->nodes[x].dtype ? vtensor(x) : to_device(E, &t, loc);
+    }
+    Shape s = on->shape;
+    Value *dims = arena_alloc(E->a, (size_t)(s.rank ? s.rank : 1) * sizeof *dims);
+    for (int i = 0; i < s.rank; i++)
+        dims[i] =
+            dim_is_batch(s.d[i]) ? (Value){.k = V_BATCH, .num = (double)dim_size(s.d[i], 1)} : vnum((double)s.d[i]);
+    t.v[1] = (Value){.k = V_TUPLE, .items = dims, .nitems = s.rank};
+    return call_builtin(E, strcmp(fn, "expand_as") ? "reshape" : "expand", &t, loc);
+}
+
+/* softmin(x, dim = -1): softmax(-x), as torch's. */
+Value read_softmin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "dim"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Args t = *a;
+    t.v[ix[0]] = vtensor(graph_add1(E->g, OP_NEG, x, loc));
+    return call_builtin(E, "softmax", &t, loc);
+}
+
+/* glu(x, dim = -1): a * sigmoid(b), a and b x's halves along dim, as F.glu. */
+Value read_glu(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "dim"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), d;
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (!dim_arg(E, fn, ix[1] < 0 ? vnum(-1) : a->v[ix[1]], arg_loc(a, ix[1], loc), s.rank, 0, &d)) return verror;
+    if (dim_is_batch(s.d[d]) || s.d[d] % 2) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): axis %d of %s must have an even size (not the batch axis)", fn,
+                   d, tstr(E, x));
+        return verror;
+    }
+    int h = (int)(s.d[d] / 2);
+    int first = slice_node(E, x, d, 0, h, 1, loc), second = slice_node(E, x, d, h, h, 1, loc);
+    return vtensor(graph_add2(E->g, OP_MUL, first, graph_add1(E->g, OP_SIGMOID, second, loc), loc));
+}
+
+/* prelu(input, weight): input where it is above 0, else weight * input, weight one number or one
+ * per channel (axis 1), as F.prelu. */
+Value read_prelu(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "weight"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), w = tensor_arg(E, a, ix[1]);
+    if (x < 0 || w < 0 || !need_f32(E, x, fn, loc) || !need_f32(E, w, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape, ws = E->g->nodes[w].shape;
+    int64_t n = ws.rank == 0 ? 1 : ws.rank == 1 ? ws.d[0] : -1;
+    if (n != 1 && (s.rank < 2 || n != s.d[1])) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): weight %s is one number or one per channel (axis 1 of %s)", fn,
+                   tstr(E, w), tstr(E, x));
+        return verror;
+    }
+    if (n != 1) { /* [C] to [C, 1, ...] against [N, C, ...] */
+        Shape r = {.rank = s.rank - 1};
+        r.d[0] = n;
+        for (int i = 1; i < r.rank; i++) r.d[i] = 1;
+        w = reshape_node(E, w, r, loc);
+    }
+    int in[3] = {graph_add2(E->g, OP_GT, x, graph_const(E->g, 0, loc), loc), x, graph_add2(E->g, OP_MUL, w, x, loc)};
+    return vtensor(graph_add(E->g, OP_SELECT, 3, in, s, DT_F32, loc));
+}
+
+/* lerp(input, end, weight): input + weight (end - input) where weight < 0.5, else end - (end -
+ * input) (1 - weight), as torch.lerp computes it (exact at both ends). */
+Value read_lerp(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "end", "weight"};
+    int ix[3];
+    if (!bind_args(E, fn, a, names, 3, ix, 3, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), e = tensor_arg(E, a, ix[1]);
+    if (x < 0 || e < 0 || !need_f32(E, x, fn, loc) || !need_f32(E, e, fn, loc)) return verror;
+    Value w = a->v[ix[2]];
+    int diff = graph_add2(E->g, OP_SUB, e, x, loc);
+    if (w.k == V_NUM)
+        return w.num < 0.5 ? arith(E, '+', vtensor(x), arith(E, '*', vnum(w.num), vtensor(diff), loc), loc)
+                           : arith(E, '-', vtensor(e), arith(E, '*', vtensor(diff), vnum(1 - w.num), loc), loc);
+    int wt = tensor_arg(E, a, ix[2]);
+    if (wt < 0 || !need_f32(E, wt, fn, loc)) return verror;
+    int lo = graph_add2(E->g, OP_ADD, x, graph_add2(E->g, OP_MUL, wt, diff, loc), loc);
+    int hi = graph_add2(
+        E->g, OP_SUB, e,
+        graph_add2(E->g, OP_MUL, diff, graph_add2(E->g, OP_SUB, graph_const(E->g, 1, loc), wt, loc), loc), loc);
+    int in[3] = {graph_add2(E->g, OP_LT, wt, graph_const(E->g, 0.5, loc), loc), lo, hi};
+    Shape s = E->g->nodes[lo].shape;
+    if (!shape_eq(s, E->g->nodes[hi].shape)) s = E->g->nodes[hi].shape;
+    return vtensor(graph_add(E->g, OP_SELECT, 3, in, s, DT_F32, loc));
+}
+
+/* addcmul(input, tensor1, tensor2, value = 1): input + value tensor1 tensor2; addcdiv: input +
+ * value tensor1 / tensor2, as torch's. */
+Value read_addcmul(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "tensor1", "tensor2", "value"};
+    int ix[4];
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 3, loc)) return verror;
+    double v = num_arg(E, a, ix[3], 1, &ok);
+    if (!ok) return verror;
+    Value p = arith(E, strcmp(fn, "addcmul") ? '/' : '*', a->v[ix[1]], a->v[ix[2]], loc);
+    if (v != 1) p = arith(E, '*', vnum(v), p, loc);
+    return arith(E, '+', a->v[ix[0]], p, loc);
+}
+
+/* kl_div(input, target, reduction = "mean", log_target = false), as F.kl_div: input holds log
+ * probabilities; per element target (log target - input), 0 where target is 0 (torch's xlogy),
+ * or exp(target) (target - input) with log_target; reduced by "mean", "sum", "none" or
+ * "batchmean" (the sum over a sample's elements, averaged over the batch). */
+Value read_kl_div(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target", "reduction", "log_target"};
+    int ix[4], x, t;
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 2, loc) || !loss_pair(E, fn, a, ix, loc, &x, &t)) return verror;
+    bool lt = num_arg(E, a, ix[3], 0, &ok) != 0;
+    if (!ok) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int el;
+    if (lt) el = graph_add2(E->g, OP_MUL, graph_add1(E->g, OP_EXP, t, loc), graph_add2(E->g, OP_SUB, t, x, loc), loc);
+    else {
+        int in[3] = {graph_add2(E->g, OP_EQ, t, graph_const(E->g, 0, loc), loc), graph_const(E->g, 0, loc),
+                     graph_add2(E->g, OP_MUL, t, graph_add1(E->g, OP_LOG, t, loc), loc)};
+        int xlogy = graph_add(E->g, OP_SELECT, 3, in, s, DT_F32, loc);
+        el = graph_add2(E->g, OP_SUB, xlogy, graph_add2(E->g, OP_MUL, t, x, loc), loc);
+    }
+    if (ix[2] >= 0 && a->v[ix[2]].k == V_STR && !strcmp(a->v[ix[2]].str, "batchmean")) {
+        if (s.rank == 0 || !dim_is_batch(s.d[0])) {
+            diag_error(E->d, a->loc[ix[2]],
+                       "%s(): \"batchmean\" averages over the batch axis, which %s does not lead with", fn, tstr(E, x));
+            return verror;
+        }
+        int64_t rest = ((int64_t)1 << s.rank) - 2;
+        int per = rest ? reduce_node(E, OP_SUM, el, rest, false, loc) : el;
+        return vtensor(reduce_node(E, OP_MEAN, per, 1, false, loc));
+    }
+    int r = loss_reduce(E, fn, a, ix[2], el, loc);
+    return r < 0 ? verror : vtensor(r);
+}
+
+/* binary_cross_entropy(input, target, reduction = "mean"), as F.binary_cross_entropy: input holds
+ * probabilities; one elementwise op (its logs clamped at -100, its gradient torch's). */
+Value read_bce(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "target", "weight", "reduction"};
+    int ix[4], x, y;
+    if (!bind_args(E, fn, a, names, 4, ix, 2, loc) || !loss_pair(E, fn, a, ix, loc, &x, &y)) return verror;
+    int el = graph_add2(E->g, OP_BCE, x, y, loc);
+    if (ix[2] >= 0 && a->v[ix[2]].k != V_NONE) {
+        int w = tensor_arg(E, a, ix[2]);
+        if (w < 0 || !need_f32(E, w, fn, loc)) return verror;
+        el = graph_add2(E->g, OP_MUL, el, w, loc);
+        if (el < 0) {
+            diag_error(E->d, a->loc[ix[2]], "%s(): weight %s does not broadcast to %s", fn, tstr(E, w), tstr(E, x));
+            return verror;
+        }
+    }
+    int r = loss_reduce(E, fn, a, ix[3], el, loc);
+    return r < 0 ? verror : vtensor(r);
+}

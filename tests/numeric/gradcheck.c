@@ -148,6 +148,12 @@ static const Case cases[] = {
                        "h = x @ W\nloss = sum(rsqrt(h * h + 0.5) * c) + sum(reciprocal(h * h + 1) * c) + sum(erf(h) * c)"
                        " + sum(sin(h) * c) + sum(cos(h * c))"
                        TRAIN("data x = randn(8, 3)"), 0, 0},
+    {"math_functions2", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
+                        "h = x @ W\nloss = sum(log1p(h * h) * c) + sum(expm1(h) * c) + sum(log2(h * h + 0.5) * c)"
+                        " + sum(log10(h * h + 0.5) * c) + sum(exp2(h) * c)"
+                        " + binary_cross_entropy(sigmoid(h), sigmoid(c * h), reduction = \"sum\")"
+                        " + kl_div(log_softmax(h, dim = 1), softmax(c * h, dim = 1), reduction = \"batchmean\")"
+                        TRAIN("data x = randn(8, 3)"), 0, 0},
     {"remainder_fmod", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nd = abs(c) + 0.5\nloss = sum((h * 3) % d * c) + sum(fmod(h * 3, -d) * h) + sum((h % 0.7) * c)"
                        " + sum((h // 0.5) * h * c)"

@@ -109,6 +109,12 @@ CASES = [
     ew("rounding", "floor(p * 1.5) + ceil(q * 1.5) + round(p * 1.5) + trunc(q * 1.5) + q",
        lambda t: torch.floor(t["p"] * 1.5) + torch.ceil(t["q"] * 1.5) + torch.round(t["p"] * 1.5)
        + torch.trunc(t["q"] * 1.5) + t["q"]),
+    ew("log1p_expm1", "log1p(p) + expm1(q)", lambda t: torch.log1p(t["p"]) + torch.expm1(t["q"])),
+    ew("log2_log10", "log2(p) + log10(q)", lambda t: torch.log2(t["p"]) + torch.log10(t["q"])),
+    ew("exp2", "exp2(p)", lambda t: torch.exp2(t["p"])),
+    ew("floor_divide", "p // q + q", lambda t: torch.div(t["p"], t["q"], rounding_mode="floor") + t["q"]),
+    ew("remainder", "p % q", lambda t: torch.remainder(t["p"], t["q"])),
+    ew("fmod", "fmod(p, q)", lambda t: torch.fmod(t["p"], t["q"])),
     ew("exp", "exp(p)", lambda t: torch.exp(t["p"])),
     ew("log", "log(p)", lambda t: torch.log(t["p"])),
     ew("sqrt", "sqrt(p)", lambda t: torch.sqrt(t["p"])),

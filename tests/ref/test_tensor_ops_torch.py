@@ -22,6 +22,9 @@ import tempfile
 import numpy as np
 import torch
 import torch.nn.functional as F
+import warnings
+
+warnings.filterwarnings("ignore", message="reduction: .mean. divides")
 
 TOL = {"f64": (1e-10, 1e-10), "f32": (1e-5, 1e-5)}
 BATCH = 3
@@ -291,7 +294,52 @@ def torch_maxdim(t):
     return loss, {"v": v, "i": i.double(), "c": c, "d": d, "e": e, "f": f, "nw": nw, "sm": sm}
 
 
+def torch_arith(t):
+    x, W, V = t["x"], t["W"], t["V"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    d = V.abs() + 0.5
+    ar = h.add(V, alpha=2) + torch.sub(h, 1, alpha=0.5) + torch.rsub(h, 2) + h.mul(V) + torch.div(h, d) \
+        + h.div(d, rounding_mode="trunc") + torch.divide(h * 3, d, rounding_mode="floor") + torch.true_divide(h, 2) \
+        + torch.clip(h, -0.5, 0.5) + torch.multiply(h, h) + torch.subtract(h, V)
+    vs = h.view_as(h.transpose(1, 2)) + h.transpose(1, 2).reshape_as(h.transpose(1, 2)) * 0.5 \
+        + h.type_as(x).transpose(1, 2)
+    ve = V.expand_as(W) * W
+    sm = F.softmin(h, dim=1) + F.glu(h, dim=-1).repeat(1, 1, 2) + F.prelu(h, V[:4]) + F.prelu(h, V[:1])
+    lp = torch.lerp(h, h * 2, 0.3) + torch.lerp(h, -h, 0.7) + torch.lerp(h, V, torch.sigmoid(h))
+    ac = torch.addcmul(h, h, V, value=0.5) + torch.addcdiv(h, V, d, value=2)
+    mf = torch.log1p(h.abs()) + torch.expm1(h) + torch.log2(h.abs() + 0.1) + torch.log10(h.abs() + 0.1) + torch.exp2(h)
+    p = torch.softmax(h * 2, dim=-1) * (torch.arange(6) >= 1)    # exact zeros: xlogy's 0
+    kl = F.kl_div(F.log_softmax(h, dim=-1), p, reduction="batchmean") + F.kl_div(h, p, reduction="sum") * 0.1 \
+        + F.kl_div(F.log_softmax(h, -1), h * 0.5, reduction="mean", log_target=True)
+    bce = F.binary_cross_entropy(torch.sigmoid(h), torch.sigmoid(h * 2)) \
+        + F.binary_cross_entropy(torch.sigmoid(h * 3), (h > 0).double(), weight=(torch.arange(6) + 1) * 0.25, reduction="sum") * 0.1
+    loss = (ar * h).sum() + (vs * torch.tanh(vs)).sum() + (sm * h).sum() + (lp * lp).sum() + (ac * h).sum() \
+        + (mf * h).sum() + kl + bce + (ve * ve).sum()
+    return loss, {"ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
+
+
 CASES = [
+    # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
+    # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
+    # log2, log10, exp2, kl_div (batchmean, log_target, zeros in the target), binary_cross_entropy
+    Case("torch_arith", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
+         "h = tanh(x @ W)\nd = abs(V) + 0.5\n"
+         "output ar = h.add(V, alpha = 2) + sub(h, 1, alpha = 0.5) + rsub(h, 2) + h.mul(V) + div(h, d)"
+         " + h.div(d, rounding_mode = \"trunc\") + divide(h * 3, d, rounding_mode = \"floor\") + true_divide(h, 2)"
+         " + clip(h, -0.5, 0.5) + multiply(h, h) + subtract(h, V)\n"
+         "output vs = h.view_as(h.transpose(1, 2)) + h.transpose(1, 2).reshape_as(h.transpose(1, 2)) * 0.5"
+         " + h.type_as(x).transpose(1, 2)\noutput ve = V.expand_as(W) * W\n"
+         "output sm = softmin(h, dim = 1) + glu(h, dim = -1).repeat(1, 1, 2) + prelu(h, V[:4]) + prelu(h, V[:1])\n"
+         "output lp = lerp(h, h * 2, 0.3) + lerp(h, -h, 0.7) + lerp(h, V, sigmoid(h))\n"
+         "output ac = addcmul(h, h, V, value = 0.5) + addcdiv(h, V, d, value = 2)\n"
+         "output mf = log1p(abs(h)) + expm1(h) + log2(abs(h) + 0.1) + log10(abs(h) + 0.1) + exp2(h)\n"
+         "p = softmax(h * 2, dim = -1) * (arange(6) >= 1)\n"
+         "output kl = kl_div(log_softmax(h, dim = -1), p, reduction = \"batchmean\") + kl_div(h, p, reduction = \"sum\") * 0.1"
+         " + kl_div(log_softmax(h, -1), h * 0.5, reduction = \"mean\", log_target = True)\n"
+         "output bce = binary_cross_entropy(sigmoid(h), sigmoid(h * 2))"
+         " + binary_cross_entropy(sigmoid(h * 3), h > 0, weight = (arange(6) + 1) * 0.25, reduction = \"sum\") * 0.1\n"
+         "loss = sum(ar * h) + sum(vs * tanh(vs)) + sum(sm * h) + sum(lp * lp) + sum(ac * h) + sum(mf * h) + kl + bce + sum(ve * ve)",
+         torch_arith),
     # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
     # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum;
     # None in [] (a new axis); softmax and log_softmax over an axis other than the last
