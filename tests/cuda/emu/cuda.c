@@ -638,9 +638,15 @@ static void run_kernel(Op *o) {
     }
     K.n = n;
     K.fn = fn;
-    void *argv[64];
+    static void **argv; /* as many as the kernel has (a fused kernel may read dozens of tensors) */
+    static int argv_cap;
+    if (fn->nargs > argv_cap) {
+        free(argv);
+        argv = xcalloc((size_t)fn->nargs, sizeof *argv);
+        argv_cap = fn->nargs;
+    }
     char *a = o->args;
-    for (int i = 0; i < fn->nargs && i < 64; i++) {
+    for (int i = 0; i < fn->nargs; i++) {
         argv[i] = a;
         a += (fn->sizes[i] + 7) & ~7u;
     }
