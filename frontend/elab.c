@@ -112,7 +112,7 @@ const char *kind_name(VKind k) {
                               "learning-rate schedule",
                               "loss scaler",
                               "dtype",
-                              "None",
+                              "None value",
                               "batch dimension"};
     return n[k];
 }
@@ -471,6 +471,49 @@ static Value call_method(Elab *E, Value self, const char *fn, Args *a, SrcLoc lo
     return call_builtin(E, fn, a, loc);
 }
 
+/* torch.X, F.X, nn.functional.X, torch.nn.functional.X, math.X: Python's module paths to the
+ * builtins, as a model copied from PyTorch writes them (torch.cat, F.relu, math.sqrt), when the
+ * path's first name is not bound in the model.  X, or NULL. */
+static const char *module_member(Env *env, const Expr *e) {
+    if (e->k != E_MEMBER) return NULL;
+    const char *path[4];
+    int n = 0;
+    const Expr *b = e->a;
+    for (; b->k == E_MEMBER && n < 3; b = b->a) path[n++] = b->str;
+    if (b->k != E_IDENT || env_find(env, b->str)) return NULL;
+    path[n++] = b->str; /* innermost last: F; functional, nn, torch */
+    static const char *const known[][4] = {
+        {"torch"}, {"F"}, {"math"}, {"functional", "nn"}, {"functional", "nn", "torch"}};
+    for (size_t k = 0; k < NNC_COUNTOF(known); k++) {
+        int m = 0;
+        while (m < 4 && known[k][m]) m++;
+        if (m != n) continue;
+        bool same = true;
+        for (int i = 0; i < n && same; i++) same = !strcmp(known[k][m - 1 - i], path[n - 1 - i]);
+        if (same) return e->str;
+    }
+    return NULL;
+}
+
+/* torch.float32 and the other dtypes, torch.inf, math.pi, math.e, math.inf, math.tau. */
+static bool module_constant(Env *env, const Expr *e, Value *out) {
+    const char *m = module_member(env, e);
+    if (!m) return false;
+    static const struct {
+        const char *name;
+        double v;
+    } nums[] = {{"pi", M_PI}, {"e", M_E}, {"tau", 2 * M_PI}, {"inf", INFINITY}};
+    for (size_t k = 0; k < NNC_COUNTOF(nums); k++)
+        if (!strcmp(m, nums[k].name)) return *out = vnum(nums[k].v), true;
+    static const struct {
+        const char *name;
+        DType t;
+    } types[] = {{"float32", DT_F32}, {"float", DT_F32}, {"bfloat16", DT_BF16}, {"float16", DT_F16}, {"half", DT_F16}};
+    for (size_t k = 0; k < NNC_COUNTOF(types); k++)
+        if (!strcmp(m, types[k].name)) return *out = (Value){.k = V_DTYPE, .num = types[k].t}, true;
+    return false;
+}
+
 static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
     Args a;
     if (!eval_args(E, env, e->args, &a, e->loc)) return verror;
@@ -489,6 +532,8 @@ static Value call(Elab *E, Env *env, Expr *e, const char *bind_as) {
         diag_error(E->d, e->loc, "'%s' is a %s, not something that can be called", e->a->str, kind_name(b->v.k));
         return verror;
     }
+    const char *fn = module_member(env, e->a);
+    if (fn) return call_builtin(E, fn, &a, e->loc); /* torch.cat(...), F.relu(x), math.sqrt(2) */
     if (e->a->k == E_MEMBER) {   /* x.relu(), x.sum(axis = 1), x.view(B, -1): the builtin on x */
         /* fc2 = Linear(128, 10).to(cuda(1)): the instance is fc2, then it moves (torch's
          * nn.Linear(...).to("cuda:1")) */
@@ -604,6 +649,8 @@ static Value eval_bound(Elab *E, Env *env, Expr *e, const char *bind_as) {
         diag_error(E->d, e->loc, "a slice (':' or '...') is only an index inside []");
         return verror;
     case E_MEMBER: {
+        Value c;
+        if (module_constant(env, e, &c)) return c;
         Value a = eval(E, env, e->a);
         if (a.k == V_ERROR) return verror;
         if (a.k == V_TENSOR) return tensor_member(E, a, e);

@@ -81,7 +81,9 @@ static Value unary(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
         static const struct {
             Op op;
             double (*fn)(double);
-        } fold[] = {{OP_SQRT, sqrt}, {OP_EXP, exp}, {OP_LOG, log}, {OP_TANH, tanh}};
+        } fold[] = {{OP_SQRT, sqrt},   {OP_EXP, exp},     {OP_LOG, log},     {OP_TANH, tanh},   {OP_SIN, sin},
+                    {OP_COS, cos},     {OP_FLOOR, floor}, {OP_CEIL, ceil},   {OP_TRUNC, trunc}, {OP_LOG2, log2},
+                    {OP_LOG10, log10}, {OP_LOG1P, log1p}, {OP_EXPM1, expm1}, {OP_EXP2, exp2},   {OP_ERF, erf}};
         for (size_t i = 0; i < NNC_COUNTOF(fold); i++)
             if (fold[i].op == op) return vfolded(E, fold[i].fn(x), loc, arena_printf(E->a, "%s(%g)", fn, x));
     }
@@ -1324,6 +1326,7 @@ static const struct {
     {"half", read_dtype_method},
     {"bfloat16", read_dtype_method},
     {"argmin", read_argmin},
+    {"int", read_number},
     {"add", read_arith},
     {"sub", read_arith},
     {"subtract", read_arith},

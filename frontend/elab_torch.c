@@ -4,6 +4,7 @@
  * argument (mse_loss takes it too).  Each builds the graph the way its torch counterpart
  * computes, so autograd's rules for the ops give its gradient. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "elab_impl.h"
@@ -512,10 +513,47 @@ Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"input"};
     int ix[1];
     if (!bind_args(E, fn, a, names, 1, ix, 1, loc)) return verror;
+    if (!strcmp(fn, "float") && (a->v[ix[0]].k == V_NUM || a->v[ix[0]].k == V_STR))
+        return read_number(E, fn, a, loc); /* Python's float("-inf") */
     Args t = {.n = 2};
     t.v[0] = a->v[ix[0]], t.loc[0] = a->loc[ix[0]], t.loc[1] = loc;
     t.v[1] = (Value){.k = V_DTYPE, .num = fn[0] == 'f' ? DT_F32 : fn[0] == 'h' ? DT_F16 : DT_BF16};
     return to_device(E, &t, loc);
+}
+
+/* Python's float(v) and int(v) of a number or a string (float("-inf"), nanoGPT's mask value;
+ * int(n_embd / n_head)): int truncates toward zero, as Python's. */
+Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x"};
+    int ix[1];
+    if (!bind_args(E, fn, a, names, 1, ix, 1, loc)) return verror;
+    Value v = a->v[ix[0]];
+    double x;
+    if (v.k == V_NUM) x = v.num;
+    else if (v.k == V_STR) {
+        const char *t = v.str;
+        while (*t == ' ') t++;
+        char *end;
+        x = strtod(t, &end);
+        while (*end == ' ') end++;
+        if (end == t || *end || isnan(x) || (fn[0] == 'i' && (x != floor(x) || strpbrk(t, ".eEiI")))) {
+            diag_error(E->d, a->loc[ix[0]], "%s(\"%s\") is not a %s here", fn, v.str,
+                       fn[0] == 'i' ? "whole number" : "number (or \"inf\", \"-inf\")");
+            return verror;
+        }
+    } else {
+        diag_error(E->d, a->loc[ix[0]], "%s() of a %s: it takes a number or a string%s", fn, kind_name(v.k),
+                   fn[0] == 'i' ? "" : " (x.float() converts a tensor)");
+        return verror;
+    }
+    if (fn[0] == 'i') {
+        if (isinf(x)) {
+            diag_error(E->d, a->loc[ix[0]], "int() of an infinity");
+            return verror;
+        }
+        x = trunc(x);
+    }
+    return vnum(x);
 }
 
 /* argmax(x, dim, keepdim = false), x.argmax(dim): torch.argmax's index of the first maximum

@@ -14,6 +14,7 @@ same ops are tests/numeric/gradcheck.c's cases.)
 --cuda runs the float32 models on the CUDA target; exit 77 (skipped) where there is none.
 """
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -313,15 +314,18 @@ def torch_arith(t):
         + F.kl_div(F.log_softmax(h, -1), h * 0.5, reduction="mean", log_target=True)
     bce = F.binary_cross_entropy(torch.sigmoid(h), torch.sigmoid(h * 2)) \
         + F.binary_cross_entropy(torch.sigmoid(h * 3), (h > 0).double(), weight=(torch.arange(6) + 1) * 0.25, reduction="sum") * 0.1
+    pf = torch.tanh(h) * math.pi + F.relu(h) + F.silu(h) + F.gelu(h) + torch.cat((h, h), dim=2)[..., :6] * int("2") \
+        + h.masked_fill(h > 0.5, float("-inf")).clamp(min=-1) + h * math.sqrt(2)   # h.to(torch.float32): the real type
     loss = (ar * h).sum() + (vs * torch.tanh(vs)).sum() + (sm * h).sum() + (lp * lp).sum() + (ac * h).sum() \
-        + (mf * h).sum() + kl + bce + (ve * ve).sum()
-    return loss, {"ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
+        + (mf * h).sum() + kl + bce + (ve * ve).sum() + (pf * h).sum()
+    return loss, {"pf": pf, "ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
 
 
 CASES = [
     # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
-    # log2, log10, exp2, kl_div (batchmean, log_target, zeros in the target), binary_cross_entropy
+    # log2, log10, exp2, kl_div (batchmean, log_target, zeros in the target), binary_cross_entropy;
+    # module paths (torch.tanh, F.relu, nn.functional.silu, math.pi), float('-inf'), int("2")
     Case("torch_arith", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
          "h = tanh(x @ W)\nd = abs(V) + 0.5\n"
          "output ar = h.add(V, alpha = 2) + sub(h, 1, alpha = 0.5) + rsub(h, 2) + h.mul(V) + div(h, d)"
@@ -334,11 +338,14 @@ CASES = [
          "output ac = addcmul(h, h, V, value = 0.5) + addcdiv(h, V, d, value = 2)\n"
          "output mf = log1p(abs(h)) + expm1(h) + log2(abs(h) + 0.1) + log10(abs(h) + 0.1) + exp2(h)\n"
          "p = softmax(h * 2, dim = -1) * (arange(6) >= 1)\n"
+         "output pf = torch.tanh(h) * math.pi + F.relu(h) + nn.functional.silu(h) + torch.nn.functional.gelu(h)"
+         " + torch.cat((h, h), dim = 2)[..., :6] * int(\"2\") + h.masked_fill(h > 0.5, float('-inf')).clamp(min = -1)"
+         " + h.to(torch.float32) * math.sqrt(2)\n"
          "output kl = kl_div(log_softmax(h, dim = -1), p, reduction = \"batchmean\") + kl_div(h, p, reduction = \"sum\") * 0.1"
          " + kl_div(log_softmax(h, -1), h * 0.5, reduction = \"mean\", log_target = True)\n"
          "output bce = binary_cross_entropy(sigmoid(h), sigmoid(h * 2))"
          " + binary_cross_entropy(sigmoid(h * 3), h > 0, weight = (arange(6) + 1) * 0.25, reduction = \"sum\") * 0.1\n"
-         "loss = sum(ar * h) + sum(vs * tanh(vs)) + sum(sm * h) + sum(lp * lp) + sum(ac * h) + sum(mf * h) + kl + bce + sum(ve * ve)",
+         "loss = sum(ar * h) + sum(vs * tanh(vs)) + sum(sm * h) + sum(lp * lp) + sum(ac * h) + sum(mf * h) + kl + bce + sum(ve * ve) + sum(pf * h)",
          torch_arith),
     # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
     # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum;
