@@ -205,6 +205,7 @@ Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_as(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_softmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_glu(Elab *E, const char *fn, Args *a, SrcLoc loc);

@@ -1327,6 +1327,7 @@ static const struct {
     {"bfloat16", read_dtype_method},
     {"argmin", read_argmin},
     {"int", read_number},
+    {"einsum", read_einsum},
     {"add", read_arith},
     {"sub", read_arith},
     {"subtract", read_arith},

@@ -3,6 +3,7 @@
  * binary_cross_entropy_with_logits and nll_loss (of log_softmax), with torch's reduction
  * argument (mse_loss takes it too).  Each builds the graph the way its torch counterpart
  * computes, so autograd's rules for the ops give its gradient. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -921,4 +922,238 @@ Value read_bce(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     int r = loss_reduce(E, fn, a, ix[3], el, loc);
     return r < 0 ? verror : vtensor(r);
+}
+
+/* ---- einsum ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    int node;
+    char ix[16]; /* its axes' letters, in order (at most IR_MAX_RANK) */
+} EinTerm;
+
+/* Sizes a and b as one axis (the batch axis's stays marked: B * k). */
+static int64_t merge_dim(int64_t a, int64_t b) {
+    int64_t k = dim_size(a, 1) * dim_size(b, 1);
+    return dim_is_batch(a) || dim_is_batch(b) ? dim_batch_times(k) : k;
+}
+
+/* t with its axes in the order of the letters `to` (a permutation of t's). */
+static EinTerm ein_permute(Elab *E, EinTerm t, const char *to, SrcLoc loc) {
+    int8_t perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    int n = (int)strlen(to);
+    for (int i = 0; i < n && i < IR_MAX_RANK; i++) perm[i] = (int8_t)(strchr(t.ix, to[i]) - t.ix);
+    t.node = permute_node(E, t.node, perm, loc);
+    snprintf(t.ix, sizeof t.ix, "%s", to);
+    return t;
+}
+
+/* t summed over its letters that `keep` does not hold. */
+static EinTerm ein_sum_out(Elab *E, EinTerm t, const char *keep, SrcLoc loc) {
+    int64_t mask = 0;
+    char rest[16] = {0};
+    int n = 0;
+    for (int i = 0; t.ix[i]; i++) {
+        if (strchr(keep, t.ix[i])) rest[n++] = t.ix[i];
+        else mask |= (int64_t)1 << i;
+    }
+    if (!mask) return t;
+    t.node = reduce_node(E, OP_SUM, t.node, mask, false, loc);
+    snprintf(t.ix, sizeof t.ix, "%s", rest);
+    return t;
+}
+
+/* The shape of a node whose axes, lettered ix, come in `groups` of neighbours: one axis a group
+ * ([.., a, b, ..] to [.., a*b, ..]; an empty group an axis of size 1). */
+static int ein_group_shape(Elab *E, int node, const char *ix, const char *const *groups, int ngroups, Shape *out) {
+    Shape s = E->g->nodes[node].shape, r = {0};
+    for (int g = 0; g < ngroups; g++) {
+        int64_t d = 1;
+        for (const char *c = groups[g]; *c; c++) d = merge_dim(d, s.d[strchr(ix, *c) - ix]);
+        r.d[r.rank++] = d;
+    }
+    *out = r;
+    return r.rank;
+}
+
+static void ein_size(Elab *E, EinTerm t, char c, int64_t *d) {
+    *d = E->g->nodes[t.node].shape.d[strchr(t.ix, c) - t.ix];
+}
+
+static int reshape_if(Elab *E, int x, Shape s, SrcLoc loc) {
+    return shape_eq(E->g->nodes[x].shape, s) ? x : reshape_node(E, x, s, loc);
+}
+
+/* t as a batch of matrices [bat, p, q], each group of letters one axis: its axes permuted to
+ * that order, or, where they come as bat q p already, left so and transposed (a transpose folds
+ * into the product; a permute is a copy). */
+static int ein_matrix(Elab *E, EinTerm t, const char *bat, const char *p, const char *q, SrcLoc loc) {
+    char pq[16], qp[16];
+    snprintf(pq, sizeof pq, "%s%s%s", bat, p, q);
+    snprintf(qp, sizeof qp, "%s%s%s", bat, q, p);
+    bool swap = strcmp(t.ix, pq) && !strcmp(t.ix, qp);
+    EinTerm u = ein_permute(E, t, swap ? qp : pq, loc);
+    const char *g[3] = {bat, swap ? q : p, swap ? p : q};
+    Shape s;
+    int r = ein_group_shape(E, u.node, u.ix, g + (*bat == 0), 3 - (*bat == 0), &s);
+    int m = reshape_if(E, u.node, s, loc);
+    if (!swap) return m;
+    int8_t perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    perm[r - 2] = (int8_t)(r - 1), perm[r - 1] = (int8_t)(r - 2);
+    return permute_node(E, m, perm, loc);
+}
+
+/* Two terms contracted over the letters neither `keep` nor the other terms hold: a batched matrix
+ * product [batch, left, k] @ [batch, k, right] (each group merged into one axis), or a broadcast
+ * product when they share no letter to sum.  The result's letters: batch, left, right. */
+static bool ein_pair(Elab *E, EinTerm *a, EinTerm b, const char *keep, SrcLoc loc) {
+    char bat[8] = {0}, lft[8] = {0}, rgt[8] = {0}, con[8] = {0};
+    int nb = 0, nl = 0, nr = 0, nc = 0;
+    for (const char *c = a->ix; *c; c++) {
+        bool inb = strchr(b.ix, *c), kept = strchr(keep, *c);
+        if (inb && kept) bat[nb++] = *c;
+        else if (inb) con[nc++] = *c;
+        else lft[nl++] = *c;
+    }
+    for (const char *c = b.ix; *c; c++)
+        if (!strchr(a->ix, *c)) rgt[nr++] = *c;
+    for (int i = 0; i < nb + nc; i++) { /* the same size in both */
+        char c = i < nb ? bat[i] : con[i - nb];
+        int64_t da, db;
+        ein_size(E, *a, c, &da), ein_size(E, b, c, &db);
+        if (da != db) {
+            diag_error(E->d, loc, "einsum(): '%c' has size %lld in one operand and %lld in the other%s", c,
+                       (long long)dim_size(da, 1), (long long)dim_size(db, 1),
+                       dim_is_batch(da) != dim_is_batch(db) ? " (one of them the batch axis)" : "");
+            return false;
+        }
+    }
+    char res[16];
+    snprintf(res, sizeof res, "%s%s%s", bat, lft, rgt);
+    if (nb + nl + nr > IR_MAX_RANK) {
+        diag_error(E->d, loc, "einsum(): a product of %d axes (%s): a tensor has at most %d", nb + nl + nr, res,
+                   IR_MAX_RANK);
+        return false;
+    }
+    Shape out = {0}; /* the result, each letter its own axis */
+    for (const char *c = res; *c; c++) {
+        int64_t d;
+        if (strchr(a->ix, *c)) ein_size(E, *a, *c, &d);
+        else ein_size(E, b, *c, &d);
+        out.d[out.rank++] = d;
+    }
+    int r;
+    if (nc == 0) { /* nothing to sum: [batch, left, 1] * [batch, 1, right] */
+        char order_a[16], order_b[16];
+        snprintf(order_a, sizeof order_a, "%s%s", bat, lft);
+        snprintf(order_b, sizeof order_b, "%s%s", bat, rgt);
+        EinTerm pa = ein_permute(E, *a, order_a, loc), pb = ein_permute(E, b, order_b, loc);
+        const char *none = "", *ga[] = {bat, lft, none}, *gb[] = {bat, none, rgt};
+        Shape sa, sb;
+        ein_group_shape(E, pa.node, pa.ix, ga, 3, &sa);
+        ein_group_shape(E, pb.node, pb.ix, gb, 3, &sb);
+        r = graph_add2(E->g, OP_MUL, reshape_if(E, pa.node, sa, loc), reshape_if(E, pb.node, sb, loc), loc);
+        if (r < 0) return false;
+    } else {
+        Value m = matmul(E, vtensor(ein_matrix(E, *a, bat, lft, con, loc)),
+                         vtensor(ein_matrix(E, b, bat, con, rgt, loc)), loc);
+        if (m.k == V_ERROR) return false;
+        r = m.node;
+    }
+    a->node = reshape_if(E, r, out, loc);
+    snprintf(a->ix, sizeof a->ix, "%s", res);
+    return true;
+}
+
+/* einsum(equation, a, b, ...), as torch.einsum: "bhqd,bhkd->bhqk" (an output's letters after
+ * "->", or without it the letters seen once, in alphabetical order); letters summed where the
+ * output lacks them.  Composed of sums, permutes, reshapes and matrix products, two operands at a
+ * time from the left: no repeated letter within an operand (a diagonal), no "...". */
+Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    if (a->n < 2 || a->v[0].k != V_STR) {
+        diag_error(E->d, loc, "%s() takes an equation and its operands: einsum(\"ij,jk->ik\", a, b)", fn);
+        return verror;
+    }
+    int nops = a->n - 1;
+    Value *ops = a->v + 1;
+    if (nops == 1 && a->v[1].k == V_TUPLE) ops = a->v[1].items, nops = a->v[1].nitems; /* einsum(eq, [a, b]) */
+    char eq[128], *out = NULL;
+    size_t m = 0;
+    for (const char *c = a->v[0].str; *c && m + 1 < sizeof eq; c++)
+        if (*c != ' ') eq[m++] = *c;
+    eq[m] = 0;
+    char *arrow = strstr(eq, "->");
+    if (arrow) *arrow = 0, out = arrow + 2;
+    if (strstr(eq, "...") || (out && strstr(out, "..."))) {
+        diag_error(E->d, a->loc[0], "%s(): \"...\" is not supported: name every axis", fn);
+        return verror;
+    }
+    EinTerm t[8];
+    int n = 0, count[128] = {0};
+    for (char *p = eq, *q; p; p = q) {
+        q = strchr(p, ',');
+        if (q) *q++ = 0;
+        if (n == nops || n == 8) {
+            diag_error(E->d, a->loc[0], "%s(): the equation names more operands than the %d given", fn, nops);
+            return verror;
+        }
+        int x = as_tensor(E, ops[n], loc);
+        if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+        Shape s = E->g->nodes[x].shape;
+        if ((int)strlen(p) != s.rank) {
+            diag_error(E->d, a->loc[0], "%s(): operand %d is %s, %d axes, but \"%s\" names %d", fn, n, tstr(E, x),
+                       s.rank, p, (int)strlen(p));
+            return verror;
+        }
+        for (int i = 0; p[i]; i++) {
+            if (!isalpha((unsigned char)p[i]) || strchr(p + i + 1, p[i])) {
+                diag_error(E->d, a->loc[0],
+                           isalpha((unsigned char)p[i])
+                               ? "%s(): '%c' twice in one operand (a diagonal) is not supported"
+                               : "%s(): '%c' is not a letter",
+                           fn, p[i]);
+                return verror;
+            }
+            count[(unsigned char)p[i]]++;
+        }
+        t[n].node = x;
+        snprintf(t[n].ix, sizeof t[n].ix, "%s", p);
+        n++;
+    }
+    if (n != nops) {
+        diag_error(E->d, a->loc[0], "%s(): the equation names %d operands, %d given", fn, n, nops);
+        return verror;
+    }
+    char want[16] = {0};
+    if (out) {
+        for (int i = 0; out[i]; i++)
+            if (!isalpha((unsigned char)out[i]) || !count[(unsigned char)out[i]] || strchr(out + i + 1, out[i]) ||
+                i >= IR_MAX_RANK) {
+                diag_error(E->d, a->loc[0], "%s(): the output's '%c' %s", fn, out[i],
+                           i >= IR_MAX_RANK                      ? "is past the 4 axes a tensor has"
+                               : !isalpha((unsigned char)out[i]) ? "is not a letter"
+                               : count[(unsigned char)out[i]]    ? "is named twice"
+                                                                 : "is in no operand");
+                return verror;
+            }
+        snprintf(want, sizeof want, "%s", out);
+    } else {
+        int k = 0;
+        for (int c = 'A'; c <= 'z'; c++)
+            if (count[c] == 1 && k < IR_MAX_RANK) want[k++] = (char)c;
+    }
+    /* left to right: each term first loses the letters no later term and no output needs */
+    for (int i = 0; i < n; i++) {
+        char keep[64];
+        snprintf(keep, sizeof keep, "%s", want);
+        for (int j = i + 1; j < n; j++) strncat(keep, t[j].ix, sizeof keep - strlen(keep) - 1);
+        if (i > 0) strncat(keep, t[0].ix, sizeof keep - strlen(keep) - 1);
+        t[i] = ein_sum_out(E, t[i], keep, loc);
+        if (i == 0) continue;
+        char later[64];
+        snprintf(later, sizeof later, "%s", want);
+        for (int j = i + 1; j < n; j++) strncat(later, t[j].ix, sizeof later - strlen(later) - 1);
+        if (!ein_pair(E, &t[0], t[i], later, loc)) return verror;
+    }
+    t[0] = ein_sum_out(E, t[0], want, loc);
+    return vtensor(ein_permute(E, t[0], want, loc).node);
 }

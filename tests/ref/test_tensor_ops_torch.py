@@ -321,7 +321,36 @@ def torch_arith(t):
     return loss, {"pf": pf, "ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
 
 
+def torch_einsum(t):
+    x, W, V = t["x"], t["W"], t["V"]
+    h = torch.tanh(torch.einsum("bij,jk->bik", x, W))                    # [B, 4, 6]
+    q = h.view(-1, 4, 2, 3).transpose(1, 2)                               # [B, 2, 4, 3]
+    att = torch.einsum("bhqd,bhkd->bhqk", q, q)
+    o1 = torch.einsum("bij->bji", h) + torch.einsum("bij", h).transpose(1, 2)
+    o2 = torch.einsum("bij,j->bi", h, V) + torch.einsum("bij->b", h)[:, None]
+    o3 = torch.einsum("bij,bkj->bik", h, h * 0.5)
+    o4 = torch.einsum("i,j->ij", V, V) + torch.einsum("i,j", V, V * 2)
+    o5 = torch.einsum("ij,bjk,k->bi", W, h.transpose(1, 2), W[0, :4])
+    o6 = torch.einsum("bhqk,bhkd->bqhd", torch.softmax(att, -1), q).reshape(-1, 4, 6)
+    loss = (att * att).sum() + (o1 * o1).sum() + (o2 * o2).sum() + (o3 * o3).sum() + (o4 * o4).sum() \
+        + (o5 * o5).sum() + (o6 * h).sum()
+    return loss, {"att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
+
+
 CASES = [
+    # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
+    # outer product, the implicit output, three operands
+    Case("torch_einsum", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
+         "h = tanh(einsum(\"bij,jk->bik\", x, W))\nq = h.view(B, 4, 2, 3).transpose(1, 2)\n"
+         "output att = einsum(\"bhqd,bhkd->bhqk\", q, q)\n"
+         "output o1 = einsum(\"bij->bji\", h) + einsum(\"bij\", h).transpose(1, 2)\n"
+         "output o2 = einsum(\"bij,j->bi\", h, V) + einsum(\"bij->b\", h)[:, None]\n"
+         "output o3 = einsum(\"bij,bkj->bik\", h, h * 0.5)\n"
+         "output o4 = einsum(\"i,j->ij\", V, V) + einsum(\"i,j\", V, V * 2)\n"
+         "output o5 = einsum(\"ij,bjk,k->bi\", W, h.transpose(1, 2), W[0, :4])\n"
+         "output o6 = torch.einsum('bhqk,bhkd->bqhd', softmax(att, -1), q).reshape(B, 4, 6)\n"
+         "loss = sum(att * att) + sum(o1 * o1) + sum(o2 * o2) + sum(o3 * o3) + sum(o4 * o4) + sum(o5 * o5) + sum(o6 * h)",
+         torch_einsum),
     # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
     # log2, log10, exp2, kl_div (batchmean, log_target, zeros in the target), binary_cross_entropy;
