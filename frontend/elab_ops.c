@@ -683,6 +683,29 @@ static Value read_chunk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return split_pieces(E, x, ax, len, n, loc);
 }
 
+/* unbind(x, dim = 0), as torch.unbind: a tuple of x's slices along dim, that axis dropped (not
+ * the batch axis; at most 64). */
+static Value read_unbind(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim"};
+    int ix[3] = {-1, -1, -1}, x, ax;
+    int64_t L;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc)) return verror;
+    ix[2] = ix[1]; /* split_axis reads dim third */
+    if (!split_axis(E, fn, a, ix, &x, &ax, &L)) return verror;
+    if (L > 64) {
+        diag_error(E->d, arg_loc(a, ix[1], loc), "%s(): %lld pieces, more than 64", fn, (long long)L);
+        return verror;
+    }
+    int64_t len[64];
+    for (int k = 0; k < L; k++) len[k] = 1;
+    Value t = split_pieces(E, x, ax, len, (int)L, loc);
+    Shape s = E->g->nodes[x].shape, r = {0};
+    for (int i = 0; i < s.rank; i++)
+        if (i != ax) r.d[r.rank++] = s.d[i];
+    for (int k = 0; k < t.nitems; k++) t.items[k] = vtensor(reshape_node(E, t.items[k].node, r, loc));
+    return t;
+}
+
 /* ---- masks: comparisons, where, masked_fill, tril, triu; constant tensors -------------------- */
 
 /* eq(input, other), ne, lt, le, gt, ge: the comparison operators as functions (torch.eq, ...). */
@@ -1370,6 +1393,7 @@ static const struct {
     {"contiguous", read_contiguous},
     {"split", read_split},
     {"chunk", read_chunk},
+    {"unbind", read_unbind},
     {"masked_fill", read_masked_fill},
     {"full", read_full},
     {"ones", read_full},

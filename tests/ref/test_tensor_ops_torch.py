@@ -332,14 +332,16 @@ def torch_einsum(t):
     o4 = torch.einsum("i,j->ij", V, V) + torch.einsum("i,j", V, V * 2)
     o5 = torch.einsum("ij,bjk,k->bi", W, h.transpose(1, 2), W[0, :4])
     o6 = torch.einsum("bhqk,bhkd->bqhd", torch.softmax(att, -1), q).reshape(-1, 4, 6)
+    u0, u1, u2 = h[:, :3].unbind(1)
+    ub = u0 * 2 + u1 + torch.stack(torch.unbind(q, dim=-1), dim=1).sum(1).reshape(-1, 8)[:, :6] * u2
     loss = (att * att).sum() + (o1 * o1).sum() + (o2 * o2).sum() + (o3 * o3).sum() + (o4 * o4).sum() \
-        + (o5 * o5).sum() + (o6 * h).sum()
-    return loss, {"att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
+        + (o5 * o5).sum() + (o6 * h).sum() + (ub * ub).sum()
+    return loss, {"ub": ub, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
 
 
 CASES = [
     # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
-    # outer product, the implicit output, three operands
+    # outer product, the implicit output, three operands; unbind
     Case("torch_einsum", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
          "h = tanh(einsum(\"bij,jk->bik\", x, W))\nq = h.view(B, 4, 2, 3).transpose(1, 2)\n"
          "output att = einsum(\"bhqd,bhkd->bhqk\", q, q)\n"
@@ -349,7 +351,10 @@ CASES = [
          "output o4 = einsum(\"i,j->ij\", V, V) + einsum(\"i,j\", V, V * 2)\n"
          "output o5 = einsum(\"ij,bjk,k->bi\", W, h.transpose(1, 2), W[0, :4])\n"
          "output o6 = torch.einsum('bhqk,bhkd->bqhd', softmax(att, -1), q).reshape(B, 4, 6)\n"
-         "loss = sum(att * att) + sum(o1 * o1) + sum(o2 * o2) + sum(o3 * o3) + sum(o4 * o4) + sum(o5 * o5) + sum(o6 * h)",
+         "u0, u1, u2 = h[:, :3].unbind(1)\n"
+         "output ub = u0 * 2 + u1 + torch.stack(torch.unbind(q, dim = -1), dim = 1).sum(1).reshape(B, 8)[:, :6] * u2\n"
+         "loss = sum(att * att) + sum(o1 * o1) + sum(o2 * o2) + sum(o3 * o3) + sum(o4 * o4) + sum(o5 * o5) + sum(o6 * h)"
+         " + sum(ub * ub)",
          torch_einsum),
     # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
