@@ -1127,6 +1127,30 @@ static void row_argmax(const Kernel *k, const Launch *L) {
     str_printf(k->s, "        %sOUT[i] = (int32_t)bi;\n    }\n", k->d->row.leader);
 }
 
+/* cumsum's rows (from the end where p[0] is set: its gradient): a running double sum rounded at
+ * each element, by the row's leader alone, so that every target gives the same bits; each
+ * element is read before its own is written, so y may be x's buffer. */
+static void row_cumsum(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    row_header(k, n->in[0]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "real *Y", L->root);
+    k->d->row.open(k, L);
+    str_printf(k->s,
+               "        %s{\n"
+               "            const real *x = X + i * C;\n"
+               "            real *y = Y + i * C;\n"
+               "            double s = 0;\n"
+               "            %s {\n"
+               "                s += (double)x[c];\n"
+               "                y[c] = (real)s;\n"
+               "            }\n"
+               "        }\n"
+               "    }\n",
+               k->d->row.leader,
+               n->attr.scalars.p[0] != 0 ? "for (int64_t c = C - 1; c >= 0; c--)" : "for (int64_t c = 0; c < C; c++)");
+}
+
 static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L, false); }
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
@@ -1251,6 +1275,7 @@ static const struct {
     {OP_CE_GRAD, row_cross_entropy_bwd},
     {OP_ACCURACY, row_accuracy},
     {OP_ARGMAX, row_argmax},
+    {OP_CUMSUM, row_cumsum},
     {OP_LN_NORM, row_ln_norm},
     {OP_LN_GRAD, row_ln_grad},
 };

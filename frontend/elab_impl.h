@@ -161,6 +161,7 @@ int reduce_node(Elab *E, Op op, int x, int64_t mask, bool keep, SrcLoc loc);
 int reshape_node(Elab *E, int x, Shape s, SrcLoc loc);
 Value transpose(Elab *E, const char *fn, Args *a, SrcLoc loc);
 int permute_node(Elab *E, int x, const int8_t *perm, SrcLoc loc);
+int row_op_along(Elab *E, Op op, int x, int d, SrcLoc loc); /* a row op over axis d */
 Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc);
 Value to_device(Elab *E, Args *a, SrcLoc loc);
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
@@ -206,6 +207,7 @@ Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_cumsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_as(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_softmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_glu(Elab *E, const char *fn, Args *a, SrcLoc loc);

@@ -108,21 +108,25 @@ static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
         return verror;
     }
     int d = __builtin_ctzll((unsigned long long)mask);
-    if (d == s.rank - 1) return vtensor(graph_add1(E->g, op, x, loc));
-    if (dim_is_batch(s.d[d])) {
+    if (d != s.rank - 1 && dim_is_batch(s.d[d])) { /* moved last, its rows would be other samples' */
         diag_error(E->d, arg_loc(a, ix[1], loc),
                    "%s() over the batch axis of %s: a row of a step's samples is not supported", fn, tstr(E, x));
         return verror;
     }
-    /* another axis (softmax(x, dim = 1) of [N, C, H, W]): moved last, the rows, moved back */
+    return vtensor(row_op_along(E, op, x, d, loc)); /* softmax(x, dim = 1) of [N, C, H, W] */
+}
+
+/* The row-wise op over axis d of x: d moved last, the rows, moved back. */
+int row_op_along(Elab *E, Op op, int x, int d, SrcLoc loc) {
+    int last = E->g->nodes[x].shape.rank - 1;
+    if (d == last) return graph_add1(E->g, op, x, loc);
     int8_t there[IR_MAX_RANK] = {0, 1, 2, 3}, back[IR_MAX_RANK] = {0, 1, 2, 3};
-    int last = s.rank - 1;
     for (int i = 0; i < IR_MAX_RANK && i <= last; i++) {
         there[i] = (int8_t)(i < d ? i : i == last ? d : i + 1);
         back[i] = (int8_t)(i < d ? i : i == d ? last : i - 1);
     }
     int r = graph_add1(E->g, op, permute_node(E, x, there, loc), loc);
-    return vtensor(permute_node(E, r, back, loc));
+    return permute_node(E, r, back, loc);
 }
 
 /* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
@@ -1351,6 +1355,7 @@ static const struct {
     {"argmin", read_argmin},
     {"int", read_number},
     {"einsum", read_einsum},
+    {"cumsum", read_cumsum},
     {"add", read_arith},
     {"sub", read_arith},
     {"subtract", read_arith},

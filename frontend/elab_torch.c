@@ -593,6 +593,28 @@ Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(keep ? reshape_node(E, y, k, loc) : y);
 }
 
+/* cumsum(x, dim), as torch.cumsum: running sums along dim (not the batch axis), in double and
+ * rounded at each element; one row-wise op over the last axis (another axis moved last and
+ * back); a half x is widened first (autocast's fp32 list has cumsum). */
+Value read_cumsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x", "dim"};
+    int ix[2], d;
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    if (!dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 0, &d)) return verror;
+    if (d != s.rank - 1 && dim_is_batch(s.d[d])) { /* moved last, its rows would be other samples' */
+        diag_error(E->d, a->loc[ix[1]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
+        return verror;
+    }
+    if (DTYPE_IS_HALF(E->g->nodes[x].dtype)) {
+        x = graph_add1(E->g, OP_CAST, x, loc);
+        E->g->nodes[x].dtype = DT_F32;
+    }
+    return vtensor(row_op_along(E, OP_CUMSUM, x, d, loc));
+}
+
 /* argmin(x, dim, keepdim = false): argmax of -x, which picks the first minimum (and, as
  * torch.argmin, a NaN before any number). */
 Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc) {

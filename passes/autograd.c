@@ -512,6 +512,13 @@ static void grad_row(Ad *A, int id, int g, Op back) {
 static void grad_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_SOFTMAX_GRAD); }
 static void grad_log_softmax(Ad *A, int id, int g) { grad_row(A, id, g, OP_LSM_GRAD); }
 
+/* cumsum's gradient: the cumsum of g from the other end. */
+static void grad_cumsum(Ad *A, int id, int g) {
+    int t = mk(A, OP_CUMSUM, 1, &g, A->g->nodes[g].shape);
+    A->g->nodes[t].attr.scalars.p[0] = A->g->nodes[id].attr.scalars.p[0] != 0 ? 0 : 1;
+    accumulate(A, opnd(A, id, 0), t);
+}
+
 /* layer_norm's rows: the gradient recomputes each row's mean and deviation from x (no
  * statistics kept between the passes), with the forward's eps. */
 static void grad_ln_norm(Ad *A, int id, int g) {

@@ -153,6 +153,7 @@ static const Case cases[] = {
                         " + sum(log10(h * h + 0.5) * c) + sum(exp2(h) * c)"
                         " + binary_cross_entropy(sigmoid(h), sigmoid(c * h), reduction = \"sum\")"
                         " + kl_div(log_softmax(h, dim = 1), softmax(c * h, dim = 1), reduction = \"batchmean\")"
+                        " + sum(cumsum(h, dim = 1) * c)"
                         TRAIN("data x = randn(8, 3)"), 0, 0},
     {"remainder_fmod", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nd = abs(c) + 0.5\nloss = sum((h * 3) % d * c) + sum(fmod(h * 3, -d) * h) + sum((h % 0.7) * c)"
