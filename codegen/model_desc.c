@@ -142,18 +142,23 @@ static void build_leaves(Build *b) {
 
 /* ---- what an i32 input's values must be (nnc_input_rule) ------------------------------------
  * Under `bound`, the smallest over its readers (cross_entropy's and accuracy's labels index the
- * logits' last axis, embedding's indices the table's rows), or equal to the ignore_index of
- * every cross_entropy reading it, when no embedding does.  The values reach a reader unchanged
+ * logits' last axis, embedding's indices the table's rows, an INDEX_EQ's the places it is compared
+ * with), or equal to the ignore_index of every cross_entropy (and nll_loss) reading it, when no
+ * embedding or other index does.  The values reach a reader unchanged
  * through reshapes and copies. */
 
 static void input_rule_add(Build *b, nnc_input_rule *r, bool *mixed, const Node *x, int64_t k) {
     if (k > 0 && (r->bound == 0 || k < r->bound)) {
         r->bound = k;
-        r->reader = x->op == OP_EMBEDDING ? "embedding" : x->op == OP_ACCURACY ? "accuracy" : "cross_entropy";
+        r->reader = x->op == OP_EMBEDDING ? "embedding"
+            : x->op == OP_ACCURACY        ? "accuracy"
+            : x->op == OP_INDEX_EQ        ? "index"
+                                          : "cross_entropy";
         r->at = arena_printf(b->a, "%s:%d:%d", x->loc.file ? x->loc.file : "the model", x->loc.line, x->loc.col);
     }
-    if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD) return;
-    int32_t ii = (int32_t)x->attr.scalars.p[0];
+    bool idx_ignore = x->op == OP_INDEX_EQ && x->attr.scalars.p[0] != 0; /* nll_loss's target */
+    if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD && !idx_ignore) return;
+    int32_t ii = (int32_t)x->attr.scalars.p[idx_ignore ? 1 : 0];
     if (!*mixed && !r->has_ignore) r->has_ignore = 1, r->ignore = ii; /* the first cross_entropy */
     else if (r->ignore != ii) *mixed = true, r->has_ignore = 0;
 }
@@ -178,6 +183,10 @@ static nnc_input_rule input_rule(Build *b, int input) {
         } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) {
             embedded = true;
             input_rule_add(b, &r, &mixed, x, g->nodes[x->in[1]].shape.d[0]);
+        } else if (x->op == OP_INDEX_EQ && carries[x->in[0]]) { /* gather's index, against arange(C) */
+            Shape c = g->nodes[x->in[1]].shape;
+            embedded |= x->attr.scalars.p[0] == 0; /* no value to skip */
+            input_rule_add(b, &r, &mixed, x, c.rank ? c.d[c.rank - 1] : 0);
         }
     }
     if (embedded) r.has_ignore = 0;

@@ -162,6 +162,7 @@ int reshape_node(Elab *E, int x, Shape s, SrcLoc loc);
 Value transpose(Elab *E, const char *fn, Args *a, SrcLoc loc);
 int permute_node(Elab *E, int x, const int8_t *perm, SrcLoc loc);
 int row_op_along(Elab *E, Op op, int x, int d, SrcLoc loc); /* a row op over axis d */
+void axis_last_perms(int d, int r, int8_t *there, int8_t *back); /* axis d last, and back */
 Value place_instance(Elab *E, Inst *inst, Value dev, SrcLoc loc);
 Value to_device(Elab *E, Args *a, SrcLoc loc);
 Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
@@ -208,6 +209,7 @@ Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_cumsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_as(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_softmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_glu(Elab *E, const char *fn, Args *a, SrcLoc loc);

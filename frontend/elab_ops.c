@@ -116,17 +116,22 @@ static Value rowwise(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     return vtensor(row_op_along(E, op, x, d, loc)); /* softmax(x, dim = 1) of [N, C, H, W] */
 }
 
+/* The orders that move axis d of a rank-r tensor last (there) and back. */
+void axis_last_perms(int d, int r, int8_t *there, int8_t *back) {
+    for (int i = 0; i < IR_MAX_RANK; i++) {
+        there[i] = (int8_t)(i >= r ? i : i < d ? i : i == r - 1 ? d : i + 1);
+        back[i] = (int8_t)(i >= r ? i : i < d ? i : i == d ? r - 1 : i - 1);
+    }
+}
+
 /* The row-wise op over axis d of x: d moved last, the rows, moved back. */
 int row_op_along(Elab *E, Op op, int x, int d, SrcLoc loc) {
-    int last = E->g->nodes[x].shape.rank - 1;
-    if (d == last) return graph_add1(E->g, op, x, loc);
-    int8_t there[IR_MAX_RANK] = {0, 1, 2, 3}, back[IR_MAX_RANK] = {0, 1, 2, 3};
-    for (int i = 0; i < IR_MAX_RANK && i <= last; i++) {
-        there[i] = (int8_t)(i < d ? i : i == last ? d : i + 1);
-        back[i] = (int8_t)(i < d ? i : i == d ? last : i - 1);
-    }
-    int r = graph_add1(E->g, op, permute_node(E, x, there, loc), loc);
-    return permute_node(E, r, back, loc);
+    int r = E->g->nodes[x].shape.rank;
+    if (d == r - 1) return graph_add1(E->g, op, x, loc);
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(d, r, there, back);
+    int y = graph_add1(E->g, op, permute_node(E, x, there, loc), loc);
+    return permute_node(E, y, back, loc);
 }
 
 /* The argument list of an op's surface "name(x, p = 0.01)": names, defaults, how many. */
@@ -1356,6 +1361,9 @@ static const struct {
     {"int", read_number},
     {"einsum", read_einsum},
     {"cumsum", read_cumsum},
+    {"gather", read_gather},
+    {"take_along_dim", read_gather},
+    {"index_select", read_gather},
     {"add", read_arith},
     {"sub", read_arith},
     {"subtract", read_arith},

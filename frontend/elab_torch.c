@@ -10,6 +10,8 @@
 
 #include "elab_impl.h"
 
+static int pick_last(Elab *E, const char *fn, int x, int idx, bool has_ignore, double ignore, SrcLoc loc);
+
 /* dim as torch takes it for a tensor of `rank` axes, `extra` more allowed past the last
  * (unsqueeze: a new axis may go at the end): [-(rank + extra), rank + extra). */
 static bool dim_arg(Elab *E, const char *fn, Value v, SrcLoc loc, int rank, int extra, int *out) {
@@ -120,9 +122,11 @@ Value read_bce_logits(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return r < 0 ? verror : vtensor(r);
 }
 
-/* nll_loss(log_softmax(logits), labels, ignore_index = -100, reduction = "mean"): what
- * cross_entropy(logits, labels) computes (one row-wise op, its labels checked as they load).
- * nll_loss of anything else is refused: a gather of arbitrary log-probabilities has no op here. */
+/* nll_loss(input, target, ignore_index = -100, reduction = "mean"), as F.nll_loss: -input at each
+ * target's class (axis 1 of [N, C] or [N, C, d1, ...], target [N] or [N, d1, ...], i32), 0 where
+ * the target is ignore_index; "mean" over the rows not ignored (none: NaN), "sum", "none".  Of
+ * log_softmax(logits) with "mean" over [N, C], cross_entropy's one row-wise op; else the picked
+ * elements (gather's mask). */
 Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"input", "target", "ignore_index", "reduction"};
     int ix[4];
@@ -130,24 +134,44 @@ Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (!bind_args(E, fn, a, names, 4, ix, 2, loc)) return verror;
     int x = tensor_arg(E, a, ix[0]), y = tensor_arg(E, a, ix[1]);
     double ignore = num_arg(E, a, ix[2], -100, &ok);
-    if (x < 0 || y < 0 || !ok) return verror;
+    if (x < 0 || y < 0 || !ok || !need_f32(E, x, fn, loc)) return verror;
+    const char *how = ix[3] >= 0 && a->v[ix[3]].k == V_STR ? a->v[ix[3]].str : "mean";
+    if (strcmp(how, "mean") && strcmp(how, "sum") && strcmp(how, "none")) {
+        diag_error(E->d, arg_loc(a, ix[3], loc), "%s(): reduction is \"mean\", \"sum\" or \"none\"", fn);
+        return verror;
+    }
     const Node *n = &E->g->nodes[x];
-    if (n->op != OP_LOG_SOFTMAX) {
-        diag_error(E->d, loc,
-                   "%s() takes log_softmax(logits) here: write cross_entropy(logits, labels), which is "
-                   "nll_loss(log_softmax(logits), labels) in one op",
-                   fn);
+    Shape xs = n->shape, ys = E->g->nodes[y].shape;
+    if (n->op == OP_LOG_SOFTMAX && !strcmp(how, "mean") && xs.rank == 2) {
+        Args c = {.n = 3};
+        c.v[0] = vtensor(n->in[0]), c.v[1] = vtensor(y), c.v[2] = vnum(ignore);
+        c.loc[0] = a->loc[ix[0]], c.loc[1] = a->loc[ix[1]], c.loc[2] = arg_loc(a, ix[2], loc);
+        c.kw[2] = "ignore_index";
+        return call_builtin(E, "cross_entropy", &c, loc);
+    }
+    bool same = xs.rank >= 2 && ys.rank == xs.rank - 1 && E->g->nodes[y].dtype == DT_I32;
+    for (int i = 0, j = 0; same && i < xs.rank; i++)
+        if (i != 1) same = xs.d[i] == ys.d[j++];
+    if (!same || dim_is_batch(xs.d[1])) {
+        diag_error(E->d, loc, "%s(): input [N, C, ...] and i32 target [N, ...] (the class axis removed), got %s and %s",
+                   fn, tstr(E, x), tstr(E, y));
         return verror;
     }
-    if (ix[3] >= 0 && (a->v[ix[3]].k != V_STR || strcmp(a->v[ix[3]].str, "mean"))) {
-        diag_error(E->d, a->loc[ix[3]], "%s(): only reduction = \"mean\" (torch's default) is supported", fn);
-        return verror;
-    }
-    Args c = {.n = 3};
-    c.v[0] = vtensor(n->in[0]), c.v[1] = vtensor(y), c.v[2] = vnum(ignore);
-    c.loc[0] = a->loc[ix[0]], c.loc[1] = a->loc[ix[1]], c.loc[2] = arg_loc(a, ix[2], loc);
-    c.kw[2] = "ignore_index";
-    return call_builtin(E, "cross_entropy", &c, loc);
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(1, xs.rank, there, back);
+    Shape yk = ys;
+    yk.d[yk.rank++] = 1; /* [N, ..., 1]: one pick a row */
+    int p = pick_last(E, fn, permute_node(E, x, there, loc), reshape_node(E, y, yk, loc), true, ignore, loc);
+    if (p < 0) return verror;
+    p = reshape_node(E, p, ys, loc);
+    int keep = compare(E, OP_NE, vtensor(y), vnum(ignore), loc).node;
+    int in[3] = {keep, graph_add1(E->g, OP_NEG, p, loc), graph_const(E->g, 0, loc)};
+    int el = graph_add(E->g, OP_SELECT, 3, in, ys, DT_F32, loc);
+    if (!strcmp(how, "none")) return vtensor(el);
+    int64_t all = ((int64_t)1 << ys.rank) - 1;
+    int total = reduce_node(E, OP_SUM, el, all, false, loc);
+    if (!strcmp(how, "sum")) return vtensor(total);
+    return vtensor(graph_add2(E->g, OP_DIV, total, reduce_node(E, OP_SUM, keep, all, false, loc), loc));
 }
 
 /* rms_norm(x, weight, eps), as torch.nn.functional.rms_norm with normalized_shape = weight's
@@ -628,9 +652,21 @@ Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return read_argmax(E, OP_ARGMAX, fn, &b, loc);
 }
 
+/* 1 where the i32 index idx (reshaped to broadcast) equals a place of `places` (arange(C)), f32:
+ * an INDEX_EQ, so that an input read so is checked to lie in [0, C) as it loads, or to be
+ * `ignore` where has_ignore. */
+static int index_eq(Elab *E, int idx, int places, bool has_ignore, double ignore, SrcLoc loc) {
+    Shape s;
+    if (!shape_broadcast(E->g->nodes[idx].shape, E->g->nodes[places].shape, &s)) return -1;
+    int in[2] = {idx, places};
+    int r = graph_add(E->g, OP_INDEX_EQ, 2, in, s, DT_F32, loc);
+    E->g->nodes[r].attr.scalars.p[0] = has_ignore, E->g->nodes[r].attr.scalars.p[1] = ignore;
+    return r;
+}
+
 /* one_hot(labels, num_classes): f32 [..., num_classes], 1 at each label's place (torch's is an
- * integer tensor; here one to compute with).  A label outside [0, num_classes) gives a row of
- * zeros where torch would fail. */
+ * integer tensor; here one to compute with).  An input's labels are checked to lie in [0,
+ * num_classes) as they load; a computed one outside gives a row of zeros where torch fails. */
 Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"tensor", "num_classes"};
     int ix[2];
@@ -655,7 +691,7 @@ Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     r.v[0] = vnum(c), r.loc[0] = loc;
     Value classes = call_builtin(E, "arange", &r, loc);
     if (classes.k == V_ERROR) return verror;
-    return compare(E, OP_EQ, vtensor(reshape_node(E, y, u, loc)), classes, loc);
+    return vtensor(index_eq(E, reshape_node(E, y, u, loc), classes.node, false, 0, loc));
 }
 
 /* smooth_l1_loss(input, target, reduction = "mean", beta = 1) and huber_loss(..., delta = 1), as
@@ -1178,4 +1214,84 @@ Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     t[0] = ein_sum_out(E, t[0], want, loc);
     return vtensor(ein_permute(E, t[0], want, loc).node);
+}
+
+/* ---- gather, take_along_dim, index_select ---------------------------------------------------- */
+
+/* x [..., C] picked along its last axis by i32 indices idx [..., K] (the leading axes broadcast):
+ * out[..., k] = x[..., idx[..., k]], by a mask (idx == c) choosing x or 0, summed over c: exact,
+ * and the gradient goes to each picked element (summed where one is picked twice).  An input's
+ * indices are checked as they load (index_eq); a computed one outside [0, C) picks 0 where torch
+ * fails. */
+static int pick_last(Elab *E, const char *fn, int x, int idx, bool has_ignore, double ignore, SrcLoc loc) {
+    Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
+    if (xs.rank + 1 > IR_MAX_RANK || is.rank + 1 > IR_MAX_RANK) {
+        diag_error(E->d, loc, "%s(): %s picked by %s needs a %d-axis mask: a tensor has at most %d", fn, tstr(E, x),
+                   tstr(E, idx), (xs.rank > is.rank ? xs.rank : is.rank) + 1, IR_MAX_RANK);
+        return -1;
+    }
+    int64_t C = xs.d[xs.rank - 1];
+    Shape xr = xs, ir = is;
+    xr.d[xr.rank - 1] = 1, xr.d[xr.rank++] = C; /* [..., 1, C] */
+    ir.d[ir.rank++] = 1; /* [..., K, 1] */
+    Args r = {.n = 1};
+    r.v[0] = vnum((double)C), r.loc[0] = loc;
+    Value places = call_builtin(E, "arange", &r, loc);
+    if (places.k == V_ERROR) return -1;
+    int mask = index_eq(E, reshape_node(E, idx, ir, loc), places.node, has_ignore, ignore, loc);
+    int xn = reshape_node(E, x, xr, loc), in[3] = {mask, xn, graph_const(E->g, 0, loc)};
+    Shape ms;
+    if (!shape_broadcast(E->g->nodes[mask].shape, xr, &ms)) {
+        diag_error(E->d, loc, "%s(): the indices %s do not match %s along the other axes", fn, tstr(E, idx),
+                   tstr(E, x));
+        return -1;
+    }
+    int picked = graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc);
+    return reduce_node(E, OP_SUM, picked, (int64_t)1 << (ms.rank - 1), false, loc);
+}
+
+static bool index_arg(Elab *E, const char *fn, Args *a, int i, int *idx) {
+    *idx = tensor_arg(E, a, i);
+    if (*idx < 0) return false;
+    if (E->g->nodes[*idx].dtype != DT_I32) {
+        diag_error(E->d, a->loc[i], "%s(): the indices are i32 (an input, argmax's), got %s", fn, tstr(E, *idx));
+        return false;
+    }
+    return true;
+}
+
+/* gather(input, dim, index) and take_along_dim(input, indices, dim), as torch's: out[..., j, ...]
+ * = input[..., index[..., j, ...], ...] along dim, index i32 of input's rank (its other axes
+ * input's, or 1 to broadcast); index_select(input, dim, index): the places of a 1-d i32 index
+ * along dim.  Moved last, picked (pick_last), moved back; dim not the batch axis. */
+Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *gn[] = {"input", "dim", "index"}, *tn[] = {"input", "indices", "dim"};
+    bool take = !strcmp(fn, "take_along_dim"), sel = !strcmp(fn, "index_select");
+    int ix[3], x, idx, d;
+    if (!bind_args(E, fn, a, take ? tn : gn, 3, ix, 3, loc)) return verror;
+    int di = take ? ix[2] : ix[1], ii = take ? ix[1] : ix[2];
+    x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc) || !index_arg(E, fn, a, ii, &idx)) return verror;
+    Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
+    if (!dim_arg(E, fn, a->v[di], a->loc[di], xs.rank, 0, &d)) return verror;
+    if (dim_is_batch(xs.d[d])) {
+        diag_error(E->d, a->loc[di], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
+        return verror;
+    }
+    if (sel ? is.rank != 1 : is.rank != xs.rank) {
+        diag_error(E->d, a->loc[ii], sel ? "%s(): the index is 1-d, got %s" : "%s(): the indices %s need %s's rank", fn,
+                   tstr(E, idx), tstr(E, x));
+        return verror;
+    }
+    for (int i = 0; !sel && !take && i < xs.rank; i++)
+        if (i != d && is.d[i] != xs.d[i]) {
+            diag_error(E->d, a->loc[ii], "%s(): the indices %s differ from %s in axis %d (take_along_dim broadcasts)",
+                       fn, tstr(E, idx), tstr(E, x), i);
+            return verror;
+        }
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(d, xs.rank, there, back);
+    int xm = permute_node(E, x, there, loc), im = sel ? idx : permute_node(E, idx, there, loc);
+    int r = pick_last(E, fn, xm, im, false, 0, loc);
+    return r < 0 ? verror : vtensor(permute_node(E, r, back, loc));
 }

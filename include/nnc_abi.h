@@ -50,12 +50,14 @@ typedef struct {
 
 /* What an i32 input's values must be, from what reads them (nnc_model_abi.input_rules, one per
  * input): a trainer checks its data as it loads, so that a bad label names its file and sample
- * (the kernels check again, naming a row of the batch). */
+ * (cross_entropy's and embedding's kernels check again, naming a row of the batch; gather's
+ * masks do not: a program feeding a compiled model checks its indices by this rule). */
 typedef struct {
     int64_t bound; /* the values index this many classes or rows: each in [0, bound); 0: any */
     int has_ignore; /* 1: `ignore` is allowed too (cross_entropy's ignore_index: skipped) */
     int32_t ignore;
-    const char *reader; /* what sets the bound: "cross_entropy", "accuracy" or "embedding" (NULL: none) */
+    const char *reader; /* what sets the bound: "cross_entropy", "accuracy", "embedding" or "index" (gather,
+                           index_select, one_hot, nll_loss; NULL: none) */
     const char *at; /* its place in the model, "m.nn:6:8" */
 } nnc_input_rule;
 

@@ -367,7 +367,10 @@ static void index_error(const Input *in, const DataBind *b, const char *what, co
     char hint[96] = "";
     if (r->has_ignore && v < 0) /* nanoGPT pads with -1: say what is skipped */
         snprintf(hint, sizeof hint, "; a label equal to cross_entropy's ignore_index (%d) is skipped", (int)r->ignore);
-    if (!strcmp(r->reader, "embedding"))
+    if (!strcmp(r->reader, "index"))
+        snprintf(err, n, "%s: input '%s': %s: index %d is outside 0..%lld (it picks one of %lld places at %s%s)", what,
+                 b->input, where, v, (long long)r->bound - 1, (long long)r->bound, r->at, hint);
+    else if (!strcmp(r->reader, "embedding"))
         snprintf(err, n, "%s: input '%s': %s: index %d is outside 0..%lld (the %lld rows of the embedding at %s)", what,
                  b->input, where, v, (long long)r->bound - 1, (long long)r->bound, r->at);
     else

@@ -261,8 +261,14 @@ def torch_losses2(t):
     oh = F.one_hot(y.long(), 6).double()               # [B, 4, 6]
     s1 = F.smooth_l1_loss(h, oh) + F.smooth_l1_loss(h, oh, beta=0.5, reduction="sum") * 0.1
     hu = F.huber_loss(h, oh, delta=2.0) + (F.huber_loss(h, oh, reduction="none") * oh).sum()
-    loss = s1 + hu + (oh * h).sum()
-    return loss, {"am": am, "am2": am2, "oh": oh, "s1": s1, "hu": hu}
+    ga = h.gather(2, y.unsqueeze(-1)) + torch.take_along_dim(h, y.unsqueeze(-1), 2) * 2 \
+        + torch.index_select(h, 2, W.argmax(0))[..., :1]
+    gb = torch.gather(h[..., :3], 1, torch.argmax(h.reshape(-1, 4, 2, 3), 1))
+    nl = F.nll_loss(h.transpose(1, 2), y) + F.nll_loss(F.log_softmax(h, -1).reshape(-1, 6), y.reshape(-1), reduction="sum") \
+        * 0.1 + F.nll_loss(h.reshape(-1, 6), y.view(-1), ignore_index=2)
+    nn_ = F.nll_loss(h.transpose(1, 2), y, reduction="none", ignore_index=3)
+    loss = s1 + hu + (oh * h).sum() + (ga * ga).sum() + (gb * torch.tanh(gb)).sum() + nl + (nn_ * nn_).sum()
+    return loss, {"nl": nl, "nn": nn_, "am": am, "am2": am2, "oh": oh, "s1": s1, "hu": hu, "ga": ga, "gb": gb}
 
 
 def torch_divmod(t):
@@ -405,13 +411,21 @@ CASES = [
          "output fm = fmod(h, 0.6) + fmod(-h, d) + fmod(h, -d) * 0.5\n"
          "output c = h * (7 // 2) + (-7 % 3) + (-7.5 // 2) * (7.5 % -2)\n"
          "loss = sum(r * r) + sum(fm * h) + sum(fd * h) + sum(c)", torch_divmod),
-    # argmin (the first of ties), one_hot, smooth_l1_loss and huber_loss with beta, delta and reductions
+    # argmin (the first of ties), one_hot, smooth_l1_loss and huber_loss with beta, delta and reductions;
+    # gather, take_along_dim and index_select by labels and by argmax's indices; nll_loss of any
+    # log-probabilities ([N, C, d1] too), its reductions and ignore_index
     Case("torch_losses2", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6)},
          "h = tanh(x @ W) * 2\ng = round(h * 2) / 2\noutput am = argmin(g, dim = -1)\noutput am2 = g.argmin(1, keepdim = True)\n"
          "output oh = one_hot(y, 6)\n"
          "output s1 = smooth_l1_loss(h, oh) + smooth_l1_loss(h, oh, beta = 0.5, reduction = \"sum\") * 0.1\n"
          "output hu = huber_loss(h, oh, delta = 2) + sum(huber_loss(h, oh, reduction = \"none\") * oh)\n"
-         "loss = s1 + hu + sum(oh * h)", torch_losses2),
+         "output ga = h.gather(2, y.unsqueeze(-1)) + take_along_dim(h, y.unsqueeze(-1), 2) * 2"
+         " + index_select(h, 2, argmax(W, 0))[..., :1]\n"
+         "output gb = gather(h[..., :3], 1, argmax(h.reshape(B, 4, 2, 3), 1))\n"
+         "output nl = nll_loss(h.transpose(1, 2), y) + nll_loss(log_softmax(h, -1).reshape(B * 4, 6), y.reshape(-1),"
+         " reduction = \"sum\") * 0.1 + nll_loss(h.reshape(-1, 6), y.view(-1), ignore_index = 2)\n"
+         "output nn = nll_loss(h.transpose(1, 2), y, reduction = \"none\", ignore_index = 3)\n"
+         "loss = s1 + hu + sum(oh * h) + sum(ga * ga) + sum(gb * tanh(gb)) + nl + sum(nn * nn)", torch_losses2),
     # argmax (the first of ties) along the last axis and another, compared with labels
     Case("torch_argmax", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 6)}, {"W": (5, 6)},
          "h = tanh(x @ W)\ng = round(h * 2) / 2\noutput p = argmax(g, dim = -1)\noutput q = g.argmax(1, keepdim = True)\n"
