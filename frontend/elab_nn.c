@@ -614,3 +614,51 @@ bool eval_init(Elab *E, Env *env, Node *p, Expr *e) {
     }
     return ok;
 }
+
+/* conv1d(x, weight, bias, stride, padding, dilation, groups), max_pool1d(x, kernel_size, stride,
+ * padding, dilation) and avg_pool1d (no dilation), as torch.nn.functional's on [N, C, L]: the
+ * 2-d op over [N, C, 1, L] (weight [O, C/groups, 1, K]), each size the pair (1, size) (a padding
+ * (0, p); "same" and "valid" as they are), the height dropped after. */
+Value read_1d(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *cn[] = {"x", "weight", "bias", "stride", "padding", "dilation", "groups"},
+                      *pn[] = {"x", "kernel_size", "stride", "padding", "dilation"};
+    const bool conv = !strcmp(fn, "conv1d");
+    const char *const *names = conv ? cn : pn;
+    const int n = conv ? 7 : strcmp(fn, "avg_pool1d") ? 5 : 4;
+    int ix[7] = {-1, -1, -1, -1, -1, -1, -1};
+    if (!bind_args(E, fn, a, names, n, ix, 2, loc)) return verror;
+    Args b = {.n = 0};
+    for (int i = 0; i < n; i++) {
+        if (ix[i] < 0) continue;
+        Value v = a->v[ix[i]];
+        SrcLoc l = a->loc[ix[i]];
+        bool size = !strcmp(names[i], "kernel_size") || !strcmp(names[i], "stride") || !strcmp(names[i], "padding") ||
+            !strcmp(names[i], "dilation");
+        if (i == 0 || (conv && i == 1)) { /* x [N, C, L], weight [O, C/g, K]: a height of 1 */
+            int t = tensor_arg(E, a, ix[i]);
+            if (t < 0) return verror;
+            Shape s = E->g->nodes[t].shape;
+            if (s.rank != 3) {
+                diag_error(E->d, l, "%s(): %s is %s, 3 axes (%s) expected", fn, i ? "weight" : "input", tstr(E, t),
+                           i ? "[out_channels, in_channels / groups, kernel]" : "[N, C, L]");
+                return verror;
+            }
+            Shape r = {.rank = 4, .d = {s.d[0], s.d[1], 1, s.d[2]}};
+            v = vtensor(reshape_node(E, t, r, l));
+        } else if (size && v.k != V_STR) { /* a number or a 1-tuple: (1 or 0, it) */
+            if (v.k == V_TUPLE && v.nitems == 1) v = v.items[0];
+            if (v.k != V_NUM) {
+                diag_error(E->d, l, "%s(): %s is a number, got a %s", fn, names[i], kind_name(v.k));
+                return verror;
+            }
+            Value *pair = arena_alloc(E->a, 2 * sizeof *pair);
+            pair[0] = vnum(!strcmp(names[i], "padding") ? 0 : 1), pair[1] = v;
+            v = (Value){.k = V_TUPLE, .items = pair, .nitems = 2};
+        }
+        b.v[b.n] = v, b.loc[b.n] = l, b.kw[b.n++] = i < 2 ? NULL : names[i];
+    }
+    Value y = call_builtin(E, conv ? "conv2d" : fn[0] == 'm' ? "max_pool2d" : "avg_pool2d", &b, loc);
+    if (y.k == V_ERROR) return verror;
+    Shape s = E->g->nodes[y.node].shape, r = {.rank = 3, .d = {s.d[0], s.d[1], s.d[3]}};
+    return vtensor(reshape_node(E, y.node, r, loc));
+}

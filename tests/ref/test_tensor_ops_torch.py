@@ -322,9 +322,13 @@ def torch_arith(t):
         + F.binary_cross_entropy(torch.sigmoid(h * 3), (h > 0).double(), weight=(torch.arange(6) + 1) * 0.25, reduction="sum") * 0.1
     pf = torch.tanh(h) * math.pi + F.relu(h) + F.silu(h) + F.gelu(h) + torch.cat((h, h), dim=2)[..., :6] * int("2") \
         + h.masked_fill(h > 0.5, float("-inf")).clamp(min=-1) + h * math.sqrt(2)   # h.to(torch.float32): the real type
+    cv = F.conv1d(x, t["K"], t["kb"], padding=1) + F.conv1d(x, t["K"], stride=(2,), dilation=1, padding=1) \
+        .repeat(1, 1, 2)[..., :6] + F.conv1d(x.repeat(1, 2, 1), t["K"].repeat(2, 1, 1), groups=2, padding=1)[:, :3]
+    pl = F.max_pool1d(x, 2, padding=1) + F.avg_pool1d(x, 3, stride=2, padding=1) + F.max_pool1d(x, 2, stride=2, dilation=2, padding=1)
     loss = (ar * h).sum() + (vs * torch.tanh(vs)).sum() + (sm * h).sum() + (lp * lp).sum() + (ac * h).sum() \
-        + (mf * h).sum() + kl + bce + (ve * ve).sum() + (pf * h).sum()
-    return loss, {"pf": pf, "ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
+        + (mf * h).sum() + kl + bce + (ve * ve).sum() + (pf * h).sum() + (cv * torch.tanh(cv)).sum() \
+        + (pl * pl).sum()
+    return loss, {"cv": cv, "pl": pl, "pf": pf, "ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
 
 
 def torch_einsum(t):
@@ -370,8 +374,9 @@ CASES = [
     # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
     # log2, log10, exp2, kl_div (batchmean, log_target, zeros in the target), binary_cross_entropy;
-    # module paths (torch.tanh, F.relu, nn.functional.silu, math.pi), float('-inf'), int("2")
-    Case("torch_arith", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
+    # module paths (torch.tanh, F.relu, nn.functional.silu, math.pi), float('-inf'), int("2");
+    # conv1d (stride, dilation, groups), max_pool1d, avg_pool1d
+    Case("torch_arith", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,), "K": (3, 4, 2), "kb": (3,)},
          "h = tanh(x @ W)\nd = abs(V) + 0.5\n"
          "output ar = h.add(V, alpha = 2) + sub(h, 1, alpha = 0.5) + rsub(h, 2) + h.mul(V) + div(h, d)"
          " + h.div(d, rounding_mode = \"trunc\") + divide(h * 3, d, rounding_mode = \"floor\") + true_divide(h, 2)"
@@ -386,11 +391,16 @@ CASES = [
          "output pf = torch.tanh(h) * math.pi + F.relu(h) + nn.functional.silu(h) + torch.nn.functional.gelu(h)"
          " + torch.cat((h, h), dim = 2)[..., :6] * int(\"2\") + h.masked_fill(h > 0.5, float('-inf')).clamp(min = -1)"
          " + h.to(torch.float32) * math.sqrt(2)\n"
+         "output cv = conv1d(x, K, kb, padding = 1) + F.conv1d(x, K, stride = (2,), dilation = 1, padding = 1)"
+         ".repeat(1, 1, 2)[..., :6] + conv1d(x.repeat(1, 2, 1), K.repeat(2, 1, 1), groups = 2, padding = 1)[:, :3]\n"
+         "output pl = max_pool1d(x, 2, padding = 1) + avg_pool1d(x, 3, stride = 2, padding = 1)"
+         " + max_pool1d(x, 2, stride = 2, dilation = 2, padding = 1)\n"
          "output kl = kl_div(log_softmax(h, dim = -1), p, reduction = \"batchmean\") + kl_div(h, p, reduction = \"sum\") * 0.1"
          " + kl_div(log_softmax(h, -1), h * 0.5, reduction = \"mean\", log_target = True)\n"
          "output bce = binary_cross_entropy(sigmoid(h), sigmoid(h * 2))"
          " + binary_cross_entropy(sigmoid(h * 3), h > 0, weight = (arange(6) + 1) * 0.25, reduction = \"sum\") * 0.1\n"
-         "loss = sum(ar * h) + sum(vs * tanh(vs)) + sum(sm * h) + sum(lp * lp) + sum(ac * h) + sum(mf * h) + kl + bce + sum(ve * ve) + sum(pf * h)",
+         "loss = sum(ar * h) + sum(vs * tanh(vs)) + sum(sm * h) + sum(lp * lp) + sum(ac * h) + sum(mf * h) + kl + bce + sum(ve * ve) + sum(pf * h)"
+         " + sum(cv * tanh(cv)) + sum(pl * pl)",
          torch_arith),
     # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
     # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum;
