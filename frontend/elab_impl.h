@@ -211,6 +211,8 @@ Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_cumsum(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_1d(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_repeat_interleave(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_interpolate(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_as(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_softmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_glu(Elab *E, const char *fn, Args *a, SrcLoc loc);

@@ -1363,6 +1363,8 @@ static const struct {
     {"cumsum", read_cumsum},
     {"gather", read_gather},
     {"conv1d", read_1d},
+    {"repeat_interleave", read_repeat_interleave},
+    {"interpolate", read_interpolate},
     {"max_pool1d", read_1d},
     {"avg_pool1d", read_1d},
     {"take_along_dim", read_gather},

@@ -1295,3 +1295,153 @@ Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     int r = pick_last(E, fn, xm, im, false, 0, loc);
     return r < 0 ? verror : vtensor(permute_node(E, r, back, loc));
 }
+
+/* ---- repeat_interleave, interpolate ----------------------------------------------------------- */
+
+/* x with each element along axis d repeated r times in place ([a, b] -> [a, a, b, b]): the axes
+ * before d merged into one and those after into another, [P, L, 1, S] stretched to [P, L, r, S]
+ * (within four axes whatever x's rank), and the shape put back with L r along d. */
+static int interleave(Elab *E, int x, int d, int64_t r, SrcLoc loc) {
+    Shape s = E->g->nodes[x].shape, m = {.rank = 4, .d = {1, s.d[d], 1, 1}};
+    for (int i = 0; i < s.rank; i++)
+        if (i != d) m.d[i < d ? 0 : 3] = merge_dim(m.d[i < d ? 0 : 3], s.d[i]);
+    int y = reshape_node(E, x, m, loc);
+    m.d[2] = r;
+    y = graph_add(E->g, OP_EXPAND, 1, &y, m, E->g->nodes[x].dtype, loc);
+    s.d[d] *= r;
+    return reshape_node(E, y, s, loc);
+}
+
+/* repeat_interleave(input, repeats, dim), as torch's with a number of repeats (not a tensor of
+ * them) and a dim (not the batch axis); without dim, of the flattened input is refused (it
+ * would cross the batch axis). */
+Value read_repeat_interleave(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "repeats", "dim"};
+    int ix[3], d;
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 3, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    double r = num_arg(E, a, ix[1], 1, &ok);
+    if (x < 0 || !ok || !need_f32(E, x, fn, loc)) return verror;
+    if (r != floor(r) || r < 1 || r > 1 << 20) {
+        diag_error(E->d, a->loc[ix[1]],
+                   "%s(): repeats is a positive integer here (a tensor of counts is not supported)", fn);
+        return verror;
+    }
+    Shape s = E->g->nodes[x].shape;
+    if (ix[2] < 0) {
+        diag_error(E->d, loc, "%s(): give dim (the flattened tensor's would cross the batch axis)", fn);
+        return verror;
+    }
+    if (!dim_arg(E, fn, a->v[ix[2]], a->loc[ix[2]], s.rank, 0, &d)) return verror;
+    if (dim_is_batch(s.d[d])) {
+        diag_error(E->d, a->loc[ix[2]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
+        return verror;
+    }
+    return r == 1 ? vtensor(x) : vtensor(interleave(E, x, d, (int64_t)r, loc));
+}
+
+/* The [out, in] matrix that resamples an axis of `in` places to `out` linearly (torch's
+ * upsample_linear weights: source place src(i) = scale (i + 0.5) - 0.5 at least 0, or scale i
+ * with align_corners, at most in - 1; weight relu(1 - |src(i) - j|), the two neighbours'
+ * lambdas), or by nearest (1 where j = floor(scale i)); scale = in / out, or 1 / scale_factor
+ * where it was given. */
+static int resample_matrix(Elab *E, int64_t out, int64_t in, double scale, bool nearest, bool corners, SrcLoc loc) {
+    Args r = {.n = 1};
+    r.loc[0] = loc;
+    r.v[0] = vnum((double)out);
+    int i = call_builtin(E, "arange", &r, loc).node;
+    r.v[0] = vnum((double)in);
+    int j = call_builtin(E, "arange", &r, loc).node;
+    if (i < 0 || j < 0) return -1;
+    i = reshape_node(E, i, (Shape){.rank = 2, .d = {out, 1}}, loc);
+    if (nearest) {
+        int src = graph_add1(E->g, OP_FLOOR, graph_add2(E->g, OP_MUL, i, graph_const(E->g, scale, loc), loc), loc);
+        int lim = graph_add2(E->g, OP_MINIMUM, src, graph_const(E->g, (double)(in - 1), loc), loc);
+        return graph_add2(E->g, OP_EQ, lim, j, loc);
+    }
+    int src = corners
+        ? graph_add2(E->g, OP_MUL, i, graph_const(E->g, scale, loc), loc)
+        : graph_add2(E->g, OP_SUB,
+                     graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_ADD, i, graph_const(E->g, 0.5, loc), loc),
+                                graph_const(E->g, scale, loc), loc),
+                     graph_const(E->g, 0.5, loc), loc);
+    src = graph_add2(E->g, OP_MAXIMUM, src, graph_const(E->g, 0, loc), loc);
+    src = graph_add2(E->g, OP_MINIMUM, src, graph_const(E->g, (double)(in - 1), loc), loc);
+    int dist = graph_add1(E->g, OP_ABS, graph_add2(E->g, OP_SUB, src, j, loc), loc);
+    return graph_add1(E->g, OP_RELU, graph_add2(E->g, OP_SUB, graph_const(E->g, 1, loc), dist, loc), loc);
+}
+
+/* interpolate(input, size, scale_factor, mode = "nearest", align_corners), as F.interpolate on
+ * [N, C, L] (modes "nearest", "linear") and [N, C, H, W] ("nearest", "bilinear"): nearest by
+ * a whole scale repeats each element (exact); otherwise each spatial axis is resampled by a
+ * product with its [out, in] weight matrix (resample_matrix), which sums the two neighbours
+ * torch weighs and zeros (a NaN or an infinity spreads along its row through them). */
+Value read_interpolate(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "size", "scale_factor", "mode", "align_corners"};
+    int ix[5];
+    if (!bind_args(E, fn, a, names, 5, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    const char *mode = ix[3] >= 0 && a->v[ix[3]].k == V_STR ? a->v[ix[3]].str : "nearest";
+    int sp = s.rank - 2; /* spatial axes */
+    bool nearest = !strcmp(mode, "nearest");
+    if ((sp != 1 && sp != 2) || (!nearest && strcmp(mode, sp == 1 ? "linear" : "bilinear"))) {
+        diag_error(E->d, arg_loc(a, ix[3], loc),
+                   "%s(): mode \"%s\" of %s: [N, C, L] takes \"nearest\" or \"linear\", [N, C, H, W] \"nearest\" or "
+                   "\"bilinear\"",
+                   fn, mode, tstr(E, x));
+        return verror;
+    }
+    bool has_size = ix[1] >= 0 && a->v[ix[1]].k != V_NONE, has_scale = ix[2] >= 0 && a->v[ix[2]].k != V_NONE;
+    if (has_size == has_scale) {
+        diag_error(E->d, loc, "%s(): give size or scale_factor, one of them", fn);
+        return verror;
+    }
+    bool corners = false, ok = true;
+    if (ix[4] >= 0 && a->v[ix[4]].k != V_NONE) {
+        corners = num_arg(E, a, ix[4], 0, &ok) != 0;
+        if (!ok) return verror;
+        if (nearest) {
+            diag_error(E->d, a->loc[ix[4]], "%s(): align_corners is for the linear modes, as torch says", fn);
+            return verror;
+        }
+    }
+    Value v = a->v[has_size ? ix[1] : ix[2]];
+    SrcLoc vl = a->loc[has_size ? ix[1] : ix[2]];
+    int y = x;
+    for (int k = 0; k < sp; k++) {
+        int d = 2 + k;
+        int64_t in = s.d[d];
+        Value f = v.k == V_TUPLE ? (v.nitems == sp ? v.items[k] : verror) : v;
+        if (f.k != V_NUM || !isfinite(f.num) || f.num <= 0 || (has_size && f.num != floor(f.num)) || dim_is_batch(in)) {
+            diag_error(E->d, vl, "%s(): %s is a positive %s, or a tuple of one per spatial axis (%d of %s)", fn,
+                       has_size ? "size" : "scale_factor", has_size ? "integer" : "number", sp, tstr(E, x));
+            return verror;
+        }
+        int64_t out = has_size ? (int64_t)f.num : (int64_t)floor((double)in * f.num);
+        if (out < 1 || out > 1 << 24) {
+            diag_error(E->d, vl, "%s(): axis %d of %s would have %lld places", fn, d, tstr(E, x), (long long)out);
+            return verror;
+        }
+        double scale = corners ? (out > 1 ? (double)(in - 1) / (double)(out - 1) : 0)
+            : has_scale        ? 1 / f.num
+                               : (double)in / (double)out;
+        if (out == in && scale == 1) continue; /* the identity */
+        if (nearest && out % in == 0 && scale * (double)(out / in) == 1) {
+            y = interleave(E, y, d, out / in, loc); /* a whole scale: each element repeated */
+            continue;
+        }
+        int m = resample_matrix(E, out, in, scale, nearest, corners, loc);
+        if (m < 0) return verror;
+        /* the axis last, times the matrix's transpose, moved back */
+        int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+        axis_last_perms(d, s.rank, there, back);
+        Value p = matmul(E, vtensor(permute_node(E, y, there, loc)),
+                         vtensor(permute_node(E, m, (int8_t[]){1, 0, 2, 3}, loc)), loc);
+        if (p.k == V_ERROR) return verror;
+        y = permute_node(E, p.node, back, loc);
+    }
+    return vtensor(y);
+}

@@ -325,10 +325,18 @@ def torch_arith(t):
     cv = F.conv1d(x, t["K"], t["kb"], padding=1) + F.conv1d(x, t["K"], stride=(2,), dilation=1, padding=1) \
         .repeat(1, 1, 2)[..., :6] + F.conv1d(x.repeat(1, 2, 1), t["K"].repeat(2, 1, 1), groups=2, padding=1)[:, :3]
     pl = F.max_pool1d(x, 2, padding=1) + F.avg_pool1d(x, 3, stride=2, padding=1) + F.max_pool1d(x, 2, stride=2, dilation=2, padding=1)
+    xi = x.reshape(-1, 2, 2, 5)
+    ip = F.interpolate(xi, scale_factor=2) + F.interpolate(xi, size=(4, 10), mode="bilinear") \
+        + F.interpolate(xi, scale_factor=(2, 2), mode="bilinear", align_corners=True) \
+        + F.interpolate(xi, size=(4, 10), mode="nearest").flip(-1) * 0.5
+    il = F.interpolate(x, size=3, mode="linear") + F.interpolate(x, scale_factor=0.5, mode="nearest").repeat(1, 1, 2)[..., :3] \
+        + F.interpolate(x, size=8, mode="linear", align_corners=True)[..., ::3] \
+        + F.interpolate(x, size=6, mode="linear")[..., 1:4] + x.repeat_interleave(2, dim=2)[..., 2:5] \
+        + torch.repeat_interleave(x, 3, dim=1)[:, 1:5, :3]
     loss = (ar * h).sum() + (vs * torch.tanh(vs)).sum() + (sm * h).sum() + (lp * lp).sum() + (ac * h).sum() \
         + (mf * h).sum() + kl + bce + (ve * ve).sum() + (pf * h).sum() + (cv * torch.tanh(cv)).sum() \
-        + (pl * pl).sum()
-    return loss, {"cv": cv, "pl": pl, "pf": pf, "ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
+        + (pl * pl).sum() + (ip * ip).sum() + (il * torch.tanh(il)).sum()
+    return loss, {"ip": ip, "il": il, "cv": cv, "pl": pl, "pf": pf, "ar": ar, "vs": vs, "ve": ve, "sm": sm, "lp": lp, "ac": ac, "mf": mf, "kl": kl, "bce": bce}
 
 
 def torch_einsum(t):
@@ -375,7 +383,8 @@ CASES = [
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
     # log2, log10, exp2, kl_div (batchmean, log_target, zeros in the target), binary_cross_entropy;
     # module paths (torch.tanh, F.relu, nn.functional.silu, math.pi), float('-inf'), int("2");
-    # conv1d (stride, dilation, groups), max_pool1d, avg_pool1d
+    # conv1d (stride, dilation, groups), max_pool1d, avg_pool1d; interpolate (nearest, linear,
+    # bilinear, align_corners, up and down), repeat_interleave
     Case("torch_arith", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,), "K": (3, 4, 2), "kb": (3,)},
          "h = tanh(x @ W)\nd = abs(V) + 0.5\n"
          "output ar = h.add(V, alpha = 2) + sub(h, 1, alpha = 0.5) + rsub(h, 2) + h.mul(V) + div(h, d)"
@@ -395,12 +404,20 @@ CASES = [
          ".repeat(1, 1, 2)[..., :6] + conv1d(x.repeat(1, 2, 1), K.repeat(2, 1, 1), groups = 2, padding = 1)[:, :3]\n"
          "output pl = max_pool1d(x, 2, padding = 1) + avg_pool1d(x, 3, stride = 2, padding = 1)"
          " + max_pool1d(x, 2, stride = 2, dilation = 2, padding = 1)\n"
+         "xi = x.reshape(B, 2, 2, 5)\n"
+         "output ip = interpolate(xi, scale_factor = 2) + interpolate(xi, size = (4, 10), mode = \"bilinear\")"
+         " + interpolate(xi, scale_factor = (2, 2), mode = \"bilinear\", align_corners = True)"
+         " + interpolate(xi, size = (4, 10), mode = \"nearest\").flip(-1) * 0.5\n"
+         "output il = interpolate(x, size = 3, mode = \"linear\") + interpolate(x, scale_factor = 0.5, mode = \"nearest\")"
+         ".repeat(1, 1, 2)[..., :3] + interpolate(x, size = 8, mode = \"linear\", align_corners = True)[..., ::3]"
+         " + interpolate(x, size = 6, mode = \"linear\")[..., 1:4] + x.repeat_interleave(2, dim = 2)[..., 2:5]"
+         " + repeat_interleave(x, 3, dim = 1)[:, 1:5, :3]\n"
          "output kl = kl_div(log_softmax(h, dim = -1), p, reduction = \"batchmean\") + kl_div(h, p, reduction = \"sum\") * 0.1"
          " + kl_div(log_softmax(h, -1), h * 0.5, reduction = \"mean\", log_target = True)\n"
          "output bce = binary_cross_entropy(sigmoid(h), sigmoid(h * 2))"
          " + binary_cross_entropy(sigmoid(h * 3), h > 0, weight = (arange(6) + 1) * 0.25, reduction = \"sum\") * 0.1\n"
          "loss = sum(ar * h) + sum(vs * tanh(vs)) + sum(sm * h) + sum(lp * lp) + sum(ac * h) + sum(mf * h) + kl + bce + sum(ve * ve) + sum(pf * h)"
-         " + sum(cv * tanh(cv)) + sum(pl * pl)",
+         " + sum(cv * tanh(cv)) + sum(pl * pl) + sum(ip * ip) + sum(il * tanh(il))",
          torch_arith),
     # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
     # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum;
