@@ -1445,3 +1445,162 @@ Value read_interpolate(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     return vtensor(y);
 }
+
+/* ---- distances and their losses; instance_norm, logaddexp ------------------------------------- */
+
+static int broadcast2(Elab *E, const char *fn, Op op, int a, int b, SrcLoc loc) {
+    int r = graph_add2(E->g, op, a, b, loc);
+    if (r < 0) diag_error(E->d, loc, "%s(): %s and %s do not broadcast", fn, tstr(E, a), tstr(E, b));
+    return r;
+}
+
+/* cosine_similarity(x1, x2, dim = 1, eps = 1e-8), as F.cosine_similarity: sum(x1 / n1 * x2 /
+ * n2) over dim, each n the vector's 2-norm at least eps (below it the gradient is 0, where
+ * torch's passes as if unclamped). */
+Value read_cosine_similarity(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x1", "x2", "dim", "eps"};
+    int ix[4], d;
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 4, ix, 2, loc)) return verror;
+    int x1 = tensor_arg(E, a, ix[0]), x2 = tensor_arg(E, a, ix[1]);
+    double eps = num_arg(E, a, ix[3], 1e-8, &ok);
+    if (x1 < 0 || x2 < 0 || !ok || !need_f32(E, x1, fn, loc) || !need_f32(E, x2, fn, loc)) return verror;
+    Shape s;
+    if (!shape_broadcast(E->g->nodes[x1].shape, E->g->nodes[x2].shape, &s)) {
+        diag_error(E->d, loc, "%s(): %s and %s do not broadcast", fn, tstr(E, x1), tstr(E, x2));
+        return verror;
+    }
+    if (!dim_arg(E, fn, ix[2] < 0 ? vnum(1) : a->v[ix[2]], arg_loc(a, ix[2], loc), s.rank, 0, &d)) return verror;
+    int unit[2], xs[2] = {x1, x2};
+    for (int k = 0; k < 2; k++) {
+        Shape t = E->g->nodes[xs[k]].shape;
+        int dk = d - (s.rank - t.rank); /* its axis under dim, broadcast from the right */
+        if (dk < 0) {
+            diag_error(E->d, loc, "%s(): %s has no axis %d to sum over", fn, tstr(E, xs[k]), d);
+            return verror;
+        }
+        int n = reduce_node(E, OP_SUM, graph_add2(E->g, OP_MUL, xs[k], xs[k], loc), (int64_t)1 << dk, true, loc);
+        int c = graph_add1(E->g, OP_CLAMP, n, loc);
+        E->g->nodes[c].attr.scalars.p[0] = eps * eps, E->g->nodes[c].attr.scalars.p[1] = INFINITY;
+        unit[k] = graph_add2(E->g, OP_DIV, xs[k], graph_add1(E->g, OP_SQRT, c, loc), loc);
+    }
+    return vtensor(
+        reduce_node(E, OP_SUM, graph_add2(E->g, OP_MUL, unit[0], unit[1], loc), (int64_t)1 << d, false, loc));
+}
+
+/* ||x1 - x2 + eps||_p over the last axis (p 2 or 1), as F.pairwise_distance. */
+static int distance(Elab *E, const char *fn, int x1, int x2, double p, double eps, bool keep, SrcLoc loc) {
+    int d = broadcast2(E, fn, OP_SUB, x1, x2, loc);
+    if (d < 0) return -1;
+    d = graph_add2(E->g, OP_ADD, d, graph_const(E->g, eps, loc), loc);
+    int r = E->g->nodes[d].shape.rank;
+    return norm_node(E, d, p, (int64_t)1 << (r ? r - 1 : 0), keep, loc);
+}
+
+/* pairwise_distance(x1, x2, p = 2, eps = 1e-6, keepdim = false). */
+Value read_pairwise_distance(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"x1", "x2", "p", "eps", "keepdim"};
+    int ix[5];
+    double p;
+    bool ok = true;
+    if (!bind_args(E, fn, a, names, 5, ix, 2, loc)) return verror;
+    int x1 = tensor_arg(E, a, ix[0]), x2 = tensor_arg(E, a, ix[1]);
+    double eps = num_arg(E, a, ix[3], 1e-6, &ok);
+    bool keep = num_arg(E, a, ix[4], 0, &ok) != 0;
+    if (x1 < 0 || x2 < 0 || !ok || !norm_p(E, fn, a, ix[2], &p) || !need_f32(E, x1, fn, loc) ||
+        !need_f32(E, x2, fn, loc))
+        return verror;
+    int r = distance(E, fn, x1, x2, p, eps, keep, loc);
+    return r < 0 ? verror : vtensor(r);
+}
+
+/* triplet_margin_loss(anchor, positive, negative, margin = 1, p = 2, eps = 1e-6, swap = false,
+ * reduction = "mean"): relu(margin + d(a, p) - d(a, n)) with F.pairwise_distance's d (swap: d(a, n)
+ * the smaller of it and d(p, n)); margin_ranking_loss(input1, input2, target, margin = 0,
+ * reduction): relu(-target (input1 - input2) + margin), as torch's. */
+Value read_margin_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *tn[] = {"anchor", "positive", "negative", "margin", "p", "eps", "swap", "reduction"},
+                      *rn[] = {"input1", "input2", "target", "margin", "reduction"};
+    bool triplet = !strcmp(fn, "triplet_margin_loss"), ok = true;
+    int ix[8], t[3];
+    if (!bind_args(E, fn, a, triplet ? tn : rn, triplet ? 8 : 5, ix, 3, loc)) return verror;
+    for (int k = 0; k < 3; k++)
+        if ((t[k] = tensor_arg(E, a, ix[k])) < 0 || !need_f32(E, t[k], fn, loc)) return verror;
+    double margin = num_arg(E, a, ix[3], triplet ? 1 : 0, &ok);
+    if (!ok) return verror;
+    int el;
+    if (triplet) {
+        double p, eps = num_arg(E, a, ix[5], 1e-6, &ok);
+        bool swap = num_arg(E, a, ix[6], 0, &ok) != 0;
+        if (!ok || !norm_p(E, fn, a, ix[4], &p)) return verror;
+        int dp = distance(E, fn, t[0], t[1], p, eps, false, loc), dn = distance(E, fn, t[0], t[2], p, eps, false, loc);
+        if (dp < 0 || dn < 0) return verror;
+        if (swap) {
+            int ds = distance(E, fn, t[1], t[2], p, eps, false, loc);
+            if (ds < 0) return verror;
+            dn = graph_add2(E->g, OP_MINIMUM, dn, ds, loc);
+        }
+        el = graph_add2(E->g, OP_SUB, graph_add2(E->g, OP_ADD, dp, graph_const(E->g, margin, loc), loc), dn, loc);
+    } else {
+        int d = broadcast2(E, fn, OP_SUB, t[0], t[1], loc);
+        if (d < 0) return verror;
+        int m = broadcast2(E, fn, OP_MUL, graph_add1(E->g, OP_NEG, t[2], loc), d, loc);
+        if (m < 0) return verror;
+        el = graph_add2(E->g, OP_ADD, m, graph_const(E->g, margin, loc), loc);
+    }
+    int r = loss_reduce(E, fn, a, ix[triplet ? 7 : 4], graph_add1(E->g, OP_RELU, el, loc), loc);
+    return r < 0 ? verror : vtensor(r);
+}
+
+/* instance_norm(input, running_mean = None, running_var = None, weight, bias, use_input_stats =
+ * true, momentum, eps = 1e-5), as F.instance_norm with the statistics of each sample's channel:
+ * group_norm with a group a channel. */
+Value read_instance_norm(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "running_mean",    "running_var", "weight",
+                                  "bias",  "use_input_stats", "momentum",    "eps"};
+    int ix[8];
+    if (!bind_args(E, fn, a, names, 8, ix, 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0) return verror;
+    for (int k = 1; k <= 2; k++)
+        if (ix[k] >= 0 && a->v[ix[k]].k != V_NONE) {
+            diag_error(E->d, a->loc[ix[k]], "%s(): running statistics are not supported (each sample's own are used)",
+                       fn);
+            return verror;
+        }
+    Shape s = E->g->nodes[x].shape;
+    if (s.rank < 3 || dim_is_batch(s.d[1])) {
+        diag_error(E->d, loc, "%s(): input [N, C, ...] with at least one axis after the channels, got %s", fn,
+                   tstr(E, x));
+        return verror;
+    }
+    Args g = {.n = 0};
+    g.v[g.n] = vtensor(x), g.loc[g.n++] = a->loc[ix[0]];
+    g.v[g.n] = vnum((double)s.d[1]), g.loc[g.n++] = loc;
+    static const char *kw[] = {"weight", "bias"};
+    for (int k = 0; k < 2; k++)
+        if (ix[3 + k] >= 0 && a->v[ix[3 + k]].k != V_NONE)
+            g.v[g.n] = a->v[ix[3 + k]], g.loc[g.n] = a->loc[ix[3 + k]], g.kw[g.n++] = kw[k];
+    if (ix[7] >= 0) g.v[g.n] = a->v[ix[7]], g.loc[g.n] = a->loc[ix[7]], g.kw[g.n++] = "eps";
+    return call_builtin(E, "group_norm", &g, loc);
+}
+
+/* logaddexp(a, b): log(exp(a) + exp(b)) as torch computes it, max(a, b) + log1p(exp(-|a - b|)),
+ * a where a and b are the same infinity. */
+Value read_logaddexp(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"input", "other"};
+    int ix[2];
+    if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]), y = tensor_arg(E, a, ix[1]);
+    if (x < 0 || y < 0 || !need_f32(E, x, fn, loc) || !need_f32(E, y, fn, loc)) return verror;
+    int m = broadcast2(E, fn, OP_MAXIMUM, x, y, loc);
+    if (m < 0) return verror;
+    int d = graph_add1(E->g, OP_ABS, graph_add2(E->g, OP_SUB, x, y, loc), loc);
+    int r = graph_add2(E->g, OP_ADD, m,
+                       graph_add1(E->g, OP_LOG1P, graph_add1(E->g, OP_EXP, graph_add1(E->g, OP_NEG, d, loc), loc), loc),
+                       loc);
+    int same_inf =
+        graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_EQ, x, y, loc), graph_add1(E->g, OP_NONFINITE, x, loc), loc);
+    int in[3] = {same_inf, x, r};
+    return vtensor(graph_add(E->g, OP_SELECT, 3, in, E->g->nodes[r].shape, DT_F32, loc));
+}

@@ -112,6 +112,7 @@ CASES = [
     ew("log1p_expm1", "log1p(p) + expm1(q)", lambda t: torch.log1p(t["p"]) + torch.expm1(t["q"])),
     ew("log2_log10", "log2(p) + log10(q)", lambda t: torch.log2(t["p"]) + torch.log10(t["q"])),
     ew("exp2", "exp2(p)", lambda t: torch.exp2(t["p"])),
+    ew("logaddexp", "logaddexp(p, q)", lambda t: torch.logaddexp(t["p"], t["q"])),
     ew("cumsum", "cumsum(p, 1) + cumsum(q, dim = -1)", lambda t: torch.cumsum(t["p"], 1) + torch.cumsum(t["q"], -1)),
     ew("floor_divide", "p // q + q", lambda t: torch.div(t["p"], t["q"], rounding_mode="floor") + t["q"]),
     ew("remainder", "p % q", lambda t: torch.remainder(t["p"], t["q"])),

@@ -296,9 +296,16 @@ def torch_maxdim(t):
     f = h.max(-1).values + h.amax(-1)
     nw = h[:, None, :, 1:3] + h[:, :2, None, ::3] + W[None, :2, None, 4:] + h[:, None, :, 0, None]
     sm = torch.softmax(h * 3, dim=1) + F.log_softmax(h.reshape(-1, 2, 2, 6), dim=2).reshape(-1, 4, 6) * 0.5
+    cs = F.cosine_similarity(h, h * 0.5 + W[0], dim=-1) + F.cosine_similarity(h[:, 0], h[:, 1])[:, None]
+    pd = F.pairwise_distance(h[:, 0], h[:, 1]) + F.pairwise_distance(h[:, 2], h[:, 3], p=1, keepdim=True)[:, 0]
+    tl = F.triplet_margin_loss(h[:, 0], h[:, 1], h[:, 2]) \
+        + F.triplet_margin_loss(h[:, 0], h[:, 1], h[:, 2], margin=0.5, p=1, swap=True, reduction="sum") \
+        + F.margin_ranking_loss(h[:, 0], h[:, 1], torch.sign(h[:, 2]), margin=0.1)
+    inn = F.instance_norm(h, weight=W[0, :4], bias=W[1, :4]) + F.instance_norm(h.reshape(-1, 4, 2, 3)).reshape(-1, 4, 6)
+    la = torch.logaddexp(h, h * 2 - 0.5)
     loss = (v * v).sum() + (c * torch.tanh(c)).sum() + (e * e).sum() + (f * f).sum() + (nw * torch.tanh(nw)).sum() \
-        + (sm * h).sum()
-    return loss, {"v": v, "i": i.double(), "c": c, "d": d, "e": e, "f": f, "nw": nw, "sm": sm}
+        + (sm * h).sum() + (cs * cs).sum() + (pd * pd).sum() + tl + (inn * h).sum() + (la * h).sum()
+    return loss, {"cs": cs, "pd": pd, "tl": tl, "inn": inn, "la": la, "v": v, "i": i.double(), "c": c, "d": d, "e": e, "f": f, "nw": nw, "sm": sm}
 
 
 def torch_arith(t):
@@ -421,14 +428,24 @@ CASES = [
          torch_arith),
     # torch.max and torch.min with a dim: (values, indices), unpacked, indexed, .values and
     # .indices, ties (the gradient to the first maximum alone); of two tensors: maximum, minimum;
-    # None in [] (a new axis); softmax and log_softmax over an axis other than the last
+    # None in [] (a new axis); softmax and log_softmax over an axis other than the last;
+    # cosine_similarity, pairwise_distance, triplet_margin_loss, margin_ranking_loss, instance_norm,
+    # logaddexp
     Case("torch_maxdim", {"x": ("f32", (4, 5))}, {"W": (5, 6)},
          "h = tanh(x @ W)\ng = round(h * 2) / 2 + h * 0\nv, i = g.max(dim = 2)\noutput v = v\noutput i = i\n"
          "output c = g.min(1)[0]\noutput d = max(g, 1, keepdim = True).indices\n"
          "output e = max(h, h * 0.5) + min(h, -h)\noutput f = h.max(-1).values + h.amax(-1)\n"
          "output nw = h[:, None, :, 1:3] + h[:, :2, None, ::3] + W[None, :2, None, 4:] + h[:, None, :, 0, None]\n"
          "output sm = softmax(h * 3, dim = 1) + log_softmax(h.reshape(B, 2, 2, 6), dim = 2).reshape(B, 4, 6) * 0.5\n"
-         "loss = sum(v * v) + sum(c * tanh(c)) + sum(e * e) + sum(f * f) + sum(nw * tanh(nw)) + sum(sm * h)", torch_maxdim),
+         "output cs = cosine_similarity(h, h * 0.5 + W[0], dim = -1) + cosine_similarity(h[:, 0], h[:, 1])[:, None]\n"
+         "output pd = pairwise_distance(h[:, 0], h[:, 1]) + pairwise_distance(h[:, 2], h[:, 3], p = 1, keepdim = True)[:, 0]\n"
+         "output tl = triplet_margin_loss(h[:, 0], h[:, 1], h[:, 2])"
+         " + triplet_margin_loss(h[:, 0], h[:, 1], h[:, 2], margin = 0.5, p = 1, swap = True, reduction = \"sum\")"
+         " + margin_ranking_loss(h[:, 0], h[:, 1], sign(h[:, 2]), margin = 0.1)\n"
+         "output inn = instance_norm(h, weight = W[0, :4], bias = W[1, :4]) + instance_norm(h.reshape(B, 4, 2, 3)).reshape(B, 4, 6)\n"
+         "output la = logaddexp(h, h * 2 - 0.5)\n"
+         "loss = sum(v * v) + sum(c * tanh(c)) + sum(e * e) + sum(f * f) + sum(nw * tanh(nw)) + sum(sm * h)"
+         " + sum(cs * cs) + sum(pd * pd) + tl + sum(inn * h) + sum(la * h)", torch_maxdim),
     # Python's // and % on tensors (torch.floor_divide, torch.remainder) and on numbers, torch.fmod;
     # a divisor with a gradient
     Case("torch_divmod", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
