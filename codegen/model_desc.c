@@ -40,7 +40,24 @@ static nnc_tensor_info info_of(const Build *b, const char *name, const Node *n) 
         : b->rb == 8              ? NNC_TYPE_F64
                                   : NNC_TYPE_F32;
     nnc_tensor_info t = {name, type, n->shape.rank, {0}, NNC_ROLE_NONE};
-    for (int i = 0; i < n->shape.rank; i++) t.dims[i] = n->shape.d[i];
+    _Static_assert(IR_IO_RANK == sizeof t.dims / sizeof t.dims[0], "the ABI's dims hold IR_IO_RANK axes");
+    if (n->shape.rank <= IR_IO_RANK) {
+        for (int i = 0; i < n->shape.rank; i++) t.dims[i] = n->shape.d[i];
+        return t;
+    }
+    /* a value of more axes (--check-against keeps every launch's): the same elements as the axes
+     * before the batch axis merged into one, and those after it into another */
+    int ax = -1;
+    for (int i = 0; i < n->shape.rank; i++)
+        if (dim_is_batch(n->shape.d[i])) ax = i;
+    int64_t before = 1, after = 1;
+    for (int i = 0; i < n->shape.rank; i++)
+        if (i < ax) before *= n->shape.d[i];
+        else if (i > ax) after *= n->shape.d[i];
+    t.rank = 0;
+    if (ax > 0) t.dims[t.rank++] = before;
+    if (ax >= 0) t.dims[t.rank++] = n->shape.d[ax];
+    t.dims[t.rank++] = after;
     return t;
 }
 

@@ -747,8 +747,8 @@ static bool eval_type(Elab *E, Env *env, TypeAst *t, bool is_input, Shape *s, DT
     memset(s, 0, sizeof *s);
     bool ok = true;
     for (Arg *d = t->dims; d; d = d->next) {
-        if (s->rank == IR_MAX_RANK) {
-            diag_error(E->d, d->e->loc, "at most %d dimensions", IR_MAX_RANK);
+        if (s->rank == IR_IO_RANK) { /* an input's or a parameter's: the model ABI's */
+            diag_error(E->d, d->e->loc, "at most %d dimensions (%d inside the model)", IR_IO_RANK, IR_MAX_RANK);
             return false;
         }
         Value v;
@@ -1046,6 +1046,11 @@ static bool exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
             }
             Value v = s->e ? eval(E, env, s->e) : ident(E, env, &(Expr){.k = E_IDENT, .loc = s->loc, .str = s->name});
             int x = v.k == V_ERROR ? -1 : as_tensor(E, v, s->loc);
+            if (x >= 0 && E->g->nodes[x].shape.rank > IR_IO_RANK) { /* the model ABI's descriptors */
+                diag_error(E->d, s->loc, "an output has at most %d dimensions, %s has %d: reshape it first", IR_IO_RANK,
+                           tstr(E, x), E->g->nodes[x].shape.rank);
+                x = -1;
+            }
             if (x >= 0) graph_add_out(E->g, s->name, owned_output(E, x, s->loc));
             if (s->e && v.k != V_ERROR) env_bind(E, env, s->name, v, s->loc);
             break;

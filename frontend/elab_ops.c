@@ -247,7 +247,7 @@ int permute_node(Elab *E, int x, const int8_t *perm, SrcLoc loc) {
 
 /* x with axes a and b (bits, as axis_bit gives them) swapped. */
 static int swap_axes(Elab *E, int x, int64_t a, int64_t b, SrcLoc loc) {
-    int8_t p[IR_MAX_RANK] = {0, 1, 2, 3};
+    int8_t p[IR_MAX_RANK] = IR_PERM_ID;
     int i = __builtin_ctzll((unsigned long long)a), j = __builtin_ctzll((unsigned long long)b);
     p[i] = (int8_t)j;
     p[j] = (int8_t)i;
@@ -305,7 +305,7 @@ static Value read_permute(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
                    tstr(E, x), s.rank);
         return verror;
     }
-    int8_t p[IR_MAX_RANK] = {0, 1, 2, 3};
+    int8_t p[IR_MAX_RANK] = IR_PERM_ID;
     int64_t seen = 0;
     bool ok = true;
     for (int i = 0; i < n && ok; i++) {

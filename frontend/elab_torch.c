@@ -604,7 +604,7 @@ Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, a->loc[ix[1]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
         return verror;
     }
-    int8_t perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    int8_t perm[IR_MAX_RANK] = IR_PERM_ID;
     for (int i = d; i + 1 < s.rank; i++) perm[i] = (int8_t)(i + 1);
     perm[s.rank - 1] = (int8_t)d;
     x = permute_node(E, x, perm, loc);
@@ -997,7 +997,7 @@ static int64_t merge_dim(int64_t a, int64_t b) {
 
 /* t with its axes in the order of the letters `to` (a permutation of t's). */
 static EinTerm ein_permute(Elab *E, EinTerm t, const char *to, SrcLoc loc) {
-    int8_t perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    int8_t perm[IR_MAX_RANK] = IR_PERM_ID;
     int n = (int)strlen(to);
     for (int i = 0; i < n && i < IR_MAX_RANK; i++) perm[i] = (int8_t)(strchr(t.ix, to[i]) - t.ix);
     t.node = permute_node(E, t.node, perm, loc);
@@ -1055,7 +1055,7 @@ static int ein_matrix(Elab *E, EinTerm t, const char *bat, const char *p, const 
     int r = ein_group_shape(E, u.node, u.ix, g + (*bat == 0), 3 - (*bat == 0), &s);
     int m = reshape_if(E, u.node, s, loc);
     if (!swap) return m;
-    int8_t perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    int8_t perm[IR_MAX_RANK] = IR_PERM_ID;
     perm[r - 2] = (int8_t)(r - 1), perm[r - 1] = (int8_t)(r - 2);
     return permute_node(E, m, perm, loc);
 }
@@ -1187,7 +1187,7 @@ Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
             if (!isalpha((unsigned char)out[i]) || !count[(unsigned char)out[i]] || strchr(out + i + 1, out[i]) ||
                 i >= IR_MAX_RANK) {
                 diag_error(E->d, a->loc[0], "%s(): the output's '%c' %s", fn, out[i],
-                           i >= IR_MAX_RANK                      ? "is past the 4 axes a tensor has"
+                           i >= IR_MAX_RANK                      ? "is past the axes a tensor has"
                                : !isalpha((unsigned char)out[i]) ? "is not a letter"
                                : count[(unsigned char)out[i]]    ? "is named twice"
                                                                  : "is in no operand");
@@ -1439,7 +1439,7 @@ Value read_interpolate(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
         axis_last_perms(d, s.rank, there, back);
         Value p = matmul(E, vtensor(permute_node(E, y, there, loc)),
-                         vtensor(permute_node(E, m, (int8_t[]){1, 0, 2, 3}, loc)), loc);
+                         vtensor(permute_node(E, m, (int8_t[IR_MAX_RANK]){1, 0, 2, 3, 4, 5}, loc)), loc);
         if (p.k == V_ERROR) return verror;
         y = permute_node(E, p.node, back, loc);
     }

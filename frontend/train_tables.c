@@ -28,8 +28,8 @@ static bool source_scale_at(struct Elab *E, const TrainFn *f, void *cfg, const S
 /* randn(n, d...) and rand(n, d...): the shape of the samples, not a list of arguments. */
 static bool source_random(struct Elab *E, const TrainFn *f, void *cfg, struct Args *a, SrcLoc loc) {
     DataSource *s = cfg;
-    if (a->n < 1 || a->n > IR_MAX_RANK) {
-        diag_error(E->d, loc, "%s() takes 1 to %d dimensions: %s(samples, ...)", f->name, IR_MAX_RANK, f->name);
+    if (a->n < 1 || a->n > IR_IO_RANK) {
+        diag_error(E->d, loc, "%s() takes 1 to %d dimensions: %s(samples, ...)", f->name, IR_IO_RANK, f->name);
         return false;
     }
     double total = 1;

@@ -4,7 +4,13 @@
 #ifndef NNC_BASE_H
 #define NNC_BASE_H
 
-#define IR_MAX_RANK 4
+/* The most axes a tensor has inside a model (timm's attention reshapes to [B, N, 3, H, D]); the
+ * model's inputs, parameters and outputs, which the model ABI describes (nnc_tensor_info.dims),
+ * have at most IR_IO_RANK. */
+#define IR_MAX_RANK 6
+#define IR_IO_RANK 4
+#define IR_PERM_ID \
+    { 0, 1, 2, 3, 4, 5 } /* the identity order of IR_MAX_RANK axes */
 
 /* A device: the host, or GPU k as DEV_CUDA + k (cuda:0 is DEV_CUDA, written "cuda"), as torch's
  * torch.device("cuda:1").  Arrays over devices have NNC_MAX_DEVICES entries. */

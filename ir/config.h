@@ -23,7 +23,7 @@ typedef struct {
     const char *path;
     double scale;
     int rank;
-    int64_t dims[IR_MAX_RANK];
+    int64_t dims[IR_IO_RANK];
     int64_t first, count;
     int header;                  /* csv: 1 first line is a header, 0 it is data, -1 detect */
     /* tokens: the window length as written (0: not written, the inputs' row), the file's format

@@ -322,7 +322,7 @@ static void grad_cast(Ad *A, int id, int g) {
 static void grad_transpose(Ad *A, int id, int g) { accumulate(A, opnd(A, id, 0), transpose(A, g)); }
 /* the gradient goes back through the inverse permutation */
 static void grad_permute(Ad *A, int id, int g) {
-    int8_t inv[IR_MAX_RANK] = {0, 1, 2, 3};
+    int8_t inv[IR_MAX_RANK] = IR_PERM_ID;
     const Node *n = &A->g->nodes[id];
     for (int i = 0; i < n->shape.rank; i++) inv[n->attr.perm.p[i]] = (int8_t)i;
     accumulate(A, opnd(A, id, 0), permute(A, g, inv));

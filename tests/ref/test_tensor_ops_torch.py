@@ -359,17 +359,21 @@ def torch_einsum(t):
     o6 = torch.einsum("bhqk,bhkd->bqhd", torch.softmax(att, -1), q).reshape(-1, 4, 6)
     cs = torch.cumsum(h, dim=-1) + h.cumsum(1) * 0.5
     ci = torch.cumsum(h.masked_fill(h > 0.5, float("inf")).masked_fill(h < -0.5, -float("inf")), 2)   # not in the loss
+    qkv = torch.cat((h, h * 0.5, -h), dim=-1).reshape(-1, 4, 3, 2, 3).permute(2, 0, 3, 1, 4)   # timm's [3, B, H, N, D]
+    tq, tk, tv = qkv.unbind(0)
+    tm = (torch.softmax(tq @ tk.transpose(-2, -1) * 0.5, dim=-1) @ tv).transpose(1, 2).reshape(-1, 4, 6)
+    t5 = h[:, :, None, :, None].expand(-1, 4, 2, 6, 3).reshape(-1, 4, 36)[..., ::5]    # llama2.c's repeat_kv, rank 5
     u0, u1, u2 = h[:, :3].unbind(1)
     ub = u0 * 2 + u1 + torch.stack(torch.unbind(q, dim=-1), dim=1).sum(1).reshape(-1, 8)[:, :6] * u2
     loss = (att * att).sum() + (o1 * o1).sum() + (o2 * o2).sum() + (o3 * o3).sum() + (o4 * o4).sum() \
-        + (o5 * o5).sum() + (o6 * h).sum() + (ub * ub).sum() + (cs * h).sum()
-    return loss, {"ub": ub, "cs": cs, "ci": ci, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
+        + (o5 * o5).sum() + (o6 * h).sum() + (ub * ub).sum() + (cs * h).sum() + (tm * h).sum() + (t5 * t5).sum()
+    return loss, {"tm": tm, "t5": t5, "ub": ub, "cs": cs, "ci": ci, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
 
 
 CASES = [
     # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
     # outer product, the implicit output, three operands; unbind; cumsum (an infinity: then NaN and
-    # infinities, as torch's)
+    # infinities, as torch's); tensors of 5 axes inside the model (timm's qkv, llama2.c's repeat_kv)
     Case("torch_einsum", {"x": ("f32", (4, 5))}, {"W": (5, 6), "V": (6,)},
          "h = tanh(einsum(\"bij,jk->bik\", x, W))\nq = h.view(B, 4, 2, 3).transpose(1, 2)\n"
          "output att = einsum(\"bhqd,bhkd->bhqk\", q, q)\n"
@@ -381,10 +385,14 @@ CASES = [
          "output o6 = torch.einsum('bhqk,bhkd->bqhd', softmax(att, -1), q).reshape(B, 4, 6)\n"
          "output cs = cumsum(h, dim = -1) + h.cumsum(1) * 0.5\n"
          "output ci = cumsum(h.masked_fill(h > 0.5, float(\"inf\")).masked_fill(h < -0.5, -inf), 2)\n"
+         "qkv = cat((h, h * 0.5, -h), dim = -1).reshape(B, 4, 3, 2, 3).permute(2, 0, 3, 1, 4)\n"
+         "tq, tk, tv = qkv.unbind(0)\n"
+         "output tm = (softmax(tq @ tk.transpose(-2, -1) * 0.5, dim = -1) @ tv).transpose(1, 2).reshape(B, 4, 6)\n"
+         "output t5 = h[:, :, None, :, None].expand(-1, 4, 2, 6, 3).reshape(B, 4, 36)[..., ::5]\n"
          "u0, u1, u2 = h[:, :3].unbind(1)\n"
          "output ub = u0 * 2 + u1 + torch.stack(torch.unbind(q, dim = -1), dim = 1).sum(1).reshape(B, 8)[:, :6] * u2\n"
          "loss = sum(att * att) + sum(o1 * o1) + sum(o2 * o2) + sum(o3 * o3) + sum(o4 * o4) + sum(o5 * o5) + sum(o6 * h)"
-         " + sum(ub * ub) + sum(cs * h)",
+         " + sum(ub * ub) + sum(cs * h) + sum(tm * h) + sum(t5 * t5)",
          torch_einsum),
     # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
@@ -642,7 +650,8 @@ def run_case(a, tmp, case, precision, fused):
         if g.shape != w.shape:
             errs.append("%s: shape %s, want %s" % (n, g.shape, w.shape))
             continue
-        bad = ~(np.abs(g - w) <= rtol * np.abs(w) + atol * max(1.0, float(np.abs(w).max(initial=0))))
+        with np.errstate(invalid="ignore"):   # inf - inf where both are the same infinity: kept below
+            bad = ~(np.abs(g - w) <= rtol * np.abs(w) + atol * max(1.0, float(np.abs(w).max(initial=0))))
         bad &= ~(np.isnan(g) & np.isnan(w)) & ~(np.isinf(w) & (g == w))
         if bad.any():
             i = tuple(np.argwhere(bad)[0])
