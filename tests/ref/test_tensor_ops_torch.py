@@ -370,7 +370,40 @@ def torch_einsum(t):
     return loss, {"tm": tm, "t5": t5, "ub": ub, "cs": cs, "ci": ci, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
 
 
+def vit_timm(t):
+    x, y, B = t["x"], t["y"], t["x"].shape[0]
+    h = F.conv2d(x, t["Wp"], t["bp"], stride=4)                          # [B, 8, 2, 2]: the patches
+    h = h.flatten(2).transpose(1, 2)                                     # [B, 4, 8]
+    h = torch.cat((t["cls"].expand(B, -1, -1), h), dim=1) + t["pos"]    # [B, 5, 8]
+    _, N, C = h.shape
+    a = F.layer_norm(h, (C,), t["g1"], t["b1"])
+    qkv = F.linear(a, t["Wqkv"], t["bqkv"]).reshape(B, N, 3, 2, C // 2).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.unbind(0)
+    att = ((q @ k.transpose(-2, -1)) * (C // 2) ** -0.5).softmax(dim=-1)
+    h = h + F.linear((att @ v).transpose(1, 2).reshape(B, N, C), t["Wo"], t["bo"])
+    m = F.layer_norm(h, (C,), t["g2"], t["b2"])
+    h = h + F.linear(F.gelu(F.linear(m, t["W1"], t["c1"])), t["W2"], t["c2"])
+    logits = F.linear(F.layer_norm(h, (C,), t["gf"], t["bf"])[:, 0], t["Wh"], t["bh"])
+    return F.cross_entropy(logits, y), {"logits": logits}
+
+
 CASES = [
+    # a Vision Transformer block as timm writes it: patches by a strided conv2d, flatten and
+    # transpose, a class token expanded over the batch and concatenated, x.shape unpacked, qkv
+    # reshaped to five axes and permuted, unbind, C // heads, softmax(dim = -1), x[:, 0]
+    Case("vit_timm", {"x": ("f32", (1, 8, 8)), "y": ("i32", (), 3)},
+         {"Wp": (8, 1, 4, 4), "bp": (8,), "cls": (1, 1, 8), "pos": (1, 5, 8), "g1": (8,), "b1": (8,), "Wqkv": (24, 8),
+          "bqkv": (24,), "Wo": (8, 8), "bo": (8,), "g2": (8,), "b2": (8,), "W1": (16, 8), "c1": (16,), "W2": (8, 16),
+          "c2": (8,), "gf": (8,), "bf": (8,), "Wh": (3, 8), "bh": (3,)},
+         "h = F.conv2d(x, Wp, bp, stride = 4)\nh = h.flatten(2).transpose(1, 2)\n"
+         "h = torch.cat((cls.expand(B, -1, -1), h), dim = 1) + pos\n_, N, C = h.shape\n"
+         "a = F.layer_norm(h, (C,), g1, b1)\n"
+         "qkv = F.linear(a, Wqkv, bqkv).reshape(B, N, 3, 2, C // 2).permute(2, 0, 3, 1, 4)\n"
+         "q, k, v = qkv.unbind(0)\natt = ((q @ k.transpose(-2, -1)) * (C // 2) ** -0.5).softmax(dim = -1)\n"
+         "h = h + F.linear((att @ v).transpose(1, 2).reshape(B, N, C), Wo, bo)\n"
+         "m = F.layer_norm(h, (C,), g2, b2)\nh = h + F.linear(F.gelu(F.linear(m, W1, c1)), W2, c2)\n"
+         "output logits = F.linear(F.layer_norm(h, (C,), gf, bf)[:, 0], Wh, bh)\n"
+         "loss = F.cross_entropy(logits, y)", vit_timm),
     # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
     # outer product, the implicit output, three operands; unbind; cumsum (an infinity: then NaN and
     # infinities, as torch's); tensors of 5 axes inside the model (timm's qkv, llama2.c's repeat_kv)
