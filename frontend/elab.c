@@ -402,6 +402,8 @@ static Value instantiate(Elab *E, Stmt *def, Args *a, const char *scope, SrcLoc 
     env_bind(E, E->instances, scope, (Value){.k = V_INST, .inst = inst}, loc);
     inst->env = arena_alloc(E->a, sizeof *inst->env);
     inst->env->parent = E->globals;
+    /* self.fc(x), self.weight: the instance's own members, as a torch module's forward names them */
+    env_bind(E, inst->env, "self", (Value){.k = V_INST, .inst = inst}, loc);
     i = 0;
     for (Name *p = def->params; p; p = p->next, i++) {
         Value v = a->v[ix[i]];
@@ -598,6 +600,10 @@ static Value ident(Elab *E, Env *env, Expr *e) {
     if (b) return b->v;
     if (!strcmp(e->str, "true") || !strcmp(e->str, "True")) return vnum(1); /* Python's spelling too */
     if (!strcmp(e->str, "None")) return (Value){.k = V_NONE};
+    if (!strcmp(e->str, "self")) {
+        diag_error(E->d, e->loc, "'self' is a block's own instance: it names members inside a block (self.fc(x))");
+        return verror;
+    }
     if (!strcmp(e->str, "false") || !strcmp(e->str, "False")) return vnum(0);
     if (!strcmp(e->str, "inf")) return vnum(INFINITY); /* float("inf"), math.inf: -inf masks (masked_fill) */
     if (!strcmp(e->str, "cpu")) return (Value){.k = V_DEVICE, .num = DEV_CPU};
@@ -1021,7 +1027,13 @@ static bool exec_stmts(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
         case S_PARAM: case S_BUFFER: decl_param(E, env, inst, s); break;
         case S_LET: stmt_let(E, env, inst, s); break;
         case S_UNPACK: stmt_unpack(E, env, s); break;
-        case S_TIE: stmt_tie(E, env, s); break;
+        case S_TIE:
+            if (inst && s->target->a->k == E_IDENT && !strcmp(s->target->a->str, "self")) {
+                Stmt let = *s; /* self.fc = Linear(4, 2): a torch module's __init__ naming its member */
+                let.k = S_LET, let.name = s->target->str, let.loc = s->target->loc;
+                stmt_let(E, env, inst, &let);
+            } else stmt_tie(E, env, s);
+            break;
         case S_FOR:
             if (stmt_for(E, env, inst, s, ret)) return true;
             break;
