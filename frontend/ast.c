@@ -192,6 +192,9 @@ Stmt *ast_stmt(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, TypeAst *t, 
 }
 
 Stmt *ast_def(ParseCtx *c, StmtKind k, SrcLoc l, const char *name, Name *params, Stmt *body) {
+    /* forward(self, x) and block Linear(self, n_in, n_out), as a module's methods are written:
+     * self is the instance (elab.c binds it), not an argument */
+    if ((k == S_FORWARD || k == S_BLOCK) && params && !strcmp(params->s, "self")) params = params->next;
     Stmt *s = ast_stmt(c, k, l, name, NULL, NULL);
     s->params = params;
     s->body = body;
