@@ -440,22 +440,10 @@ static double spread_pow(Approx x, Approx y, double z) {
     return isnan(s) ? INFINITY : s;
 }
 
-/* The prelude's FLOORDIV and REMAINDER, in double. */
-static double floordiv(double a, double b) {
-    if (b == 0) return a / b;
-    double m = fmod(a, b), d = (a - m) / b;
-    if (m != 0 && (b < 0) != (m < 0)) d -= 1;
-    if (d == 0) return 0 * (a / b);
-    double f = floor(d);
-    return d - f > 0.5 ? f + 1 : f;
-}
-
 static double fn2(XFn f, double x, double y) {
     if (f == F_POW) return pow(x, y);
     if (f == F_FMOD) return fmod(x, y);
-    if (f == F_FLOORDIV) return floordiv(x, y);
-    double m = fmod(x, y);
-    return m != 0 && (y < 0) != (m < 0) ? m + y : m;
+    return f == F_FLOORDIV ? py_floordiv(x, y) : py_mod(x, y); /* the prelude's FLOORDIV, REMAINDER */
 }
 
 /* floor(x / y) and trunc(x / y) are monotonic in each argument while y keeps its sign: the
@@ -467,7 +455,7 @@ static double spread_div(XFn f, Approx x, Approx y, double z) {
     double q[4], s = 0;
     for (int i = 0; i < 4; i++) {
         double a = x.v + (i & 1 ? x.e : -x.e), b = y.v + (i & 2 ? y.e : -y.e);
-        q[i] = f == F_FMOD ? trunc(a / b) : floordiv(a, b);
+        q[i] = f == F_FMOD ? trunc(a / b) : py_floordiv(a, b);
         s = fmax(s, fabs(q[i] - z));
     }
     if (f == F_FLOORDIV) return isnan(s) ? INFINITY : s;

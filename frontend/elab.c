@@ -335,21 +335,6 @@ static Value fold(Elab *E, double r, Value a, Value b, SrcLoc loc, const char *w
     return vfolded(E, r, loc, what);
 }
 
-/* Python's a // b and a % b for numbers (its float_floor_div and float_rem: from fmod, the
- * remainder with the divisor's sign; b is not 0). */
-static double py_mod(double a, double b) {
-    double m = fmod(a, b);
-    return m != 0 && (b < 0) != (m < 0) ? m + b : m;
-}
-
-static double py_floordiv(double a, double b) {
-    double m = fmod(a, b), d = (a - m) / b;
-    if (m != 0 && (b < 0) != (m < 0)) d -= 1;
-    if (d == 0) return copysign(0, a / b);
-    double f = floor(d);
-    return d - f > 0.5 ? f + 1 : f;
-}
-
 static Value binop(Elab *E, int op, Value a, Value b, SrcLoc loc) {
     if (a.k == V_ERROR || b.k == V_ERROR) return verror;
     if (a.k == V_BATCH || b.k == V_BATCH) return batch_binop(E, op, a, b, loc);

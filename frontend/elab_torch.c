@@ -581,6 +581,18 @@ Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return vnum(x);
 }
 
+/* Argument i as an axis of x that is not the batch axis (argmax's, cumsum's, gather's dim), or,
+ * with last_ok, the batch axis where it is x's last (its rows are whole then). */
+static bool sample_dim(Elab *E, const char *fn, int x, Args *a, int i, bool last_ok, int *d) {
+    Shape s = E->g->nodes[x].shape;
+    if (!dim_arg(E, fn, a->v[i], a->loc[i], s.rank, 0, d)) return false;
+    if (dim_is_batch(s.d[*d]) && !(last_ok && *d == s.rank - 1)) {
+        diag_error(E->d, a->loc[i], "%s(): dim %d is the batch axis of %s", fn, *d, tstr(E, x));
+        return false;
+    }
+    return true;
+}
+
 /* argmax(x, dim, keepdim = false), x.argmax(dim): torch.argmax's index of the first maximum
  * along dim (NaN above everything), i32 (an output, or compared with labels); no gradient.  One
  * row-wise op over the last axis; another axis is moved last first.  dim is required: torch's
@@ -597,17 +609,12 @@ Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s(): give dim (the whole tensor's would cross the batch axis)", fn);
         return verror;
     }
-    if (!dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 0, &d)) return verror;
+    if (!sample_dim(E, fn, x, a, ix[1], false, &d)) return verror;
     bool keep = num_arg(E, a, ix[2], 0, &ok) != 0;
     if (!ok) return verror;
-    if (dim_is_batch(s.d[d])) {
-        diag_error(E->d, a->loc[ix[1]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
-        return verror;
-    }
-    int8_t perm[IR_MAX_RANK] = IR_PERM_ID;
-    for (int i = d; i + 1 < s.rank; i++) perm[i] = (int8_t)(i + 1);
-    perm[s.rank - 1] = (int8_t)d;
-    x = permute_node(E, x, perm, loc);
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(d, s.rank, there, back);
+    x = permute_node(E, x, there, loc);
     Shape r = {0}, k = {0};
     for (int i = 0; i < s.rank; i++) {
         if (i != d) r.d[r.rank++] = s.d[i];
@@ -626,12 +633,7 @@ Value read_cumsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (!bind_args(E, fn, a, names, 2, ix, 2, loc)) return verror;
     int x = tensor_arg(E, a, ix[0]);
     if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
-    Shape s = E->g->nodes[x].shape;
-    if (!dim_arg(E, fn, a->v[ix[1]], a->loc[ix[1]], s.rank, 0, &d)) return verror;
-    if (d != s.rank - 1 && dim_is_batch(s.d[d])) { /* moved last, its rows would be other samples' */
-        diag_error(E->d, a->loc[ix[1]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
-        return verror;
-    }
+    if (!sample_dim(E, fn, x, a, ix[1], true, &d)) return verror;
     if (DTYPE_IS_HALF(E->g->nodes[x].dtype)) {
         x = graph_add1(E->g, OP_CAST, x, loc);
         E->g->nodes[x].dtype = DT_F32;
@@ -725,9 +727,8 @@ Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 
 /* torch.max(x, dim, keepdim = False) and torch.min(...): the named tuple (values, indices), to
  * unpack (`v, i = x.max(dim = 1)`), index (`[0]`) or read (`.values`, `.indices`).  indices is
- * argmax's (argmin's): the first maximum along dim, NaN above everything, i32; values is x there,
- * picked by a mask (exact: the other places add zeros), so its gradient goes to that element
- * alone, as torch's does (nnc's max(x, axis = k) shares it among ties, as amax). */
+ * argmax's (argmin's): the first maximum along dim, NaN above everything, i32; values is x
+ * gathered there (gather's mask: exact), so its gradient goes to that element alone, as torch's (nnc's max(x, axis = k) shares it among ties, as amax). */
 Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "dim", "keepdim"};
     int ix[3], d;
@@ -744,26 +745,17 @@ Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     for (int k = 0; k < 3; k++) b.loc[k] = arg_loc(a, ix[k < 2 ? k : 1], loc);
     Value idx = read_argmax(E, OP_ARGMAX, fn, &b, loc); /* [..., 1, ...]: dim kept */
     if (idx.k == V_ERROR) return verror;
-    Args r = {.n = 1};
-    r.v[0] = vnum((double)s.d[d]), r.loc[0] = loc;
-    Value places = call_builtin(E, "arange", &r, loc); /* 0 .. L-1 along dim */
-    if (places.k == V_ERROR) return verror;
-    Shape p = {.rank = s.rank - d};
-    p.d[0] = s.d[d];
-    for (int i = 1; i < p.rank; i++) p.d[i] = 1;
-    Value mask = compare(E, OP_EQ, idx, p.rank == 1 ? places : vtensor(reshape_node(E, places.node, p, loc)), loc);
-    if (mask.k == V_ERROR) return verror;
-    int in[3] = {mask.node, x, graph_const(E->g, 0, loc)};
-    int picked = graph_add(E->g, OP_SELECT, 3, in, s, E->g->nodes[x].dtype, loc);
+    Args g = {.n = 3}; /* the values: x gathered at those places (gather's mask: exact) */
+    g.v[0] = vtensor(x), g.v[1] = vnum(d), g.v[2] = idx;
+    for (int k = 0; k < 3; k++) g.loc[k] = b.loc[k];
+    Value v = read_gather(E, fn, &g, loc);
+    if (v.k == V_ERROR) return verror;
+    Shape q = {0};
+    for (int i = 0; i < s.rank; i++)
+        if (i != d) q.d[q.rank++] = s.d[i];
     Value *items = arena_alloc(E->a, 2 * sizeof *items);
-    items[0] = vtensor(reduce_node(E, OP_SUM, picked, (int64_t)1 << d, keep, loc));
-    if (keep) items[1] = idx;
-    else {
-        Shape q = {0};
-        for (int i = 0; i < s.rank; i++)
-            if (i != d) q.d[q.rank++] = s.d[i];
-        items[1] = vtensor(reshape_node(E, idx.node, q, loc));
-    }
+    items[0] = keep ? v : vtensor(reshape_node(E, v.node, q, loc));
+    items[1] = keep ? idx : vtensor(reshape_node(E, idx.node, q, loc));
     return (Value){.k = V_TUPLE, .items = items, .nitems = 2, .str = "values,indices"};
 }
 
@@ -1273,11 +1265,7 @@ Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     x = tensor_arg(E, a, ix[0]);
     if (x < 0 || !need_f32(E, x, fn, loc) || !index_arg(E, fn, a, ii, &idx)) return verror;
     Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
-    if (!dim_arg(E, fn, a->v[di], a->loc[di], xs.rank, 0, &d)) return verror;
-    if (dim_is_batch(xs.d[d])) {
-        diag_error(E->d, a->loc[di], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
-        return verror;
-    }
+    if (!sample_dim(E, fn, x, a, di, false, &d)) return verror;
     if (sel ? is.rank != 1 : is.rank != xs.rank) {
         diag_error(E->d, a->loc[ii], sel ? "%s(): the index is 1-d, got %s" : "%s(): the indices %s need %s's rank", fn,
                    tstr(E, idx), tstr(E, x));
@@ -1328,16 +1316,11 @@ Value read_repeat_interleave(Elab *E, const char *fn, Args *a, SrcLoc loc) {
                    "%s(): repeats is a positive integer here (a tensor of counts is not supported)", fn);
         return verror;
     }
-    Shape s = E->g->nodes[x].shape;
     if (ix[2] < 0) {
         diag_error(E->d, loc, "%s(): give dim (the flattened tensor's would cross the batch axis)", fn);
         return verror;
     }
-    if (!dim_arg(E, fn, a->v[ix[2]], a->loc[ix[2]], s.rank, 0, &d)) return verror;
-    if (dim_is_batch(s.d[d])) {
-        diag_error(E->d, a->loc[ix[2]], "%s(): dim %d is the batch axis of %s", fn, d, tstr(E, x));
-        return verror;
-    }
+    if (!sample_dim(E, fn, x, a, ix[2], false, &d)) return verror;
     return r == 1 ? vtensor(x) : vtensor(interleave(E, x, d, (int64_t)r, loc));
 }
 

@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,4 +240,18 @@ uint64_t hash_fnv1a(const void *data, size_t n, uint64_t h) {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
     return h;
+}
+
+double py_mod(double a, double b) {
+    double m = fmod(a, b);
+    return m != 0 && (b < 0) != (m < 0) ? m + b : m;
+}
+
+double py_floordiv(double a, double b) {
+    if (b == 0) return a / b;
+    double m = fmod(a, b), d = (a - m) / b;
+    if (m != 0 && (b < 0) != (m < 0)) d -= 1;
+    if (d == 0) return 0 * (a / b); /* a zero with the quotient's sign */
+    double f = floor(d);
+    return d - f > 0.5 ? f + 1 : f;
 }

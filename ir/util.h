@@ -70,5 +70,10 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *read_file(const char *path, size_t *len);   /* NULL with errno set on failure */
 uint64_t hash_fnv1a(const void *data, size_t n, uint64_t h);
+/* Python's a // b and a % b (its float_floor_div and float_rem, torch's floor_divide and
+ * remainder): from fmod, the remainder with the divisor's sign; b == 0 gives a / b and NaN.  The
+ * kernels' FLOORDIV and REMAINDER (codegen/kernel.c's math prelude) are these in `real`. */
+double py_floordiv(double a, double b);
+double py_mod(double a, double b);
 #define HASH_FNV_INIT 0xcbf29ce484222325ULL
 #endif
