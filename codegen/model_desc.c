@@ -161,8 +161,8 @@ static void build_leaves(Build *b) {
  * Under `bound`, the smallest over its readers (cross_entropy's and accuracy's labels index the
  * logits' last axis, embedding's indices the table's rows, an INDEX_EQ's the places it is compared
  * with), or equal to the ignore_index of every cross_entropy (and nll_loss) reading it, when no
- * embedding or other index does.  The values reach a reader unchanged
- * through reshapes and copies. */
+ * embedding or other index does.  The values reach a reader through views, copies, moves and
+ * casts (carries_values): all of them are checked, where torch checks those a reader uses. */
 
 static void input_rule_add(Build *b, nnc_input_rule *r, bool *mixed, const Node *x, int64_t k) {
     if (k > 0 && (r->bound == 0 || k < r->bound)) {
@@ -180,6 +180,18 @@ static void input_rule_add(Build *b, nnc_input_rule *r, bool *mixed, const Node 
     else if (r->ignore != ii) *mixed = true, r->has_ignore = 0;
 }
 
+/* Whether x passes an operand's values on unchanged (some of them, in another place): a view, a
+ * copy, a move (permute, slice, concat: gather's index moved to the last axis, an index sliced or
+ * joined), or a cast (an i32 index passes the helpers that cut and join as a real, exactly). */
+static bool carries_values(const Node *x, const bool *carries) {
+    static const Op one[] = {OP_RESHAPE, OP_COPY, OP_DETACH, OP_EXPAND, OP_TRANSPOSE, OP_PERMUTE, OP_SLICE, OP_CAST};
+    for (size_t k = 0; k < NNC_COUNTOF(one); k++)
+        if (x->op == one[k]) return carries[x->in[0]];
+    for (int j = 0; x->op == OP_CONCAT && j < x->nin; j++)
+        if (carries[x->in[j]]) return true;
+    return false;
+}
+
 static nnc_input_rule input_rule(Build *b, int input) {
     const Graph *g = b->p->g;
     bool *carries = xcalloc((size_t)g->n + 1, sizeof *carries), mixed = false, embedded = false;
@@ -188,7 +200,7 @@ static nnc_input_rule input_rule(Build *b, int input) {
         more = false;
         for (int i = 0; i < g->n; i++) {
             const Node *x = &g->nodes[i];
-            if (!carries[i] && (x->op == OP_RESHAPE || x->op == OP_COPY) && carries[x->in[0]]) carries[i] = more = true;
+            if (!carries[i] && carries_values(x, carries)) carries[i] = more = true;
         }
     }
     nnc_input_rule r = {0};
