@@ -1151,6 +1151,42 @@ static void row_cumsum(const Kernel *k, const Launch *L) {
                n->attr.scalars.p[0] != 0 ? "for (int64_t c = C - 1; c >= 0; c--)" : "for (int64_t c = 0; c < C; c++)");
 }
 
+/* topk's rows: the indices of a row's K first elements in torch.sort's stable order, descending
+ * (p[1] set: larger first, NaN above everything) or ascending (smaller first, NaN after
+ * everything), equal elements in their order along the row.  The row's leader alone inserts each
+ * element into the K kept so far (OUT's row, kept in order: O(C K) steps, for the small K of
+ * top-k sampling and routing; a whole sort is O(C^2)). */
+static void row_topk(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    const bool desc = n->attr.scalars.p[1] != 0;
+    row_header(k, n->in[0]);
+    str_printf(k->s, "    const int64_t K = %lld;\n", (long long)n->attr.scalars.p[0]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "int32_t *OUT", L->root);
+    k->d->row.open(k, L);
+    str_printf(k->s,
+               "        %s{\n"
+               "            const real *x = X + i * C;\n"
+               "            int32_t *o = OUT + i * K;\n"
+               "            int64_t n = 0;   /* kept so far */\n"
+               "            for (int64_t c = 0; c < C; c++) {\n"
+               "                const real v = x[c];\n"
+               "                int64_t p = n;   /* v's place: after every kept element it does not precede */\n"
+               "                while (p > 0) {\n"
+               "                    const real u = x[o[p - 1]];\n"
+               "                    if (!(%s)) break;\n"
+               "                    p--;\n"
+               "                }\n"
+               "                if (p >= K) continue;\n"
+               "                for (int64_t q = n < K ? n : K - 1; q > p; q--) o[q] = o[q - 1];\n"
+               "                o[p] = (int32_t)c;\n"
+               "                if (n < K) n++;\n"
+               "            }\n"
+               "        }\n"
+               "    }\n",
+               k->d->row.leader, desc ? "v > u || (v != v && u == u)" : "v < u || (u != u && v == v)");
+}
+
 static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L, false); }
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
@@ -1276,6 +1312,7 @@ static const struct {
     {OP_ACCURACY, row_accuracy},
     {OP_ARGMAX, row_argmax},
     {OP_CUMSUM, row_cumsum},
+    {OP_TOPK, row_topk},
     {OP_LN_NORM, row_ln_norm},
     {OP_LN_GRAD, row_ln_grad},
 };

@@ -194,8 +194,10 @@ bool is_float_dtype(DType t) { return t == DT_F32 || DTYPE_IS_HALF(t); }
 /* A floating-point tensor: f32, or a bf16/f16 value made by to(x, bf16). */
 bool need_f32(Elab *E, int node, const char *what, SrcLoc loc) {
     if (is_float_dtype(E->g->nodes[node].dtype)) return true;
-    diag_error(E->d, loc, "%s expects f32, got %s (labels and indices are i32: use them only in "
-               "cross_entropy, accuracy or embedding)", what, tstr(E, node));
+    diag_error(E->d, loc,
+               "%s expects f32, got %s (i32 labels and indices go to cross_entropy, embedding, "
+               "gather, scatter, one_hot; they can be sliced and joined)",
+               what, tstr(E, node));
     return false;
 }
 

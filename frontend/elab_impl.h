@@ -169,6 +169,8 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 /* x[items]: each an index (its axis dropped), an E_SLICE or one E_ELLIPSIS, as Python's and torch's */
 bool is_none_index(const Expr *e);
 int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc);
+int as_real(Elab *E, int x, SrcLoc loc);
+int as_i32(Elab *E, int x, SrcLoc loc);
 Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc);
 
 /* ---- elab_nn.c ---- */
@@ -205,6 +207,8 @@ Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_scatter(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc);

@@ -509,7 +509,14 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     }
     int x[64], n = t.nitems < 64 ? t.nitems : 64;
     for (int k = 0; k < n; k++)
-        if ((x[k] = as_tensor(E, t.items[k], a->loc[ix[0]])) < 0 || !need_f32(E, x[k], fn, loc)) return verror;
+        if ((x[k] = as_tensor(E, t.items[k], a->loc[ix[0]])) < 0) return verror;
+    for (int k = 0; k < n; k++) /* i32 indices join with i32 ones */
+        if (E->g->nodes[x[0]].dtype == DT_I32 ? E->g->nodes[x[k]].dtype != DT_I32 : !need_f32(E, x[k], fn, loc)) {
+            if (E->g->nodes[x[0]].dtype == DT_I32)
+                diag_error(E->d, loc, "%s(): i32 %s joins only with i32 indices, got %s", fn, tstr(E, x[0]),
+                           tstr(E, x[k]));
+            return verror;
+        }
     Shape s0 = E->g->nodes[x[0]].shape;
     if (s0.rank == 0) {
         diag_error(E->d, loc, "%s(): cannot join scalars", fn);
@@ -539,21 +546,37 @@ static Value read_concat(Elab *E, const char *fn, Args *a, SrcLoc loc) {
             s.d[ax] += E->g->nodes[x[k]].shape.d[ax];
             in[m++] = x[k++];
         }
+        for (int j = 0; j < m; j++) in[j] = as_real(E, in[j], loc);
         acc = graph_add(E->g, OP_CONCAT, m, in, s, DT_F32, loc);
         E->g->nodes[acc].attr.slice.axis = ax;
+        if (E->g->nodes[x[0]].dtype == DT_I32) acc = as_i32(E, acc, loc);
     }
     return vtensor(acc);
+}
+
+/* The helpers that join and cut (codegen/helpers.def) move `real`s, so i32 indices pass through
+ * them as reals: converted by elementwise casts, exact for the values of any index (|v| < 2^24). */
+int as_real(Elab *E, int x, SrcLoc loc) {
+    return E->g->nodes[x].dtype == DT_I32 ? graph_add1(E->g, OP_CAST, x, loc) : x;
+}
+
+int as_i32(Elab *E, int x, SrcLoc loc) {
+    int y = graph_add1(E->g, OP_CAST, x, loc);
+    E->g->nodes[y].dtype = DT_I32;
+    return y;
 }
 
 int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc) {
     Shape s = E->g->nodes[x].shape;
     if (start == 0 && step == 1 && len == s.d[ax]) return x;
     s.d[ax] = len;
+    bool idx = E->g->nodes[x].dtype == DT_I32;
+    x = as_real(E, x, loc);
     int y = graph_add(E->g, OP_SLICE, 1, &x, s, DT_F32, loc);
     E->g->nodes[y].attr.slice.axis = ax;
     E->g->nodes[y].attr.slice.start = start;
     E->g->nodes[y].attr.slice.step = step;
-    return y;
+    return idx ? as_i32(E, y, loc) : y;
 }
 
 /* narrow(x, axis, start, length) as torch.narrow, and slice(x, axis, start, stop, step = 1)
@@ -1043,7 +1066,6 @@ Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc) {
                    tstr(E, x), s.rank);
         return verror;
     }
-    if (!need_f32(E, x, "indexing", loc)) return verror;
     /* the result's axes, in order: each None's, the axes '...' stands for, each slice's */
     int64_t out[IR_MAX_RANK + 8];
     int nout = 0, ax = 0;
@@ -1362,6 +1384,14 @@ static const struct {
     {"einsum", read_einsum},
     {"cumsum", read_cumsum},
     {"gather", read_gather},
+    {"topk", read_topk},
+    {"sort", read_topk},
+    {"argsort", read_topk},
+    {"scatter", read_scatter},
+    {"scatter_add", read_scatter},
+    {"index_add", read_scatter},
+    {"index_copy", read_scatter},
+    {"index_fill", read_scatter},
     {"conv1d", read_1d},
     {"repeat_interleave", read_repeat_interleave},
     {"interpolate", read_interpolate},

@@ -759,6 +759,65 @@ Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     return (Value){.k = V_TUPLE, .items = items, .nitems = 2, .str = "values,indices"};
 }
 
+static int pick_last(Elab *E, const char *fn, int x, int idx, bool has_ignore, double ignore, SrcLoc loc);
+
+/* topk(input, k, dim = -1, largest = True, sorted = True) and sort(input, dim = -1, descending =
+ * False, stable = False): the named tuple (values, indices); argsort(input, dim = -1, descending
+ * = False, stable = False): the indices.  The indices are one TOPK row op's (torch.sort's stable
+ * order: larger or smaller first, NaN above everything, equal elements in their order along the
+ * row; topk's are always sorted, as torch's by default), i32; the values are the input gathered
+ * there (gather's mask, [..., k, C] a row: cheap for topk's small k, C^2 a row for a sort), so the
+ * gradient goes to the picked elements.  dim is not the batch axis; a half input is ordered in
+ * f32 (the same order) and its values gathered as they are. */
+Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *tn[] = {"input", "k", "dim", "largest", "sorted"},
+                      *sn[] = {"input", "dim", "descending", "stable"};
+    bool top = !strcmp(fn, "topk"), arg = !strcmp(fn, "argsort"), ok = true;
+    int ix[5], d;
+    if (!bind_args(E, fn, a, top ? tn : sn, top ? 5 : 4, ix, top ? 2 : 1, loc)) return verror;
+    int x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc)) return verror;
+    Shape s = E->g->nodes[x].shape;
+    int di = top ? ix[2] : ix[1];
+    if (di >= 0) {
+        if (!sample_dim(E, fn, x, a, di, false, &d)) return verror;
+    } else if (d = s.rank - 1, s.rank == 0 || dim_is_batch(s.d[d])) {
+        diag_error(E->d, loc, "%s(): the last axis of %s is the batch axis: give dim", fn, tstr(E, x));
+        return verror;
+    }
+    int64_t C = s.d[d], k = C;
+    bool desc = num_arg(E, a, top ? ix[3] : ix[2], top, &ok) != 0;
+    if (top) {
+        double kv = num_arg(E, a, ix[1], 0, &ok);
+        if (ok && (kv != floor(kv) || kv < 1 || kv > (double)C)) {
+            diag_error(E->d, a->loc[ix[1]], "%s(): k is a whole number from 1 to %lld (dim %d of %s), got %g", fn,
+                       (long long)C, d, tstr(E, x), kv);
+            return verror;
+        }
+        k = (int64_t)kv;
+        (void)num_arg(E, a, ix[4], 1, &ok); /* sorted: always */
+    } else (void)num_arg(E, a, ix[3], 0, &ok); /* stable: always */
+    if (!ok) return verror;
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(d, s.rank, there, back);
+    int xm = permute_node(E, x, there, loc), xr = xm;
+    if (DTYPE_IS_HALF(E->g->nodes[x].dtype)) {
+        xr = graph_add1(E->g, OP_CAST, xm, loc);
+        E->g->nodes[xr].dtype = DT_F32;
+    }
+    Shape r = E->g->nodes[xm].shape;
+    r.d[r.rank - 1] = k;
+    int idx = graph_add(E->g, OP_TOPK, 1, &xr, r, DT_I32, loc);
+    E->g->nodes[idx].attr.scalars.p[0] = (double)k, E->g->nodes[idx].attr.scalars.p[1] = desc;
+    Value iv = vtensor(permute_node(E, idx, back, loc));
+    if (arg) return iv;
+    int v = pick_last(E, fn, xm, idx, false, 0, loc);
+    if (v < 0) return verror;
+    Value *items = arena_alloc(E->a, 2 * sizeof *items);
+    items[0] = vtensor(permute_node(E, v, back, loc)), items[1] = iv;
+    return (Value){.k = V_TUPLE, .items = items, .nitems = 2, .str = "values,indices"};
+}
+
 /* torch's arithmetic by name (x.add(y), torch.mul(a, b)): add(input, other, alpha = 1) is
  * input + alpha other, sub and subtract input - alpha other, rsub other - alpha input; mul and
  * multiply; div, divide and true_divide with rounding_mode None (a / b), "trunc" (trunc(a / b)) or
@@ -1281,6 +1340,138 @@ Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     axis_last_perms(d, xs.rank, there, back);
     int xm = permute_node(E, x, there, loc), im = sel ? idx : permute_node(E, idx, there, loc);
     int r = pick_last(E, fn, xm, im, false, 0, loc);
+    return r < 0 ? verror : vtensor(permute_node(E, r, back, loc));
+}
+
+/* x [..., C] with sources src [..., K] (src < 0: the number `value`) placed along its last axis at
+ * i32 indices idx [..., K] (the leading axes broadcast), by the mask M [..., K, C] of (idx == c):
+ * with `add`, every source that names a place is added to x's element there (torch.scatter_add);
+ * otherwise the place takes the last source naming it (torch's choice where two name one place
+ * is unspecified; its CPU kernel's is the last) and keeps x's element where none does.  Exact
+ * (one source a place, or a sum of them in order k), and the gradient goes to x's kept elements
+ * and to each placed source.  An input's indices are checked as they load (index_eq); a
+ * computed one outside [0, C) places nothing, where torch fails. */
+static int place_last(Elab *E, const char *fn, int x, int idx, int src, double value, bool add, SrcLoc loc) {
+    Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
+    if (xs.rank + 1 > IR_MAX_RANK || is.rank + 1 > IR_MAX_RANK) {
+        diag_error(E->d, loc, "%s(): %s placed by %s needs a %d-axis mask: a tensor has at most %d", fn, tstr(E, x),
+                   tstr(E, idx), (xs.rank > is.rank ? xs.rank : is.rank) + 1, IR_MAX_RANK);
+        return -1;
+    }
+    int64_t C = xs.d[xs.rank - 1], K = is.d[is.rank - 1];
+    Shape ir = is;
+    ir.d[ir.rank++] = 1; /* [..., K, 1] */
+    Args r = {.n = 1};
+    r.v[0] = vnum((double)C), r.loc[0] = loc;
+    Value places = call_builtin(E, "arange", &r, loc);
+    if (places.k == V_ERROR) return -1;
+    int m = index_eq(E, reshape_node(E, idx, ir, loc), places.node, false, 0, loc);
+    Shape sr = src >= 0 ? E->g->nodes[src].shape : shape_scalar();
+    sr.d[sr.rank++] = 1; /* [..., K, 1] */
+    int sv = src >= 0 ? reshape_node(E, src, sr, loc) : graph_const(E->g, value, loc);
+    Shape ms;
+    if (m < 0 || !shape_broadcast(E->g->nodes[m].shape, E->g->nodes[sv].shape, &ms)) {
+        diag_error(E->d, loc, "%s(): the indices %s and the source do not match", fn, tstr(E, idx));
+        return -1;
+    }
+    int in[3] = {m, sv, graph_const(E->g, 0, loc)};
+    int64_t kaxis = (int64_t)1 << (ms.rank - 2);
+    if (!add) { /* keep the last k naming each place: w = M (k + 1), its largest along k */
+        r.v[0] = vnum((double)K);
+        Value ks = call_builtin(E, "arange", &r, loc);
+        if (ks.k == V_ERROR) return -1;
+        int k1 = graph_add2(E->g, OP_ADD, reshape_node(E, ks.node, (Shape){.rank = 2, .d = {K, 1}}, loc),
+                            graph_const(E->g, 1, loc), loc);
+        int w = graph_add2(E->g, OP_MUL, m, k1, loc);
+        int last = reduce_node(E, OP_MAX, w, kaxis, true, loc);
+        in[0] = graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_EQ, w, last, loc), m, loc);
+        int hit = graph_add2(E->g, OP_GT, reduce_node(E, OP_MAX, w, kaxis, false, loc), graph_const(E->g, 0, loc), loc);
+        int placed = graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc);
+        int vals = reduce_node(E, OP_SUM, placed, kaxis, false, loc);
+        Shape os;
+        int sel[3] = {hit, vals, x};
+        if (!shape_broadcast(E->g->nodes[hit].shape, xs, &os) || !shape_eq(os, xs)) goto mismatch;
+        return graph_add(E->g, OP_SELECT, 3, sel, xs, E->g->nodes[x].dtype, loc);
+    }
+    int sum =
+        reduce_node(E, OP_SUM, graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc), kaxis, false, loc);
+    int out = graph_add2(E->g, OP_ADD, x, sum, loc);
+    if (out < 0 || !shape_eq(E->g->nodes[out].shape, xs)) goto mismatch;
+    return out;
+mismatch:
+    diag_error(E->d, loc, "%s(): the indices %s do not match %s along the other axes", fn, tstr(E, idx), tstr(E, x));
+    return -1;
+}
+
+/* scatter(input, dim, index, src or value), scatter_add(input, dim, index, src), as torch's:
+ * out[..., index[..., j, ...], ...] = src[..., j, ...] along dim (added, for scatter_add), index
+ * i32 of input's shape but along dim, src (a tensor) of index's (or larger: its leading part); index_add(input, dim, index,
+ * source, alpha = 1), index_copy(input, dim, index, source) and index_fill(input, dim, index,
+ * value): a 1-d index of the places along dim, source input's shape with the index's length
+ * along dim.  Moved last, placed (place_last), moved back; dim not the batch axis. */
+Value read_scatter(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *sn[] = {"input", "dim", "index", "src", "value", "reduce"},
+                      *an[] = {"input", "dim", "index", "source", "alpha"}, *fnm[] = {"input", "dim", "index", "value"};
+    bool idx1 = !strncmp(fn, "index_", 6), add = strstr(fn, "add") != NULL, fill = !strcmp(fn, "index_fill");
+    bool ok = true;
+    int ix[6] = {-1, -1, -1, -1, -1, -1}, x, idx, d;
+    /* index_copy's are index_add's but alpha, index_fill's its value */
+    const char *const *names = fill ? fnm : idx1 ? an : sn;
+    int nn = fill ? 4 : idx1 ? (add ? 5 : 4) : 6;
+    if (!bind_args(E, fn, a, names, nn, ix, 4 - (fn[0] == 's' && !add), loc)) return verror;
+    x = tensor_arg(E, a, ix[0]);
+    if (x < 0 || !need_f32(E, x, fn, loc) || !index_arg(E, fn, a, ix[2], &idx)) return verror;
+    if (!sample_dim(E, fn, x, a, ix[1], false, &d)) return verror;
+    Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
+    int vi = fill ? ix[3] : fn[0] == 's' && !add && ix[3] < 0 ? ix[4] : ix[3];
+    if (!fill && fn[0] == 's' && !add && ix[3] >= 0 && ix[4] >= 0) {
+        diag_error(E->d, a->loc[ix[4]], "%s(): give src or value, not both", fn);
+        return verror;
+    }
+    if (!idx1 && ix[5] >= 0 && a->v[ix[5]].k != V_NONE) {
+        diag_error(E->d, a->loc[ix[5]], "%s(): reduce is not supported (scatter_add adds; torch deprecates reduce)",
+                   fn);
+        return verror;
+    }
+    if (vi < 0) {
+        diag_error(E->d, loc, "%s(): give %s", fn, fill ? "value" : "src (a tensor) or value (a number)");
+        return verror;
+    }
+    Value sv = a->v[vi];
+    int src = -1;
+    double value = 0, alpha = add && idx1 ? num_arg(E, a, ix[4], 1, &ok) : 1;
+    if (!ok) return verror;
+    if (sv.k == V_NUM && (fill || (fn[0] == 's' && !add))) value = sv.num;
+    else if ((src = tensor_arg(E, a, vi)) < 0 || !need_f32(E, src, fn, loc)) return verror;
+    Shape want = idx1 ? xs : is;
+    if (idx1) want.d[d] = is.d[0];
+    if (idx1 ? is.rank != 1 : is.rank != xs.rank) {
+        diag_error(E->d, a->loc[ix[2]], idx1 ? "%s(): the index is 1-d, got %s" : "%s(): the index %s needs %s's rank",
+                   fn, tstr(E, idx), tstr(E, x));
+        return verror;
+    }
+    for (int i = 0; !idx1 && i < xs.rank; i++)
+        if (i != d && is.d[i] != xs.d[i]) {
+            diag_error(E->d, a->loc[ix[2]], "%s(): the index %s differs from %s in axis %d", fn, tstr(E, idx),
+                       tstr(E, x), i);
+            return verror;
+        }
+    if (src >= 0 && !idx1 && E->g->nodes[src].shape.rank == want.rank) /* torch reads src's leading part */
+        for (int i = 0; i < want.rank; i++)
+            if (E->g->nodes[src].shape.d[i] > want.d[i] && !dim_is_batch(want.d[i]))
+                src = slice_node(E, src, i, 0, want.d[i], 1, loc);
+    if (src >= 0 && !shape_eq(E->g->nodes[src].shape, want)) {
+        diag_error(E->d, a->loc[vi],
+                   idx1 ? "%s(): the source %s needs %s's shape with the index's length along dim %d"
+                        : "%s(): the source %s needs the index's shape (%s's, but along dim %d) or a larger one",
+                   fn, tstr(E, src), tstr(E, idx1 ? x : idx), d);
+        return verror;
+    }
+    if (src >= 0 && alpha != 1) src = graph_add2(E->g, OP_MUL, src, graph_const(E->g, alpha, loc), loc);
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(d, xs.rank, there, back);
+    int xm = permute_node(E, x, there, loc), im = idx1 ? idx : permute_node(E, idx, there, loc);
+    int r = place_last(E, fn, xm, im, src >= 0 ? permute_node(E, src, there, loc) : -1, value, add, loc);
     return r < 0 ? verror : vtensor(permute_node(E, r, back, loc));
 }
 

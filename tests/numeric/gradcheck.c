@@ -153,7 +153,9 @@ static const Case cases[] = {
                         " + sum(log10(h * h + 0.5) * c) + sum(exp2(h) * c)"
                         " + binary_cross_entropy(sigmoid(h), sigmoid(c * h), reduction = \"sum\")"
                         " + kl_div(log_softmax(h, dim = 1), softmax(c * h, dim = 1), reduction = \"batchmean\")"
-                        " + sum(cumsum(h, dim = 1) * c)"
+                        " + sum(cumsum(h, dim = 1) * c) + sum(topk(h, 2).values * c[:2]) + sum(sort(h * c, dim = 1)[0] * h)"
+                        " + sum(h.scatter(1, argmax(h, 1, keepdim = True), h[:, 3:4] * 2) * c)"
+                        " + sum(scatter_add(h, 1, topk(h, 2)[1], h[:, :2] * c[:2]) * c)"
                         TRAIN("data x = randn(8, 3)"), 0, 0},
     {"remainder_fmod", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nd = abs(c) + 0.5\nloss = sum((h * 3) % d * c) + sum(fmod(h * 3, -d) * h) + sum((h % 0.7) * c)"

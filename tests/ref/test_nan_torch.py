@@ -114,6 +114,13 @@ CASES = [
     ew("exp2", "exp2(p)", lambda t: torch.exp2(t["p"])),
     ew("logaddexp", "logaddexp(p, q)", lambda t: torch.logaddexp(t["p"], t["q"])),
     ew("cumsum", "cumsum(p, 1) + cumsum(q, dim = -1)", lambda t: torch.cumsum(t["p"], 1) + torch.cumsum(t["q"], -1)),
+    # NaN first (descending) or last; ties in their order (nnc's topk is always; torch's only its
+    # stable sort, the reference for both)
+    ("sort", "v, i = sort(p, dim = 1, descending = True, stable = True)\noutput r = v + topk(q, 5, largest = False).values"
+     "\noutput i = i\nloss = sum(r * d)",
+     lambda t: {"r": torch.sort(t["p"], dim=1, descending=True, stable=True).values + torch.sort(t["q"], dim=1, stable=True).values,
+                "i": torch.sort(t["p"], dim=1, descending=True, stable=True).indices.double()},
+     lambda t, o: (o["r"] * t["d"]).sum()),
     ew("floor_divide", "p // q + q", lambda t: torch.div(t["p"], t["q"], rounding_mode="floor") + t["q"]),
     ew("remainder", "p % q", lambda t: torch.remainder(t["p"], t["q"])),
     ew("fmod", "fmod(p, q)", lambda t: torch.fmod(t["p"], t["q"])),

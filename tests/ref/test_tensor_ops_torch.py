@@ -370,6 +370,36 @@ def torch_einsum(t):
     return loss, {"tm": tm, "t5": t5, "ub": ub, "cs": cs, "ci": ci, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
 
 
+def torch_sort(t):
+    x, W, Wg, We = t["x"], t["W"], t["Wg"], t["We"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    g = torch.round(h * 2) / 2 + h * 0                 # ties, with a gradient: kept in their order
+    v, i = torch.topk(h, 3)
+    v2, i2 = h.topk(2, dim=1, largest=False)
+    s, j = torch.sort(g, dim=-1, descending=True, stable=True)
+    s2, j2 = g.sort(dim=1, stable=True)
+    a = torch.argsort(g, dim=-1, stable=True).double()
+    a2 = g.argsort(dim=1, descending=True, stable=True)[:, 1:3].double()
+    oh = torch.zeros_like(h).scatter(2, i, 1.0)        # a k-hot mask
+    # nnc's reads the leading part of a larger src, as torch's does (whose gradient then fails in 1.13)
+    sc = h.scatter(2, i[..., :2], v2.transpose(1, 2)[:, :4]) + torch.scatter(h, 1, i2, h[:, :2] * 3)
+    dup = torch.cat((i[..., :1], i), -1)               # one place named twice: the last source wins, or both add
+    sd = h.scatter(2, dup, h[..., :4] * 2)             # not in the loss: torch's gradient goes to both sources
+    sa = torch.scatter_add(h, 2, dup, h[..., 2:] * 0.5)
+    ix = W[:4].argmax(0)                               # [6] places along an axis of 4, some twice
+    ia = h.index_add(1, ix, h.repeat(1, 2, 1)[:, :6] * 0.5, alpha=2) + torch.index_fill(h, 2, ix[:2], -1.5) \
+        + h.index_copy(1, ix[:1], h[:, 3:] * 2)
+    lg = h @ Wg                                        # Mixtral's sparse mixture: top-2 of 4 experts
+    tw, te = torch.topk(torch.softmax(lg, dim=-1), 2)
+    tw = tw / tw.sum(dim=-1, keepdim=True)
+    gates = torch.zeros_like(lg).scatter(-1, te, tw)
+    moe = (gates.unsqueeze(-1) * torch.einsum("btd,edf->btef", h, We)).sum(2)
+    loss = (v * v).sum() + (v2 * h[:, :2]).sum() + (s * h).sum() + (s2 * torch.tanh(s2)).sum() + (oh * h).sum() \
+        + (sc * sc).sum() + (sa * torch.tanh(sa)).sum() + (ia * ia).sum() + (moe * moe).sum()
+    return loss, {"v": v, "i": i.double(), "v2": v2, "i2": i2.double(), "s": s, "j": j.double(), "s2": s2,
+                  "j2": j2.double(), "a": a, "a2": a2, "oh": oh, "sc": sc, "sd": sd, "sa": sa, "ia": ia, "moe": moe}
+
+
 def vit_timm(t):
     x, y, B = t["x"], t["y"], t["x"].shape[0]
     h = F.conv2d(x, t["Wp"], t["bp"], stride=4)                          # [B, 8, 2, 2]: the patches
@@ -404,6 +434,27 @@ CASES = [
          "m = F.layer_norm(h, (C,), g2, b2)\nh = h + F.linear(F.gelu(F.linear(m, W1, c1)), W2, c2)\n"
          "output logits = F.linear(F.layer_norm(h, (C,), gf, bf)[:, 0], Wh, bh)\n"
          "loss = F.cross_entropy(logits, y)", vit_timm),
+    # topk (both ends, another axis), sort and argsort (ties in their order, as stable=True), scatter
+    # of a tensor and of a number, one place named twice (scatter: the last, its gradient differs from
+    # torch's, which goes to every source naming the place; scatter_add: the sum),
+    # index_add, index_fill, index_copy, and Mixtral's top-2 of 4 experts as gates by scatter
+    Case("torch_sort", {"x": ("f32", (4, 5))}, {"W": (5, 6), "Wg": (6, 4), "We": (4, 6, 6)},
+         "h = tanh(x @ W)\ng = round(h * 2) / 2 + h * 0\nv, i = topk(h, 3)\nv2, i2 = h.topk(2, dim = 1, largest = False)\n"
+         "s, j = torch.sort(g, dim = -1, descending = True, stable = True)\ns2, j2 = g.sort(dim = 1, stable = True)\n"
+         "output v = v\noutput i = i\noutput v2 = v2\noutput i2 = i2\noutput s = s\noutput j = j\noutput s2 = s2\n"
+         "output j2 = j2\noutput a = argsort(g, dim = -1, stable = True)\noutput a2 = g.argsort(dim = 1, descending = True, stable = True)[:, 1:3]\n"
+         "output oh = zeros_like(h).scatter(2, i, 1.0)\n"
+         "output sc = h.scatter(2, i[..., :2], v2.transpose(1, 2)) + scatter(h, 1, i2, h[:, :2] * 3)\n"
+         "dup = cat((i[..., :1], i), -1)\n"
+         "output sd = h.scatter(2, dup, h[..., :4] * 2)\noutput sa = scatter_add(h, 2, dup, h[..., 2:] * 0.5)\n"
+         "ix = argmax(W[:4], 0)\n"
+         "output ia = h.index_add(1, ix, h.repeat(1, 2, 1)[:, :6] * 0.5, alpha = 2) + index_fill(h, 2, ix[:2], -1.5)"
+         " + h.index_copy(1, ix[:1], h[:, 3:] * 2)\n"
+         "lg = h @ Wg\ntw, te = topk(softmax(lg, dim = -1), 2)\ntw = tw / tw.sum(dim = -1, keepdim = True)\n"
+         "gates = zeros_like(lg).scatter(-1, te, tw)\n"
+         "output moe = (gates.unsqueeze(-1) * einsum(\"btd,edf->btef\", h, We)).sum(2)\n"
+         "loss = sum(v * v) + sum(v2 * h[:, :2]) + sum(s * h) + sum(s2 * tanh(s2)) + sum(oh * h) + sum(sc * sc)"
+         " + sum(sa * tanh(sa)) + sum(ia * ia) + sum(moe * moe)", torch_sort),
     # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
     # outer product, the implicit output, three operands; unbind; cumsum (an infinity: then NaN and
     # infinities, as torch's); tensors of 5 axes inside the model (timm's qkv, llama2.c's repeat_kv)
