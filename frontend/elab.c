@@ -879,20 +879,20 @@ static void stmt_let(Elab *E, Env *env, Inst *inst, Stmt *s) {
 
 /* a, b, c = e: e is a tuple of as many values (split, chunk, or written out), bound in order, as
  * Python unpacks one.  After an error every name is bound to the error, which silences its uses. */
-static void stmt_unpack(Elab *E, Env *env, Stmt *s) {
+/* a, b, ... = v (a statement's, or a for's names for each item): v a tuple of as many items. */
+static void unpack_into(Elab *E, Env *env, Name *names, Value v, SrcLoc vloc) {
     int n = 0;
-    for (Name *p = s->params; p; p = p->next) n++;
-    Value v = eval_as(E, env, s->e, NULL);
+    for (Name *p = names; p; p = p->next) n++;
     if (v.k == V_TUPLE && v.nitems != n) {
-        diag_error(E->d, s->e->loc, "cannot unpack %d values into %d names", v.nitems, n);
+        diag_error(E->d, vloc, "cannot unpack %d values into %d names", v.nitems, n);
         v = verror;
     } else if (v.k != V_TUPLE && v.k != V_ERROR) {
-        diag_error(E->d, s->e->loc, "cannot unpack a %s into %d names: only a tuple unpacks (split, chunk)",
-                   kind_name(v.k), n);
+        diag_error(E->d, vloc, "cannot unpack a %s into %d names: only a tuple unpacks (split, chunk)", kind_name(v.k),
+                   n);
         v = verror;
     }
     int k = 0;
-    for (Name *p = s->params; p; p = p->next, k++) {
+    for (Name *p = names; p; p = p->next, k++) {
         Binding *old = env_find(env, p->s);
         Value item = v.k == V_TUPLE ? v.items[k] : verror;
         if (old && old->v.k == V_BLOCK) {
@@ -903,6 +903,10 @@ static void stmt_unpack(Elab *E, Env *env, Stmt *s) {
             E->g->nodes[item.node].name = p->s;
         env_bind(E, env, p->s, item, p->loc);
     }
+}
+
+static void stmt_unpack(Elab *E, Env *env, Stmt *s) {
+    unpack_into(E, env, s->params, eval_as(E, env, s->e, NULL), s->e->loc);
 }
 
 /* Outputs are returned by pointer into the entry's memory.  An f32 input (or a view of one)
@@ -923,14 +927,15 @@ int owned_output(Elab *E, int x, SrcLoc loc) {
 static bool stmt_for(Elab *E, Env *env, Inst *inst, Stmt *s, Value *ret) {
     Value v = eval(E, env, s->e);
     if (!list_walkable(E, v, s->e->loc)) {
-        env_bind(E, env, s->name, verror, s->params->loc);
+        for (Name *p = s->params; p; p = p->next) env_bind(E, env, p->s, verror, p->loc);
         return false;
     }
     int errors = E->d->errors;
     bool returned = false;
     E->loop_depth++;
     for (int k = 0; k < v.nitems && E->d->errors == errors && !returned; k++) { /* an error once, not per item */
-        env_bind(E, env, s->name, v.items[k], s->params->loc);
+        if (s->params->next) unpack_into(E, env, s->params, v.items[k], s->e->loc); /* for i, b in enumerate(h) */
+        else env_bind(E, env, s->name, v.items[k], s->params->loc);
         returned = exec_stmts(E, env, inst, s->body, ret);
     }
     E->loop_depth--;

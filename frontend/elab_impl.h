@@ -208,6 +208,8 @@ Value read_argmax(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc);
 Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_enumerate(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_zip(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_scatter(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);

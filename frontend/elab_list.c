@@ -98,8 +98,8 @@ Value eval_index(Elab *E, Env *env, Expr *e) {
     return a.items[k];
 }
 
-/* One of range()'s integers. */
-static bool range_int(Elab *E, Args *a, int i, double dflt, const char *name, double *out) {
+/* One of range()'s integers (enumerate()'s start). */
+static bool range_int(Elab *E, const char *fn, Args *a, int i, double dflt, const char *name, double *out) {
     if (i < 0) {
         *out = dflt;
         return true;
@@ -107,13 +107,13 @@ static bool range_int(Elab *E, Args *a, int i, double dflt, const char *name, do
     Value v = a->v[i];
     if (v.k != V_NUM) {
         if (v.k == V_TENSOR)
-            diag_error(E->d, a->loc[i], "range(): %s is a number known when the model compiles, not a tensor (%s)",
+            diag_error(E->d, a->loc[i], "%s(): %s is a number known when the model compiles, not a tensor (%s)", fn,
                        name, tstr(E, v.node));
-        else diag_error(E->d, a->loc[i], "range(): %s must be an integer, got a %s", name, kind_name(v.k));
+        else diag_error(E->d, a->loc[i], "%s(): %s must be an integer, got a %s", fn, name, kind_name(v.k));
         return false;
     }
     if (v.num != floor(v.num) || fabs(v.num) > 1e15) {
-        diag_error(E->d, a->loc[i], "range(): %s must be an integer, got %g", name, v.num);
+        diag_error(E->d, a->loc[i], "%s(): %s must be an integer, got %g", fn, name, v.num);
         return false;
     }
     *out = v.num;
@@ -127,8 +127,8 @@ Value read_range(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (!bind_args(E, fn, a, names, 3, ix, 1, loc)) return verror;
     if (ix[1] < 0) ix[1] = ix[0], ix[0] = -1; /* range(stop) */
     double start, stop, step;
-    if (!range_int(E, a, ix[0], 0, "start", &start) || !range_int(E, a, ix[1], 0, "stop", &stop) ||
-        !range_int(E, a, ix[2], 1, "step", &step))
+    if (!range_int(E, fn, a, ix[0], 0, "start", &start) || !range_int(E, fn, a, ix[1], 0, "stop", &stop) ||
+        !range_int(E, fn, a, ix[2], 1, "step", &step))
         return verror;
     if (step == 0) {
         diag_error(E->d, arg_loc(a, ix[2], loc), "range(): step must not be zero");
@@ -161,4 +161,52 @@ Value read_len(Elab *E, const char *fn, Args *a, SrcLoc loc) {
                    tstr(E, v.node));
     else diag_error(E->d, a->loc[ix[0]], "len() counts the items of a list, got a %s", kind_name(v.k));
     return verror;
+}
+
+/* enumerate(iterable, start = 0), as Python's: the list of (start + k, item k) pairs, to walk with
+ * `for i, expert in enumerate(experts)`. */
+Value read_enumerate(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    static const char *names[] = {"iterable", "start"};
+    int ix[2];
+    double start;
+    if (!bind_args(E, fn, a, names, 2, ix, 1, loc) || !list_walkable(E, a->v[ix[0]], a->loc[ix[0]]) ||
+        !range_int(E, fn, a, ix[1], 0, "start", &start))
+        return verror;
+    Value v = a->v[ix[0]], t = {.k = V_TUPLE, .nitems = v.nitems};
+    t.items = arena_alloc(E->a, (size_t)(t.nitems ? t.nitems : 1) * sizeof *t.items);
+    for (int k = 0; k < t.nitems; k++) {
+        Value *pair = arena_alloc(E->a, 2 * sizeof *pair);
+        pair[0] = vnum(start + k), pair[1] = v.items[k];
+        t.items[k] = (Value){.k = V_TUPLE, .items = pair, .nitems = 2};
+    }
+    return t;
+}
+
+/* zip(a, b, ...), as Python's: the list of tuples of the lists' k-th items, as long as the
+ * shortest. */
+Value read_zip(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    int n = NN_MAX_ITEMS;
+    for (int j = 0; j < a->n; j++) {
+        if (a->kw[j]) {
+            diag_error(E->d, a->loc[j], "%s() takes lists only, no '%s ='", fn, a->kw[j]);
+            return verror;
+        }
+        if (a->v[j].k != V_TUPLE) {
+            if (a->v[j].k != V_ERROR)
+                diag_error(E->d, a->loc[j], "%s() takes lists (range(n), [Block(...) for ...], x.unbind(0)), got a %s",
+                           fn, kind_name(a->v[j].k));
+            return verror;
+        }
+        if (a->v[j].nitems < n) n = a->v[j].nitems;
+    }
+    if (a->n == 0) n = 0;
+    Value t = {.k = V_TUPLE, .nitems = n};
+    t.items = arena_alloc(E->a, (size_t)(n ? n : 1) * sizeof *t.items);
+    for (int k = 0; k < n; k++) {
+        Value *row = arena_alloc(E->a, (size_t)(a->n ? a->n : 1) * sizeof *row);
+        for (int j = 0; j < a->n; j++) row[j] = a->v[j].items[k];
+        t.items[k] = (Value){.k = V_TUPLE, .items = row, .nitems = a->n};
+    }
+    (void)loc;
+    return t;
 }

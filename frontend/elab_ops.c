@@ -1454,6 +1454,8 @@ static const struct {
     {"zeros", read_full},
     {"range", read_range},
     {"len", read_len},
+    {"enumerate", read_enumerate},
+    {"zip", read_zip},
 };
 
 /* "did you mean": every op's surface name, then the compositions. */

@@ -1376,16 +1376,23 @@ static int place_last(Elab *E, const char *fn, int x, int idx, int src, double v
     }
     int in[3] = {m, sv, graph_const(E->g, 0, loc)};
     int64_t kaxis = (int64_t)1 << (ms.rank - 2);
-    if (!add) { /* keep the last k naming each place: w = M (k + 1), its largest along k */
-        r.v[0] = vnum((double)K);
-        Value ks = call_builtin(E, "arange", &r, loc);
-        if (ks.k == V_ERROR) return -1;
-        int k1 = graph_add2(E->g, OP_ADD, reshape_node(E, ks.node, (Shape){.rank = 2, .d = {K, 1}}, loc),
-                            graph_const(E->g, 1, loc), loc);
-        int w = graph_add2(E->g, OP_MUL, m, k1, loc);
-        int last = reduce_node(E, OP_MAX, w, kaxis, true, loc);
-        in[0] = graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_EQ, w, last, loc), m, loc);
-        int hit = graph_add2(E->g, OP_GT, reduce_node(E, OP_MAX, w, kaxis, false, loc), graph_const(E->g, 0, loc), loc);
+    if (!add) { /* keep the last k naming each place: w = M (k + 1), its largest along k (one k: M) */
+        int hit;
+        if (K == 1) {
+            Shape hs = E->g->nodes[m].shape;
+            hs.d[hs.rank - 2] = hs.d[hs.rank - 1], hs.rank--;
+            hit = reshape_node(E, m, hs, loc);
+        } else {
+            r.v[0] = vnum((double)K);
+            Value ks = call_builtin(E, "arange", &r, loc);
+            if (ks.k == V_ERROR) return -1;
+            int k1 = graph_add2(E->g, OP_ADD, reshape_node(E, ks.node, (Shape){.rank = 2, .d = {K, 1}}, loc),
+                                graph_const(E->g, 1, loc), loc);
+            int w = graph_add2(E->g, OP_MUL, m, k1, loc);
+            int last = reduce_node(E, OP_MAX, w, kaxis, true, loc);
+            in[0] = graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_EQ, w, last, loc), m, loc);
+            hit = graph_add2(E->g, OP_GT, reduce_node(E, OP_MAX, w, kaxis, false, loc), graph_const(E->g, 0, loc), loc);
+        }
         int placed = graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc);
         int vals = reduce_node(E, OP_SUM, placed, kaxis, false, loc);
         Shape os;

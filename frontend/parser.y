@@ -83,6 +83,7 @@ stmt: INPUT IDENT ':' type          { $$ = ast_stmt(ctx, S_INPUT, L(@2), $2, $4,
     | FORWARD '(' names ')' '{' stmts '}' { $$ = ast_def(ctx, S_FORWARD, L(@1), NULL, $3, $6); }
     | TRAIN '{' settings '}'        { $$ = ast_def(ctx, S_TRAIN, L(@1), NULL, NULL, $3); }
     | FOR var IDENT expr '{' stmts '}' { $$ = ast_for(ctx, L(@1), ast_name(ctx, L(@2), $2), $3, L(@3), $4, $6); }
+    | FOR var ',' namelist IDENT expr '{' stmts '}' { $$ = ast_for(ctx, L(@1), ast_names_append(ast_name(ctx, L(@2), $2), $4), $5, L(@5), $6, $8); }
     | ';'                           { $$ = NULL; }
     | error                         { $$ = NULL; }   /* resynchronize at the next statement */
 ;

@@ -400,6 +400,24 @@ def torch_sort(t):
                   "j2": j2.double(), "a": a, "a2": a2, "oh": oh, "sc": sc, "sd": sd, "sa": sa, "ia": ia, "moe": moe}
 
 
+def moe_mixtral(t):
+    x, W, Wg, W1, W2, W3 = t["x"], t["W"], t["Wg"], t["W1"], t["W2"], t["W3"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    router_logits = h @ Wg                             # [B, 4, 4]: 4 experts
+    routing_weights = F.softmax(router_logits, dim=-1)
+    routing_weights, selected = torch.topk(routing_weights, 2, dim=-1)
+    routing_weights = routing_weights / routing_weights.sum(dim=-1, keepdim=True)
+    gates = torch.zeros_like(router_logits).scatter(-1, selected, routing_weights)
+    out = 0
+    for i, w1, w3, w2 in zip(range(4), W1.unbind(0), W3.unbind(0), W2.unbind(0)):
+        out = out + gates[..., i:i + 1] * ((F.silu(h @ w1) * (h @ w3)) @ w2)
+    s = 0
+    for k, w in enumerate(W2.unbind(0), start=1):
+        s = s + (w * w).sum() * k
+    loss = (out * out).sum() + s * 0.1 + F.cross_entropy(router_logits.reshape(-1, 4), t["y"].reshape(-1))
+    return loss, {"out": out, "gates": gates}
+
+
 def vit_timm(t):
     x, y, B = t["x"], t["y"], t["x"].shape[0]
     h = F.conv2d(x, t["Wp"], t["bp"], stride=4)                          # [B, 8, 2, 2]: the patches
@@ -434,6 +452,18 @@ CASES = [
          "m = F.layer_norm(h, (C,), g2, b2)\nh = h + F.linear(F.gelu(F.linear(m, W1, c1)), W2, c2)\n"
          "output logits = F.linear(F.layer_norm(h, (C,), gf, bf)[:, 0], Wh, bh)\n"
          "loss = F.cross_entropy(logits, y)", vit_timm),
+    # Mixtral's sparse mixture of experts as its code writes it: softmax, topk, renormalised, the
+    # gates by scatter, each expert's SwiGLU weighted by its gate, walked with zip and enumerate
+    Case("moe_mixtral", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 4)},
+         {"W": (5, 6), "Wg": (6, 4), "W1": (4, 6, 8), "W2": (4, 8, 6), "W3": (4, 6, 8)},
+         "h = tanh(x @ W)\nrouter_logits = h @ Wg\nrouting_weights = F.softmax(router_logits, dim = -1)\n"
+         "routing_weights, selected = torch.topk(routing_weights, 2, dim = -1)\n"
+         "routing_weights = routing_weights / routing_weights.sum(dim = -1, keepdim = True)\n"
+         "output gates = torch.zeros_like(router_logits).scatter(-1, selected, routing_weights)\n"
+         "out = 0\nfor i, w1, w3, w2 in zip(range(4), W1.unbind(0), W3.unbind(0), W2.unbind(0)) {\n"
+         "    out = out + gates[..., i:i + 1] * ((F.silu(h @ w1) * (h @ w3)) @ w2)\n}\noutput out = out\n"
+         "s = 0\nfor k, w in enumerate(W2.unbind(0), start = 1) {\n    s = s + (w * w).sum() * k\n}\n"
+         "loss = sum(out * out) + s * 0.1 + cross_entropy(router_logits.reshape(-1, 4), y.reshape(-1))", moe_mixtral),
     # topk (both ends, another axis), sort and argsort (ties in their order, as stable=True), scatter
     # of a tensor and of a number, one place named twice (scatter: the last, its gradient differs from
     # torch's, which goes to every source naming the place; scatter_add: the sum),
