@@ -460,7 +460,8 @@ static Value call_method(Elab *E, Value self, const char *fn, Args *a, SrcLoc lo
     return call_builtin(E, fn, a, loc);
 }
 
-/* torch.X, F.X, nn.functional.X, torch.nn.functional.X, math.X: Python's module paths to the
+/* torch.X, F.X, nn.functional.X, torch.nn.functional.X, math.X, torch.linalg.X,
+ * torch.special.X: Python's module paths to the
  * builtins, as a model copied from PyTorch writes them (torch.cat, F.relu, math.sqrt), when the
  * path's first name is not bound in the model.  X, or NULL. */
 static const char *module_member(Env *env, const Expr *e) {
@@ -472,7 +473,8 @@ static const char *module_member(Env *env, const Expr *e) {
     if (b->k != E_IDENT || env_find(env, b->str)) return NULL;
     path[n++] = b->str; /* innermost last: F; functional, nn, torch */
     static const char *const known[][4] = {
-        {"torch"}, {"F"}, {"math"}, {"functional", "nn"}, {"functional", "nn", "torch"}};
+        {"torch"},           {"F"}, {"math"}, {"functional", "nn"}, {"functional", "nn", "torch"}, {"linalg", "torch"},
+        {"special", "torch"}};
     for (size_t k = 0; k < NNC_COUNTOF(known); k++) {
         int m = 0;
         while (m < 4 && known[k][m]) m++;

@@ -5,7 +5,9 @@
  *   elab_ops.c     the op readers (ops.def's surfaces and the compositions) and call_builtin
  *   elab_nn.c      torch.nn's layers (convolution, pooling, normalization, ...) and initializers
  *   elab_train.c   the train section, read by the rows of train_tables.c
- *   elab_list.c    lists: repeated layers ([Block(...) for _ in range(n)]), h[i], range(), len()
+ *   elab_list.c    lists: repeated layers ([Block(...) for _ in range(n)]), h[i], range(), len(),
+ *                  enumerate(), zip()
+ *   elab_short.c   torch functions that are a line or two of other builtins (x.bool(), diff, ...)
  *
  * The sections below are named after the file that defines them. */
 #ifndef NNC_ELAB_IMPL_H
@@ -210,6 +212,20 @@ Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_enumerate(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_zip(Elab *E, const char *fn, Args *a, SrcLoc loc);
+/* elab_short.c */
+Value read_bool(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_new(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_unflatten(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_clamp_one(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_addmm(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_diff(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_var_mean(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_shrink(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_movedim(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_select(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_all_any(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_tensor_of(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_alias(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_scatter(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);

@@ -1380,7 +1380,7 @@ static const struct {
     {"half", read_dtype_method},
     {"bfloat16", read_dtype_method},
     {"argmin", read_argmin},
-    {"int", read_number},
+    {"int", read_bool},
     {"einsum", read_einsum},
     {"cumsum", read_cumsum},
     {"gather", read_gather},
@@ -1456,11 +1456,37 @@ static const struct {
     {"len", read_len},
     {"enumerate", read_enumerate},
     {"zip", read_zip},
+    {"bool", read_bool},
+    {"long", read_bool},
+    {"new_zeros", read_new},
+    {"new_ones", read_new},
+    {"new_full", read_new},
+    {"new_empty", read_new},
+    {"unflatten", read_unflatten},
+    {"clamp_min", read_clamp_one},
+    {"clamp_max", read_clamp_one},
+    {"addmm", read_addmm},
+    {"baddbmm", read_addmm},
+    {"diff", read_diff},
+    {"var_mean", read_var_mean},
+    {"std_mean", read_var_mean},
+    {"hardshrink", read_shrink},
+    {"softshrink", read_shrink},
+    {"tanhshrink", read_shrink},
+    {"threshold", read_shrink},
+    {"movedim", read_movedim},
+    {"moveaxis", read_movedim},
+    {"select", read_select},
+    {"all", read_all_any},
+    {"any", read_all_any},
+    {"count_nonzero", read_all_any},
+    {"tensor", read_tensor_of},
+    {"expit", read_alias},
+    {"absolute", read_alias},
 };
 
-/* "did you mean": every op's surface name, then the compositions. */
-static const char *suggest_builtin(Elab *E, const char *fn, int *bd) {
-    const char *best = NULL;
+/* "did you mean": every op's surface name, then the compositions, after `best` at *bd. */
+static const char *suggest_builtin(Elab *E, const char *fn, int *bd, const char *best) {
     for (int op = 0; op < OP_COUNT; op++) {
         const char *sf = op_info[op].surface;
         if (sf) best = closest(fn, arena_printf(E->a, "%.*s", (int)strcspn(sf, "("), sf), best, bd);
@@ -1514,8 +1540,9 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "%s() is a train section setting: it goes inside train { ... }", fn);
         return verror;
     }
-    const char *best = suggest_builtin(E, fn, &bd);
-    if (E->in_train) best = train_builtin_suggest(fn, best, &bd);
+    /* in a train section its own functions first: a tie goes to the optimizer or data source */
+    const char *best = E->in_train ? train_builtin_suggest(fn, NULL, &bd) : NULL;
+    best = suggest_builtin(E, fn, &bd, best);
     diag_error(E->d, loc, "unknown function '%s'%s", fn, did_you_mean(E, best));
     return verror;
 }

@@ -540,6 +540,8 @@ Value read_dtype_method(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (!bind_args(E, fn, a, names, 1, ix, 1, loc)) return verror;
     if (!strcmp(fn, "float") && (a->v[ix[0]].k == V_NUM || a->v[ix[0]].k == V_STR))
         return read_number(E, fn, a, loc); /* Python's float("-inf") */
+    if (!strcmp(fn, "float") && a->v[ix[0]].k == V_TENSOR && E->g->nodes[a->v[ix[0]].node].dtype == DT_I32)
+        return vtensor(graph_add1(E->g, OP_CAST, a->v[ix[0]].node, loc)); /* labels as numbers: exact */
     Args t = {.n = 2};
     t.v[0] = a->v[ix[0]], t.loc[0] = a->loc[ix[0]], t.loc[1] = loc;
     t.v[1] = (Value){.k = V_DTYPE, .num = fn[0] == 'f' ? DT_F32 : fn[0] == 'h' ? DT_F16 : DT_BF16};
@@ -1173,10 +1175,116 @@ static bool ein_pair(Elab *E, EinTerm *a, EinTerm b, const char *keep, SrcLoc lo
     return true;
 }
 
+/* An equation with "..." rewritten with a letter of its own for each axis it stands for, as
+ * torch.einsum reads it: the axes right-aligned across the operands (an operand's "..." takes the
+ * last of them), broadcast where an operand's is 1 and another's is not (that operand expanded),
+ * and without "->" put first in the output, before the letters seen once. */
+static bool ein_ellipsis(Elab *E, const char *fn, char *eq, size_t cap, Value *ops, int nops, SrcLoc eloc, SrcLoc loc) {
+    char fresh[IR_MAX_RANK + 1] = {0}, terms[8][32], outs[64] = {0};
+    bool used[128] = {false}, has_out = strstr(eq, "->") != NULL;
+    for (const char *c = eq; *c; c++) used[(unsigned char)*c & 127] = true;
+    char *arrow = strstr(eq, "->");
+    if (arrow) snprintf(outs, sizeof outs, "%s", arrow + 2), *arrow = 0;
+    int n = 0, ell[8] = {0}, width = 0; /* each operand's "..." axes, the most of them */
+    for (char *p = eq, *q; p && n < 8; p = q, n++) {
+        q = strchr(p, ',');
+        if (q) *q++ = 0;
+        snprintf(terms[n], sizeof terms[n], "%s", p);
+    }
+    if (n != nops) {
+        diag_error(E->d, eloc, "%s(): the equation names %d operands, %d given", fn, n, nops);
+        return false;
+    }
+    for (int k = 0; k < n; k++) {
+        int x = as_tensor(E, ops[k], loc), named = 0;
+        if (x < 0) return false;
+        ops[k] = vtensor(x);
+        const char *d = strstr(terms[k], "...");
+        for (const char *c = terms[k]; *c; c++) named += *c != '.';
+        if (d && strstr(d + 3, "...")) {
+            diag_error(E->d, eloc, "%s(): operand %d's subscripts hold \"...\" twice", fn, k);
+            return false;
+        }
+        ell[k] = d ? E->g->nodes[x].shape.rank - named : 0;
+        if (ell[k] < 0) {
+            diag_error(E->d, eloc, "%s(): operand %d is %s, fewer axes than \"%s\" names", fn, k, tstr(E, ops[k].node),
+                       terms[k]);
+            return false;
+        }
+        if (ell[k] > width) width = ell[k];
+    }
+    for (int c = 'Z', k = 0; k < width && c >= 'A'; c--) /* letters no subscript uses */
+        if (!used[c]) fresh[k++] = (char)c;
+    if ((int)strlen(fresh) < width) {
+        diag_error(E->d, eloc, "%s(): no letters are left for the axes \"...\" stands for", fn);
+        return false;
+    }
+    for (int j = 0; j < width; j++) { /* broadcast: each "..." axis to its largest size */
+        int64_t big = 1;
+        for (int k = 0; k < n; k++) {
+            int i = j - (width - ell[k]);
+            if (i < 0) continue;
+            const char *d = strstr(terms[k], "...");
+            Shape s = E->g->nodes[ops[k].node].shape;
+            int64_t v = s.d[(int)(d - terms[k]) + i];
+            if (v != 1 && big != 1 && v != big) {
+                diag_error(E->d, eloc, "%s(): the axes \"...\" stands for do not broadcast (%lld and %lld)", fn,
+                           (long long)dim_size(big, 1), (long long)dim_size(v, 1));
+                return false;
+            }
+            if (v != 1) big = v;
+        }
+        for (int k = 0; k < n; k++) {
+            int i = j - (width - ell[k]);
+            if (i < 0) continue;
+            int at = (int)(strstr(terms[k], "...") - terms[k]) + i;
+            Shape s = E->g->nodes[ops[k].node].shape;
+            if (s.d[at] == big) continue;
+            s.d[at] = big;
+            int x = ops[k].node;
+            ops[k] = vtensor(graph_add(E->g, OP_EXPAND, 1, &x, s, E->g->nodes[x].dtype, loc));
+        }
+    }
+    char res[128] = {0};
+    int count[128] = {0};
+    for (int k = 0; k < n; k++)
+        for (const char *c = terms[k]; *c; c++)
+            if (*c != '.') count[(unsigned char)*c & 127]++;
+    for (int k = 0; k < n; k++) {
+        char *d = strstr(terms[k], "...");
+        char t[64];
+        if (d) *d = 0;
+        snprintf(t, sizeof t, "%s%.*s%s", terms[k], ell[k], fresh + (width - ell[k]), d ? d + 3 : "");
+        strncat(res, k ? "," : "", sizeof res - strlen(res) - 1);
+        strncat(res, t, sizeof res - strlen(res) - 1);
+    }
+    strncat(res, "->", sizeof res - strlen(res) - 1);
+    if (has_out) {
+        char *d = strstr(outs, "...");
+        char t[64];
+        if (d) *d = 0;
+        snprintf(t, sizeof t, "%s%s%s", outs, d ? fresh : "", d ? d + 3 : "");
+        strncat(res, t, sizeof res - strlen(res) - 1);
+    } else { /* implicit: the "..." axes, then the letters seen once, in order */
+        size_t at = strlen(res);
+        for (int j = 0; j < width && at + 1 < sizeof res; j++) res[at++] = fresh[j];
+        for (int c = 'A'; c <= 'z' && at + 1 < sizeof res; c++)
+            if (count[c] == 1) res[at++] = (char)c;
+        res[at] = 0;
+    }
+    if (strlen(res) + 1 > cap) {
+        diag_error(E->d, eloc, "%s(): the equation is too long", fn);
+        return false;
+    }
+    snprintf(eq, cap, "%s", res);
+    return true;
+}
+
 /* einsum(equation, a, b, ...), as torch.einsum: "bhqd,bhkd->bhqk" (an output's letters after
  * "->", or without it the letters seen once, in alphabetical order); letters summed where the
  * output lacks them.  Composed of sums, permutes, reshapes and matrix products, two operands at a
- * time from the left: no repeated letter within an operand (a diagonal), no "...". */
+ * time from the left: no repeated letter within an operand (a diagonal); "..." as ein_ellipsis
+ * spells it out. */
 Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (a->n < 2 || a->v[0].k != V_STR) {
         diag_error(E->d, loc, "%s() takes an equation and its operands: einsum(\"ij,jk->ik\", a, b)", fn);
@@ -1190,12 +1298,12 @@ Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     for (const char *c = a->v[0].str; *c && m + 1 < sizeof eq; c++)
         if (*c != ' ') eq[m++] = *c;
     eq[m] = 0;
+    Value opv[8];
+    for (int k = 0; k < nops && k < 8; k++) opv[k] = ops[k];
+    if (strstr(eq, "...") && !ein_ellipsis(E, fn, eq, sizeof eq, opv, nops, a->loc[0], loc)) return verror;
+    ops = opv;
     char *arrow = strstr(eq, "->");
     if (arrow) *arrow = 0, out = arrow + 2;
-    if (strstr(eq, "...") || (out && strstr(out, "..."))) {
-        diag_error(E->d, a->loc[0], "%s(): \"...\" is not supported: name every axis", fn);
-        return verror;
-    }
     EinTerm t[8];
     int n = 0, count[128] = {0};
     for (char *p = eq, *q; p; p = q) {

@@ -156,6 +156,7 @@ static const Case cases[] = {
                         " + sum(cumsum(h, dim = 1) * c) + sum(topk(h, 2).values * c[:2]) + sum(sort(h * c, dim = 1)[0] * h)"
                         " + sum(h.scatter(1, argmax(h, 1, keepdim = True), h[:, 3:4] * 2) * c)"
                         " + sum(scatter_add(h, 1, topk(h, 2)[1], h[:, :2] * c[:2]) * c)"
+                        " + sum(softshrink(h, 0.3) * c) + sum(hardshrink(h, 0.2) * h) + sum(diff(h, dim = 1) * c[1:])"
                         TRAIN("data x = randn(8, 3)"), 0, 0},
     {"remainder_fmod", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nd = abs(c) + 0.5\nloss = sum((h * 3) % d * c) + sum(fmod(h * 3, -d) * h) + sum((h % 0.7) * c)"

@@ -121,6 +121,9 @@ CASES = [
      lambda t: {"r": torch.sort(t["p"], dim=1, descending=True, stable=True).values + torch.sort(t["q"], dim=1, stable=True).values,
                 "i": torch.sort(t["p"], dim=1, descending=True, stable=True).indices.double()},
      lambda t, o: (o["r"] * t["d"]).sum()),
+    ew("shrink", "hardshrink(p) + softshrink(q, 0.5) + threshold(p, 0.1, -2) + tanhshrink(q) + clamp_min(p, 0.5)",
+       lambda t: F.hardshrink(t["p"]) + F.softshrink(t["q"], 0.5) + F.threshold(t["p"], 0.1, -2.0) + F.tanhshrink(t["q"])
+       + torch.clamp_min(t["p"], 0.5)),
     ew("floor_divide", "p // q + q", lambda t: torch.div(t["p"], t["q"], rounding_mode="floor") + t["q"]),
     ew("remainder", "p % q", lambda t: torch.remainder(t["p"], t["q"])),
     ew("fmod", "fmod(p, q)", lambda t: torch.fmod(t["p"], t["q"])),

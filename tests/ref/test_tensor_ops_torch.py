@@ -357,6 +357,9 @@ def torch_einsum(t):
     o4 = torch.einsum("i,j->ij", V, V) + torch.einsum("i,j", V, V * 2)
     o5 = torch.einsum("ij,bjk,k->bi", W, h.transpose(1, 2), W[0, :4])
     o6 = torch.einsum("bhqk,bhkd->bqhd", torch.softmax(att, -1), q).reshape(-1, 4, 6)
+    o7 = torch.einsum("...d,...d->...", h, h * 0.5)[..., None] + torch.einsum("...ij,jk->...ik", h, W.T)[..., :1] \
+        + torch.einsum("...d,d", h, V)[..., None] + torch.einsum("b...d,b...d->b...", h, h[:, :1])[..., None]
+    o8 = torch.einsum("bi...,bi...", h, h)[None, None, :] + torch.einsum("...qd,...kd->...qk", q, q)[:, 0, :, :1]
     cs = torch.cumsum(h, dim=-1) + h.cumsum(1) * 0.5
     ci = torch.cumsum(h.masked_fill(h > 0.5, float("inf")).masked_fill(h < -0.5, -float("inf")), 2)   # not in the loss
     qkv = torch.cat((h, h * 0.5, -h), dim=-1).reshape(-1, 4, 3, 2, 3).permute(2, 0, 3, 1, 4)   # timm's [3, B, H, N, D]
@@ -366,8 +369,9 @@ def torch_einsum(t):
     u0, u1, u2 = h[:, :3].unbind(1)
     ub = u0 * 2 + u1 + torch.stack(torch.unbind(q, dim=-1), dim=1).sum(1).reshape(-1, 8)[:, :6] * u2
     loss = (att * att).sum() + (o1 * o1).sum() + (o2 * o2).sum() + (o3 * o3).sum() + (o4 * o4).sum() \
-        + (o5 * o5).sum() + (o6 * h).sum() + (ub * ub).sum() + (cs * h).sum() + (tm * h).sum() + (t5 * t5).sum()
-    return loss, {"tm": tm, "t5": t5, "ub": ub, "cs": cs, "ci": ci, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6}
+        + (o5 * o5).sum() + (o6 * h).sum() + (ub * ub).sum() + (cs * h).sum() + (tm * h).sum() + (t5 * t5).sum() \
+        + (o7 * o7).sum() + (o8 * o8).sum()
+    return loss, {"tm": tm, "t5": t5, "ub": ub, "cs": cs, "ci": ci, "att": att, "o1": o1, "o2": o2, "o3": o3, "o4": o4, "o5": o5, "o6": o6, "o7": o7, "o8": o8}
 
 
 def torch_sort(t):
@@ -418,6 +422,31 @@ def moe_mixtral(t):
     return loss, {"out": out, "gates": gates}
 
 
+def torch_short(t):
+    x, W, V, y = t["x"], t["W"], t["V"], t["y"]
+    h = torch.tanh(x @ W)                              # [B, 4, 6]
+    m = torch.triu(torch.ones(4, 4), diagonal=1).bool()
+    att = (h @ h.transpose(1, 2)).masked_fill(m, float("-inf")).softmax(-1)
+    nz = h.new_zeros(4, 6) + h.new_ones(6) * 0.5 + h.new_full((4, 6), 2.0)
+    uf = h.unflatten(2, (2, 3)).sum(-1) + h.unflatten(1, (-1, 2))[:, :, 0].sum(1, keepdim=True)[..., :2]
+    cl = torch.clamp_min(h, -0.2) + h.clamp_max(0.3)
+    ad = torch.addmm(V[:4], h[:, 0], W.T[:, :4], beta=0.5, alpha=2) + torch.baddbmm(h[..., :4], h, h.transpose(1, 2) * 0.5)[:, 0]
+    df = torch.diff(h, dim=-1) + torch.diff(h, n=2, dim=1).sum(1, keepdim=True)[..., :5]
+    vm, mm = torch.var_mean(h, dim=-1)
+    sm_, mn = torch.std_mean(h, dim=1, keepdim=True)
+    sh = F.hardshrink(h * 2) + F.softshrink(h * 2, 0.3) + F.tanhshrink(h) + F.threshold(h, 0.1, -1.0)
+    mv = torch.movedim(h, 1, 2) + h.moveaxis(-1, 1) * 0.5 + h.select(1, 2)[:, :, None] + torch.select(h, 2, -1)[:, None, :4]
+    aa = (h > 0).all(-1).double() + (h > 0.5).any(dim=1).sum(-1, keepdim=True).double() + torch.count_nonzero(torch.relu(h), dim=-1)
+    tc = h * torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0, 1.5]) + torch.tensor([[1.0, 2.0], [3.0, 4.0]]).sum() \
+        + torch.special.expit(h) + torch.absolute(h) + torch.linalg.norm(h, dim=-1, keepdim=True)
+    yf = y.float()[:, :, None] * h + y.long().float()[:, :, None]
+    loss = (att * h[..., :4]).sum() + (nz * h).sum() + (uf * uf).sum() + (cl * h).sum() + (ad * ad).sum() + (df * df).sum() \
+        + (vm * mm).sum() + (sm_ * mn).sum() + (sh * h).sum() + (mv * mv).sum() + (aa * h.sum(-1)).sum() + (tc * tc).sum() \
+        + (yf * h).sum()
+    return loss, {"att": att, "nz": nz, "uf": uf, "cl": cl, "ad": ad, "df": df, "vm": vm, "mm": mm, "sm": sm_, "mn": mn,
+                  "sh": sh, "mv": mv, "aa": aa, "tc": tc, "yf": yf}
+
+
 def vit_timm(t):
     x, y, B = t["x"], t["y"], t["x"].shape[0]
     h = F.conv2d(x, t["Wp"], t["bp"], stride=4)                          # [B, 8, 2, 2]: the patches
@@ -452,6 +481,29 @@ CASES = [
          "m = F.layer_norm(h, (C,), g2, b2)\nh = h + F.linear(F.gelu(F.linear(m, W1, c1)), W2, c2)\n"
          "output logits = F.linear(F.layer_norm(h, (C,), gf, bf)[:, 0], Wh, bh)\n"
          "loss = F.cross_entropy(logits, y)", vit_timm),
+    # torch's shorter functions: .bool(), new_zeros/new_ones/new_full, unflatten, clamp_min/max,
+    # addmm, baddbmm, diff, var_mean, std_mean, the shrinks, threshold, movedim, select, all, any,
+    # count_nonzero, torch.tensor, torch.special and torch.linalg paths, .float() and .long() of labels
+    Case("torch_short", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 3)}, {"W": (5, 6), "V": (6,)},
+         "h = tanh(x @ W)\nm = torch.triu(torch.ones(4, 4), diagonal = 1).bool()\n"
+         "output att = (h @ h.transpose(1, 2)).masked_fill(m, float(\"-inf\")).softmax(-1)\n"
+         "output nz = h.new_zeros(4, 6) + h.new_ones(6) * 0.5 + h.new_full((4, 6), 2.0)\n"
+         "output uf = h.unflatten(2, (2, 3)).sum(-1) + h.unflatten(1, (-1, 2))[:, :, 0].sum(1, keepdim = True)[..., :2]\n"
+         "output cl = torch.clamp_min(h, -0.2) + h.clamp_max(0.3)\n"
+         "output ad = torch.addmm(V[:4], h[:, 0], W.T[:, :4], beta = 0.5, alpha = 2)"
+         " + torch.baddbmm(h[..., :4], h, h.transpose(1, 2) * 0.5)[:, 0]\n"
+         "output df = torch.diff(h, dim = -1) + torch.diff(h, n = 2, dim = 1).sum(1, keepdim = True)[..., :5]\n"
+         "vm, mm = torch.var_mean(h, dim = -1)\nsm, mn = torch.std_mean(h, dim = 1, keepdim = True)\n"
+         "output vm = vm\noutput mm = mm\noutput sm = sm\noutput mn = mn\n"
+         "output sh = F.hardshrink(h * 2) + F.softshrink(h * 2, 0.3) + F.tanhshrink(h) + F.threshold(h, 0.1, -1.0)\n"
+         "output mv = torch.movedim(h, 1, 2) + h.moveaxis(-1, 1) * 0.5 + h.select(1, 2)[:, :, None]"
+         " + torch.select(h, 2, -1)[:, None, :4]\n"
+         "output aa = (h > 0).all(-1) + (h > 0.5).any(dim = 1).sum(-1, keepdim = True) + torch.count_nonzero(torch.relu(h), dim = -1)\n"
+         "output tc = h * torch.tensor([1.0, -2.0, 0.5, 3.0, 0.0, 1.5]) + torch.tensor([[1.0, 2.0], [3.0, 4.0]]).sum()"
+         " + torch.special.expit(h) + torch.absolute(h) + torch.linalg.norm(h, dim = -1, keepdim = True)\n"
+         "output yf = y.float()[:, :, None] * h + y.long().float()[:, :, None]\n"
+         "loss = sum(att * h[..., :4]) + sum(nz * h) + sum(uf * uf) + sum(cl * h) + sum(ad * ad) + sum(df * df)"
+         " + sum(vm * mm) + sum(sm * mn) + sum(sh * h) + sum(mv * mv) + sum(aa * h.sum(-1)) + sum(tc * tc) + sum(yf * h)", torch_short),
     # Mixtral's sparse mixture of experts as its code writes it: softmax, topk, renormalised, the
     # gates by scatter, each expert's SwiGLU weighted by its gate, walked with zip and enumerate
     Case("moe_mixtral", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 4)},
@@ -497,6 +549,9 @@ CASES = [
          "output o4 = einsum(\"i,j->ij\", V, V) + einsum(\"i,j\", V, V * 2)\n"
          "output o5 = einsum(\"ij,bjk,k->bi\", W, h.transpose(1, 2), W[0, :4])\n"
          "output o6 = torch.einsum('bhqk,bhkd->bqhd', softmax(att, -1), q).reshape(B, 4, 6)\n"
+         "output o7 = einsum(\"...d,...d->...\", h, h * 0.5)[..., None] + einsum(\"...ij,jk->...ik\", h, W.T)[..., :1]"
+         " + einsum(\"...d,d\", h, V)[..., None] + einsum(\"b...d,b...d->b...\", h, h[:, :1])[..., None]\n"
+         "output o8 = einsum(\"bi...,bi...\", h, h)[None, None, :] + einsum(\"...qd,...kd->...qk\", q, q)[:, 0, :, :1]\n"
          "output cs = cumsum(h, dim = -1) + h.cumsum(1) * 0.5\n"
          "output ci = cumsum(h.masked_fill(h > 0.5, float(\"inf\")).masked_fill(h < -0.5, -inf), 2)\n"
          "qkv = cat((h, h * 0.5, -h), dim = -1).reshape(B, 4, 3, 2, 3).permute(2, 0, 3, 1, 4)\n"
@@ -506,7 +561,7 @@ CASES = [
          "u0, u1, u2 = h[:, :3].unbind(1)\n"
          "output ub = u0 * 2 + u1 + torch.stack(torch.unbind(q, dim = -1), dim = 1).sum(1).reshape(B, 8)[:, :6] * u2\n"
          "loss = sum(att * att) + sum(o1 * o1) + sum(o2 * o2) + sum(o3 * o3) + sum(o4 * o4) + sum(o5 * o5) + sum(o6 * h)"
-         " + sum(ub * ub) + sum(cs * h) + sum(tm * h) + sum(t5 * t5)",
+         " + sum(ub * ub) + sum(cs * h) + sum(tm * h) + sum(t5 * t5) + sum(o7 * o7) + sum(o8 * o8)",
          torch_einsum),
     # torch's arithmetic by name (add with alpha, rsub, div's rounding modes, clip), view_as,
     # reshape_as, expand_as, type_as, softmin, glu, prelu, lerp, addcmul, addcdiv, log1p, expm1,
