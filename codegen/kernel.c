@@ -1187,6 +1187,63 @@ static void row_topk(const Kernel *k, const Launch *L) {
                k->d->row.leader, desc ? "v > u || (v != v && u == u)" : "v < u || (u != u && v == v)");
 }
 
+/* gather's rows: y[k] = x[p[k]], 0 where p[k] is outside [0, C).  The row's owners share its K
+ * places as they share a row's columns elsewhere (the walk over "C" below walks K: the inner C
+ * shadows the row's, kept as C_). */
+static void row_gather(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    const Shape ys = n->shape;
+    row_header(k, n->in[0]);
+    str_printf(k->s, "    const int64_t K = %lld;\n", (long long)ys.d[ys.rank - 1]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "const int32_t *IX", n->in[1]);
+    kernel_ptr_line(k, "real *Y", L->root);
+    k->d->row.open(k, L);
+    str_printf(k->s,
+               "        const real *x = X + i * C;\n"
+               "        const int32_t *p = IX + i * K;\n"
+               "        real *y = Y + i * K;\n"
+               "        {\n"
+               "            const int64_t C_ = C, C = K;   /* the columns walked: the K places */\n"
+               "            %s {\n"
+               "                const int32_t q = p[c];\n"
+               "                y[c] = q >= 0 && q < C_ ? x[q] : (real)0;\n"
+               "            }\n"
+               "        }\n"
+               "    }\n",
+               k->d->row.cols);
+}
+
+/* scatter's rows: y = x, then each src[k] added at (p[1]: written to) its place p[k] in k's order
+ * by the row's leader alone (one order on every target: the same sums; the last k naming a place
+ * is the one written), a place outside [0, C) skipped. */
+static void row_scatter(const Kernel *k, const Launch *L) {
+    const Node *n = &k->g->nodes[L->root];
+    const Shape ss = k->g->nodes[n->in[2]].shape;
+    row_header(k, n->in[0]);
+    str_printf(k->s, "    const int64_t K = %lld;\n", (long long)ss.d[ss.rank - 1]);
+    kernel_ptr_line(k, "const real *X", n->in[0]);
+    kernel_ptr_line(k, "const int32_t *IX", n->in[1]);
+    kernel_ptr_line(k, "const real *SV", n->in[2]);
+    kernel_ptr_line(k, "real *Y", L->root);
+    k->d->row.open(k, L);
+    str_printf(k->s,
+               "        const real *x = X + i * C;\n"
+               "        const int32_t *p = IX + i * K;\n"
+               "        const real *s = SV + i * K;\n"
+               "        real *y = Y + i * C;\n"
+               "        %s y[c] = x[c];\n",
+               k->d->row.cols);
+    if (k->d->row.sync) str_puts(k->s, k->d->row.sync);
+    str_printf(k->s,
+               "        %sfor (int64_t j = 0; j < K; j++) {\n"
+               "            const int32_t q = p[j];\n"
+               "            if (q >= 0 && q < C) y[q] = %s;\n"
+               "        }\n"
+               "    }\n",
+               k->d->row.leader, n->attr.scalars.p[0] != 0 ? "s[j]" : "y[q] + s[j]");
+}
+
 static void row_softmax_fwd(const Kernel *k, const Launch *L) { row_softmax(k, L, false); }
 static void row_log_softmax(const Kernel *k, const Launch *L) { row_softmax(k, L, true); }
 static void row_softmax_bwd(const Kernel *k, const Launch *L) { row_softmax_grad(k, L, false); }
@@ -1313,6 +1370,8 @@ static const struct {
     {OP_ARGMAX, row_argmax},
     {OP_CUMSUM, row_cumsum},
     {OP_TOPK, row_topk},
+    {OP_GATHER_ROWS, row_gather},
+    {OP_SCATTER_ROWS, row_scatter},
     {OP_LN_NORM, row_ln_norm},
     {OP_LN_GRAD, row_ln_grad},
 };

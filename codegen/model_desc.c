@@ -160,20 +160,20 @@ static void build_leaves(Build *b) {
 /* ---- what an i32 input's values must be (nnc_input_rule) ------------------------------------
  * Under `bound`, the smallest over its readers (cross_entropy's and accuracy's labels index the
  * logits' last axis, embedding's indices the table's rows, an INDEX_EQ's the places it is compared
- * with), or equal to the ignore_index of every cross_entropy (and nll_loss) reading it, when no
+ * with, gather's and scatter's (OPF_PICKS) their rows' places), or equal to the ignore_index of every cross_entropy (and nll_loss) reading it, when no
  * embedding or other index does.  The values reach a reader through views, copies, moves and
  * casts (carries_values): all of them are checked, where torch checks those a reader uses. */
 
 static void input_rule_add(Build *b, nnc_input_rule *r, bool *mixed, const Node *x, int64_t k) {
     if (k > 0 && (r->bound == 0 || k < r->bound)) {
         r->bound = k;
-        r->reader = x->op == OP_EMBEDDING ? "embedding"
-            : x->op == OP_ACCURACY        ? "accuracy"
-            : x->op == OP_INDEX_EQ        ? "index"
-                                          : "cross_entropy";
+        r->reader = x->op == OP_EMBEDDING                      ? "embedding"
+            : x->op == OP_ACCURACY                             ? "accuracy"
+            : x->op == OP_INDEX_EQ || op_has(x->op, OPF_PICKS) ? "index"
+                                                               : "cross_entropy";
         r->at = arena_printf(b->a, "%s:%d:%d", x->loc.file ? x->loc.file : "the model", x->loc.line, x->loc.col);
     }
-    bool idx_ignore = x->op == OP_INDEX_EQ && x->attr.scalars.p[0] != 0; /* nll_loss's target */
+    bool idx_ignore = (x->op == OP_INDEX_EQ || x->op == OP_GATHER_ROWS) && x->attr.scalars.p[0] != 0; /* nll_loss's */
     if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD && !idx_ignore) return;
     int32_t ii = (int32_t)x->attr.scalars.p[idx_ignore ? 1 : 0];
     if (!*mixed && !r->has_ignore) r->has_ignore = 1, r->ignore = ii; /* the first cross_entropy */
@@ -212,9 +212,13 @@ static nnc_input_rule input_rule(Build *b, int input) {
         } else if (x->op == OP_EMBEDDING && carries[x->in[0]]) {
             embedded = true;
             input_rule_add(b, &r, &mixed, x, g->nodes[x->in[1]].shape.d[0]);
-        } else if (x->op == OP_INDEX_EQ && carries[x->in[0]]) { /* gather's index, against arange(C) */
+        } else if (x->op == OP_INDEX_EQ && carries[x->in[0]]) { /* one_hot's index, against arange(C) */
             Shape c = g->nodes[x->in[1]].shape;
             embedded |= x->attr.scalars.p[0] == 0; /* no value to skip */
+            input_rule_add(b, &r, &mixed, x, c.rank ? c.d[c.rank - 1] : 0);
+        } else if (op_has(x->op, OPF_PICKS) && carries[x->in[1]]) { /* gather's, scatter's places */
+            Shape c = g->nodes[x->in[0]].shape;
+            embedded |= x->op != OP_GATHER_ROWS || x->attr.scalars.p[0] == 0;
             input_rule_add(b, &r, &mixed, x, c.rank ? c.d[c.rank - 1] : 0);
         }
     }

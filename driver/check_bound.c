@@ -552,7 +552,8 @@ static void tol_row(const CheckLaunch *c, int out, CheckTol *t) {
     else if (op == OP_LN_GRAD) tol_layer_norm_grad(c, out, t);
     else if (op == OP_CUMSUM) { /* codegen/kernel.c's row_cumsum: one order, in double */ tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "cumsum: a running double sum in one order, rounded once: the same bits");
-    } else { /* accuracy, argmax and topk: exact comparisons */
+    } else { /* accuracy, argmax, topk, gather and scatter: exact comparisons and moves (scatter_add's
+                sums in one order, k's, on every target) */
         tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s picks by exact comparisons: the same bits", op_info[op].name);
     }

@@ -126,7 +126,7 @@ Value read_bce_logits(Elab *E, const char *fn, Args *a, SrcLoc loc) {
  * target's class (axis 1 of [N, C] or [N, C, d1, ...], target [N] or [N, d1, ...], i32), 0 where
  * the target is ignore_index; "mean" over the rows not ignored (none: NaN), "sum", "none".  Of
  * log_softmax(logits) with "mean" over [N, C], cross_entropy's one row-wise op; else the picked
- * elements (gather's mask). */
+ * elements (gather's row op). */
 Value read_nll_loss(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"input", "target", "ignore_index", "reduction"};
     int ix[4];
@@ -730,7 +730,7 @@ Value read_smooth_l1(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 /* torch.max(x, dim, keepdim = False) and torch.min(...): the named tuple (values, indices), to
  * unpack (`v, i = x.max(dim = 1)`), index (`[0]`) or read (`.values`, `.indices`).  indices is
  * argmax's (argmin's): the first maximum along dim, NaN above everything, i32; values is x
- * gathered there (gather's mask: exact), so its gradient goes to that element alone, as torch's (nnc's max(x, axis = k) shares it among ties, as amax). */
+ * gathered there (gather's row op: exact), so its gradient goes to that element alone, as torch's (nnc's max(x, axis = k) shares it among ties, as amax). */
 Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *names[] = {"x", "dim", "keepdim"};
     int ix[3], d;
@@ -747,7 +747,7 @@ Value read_max_dim(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     for (int k = 0; k < 3; k++) b.loc[k] = arg_loc(a, ix[k < 2 ? k : 1], loc);
     Value idx = read_argmax(E, OP_ARGMAX, fn, &b, loc); /* [..., 1, ...]: dim kept */
     if (idx.k == V_ERROR) return verror;
-    Args g = {.n = 3}; /* the values: x gathered at those places (gather's mask: exact) */
+    Args g = {.n = 3}; /* the values: x gathered at those places (exact) */
     g.v[0] = vtensor(x), g.v[1] = vnum(d), g.v[2] = idx;
     for (int k = 0; k < 3; k++) g.loc[k] = b.loc[k];
     Value v = read_gather(E, fn, &g, loc);
@@ -768,8 +768,7 @@ static int pick_last(Elab *E, const char *fn, int x, int idx, bool has_ignore, d
  * = False, stable = False): the indices.  The indices are one TOPK row op's (torch.sort's stable
  * order: larger or smaller first, NaN above everything, equal elements in their order along the
  * row; topk's are always sorted, as torch's by default), i32; the values are the input gathered
- * there (gather's mask, [..., k, C] a row: cheap for topk's small k, C^2 a row for a sort), so the
- * gradient goes to the picked elements.  dim is not the batch axis; a half input is ordered in
+ * there (one GATHER_ROWS), so the gradient goes to the picked elements.  dim is not the batch axis; a half input is ordered in
  * f32 (the same order) and its values gathered as they are. */
 Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *tn[] = {"input", "k", "dim", "largest", "sorted"},
@@ -1377,36 +1376,42 @@ Value read_einsum(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 
 /* ---- gather, take_along_dim, index_select ---------------------------------------------------- */
 
+/* x and idx ([..., C] and i32 [..., K]) with their leading axes broadcast to one shape (expanded
+ * where they differ, x in f32: a half one widened, exactly), for the row ops that pick and
+ * place (GATHER_ROWS, SCATTER_ROWS); false, with an error, where they do not broadcast. */
+static bool rows_of_places(Elab *E, const char *fn, int *x, int *idx, Shape *lead, SrcLoc loc) {
+    Shape xs = E->g->nodes[*x].shape, is = E->g->nodes[*idx].shape, xl = xs, il = is;
+    xl.d[xl.rank - 1] = 1, il.d[il.rank - 1] = 1;
+    if (!shape_broadcast(xl, il, lead)) {
+        diag_error(E->d, loc, "%s(): the indices %s do not match %s along the other axes", fn, tstr(E, *idx),
+                   tstr(E, *x));
+        return false;
+    }
+    if (DTYPE_IS_HALF(E->g->nodes[*x].dtype)) *x = graph_add1(E->g, OP_CAST, *x, loc);
+    for (int k = 0; k < 2; k++) {
+        int *v = k ? idx : x;
+        Shape s = E->g->nodes[*v].shape, w = *lead, pad = {.rank = lead->rank};
+        w.d[w.rank - 1] = s.d[s.rank - 1];
+        for (int i = 0; i < pad.rank; i++) pad.d[i] = i < pad.rank - s.rank ? 1 : s.d[i - (pad.rank - s.rank)];
+        if (shape_eq(s, w)) continue;
+        int r = reshape_node(E, *v, pad, loc);
+        *v = graph_add(E->g, OP_EXPAND, 1, &r, w, E->g->nodes[*v].dtype, loc);
+    }
+    return true;
+}
+
 /* x [..., C] picked along its last axis by i32 indices idx [..., K] (the leading axes broadcast):
- * out[..., k] = x[..., idx[..., k]], by a mask (idx == c) choosing x or 0, summed over c: exact,
- * and the gradient goes to each picked element (summed where one is picked twice).  An input's
- * indices are checked as they load (index_eq); a computed one outside [0, C) picks 0 where torch
- * fails. */
+ * out[..., k] = x[..., idx[..., k]], one GATHER_ROWS: exact, and the gradient goes to each picked
+ * element (summed where one is picked twice).  An input's indices are checked as they load
+ * (codegen/model_desc.c; ignore allowed where has_ignore); a computed one outside [0, C) picks 0
+ * where torch fails. */
 static int pick_last(Elab *E, const char *fn, int x, int idx, bool has_ignore, double ignore, SrcLoc loc) {
-    Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
-    if (xs.rank + 1 > IR_MAX_RANK || is.rank + 1 > IR_MAX_RANK) {
-        diag_error(E->d, loc, "%s(): %s picked by %s needs a %d-axis mask: a tensor has at most %d", fn, tstr(E, x),
-                   tstr(E, idx), (xs.rank > is.rank ? xs.rank : is.rank) + 1, IR_MAX_RANK);
-        return -1;
-    }
-    int64_t C = xs.d[xs.rank - 1];
-    Shape xr = xs, ir = is;
-    xr.d[xr.rank - 1] = 1, xr.d[xr.rank++] = C; /* [..., 1, C] */
-    ir.d[ir.rank++] = 1; /* [..., K, 1] */
-    Args r = {.n = 1};
-    r.v[0] = vnum((double)C), r.loc[0] = loc;
-    Value places = call_builtin(E, "arange", &r, loc);
-    if (places.k == V_ERROR) return -1;
-    int mask = index_eq(E, reshape_node(E, idx, ir, loc), places.node, has_ignore, ignore, loc);
-    int xn = reshape_node(E, x, xr, loc), in[3] = {mask, xn, graph_const(E->g, 0, loc)};
-    Shape ms;
-    if (!shape_broadcast(E->g->nodes[mask].shape, xr, &ms)) {
-        diag_error(E->d, loc, "%s(): the indices %s do not match %s along the other axes", fn, tstr(E, idx),
-                   tstr(E, x));
-        return -1;
-    }
-    int picked = graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc);
-    return reduce_node(E, OP_SUM, picked, (int64_t)1 << (ms.rank - 1), false, loc);
+    Shape lead;
+    if (!rows_of_places(E, fn, &x, &idx, &lead, loc)) return -1;
+    int in[2] = {x, idx};
+    int r = graph_add(E->g, OP_GATHER_ROWS, 2, in, E->g->nodes[idx].shape, DT_F32, loc);
+    E->g->nodes[r].attr.scalars.p[0] = has_ignore, E->g->nodes[r].attr.scalars.p[1] = ignore;
+    return r;
 }
 
 static bool index_arg(Elab *E, const char *fn, Args *a, int i, int *idx) {
@@ -1452,70 +1457,38 @@ Value read_gather(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 }
 
 /* x [..., C] with sources src [..., K] (src < 0: the number `value`) placed along its last axis at
- * i32 indices idx [..., K] (the leading axes broadcast), by the mask M [..., K, C] of (idx == c):
- * with `add`, every source that names a place is added to x's element there (torch.scatter_add);
+ * i32 indices idx [..., K] (the leading axes broadcast to x's), one SCATTER_ROWS: with `add`,
+ * every source that names a place is added to x's element there in k's order (torch.scatter_add);
  * otherwise the place takes the last source naming it (torch's choice where two name one place
- * is unspecified; its CPU kernel's is the last) and keeps x's element where none does.  Exact
- * (one source a place, or a sum of them in order k), and the gradient goes to x's kept elements
- * and to each placed source.  An input's indices are checked as they load (index_eq); a
- * computed one outside [0, C) places nothing, where torch fails. */
+ * is unspecified; its CPU kernel's is the last) and keeps x's element where none does.  The
+ * gradient is torch's: x's where kept (all of it, adding), each source's at its place.  An
+ * input's indices are checked as they load; a computed one outside [0, C) places nothing, where
+ * torch fails. */
 static int place_last(Elab *E, const char *fn, int x, int idx, int src, double value, bool add, SrcLoc loc) {
-    Shape xs = E->g->nodes[x].shape, is = E->g->nodes[idx].shape;
-    if (xs.rank + 1 > IR_MAX_RANK || is.rank + 1 > IR_MAX_RANK) {
-        diag_error(E->d, loc, "%s(): %s placed by %s needs a %d-axis mask: a tensor has at most %d", fn, tstr(E, x),
-                   tstr(E, idx), (xs.rank > is.rank ? xs.rank : is.rank) + 1, IR_MAX_RANK);
+    Shape xs = E->g->nodes[x].shape, lead;
+    if (!rows_of_places(E, fn, &x, &idx, &lead, loc)) return -1;
+    if (!shape_eq(E->g->nodes[x].shape, xs)) {
+        diag_error(E->d, loc, "%s(): the indices %s do not match %s along the other axes", fn, tstr(E, idx),
+                   tstr(E, x));
         return -1;
     }
-    int64_t C = xs.d[xs.rank - 1], K = is.d[is.rank - 1];
-    Shape ir = is;
-    ir.d[ir.rank++] = 1; /* [..., K, 1] */
-    Args r = {.n = 1};
-    r.v[0] = vnum((double)C), r.loc[0] = loc;
-    Value places = call_builtin(E, "arange", &r, loc);
-    if (places.k == V_ERROR) return -1;
-    int m = index_eq(E, reshape_node(E, idx, ir, loc), places.node, false, 0, loc);
-    Shape sr = src >= 0 ? E->g->nodes[src].shape : shape_scalar();
-    sr.d[sr.rank++] = 1; /* [..., K, 1] */
-    int sv = src >= 0 ? reshape_node(E, src, sr, loc) : graph_const(E->g, value, loc);
-    Shape ms;
-    if (m < 0 || !shape_broadcast(E->g->nodes[m].shape, E->g->nodes[sv].shape, &ms)) {
-        diag_error(E->d, loc, "%s(): the indices %s and the source do not match", fn, tstr(E, idx));
-        return -1;
-    }
-    int in[3] = {m, sv, graph_const(E->g, 0, loc)};
-    int64_t kaxis = (int64_t)1 << (ms.rank - 2);
-    if (!add) { /* keep the last k naming each place: w = M (k + 1), its largest along k (one k: M) */
-        int hit;
-        if (K == 1) {
-            Shape hs = E->g->nodes[m].shape;
-            hs.d[hs.rank - 2] = hs.d[hs.rank - 1], hs.rank--;
-            hit = reshape_node(E, m, hs, loc);
-        } else {
-            r.v[0] = vnum((double)K);
-            Value ks = call_builtin(E, "arange", &r, loc);
-            if (ks.k == V_ERROR) return -1;
-            int k1 = graph_add2(E->g, OP_ADD, reshape_node(E, ks.node, (Shape){.rank = 2, .d = {K, 1}}, loc),
-                                graph_const(E->g, 1, loc), loc);
-            int w = graph_add2(E->g, OP_MUL, m, k1, loc);
-            int last = reduce_node(E, OP_MAX, w, kaxis, true, loc);
-            in[0] = graph_add2(E->g, OP_MUL, graph_add2(E->g, OP_EQ, w, last, loc), m, loc);
-            hit = graph_add2(E->g, OP_GT, reduce_node(E, OP_MAX, w, kaxis, false, loc), graph_const(E->g, 0, loc), loc);
+    Shape is = E->g->nodes[idx].shape;
+    if (src < 0) {
+        int c = graph_const(E->g, value, loc);
+        src = graph_add(E->g, OP_EXPAND, 1, &c, is, DT_F32, loc);
+    } else if (DTYPE_IS_HALF(E->g->nodes[src].dtype)) src = graph_add1(E->g, OP_CAST, src, loc);
+    if (!shape_eq(E->g->nodes[src].shape, is)) {
+        Shape s;
+        if (!shape_broadcast(E->g->nodes[src].shape, is, &s) || !shape_eq(s, is)) {
+            diag_error(E->d, loc, "%s(): the source %s does not match the indices %s", fn, tstr(E, src), tstr(E, idx));
+            return -1;
         }
-        int placed = graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc);
-        int vals = reduce_node(E, OP_SUM, placed, kaxis, false, loc);
-        Shape os;
-        int sel[3] = {hit, vals, x};
-        if (!shape_broadcast(E->g->nodes[hit].shape, xs, &os) || !shape_eq(os, xs)) goto mismatch;
-        return graph_add(E->g, OP_SELECT, 3, sel, xs, E->g->nodes[x].dtype, loc);
+        src = graph_add(E->g, OP_EXPAND, 1, &src, is, DT_F32, loc);
     }
-    int sum =
-        reduce_node(E, OP_SUM, graph_add(E->g, OP_SELECT, 3, in, ms, E->g->nodes[x].dtype, loc), kaxis, false, loc);
-    int out = graph_add2(E->g, OP_ADD, x, sum, loc);
-    if (out < 0 || !shape_eq(E->g->nodes[out].shape, xs)) goto mismatch;
-    return out;
-mismatch:
-    diag_error(E->d, loc, "%s(): the indices %s do not match %s along the other axes", fn, tstr(E, idx), tstr(E, x));
-    return -1;
+    int in[3] = {x, idx, src};
+    int r = graph_add(E->g, OP_SCATTER_ROWS, 3, in, xs, DT_F32, loc);
+    E->g->nodes[r].attr.scalars.p[0] = !add;
+    return r;
 }
 
 /* scatter(input, dim, index, src or value), scatter_add(input, dim, index, src), as torch's:

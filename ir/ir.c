@@ -44,6 +44,7 @@ const OpInfo op_info[OP_COUNT] = {
     FACT(e, flags, OPF_MAY_FAIL, (kind) == OK_ROW || (kind) == OK_HELPER, "OPF_MAY_FAIL: a row or helper op") \
     FACT(e, flags, OPF_INLINE, (kind) == OK_LEAF, "OPF_INLINE: a leaf") \
     FACT(e, flags, OPF_INDEX, (kind) == OK_EW, "OPF_INDEX: elementwise") \
+    FACT(e, flags, OPF_PICKS, (kind) == OK_ROW && (arity) >= 2, "OPF_PICKS: row-wise, the places operand 1") \
     _Static_assert((attr) != ATTR_WINDOW || ((flags) & (OPF_CONV | OPF_POOL)), \
                    "ops.def: " #e ": ATTR_WINDOW, no OPF_CONV or OPF_POOL");
 #include "ops.def"

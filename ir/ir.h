@@ -89,6 +89,8 @@ enum {
     OPF_INLINE = 1 << 7, /* a scalar written into its users' expressions, with no buffer of its own */
     OPF_INDEX = 1 << 8, /* elementwise, its expression reads the point's row and column ($r, $c: its
                             own last two axes), so its kernel walks the axes, not a flat index */
+    OPF_PICKS = 1 << 9, /* row-wise, reads or writes a row's elements at i32 places its operand 1 holds
+                           (gather, scatter): its result never takes over an operand's buffer */
 };
 
 typedef struct {

@@ -519,6 +519,34 @@ static void grad_cumsum(Ad *A, int id, int g) {
     accumulate(A, opnd(A, id, 0), t);
 }
 
+/* gather_rows' gradient: g added at each place of a zero x (scatter_add's rows; a place named
+ * twice gets both). */
+static void grad_gather_rows(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0), c = mkconst(A, 0, 0);
+    int in[3] = {mk(A, OP_EXPAND, 1, &c, opshape(A, id, 0)), opnd(A, id, 1), g};
+    accumulate(A, x, mk(A, OP_SCATTER_ROWS, 3, in, opshape(A, id, 0)));
+}
+
+/* scatter_rows' gradients, torch's: x's is g (zero at the places written, for scatter), each
+ * source's g at its place (gather's rows; scatter's every source naming a place gets it, as
+ * torch's gather of the gradient gives). */
+static void grad_scatter_rows(Ad *A, int id, int g) {
+    int x = opnd(A, id, 0), idx = opnd(A, id, 1), src = opnd(A, id, 2);
+    bool assign = A->g->nodes[id].attr.scalars.p[0] != 0;
+    if (!assign) accumulate(A, x, g);
+    else if (A->needs[x]) {
+        int c = mkconst(A, 0, 0);
+        int in[3] = {g, idx, mk(A, OP_EXPAND, 1, &c, opshape(A, id, 2))};
+        int d = mk(A, OP_SCATTER_ROWS, 3, in, opshape(A, id, 0));
+        A->g->nodes[d].attr.scalars.p[0] = 1;
+        accumulate(A, x, d);
+    }
+    if (A->needs[src]) {
+        int in[2] = {g, idx};
+        accumulate(A, src, mk(A, OP_GATHER_ROWS, 2, in, opshape(A, id, 2)));
+    }
+}
+
 /* layer_norm's rows: the gradient recomputes each row's mean and deviation from x (no
  * statistics kept between the passes), with the forward's eps. */
 static void grad_ln_norm(Ad *A, int id, int g) {

@@ -102,6 +102,7 @@ static void plan_persistent(Program *p, Entry *e) {
 static bool reuse_input(const Program *p, Entry *e, const Launch *L, int k, const int *last, Arena1 *A, int o, int lst) {
     bool ew = L->kind == L_EW && !op_permutes(p->g->nodes[L->root].op);
     if (!ew && L->kind != L_ROW && L->kind != L_COLLECTIVE) return false;
+    if (op_has(p->g->nodes[L->root].op, OPF_PICKS)) return false; /* places read or written out of order */
     Buffer *b = &e->buf[o];
     for (int j = 0; j < L->nins; j++) {
         int x = L->ins[j], r = storage_root(p, e, x);

@@ -388,7 +388,7 @@ def torch_sort(t):
     # nnc's reads the leading part of a larger src, as torch's does (whose gradient then fails in 1.13)
     sc = h.scatter(2, i[..., :2], v2.transpose(1, 2)[:, :4]) + torch.scatter(h, 1, i2, h[:, :2] * 3)
     dup = torch.cat((i[..., :1], i), -1)               # one place named twice: the last source wins, or both add
-    sd = h.scatter(2, dup, h[..., :4] * 2)             # not in the loss: torch's gradient goes to both sources
+    sd = h.scatter(2, dup, h[..., :4] * 2)             # the gradient goes to both sources, as torch's
     sa = torch.scatter_add(h, 2, dup, h[..., 2:] * 0.5)
     ix = W[:4].argmax(0)                               # [6] places along an axis of 4, some twice
     ia = h.index_add(1, ix, h.repeat(1, 2, 1)[:, :6] * 0.5, alpha=2) + torch.index_fill(h, 2, ix[:2], -1.5) \
@@ -399,7 +399,7 @@ def torch_sort(t):
     gates = torch.zeros_like(lg).scatter(-1, te, tw)
     moe = (gates.unsqueeze(-1) * torch.einsum("btd,edf->btef", h, We)).sum(2)
     loss = (v * v).sum() + (v2 * h[:, :2]).sum() + (s * h).sum() + (s2 * torch.tanh(s2)).sum() + (oh * h).sum() \
-        + (sc * sc).sum() + (sa * torch.tanh(sa)).sum() + (ia * ia).sum() + (moe * moe).sum()
+        + (sc * sc).sum() + (sa * torch.tanh(sa)).sum() + (sd * sd).sum() + (ia * ia).sum() + (moe * moe).sum()
     return loss, {"v": v, "i": i.double(), "v2": v2, "i2": i2.double(), "s": s, "j": j.double(), "s2": s2,
                   "j2": j2.double(), "a": a, "a2": a2, "oh": oh, "sc": sc, "sd": sd, "sa": sa, "ia": ia, "moe": moe}
 
@@ -517,8 +517,8 @@ CASES = [
          "s = 0\nfor k, w in enumerate(W2.unbind(0), start = 1) {\n    s = s + (w * w).sum() * k\n}\n"
          "loss = sum(out * out) + s * 0.1 + cross_entropy(router_logits.reshape(-1, 4), y.reshape(-1))", moe_mixtral),
     # topk (both ends, another axis), sort and argsort (ties in their order, as stable=True), scatter
-    # of a tensor and of a number, one place named twice (scatter: the last, its gradient differs from
-    # torch's, which goes to every source naming the place; scatter_add: the sum),
+    # of a tensor and of a number, one place named twice (scatter: the last, the gradient to each source
+    # naming it, as torch's; scatter_add: the sum),
     # index_add, index_fill, index_copy, and Mixtral's top-2 of 4 experts as gates by scatter
     Case("torch_sort", {"x": ("f32", (4, 5))}, {"W": (5, 6), "Wg": (6, 4), "We": (4, 6, 6)},
          "h = tanh(x @ W)\ng = round(h * 2) / 2 + h * 0\nv, i = topk(h, 3)\nv2, i2 = h.topk(2, dim = 1, largest = False)\n"
@@ -536,7 +536,7 @@ CASES = [
          "gates = zeros_like(lg).scatter(-1, te, tw)\n"
          "output moe = (gates.unsqueeze(-1) * einsum(\"btd,edf->btef\", h, We)).sum(2)\n"
          "loss = sum(v * v) + sum(v2 * h[:, :2]) + sum(s * h) + sum(s2 * tanh(s2)) + sum(oh * h) + sum(sc * sc)"
-         " + sum(sa * tanh(sa)) + sum(ia * ia) + sum(moe * moe)", torch_sort),
+         " + sum(sa * tanh(sa)) + sum(sd * sd) + sum(ia * ia) + sum(moe * moe)", torch_sort),
     # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
     # outer product, the implicit output, three operands; unbind; cumsum (an infinity: then NaN and
     # infinities, as torch's); tensors of 5 axes inside the model (timm's qkv, llama2.c's repeat_kv)
