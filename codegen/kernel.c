@@ -1151,40 +1151,76 @@ static void row_cumsum(const Kernel *k, const Launch *L) {
                n->attr.scalars.p[0] != 0 ? "for (int64_t c = C - 1; c >= 0; c--)" : "for (int64_t c = 0; c < C; c++)");
 }
 
+/* The K above which topk's rows select by a heap rather than by insertion. */
+#define TOPK_INSERTION_MAX 16
+
 /* topk's rows: the indices of a row's K first elements in torch.sort's stable order, descending
  * (p[1] set: larger first, NaN above everything) or ascending (smaller first, NaN after
- * everything), equal elements in their order along the row.  The row's leader alone inserts each
- * element into the K kept so far (OUT's row, kept in order: O(C K) steps, for the small K of
- * top-k sampling and routing; a whole sort is O(C^2)). */
+ * everything), equal elements in their order along the row, by the row's leader alone.  That
+ * order is total (a tie goes to the smaller index), so any correct selection gives the same
+ * indices: up to TOPK_INSERTION_MAX, each element is inserted among the K kept so far (OUT's row,
+ * in order: O(C K), the fastest for top-k sampling's and routing's small K); above it, OUT's row
+ * is a heap of the K best so far with the last of them at its root, each later element that
+ * precedes the root replacing it, then the heap sorted in place (O(C log K): a whole sort
+ * O(C log C), no scratch memory). */
 static void row_topk(const Kernel *k, const Launch *L) {
     const Node *n = &k->g->nodes[L->root];
     const bool desc = n->attr.scalars.p[1] != 0;
+    const int64_t K = (int64_t)n->attr.scalars.p[0];
     row_header(k, n->in[0]);
-    str_printf(k->s, "    const int64_t K = %lld;\n", (long long)n->attr.scalars.p[0]);
+    str_printf(k->s, "    const int64_t K = %lld;\n", (long long)K);
     kernel_ptr_line(k, "const real *X", n->in[0]);
     kernel_ptr_line(k, "int32_t *OUT", L->root);
     k->d->row.open(k, L);
-    str_printf(k->s,
-               "        %s{\n"
-               "            const real *x = X + i * C;\n"
-               "            int32_t *o = OUT + i * K;\n"
-               "            int64_t n = 0;   /* kept so far */\n"
-               "            for (int64_t c = 0; c < C; c++) {\n"
-               "                const real v = x[c];\n"
-               "                int64_t p = n;   /* v's place: after every kept element it does not precede */\n"
-               "                while (p > 0) {\n"
-               "                    const real u = x[o[p - 1]];\n"
-               "                    if (!(%s)) break;\n"
-               "                    p--;\n"
-               "                }\n"
-               "                if (p >= K) continue;\n"
-               "                for (int64_t q = n < K ? n : K - 1; q > p; q--) o[q] = o[q - 1];\n"
-               "                o[p] = (int32_t)c;\n"
-               "                if (n < K) n++;\n"
-               "            }\n"
-               "        }\n"
-               "    }\n",
-               k->d->row.leader, desc ? "v > u || (v != v && u == u)" : "v < u || (u != u && v == v)");
+    if (K <= TOPK_INSERTION_MAX) {
+        str_printf(k->s,
+                   "        %s{\n"
+                   "            const real *x = X + i * C;\n"
+                   "            int32_t *o = OUT + i * K;\n"
+                   "            int64_t n = 0;   /* kept so far */\n"
+                   "            for (int64_t c = 0; c < C; c++) {\n"
+                   "                const real v = x[c];\n"
+                   "                int64_t p = n;   /* v's place: after every kept element it does not precede */\n"
+                   "                while (p > 0) {\n"
+                   "                    const real u = x[o[p - 1]];\n"
+                   "                    if (!(%s)) break;\n"
+                   "                    p--;\n"
+                   "                }\n"
+                   "                if (p >= K) continue;\n"
+                   "                for (int64_t q = n < K ? n : K - 1; q > p; q--) o[q] = o[q - 1];\n"
+                   "                o[p] = (int32_t)c;\n"
+                   "                if (n < K) n++;\n"
+                   "            }\n"
+                   "        }\n"
+                   "    }\n",
+                   k->d->row.leader, desc ? "v > u || (v != v && u == u)" : "v < u || (u != u && v == v)");
+        return;
+    }
+    /* TK_AFTER(a, b): element a comes after element b (a NaN first when descending, last
+     * ascending; equal values by index) */
+    str_printf(
+        k->s,
+        "#define TK_NAN(a) (x[a] != x[a])\n"
+        "#define TK_AFTER(a, b) (TK_NAN(a) || TK_NAN(b) ? (TK_NAN(a) && TK_NAN(b) ? (a) > (b) : %s) \\\n"
+        "                        : x[a] != x[b] ? x[a] %c x[b] : (a) > (b))\n"
+        "#define TK_SIFT(s_, n_) { int64_t r_ = (s_); for (;;) { int64_t h_ = 2 * r_ + 1; if (h_ >= (n_)) break; \\\n"
+        "    if (h_ + 1 < (n_) && TK_AFTER(o[h_ + 1], o[h_])) h_++; if (!TK_AFTER(o[h_], o[r_])) break; \\\n"
+        "    const int32_t t_ = o[r_]; o[r_] = o[h_]; o[h_] = t_; r_ = h_; } }\n"
+        "        %s{\n"
+        "            const real *x = X + i * C;\n"
+        "            int32_t *o = OUT + i * K;\n"
+        "            for (int64_t c = 0; c < K; c++) o[c] = (int32_t)c;\n"
+        "            for (int64_t s = K / 2 - 1; s >= 0; s--) TK_SIFT(s, K)   /* the last of the K at o[0] */\n"
+        "            for (int64_t c = K; c < C; c++)\n"
+        "                if (TK_AFTER(o[0], (int32_t)c)) { o[0] = (int32_t)c; TK_SIFT(0, K) }\n"
+        "            for (int64_t e = K - 1; e > 0; e--) {   /* the last of those left to the end */\n"
+        "                const int32_t t = o[0]; o[0] = o[e]; o[e] = t;\n"
+        "                TK_SIFT(0, e)\n"
+        "            }\n"
+        "        }\n"
+        "    }\n"
+        "#undef TK_NAN\n#undef TK_AFTER\n#undef TK_SIFT\n",
+        desc ? "TK_NAN(b)" : "TK_NAN(a)", desc ? '<' : '>', k->d->row.leader);
 }
 
 /* gather's rows: y[k] = x[p[k]], 0 where p[k] is outside [0, C).  The row's owners share its K

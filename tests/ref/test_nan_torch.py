@@ -121,6 +121,13 @@ CASES = [
      lambda t: {"r": torch.sort(t["p"], dim=1, descending=True, stable=True).values + torch.sort(t["q"], dim=1, stable=True).values,
                 "i": torch.sort(t["p"], dim=1, descending=True, stable=True).indices.double()},
      lambda t, o: (o["r"] * t["d"]).sum()),
+    # rows of 20 (above 16: selected by a heap), NaN, infinities and ties among them
+    ("sort_long", "v, i = torch.cat((p, q, p * 2, -q), 1).sort(dim = 1)\noutput r = v[:, ::4] + topk(cat((q, p, q, p), 1), 18).values[:, 1::4]"
+     "\noutput i = i\nloss = sum(r * d)",
+     lambda t: {"r": torch.sort(torch.cat((t["p"], t["q"], t["p"] * 2, -t["q"]), 1), dim=1, stable=True).values[:, ::4]
+                + torch.sort(torch.cat((t["q"], t["p"], t["q"], t["p"]), 1), dim=1, descending=True, stable=True).values[:, :18][:, 1::4],
+                "i": torch.sort(torch.cat((t["p"], t["q"], t["p"] * 2, -t["q"]), 1), dim=1, stable=True).indices.double()},
+     lambda t, o: (o["r"] * t["d"]).sum()),
     ew("shrink", "hardshrink(p) + softshrink(q, 0.5) + threshold(p, 0.1, -2) + tanhshrink(q) + clamp_min(p, 0.5)",
        lambda t: F.hardshrink(t["p"]) + F.softshrink(t["q"], 0.5) + F.threshold(t["p"], 0.1, -2.0) + F.tanhshrink(t["q"])
        + torch.clamp_min(t["p"], 0.5)),
@@ -210,10 +217,11 @@ def torch_ref(fwd, loss_fn):
 
 
 def rename(body, i):
-    """A case's statement text with its names made its own (p -> p3, r -> r3, loss -> l3), so
+    """A case's statement text with its names made its own (p -> p3, r -> r3, loss -> l3; the
+    inputs p, q, d, the results r, s, v, i), so
     that every case lives in one model: one compile per mode instead of one per case."""
     body = re.sub(r"\bloss\b", "l%d" % i, body)
-    return re.sub(r"\b([pqdrs])\b", lambda m: "%s%d" % (m.group(1), i), body)
+    return re.sub(r"\b([pqdrsvi])\b", lambda m: "%s%d" % (m.group(1), i), body)
 
 
 def used_params(body):

@@ -384,6 +384,9 @@ def torch_sort(t):
     s2, j2 = g.sort(dim=1, stable=True)
     a = torch.argsort(g, dim=-1, stable=True).double()
     a2 = g.argsort(dim=1, descending=True, stable=True)[:, 1:3].double()
+    sl, jl = torch.sort(g.reshape(-1, 24) + h.reshape(-1, 24) * 0, dim=1, descending=True, stable=True)   # rows of 24: by a heap
+    tl, ul = torch.sort(h.reshape(-1, 24), dim=-1, stable=True)
+    tl, ul = tl[:, :20], ul[:, :20]                    # topk(20, largest=False): torch's own orders ties as it likes
     oh = torch.zeros_like(h).scatter(2, i, 1.0)        # a k-hot mask
     # nnc's reads the leading part of a larger src, as torch's does (whose gradient then fails in 1.13)
     sc = h.scatter(2, i[..., :2], v2.transpose(1, 2)[:, :4]) + torch.scatter(h, 1, i2, h[:, :2] * 3)
@@ -399,9 +402,9 @@ def torch_sort(t):
     gates = torch.zeros_like(lg).scatter(-1, te, tw)
     moe = (gates.unsqueeze(-1) * torch.einsum("btd,edf->btef", h, We)).sum(2)
     loss = (v * v).sum() + (v2 * h[:, :2]).sum() + (s * h).sum() + (s2 * torch.tanh(s2)).sum() + (oh * h).sum() \
-        + (sc * sc).sum() + (sa * torch.tanh(sa)).sum() + (sd * sd).sum() + (ia * ia).sum() + (moe * moe).sum()
+        + (sc * sc).sum() + (sl * h.reshape(-1, 24)).sum() + (tl * tl).sum() + (sa * torch.tanh(sa)).sum() + (sd * sd).sum() + (ia * ia).sum() + (moe * moe).sum()
     return loss, {"v": v, "i": i.double(), "v2": v2, "i2": i2.double(), "s": s, "j": j.double(), "s2": s2,
-                  "j2": j2.double(), "a": a, "a2": a2, "oh": oh, "sc": sc, "sd": sd, "sa": sa, "ia": ia, "moe": moe}
+                  "j2": j2.double(), "a": a, "a2": a2, "sl": sl, "jl": jl.double(), "tl": tl, "ul": ul.double(), "oh": oh, "sc": sc, "sd": sd, "sa": sa, "ia": ia, "moe": moe}
 
 
 def moe_mixtral(t):
@@ -525,6 +528,8 @@ CASES = [
          "s, j = torch.sort(g, dim = -1, descending = True, stable = True)\ns2, j2 = g.sort(dim = 1, stable = True)\n"
          "output v = v\noutput i = i\noutput v2 = v2\noutput i2 = i2\noutput s = s\noutput j = j\noutput s2 = s2\n"
          "output j2 = j2\noutput a = argsort(g, dim = -1, stable = True)\noutput a2 = g.argsort(dim = 1, descending = True, stable = True)[:, 1:3]\n"
+         "sl, jl = sort(g.reshape(B, 24) + h.reshape(B, 24) * 0, dim = 1, descending = True)\noutput sl = sl\noutput jl = jl\n"
+         "tl, ul = h.reshape(B, 24).topk(20, largest = False)\noutput tl = tl\noutput ul = ul\n"
          "output oh = zeros_like(h).scatter(2, i, 1.0)\n"
          "output sc = h.scatter(2, i[..., :2], v2.transpose(1, 2)) + scatter(h, 1, i2, h[:, :2] * 3)\n"
          "dup = cat((i[..., :1], i), -1)\n"
@@ -536,7 +541,7 @@ CASES = [
          "gates = zeros_like(lg).scatter(-1, te, tw)\n"
          "output moe = (gates.unsqueeze(-1) * einsum(\"btd,edf->btef\", h, We)).sum(2)\n"
          "loss = sum(v * v) + sum(v2 * h[:, :2]) + sum(s * h) + sum(s2 * tanh(s2)) + sum(oh * h) + sum(sc * sc)"
-         " + sum(sa * tanh(sa)) + sum(sd * sd) + sum(ia * ia) + sum(moe * moe)", torch_sort),
+         " + sum(sl * h.reshape(B, 24)) + sum(tl * tl) + sum(sa * tanh(sa)) + sum(sd * sd) + sum(ia * ia) + sum(moe * moe)", torch_sort),
     # einsum: a matrix product, attention's scores and values (batch letters), a transpose, sums, an
     # outer product, the implicit output, three operands; unbind; cumsum (an infinity: then NaN and
     # infinities, as torch's); tensors of 5 axes inside the model (timm's qkv, llama2.c's repeat_kv)
