@@ -131,10 +131,12 @@ void kernel_ptr_line(const Kernel *k, const char *decl, int x) {
  * remainder kernel), which are Python's // and % too: from fmod, which is exact, so the two
  * targets give the same bits. */
 void kernel_math_prelude(Str *s, bool f64, const char *hd) {
-    static const char *const fn[][2] = {{"EXP", "exp"},     {"LOG", "log"},   {"SQRT", "sqrt"},   {"TANH", "tanh"},
-                                        {"POW", "pow"},     {"FABS", "fabs"}, {"ERF", "erf"},     {"LOG1P", "log1p"},
-                                        {"EXPM1", "expm1"}, {"SIN", "sin"},   {"COS", "cos"},     {"FLOOR", "floor"},
-                                        {"CEIL", "ceil"},   {"RINT", "rint"}, {"TRUNC", "trunc"}, {"FMOD", "fmod"}};
+    static const char *const fn[][2] = {
+        {"EXP", "exp"},   {"LOG", "log"},     {"SQRT", "sqrt"},   {"TANH", "tanh"},   {"POW", "pow"},
+        {"FABS", "fabs"}, {"ERF", "erf"},     {"LOG1P", "log1p"}, {"EXPM1", "expm1"}, {"SIN", "sin"},
+        {"COS", "cos"},   {"FLOOR", "floor"}, {"CEIL", "ceil"},   {"RINT", "rint"},   {"TRUNC", "trunc"},
+        {"FMOD", "fmod"}, {"TAN", "tan"},     {"ASIN", "asin"},   {"ACOS", "acos"},   {"ATAN", "atan"},
+        {"SINH", "sinh"}, {"COSH", "cosh"},   {"ASINH", "asinh"}, {"ACOSH", "acosh"}, {"ATANH", "atanh"}};
     str_printf(s, "typedef %s real;\n", f64 ? "double" : "float");
     for (size_t i = 0; i < NNC_COUNTOF(fn); i++) str_printf(s, "#define %s %s%s\n", fn[i][0], fn[i][1], f64 ? "" : "f");
     str_printf(s,

@@ -65,19 +65,30 @@ typedef enum {
     F_CEIL,
     F_RINT,
     F_TRUNC,
+    F_TAN,
+    F_ASIN,
+    F_ACOS,
+    F_ATAN,
+    F_SINH,
+    F_COSH,
+    F_ASINH,
+    F_ACOSH,
+    F_ATANH,
     F_FMOD, /* the two-argument ones from here on, POW aside */
     F_FLOORDIV,
     F_REMAINDER,
     F_COUNT
 } XFn;
-/* expm1f 1 ulp, sinf and cosf 2 (CUDA, over the whole range; glibc 1); floor, ceil, rint, trunc and
+/* expm1f 1 ulp, sinf and cosf 2 (CUDA, over the whole range; glibc 1); tanf 4, asinf, acosf, atanf
+ * and coshf 2, sinhf, asinhf and atanhf 3, acoshf 4 (CUDA's table; glibc's within them); floor, ceil, rint, trunc and
  * fmod are exact on both; FLOORDIV and REMAINDER (kernel_math_prelude) round once, in real */
 static const struct {
     const char *name;
     double ulps;
-} fns[F_COUNT] = {{"EXP", 2},  {"LOG", 2},   {"SQRT", 0},  {"TANH", 2}, {"POW", 4},      {"FABS", 0},
-                  {"ERF", 2},  {"LOG1P", 2}, {"EXPM1", 2}, {"SIN", 2},  {"COS", 2},      {"FLOOR", 0},
-                  {"CEIL", 0}, {"RINT", 0},  {"TRUNC", 0}, {"FMOD", 0}, {"FLOORDIV", 1}, {"REMAINDER", 1}};
+} fns[F_COUNT] = {{"EXP", 2},   {"LOG", 2},   {"SQRT", 0},  {"TANH", 2}, {"POW", 4},      {"FABS", 0},     {"ERF", 2},
+                  {"LOG1P", 2}, {"EXPM1", 2}, {"SIN", 2},   {"COS", 2},  {"FLOOR", 0},    {"CEIL", 0},     {"RINT", 0},
+                  {"TRUNC", 0}, {"TAN", 4},   {"ASIN", 2},  {"ACOS", 2}, {"ATAN", 2},     {"SINH", 3},     {"COSH", 2},
+                  {"ASINH", 3}, {"ACOSH", 4}, {"ATANH", 3}, {"FMOD", 0}, {"FLOORDIV", 1}, {"REMAINDER", 1}};
 
 struct ExprNode {
     XOp op;
@@ -412,6 +423,15 @@ static double fn1(XFn f, double x) {
     case F_CEIL: return ceil(x);
     case F_RINT: return rint(x);
     case F_TRUNC: return trunc(x);
+    case F_TAN: return tan(x);
+    case F_ASIN: return asin(x);
+    case F_ACOS: return acos(x);
+    case F_ATAN: return atan(x);
+    case F_SINH: return sinh(x);
+    case F_COSH: return cosh(x);
+    case F_ASINH: return asinh(x);
+    case F_ACOSH: return acosh(x);
+    case F_ATANH: return atanh(x);
     case F_POW:
     case F_FMOD:
     case F_FLOORDIV:
@@ -427,7 +447,11 @@ static double spread1(XFn f, Approx x, double z) {
     if (f == F_SIN || f == F_COS) return isnan(x.e) ? INFINITY : fmin(x.e, 2); /* not monotonic; slopes within 1 */
     double lo = x.v - x.e, hi = x.v + x.e;
     if ((f == F_LOG && lo <= 0) || (f == F_SQRT && lo < 0) || (f == F_LOG1P && lo <= -1)) return INFINITY;
+    if (((f == F_ASIN || f == F_ACOS || f == F_ATANH) && (lo <= -1 || hi >= 1)) || (f == F_ACOSH && lo <= 1))
+        return INFINITY; /* the domain's edge, where the slope is unbounded */
+    if (f == F_TAN && floor(lo / M_PI + 0.5) != floor(hi / M_PI + 0.5)) return INFINITY; /* a pole between */
     double s = fmax(fabs(fn1(f, hi) - z), fabs(fn1(f, lo) - z));
+    if (f == F_COSH && lo < 0 && hi > 0) s = fmax(s, fabs(1 - z)); /* its least value, at 0 */
     return isnan(s) ? INFINITY : s;
 }
 

@@ -1483,6 +1483,12 @@ static const struct {
     {"tensor", read_tensor_of},
     {"expit", read_alias},
     {"absolute", read_alias},
+    {"arcsin", read_alias},
+    {"arccos", read_alias},
+    {"arctan", read_alias},
+    {"arcsinh", read_alias},
+    {"arccosh", read_alias},
+    {"arctanh", read_alias},
 };
 
 /* "did you mean": every op's surface name, then the compositions, after `best` at *bd. */

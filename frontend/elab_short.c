@@ -350,9 +350,11 @@ Value read_tensor_of(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 }
 
 /* Another name for a builtin, as torch spells it: torch.special.expit(x) is sigmoid(x),
- * torch.absolute(x) abs(x). */
+ * torch.absolute(x) abs(x), torch.arcsin(x) asin(x) (numpy's names). */
 Value read_alias(Elab *E, const char *fn, Args *a, SrcLoc loc) {
-    static const char *const names[][2] = {{"expit", "sigmoid"}, {"absolute", "abs"}};
+    static const char *const names[][2] = {{"expit", "sigmoid"}, {"absolute", "abs"}, {"arcsin", "asin"},
+                                           {"arccos", "acos"},   {"arctan", "atan"},  {"arcsinh", "asinh"},
+                                           {"arccosh", "acosh"}, {"arctanh", "atanh"}};
     for (size_t k = 0; k < NNC_COUNTOF(names); k++)
         if (!strcmp(fn, names[k][0])) return call_builtin(E, names[k][1], a, loc);
     return verror;

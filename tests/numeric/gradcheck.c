@@ -146,7 +146,9 @@ static const Case cases[] = {
               TRAIN("data x = randn(8, 4)"), 0, 0},
     {"math_functions", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                        "h = x @ W\nloss = sum(rsqrt(h * h + 0.5) * c) + sum(reciprocal(h * h + 1) * c) + sum(erf(h) * c)"
-                       " + sum(sin(h) * c) + sum(cos(h * c))"
+                       " + sum(sin(h) * c) + sum(cos(h * c)) + sum(tan(h * 0.3) * c) + sum(atan(h) * c)"
+                       " + sum(asin(tanh(h) * 0.9) * c) + sum(acos(tanh(h) * 0.9) * c) + sum(sinh(h) * c) + sum(cosh(h) * c)"
+                       " + sum(asinh(h) * c) + sum(acosh(h * h + 1.5) * c) + sum(atanh(tanh(h) * 0.9) * c)"
                        TRAIN("data x = randn(8, 3)"), 0, 0},
     {"math_functions2", "input x: f32[B, 3]\nparam W: f32[3, 6] = normal(0, 1)\nparam c: f32[6] = normal(0, 1)\n"
                         "h = x @ W\nloss = sum(log1p(h * h) * c) + sum(expm1(h) * c) + sum(log2(h * h + 0.5) * c)"

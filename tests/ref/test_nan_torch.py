@@ -128,6 +128,11 @@ CASES = [
                 + torch.sort(torch.cat((t["q"], t["p"], t["q"], t["p"]), 1), dim=1, descending=True, stable=True).values[:, :18][:, 1::4],
                 "i": torch.sort(torch.cat((t["p"], t["q"], t["p"] * 2, -t["q"]), 1), dim=1, stable=True).indices.double()},
      lambda t, o: (o["r"] * t["d"]).sum()),
+    ew("tan_atan", "tan(p) + atan(q) + atan(p)", lambda t: torch.tan(t["p"]) + torch.atan(t["q"]) + torch.atan(t["p"])),
+    ew("asin_acos", "asin(p * 0.5) + acos(q * 0.4) + asin(q)", lambda t: torch.asin(t["p"] * 0.5) + torch.acos(t["q"] * 0.4) + torch.asin(t["q"])),
+    ew("sinh_cosh", "sinh(p) + cosh(q)", lambda t: torch.sinh(t["p"]) + torch.cosh(t["q"])),
+    ew("asinh_acosh", "asinh(p) + acosh(q + 2)", lambda t: torch.asinh(t["p"]) + torch.acosh(t["q"] + 2)),
+    ew("atanh", "atanh(p * 0.4) + atanh(q * 0.5)", lambda t: torch.atanh(t["p"] * 0.4) + torch.atanh(t["q"] * 0.5)),
     ew("shrink", "hardshrink(p) + softshrink(q, 0.5) + threshold(p, 0.1, -2) + tanhshrink(q) + clamp_min(p, 0.5)",
        lambda t: F.hardshrink(t["p"]) + F.softshrink(t["q"], 0.5) + F.threshold(t["p"], 0.1, -2.0) + F.tanhshrink(t["q"])
        + torch.clamp_min(t["p"], 0.5)),

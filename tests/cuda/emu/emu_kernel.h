@@ -275,6 +275,15 @@ double ceil(double);
 double rint(double);
 double trunc(double);
 double fmod(double, double);
+double tan(double);
+double asin(double);
+double acos(double);
+double atan(double);
+double sinh(double);
+double cosh(double);
+double asinh(double);
+double acosh(double);
+double atanh(double);
 float expf(float); float logf(float); float sqrtf(float); float tanhf(float); float powf(float, float);
 float fabsf(float); float fmaxf(float, float); float fminf(float, float); float erff(float);
 float log1pf(float);
@@ -286,6 +295,15 @@ float ceilf(float);
 float rintf(float);
 float truncf(float);
 float fmodf(float, float);
+float tanf(float);
+float asinf(float);
+float acosf(float);
+float atanf(float);
+float sinhf(float);
+float coshf(float);
+float asinhf(float);
+float acoshf(float);
+float atanhf(float);
 }
 static inline float exp(float x) { return expf(x); }
 static inline float log(float x) { return logf(x); }
@@ -305,6 +323,15 @@ static inline float ceil(float x) { return ceilf(x); }
 static inline float rint(float x) { return rintf(x); }
 static inline float trunc(float x) { return truncf(x); }
 static inline float fmod(float x, float y) { return fmodf(x, y); }
+static inline float tan(float x) { return tanf(x); }
+static inline float asin(float x) { return asinf(x); }
+static inline float acos(float x) { return acosf(x); }
+static inline float atan(float x) { return atanf(x); }
+static inline float sinh(float x) { return sinhf(x); }
+static inline float cosh(float x) { return coshf(x); }
+static inline float asinh(float x) { return asinhf(x); }
+static inline float acosh(float x) { return acoshf(x); }
+static inline float atanh(float x) { return atanhf(x); }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __expf(float x) { return expf(x); }
