@@ -163,6 +163,15 @@ static void plan_slices(Planner *P) {
     call_i64(s, aff_k(r->attr.slice.step));
 }
 
+/* rand and randn draw in every entry, keyed as dropout's mask. */
+static void plan_random(Planner *P) {
+    HelperStep *s = call(P->hp, HP_RANDOM, aff_numel(P->r->shape), 1, (HelperPtr[]){node_ptr(P->L->root)});
+    call_arg(s, (HelperArg){.kind = HARG_PTR, .p = {HPTR_STEP, -1, 0}});
+    call_i64(s, aff_k(P->r->origin));
+    call_arg(s, (HelperArg){.kind = HARG_INT, .v = aff_k(P->r->attr.scalars.p[0] != 0)});
+    call_arg(s, (HelperArg){.kind = HARG_INT, .v = aff_k(P->e->kind == ENTRY_ACCUM)});
+}
+
 /* One call: the operands, then the result, and the geometry. */
 static void plan_pool(Planner *P) {
     const Node *r = P->r;
@@ -255,6 +264,7 @@ static PlanFn *planner(Op op) {
     if (op_info[op].attr == ATTR_SLICE) return plan_slices;
     if (op == OP_EMBEDDING || op == OP_EMBEDDING_GRAD) return plan_embedding;
     if (op == OP_DROPOUT_MASK) return plan_dropout;
+    if (op == OP_RANDOM) return plan_random;
     return NULL;
 }
 

@@ -150,7 +150,9 @@ static const char dropout_rng_text[] =
     "    st = (st ^ (unsigned long long)step) * 0x100000001b3ULL;\n"
     "    return accum ? (st ^ (unsigned long long)micro) * 0x100000001b3ULL : st;\n"
     "}\n"
-    "@ real nnc_dropout_keep(unsigned long long seed, unsigned long long st, unsigned long long i, double p) {\n"
+    "/* block i of stream st: Philox4x32-10's four words, the 53-bit halves (hi: words 0 and 1) */\n"
+    "@ void nnc_philox_halves(unsigned long long seed, unsigned long long st, unsigned long long i,\n"
+    "                         unsigned long long *hi, unsigned long long *lo) {\n"
     "    unsigned int c0 = (unsigned int)i, c1 = (unsigned int)(i >> 32), c2 = (unsigned int)st, c3 = (unsigned int)(st >> 32);\n"
     "    unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);\n"
     "    for (int r = 0; r < 10; r++) {\n"
@@ -161,9 +163,24 @@ static const char dropout_rng_text[] =
     "        c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;\n"
     "        c3 = (unsigned int)p0;\n"
     "    }\n"
-    "    const double u = (double)((((unsigned long long)c0 << 32) | c1) >> 11) * (1.0 / 9007199254740992.0);\n"
+    "    *hi = (((unsigned long long)c0 << 32) | c1) >> 11;\n"
+    "    *lo = (((unsigned long long)c2 << 32) | c3) >> 11;\n"
+    "}\n"
+    "@ real nnc_dropout_keep(unsigned long long seed, unsigned long long st, unsigned long long i, double p) {\n"
+    "    unsigned long long a, b;\n"
+    "    nnc_philox_halves(seed, st, i, &a, &b);\n"
+    "    const double u = (double)a * (1.0 / 9007199254740992.0);\n"
     "    const real keep = (real)(1.0 / (1.0 - p));   /* outside the test: a loop hoists it */\n"
     "    return u >= p ? keep : (real)0;\n"
+    "}\n"
+    "/* rand's and randn's draw: uniform from words 0 and 1 in [0, 1), or normal by Box-Muller's cosine\n"
+    " * branch on all four (include/nnc_rng.h's mapping), in double */\n"
+    "@ real nnc_random_draw(unsigned long long seed, unsigned long long st, unsigned long long i, int normal) {\n"
+    "    unsigned long long a, b;\n"
+    "    nnc_philox_halves(seed, st, i, &a, &b);\n"
+    "    if (!normal) return (real)((double)a * (1.0 / 9007199254740992.0));\n"
+    "    const double u1 = (double)(a + 1) * (1.0 / 9007199254740992.0), u2 = (double)b * (1.0 / 9007199254740992.0);\n"
+    "    return (real)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));\n"
     "}\n";
 
 void dropout_rng_prelude(Str *s, bool cuda) {
@@ -179,6 +196,10 @@ static const char flat_dropout_mask[] =
     "        const real keep = nnc_dropout_keep((unsigned long long)ctl[1], nnc_dropout_stream(node, ctl[0], ctl[2], accum),\n"
     "                                           (unsigned long long)i, p);\n"
     "        mask[i] = training ? keep : (real)1;\n";
+/* rand's and randn's values: element i of the node's stream this step */
+static const char flat_random[] =
+    "        y[i] = nnc_random_draw((unsigned long long)ctl[1], nnc_dropout_stream(node, ctl[0], ctl[2], accum),\n"
+    "                               (unsigned long long)i, normal);\n";
 /* y = the operands one after another along an axis: y[o, p, r] (outer, axis, inner) comes
  * from the operand whose run holds p; unused operand pointers repeat the first */
 static const char flat_concat[] = "        const int64_t r = i % inner, p = i / inner % L, o = i / (inner * L);\n"

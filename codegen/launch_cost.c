@@ -76,7 +76,7 @@ static int64_t helper_flops(const Graph *g, const Launch *L, int64_t B) {
         if (op_has(r->op, OPF_POOL)) return n * q.C * q.OH * q.OW * window;
         return 2 * n * q.OC * q.OH * q.OW * (q.C / q.G) * window; /* each form: the same products */
     }
-    return r->op == OP_DROPOUT_MASK ? shape_numel(r->shape, B) : 0;
+    return r->op == OP_DROPOUT_MASK || r->op == OP_RANDOM ? shape_numel(r->shape, B) : 0;
 }
 
 static int64_t gemm_flops(const Graph *g, const Launch *L, int64_t B) {

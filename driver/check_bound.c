@@ -293,7 +293,12 @@ static void tol_helper(const CheckLaunch *c, int out, CheckTol *t) {
     else if (op == OP_MAX_POOL2D_GRAD) tol_sum(c, out, t, win, n->in[1], "max pooling's gradient");
     else if (op == OP_EMBEDDING_GRAD)
         tol_sum(c, out, t, (double)numel_at(g->nodes[n->in[1]].shape, c->B), -1, "an embedding's gradient");
-    else { /* max pooling, concat, slices, embedding lookups, dropout masks */ tol_fill(t, 0);
+    else if (op == OP_RANDOM && n->attr.scalars.p[0] != 0) { /* randn: a double log, sqrt and cos, rounded */
+        double u = unit_of(c), tiny = 16 * tiny_of(c, out);
+        for (int64_t i = 0; i < t->n; i++) t->tol[i] = 4 * u * fabs(ref_at(c, out, i)) + tiny;
+        snprintf(t->why, sizeof t->why, "randn: Box-Muller in double (libm's or CUDA's), rounded once: 4 ulps");
+    } else { /* max pooling, concat, slices, embedding lookups, dropout masks, rand */
+        tol_fill(t, 0);
         snprintf(t->why, sizeof t->why, "%s moves or draws values: the same bits", op_info[op].name);
     }
 }

@@ -226,6 +226,7 @@ Value read_select(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_all_any(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_tensor_of(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_alias(Elab *E, const char *fn, Args *a, SrcLoc loc);
+Value read_random(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_scatter(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_arith(Elab *E, const char *fn, Args *a, SrcLoc loc);
 Value read_number(Elab *E, const char *fn, Args *a, SrcLoc loc);

@@ -359,3 +359,30 @@ Value read_alias(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         if (!strcmp(fn, names[k][0])) return call_builtin(E, names[k][1], a, loc);
     return verror;
 }
+
+/* randn_like(input), rand_like(input), randn(size...), rand(size...) in a model, as torch's: a
+ * tensor of standard normal (uniform in [0, 1)) values drawn afresh in every call of every entry
+ * (one RANDOM node, keyed by the seed, the step and the node: a run repeats, and resumes, bit
+ * for bit); no gradient.  bernoulli(p): 1 where a uniform draw is below p, else 0 (f32, as
+ * torch's).  In the train section, randn() and rand() are its data sources. */
+Value read_random(Elab *E, const char *fn, Args *a, SrcLoc loc) {
+    Value v;
+    if (E->in_train && train_builtin(E, fn, a, loc, &v)) return v;
+    bool like = strstr(fn, "_like") != NULL, bern = !strcmp(fn, "bernoulli"), normal = fn[4] == 'n';
+    Shape s;
+    int x = -1;
+    if (like || bern) {
+        static const char *names[] = {"input", "dtype"};
+        int ix[2];
+        if (!bind_args(E, fn, a, names, 2, ix, 1, loc) || (x = tensor_arg(E, a, ix[0])) < 0) return verror;
+        if (bern && !need_f32(E, x, fn, loc)) return verror;
+        s = E->g->nodes[x].shape;
+    } else {
+        Value z = call_builtin(E, "zeros", a, loc);
+        if (z.k == V_ERROR) return verror;
+        s = E->g->nodes[z.node].shape;
+    }
+    int r = graph_add(E->g, OP_RANDOM, 0, NULL, s, DT_F32, loc);
+    E->g->nodes[r].attr.scalars.p[0] = normal && !bern;
+    return vtensor(bern ? graph_add2(E->g, OP_LT, r, x, loc) : r);
+}

@@ -223,6 +223,8 @@ if(TARGET nnc_emu_cuda)
            --run-model $<TARGET_FILE:run_model> --cuda)
   add_test(NAME tensor_ops_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_tensor_ops_torch.py
            --run-model $<TARGET_FILE:run_model> --cuda)
+  add_test(NAME random_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_random.py
+           --run-model $<TARGET_FILE:run_model> --nnc $<TARGET_FILE:nnc> --cuda)
   # gpt.nn (2 layers, n_embd 32) on the CUDA target against nanoGPT's model in torch, 20 AdamW steps:
   # the fused attention kernels in a model
   add_test(NAME gpt_torch_emu COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/ref/test_gpt_torch.py
@@ -254,7 +256,7 @@ if(TARGET nnc_emu_cuda)
                        emu_train_half_cols
                        train_settings_torch_emu
                        half_torch_emu emu_train_explicit emu_cli emu_profile emu_target_auto nan_torch_emu
-                       conv_torch_emu launch_shape_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu
+                       conv_torch_emu launch_shape_emu matmul_torch_emu ce_torch_emu tensor_ops_torch_emu random_torch_emu
                        dropout_philox_emu gpt_torch_emu gpt_torch_composed_emu llama_torch_emu attention_torch_emu emu_mpi emu_pipeline
                        PROPERTIES
                        LABELS cuda-emu TIMEOUT 400 ENVIRONMENT "${_emu_run_env}")
