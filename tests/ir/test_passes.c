@@ -1103,7 +1103,8 @@ static void check_helper_plans(Compiled *c, const char *model, bool *seen) {
 }
 
 static void test_helper_plans(void) {
-    static const char *const models[] = {"convnet.nn", "../tests/cuda/ops/conv.nn", "../tests/cuda/ops/concat.nn"};
+    static const char *const models[] = {"convnet.nn", "../tests/cuda/ops/conv.nn", "../tests/cuda/ops/concat.nn",
+                                         "vae.nn"};
     bool seen[OP_COUNT] = {0};
     for (size_t i = 0; i < NNC_COUNTOF(models); i++)
         for (int t = 0; t < 2; t++)
