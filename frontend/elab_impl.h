@@ -172,6 +172,11 @@ Value call_builtin(Elab *E, const char *fn, Args *a, SrcLoc loc);
 bool is_none_index(const Expr *e);
 int slice_node(Elab *E, int x, int ax, int64_t start, int64_t len, int64_t step, SrcLoc loc);
 int as_real(Elab *E, int x, SrcLoc loc);
+/* Sizes a and b as one axis (the batch axis's stays marked: B * k). */
+static inline int64_t merge_dim(int64_t a, int64_t b) {
+    int64_t k = dim_size(a, 1) * dim_size(b, 1);
+    return dim_is_batch(a) || dim_is_batch(b) ? dim_batch_times(k) : k;
+}
 int as_i32(Elab *E, int x, SrcLoc loc);
 Value tensor_subscript(Elab *E, Env *env, int x, Arg *items, SrcLoc loc);
 

@@ -203,6 +203,23 @@ static bool ce_scalars(Elab *E, const char *fn, Args *a, const Surface *sf, cons
     return ok;
 }
 
+/* torch's K-dimensional form, logits [N, C, d1, ...] with labels [N, d1, ...] (the classes on axis
+ * 1, as F.cross_entropy(logits.transpose(1, 2), y) writes a sequence's): the classes moved last
+ * and every other axis merged, [N d1 ..., C] and [N d1 ...], whose mean over the rows not ignored
+ * is torch's mean over the elements.  Other shapes are left to check_logits_labels. */
+static void classes_last(Elab *E, int *lg, int *lb, SrcLoc loc) {
+    Shape ls = E->g->nodes[*lg].shape, ys = E->g->nodes[*lb].shape;
+    if (ls.rank < 3 || ys.rank != ls.rank - 1 || E->g->nodes[*lb].dtype != DT_I32 || dim_is_batch(ls.d[1])) return;
+    for (int i = 0; i < ys.rank; i++)
+        if (ys.d[i] != ls.d[i ? i + 1 : 0]) return;
+    int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
+    axis_last_perms(1, ls.rank, there, back);
+    int64_t n = 1;
+    for (int i = 0; i < ys.rank; i++) n = merge_dim(n, ys.d[i]);
+    *lg = reshape_node(E, permute_node(E, *lg, there, loc), (Shape){.rank = 2, .d = {n, ls.d[1]}}, loc);
+    *lb = reshape_node(E, *lb, (Shape){.rank = 1, .d = {n}}, loc);
+}
+
 /* cross_entropy(logits, labels, ignore_index, label_smoothing) and accuracy(logits, labels). */
 static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     Surface sf;
@@ -212,7 +229,9 @@ static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
     int lg = tensor_arg(E, a, ix[0]), lb = tensor_arg(E, a, ix[1]);
     double p[3] = {0, 0, 0};
     bool nums = op != OP_CROSS_ENTROPY || ce_scalars(E, fn, a, &sf, ix, p);
-    if (lg < 0 || lb < 0 || !check_logits_labels(E, fn, lg, lb, loc) || !nums) return verror;
+    if (lg < 0 || lb < 0) return verror;
+    classes_last(E, &lg, &lb, loc);
+    if (!check_logits_labels(E, fn, lg, lb, loc) || !nums) return verror;
     int in[2] = {lg, lb};
     int r = graph_add(E->g, op, 2, in, shape_scalar(), DT_F32, loc);
     if (op == OP_CROSS_ENTROPY) memcpy(E->g->nodes[r].attr.scalars.p, p, sizeof p);

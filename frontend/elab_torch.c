@@ -1041,12 +1041,6 @@ typedef struct {
     char ix[16]; /* its axes' letters, in order (at most IR_MAX_RANK) */
 } EinTerm;
 
-/* Sizes a and b as one axis (the batch axis's stays marked: B * k). */
-static int64_t merge_dim(int64_t a, int64_t b) {
-    int64_t k = dim_size(a, 1) * dim_size(b, 1);
-    return dim_is_batch(a) || dim_is_batch(b) ? dim_batch_times(k) : k;
-}
-
 /* t with its axes in the order of the letters `to` (a permutation of t's). */
 static EinTerm ein_permute(Elab *E, EinTerm t, const char *to, SrcLoc loc) {
     int8_t perm[IR_MAX_RANK] = IR_PERM_ID;
