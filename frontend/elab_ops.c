@@ -220,8 +220,60 @@ static void classes_last(Elab *E, int *lg, int *lb, SrcLoc loc) {
     *lb = reshape_node(E, *lb, (Shape){.rank = 1, .d = {n}}, loc);
 }
 
-/* cross_entropy(logits, labels, ignore_index, label_smoothing) and accuracy(logits, labels). */
+/* cross_entropy(..., reduction = "sum" or "none"): nll_loss of log_softmax over the classes
+ * (axis 1, as torch's), that reduction, plus label smoothing's eps mean(-log_softmax) over the
+ * classes in each kept element (0 where the label is ignore_index), as torch's. */
+static Value ce_reduced(Elab *E, const char *fn, Args *a, int red, SrcLoc loc) {
+    static const char *names[] = {"input", "target", "ignore_index", "label_smoothing"};
+    int ix[4];
+    bool ok = true;
+    Args b = *a;
+    b.n--;
+    for (int k = red; k < b.n; k++) b.v[k] = b.v[k + 1], b.loc[k] = b.loc[k + 1], b.kw[k] = b.kw[k + 1];
+    if (!bind_args(E, fn, &b, names, 4, ix, 2, loc)) return verror;
+    double ignore = num_arg(E, &b, ix[2], -100, &ok), eps = num_arg(E, &b, ix[3], 0, &ok);
+    int x = tensor_arg(E, &b, ix[0]), y = tensor_arg(E, &b, ix[1]);
+    if (!ok || x < 0 || y < 0 || !need_f32(E, x, fn, loc) ||
+        !check_range(E, fn, "label_smoothing", eps, 0, false, 1, false, arg_loc(&b, ix[3], loc)))
+        return verror;
+    Args s = {.n = 2};
+    s.v[0] = vtensor(x), s.v[1] = vnum(1), s.loc[0] = s.loc[1] = loc, s.kw[1] = "dim";
+    Value lp = call_builtin(E, "log_softmax", &s, loc);
+    if (lp.k == V_ERROR) return verror;
+    Args n = {.n = 4};
+    n.v[0] = lp, n.v[1] = vtensor(y), n.v[2] = vnum(ignore), n.v[3] = a->v[red];
+    n.loc[0] = n.loc[1] = n.loc[2] = loc, n.loc[3] = a->loc[red];
+    n.kw[2] = "ignore_index", n.kw[3] = "reduction";
+    Value l = call_builtin(E, "nll_loss", &n, loc);
+    if (l.k == V_ERROR || eps == 0) return l;
+    /* (1 - eps) nll + eps mean_c(-log p), each element's, 0 where ignored, reduced alike */
+    int keep = graph_add2(E->g, OP_NE, y, graph_const(E->g, ignore, loc), loc);
+    int sm = reduce_node(E, OP_MEAN, graph_add1(E->g, OP_NEG, lp.node, loc), 2, false, loc);
+    int in[3] = {keep, sm, graph_const(E->g, 0, loc)};
+    int smooth = graph_add(E->g, OP_SELECT, 3, in, E->g->nodes[y].shape, DT_F32, loc);
+    bool none = !strcmp(a->v[red].str, "none");
+    if (!none) smooth = reduce_node(E, OP_SUM, smooth, ((int64_t)1 << E->g->nodes[y].shape.rank) - 1, false, loc);
+    int scaled = graph_add2(E->g, OP_MUL, l.node, graph_const(E->g, 1 - eps, loc), loc);
+    return vtensor(
+        graph_add2(E->g, OP_ADD, scaled, graph_add2(E->g, OP_MUL, smooth, graph_const(E->g, eps, loc), loc), loc));
+}
+
+/* cross_entropy(logits, labels, ignore_index, label_smoothing) and accuracy(logits, labels);
+ * cross_entropy's reduction "mean" is its row op, "sum" and "none" are composed (ce_reduced). */
 static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
+    for (int k = 0; op == OP_CROSS_ENTROPY && k < a->n; k++)
+        if (a->kw[k] && !strcmp(a->kw[k], "reduction")) {
+            Value r = a->v[k];
+            if (r.k != V_STR || (strcmp(r.str, "mean") && strcmp(r.str, "sum") && strcmp(r.str, "none"))) {
+                diag_error(E->d, a->loc[k], "%s(): reduction is \"mean\", \"sum\" or \"none\"", fn);
+                return verror;
+            }
+            if (strcmp(r.str, "mean")) return ce_reduced(E, fn, a, k, loc);
+            Args b = *a; /* "mean": the row op, without the argument */
+            b.n--;
+            for (int j = k; j < b.n; j++) b.v[j] = b.v[j + 1], b.loc[j] = b.loc[j + 1], b.kw[j] = b.kw[j + 1];
+            return loss_ce(E, op, fn, &b, loc);
+        }
     Surface sf;
     surface_parse(op_info[op].surface, &sf);
     int ix[8];

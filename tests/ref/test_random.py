@@ -11,7 +11,8 @@ run_model's eval and grad entries (tests/numeric/run_model.c).  Checked:
   - eps and u bit for bit against tests/ref/philox.py's normal and uniform of the stream that
     codegen/helpers.c documents (dropout's: the FNV-1a of the node and the step), the node being
     the draw's id in `--emit ir`;
-  - a second run gives the same bits; another seed gives other values;
+  - a second run gives the same bits, and so does one with --no-fuse; another seed gives other
+    values;
   - with --cuda, the same run on the CUDA target against the CPU's values (within Box-Muller's
     four ulps for randn, exactly for rand and bernoulli).
 
@@ -53,11 +54,11 @@ train {
 """ % (D, D, D, D // 2, D // 2, D, D, D // 2, B)
 
 
-def run(a, d, seed, cuda, tag=""):
+def run(a, d, seed, cuda, tag="", *flags):
     out = os.path.join(d, "out_%d_%d%s" % (seed, cuda, tag))
     os.makedirs(out)
     cmd = [a.run_model, os.path.join(d, "m.nn"), out, "--entry", "eval,grad", "--seed", str(seed),
-           "--load-params", os.path.join(d, "W.npy")]
+           "--load-params", os.path.join(d, "W.npy"), *flags]
     if cuda:
         cmd.append("--cuda")
     r = subprocess.run(cmd + [os.path.join(d, "x.npy")], capture_output=True, text=True, cwd=d)
@@ -126,6 +127,8 @@ def main():
             check(errs, "%s: %d of %d values differ from philox.py's" % (name, bad.sum(), bad.size), not bad.any())
         again = run(a, d, 1, False, "again")
         check(errs, "a second run drew other values", all(np.array_equal(got[n], again[n]) for n in ("eps", "u", "e2", "m")))
+        unfused = run(a, d, 1, False, "unfused", "--no-fuse")
+        check(errs, "--no-fuse drew other values", all(np.array_equal(got[n], unfused[n]) for n in ("eps", "u", "e2", "m")))
         other = run(a, d, 2, False)
         check(errs, "another seed drew the same values", not np.array_equal(got["eps"], other["eps"]))
         if a.cuda:

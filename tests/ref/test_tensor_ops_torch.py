@@ -445,12 +445,16 @@ def torch_short(t):
     yf = y.float()[:, :, None] * h + y.long().float()[:, :, None]
     ce = F.cross_entropy(h.transpose(1, 2), y) + F.cross_entropy(h.transpose(1, 2) * 2, y, ignore_index=1, label_smoothing=0.1) \
         + F.cross_entropy(h.reshape(-1, 2, 2, 6).permute(0, 3, 1, 2), y.reshape(-1, 2, 2))
+    cn = F.cross_entropy(h.transpose(1, 2), y, reduction="none") \
+        + F.cross_entropy(h.transpose(1, 2), y, reduction="sum", label_smoothing=0.2, ignore_index=2) \
+        + F.cross_entropy(h[:, 0], y[:, 0], reduction="none", label_smoothing=0.1)[:, None] \
+        + F.cross_entropy(h[:, 1], y[:, 1], reduction="mean")
     tr = torch.tan(h * 0.3) + torch.asin(h * 0.9) + torch.arccos(h * 0.9) + torch.atan(h * 3) + torch.sinh(h) \
         + torch.cosh(h) + torch.asinh(h * 2) + torch.acosh(h * h + 1.5) + torch.arctanh(h * 0.9)
     loss = (att * h[..., :4]).sum() + (nz * h).sum() + (uf * uf).sum() + (cl * h).sum() + (ad * ad).sum() + (df * df).sum() \
         + (vm * mm).sum() + (sm_ * mn).sum() + (sh * h).sum() + (mv * mv).sum() + (aa * h.sum(-1)).sum() + (tc * tc).sum() \
-        + (yf * h).sum() + (tr * tr).sum() + ce
-    return loss, {"ce": ce, "tr": tr, "att": att, "nz": nz, "uf": uf, "cl": cl, "ad": ad, "df": df, "vm": vm, "mm": mm, "sm": sm_, "mn": mn,
+        + (yf * h).sum() + (tr * tr).sum() + ce + (cn * cn).sum()
+    return loss, {"cn": cn, "ce": ce, "tr": tr, "att": att, "nz": nz, "uf": uf, "cl": cl, "ad": ad, "df": df, "vm": vm, "mm": mm, "sm": sm_, "mn": mn,
                   "sh": sh, "mv": mv, "aa": aa, "tc": tc, "yf": yf}
 
 
@@ -511,11 +515,15 @@ CASES = [
          "output yf = y.float()[:, :, None] * h + y.long().float()[:, :, None]\n"
          "output ce = F.cross_entropy(h.transpose(1, 2), y) + F.cross_entropy(h.transpose(1, 2) * 2, y, ignore_index = 1,"
          " label_smoothing = 0.1) + F.cross_entropy(h.reshape(B, 2, 2, 6).permute(0, 3, 1, 2), y.reshape(B, 2, 2))\n"
+         "output cn = F.cross_entropy(h.transpose(1, 2), y, reduction = \"none\")"
+         " + F.cross_entropy(h.transpose(1, 2), y, reduction = \"sum\", label_smoothing = 0.2, ignore_index = 2)"
+         " + F.cross_entropy(h[:, 0], y[:, 0], reduction = \"none\", label_smoothing = 0.1)[:, None]"
+         " + F.cross_entropy(h[:, 1], y[:, 1], reduction = \"mean\")\n"
          "output tr = torch.tan(h * 0.3) + torch.asin(h * 0.9) + torch.arccos(h * 0.9) + torch.atan(h * 3) + torch.sinh(h)"
          " + torch.cosh(h) + torch.asinh(h * 2) + torch.acosh(h * h + 1.5) + torch.arctanh(h * 0.9)\n"
          "loss = sum(att * h[..., :4]) + sum(nz * h) + sum(uf * uf) + sum(cl * h) + sum(ad * ad) + sum(df * df)"
          " + sum(vm * mm) + sum(sm * mn) + sum(sh * h) + sum(mv * mv) + sum(aa * h.sum(-1)) + sum(tc * tc) + sum(yf * h)"
-         " + sum(tr * tr) + ce", torch_short),
+         " + sum(tr * tr) + ce + sum(cn * cn)", torch_short),
     # Mixtral's sparse mixture of experts as its code writes it: softmax, topk, renormalised, the
     # gates by scatter, each expert's SwiGLU weighted by its gate, walked with zip and enumerate
     Case("moe_mixtral", {"x": ("f32", (4, 5)), "y": ("i32", (4,), 4)},
