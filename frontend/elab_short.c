@@ -363,8 +363,9 @@ Value read_alias(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 /* randn_like(input), rand_like(input), randn(size...), rand(size...) in a model, as torch's: a
  * tensor of standard normal (uniform in [0, 1)) values drawn afresh in every call of every entry
  * (one RANDOM node, keyed by the seed, the step and the node: a run repeats, and resumes, bit
- * for bit); no gradient.  bernoulli(p): 1 where a uniform draw is below p, else 0 (f32, as
- * torch's).  In the train section, randn() and rand() are its data sources. */
+ * for bit); no gradient.  The key being the step, every evaluation call between two steps draws
+ * the same values.  bernoulli(p): 1 where a uniform draw is below p, else 0 (f32, as torch's).
+ * In the train section, randn() and rand() are its data sources. */
 Value read_random(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     Value v;
     if (E->in_train && train_builtin(E, fn, a, loc, &v)) return v;
