@@ -855,7 +855,10 @@ def main():
     ap.add_argument("--run-model", required=True)
     ap.add_argument("--cuda", action="store_true")
     ap.add_argument("-k", default="")
+    ap.add_argument("--variants", default="f64-fused,f64-unfused,f32-fused",
+                    help="which of the CPU's runs (the sanitizers' build: f64-unfused,f32-fused)")
     a = ap.parse_args()
+    variants = a.variants.split(",")
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in CASES:
@@ -863,6 +866,8 @@ def main():
                 continue
             for precision in ("f32",) if a.cuda else ("f64", "f32"):
                 for fused in (True, False) if precision == "f64" else (True,):
+                    if not a.cuda and "%s-%s" % (precision, "fused" if fused else "unfused") not in variants:
+                        continue
                     errs = run_case(a, tmp, case, precision, fused)
                     print("%s %-22s %s %-7s%s" % ("FAIL" if errs else "ok  ", case.name, precision,
                                                   "fused" if fused else "unfused", "".join("\n    " + e for e in errs)))
