@@ -173,7 +173,7 @@ static void input_rule_add(Build *b, nnc_input_rule *r, bool *mixed, const Node 
                                                                : "cross_entropy";
         r->at = arena_printf(b->a, "%s:%d:%d", x->loc.file ? x->loc.file : "the model", x->loc.line, x->loc.col);
     }
-    bool idx_ignore = (x->op == OP_INDEX_EQ || x->op == OP_GATHER_ROWS) && x->attr.scalars.p[0] != 0; /* nll_loss's */
+    bool idx_ignore = x->op == OP_GATHER_ROWS && x->attr.scalars.p[0] != 0; /* nll_loss's target */
     if (x->op != OP_CROSS_ENTROPY && x->op != OP_CE_GRAD && !idx_ignore) return;
     int32_t ii = (int32_t)x->attr.scalars.p[idx_ignore ? 1 : 0];
     if (!*mixed && !r->has_ignore) r->has_ignore = 1, r->ignore = ii; /* the first cross_entropy */
@@ -214,7 +214,7 @@ static nnc_input_rule input_rule(Build *b, int input) {
             input_rule_add(b, &r, &mixed, x, g->nodes[x->in[1]].shape.d[0]);
         } else if (x->op == OP_INDEX_EQ && carries[x->in[0]]) { /* one_hot's index, against arange(C) */
             Shape c = g->nodes[x->in[1]].shape;
-            embedded |= x->attr.scalars.p[0] == 0; /* no value to skip */
+            embedded = true; /* no value to skip */
             input_rule_add(b, &r, &mixed, x, c.rank ? c.d[c.rank - 1] : 0);
         } else if (op_has(x->op, OPF_PICKS) && carries[x->in[1]]) { /* gather's, scatter's places */
             Shape c = g->nodes[x->in[0]].shape;

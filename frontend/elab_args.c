@@ -27,6 +27,14 @@ bool eval_args(Elab *E, Env *env, Arg *args, Args *out, SrcLoc loc) {
     return ok;
 }
 
+/* a without its argument k (an argument a builtin reads itself, before it binds the others). */
+Args args_without(const Args *a, int k) {
+    Args b = *a;
+    b.n--;
+    for (int j = k; j < b.n; j++) b.v[j] = b.v[j + 1], b.loc[j] = b.loc[j + 1], b.kw[j] = b.kw[j + 1];
+    return b;
+}
+
 /* Binds positional and keyword arguments to a builtin's parameter list; each name in `names`
  * gets the index of its argument or -1.  Unknown keywords and excess arguments are errors. */
 bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx, int required,

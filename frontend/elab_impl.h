@@ -142,6 +142,7 @@ int owned_output(Elab *E, int x, SrcLoc loc);
 
 /* ---- elab_args.c ---- */
 bool eval_args(Elab *E, Env *env, Arg *args, Args *out, SrcLoc loc);
+Args args_without(const Args *a, int k);
 bool bind_args(Elab *E, const char *fn, Args *a, const char *const *names, int nnames, int *idx, int required,
                SrcLoc loc);
 double num_arg(Elab *E, Args *a, int i, double dflt, bool *ok); /* finite */

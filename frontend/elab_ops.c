@@ -227,9 +227,7 @@ static Value ce_reduced(Elab *E, const char *fn, Args *a, int red, SrcLoc loc) {
     static const char *names[] = {"input", "target", "ignore_index", "label_smoothing"};
     int ix[4];
     bool ok = true;
-    Args b = *a;
-    b.n--;
-    for (int k = red; k < b.n; k++) b.v[k] = b.v[k + 1], b.loc[k] = b.loc[k + 1], b.kw[k] = b.kw[k + 1];
+    Args b = args_without(a, red);
     if (!bind_args(E, fn, &b, names, 4, ix, 2, loc)) return verror;
     double ignore = num_arg(E, &b, ix[2], -100, &ok), eps = num_arg(E, &b, ix[3], 0, &ok);
     int x = tensor_arg(E, &b, ix[0]), y = tensor_arg(E, &b, ix[1]);
@@ -269,9 +267,7 @@ static Value loss_ce(Elab *E, Op op, const char *fn, Args *a, SrcLoc loc) {
                 return verror;
             }
             if (strcmp(r.str, "mean")) return ce_reduced(E, fn, a, k, loc);
-            Args b = *a; /* "mean": the row op, without the argument */
-            b.n--;
-            for (int j = k; j < b.n; j++) b.v[j] = b.v[j + 1], b.loc[j] = b.loc[j + 1], b.kw[j] = b.kw[j + 1];
+            Args b = args_without(a, k); /* "mean": the row op */
             return loss_ce(E, op, fn, &b, loc);
         }
     Surface sf;

@@ -45,10 +45,7 @@ Value read_new(Elab *E, const char *fn, Args *a, SrcLoc loc) {
         diag_error(E->d, loc, "x.%s(size...): give the size", fn);
         return verror;
     }
-    Args b = *a;
-    b.n--;
-    memmove(b.v, b.v + 1, (size_t)b.n * sizeof *b.v), memmove(b.loc, b.loc + 1, (size_t)b.n * sizeof *b.loc);
-    memmove(b.kw, b.kw + 1, (size_t)b.n * sizeof *b.kw);
+    Args b = args_without(a, 0); /* the size, without x */
     const char *to = !strcmp(fn, "new_ones") ? "ones" : !strcmp(fn, "new_full") ? "full" : "zeros";
     return call_builtin(E, to, &b, loc);
 }

@@ -657,15 +657,12 @@ Value read_argmin(Elab *E, const char *fn, Args *a, SrcLoc loc) {
 }
 
 /* 1 where the i32 index idx (reshaped to broadcast) equals a place of `places` (arange(C)), f32:
- * an INDEX_EQ, so that an input read so is checked to lie in [0, C) as it loads, or to be
- * `ignore` where has_ignore. */
-static int index_eq(Elab *E, int idx, int places, bool has_ignore, double ignore, SrcLoc loc) {
+ * an INDEX_EQ, so that an input read so is checked to lie in [0, C) as it loads. */
+static int index_eq(Elab *E, int idx, int places, SrcLoc loc) {
     Shape s;
     if (!shape_broadcast(E->g->nodes[idx].shape, E->g->nodes[places].shape, &s)) return -1;
     int in[2] = {idx, places};
-    int r = graph_add(E->g, OP_INDEX_EQ, 2, in, s, DT_F32, loc);
-    E->g->nodes[r].attr.scalars.p[0] = has_ignore, E->g->nodes[r].attr.scalars.p[1] = ignore;
-    return r;
+    return graph_add(E->g, OP_INDEX_EQ, 2, in, s, DT_F32, loc);
 }
 
 /* one_hot(labels, num_classes): f32 [..., num_classes], 1 at each label's place (torch's is an
@@ -695,7 +692,7 @@ Value read_one_hot(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     r.v[0] = vnum(c), r.loc[0] = loc;
     Value classes = call_builtin(E, "arange", &r, loc);
     if (classes.k == V_ERROR) return verror;
-    return vtensor(index_eq(E, reshape_node(E, y, u, loc), classes.node, false, 0, loc));
+    return vtensor(index_eq(E, reshape_node(E, y, u, loc), classes.node, loc));
 }
 
 /* smooth_l1_loss(input, target, reduction = "mean", beta = 1) and huber_loss(..., delta = 1), as
@@ -768,8 +765,8 @@ static int pick_last(Elab *E, const char *fn, int x, int idx, bool has_ignore, d
  * = False, stable = False): the indices.  The indices are one TOPK row op's (torch.sort's stable
  * order: larger or smaller first, NaN above everything, equal elements in their order along the
  * row; topk's are always sorted, as torch's by default), i32; the values are the input gathered
- * there (one GATHER_ROWS), so the gradient goes to the picked elements.  dim is not the batch axis; a half input is ordered in
- * f32 (the same order) and its values gathered as they are. */
+ * there (one GATHER_ROWS), so the gradient goes to the picked elements.  dim is not the batch
+ * axis; a half input is widened to f32 first (exact: the same order, the same values). */
 Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     static const char *tn[] = {"input", "k", "dim", "largest", "sorted"},
                       *sn[] = {"input", "dim", "descending", "stable"};
@@ -801,14 +798,11 @@ Value read_topk(Elab *E, const char *fn, Args *a, SrcLoc loc) {
     if (!ok) return verror;
     int8_t there[IR_MAX_RANK], back[IR_MAX_RANK];
     axis_last_perms(d, s.rank, there, back);
-    int xm = permute_node(E, x, there, loc), xr = xm;
-    if (DTYPE_IS_HALF(E->g->nodes[x].dtype)) {
-        xr = graph_add1(E->g, OP_CAST, xm, loc);
-        E->g->nodes[xr].dtype = DT_F32;
-    }
+    int xm = permute_node(E, x, there, loc);
+    if (DTYPE_IS_HALF(E->g->nodes[xm].dtype)) xm = graph_add1(E->g, OP_CAST, xm, loc); /* f32: exact */
     Shape r = E->g->nodes[xm].shape;
     r.d[r.rank - 1] = k;
-    int idx = graph_add(E->g, OP_TOPK, 1, &xr, r, DT_I32, loc);
+    int idx = graph_add(E->g, OP_TOPK, 1, &xm, r, DT_I32, loc);
     E->g->nodes[idx].attr.scalars.p[0] = (double)k, E->g->nodes[idx].attr.scalars.p[1] = desc;
     Value iv = vtensor(permute_node(E, idx, back, loc));
     if (arg) return iv;
@@ -1471,13 +1465,9 @@ static int place_last(Elab *E, const char *fn, int x, int idx, int src, double v
         int c = graph_const(E->g, value, loc);
         src = graph_add(E->g, OP_EXPAND, 1, &c, is, DT_F32, loc);
     } else if (DTYPE_IS_HALF(E->g->nodes[src].dtype)) src = graph_add1(E->g, OP_CAST, src, loc);
-    if (!shape_eq(E->g->nodes[src].shape, is)) {
-        Shape s;
-        if (!shape_broadcast(E->g->nodes[src].shape, is, &s) || !shape_eq(s, is)) {
-            diag_error(E->d, loc, "%s(): the source %s does not match the indices %s", fn, tstr(E, src), tstr(E, idx));
-            return -1;
-        }
-        src = graph_add(E->g, OP_EXPAND, 1, &src, is, DT_F32, loc);
+    if (!shape_eq(E->g->nodes[src].shape, is)) { /* read_scatter gives the index's shape */
+        diag_error(E->d, loc, "%s(): the source %s does not match the indices %s", fn, tstr(E, src), tstr(E, idx));
+        return -1;
     }
     int in[3] = {x, idx, src};
     int r = graph_add(E->g, OP_SCATTER_ROWS, 3, in, xs, DT_F32, loc);
